@@ -1,0 +1,1 @@
+//! Not built yet: see the open issues.

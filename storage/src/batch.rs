@@ -1,0 +1,615 @@
+//! Kafka RecordBatch v2: validation, in-place patching, record iteration.
+//!
+//! Layout (big-endian), from the Kafka protocol spec:
+//! ```text
+//! 0  baseOffset i64          | outside the CRC, patched by the broker
+//! 8  batchLength i32         | bytes after this field
+//! 12 partitionLeaderEpoch i32| outside the CRC, patched by the broker
+//! 16 magic i8 (= 2)
+//! 17 crc u32                 | CRC-32C of bytes 21..end
+//! 21 attributes i16          | bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control
+//! 23 lastOffsetDelta i32
+//! 27 baseTimestamp i64
+//! 35 maxTimestamp i64
+//! 43 producerId i64
+//! 51 producerEpoch i16
+//! 53 baseSequence i32
+//! 57 recordsCount i32
+//! 61 records...
+//! ```
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::BatchError;
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+
+/// Size of the fixed v2 header.
+pub const HEADER_BYTES: usize = 61;
+/// Bytes before and including batchLength: the total size is this plus batchLength.
+pub const LOG_OVERHEAD_BYTES: usize = 12;
+const OFFSET_AT: usize = 0;
+const LENGTH_AT: usize = 8;
+const LEADER_EPOCH_AT: usize = 12;
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const BASE_TIMESTAMP_AT: usize = 27;
+const MAX_TIMESTAMP_AT: usize = 35;
+const RECORDS_COUNT_AT: usize = 57;
+const COMPRESSION_MASK: i16 = 0x07;
+const CONTROL_FLAG: i16 = 0x20;
+
+/// How strictly the record count is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountRule {
+    /// A producer's batch: exactly lastOffsetDelta + 1 records.
+    Exact,
+    /// A stored batch: compaction may have removed records, so at most lastOffsetDelta + 1.
+    AtMost,
+}
+
+/// The fields of a v2 header the log needs, parsed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// First offset of the batch.
+    pub base_offset: Offset,
+    /// Total bytes of the batch, header included.
+    pub total_bytes: usize,
+    /// Epoch of the leader that appended it.
+    pub leader_epoch: LeaderEpoch,
+    /// Attribute bits.
+    pub attributes: i16,
+    /// Last offset minus base offset.
+    pub last_offset_delta: i32,
+    /// Timestamp of the first record.
+    pub base_timestamp: TimestampMs,
+    /// Largest timestamp in the batch.
+    pub max_timestamp: TimestampMs,
+    /// Number of records.
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    /// The last offset the batch covers.
+    pub fn last_offset(&self) -> Offset {
+        self.base_offset.plus(self.last_offset_delta as i64)
+    }
+
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> Offset {
+        self.last_offset().plus(1)
+    }
+
+    /// Whether the records are compressed (then they are not iterated here).
+    pub fn is_compressed(&self) -> bool {
+        self.attributes & COMPRESSION_MASK != 0
+    }
+
+    /// Whether this is a transaction control batch.
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG != 0
+    }
+
+    /// Parses the header at the start of `buf` without checking the CRC.
+    ///
+    /// Checks what can be checked without the body: magic, a sane length and
+    /// delta. Used by scans to find batch boundaries.
+    pub fn parse(buf: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
+        if buf.len() < HEADER_BYTES {
+            return Err(BatchError::TooShort {
+                len: buf.len(),
+                min: HEADER_BYTES,
+            });
+        }
+        let magic = buf[MAGIC_AT] as i8;
+        if magic != 2 {
+            return Err(BatchError::UnsupportedMagic(magic));
+        }
+        let declared = LOG_OVERHEAD_BYTES as i64 + read_i32(buf, LENGTH_AT) as i64;
+        if declared < HEADER_BYTES as i64 {
+            return Err(BatchError::LengthMismatch {
+                declared,
+                present: buf.len(),
+            });
+        }
+        if declared as u64 > max_batch_bytes as u64 {
+            return Err(BatchError::TooLarge {
+                len: declared as usize,
+                max: max_batch_bytes,
+            });
+        }
+        let last_offset_delta = read_i32(buf, LAST_OFFSET_DELTA_AT);
+        let records_count = read_i32(buf, RECORDS_COUNT_AT);
+        if last_offset_delta < 0 || records_count < 0 {
+            return Err(BatchError::RecordCount {
+                count: records_count,
+                last_offset_delta,
+            });
+        }
+        Ok(BatchHeader {
+            base_offset: Offset(read_i64(buf, OFFSET_AT)),
+            total_bytes: declared as usize,
+            leader_epoch: LeaderEpoch(read_i32(buf, LEADER_EPOCH_AT)),
+            attributes: read_i16(buf, ATTRIBUTES_AT),
+            last_offset_delta,
+            base_timestamp: TimestampMs(read_i64(buf, BASE_TIMESTAMP_AT)),
+            max_timestamp: TimestampMs(read_i64(buf, MAX_TIMESTAMP_AT)),
+            records_count,
+        })
+    }
+}
+
+/// Validates one whole batch: `buf` must hold exactly one batch.
+///
+/// Checks magic, batchLength against the bytes present, the size bound,
+/// CRC-32C over attributes..end and the record count against lastOffsetDelta.
+pub fn validate(
+    buf: &[u8],
+    max_batch_bytes: usize,
+    rule: CountRule,
+) -> Result<BatchHeader, BatchError> {
+    let header = BatchHeader::parse(buf, max_batch_bytes)?;
+    if header.total_bytes != buf.len() {
+        return Err(BatchError::LengthMismatch {
+            declared: header.total_bytes as i64,
+            present: buf.len(),
+        });
+    }
+    let stored = u32::from_be_bytes(buf[CRC_AT..CRC_AT + 4].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    if stored != computed {
+        return Err(BatchError::CrcMismatch { stored, computed });
+    }
+    let fits = match rule {
+        CountRule::Exact => header.records_count as i64 == header.last_offset_delta as i64 + 1,
+        CountRule::AtMost => header.records_count as i64 <= header.last_offset_delta as i64 + 1,
+    };
+    if !fits {
+        return Err(BatchError::RecordCount {
+            count: header.records_count,
+            last_offset_delta: header.last_offset_delta,
+        });
+    }
+    Ok(header)
+}
+
+/// Writes the broker-assigned base offset and leader epoch into a batch.
+///
+/// Both fields lie outside the CRC, so the checksum stays valid.
+pub fn patch(buf: &mut BytesMut, base_offset: Offset, epoch: LeaderEpoch) {
+    assert!(buf.len() >= HEADER_BYTES, "patching a validated batch");
+    buf[OFFSET_AT..OFFSET_AT + 8].copy_from_slice(&base_offset.0.to_be_bytes());
+    buf[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.0.to_be_bytes());
+}
+
+/// One record of an uncompressed batch, borrowed from the batch bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Absolute offset.
+    pub offset: Offset,
+    /// Absolute timestamp.
+    pub timestamp: TimestampMs,
+    /// Key, or None for a null key.
+    pub key: Option<&'a [u8]>,
+    /// Value, or None for a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// The record's whole encoding (length prefix included), to copy it verbatim.
+    pub raw: &'a [u8],
+}
+
+/// Iterates the records of an uncompressed, validated batch.
+pub struct Records<'a> {
+    header: BatchHeader,
+    buf: &'a [u8],
+    pos: usize,
+    remaining: i32,
+}
+
+/// Iterates the records of `batch`; compressed batches yield an error.
+pub fn records(batch: &[u8], header: BatchHeader) -> Result<Records<'_>, BatchError> {
+    if header.is_compressed() {
+        return Err(BatchError::MalformedRecord(
+            "compressed records are not iterated",
+        ));
+    }
+    Ok(Records {
+        header,
+        buf: batch,
+        pos: HEADER_BYTES,
+        remaining: header.records_count,
+    })
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining <= 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let result = self.parse_one();
+        if result.is_err() {
+            self.remaining = 0;
+        }
+        Some(result)
+    }
+}
+
+impl<'a> Records<'a> {
+    fn parse_one(&mut self) -> Result<Record<'a>, BatchError> {
+        let start = self.pos;
+        let mut cur = Cursor {
+            buf: self.buf,
+            pos: start,
+        };
+        let length = cur.varint()?;
+        if length < 0 || length as usize > cur.remaining() {
+            return Err(BatchError::MalformedRecord("record length out of bounds"));
+        }
+        let end = cur.pos + length as usize;
+        let mut body = Cursor {
+            buf: &self.buf[..end],
+            pos: cur.pos,
+        };
+        body.take(1)?; // attributes, unused in v2
+        let timestamp_delta = body.varlong()?;
+        let offset_delta = body.varint()?;
+        let key = body.bytes_or_null()?;
+        let value = body.bytes_or_null()?;
+        let headers = body.varint()?;
+        if headers < 0 {
+            return Err(BatchError::MalformedRecord("negative header count"));
+        }
+        for _ in 0..headers {
+            body.bytes_or_null()?;
+            body.bytes_or_null()?;
+        }
+        if body.pos != end {
+            return Err(BatchError::MalformedRecord(
+                "record length disagrees with fields",
+            ));
+        }
+        if offset_delta < 0 || offset_delta > self.header.last_offset_delta {
+            return Err(BatchError::MalformedRecord(
+                "offset delta outside the batch",
+            ));
+        }
+        self.pos = end;
+        Ok(Record {
+            offset: self.header.base_offset.plus(offset_delta as i64),
+            timestamp: TimestampMs(self.header.base_timestamp.0.wrapping_add(timestamp_delta)),
+            key,
+            value,
+            raw: &self.buf[start..end],
+        })
+    }
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], BatchError> {
+        if n > self.remaining() {
+            return Err(BatchError::MalformedRecord("field runs past the record"));
+        }
+        let slice = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(slice)
+    }
+
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        let mut raw: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let byte = self.take(1)?[0];
+            raw |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err(BatchError::MalformedRecord("varint longer than 10 bytes"))
+    }
+
+    fn varint(&mut self) -> Result<i32, BatchError> {
+        let v = self.varlong()?;
+        i32::try_from(v).map_err(|_| BatchError::MalformedRecord("varint out of i32 range"))
+    }
+
+    fn bytes_or_null(&mut self) -> Result<Option<&'a [u8]>, BatchError> {
+        let len = self.varint()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        self.take(len as usize).map(Some)
+    }
+}
+
+/// Appends a zig-zag varint (Kafka's record encoding) to `out`.
+pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
+    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
+    while raw >= 0x80 {
+        out.push((raw as u8) | 0x80);
+        raw >>= 7;
+    }
+    out.push(raw as u8);
+}
+
+/// A record to encode into a batch (tests, compaction, load generators).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordSpec {
+    /// Milliseconds after the batch's base timestamp.
+    pub timestamp_delta: i64,
+    /// Key, or None.
+    pub key: Option<Vec<u8>>,
+    /// Value, or None for a tombstone.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Encodes one record with the given offset delta.
+pub fn encode_record(out: &mut Vec<u8>, offset_delta: i32, record: &RecordSpec) {
+    let mut body = Vec::with_capacity(16 + record.value.as_ref().map_or(0, Vec::len));
+    body.push(0); // attributes
+    put_varlong(&mut body, record.timestamp_delta);
+    put_varlong(&mut body, offset_delta as i64);
+    put_bytes_or_null(&mut body, record.key.as_deref());
+    put_bytes_or_null(&mut body, record.value.as_deref());
+    put_varlong(&mut body, 0); // no headers
+    put_varlong(out, body.len() as i64);
+    out.extend_from_slice(&body);
+}
+
+fn put_bytes_or_null(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        None => put_varlong(out, -1),
+        Some(b) => {
+            put_varlong(out, b.len() as i64);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Builds an uncompressed v2 batch from encoded records, with a correct CRC.
+///
+/// `records` is the concatenation of `records_count` encoded records.
+pub fn assemble(
+    base_offset: Offset,
+    base_timestamp: TimestampMs,
+    max_timestamp: TimestampMs,
+    last_offset_delta: i32,
+    records_count: i32,
+    records: &[u8],
+) -> BytesMut {
+    let total = HEADER_BYTES + records.len();
+    let mut buf = BytesMut::zeroed(total);
+    buf[OFFSET_AT..OFFSET_AT + 8].copy_from_slice(&base_offset.0.to_be_bytes());
+    let length = (total - LOG_OVERHEAD_BYTES) as i32;
+    buf[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    buf[MAGIC_AT] = 2;
+    buf[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+        .copy_from_slice(&last_offset_delta.to_be_bytes());
+    buf[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&base_timestamp.0.to_be_bytes());
+    buf[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.0.to_be_bytes());
+    buf[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // producerId: none
+    buf[51..53].copy_from_slice(&(-1i16).to_be_bytes()); // producerEpoch: none
+    buf[53..57].copy_from_slice(&(-1i32).to_be_bytes()); // baseSequence: none
+    buf[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&records_count.to_be_bytes());
+    buf[HEADER_BYTES..].copy_from_slice(records);
+    let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    buf
+}
+
+/// Rebuilds a stored batch keeping only some of its records (compaction).
+///
+/// Every header field is kept (base offset, lastOffsetDelta, timestamps,
+/// producer fields, epoch), so offsets never move; batchLength,
+/// recordsCount and the CRC are recomputed.
+pub fn rebuild(original: &[u8], kept_records: &[&[u8]]) -> BytesMut {
+    let body: usize = kept_records.iter().map(|r| r.len()).sum();
+    let mut buf = BytesMut::with_capacity(HEADER_BYTES + body);
+    buf.extend_from_slice(&original[..HEADER_BYTES]);
+    for record in kept_records {
+        buf.extend_from_slice(record);
+    }
+    let length = (buf.len() - LOG_OVERHEAD_BYTES) as i32;
+    buf[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    let count = kept_records.len() as i32;
+    buf[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&count.to_be_bytes());
+    let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    buf
+}
+
+/// Builds an uncompressed batch of the given records (offsets from 0, as a producer sends).
+pub fn build(base_timestamp: TimestampMs, records: &[RecordSpec]) -> BytesMut {
+    assert!(!records.is_empty(), "a batch holds at least one record");
+    let mut encoded = Vec::new();
+    for (delta, record) in records.iter().enumerate() {
+        encode_record(&mut encoded, delta as i32, record);
+    }
+    let max_delta = records.iter().map(|r| r.timestamp_delta).max().unwrap_or(0);
+    let count = records.len() as i32;
+    assemble(
+        Offset(0),
+        base_timestamp,
+        TimestampMs(base_timestamp.0 + max_delta),
+        count - 1,
+        count,
+        &encoded,
+    )
+}
+
+/// Splits a buffer of concatenated stored batches into whole batches.
+///
+/// Stops (returning what came before) at the first incomplete batch; an
+/// unparsable header is an error.
+pub fn split_stored(
+    bytes: &Bytes,
+    max_batch_bytes: usize,
+) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while bytes.len() - pos >= HEADER_BYTES {
+        let header = BatchHeader::parse(&bytes[pos..], max_batch_bytes)?;
+        if pos + header.total_bytes > bytes.len() {
+            break;
+        }
+        out.push((header, bytes.slice(pos..pos + header.total_bytes)));
+        pos += header.total_bytes;
+    }
+    Ok(out)
+}
+
+fn read_i16(buf: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(buf[at..at + 2].try_into().expect("2 bytes"))
+}
+
+fn read_i32(buf: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn read_i64(buf: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 1 << 20;
+
+    fn sample() -> BytesMut {
+        build(
+            TimestampMs(1_000),
+            &[
+                RecordSpec {
+                    timestamp_delta: 0,
+                    key: Some(b"k1".to_vec()),
+                    value: Some(b"hello".to_vec()),
+                },
+                RecordSpec {
+                    timestamp_delta: 5,
+                    key: None,
+                    value: None,
+                },
+            ],
+        )
+    }
+
+    #[test]
+    fn a_built_batch_validates_and_iterates() {
+        let batch = sample();
+        let header = validate(&batch, MAX, CountRule::Exact).unwrap();
+        assert_eq!(header.records_count, 2);
+        assert_eq!(header.last_offset_delta, 1);
+        assert_eq!(header.max_timestamp, TimestampMs(1_005));
+        let recs: Vec<_> = records(&batch, header)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(recs[0].key, Some(&b"k1"[..]));
+        assert_eq!(recs[0].value, Some(&b"hello"[..]));
+        assert_eq!(recs[1].offset, Offset(1));
+        assert_eq!(recs[1].timestamp, TimestampMs(1_005));
+        assert_eq!(recs[1].value, None);
+    }
+
+    #[test]
+    fn patching_keeps_the_crc_valid() {
+        let mut batch = sample();
+        patch(&mut batch, Offset(42), LeaderEpoch(7));
+        let header = validate(&batch, MAX, CountRule::Exact).unwrap();
+        assert_eq!(header.base_offset, Offset(42));
+        assert_eq!(header.leader_epoch, LeaderEpoch(7));
+        assert_eq!(header.last_offset(), Offset(43));
+    }
+
+    #[test]
+    fn every_single_byte_flip_inside_the_crc_is_caught() {
+        let batch = sample();
+        for at in ATTRIBUTES_AT..batch.len() {
+            let mut bad = batch.clone();
+            bad[at] ^= 0x01;
+            assert!(
+                validate(&bad, MAX, CountRule::Exact).is_err(),
+                "flip at {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn truncated_and_oversized_inputs_are_typed_errors() {
+        let batch = sample();
+        for len in 0..batch.len() {
+            assert!(validate(&batch[..len], MAX, CountRule::Exact).is_err());
+        }
+        assert!(matches!(
+            validate(&batch, 64, CountRule::Exact),
+            Err(BatchError::TooLarge { .. })
+        ));
+        let mut huge = batch.clone();
+        huge[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(matches!(
+            validate(&huge, MAX, CountRule::Exact),
+            Err(BatchError::TooLarge { .. })
+        ));
+        let mut negative = batch.clone();
+        negative[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&(-5i32).to_be_bytes());
+        assert!(validate(&negative, MAX, CountRule::Exact).is_err());
+        let mut magic = batch.clone();
+        magic[MAGIC_AT] = 1;
+        assert_eq!(
+            validate(&magic, MAX, CountRule::Exact),
+            Err(BatchError::UnsupportedMagic(1))
+        );
+    }
+
+    #[test]
+    fn a_count_that_disagrees_with_the_delta_is_refused() {
+        let mut encoded = Vec::new();
+        encode_record(&mut encoded, 0, &RecordSpec::default());
+        let batch = assemble(Offset(0), TimestampMs(0), TimestampMs(0), 3, 1, &encoded);
+        assert!(matches!(
+            validate(&batch, MAX, CountRule::Exact),
+            Err(BatchError::RecordCount { .. })
+        ));
+        assert!(validate(&batch, MAX, CountRule::AtMost).is_ok());
+    }
+
+    #[test]
+    fn garbage_records_never_panic() {
+        let header = validate(&sample(), MAX, CountRule::Exact).unwrap();
+        let mut seed = 0x9e37_79b9_u64;
+        for _ in 0..2_000 {
+            let mut batch = sample();
+            for _ in 0..3 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let at = HEADER_BYTES + (seed >> 33) as usize % (batch.len() - HEADER_BYTES);
+                batch[at] = (seed >> 20) as u8;
+            }
+            let _ = records(&batch, header).unwrap().collect::<Vec<_>>();
+        }
+    }
+
+    #[test]
+    fn split_stops_at_an_incomplete_batch() {
+        let mut a = sample();
+        patch(&mut a, Offset(0), LeaderEpoch(0));
+        let mut b = sample();
+        patch(&mut b, Offset(2), LeaderEpoch(0));
+        let mut all = BytesMut::new();
+        all.extend_from_slice(&a);
+        all.extend_from_slice(&b[..b.len() - 1]);
+        let parts = split_stored(&all.freeze(), MAX).unwrap();
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].0.base_offset, Offset(0));
+    }
+}

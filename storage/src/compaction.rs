@@ -1,0 +1,246 @@
+//! Compaction (cleanup.policy=compact): keep the newest record of each key
+//! in the sealed segments, drop old tombstones, never move an offset.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use crate::batch::{self, BatchHeader};
+use crate::error::{Result, StorageError};
+use crate::files::{self, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::io::{DirectFile, FileSystem};
+use crate::log::Log;
+use crate::segment::Segment;
+use crate::types::{Offset, TimestampMs};
+
+/// Settings of a compacted topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionPolicy {
+    /// Tombstones (null values) older than this, by record timestamp, are removed.
+    pub delete_retention_ms: i64,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        // Kafka's delete.retention.ms default: one day.
+        CompactionPolicy {
+            delete_retention_ms: 24 * 3600 * 1000,
+        }
+    }
+}
+
+/// What a compaction pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Sealed segments rewritten.
+    pub segments_rewritten: usize,
+    /// Records removed.
+    pub records_removed: u64,
+    /// Bytes of the rewritten segments before and after.
+    pub bytes_before: u64,
+    /// Bytes after.
+    pub bytes_after: u64,
+}
+
+/// The newest offset of every key in the log.
+type KeyMap = HashMap<Bytes, Offset>;
+
+impl<FS: FileSystem> Log<FS> {
+    /// Compacts the sealed segments. Records without a key, compressed
+    /// batches and control batches are kept as they are (compressed
+    /// batches are not recompressed here).
+    pub async fn compact(&self, policy: CompactionPolicy) -> Result<CompactionStats> {
+        let _io = self.io_lock.lock().await;
+        self.flush_locked().await?;
+        let keys = self.newest_offsets().await?;
+        let now = (self.clock)();
+        let sealed: Vec<(Offset, Rc<FS::File>, u64)> = {
+            let st = self.state.borrow();
+            let n = st.segments.len() - 1;
+            st.segments[..n]
+                .iter()
+                .filter_map(|s| Some((s.base, s.file.clone()?, s.size)))
+                .collect()
+        };
+        let mut stats = CompactionStats::default();
+        for (base, file, size) in sealed {
+            let content = file
+                .read_at(0, size as usize)
+                .await
+                .map_err(|e| StorageError::io(format!("compaction reading segment {base}"), e))?;
+            let (cleaned, removed) = self.clean(&content, &keys, policy, now)?;
+            if removed == 0 {
+                continue;
+            }
+            self.swap_in(base, &cleaned).await?;
+            stats.segments_rewritten += 1;
+            stats.records_removed += removed;
+            stats.bytes_before += size;
+            stats.bytes_after += cleaned.len() as u64;
+        }
+        if stats.segments_rewritten > 0 {
+            let mut st = self.st();
+            let active_base = st.active().base;
+            st.cache.drop_below(active_base);
+            st.read_ahead = None;
+            st.generation += 1;
+        }
+        Ok(stats)
+    }
+
+    /// Reads the whole log once and records each key's newest offset.
+    async fn newest_offsets(&self) -> Result<KeyMap> {
+        let mut keys = KeyMap::new();
+        let mut offset = self.log_start();
+        let end = self.log_end();
+        while offset < end {
+            let outcome = self.read(offset, 4 << 20, end).await?;
+            if outcome.chunks.is_empty() {
+                break;
+            }
+            for chunk in &outcome.chunks {
+                for (header, bytes) in split(chunk, self.config.max_batch_bytes)? {
+                    offset = header.next_offset();
+                    if header.is_compressed() || header.is_control() {
+                        continue;
+                    }
+                    for record in batch::records(&bytes, header)? {
+                        let record = record?;
+                        if let Some(key) = record.key {
+                            keys.insert(Bytes::copy_from_slice(key), record.offset);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The segment's content with superseded records and old tombstones
+    /// removed, and how many records went.
+    fn clean(
+        &self,
+        content: &Bytes,
+        keys: &KeyMap,
+        policy: CompactionPolicy,
+        now: TimestampMs,
+    ) -> Result<(Vec<u8>, u64)> {
+        let tombstone_horizon = now.0.saturating_sub(policy.delete_retention_ms);
+        let mut out = Vec::with_capacity(content.len());
+        let mut removed = 0u64;
+        for (header, bytes) in split(content, self.config.max_batch_bytes)? {
+            if header.is_compressed() || header.is_control() {
+                out.extend_from_slice(&bytes);
+                continue;
+            }
+            let mut kept = Vec::new();
+            for record in batch::records(&bytes, header)? {
+                let record = record?;
+                let newest = match record.key {
+                    None => true,
+                    Some(key) => keys.get(key) == Some(&record.offset),
+                };
+                let expired_tombstone =
+                    record.value.is_none() && record.timestamp.0 < tombstone_horizon;
+                if newest && !expired_tombstone {
+                    kept.push(record.raw);
+                } else {
+                    removed += 1;
+                }
+            }
+            if kept.len() == header.records_count as usize {
+                out.extend_from_slice(&bytes);
+            } else if !kept.is_empty() {
+                out.extend_from_slice(&batch::rebuild(&bytes, &kept));
+            }
+        }
+        Ok((out, removed))
+    }
+
+    /// Replaces a sealed segment's file with `cleaned`: write it beside the
+    /// original, fdatasync, drop the old indexes, rename over the original,
+    /// fsync the directory, then write the new indexes. A crash at any step
+    /// leaves either segment whole; missing indexes are rebuilt on open.
+    async fn swap_in(&self, base: Offset, cleaned: &[u8]) -> Result<()> {
+        let log_path = files::segment_path(&self.dir, base, LOG_SUFFIX);
+        let cleaned_path = self.dir.join(format!(
+            "{}{CLEANED_SUFFIX}",
+            log_path.file_name().expect("file name").to_string_lossy()
+        ));
+        let io = |what: &'static str| {
+            move |e| StorageError::io(format!("compacting segment {base}: {what}"), e)
+        };
+        let file = self.fs.open(&cleaned_path).await.map_err(io("creating"))?;
+        file.truncate(0).await.map_err(io("truncating"))?;
+        let fs = &self.fs;
+        let mut writer =
+            crate::write_buffer::WriteBuffer::new(0, &[], self.config.write_chunk_bytes, |n| {
+                fs.alloc(n)
+            });
+        writer.push(cleaned, |n| fs.alloc(n));
+        if let Some(pending) = writer.take(|n| fs.alloc(n)) {
+            for w in pending.chunks {
+                file.write_at(w.buf, w.position)
+                    .await
+                    .map_err(io("writing"))?;
+            }
+        }
+        file.truncate(cleaned.len() as u64)
+            .await
+            .map_err(io("trimming"))?;
+        file.fdatasync().await.map_err(io("fdatasync"))?;
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            match self
+                .fs
+                .remove(&files::segment_path(&self.dir, base, suffix))
+                .await
+            {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io("removing index")(e))
+                }
+                _ => {}
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(io("syncing directory"))?;
+        self.fs
+            .rename(&cleaned_path, &log_path)
+            .await
+            .map_err(io("renaming"))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(io("syncing directory"))?;
+
+        let mut segment = Segment::new_active(base, &self.fs, self.config.write_chunk_bytes);
+        segment.writer = None;
+        segment.sealed = true;
+        for (header, _) in split(
+            &Bytes::copy_from_slice(cleaned),
+            self.config.max_batch_bytes,
+        )? {
+            segment.record_batch(&header, TimestampMs(0), self.config.index_interval_bytes);
+        }
+        segment.durable_size = segment.size;
+        segment.allocated = segment.size;
+        segment.file = Some(Rc::new(file));
+        let (index, time_index) = (segment.index.encode(), segment.final_time_index().encode());
+        self.write_indexes(base, &index, &time_index)
+            .await
+            .map_err(io("writing indexes"))?;
+        let mut st = self.st();
+        if let Some(slot) = st.segment_by_base(base) {
+            // The segment keeps its extent of offsets even if its last batch went.
+            segment.next_offset = segment.next_offset.max(slot.next_offset);
+            *slot = segment;
+        }
+        Ok(())
+    }
+}
+
+fn split(bytes: &Bytes, max_batch_bytes: usize) -> Result<Vec<(BatchHeader, Bytes)>> {
+    Ok(batch::split_stored(bytes, max_batch_bytes)?)
+}

@@ -1,0 +1,117 @@
+//! File names of a partition directory and the small files beside the segments.
+
+use std::path::{Path, PathBuf};
+
+use crate::io::{align_up, AlignedBuf, DirectFile, FileSystem};
+use crate::types::Offset;
+
+/// Suffix of segment data files.
+pub const LOG_SUFFIX: &str = ".log";
+/// Suffix of sparse offset indexes.
+pub const INDEX_SUFFIX: &str = ".index";
+/// Suffix of sparse time indexes.
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Suffix of files being written before an atomic rename.
+pub const TMP_SUFFIX: &str = ".tmp";
+/// Suffix of a compacted segment before it replaces the original.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Present only while the log is closed cleanly.
+pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+/// The durable log start offset (advanced by retention and DeleteRecords).
+pub const LOG_START_FILE: &str = "log-start-offset";
+
+/// `<dir>/<20-digit base><suffix>`.
+pub fn segment_path(dir: &Path, base: Offset, suffix: &str) -> PathBuf {
+    dir.join(format!("{:020}{suffix}", base.0))
+}
+
+/// The base offset of a segment data file name, if it is one.
+pub fn parse_log_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(LOG_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Offset)
+}
+
+/// Writes a small file whole and atomically: a temporary file, fdatasync,
+/// rename over the target, fsync of the directory.
+pub async fn write_atomic<FS: FileSystem>(
+    fs: &FS,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    let file = fs.open(&tmp).await?;
+    file.truncate(0).await?;
+    if !bytes.is_empty() {
+        let mut buf = fs.alloc(align_up(bytes.len() as u64) as usize);
+        buf.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        file.write_at(buf, 0).await?;
+        file.truncate(bytes.len() as u64).await?;
+    }
+    file.fdatasync().await?;
+    drop(file);
+    fs.rename(&tmp, &dir.join(name)).await?;
+    fs.sync_dir(dir).await
+}
+
+/// Reads a whole small file, or None if it does not exist.
+pub async fn read_whole<FS: FileSystem>(
+    fs: &FS,
+    path: &Path,
+    exists: bool,
+) -> std::io::Result<Option<bytes::Bytes>> {
+    if !exists {
+        return Ok(None);
+    }
+    let file = fs.open(path).await?;
+    let size = file.size().await?;
+    Ok(Some(file.read_at(0, size as usize).await?))
+}
+
+/// Encodes the log start offset checkpoint: magic, offset, CRC-32C.
+pub fn encode_log_start(offset: Offset) -> Vec<u8> {
+    let mut out = b"LSO1".to_vec();
+    out.extend_from_slice(&offset.0.to_be_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Decodes the log start offset checkpoint, or None if damaged.
+pub fn decode_log_start(bytes: &[u8]) -> Option<Offset> {
+    if bytes.len() != 16 || &bytes[..4] != b"LSO1" {
+        return None;
+    }
+    let crc = u32::from_be_bytes(bytes[12..16].try_into().ok()?);
+    if crc32c::crc32c(&bytes[..12]) != crc {
+        return None;
+    }
+    Some(Offset(i64::from_be_bytes(bytes[4..12].try_into().ok()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let path = segment_path(Path::new("/d"), Offset(42), LOG_SUFFIX);
+        assert_eq!(path, Path::new("/d/00000000000000000042.log"));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_log_name(name), Some(Offset(42)));
+        assert_eq!(parse_log_name("42.log"), None);
+        assert_eq!(parse_log_name("0000000000000000004x.log"), None);
+    }
+
+    #[test]
+    fn checkpoint_round_trips_and_detects_damage() {
+        let bytes = encode_log_start(Offset(1234));
+        assert_eq!(decode_log_start(&bytes), Some(Offset(1234)));
+        let mut bad = bytes.clone();
+        bad[6] ^= 1;
+        assert_eq!(decode_log_start(&bad), None);
+    }
+}

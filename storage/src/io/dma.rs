@@ -1,0 +1,124 @@
+//! The production adapter: glommio DMA files (O_DIRECT through io_uring).
+
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+
+use super::{AlignedBuf, DirectFile, FileSystem};
+
+/// Files under a real directory, opened with O_DIRECT. Must be used on a
+/// glommio executor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DmaFs;
+
+/// A glommio DMA file.
+#[derive(Debug)]
+pub struct DmaSegmentFile {
+    file: DmaFile,
+}
+
+impl AlignedBuf for DmaBuffer {
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_bytes_mut()
+    }
+    fn truncate_to(&mut self, len: usize) {
+        self.trim_to_size(len);
+    }
+}
+
+fn to_io(err: glommio::GlommioError<()>) -> io::Error {
+    // glommio's conversion keeps the OS error (ENOSPC, EIO) where there is one.
+    io::Error::from(err)
+}
+
+impl DirectFile for DmaSegmentFile {
+    type Buf = DmaBuffer;
+
+    async fn write_at(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+        let len = buf.len();
+        let written = self.file.write_at(buf, pos).await.map_err(to_io)?;
+        if written != len {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short direct write: {written} of {len} bytes at {pos}"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let result = self.file.read_at(pos, len).await.map_err(to_io)?;
+        // One copy: glommio's read buffers are shard-local and cannot be
+        // handed out as `Bytes`.
+        Ok(Bytes::copy_from_slice(&result))
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        self.file.fdatasync().await.map_err(to_io)
+    }
+
+    async fn pre_allocate(&self, len: u64) -> io::Result<()> {
+        self.file.pre_allocate(len, true).await.map_err(to_io)
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.file.truncate(len).await.map_err(to_io)
+    }
+
+    async fn size(&self) -> io::Result<u64> {
+        self.file.file_size().await.map_err(to_io)
+    }
+}
+
+impl FileSystem for DmaFs {
+    type File = DmaSegmentFile;
+
+    fn alloc(&self, len: usize) -> DmaBuffer {
+        // From the executor's registered pool when it has room, else the heap.
+        let mut buf = glommio::allocate_dma_buffer(len);
+        buf.as_bytes_mut().fill(0);
+        buf
+    }
+
+    async fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    async fn open(&self, path: &Path) -> io::Result<DmaSegmentFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .map_err(to_io)?;
+        Ok(DmaSegmentFile { file })
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        glommio::io::remove(path).await.map_err(to_io)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        glommio::io::rename(from, to).await.map_err(to_io)
+    }
+
+    async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let dir = glommio::io::Directory::open(dir).await.map_err(to_io)?;
+        dir.sync().await.map_err(to_io)?;
+        dir.close().await.map_err(to_io)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+}

@@ -1,0 +1,233 @@
+//! An in-memory file system for tests: it enforces the direct-I/O alignment
+//! rules, can fail writes and syncs on demand, and can simulate a crash,
+//! which keeps only what was fdatasync'd.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use super::{AlignedBuf, DirectFile, FileSystem, BLOCK_BYTES};
+
+#[derive(Default, Debug)]
+struct Contents {
+    /// What a reader sees now.
+    live: Vec<u8>,
+    /// What survives a crash: the live bytes as of the last fdatasync.
+    durable: Vec<u8>,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    files: BTreeMap<PathBuf, Rc<RefCell<Contents>>>,
+    fail_io: bool,
+    writes: u64,
+    syncs: u64,
+}
+
+/// An in-memory file system shared by clones.
+#[derive(Clone, Default, Debug)]
+pub struct MemFs {
+    state: Rc<RefCell<State>>,
+}
+
+/// A file of a [`MemFs`].
+#[derive(Debug)]
+pub struct MemFile {
+    contents: Rc<RefCell<Contents>>,
+    fs: MemFs,
+}
+
+impl AlignedBuf for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+    fn truncate_to(&mut self, len: usize) {
+        self.truncate(len);
+    }
+}
+
+impl MemFs {
+    /// A new, empty file system.
+    pub fn new() -> MemFs {
+        MemFs::default()
+    }
+
+    /// Makes every later write and fdatasync fail with EIO (or succeed again).
+    pub fn set_fail_io(&self, fail: bool) {
+        self.state.borrow_mut().fail_io = fail;
+    }
+
+    /// Forgets everything not fdatasync'd, as a power loss would.
+    pub fn crash(&self) {
+        for contents in self.state.borrow().files.values() {
+            let mut c = contents.borrow_mut();
+            c.live = c.durable.clone();
+        }
+    }
+
+    /// The live bytes of a file, for tests that inspect or damage files.
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let state = self.state.borrow();
+        state.files.get(path).map(|c| c.borrow().live.clone())
+    }
+
+    /// Replaces a file's bytes (live and durable), for corruption tests.
+    pub fn set_contents(&self, path: &Path, bytes: Vec<u8>) {
+        let mut state = self.state.borrow_mut();
+        let contents = state.files.entry(path.to_path_buf()).or_default();
+        let mut c = contents.borrow_mut();
+        c.live = bytes.clone();
+        c.durable = bytes;
+    }
+
+    /// Direct writes and fdatasyncs issued so far.
+    pub fn io_counts(&self) -> (u64, u64) {
+        let state = self.state.borrow();
+        (state.writes, state.syncs)
+    }
+
+    fn check_fault(&self) -> io::Result<()> {
+        if self.state.borrow().fail_io {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        Ok(())
+    }
+}
+
+const fn libc_eio() -> i32 {
+    5 // EIO on Linux
+}
+
+/// Lets other tasks run, as a device's latency would: appends that arrive
+/// while a flush is in flight are what group commit batches.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+impl DirectFile for MemFile {
+    type Buf = Vec<u8>;
+
+    async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<()> {
+        yield_once().await;
+        self.fs.check_fault()?;
+        if pos % BLOCK_BYTES as u64 != 0 || buf.len() % BLOCK_BYTES != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unaligned direct write: {} bytes at {pos}", buf.len()),
+            ));
+        }
+        self.fs.state.borrow_mut().writes += 1;
+        let mut c = self.contents.borrow_mut();
+        let end = pos as usize + buf.len();
+        if c.live.len() < end {
+            c.live.resize(end, 0);
+        }
+        c.live[pos as usize..end].copy_from_slice(&buf);
+        Ok(())
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let c = self.contents.borrow();
+        let start = (pos as usize).min(c.live.len());
+        let end = (start + len).min(c.live.len());
+        Ok(Bytes::copy_from_slice(&c.live[start..end]))
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        yield_once().await;
+        self.fs.check_fault()?;
+        self.fs.state.borrow_mut().syncs += 1;
+        let mut c = self.contents.borrow_mut();
+        c.durable = c.live.clone();
+        Ok(())
+    }
+
+    async fn pre_allocate(&self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.fs.check_fault()?;
+        self.contents.borrow_mut().live.resize(len as usize, 0);
+        Ok(())
+    }
+
+    async fn size(&self) -> io::Result<u64> {
+        Ok(self.contents.borrow().live.len() as u64)
+    }
+}
+
+impl FileSystem for MemFs {
+    type File = MemFile;
+
+    fn alloc(&self, len: usize) -> Vec<u8> {
+        assert_eq!(len % BLOCK_BYTES, 0, "direct buffers are whole blocks");
+        vec![0; len]
+    }
+
+    async fn create_dir_all(&self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
+
+    async fn open(&self, path: &Path) -> io::Result<MemFile> {
+        let contents = self
+            .state
+            .borrow_mut()
+            .files
+            .entry(path.to_path_buf())
+            .or_default()
+            .clone();
+        Ok(MemFile {
+            contents,
+            fs: self.clone(),
+        })
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        match self.state.borrow_mut().files.remove(path) {
+            Some(_) => Ok(()),
+            None => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state.borrow_mut();
+        let contents = state
+            .files
+            .remove(from)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        state.files.insert(to.to_path_buf(), contents);
+        Ok(())
+    }
+
+    async fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
+        self.check_fault()
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let state = self.state.borrow();
+        Ok(state
+            .files
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+}

@@ -1,0 +1,79 @@
+//! The thin I/O boundary of the log: direct (O_DIRECT) files and a directory.
+//!
+//! The log's logic is written against these traits so it can be tested
+//! without glommio: [`dma`] implements them on glommio's DMA files (the
+//! production path), [`memory`] in memory with crash and fault injection.
+//! Futures are `!Send`: everything runs on one shard.
+
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+
+pub mod dma;
+pub mod memory;
+
+/// The alignment of direct writes: offsets and lengths are multiples of it.
+pub const BLOCK_BYTES: usize = 4096;
+
+/// Rounds `n` up to a whole number of blocks.
+pub fn align_up(n: u64) -> u64 {
+    n.div_ceil(BLOCK_BYTES as u64) * BLOCK_BYTES as u64
+}
+
+/// Rounds `n` down to a whole number of blocks.
+pub fn align_down(n: u64) -> u64 {
+    n - n % BLOCK_BYTES as u64
+}
+
+/// A buffer whose memory satisfies the direct-I/O alignment.
+pub trait AlignedBuf {
+    /// The buffer's bytes.
+    fn bytes(&self) -> &[u8];
+    /// The buffer's bytes, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// Shortens the buffer to `len` bytes (a whole number of blocks).
+    fn truncate_to(&mut self, len: usize);
+}
+
+/// A file opened for direct I/O.
+#[allow(async_fn_in_trait)]
+pub trait DirectFile: 'static {
+    /// The aligned buffer type writes take.
+    type Buf: AlignedBuf;
+
+    /// Writes the whole buffer at `pos` (aligned); a short write is an error.
+    async fn write_at(&self, buf: Self::Buf, pos: u64) -> io::Result<()>;
+    /// Reads up to `len` bytes at `pos` (any alignment); shorter at end of file.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    /// Makes the written data durable.
+    async fn fdatasync(&self) -> io::Result<()>;
+    /// Reserves disk space up to `len` bytes without changing the file size.
+    async fn pre_allocate(&self, len: u64) -> io::Result<()>;
+    /// Sets the file size.
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+    /// The file size.
+    async fn size(&self) -> io::Result<u64>;
+}
+
+/// The directory operations of a partition log.
+#[allow(async_fn_in_trait)]
+pub trait FileSystem: Clone + 'static {
+    /// The file type.
+    type File: DirectFile;
+
+    /// A zeroed aligned buffer of `len` bytes, `len` a multiple of [`BLOCK_BYTES`].
+    fn alloc(&self, len: usize) -> <Self::File as DirectFile>::Buf;
+    /// Creates a directory and its parents.
+    async fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Opens a file for reading and writing, creating it if missing.
+    async fn open(&self, path: &Path) -> io::Result<Self::File>;
+    /// Removes a file.
+    async fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing the target.
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the directory's entries durable (after create, rename, remove).
+    async fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// The names of the files in a directory.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+}

@@ -1,0 +1,30 @@
+//! The partition log of the broker: Kafka RecordBatch v2 stored byte for
+//! byte in segment files written with O_DIRECT, with sparse indexes,
+//! crash recovery, retention and compaction. No networking.
+//!
+//! Start at [`Log`]: [`Log::open`], [`Log::append`], [`Log::wait_flushed`],
+//! [`Log::read`]. The I/O goes through [`io::FileSystem`]: glommio DMA files
+//! in production ([`io::dma::DmaFs`]), memory in tests ([`io::memory::MemFs`]).
+
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod cache;
+mod compaction;
+pub mod error;
+mod files;
+pub mod index;
+pub mod io;
+mod log;
+mod maintenance;
+mod read;
+mod recovery;
+mod segment;
+pub mod types;
+pub mod write_buffer;
+
+pub use compaction::{CompactionPolicy, CompactionStats};
+pub use error::{BatchError, Result, StorageError};
+pub use log::{AppendInfo, Log, LogConfig, ReadOutcome};
+pub use maintenance::RetentionPolicy;
+pub use types::{LeaderEpoch, Offset, TimestampMs};

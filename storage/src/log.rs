@@ -1,0 +1,571 @@
+//! The partition log: appends with group commit, the three positions
+//! (log end, flushed, high watermark) and the failed state.
+
+use std::cell::{RefCell, RefMut};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use futures::lock::Mutex;
+
+use crate::batch::{self, BatchHeader, CountRule};
+use crate::cache::BatchCache;
+use crate::error::{Result, StorageError};
+use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::io::{align_up, DirectFile, FileSystem};
+use crate::segment::Segment;
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+use crate::write_buffer::PendingWrite;
+
+/// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Roll to a new segment beyond this many bytes (at most 4 GiB: positions are 32-bit).
+    pub segment_bytes: u64,
+    /// Roll to a new segment once the active one is this old.
+    pub segment_ms: i64,
+    /// Add a sparse index entry every this many bytes.
+    pub index_interval_bytes: u64,
+    /// The largest batch accepted.
+    pub max_batch_bytes: usize,
+    /// The largest single direct write.
+    pub write_chunk_bytes: usize,
+    /// Appends wait for a flush once this many bytes await one.
+    pub max_pending_bytes: usize,
+    /// Disk space is reserved in steps of this size.
+    pub preallocate_bytes: u64,
+    /// Durable batches kept in memory for readers.
+    pub cache_budget_bytes: usize,
+    /// Disk reads fetch at least this much, for the next sequential read.
+    pub read_ahead_bytes: usize,
+    /// On one node the high watermark follows the flushed offset; with
+    /// replication the owner sets it.
+    pub high_watermark_follows_flush: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: 4096,
+            max_batch_bytes: 1_048_588, // Kafka's message.max.bytes default
+            write_chunk_bytes: 1 << 20,
+            max_pending_bytes: 16 << 20,
+            preallocate_bytes: 32 << 20,
+            cache_budget_bytes: 32 << 20,
+            read_ahead_bytes: 256 << 10,
+            high_watermark_follows_flush: true,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks the limits against each other.
+    pub fn check(&self) -> Result<()> {
+        let fail = |why: &str| Err(StorageError::InvalidArgument(why.to_string()));
+        if self.segment_bytes > u32::MAX as u64 {
+            return fail("segment_bytes must fit 32-bit index positions");
+        }
+        if (self.segment_bytes as usize) < self.max_batch_bytes {
+            return fail("segment_bytes must hold the largest batch");
+        }
+        if self.write_chunk_bytes < 16 * 1024
+            || self.write_chunk_bytes % crate::io::BLOCK_BYTES != 0
+        {
+            return fail("write_chunk_bytes must be whole blocks, at least 16 KiB");
+        }
+        if self.max_pending_bytes < self.max_batch_bytes {
+            return fail("max_pending_bytes must hold the largest batch");
+        }
+        if self.index_interval_bytes == 0 || self.segment_ms <= 0 {
+            return fail("index_interval_bytes and segment_ms must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Where an append landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// First offset assigned.
+    pub base_offset: Offset,
+    /// Last offset assigned.
+    pub last_offset: Offset,
+    /// The batch's largest timestamp.
+    pub max_timestamp: TimestampMs,
+}
+
+/// Batches returned by a read: whole batches, in order, as stored.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOutcome {
+    /// Contiguous runs of whole batches, shared with the cache or a disk read.
+    pub chunks: Vec<Bytes>,
+    /// Total bytes over all chunks.
+    pub bytes: usize,
+}
+
+impl ReadOutcome {
+    /// All chunks in one buffer (copies; for tests and small responses).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut all = BytesMut::with_capacity(self.bytes);
+        for chunk in &self.chunks {
+            all.extend_from_slice(chunk);
+        }
+        all.freeze()
+    }
+}
+
+/// The mutable state of a log, borrowed briefly and never across an await.
+pub(crate) struct State<F: DirectFile> {
+    pub segments: Vec<Segment<F>>,
+    pub log_start: Offset,
+    pub log_end: Offset,
+    pub flushed: Offset,
+    pub high_watermark: Offset,
+    pub cache: BatchCache,
+    pub read_ahead: Option<ReadAhead>,
+    pub failed: Option<String>,
+    pub pending_bytes: usize,
+    /// Bumped by truncation, deletion and compaction, so a read that awaited
+    /// I/O meanwhile starts over.
+    pub generation: u64,
+}
+
+/// The last chunk read from disk, kept for the next sequential read.
+pub(crate) struct ReadAhead {
+    pub segment_base: Offset,
+    pub position: u64,
+    pub data: Bytes,
+}
+
+impl<F: DirectFile> State<F> {
+    pub fn active(&self) -> &Segment<F> {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    pub fn active_mut(&mut self) -> &mut Segment<F> {
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
+    }
+
+    /// Index of the segment holding `offset` (the last with base <= offset).
+    pub fn segment_index(&self, offset: Offset) -> usize {
+        self.segments
+            .partition_point(|s| s.base <= offset)
+            .saturating_sub(1)
+    }
+
+    pub fn segment_by_base(&mut self, base: Offset) -> Option<&mut Segment<F>> {
+        let i = self.segments.partition_point(|s| s.base < base);
+        self.segments.get_mut(i).filter(|s| s.base == base)
+    }
+}
+
+/// A partition log: a directory of segments on one shard.
+///
+/// Shared as `Rc<Log>` by the tasks of its shard. Appends are synchronous
+/// once admitted; all file I/O happens in flushes and maintenance, which
+/// take `io_lock` so at most one runs at a time.
+pub struct Log<FS: FileSystem> {
+    pub(crate) fs: FS,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) clock: Rc<dyn Fn() -> TimestampMs>,
+    pub(crate) state: RefCell<State<FS::File>>,
+    pub(crate) io_lock: Mutex<()>,
+}
+
+impl<FS: FileSystem> Log<FS> {
+    pub(crate) fn st(&self) -> RefMut<'_, State<FS::File>> {
+        self.state.borrow_mut()
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start(&self) -> Offset {
+        self.state.borrow().log_start
+    }
+
+    /// The offset the next append gets.
+    pub fn log_end(&self) -> Offset {
+        self.state.borrow().log_end
+    }
+
+    /// Every offset below this is on disk and fdatasync'd.
+    pub fn flushed(&self) -> Offset {
+        self.state.borrow().flushed
+    }
+
+    /// Readers see only offsets below this.
+    pub fn high_watermark(&self) -> Offset {
+        self.state.borrow().high_watermark
+    }
+
+    /// Sets the high watermark (the replication layer owns it).
+    pub fn set_high_watermark(&self, offset: Offset) {
+        let mut st = self.st();
+        assert!(
+            offset <= st.log_end,
+            "high watermark {offset} above log end {}",
+            st.log_end
+        );
+        st.high_watermark = offset.max(st.log_start);
+    }
+
+    /// Number of segments, the active one included.
+    pub fn segment_count(&self) -> usize {
+        self.state.borrow().segments.len()
+    }
+
+    /// Bytes appended over all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.iter().map(|s| s.size).sum()
+    }
+
+    /// The failure that stopped this log, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.state.borrow().failed.clone()
+    }
+
+    pub(crate) fn failed_error(&self, reason: &str) -> StorageError {
+        StorageError::LogFailed {
+            dir: self.dir.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn check_not_failed(&self, st: &State<FS::File>) -> Result<()> {
+        match &st.failed {
+            Some(reason) => Err(self.failed_error(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts the log in the failed state after a write-path error: after an
+    /// fdatasync error the page and device state are unknown, so retrying
+    /// would prove nothing. The log acknowledges nothing more.
+    pub(crate) fn fail(&self, context: &str, err: std::io::Error) -> StorageError {
+        let reason = format!("{context}: {err}");
+        tracing::error!(dir = %self.dir.display(), %reason, "partition log failed");
+        let mut st = self.st();
+        st.failed.get_or_insert(reason.clone());
+        self.failed_error(&reason)
+    }
+
+    /// Validates a producer's batch, assigns its offsets from the log end,
+    /// stamps `epoch`, and buffers it for the next flush.
+    ///
+    /// Returns once the batch is in memory and readable up to the high
+    /// watermark; await [`Log::wait_flushed`] for durability. Waits for a
+    /// flush first if too many bytes already await one.
+    pub async fn append(&self, batch: BytesMut, epoch: LeaderEpoch) -> Result<AppendInfo> {
+        let header = batch::validate(&batch, self.config.max_batch_bytes, CountRule::Exact)?;
+        self.admit().await?;
+        self.append_validated(batch, header, Some(epoch))
+    }
+
+    /// Appends a batch that already carries its offsets (a follower copying
+    /// its leader). Its base offset must be at or past the log end.
+    pub async fn append_replica(&self, batch: BytesMut) -> Result<AppendInfo> {
+        let header = batch::validate(&batch, self.config.max_batch_bytes, CountRule::AtMost)?;
+        let log_end = self.log_end();
+        if header.base_offset < log_end {
+            return Err(StorageError::InvalidArgument(format!(
+                "replica batch at {} below log end {log_end}",
+                header.base_offset
+            )));
+        }
+        self.admit().await?;
+        self.append_validated(batch, header, None)
+    }
+
+    /// Applies back-pressure: waits while too many bytes await a flush.
+    async fn admit(&self) -> Result<()> {
+        loop {
+            let (pending, log_end) = {
+                let st = self.state.borrow();
+                self.check_not_failed(&st)?;
+                (st.pending_bytes, st.log_end)
+            };
+            if pending <= self.config.max_pending_bytes {
+                return Ok(());
+            }
+            self.wait_flushed(log_end).await?;
+        }
+    }
+
+    fn append_validated(
+        &self,
+        mut batch: BytesMut,
+        header: BatchHeader,
+        epoch: Option<LeaderEpoch>,
+    ) -> Result<AppendInfo> {
+        let now = (self.clock)();
+        let mut st = self.st();
+        self.check_not_failed(&st)?;
+        let base = match epoch {
+            Some(epoch) => {
+                let base = st.log_end;
+                batch::patch(&mut batch, base, epoch);
+                base
+            }
+            None => header.base_offset,
+        };
+        let header = BatchHeader {
+            base_offset: base,
+            ..header
+        };
+        if st.active().should_roll(
+            &header,
+            base,
+            now,
+            self.config.segment_bytes,
+            self.config.segment_ms,
+        ) {
+            self.roll_locked(&mut st, base);
+        }
+        let data = batch.freeze();
+        let fs = &self.fs;
+        let segment = st.active_mut();
+        segment.record_batch(&header, now, self.config.index_interval_bytes);
+        segment
+            .writer
+            .as_mut()
+            .expect("the active segment has a writer")
+            .push(&data, |n| fs.alloc(n));
+        st.pending_bytes += data.len();
+        st.cache.push(base, header.next_offset(), data);
+        st.log_end = header.next_offset();
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: header.last_offset(),
+            max_timestamp: header.max_timestamp,
+        })
+    }
+
+    /// Seals the active segment and starts a new one at `base`. The next
+    /// flush writes the sealed segment's tail, indexes and trims it.
+    pub(crate) fn roll_locked(&self, st: &mut State<FS::File>, base: Offset) {
+        st.active_mut().sealed = true;
+        let fresh = Segment::new_active(base, &self.fs, self.config.write_chunk_bytes);
+        st.segments.push(fresh);
+    }
+
+    /// Seals the active segment now if it holds anything (tests, admin).
+    pub fn roll(&self) {
+        let mut st = self.st();
+        if !st.active().is_empty() {
+            let base = st.log_end;
+            self.roll_locked(&mut st, base);
+        }
+    }
+
+    /// Returns once every offset below `offset` is durable.
+    ///
+    /// Group commit: the first waiter flushes; waiters that arrive while a
+    /// flush is in flight queue on the I/O lock and then find their data
+    /// durable or flush everything appended meanwhile in one write and one
+    /// fdatasync.
+    pub async fn wait_flushed(&self, offset: Offset) -> Result<()> {
+        loop {
+            {
+                let st = self.state.borrow();
+                if st.flushed >= offset {
+                    return Ok(());
+                }
+                self.check_not_failed(&st)?;
+                if offset > st.log_end {
+                    return Err(StorageError::InvalidArgument(format!(
+                        "waiting for {offset} beyond log end {}",
+                        st.log_end
+                    )));
+                }
+            }
+            let _io = self.io_lock.lock().await;
+            if self.flushed() >= offset {
+                return Ok(());
+            }
+            self.flush_locked().await?;
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub async fn flush(&self) -> Result<()> {
+        let end = self.log_end();
+        self.wait_flushed(end).await
+    }
+
+    /// One flush: takes every segment's pending bytes, writes them, syncs,
+    /// finishes sealed segments, then publishes the new flushed offset.
+    /// Caller holds `io_lock`.
+    pub(crate) async fn flush_locked(&self) -> Result<()> {
+        let (target, work) = {
+            let mut st = self.st();
+            self.check_not_failed(&st)?;
+            let fs = &self.fs;
+            let work: Vec<FlushWork<FS::File>> = st
+                .segments
+                .iter_mut()
+                .filter(|s| s.writer.is_some())
+                .map(|s| FlushWork {
+                    base: s.base,
+                    file: s.file.clone(),
+                    pending: s.writer.as_mut().and_then(|w| w.take(|n| fs.alloc(n))),
+                    sealed: s.sealed,
+                    size: s.size,
+                    allocated: s.allocated,
+                    index: s
+                        .sealed
+                        .then(|| (s.index.encode(), s.final_time_index().encode())),
+                })
+                .collect();
+            st.pending_bytes = 0;
+            (st.log_end, work)
+        };
+        for item in work {
+            let (base, sealed) = (item.base, item.sealed);
+            let outcome = self.flush_segment(item).await;
+            let (file, allocated, end) = outcome.map_err(|(what, err)| self.fail(what, err))?;
+            let mut st = self.st();
+            if let Some(segment) = st.segment_by_base(base) {
+                segment.file = Some(file);
+                segment.allocated = allocated;
+                if let Some(end) = end {
+                    segment.durable_size = end;
+                }
+                if sealed {
+                    segment.writer = None;
+                }
+            }
+        }
+        let mut st = self.st();
+        st.flushed = st.flushed.max(target);
+        let flushed = st.flushed;
+        st.cache.evict(flushed);
+        if self.config.high_watermark_follows_flush {
+            st.high_watermark = st.high_watermark.max(flushed);
+        }
+        Ok(())
+    }
+
+    /// The I/O of one segment's flush. Returns the file, its reserved size
+    /// and the new durable end of its data (None if nothing was written).
+    async fn flush_segment(
+        &self,
+        item: FlushWork<FS::File>,
+    ) -> std::result::Result<(Rc<FS::File>, u64, Option<u64>), (&'static str, std::io::Error)> {
+        let file = match &item.file {
+            Some(file) => file.clone(),
+            None => {
+                let path = files::segment_path(&self.dir, item.base, LOG_SUFFIX);
+                let file = self
+                    .fs
+                    .open(&path)
+                    .await
+                    .map_err(|e| ("creating segment", e))?;
+                self.fs
+                    .sync_dir(&self.dir)
+                    .await
+                    .map_err(|e| ("syncing directory", e))?;
+                Rc::new(file)
+            }
+        };
+        let mut allocated = item.allocated;
+        let end = item.pending.as_ref().map(|p| p.end);
+        if let Some(end) = end.filter(|&end| end > allocated) {
+            let step_end = end + self.config.preallocate_bytes;
+            allocated = align_up(step_end.min(self.config.segment_bytes.max(end)));
+            file.pre_allocate(allocated)
+                .await
+                .map_err(|e| ("preallocating", e))?;
+        }
+        if let Some(pending) = item.pending {
+            let writes = pending
+                .chunks
+                .into_iter()
+                .map(|w| file.write_at(w.buf, w.position));
+            for result in futures::future::join_all(writes).await {
+                result.map_err(|e| ("direct write", e))?;
+            }
+        }
+        file.fdatasync().await.map_err(|e| ("fdatasync", e))?;
+        if let Some((index, time_index)) = &item.index {
+            self.write_indexes(item.base, index, time_index)
+                .await
+                .map_err(|e| ("writing indexes", e))?;
+            file.truncate(item.size)
+                .await
+                .map_err(|e| ("trimming sealed segment", e))?;
+            file.fdatasync().await.map_err(|e| ("fdatasync", e))?;
+        }
+        Ok((file, allocated, end))
+    }
+
+    /// Writes a segment's `.index` and `.timeindex` atomically.
+    pub(crate) async fn write_indexes(
+        &self,
+        base: Offset,
+        index: &[u8],
+        time_index: &[u8],
+    ) -> std::io::Result<()> {
+        let name = |suffix| {
+            files::segment_path(&self.dir, base, suffix)
+                .file_name()
+                .expect("segment file name")
+                .to_string_lossy()
+                .into_owned()
+        };
+        files::write_atomic(&self.fs, &self.dir, &name(INDEX_SUFFIX), index).await?;
+        files::write_atomic(&self.fs, &self.dir, &name(TIME_INDEX_SUFFIX), time_index).await
+    }
+
+    /// Flushes everything, writes the active segment's indexes, trims its
+    /// file and marks the shutdown clean, so the next open skips the full
+    /// scan of the active segment.
+    pub async fn close(&self) -> Result<()> {
+        let _io = self.io_lock.lock().await;
+        self.flush_locked().await?;
+        let (base, file, size, index, time_index) = {
+            let st = self.state.borrow();
+            let active = st.active();
+            (
+                active.base,
+                active.file.clone(),
+                active.size,
+                active.index.encode(),
+                active.final_time_index().encode(),
+            )
+        };
+        if let Some(file) = file {
+            let result = async {
+                self.write_indexes(base, &index, &time_index).await?;
+                file.truncate(size).await?;
+                file.fdatasync().await
+            }
+            .await;
+            result.map_err(|e| self.fail("closing active segment", e))?;
+        }
+        files::write_atomic(&self.fs, &self.dir, files::CLEAN_SHUTDOWN_FILE, b"")
+            .await
+            .map_err(|e| StorageError::io("writing clean shutdown marker", e))
+    }
+}
+
+/// What one flush does to one segment, taken under the state borrow.
+struct FlushWork<F: DirectFile> {
+    base: Offset,
+    file: Option<Rc<F>>,
+    pending: Option<PendingWrite<F::Buf>>,
+    sealed: bool,
+    size: u64,
+    allocated: u64,
+    index: Option<(Vec<u8>, Vec<u8>)>,
+}

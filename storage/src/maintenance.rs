@@ -1,0 +1,271 @@
+//! Changes to a log other than appends: truncation (replication), moving
+//! the log start (retention, DeleteRecords) and lookup by timestamp.
+
+use crate::batch::{self, BatchHeader, HEADER_BYTES};
+use crate::error::{Result, StorageError};
+use crate::files::{self, LOG_START_FILE};
+use crate::io::{align_down, DirectFile, FileSystem};
+use crate::log::Log;
+use crate::types::{Offset, TimestampMs};
+use crate::write_buffer::WriteBuffer;
+
+/// Retention settings of a topic (None: unlimited).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Delete sealed segments whose newest record is older than this.
+    pub retention_ms: Option<i64>,
+    /// Delete the oldest sealed segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+}
+
+impl<FS: FileSystem> Log<FS> {
+    /// Removes every batch at or after `offset`, cutting at the start of the
+    /// batch that contains it. Returns the new log end.
+    pub async fn truncate_to(&self, offset: Offset) -> Result<Offset> {
+        let _io = self.io_lock.lock().await;
+        self.flush_locked().await?;
+        let (log_start, log_end) = (self.log_start(), self.log_end());
+        if offset >= log_end {
+            return Ok(log_end);
+        }
+        if offset < log_start {
+            return Err(StorageError::InvalidArgument(format!(
+                "cannot truncate to {offset}, below the log start {log_start}"
+            )));
+        }
+        let (index, base, file, from) = {
+            let st = self.state.borrow();
+            let i = st.segment_index(offset);
+            let s = &st.segments[i];
+            (i, s.base, s.file.clone(), s.scan_start(offset))
+        };
+        let file = file.expect("a flushed segment has a file");
+        // Find the first batch that ends after `offset`.
+        let mut position = from;
+        let mut cut = None;
+        let size = self.state.borrow().segments[index].size;
+        while position < size {
+            let head = file
+                .read_at(position, HEADER_BYTES)
+                .await
+                .map_err(|e| self.fail("reading header", e))?;
+            let header = BatchHeader::parse(&head, self.config.max_batch_bytes).map_err(|e| {
+                StorageError::InvalidArgument(format!("segment {base} unreadable: {e}"))
+            })?;
+            if header.next_offset() > offset {
+                cut = Some((position, header.base_offset));
+                break;
+            }
+            position += header.total_bytes as u64;
+        }
+        let (position, new_end) =
+            cut.unwrap_or((size, self.state.borrow().segments[index].next_offset));
+        let later: Vec<Offset> = self.state.borrow().segments[index + 1..]
+            .iter()
+            .map(|s| s.base)
+            .collect();
+        for base in later.iter().rev() {
+            self.remove_segment_files(*base).await?;
+        }
+        let io = |what: &'static str| move |e| self.fail(what, e);
+        file.truncate(position)
+            .await
+            .map_err(io("truncating segment"))?;
+        file.fdatasync()
+            .await
+            .map_err(io("fdatasync after truncation"))?;
+        let tail_start = align_down(position);
+        let tail = file
+            .read_at(tail_start, (position - tail_start) as usize)
+            .await
+            .map_err(io("reading tail block"))?;
+
+        let mut st = self.st();
+        st.segments.truncate(index + 1);
+        let fs = &self.fs;
+        let chunk = self.config.write_chunk_bytes;
+        let segment = st.active_mut();
+        segment.index.truncate_from_position(position as u32);
+        segment
+            .time_index
+            .truncate_from_offset(segment.relative(new_end));
+        segment.size = position;
+        segment.durable_size = position;
+        segment.allocated = position;
+        segment.next_offset = new_end;
+        segment.sealed = false;
+        segment.bytes_since_index = segment
+            .index
+            .last()
+            .map_or(position, |e| position - e.position as u64);
+        segment.max_timestamp = TimestampMs(segment.time_index.max_timestamp().unwrap_or(-1));
+        segment.writer = Some(WriteBuffer::new(position, &tail, chunk, |n| fs.alloc(n)));
+        st.log_end = new_end;
+        st.flushed = new_end;
+        st.high_watermark = st.high_watermark.min(new_end);
+        st.cache.truncate_from(new_end);
+        st.read_ahead = None;
+        st.generation += 1;
+        Ok(new_end)
+    }
+
+    /// Moves the log start up to `offset` (DeleteRecords), deleting the
+    /// segments wholly below it. `offset` may not pass the high watermark.
+    pub async fn delete_records_below(&self, offset: Offset) -> Result<Offset> {
+        let _io = self.io_lock.lock().await;
+        let (log_start, hw, log_end) = {
+            let st = self.state.borrow();
+            (st.log_start, st.high_watermark, st.log_end)
+        };
+        if offset > hw {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: offset,
+                log_start,
+                log_end,
+            });
+        }
+        if offset > log_start {
+            self.set_log_start(offset).await?;
+        }
+        self.drop_segments_below_start().await?;
+        Ok(self.log_start())
+    }
+
+    /// Applies time and size retention: deletes whole sealed segments below
+    /// the high watermark, oldest first. Returns how many were deleted.
+    pub async fn apply_retention(&self, policy: RetentionPolicy) -> Result<usize> {
+        let _io = self.io_lock.lock().await;
+        let now = (self.clock)();
+        let new_start = {
+            let st = self.state.borrow();
+            let mut total: u64 = st.segments.iter().map(|s| s.size).sum();
+            let mut new_start = None;
+            // Only sealed segments whose every offset is below the high watermark.
+            for pair in st.segments.windows(2) {
+                let (segment, next) = (&pair[0], &pair[1]);
+                if next.base > st.high_watermark || segment.writer.is_some() {
+                    break;
+                }
+                let expired = policy
+                    .retention_ms
+                    .is_some_and(|ms| segment.max_timestamp.0 < now.0.saturating_sub(ms));
+                let oversized = policy
+                    .retention_bytes
+                    .is_some_and(|limit| total.saturating_sub(segment.size) >= limit);
+                if !(expired || oversized) {
+                    break;
+                }
+                total -= segment.size;
+                new_start = Some(next.base);
+            }
+            new_start
+        };
+        let Some(new_start) = new_start else {
+            return Ok(0);
+        };
+        let before = self.segment_count();
+        if new_start > self.log_start() {
+            self.set_log_start(new_start).await?;
+        }
+        self.drop_segments_below_start().await?;
+        Ok(before - self.segment_count())
+    }
+
+    /// Persists and publishes a new log start offset.
+    async fn set_log_start(&self, offset: Offset) -> Result<()> {
+        files::write_atomic(
+            &self.fs,
+            &self.dir,
+            LOG_START_FILE,
+            &files::encode_log_start(offset),
+        )
+        .await
+        .map_err(|e| StorageError::io("writing log start offset", e))?;
+        let mut st = self.st();
+        st.log_start = offset;
+        st.cache.drop_below(offset);
+        st.high_watermark = st.high_watermark.max(offset);
+        Ok(())
+    }
+
+    /// Deletes sealed segments whose offsets all lie below the log start.
+    /// The durable log start is written first, so a crash between the two
+    /// leaves files that the next open deletes.
+    pub(crate) async fn drop_segments_below_start(&self) -> Result<()> {
+        loop {
+            let doomed = {
+                let st = self.state.borrow();
+                match st.segments.get(..2) {
+                    Some([first, second])
+                        if second.base <= st.log_start && first.writer.is_none() =>
+                    {
+                        Some(first.base)
+                    }
+                    _ => None,
+                }
+            };
+            let Some(base) = doomed else { return Ok(()) };
+            self.remove_segment_files(base).await?;
+            let mut st = self.st();
+            st.segments.remove(0);
+            st.generation += 1;
+            if st
+                .read_ahead
+                .as_ref()
+                .is_some_and(|ra| ra.segment_base == base)
+            {
+                st.read_ahead = None;
+            }
+        }
+    }
+
+    /// The first record whose timestamp is at or after `timestamp`, among
+    /// offsets below `bound`: its offset and timestamp (ListOffsets).
+    ///
+    /// Compressed batches are not decompressed: for them the batch's base
+    /// offset and largest timestamp are returned.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: TimestampMs,
+        bound: Offset,
+    ) -> Result<Option<(Offset, TimestampMs)>> {
+        let mut offset = {
+            let st = self.state.borrow();
+            let Some(segment) = st.segments.iter().find(|s| s.max_timestamp >= timestamp) else {
+                return Ok(None);
+            };
+            segment
+                .base
+                .plus(segment.time_index.scan_start(timestamp.0) as i64)
+                .max(st.log_start)
+        };
+        let bound = bound.min(self.log_end());
+        while offset < bound {
+            let outcome = self.read(offset, 1 << 20, bound).await?;
+            if outcome.chunks.is_empty() {
+                return Ok(None);
+            }
+            for chunk in &outcome.chunks {
+                for (header, bytes) in batch::split_stored(chunk, self.config.max_batch_bytes)
+                    .map_err(|e| StorageError::InvalidArgument(e.to_string()))?
+                {
+                    offset = header.next_offset();
+                    if header.max_timestamp < timestamp {
+                        continue;
+                    }
+                    if header.is_compressed() {
+                        return Ok(Some((header.base_offset, header.max_timestamp)));
+                    }
+                    let records = batch::records(&bytes, header).map_err(StorageError::from)?;
+                    for record in records {
+                        let record = record.map_err(StorageError::from)?;
+                        if record.timestamp >= timestamp {
+                            return Ok(Some((record.offset, record.timestamp)));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,77 @@
+//! Shared helpers of the storage tests.
+#![allow(dead_code)]
+
+use bytes::BytesMut;
+use storage::batch::{self, RecordSpec};
+use storage::{LogConfig, TimestampMs};
+
+/// A producer batch of `count` records whose values encode `tag`, so every
+/// batch of a test is distinct byte for byte.
+pub fn batch_of(count: usize, value_bytes: usize, tag: u64, timestamp: i64) -> BytesMut {
+    let records: Vec<RecordSpec> = (0..count)
+        .map(|i| {
+            let mut value = vec![0u8; value_bytes.max(16)];
+            value[..8].copy_from_slice(&tag.to_be_bytes());
+            value[8..16].copy_from_slice(&(i as u64).to_be_bytes());
+            RecordSpec {
+                timestamp_delta: i as i64,
+                key: Some(format!("key-{}", (tag as usize + i) % 7).into_bytes()),
+                value: Some(value),
+            }
+        })
+        .collect();
+    batch::build(TimestampMs(timestamp), &records)
+}
+
+/// A keyed record batch for compaction tests.
+pub fn keyed(records: &[(&str, Option<&str>)], timestamp: i64) -> BytesMut {
+    let specs: Vec<RecordSpec> = records
+        .iter()
+        .map(|(k, v)| RecordSpec {
+            timestamp_delta: 0,
+            key: Some(k.as_bytes().to_vec()),
+            value: v.map(|v| v.as_bytes().to_vec()),
+        })
+        .collect();
+    batch::build(TimestampMs(timestamp), &specs)
+}
+
+/// A small configuration so tests roll segments and index often.
+pub fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 64 * 1024,
+        index_interval_bytes: 1024,
+        max_batch_bytes: 32 * 1024,
+        write_chunk_bytes: 16 * 1024,
+        max_pending_bytes: 256 * 1024,
+        preallocate_bytes: 64 * 1024,
+        cache_budget_bytes: 8 * 1024,
+        read_ahead_bytes: 8 * 1024,
+        ..LogConfig::default()
+    }
+}
+
+/// Runs a future on a glommio executor on this thread (the production I/O path).
+pub fn on_glommio<T>(fut: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(2 << 20)
+        .make()
+        .expect("glommio executor (is `ulimit -l` high enough?)")
+        .run(fut)
+}
+
+/// Seed for a randomized test: `SEED` from the environment or the clock,
+/// printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: SEED={seed} (set SEED to replay)");
+    seed
+}

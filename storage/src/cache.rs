@@ -11,6 +11,37 @@ use bytes::Bytes;
 
 use crate::types::Offset;
 
+/// Batches returned by a read: whole batches, in order, as stored.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOutcome {
+    /// Contiguous runs of whole batches, shared with the cache or a disk read.
+    pub chunks: Vec<Bytes>,
+    /// Total bytes over all chunks.
+    pub bytes: usize,
+}
+
+impl ReadOutcome {
+    /// Whether a batch of `len` bytes still fits: always the first one.
+    pub fn admits(&self, len: usize, max_bytes: usize) -> bool {
+        self.bytes == 0 || self.bytes + len <= max_bytes
+    }
+
+    /// Adds a run of whole batches.
+    pub fn push(&mut self, run: Bytes) {
+        self.bytes += run.len();
+        self.chunks.push(run);
+    }
+
+    /// All chunks in one buffer (copies; for tests and small responses).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut all = bytes::BytesMut::with_capacity(self.bytes);
+        for chunk in &self.chunks {
+            all.extend_from_slice(chunk);
+        }
+        all.freeze()
+    }
+}
+
 #[derive(Debug)]
 struct CachedBatch {
     base: Offset,
@@ -89,23 +120,25 @@ impl BatchCache {
         matches!(self.batches.front(), Some(f) if f.base <= offset)
     }
 
-    /// Whole batches from the one containing `offset`, ending below `bound`,
-    /// up to `max_bytes` but at least one.
-    pub fn read(&self, offset: Offset, max_bytes: usize, bound: Offset) -> Vec<Bytes> {
+    /// Appends to `out` whole batches from the one containing `offset`,
+    /// ending at or below `bound`, while `out` stays within `max_bytes`
+    /// (but takes at least one batch if `out` is empty). Returns whether the
+    /// read is complete (bound or size reached), not just out of batches.
+    pub fn read_into(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        bound: Offset,
+        out: &mut ReadOutcome,
+    ) -> bool {
         let first = self.batches.partition_point(|b| b.next <= offset);
-        let mut out = Vec::new();
-        let mut total = 0;
         for batch in self.batches.range(first..) {
-            if batch.next > bound {
-                break;
+            if batch.next > bound || !out.admits(batch.data.len(), max_bytes) {
+                return true;
             }
-            if !out.is_empty() && total + batch.data.len() > max_bytes {
-                break;
-            }
-            total += batch.data.len();
             out.push(batch.data.clone());
         }
-        out
+        false
     }
 
     /// Bytes held.
@@ -133,17 +166,18 @@ mod tests {
     #[test]
     fn reads_start_at_the_containing_batch_and_respect_bounds() {
         let cache = cache_of(&[(0, 10, 100), (10, 20, 100), (20, 30, 100)], 1 << 20);
-        let got = cache.read(Offset(15), 1000, Offset(30));
+        let read = |offset, max, bound| {
+            let mut out = ReadOutcome::default();
+            cache.read_into(Offset(offset), max, Offset(bound), &mut out);
+            out.chunks
+        };
+        let got = read(15, 1000, 30);
         assert_eq!(got.len(), 2);
         assert_eq!(got[0][0], 10);
-        assert_eq!(cache.read(Offset(15), 1000, Offset(25)).len(), 1, "bound");
-        assert_eq!(cache.read(Offset(0), 150, Offset(30)).len(), 1, "max bytes");
-        assert_eq!(
-            cache.read(Offset(0), 1, Offset(30)).len(),
-            1,
-            "at least one"
-        );
-        assert!(cache.read(Offset(30), 1000, Offset(30)).is_empty());
+        assert_eq!(read(15, 1000, 25).len(), 1, "bound");
+        assert_eq!(read(0, 150, 30).len(), 1, "max bytes");
+        assert_eq!(read(0, 1, 30).len(), 1, "at least one");
+        assert!(read(30, 1000, 30).is_empty());
     }
 
     #[test]
@@ -161,7 +195,9 @@ mod tests {
     fn truncation_drops_the_newest_batches() {
         let mut cache = cache_of(&[(0, 10, 100), (10, 20, 100)], 1 << 20);
         cache.truncate_from(Offset(10));
-        assert_eq!(cache.read(Offset(0), 1000, Offset(100)).len(), 1);
+        let mut out = ReadOutcome::default();
+        cache.read_into(Offset(0), 1000, Offset(100), &mut out);
+        assert_eq!(out.chunks.len(), 1);
         cache.drop_below(Offset(10));
         assert!(!cache.covers(Offset(10)));
         assert_eq!(cache.bytes(), 0);

@@ -10,6 +10,7 @@ use futures::lock::Mutex;
 
 use crate::batch::{self, BatchHeader, CountRule};
 use crate::cache::BatchCache;
+pub use crate::cache::ReadOutcome;
 use crate::error::{Result, StorageError};
 use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::io::{align_up, DirectFile, FileSystem};
@@ -94,26 +95,6 @@ pub struct AppendInfo {
     pub last_offset: Offset,
     /// The batch's largest timestamp.
     pub max_timestamp: TimestampMs,
-}
-
-/// Batches returned by a read: whole batches, in order, as stored.
-#[derive(Clone, Debug, Default)]
-pub struct ReadOutcome {
-    /// Contiguous runs of whole batches, shared with the cache or a disk read.
-    pub chunks: Vec<Bytes>,
-    /// Total bytes over all chunks.
-    pub bytes: usize,
-}
-
-impl ReadOutcome {
-    /// All chunks in one buffer (copies; for tests and small responses).
-    pub fn to_bytes(&self) -> Bytes {
-        let mut all = BytesMut::with_capacity(self.bytes);
-        for chunk in &self.chunks {
-            all.extend_from_slice(chunk);
-        }
-        all.freeze()
-    }
 }
 
 /// The mutable state of a log, borrowed briefly and never across an await.

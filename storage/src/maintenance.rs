@@ -67,6 +67,15 @@ impl<FS: FileSystem> Log<FS> {
         for base in later.iter().rev() {
             self.remove_segment_files(*base).await?;
         }
+        if new_end < log_start {
+            // The batch holding `offset` starts below the log start, so the
+            // log becomes empty at `new_end`; the start must follow it down.
+            let checkpoint = files::encode_log_start(new_end);
+            files::write_atomic(&self.fs, &self.dir, LOG_START_FILE, &checkpoint)
+                .await
+                .map_err(|e| self.fail("writing log start offset", e))?;
+            self.st().log_start = new_end;
+        }
         let io = |what: &'static str| move |e| self.fail(what, e);
         file.truncate(position)
             .await

@@ -11,7 +11,7 @@ use crate::io::{DirectFile, FileSystem};
 use crate::log::{Log, ReadAhead, ReadOutcome};
 use crate::types::Offset;
 
-/// Where a disk read of one segment starts.
+/// A disk read of one segment's durable bytes.
 struct SegmentCursor<F> {
     base: Offset,
     file: Rc<F>,
@@ -29,6 +29,13 @@ enum ChunkEnd {
     Incomplete(u64, usize),
 }
 
+/// Where the next part of a read comes from.
+enum Source<F> {
+    Cache,
+    Disk(SegmentCursor<F>),
+    Nothing,
+}
+
 impl<FS: FileSystem> Log<FS> {
     /// Whole batches starting with the one containing `offset`, up to
     /// `max_bytes` (but at least one batch), none reaching `bound` or beyond.
@@ -43,8 +50,7 @@ impl<FS: FileSystem> Log<FS> {
         bound: Offset,
     ) -> Result<ReadOutcome> {
         loop {
-            let generation = self.state.borrow().generation;
-            let bound = {
+            let (generation, bound) = {
                 let st = self.state.borrow();
                 if offset < st.log_start || offset > st.log_end {
                     return Err(StorageError::OffsetOutOfRange {
@@ -53,65 +59,90 @@ impl<FS: FileSystem> Log<FS> {
                         log_end: st.log_end,
                     });
                 }
-                let bound = bound.min(st.log_end);
-                if offset >= bound {
-                    return Ok(ReadOutcome::default());
-                }
-                if st.cache.covers(offset) {
-                    let chunks = st.cache.read(offset, max_bytes, bound);
-                    let bytes = chunks.iter().map(Bytes::len).sum();
-                    return Ok(ReadOutcome { chunks, bytes });
-                }
-                bound
+                (st.generation, bound.min(st.log_end))
             };
-            let outcome = self.read_from_disk(offset, max_bytes, bound).await?;
+            let outcome = self.read_parts(offset, max_bytes, bound).await?;
             if self.state.borrow().generation == generation {
                 return Ok(outcome);
             }
-            // Truncation or deletion ran while we awaited the disk: read again.
+            // Truncation, deletion or compaction ran while we awaited the
+            // disk: what we read may be gone. Read again.
         }
     }
 
-    async fn read_from_disk(
+    /// Collects the read from disk segments and then the cache, in order.
+    async fn read_parts(
         &self,
         offset: Offset,
         max_bytes: usize,
         bound: Offset,
     ) -> Result<ReadOutcome> {
+        let mut out = ReadOutcome::default();
+        // The next offset wanted; moves past every batch read.
+        let mut next = offset;
         let mut segment_index = self.state.borrow().segment_index(offset);
-        loop {
-            let Some(cursor) = self.cursor(segment_index, offset) else {
-                return Ok(ReadOutcome::default());
+        while next < bound {
+            let source = self.source(next, segment_index);
+            let done = match source {
+                Source::Nothing => true,
+                Source::Cache => {
+                    let st = self.state.borrow();
+                    st.cache.read_into(next, max_bytes, bound, &mut out);
+                    true
+                }
+                Source::Disk(cursor) => {
+                    let durable_end = cursor.durable_size;
+                    let (done, position) = self
+                        .read_segment(cursor, next, max_bytes, bound, &mut out)
+                        .await?;
+                    segment_index += 1;
+                    if let Some(last) = out.chunks.last() {
+                        next = next.max(last_next_offset(last, self.config.max_batch_bytes)?);
+                    }
+                    // A segment read to its durable end continues with the
+                    // next segment or, for the active one, the cache.
+                    if position < durable_end {
+                        segment_index -= 1;
+                    }
+                    done
+                }
             };
-            let outcome = self.read_segment(cursor, offset, max_bytes, bound).await?;
-            if !outcome.chunks.is_empty() {
-                return Ok(outcome);
+            if done {
+                break;
             }
-            // Nothing at or after `offset` here (a gap left by compaction):
-            // go on with the next segment.
-            segment_index += 1;
+        }
+        Ok(out)
+    }
+
+    fn source(&self, next: Offset, segment_index: usize) -> Source<FS::File> {
+        let st = self.state.borrow();
+        if st.cache.covers(next) {
+            return Source::Cache;
+        }
+        let Some(segment) = st.segments.get(segment_index) else {
+            return Source::Nothing;
+        };
+        match &segment.file {
+            Some(file) if segment.durable_size > 0 => Source::Disk(SegmentCursor {
+                base: segment.base,
+                file: file.clone(),
+                position: segment.scan_start(next),
+                durable_size: segment.durable_size,
+            }),
+            _ => Source::Nothing,
         }
     }
 
-    fn cursor(&self, segment_index: usize, offset: Offset) -> Option<SegmentCursor<FS::File>> {
-        let st = self.state.borrow();
-        let segment = st.segments.get(segment_index)?;
-        Some(SegmentCursor {
-            base: segment.base,
-            file: segment.file.clone()?,
-            position: segment.scan_start(offset),
-            durable_size: segment.durable_size,
-        })
-    }
-
+    /// Reads one segment's durable batches into `out`. Returns whether the
+    /// read is complete and the position the scan reached.
     async fn read_segment(
         &self,
         cursor: SegmentCursor<FS::File>,
         offset: Offset,
         max_bytes: usize,
         bound: Offset,
-    ) -> Result<ReadOutcome> {
-        let mut outcome = ReadOutcome::default();
+        out: &mut ReadOutcome,
+    ) -> Result<(bool, u64)> {
         let mut position = cursor.position;
         let want = self
             .config
@@ -120,16 +151,8 @@ impl<FS: FileSystem> Log<FS> {
         let mut need = HEADER_BYTES;
         while position < cursor.durable_size {
             let chunk = self.chunk_at(&cursor, position, need, want).await?;
-            match self.collect(
-                &chunk,
-                position,
-                offset,
-                max_bytes,
-                bound,
-                &mut outcome,
-                cursor.base,
-            )? {
-                ChunkEnd::Done => break,
+            match self.collect(&chunk, position, offset, max_bytes, bound, out, cursor.base)? {
+                ChunkEnd::Done => return Ok((true, position)),
                 ChunkEnd::More(next) => {
                     position = next;
                     need = HEADER_BYTES;
@@ -140,7 +163,7 @@ impl<FS: FileSystem> Log<FS> {
                 }
             }
         }
-        Ok(outcome)
+        Ok((false, position))
     }
 
     /// Whole batches of `chunk` (which starts at `position`) that the read wants.
@@ -152,11 +175,12 @@ impl<FS: FileSystem> Log<FS> {
         offset: Offset,
         max_bytes: usize,
         bound: Offset,
-        outcome: &mut ReadOutcome,
+        out: &mut ReadOutcome,
         segment_base: Offset,
     ) -> Result<ChunkEnd> {
         let mut at = 0;
         let mut run_start = None;
+        let mut run_bytes = 0;
         let end = loop {
             if chunk.len() - at < HEADER_BYTES {
                 break ChunkEnd::More(position + at as u64);
@@ -176,17 +200,16 @@ impl<FS: FileSystem> Log<FS> {
                 at += len;
                 continue;
             }
-            if header.next_offset() > bound
-                || (outcome.bytes > 0 && outcome.bytes + len > max_bytes)
-            {
+            let fits = out.bytes + run_bytes == 0 || out.bytes + run_bytes + len <= max_bytes;
+            if header.next_offset() > bound || !fits {
                 break ChunkEnd::Done;
             }
             run_start.get_or_insert(at);
-            outcome.bytes += len;
+            run_bytes += len;
             at += len;
         };
         if let Some(start) = run_start {
-            outcome.chunks.push(chunk.slice(start..at));
+            out.push(chunk.slice(start..at));
         }
         Ok(end)
     }
@@ -237,4 +260,21 @@ impl<FS: FileSystem> Log<FS> {
         });
         Ok(data)
     }
+}
+
+/// The offset after the last batch of a run of whole batches.
+fn last_next_offset(run: &Bytes, max_batch_bytes: usize) -> Result<Offset> {
+    let mut at = 0;
+    let mut next = Offset(0);
+    while at < run.len() {
+        let header = BatchHeader::parse(&run[at..], max_batch_bytes).map_err(|e| {
+            StorageError::io(
+                "re-reading a run",
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            )
+        })?;
+        next = header.next_offset();
+        at += header.total_bytes;
+    }
+    Ok(next)
 }

@@ -50,6 +50,9 @@ impl<FS: FileSystem> Log<FS> {
         fs.create_dir_all(&dir)
             .await
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        fs.prepare(&dir)
+            .await
+            .map_err(|e| StorageError::io(format!("preparing {}", dir.display()), e))?;
         let log = Rc::new(Log {
             state: RefCell::new(State {
                 segments: Vec::new(),

@@ -75,8 +75,46 @@ impl DirectFile for DmaSegmentFile {
     }
 }
 
+thread_local! {
+    /// Devices whose polled-I/O probe this thread has primed.
+    static PRIMED_DEVICES: std::cell::RefCell<std::collections::HashSet<u64>> = Default::default();
+}
+
+/// Name of the one-block file used to prime glommio's polled-I/O probe.
+const PROBE_FILE: &str = ".io-probe";
+
+impl DmaFs {
+    /// glommio decides once per device whether it supports polled I/O, by
+    /// reading the first block of the first DMA file opened there. On an
+    /// empty file that read returns 0 bytes, which glommio takes as support;
+    /// on a device without it, every later read then fails with EOPNOTSUPP.
+    /// Opening a file that has a block of data first makes the probe real.
+    async fn prime_probe(dir: &Path) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let device = std::fs::metadata(dir)?.dev();
+        if PRIMED_DEVICES.with(|p| p.borrow().contains(&device)) {
+            return Ok(());
+        }
+        let path = dir.join(PROBE_FILE);
+        std::fs::write(&path, vec![0u8; 4096])?;
+        let file = OpenOptions::new()
+            .read(true)
+            .dma_open(&path)
+            .await
+            .map_err(to_io)?;
+        file.close().await.map_err(to_io)?;
+        std::fs::remove_file(&path)?;
+        PRIMED_DEVICES.with(|p| p.borrow_mut().insert(device));
+        Ok(())
+    }
+}
+
 impl FileSystem for DmaFs {
     type File = DmaSegmentFile;
+
+    async fn prepare(&self, dir: &Path) -> io::Result<()> {
+        Self::prime_probe(dir).await
+    }
 
     fn alloc(&self, len: usize) -> DmaBuffer {
         // From the executor's registered pool when it has room, else the heap.

@@ -64,6 +64,10 @@ pub trait FileSystem: Clone + 'static {
 
     /// A zeroed aligned buffer of `len` bytes, `len` a multiple of [`BLOCK_BYTES`].
     fn alloc(&self, len: usize) -> <Self::File as DirectFile>::Buf;
+    /// Readies the file system under `dir` before the first file is opened.
+    async fn prepare(&self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
     /// Creates a directory and its parents.
     async fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Opens a file for reading and writing, creating it if missing.

@@ -29,6 +29,21 @@ pub struct TimeEntry {
     pub relative_offset: u32,
 }
 
+/// Appends the CRC-32C trailer.
+fn seal(mut entries: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c(&entries);
+    entries.extend_from_slice(&crc.to_be_bytes());
+    entries
+}
+
+/// The entries of a sealed file, or None if the trailer does not match.
+fn unseal(bytes: &[u8]) -> Option<&[u8]> {
+    let split = bytes.len().checked_sub(4)?;
+    let (entries, trailer) = bytes.split_at(split);
+    let crc = u32::from_be_bytes(trailer.try_into().ok()?);
+    (crc32c::crc32c(entries) == crc).then_some(entries)
+}
+
 /// The sparse offset index of a segment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OffsetIndex {
@@ -82,12 +97,13 @@ impl OffsetIndex {
             out.extend_from_slice(&e.relative_offset.to_be_bytes());
             out.extend_from_slice(&e.position.to_be_bytes());
         }
-        out
+        seal(out)
     }
 
     /// Decodes an index file, or None if it is damaged: a partial entry,
     /// entries that do not grow, or a position at or past `log_bytes`.
     pub fn decode(bytes: &[u8], log_bytes: u64) -> Option<OffsetIndex> {
+        let bytes = unseal(bytes)?;
         if bytes.len() % OFFSET_ENTRY_BYTES != 0 {
             return None;
         }
@@ -158,11 +174,12 @@ impl TimeIndex {
             out.extend_from_slice(&e.timestamp.to_be_bytes());
             out.extend_from_slice(&e.relative_offset.to_be_bytes());
         }
-        out
+        seal(out)
     }
 
     /// Decodes a time index file, or None if it is damaged.
     pub fn decode(bytes: &[u8]) -> Option<TimeIndex> {
+        let bytes = unseal(bytes)?;
         if bytes.len() % TIME_ENTRY_BYTES != 0 {
             return None;
         }
@@ -225,6 +242,11 @@ mod tests {
         let mut swapped = bytes.clone();
         swapped[8..16].copy_from_slice(&bytes[0..8]);
         assert_eq!(OffsetIndex::decode(&swapped, 200), None, "not growing");
+        for at in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            assert_eq!(OffsetIndex::decode(&flipped, 1 << 20), None, "flip at {at}");
+        }
     }
 
     #[test]

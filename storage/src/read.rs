@@ -82,7 +82,7 @@ impl<FS: FileSystem> Log<FS> {
         let mut next = offset;
         let mut segment_index = self.state.borrow().segment_index(offset);
         while next < bound {
-            let source = self.source(next, segment_index);
+            let source = self.source(next, &mut segment_index);
             let done = match source {
                 Source::Nothing => true,
                 Source::Cache => {
@@ -114,23 +114,27 @@ impl<FS: FileSystem> Log<FS> {
         Ok(out)
     }
 
-    fn source(&self, next: Offset, segment_index: usize) -> Source<FS::File> {
+    /// Where the batch at `next` is: the cache, or the first segment from
+    /// `segment_index` on with durable bytes (compaction can empty one).
+    fn source(&self, next: Offset, segment_index: &mut usize) -> Source<FS::File> {
         let st = self.state.borrow();
         if st.cache.covers(next) {
             return Source::Cache;
         }
-        let Some(segment) = st.segments.get(segment_index) else {
-            return Source::Nothing;
-        };
-        match &segment.file {
-            Some(file) if segment.durable_size > 0 => Source::Disk(SegmentCursor {
-                base: segment.base,
-                file: file.clone(),
-                position: segment.scan_start(next),
-                durable_size: segment.durable_size,
-            }),
-            _ => Source::Nothing,
+        while let Some(segment) = st.segments.get(*segment_index) {
+            match &segment.file {
+                Some(file) if segment.durable_size > 0 => {
+                    return Source::Disk(SegmentCursor {
+                        base: segment.base,
+                        file: file.clone(),
+                        position: segment.scan_start(next),
+                        durable_size: segment.durable_size,
+                    })
+                }
+                _ => *segment_index += 1,
+            }
         }
+        Source::Nothing
     }
 
     /// Reads one segment's durable batches into `out`. Returns whether the

@@ -48,6 +48,7 @@ pub async fn write_atomic<FS: FileSystem>(
     if !bytes.is_empty() {
         let mut buf = fs.alloc(align_up(bytes.len() as u64) as usize);
         buf.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        buf.bytes_mut()[bytes.len()..].fill(0);
         file.write_at(buf, 0).await?;
         file.truncate(bytes.len() as u64).await?;
     }

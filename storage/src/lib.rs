@@ -15,6 +15,7 @@ pub mod error;
 mod files;
 pub mod index;
 pub mod io;
+mod io_lock;
 mod log;
 mod maintenance;
 mod read;
@@ -25,6 +26,6 @@ pub mod write_buffer;
 
 pub use compaction::{CompactionPolicy, CompactionStats};
 pub use error::{BatchError, Result, StorageError};
-pub use log::{AppendInfo, Log, LogConfig, ReadOutcome};
+pub use log::{AppendInfo, Log, LogConfig, LogStats, ReadOutcome};
 pub use maintenance::RetentionPolicy;
 pub use types::{LeaderEpoch, Offset, TimestampMs};

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use futures::lock::Mutex;
+use crate::io_lock::IoLock;
 
 use crate::batch::{self, BatchHeader, CountRule, HEADER_BYTES};
 use crate::cache::BatchCache;
@@ -46,7 +46,11 @@ impl<FS: FileSystem> Log<FS> {
         clock: Rc<dyn Fn() -> TimestampMs>,
     ) -> Result<Rc<Log<FS>>> {
         config.check()?;
-        let dir = dir.into();
+        // Absolute, so directory handles opened later do not depend on the
+        // working directory.
+        let dir: PathBuf = dir.into();
+        let dir = std::path::absolute(&dir)
+            .map_err(|e| StorageError::io(format!("resolving {}", dir.display()), e))?;
         fs.create_dir_all(&dir)
             .await
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
@@ -65,12 +69,13 @@ impl<FS: FileSystem> Log<FS> {
                 failed: None,
                 pending_bytes: 0,
                 generation: 0,
+                stats: Default::default(),
             }),
             fs,
             dir,
             config,
             clock,
-            io_lock: Mutex::new(()),
+            io_lock: IoLock::default(),
         });
         log.recover().await.map_err(|e| match e {
             StorageError::Io { context, source } => StorageError::Io {

@@ -26,6 +26,8 @@ pub struct PendingWrite<B> {
     pub chunks: Vec<ChunkWrite<B>>,
     /// Logical end of the data after these writes.
     pub end: u64,
+    /// Bytes appended since the previous take (the rewritten tail excluded).
+    pub new_bytes: usize,
 }
 
 /// Bytes appended to a segment and not yet handed to a flush.
@@ -90,7 +92,10 @@ impl<B: AlignedBuf> WriteBuffer<B> {
                 None => 0,
             };
             if room == 0 {
-                let want = align_up(data.len() as u64) as usize;
+                // Chunks grow geometrically, so a busy log writes few large
+                // chunks while an idle one holds little memory.
+                let previous = self.chunks.last().map_or(0, |(buf, _)| buf.bytes().len());
+                let want = (align_up(data.len() as u64) as usize).max(2 * previous);
                 let capacity = want.clamp(CHUNK_MIN_BYTES, self.chunk_max_bytes);
                 self.chunks.push((alloc(capacity), 0));
                 continue;
@@ -111,6 +116,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             return None;
         }
         let end = self.end();
+        let new_bytes = self.new_bytes;
         let tail_start = align_down(end);
         let mut position = self.start;
         let mut writes = Vec::with_capacity(self.chunks.len());
@@ -121,6 +127,9 @@ impl<B: AlignedBuf> WriteBuffer<B> {
                 tail.extend_from_slice(&buf.bytes()[from..used]);
             }
             let padded = align_up(used as u64) as usize;
+            // Buffers come unzeroed; the padding after the data must not
+            // carry stale bytes that a scan could mistake for batches.
+            buf.bytes_mut()[used..padded].fill(0);
             buf.truncate_to(padded);
             writes.push(ChunkWrite { position, buf });
             position += used as u64;
@@ -129,6 +138,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
         Some(PendingWrite {
             chunks: writes,
             end,
+            new_bytes,
         })
     }
 }
@@ -137,8 +147,9 @@ impl<B: AlignedBuf> WriteBuffer<B> {
 mod tests {
     use super::*;
 
+    /// Buffers arrive unzeroed, as from a pool.
     fn alloc(n: usize) -> Vec<u8> {
-        vec![0; n]
+        vec![0xAB; n]
     }
 
     /// Applies writes to a plain byte vector as a disk would.
@@ -147,6 +158,13 @@ mod tests {
             assert_eq!(w.position % BLOCK_BYTES as u64, 0);
             assert_eq!(w.buf.len() % BLOCK_BYTES, 0);
             let end = w.position as usize + w.buf.len();
+            let data_end = (pending.end as usize).min(end);
+            assert!(
+                w.buf[data_end.saturating_sub(w.position as usize)..]
+                    .iter()
+                    .all(|&b| b == 0),
+                "padding after the data is zeroed"
+            );
             if disk.len() < end {
                 disk.resize(end, 0);
             }

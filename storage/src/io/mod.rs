@@ -62,7 +62,8 @@ pub trait FileSystem: Clone + 'static {
     /// The file type.
     type File: DirectFile;
 
-    /// A zeroed aligned buffer of `len` bytes, `len` a multiple of [`BLOCK_BYTES`].
+    /// An aligned buffer of `len` bytes, `len` a multiple of [`BLOCK_BYTES`].
+    /// Its contents are unspecified: a writer fills or zeroes all it writes.
     fn alloc(&self, len: usize) -> <Self::File as DirectFile>::Buf;
     /// Readies the file system under `dir` before the first file is opened.
     async fn prepare(&self, _dir: &Path) -> io::Result<()> {

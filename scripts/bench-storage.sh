@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The storage benchmark: the partition log's durable appends beside the raw
+# O_DIRECT bandwidth of the same disk. Usage: scripts/bench-storage.sh [--seconds N] [--dir DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ulimit -l "$(ulimit -H -l)" 2>/dev/null || true
+exec cargo run --release -p storage --example append_bench -- "$@"

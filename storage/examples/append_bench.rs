@@ -64,6 +64,10 @@ struct Args {
     dir: PathBuf,
     seconds: u64,
     producers: Option<usize>,
+    /// Skip the raw-disk reference (profiling the log alone).
+    no_raw: bool,
+    /// Run only the workloads whose name contains this.
+    only: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -71,6 +75,8 @@ fn parse_args() -> Args {
         dir: PathBuf::from("bench-data"),
         seconds: 5,
         producers: None,
+        no_raw: false,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -79,11 +85,13 @@ fn parse_args() -> Args {
             "--seconds" => {
                 args.seconds = it.next().expect("--seconds N").parse().expect("a number")
             }
+            "--no-raw" => args.no_raw = true,
+            "--only" => args.only = Some(it.next().expect("--only NAME")),
             "--producers" => {
                 args.producers = Some(it.next().expect("--producers N").parse().expect("a number"))
             }
             other => {
-                panic!("unknown argument {other}; usage: append_bench [--dir DIR] [--seconds N]")
+                panic!("unknown argument {other}; usage: append_bench [--dir DIR] [--seconds N] [--producers N] [--only NAME] [--no-raw]")
             }
         }
     }
@@ -107,31 +115,22 @@ async fn run(args: Args) {
         args.dir.display(),
         args.seconds
     );
-    // The disk's limit: the best sequential O_DIRECT bandwidth over queue depths.
-    let mut raw_qd: f64 = 0.0;
-    for depth in RAW_QUEUE_DEPTHS {
-        let bandwidth = raw_bandwidth(&args.dir, duration, depth, false).await;
-        println!(
-            "raw O_DIRECT sequential write, 1 MiB blocks, queue depth {depth:>2}: {:>6.0} MB/s",
-            bandwidth / 1e6
-        );
-        raw_qd = raw_qd.max(bandwidth);
-    }
-    let raw_sync = raw_bandwidth(&args.dir, duration, 1, true).await;
-    println!(
-        "raw O_DIRECT 1 MiB write + fdatasync, one at a time:      {:>6.0} MB/s",
-        raw_sync / 1e6
-    );
-    println!(
-        "physical limit used below (best raw):                     {:>6.0} MB/s",
-        raw_qd / 1e6
-    );
+    let raw_limit = if args.no_raw {
+        f64::NAN
+    } else {
+        raw_references(&args.dir, duration).await
+    };
     println!();
     println!(
         "{:<14} {:>9} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9}",
         "workload", "MB/s", "msgs/s", "p50 us", "p99 us", "p999 us", "group KiB", "of raw"
     );
-    for workload in &WORKLOADS {
+    let selected = WORKLOADS.iter().filter(|w| {
+        args.only
+            .as_ref()
+            .is_none_or(|o| w.name.contains(o.as_str()))
+    });
+    for workload in selected {
         let producers = args.producers.unwrap_or(workload.producers);
         let result = run_log(&args.dir, workload, producers, duration).await;
         let mbps = result.bytes as f64 / result.elapsed.as_secs_f64();
@@ -144,10 +143,34 @@ async fn run(args: Args) {
             result.latency.value_at_quantile(0.99),
             result.latency.value_at_quantile(0.999),
             result.group_bytes / 1024.0,
-            100.0 * mbps / raw_qd,
+            100.0 * mbps / raw_limit,
         );
     }
     let _ = std::fs::remove_dir_all(&args.dir);
+}
+
+/// Prints the raw-disk references and returns the physical limit: the best
+/// sequential O_DIRECT bandwidth over the queue depths tried.
+async fn raw_references(dir: &Path, duration: Duration) -> f64 {
+    let mut best: f64 = 0.0;
+    for depth in RAW_QUEUE_DEPTHS {
+        let bandwidth = raw_bandwidth(dir, duration, depth, false).await;
+        println!(
+            "raw O_DIRECT sequential write, 1 MiB blocks, queue depth {depth:>2}: {:>6.0} MB/s",
+            bandwidth / 1e6
+        );
+        best = best.max(bandwidth);
+    }
+    let synced = raw_bandwidth(dir, duration, 1, true).await;
+    println!(
+        "raw O_DIRECT 1 MiB write + fdatasync, one at a time:      {:>6.0} MB/s",
+        synced / 1e6
+    );
+    println!(
+        "physical limit used below (best raw):                     {:>6.0} MB/s",
+        best / 1e6
+    );
+    best
 }
 
 /// Sequential 1 MiB direct writes to a preallocated file for `duration`,

@@ -25,6 +25,7 @@ fn config() -> LogConfig {
         segment_bytes: 16 << 20,
         index_interval_bytes: 2048,
         max_batch_bytes: 64 * 1024,
+        preallocate_bytes: 64 * 1024,
         ..LogConfig::default()
     }
 }
@@ -107,7 +108,9 @@ fn damage(bytes: &mut Vec<u8>, layout: &Layout, rng: &mut SmallRng) -> (usize, &
         bytes[p] ^= 1 << rng.gen_range(0..8);
         (p, "flip")
     } else {
-        let p = rng.gen_range(0..=bytes.len());
+        // Cut inside the data, not in the preallocated zeros after it.
+        let data_end = layout.last().map_or(0, |(_, end, _)| *end);
+        let p = rng.gen_range(0..=data_end.min(bytes.len()));
         bytes.truncate(p);
         (p, "cut")
     }

@@ -63,7 +63,8 @@ impl DirectFile for DmaSegmentFile {
     }
 
     async fn pre_allocate(&self, len: u64) -> io::Result<()> {
-        self.file.pre_allocate(len, true).await.map_err(to_io)
+        // keep_size = false: see the trait's note.
+        self.file.pre_allocate(len, false).await.map_err(to_io)
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {

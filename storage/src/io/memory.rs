@@ -159,7 +159,17 @@ impl DirectFile for MemFile {
         Ok(())
     }
 
-    async fn pre_allocate(&self, _len: u64) -> io::Result<()> {
+    async fn pre_allocate(&self, len: u64) -> io::Result<()> {
+        self.fs.check_fault()?;
+        // As fallocate without KEEP_SIZE: the file grows, reading as zeros.
+        // The zeros count as durable: they are what a crash leaves there.
+        let mut c = self.contents.borrow_mut();
+        if (c.live.len() as u64) < len {
+            c.live.resize(len as usize, 0);
+        }
+        if (c.durable.len() as u64) < len {
+            c.durable.resize(len as usize, 0);
+        }
         Ok(())
     }
 

@@ -48,7 +48,11 @@ pub trait DirectFile: 'static {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
     /// Makes the written data durable.
     async fn fdatasync(&self) -> io::Result<()>;
-    /// Reserves disk space up to `len` bytes without changing the file size.
+    /// Reserves disk space up to `len` bytes. The file's size becomes `len`
+    /// if it was smaller, reading as zeros past the data: writes inside the
+    /// size need no metadata update, which keeps O_DIRECT writes on the
+    /// asynchronous path (a write that extends a file is handed to a kernel
+    /// worker). Recovery cuts the zeros; sealing and closing trim them.
     async fn pre_allocate(&self, len: u64) -> io::Result<()>;
     /// Sets the file size.
     async fn truncate(&self, len: u64) -> io::Result<()>;

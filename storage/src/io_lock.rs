@@ -44,8 +44,17 @@ impl IoLock {
         })
     }
 
-    /// Completes at the next release of the lock.
-    pub fn released(&self) -> impl Future<Output = ()> + '_ {
+    /// Wakes the waiters: the lock was released or a flush finished.
+    pub fn notify(&self) {
+        self.releases.set(self.releases.get() + 1);
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+
+    /// Completes at the next release of the lock or finished flush.
+    pub fn progress(&self) -> impl Future<Output = ()> + '_ {
         let seen = self.releases.get();
         std::future::poll_fn(move |cx| {
             if self.releases.get() != seen {
@@ -59,10 +68,6 @@ impl IoLock {
 
 impl Drop for IoGuard<'_> {
     fn drop(&mut self) {
-        self.lock.releases.set(self.lock.releases.get() + 1);
-        let waiters = std::mem::take(&mut *self.lock.waiters.borrow_mut());
-        for waker in waiters {
-            waker.wake();
-        }
+        self.lock.notify();
     }
 }

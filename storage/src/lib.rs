@@ -13,6 +13,7 @@ pub mod cache;
 mod compaction;
 pub mod error;
 mod files;
+mod flush;
 pub mod index;
 pub mod io;
 mod io_lock;

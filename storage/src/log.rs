@@ -11,12 +11,11 @@ use crate::batch::{self, BatchHeader, CountRule};
 use crate::cache::BatchCache;
 pub use crate::cache::ReadOutcome;
 use crate::error::{Result, StorageError};
-use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
-use crate::io::{align_up, DirectFile, FileSystem};
+use crate::files;
+use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
-use crate::write_buffer::PendingWrite;
 
 /// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
 #[derive(Clone, Debug)]
@@ -112,6 +111,8 @@ pub(crate) struct State<F: DirectFile> {
     /// I/O meanwhile starts over.
     pub generation: u64,
     pub stats: LogStats,
+    /// Every offset below this was handed to a flush's writes.
+    pub taken: Offset,
 }
 
 /// Counters of a log's write path, for metrics and benchmarks.
@@ -240,7 +241,7 @@ impl<FS: FileSystem> Log<FS> {
         }
     }
 
-    fn check_not_failed(&self, st: &State<FS::File>) -> Result<()> {
+    pub(crate) fn check_not_failed(&self, st: &State<FS::File>) -> Result<()> {
         match &st.failed {
             Some(reason) => Err(self.failed_error(reason)),
             None => Ok(()),
@@ -366,178 +367,6 @@ impl<FS: FileSystem> Log<FS> {
         }
     }
 
-    /// Returns once every offset below `offset` is durable.
-    ///
-    /// Group commit: the first waiter flushes; waiters that arrive while a
-    /// flush is in flight sleep until it ends, then find their data durable
-    /// or one of them flushes everything appended meanwhile in one write
-    /// and one fdatasync.
-    pub async fn wait_flushed(&self, offset: Offset) -> Result<()> {
-        loop {
-            {
-                let st = self.state.borrow();
-                if st.flushed >= offset {
-                    return Ok(());
-                }
-                self.check_not_failed(&st)?;
-                if offset > st.log_end {
-                    return Err(StorageError::InvalidArgument(format!(
-                        "waiting for {offset} beyond log end {}",
-                        st.log_end
-                    )));
-                }
-            }
-            match self.io_lock.try_lock() {
-                Some(_io) => self.flush_locked().await?,
-                None => self.io_lock.released().await,
-            }
-        }
-    }
-
-    /// Makes everything appended so far durable.
-    pub async fn flush(&self) -> Result<()> {
-        let end = self.log_end();
-        self.wait_flushed(end).await
-    }
-
-    /// One flush: takes every segment's pending bytes, writes them, syncs,
-    /// finishes sealed segments, then publishes the new flushed offset.
-    /// Caller holds `io_lock`.
-    pub(crate) async fn flush_locked(&self) -> Result<()> {
-        let (target, work) = {
-            let mut st = self.st();
-            self.check_not_failed(&st)?;
-            let fs = &self.fs;
-            let work: Vec<FlushWork<FS::File>> = st
-                .segments
-                .iter_mut()
-                .filter(|s| s.writer.is_some())
-                .map(|s| FlushWork {
-                    base: s.base,
-                    file: s.file.clone(),
-                    pending: s.writer.as_mut().and_then(|w| w.take(|n| fs.alloc(n))),
-                    sealed: s.sealed,
-                    size: s.size,
-                    allocated: s.allocated,
-                    index: s
-                        .sealed
-                        .then(|| (s.index.encode(), s.final_time_index().encode())),
-                })
-                .collect();
-            let new_bytes: u64 = work
-                .iter()
-                .filter_map(|w| w.pending.as_ref())
-                .map(|p| p.new_bytes as u64)
-                .sum();
-            if new_bytes > 0 {
-                st.stats.flushes += 1;
-                st.stats.flushed_bytes += new_bytes;
-                st.stats.direct_writes += work
-                    .iter()
-                    .filter_map(|w| w.pending.as_ref())
-                    .map(|p| p.chunks.len() as u64)
-                    .sum::<u64>();
-            }
-            st.pending_bytes = 0;
-            (st.log_end, work)
-        };
-        for item in work {
-            let (base, sealed) = (item.base, item.sealed);
-            let outcome = self.flush_segment(item).await;
-            let (file, allocated, end) = outcome.map_err(|(what, err)| self.fail(what, err))?;
-            let mut st = self.st();
-            if let Some(segment) = st.segment_by_base(base) {
-                segment.file = Some(file);
-                segment.allocated = allocated;
-                if let Some(end) = end {
-                    segment.durable_size = end;
-                }
-                if sealed {
-                    segment.writer = None;
-                }
-            }
-        }
-        let mut st = self.st();
-        st.flushed = st.flushed.max(target);
-        let flushed = st.flushed;
-        st.cache.evict(flushed);
-        if self.config.high_watermark_follows_flush {
-            st.high_watermark = st.high_watermark.max(flushed);
-        }
-        Ok(())
-    }
-
-    /// The I/O of one segment's flush. Returns the file, its reserved size
-    /// and the new durable end of its data (None if nothing was written).
-    async fn flush_segment(
-        &self,
-        item: FlushWork<FS::File>,
-    ) -> std::result::Result<(Rc<FS::File>, u64, Option<u64>), (&'static str, std::io::Error)> {
-        let file = match &item.file {
-            Some(file) => file.clone(),
-            None => {
-                let path = files::segment_path(&self.dir, item.base, LOG_SUFFIX);
-                let file = self
-                    .fs
-                    .open(&path)
-                    .await
-                    .map_err(|e| ("creating segment", e))?;
-                self.fs
-                    .sync_dir(&self.dir)
-                    .await
-                    .map_err(|e| ("syncing directory", e))?;
-                Rc::new(file)
-            }
-        };
-        let mut allocated = item.allocated;
-        let end = item.pending.as_ref().map(|p| p.end);
-        if let Some(end) = end.filter(|&end| end > allocated) {
-            let step_end = end + self.config.preallocate_bytes;
-            allocated = align_up(step_end.min(self.config.segment_bytes.max(end)));
-            file.pre_allocate(allocated)
-                .await
-                .map_err(|e| ("preallocating", e))?;
-        }
-        if let Some(pending) = item.pending {
-            let writes = pending
-                .chunks
-                .into_iter()
-                .map(|w| file.write_at(w.buf, w.position));
-            for result in futures::future::join_all(writes).await {
-                result.map_err(|e| ("direct write", e))?;
-            }
-        }
-        file.fdatasync().await.map_err(|e| ("fdatasync", e))?;
-        if let Some((index, time_index)) = &item.index {
-            self.write_indexes(item.base, index, time_index)
-                .await
-                .map_err(|e| ("writing indexes", e))?;
-            file.truncate(item.size)
-                .await
-                .map_err(|e| ("trimming sealed segment", e))?;
-            file.fdatasync().await.map_err(|e| ("fdatasync", e))?;
-        }
-        Ok((file, allocated, end))
-    }
-
-    /// Writes a segment's `.index` and `.timeindex` atomically.
-    pub(crate) async fn write_indexes(
-        &self,
-        base: Offset,
-        index: &[u8],
-        time_index: &[u8],
-    ) -> std::io::Result<()> {
-        let name = |suffix| {
-            files::segment_path(&self.dir, base, suffix)
-                .file_name()
-                .expect("segment file name")
-                .to_string_lossy()
-                .into_owned()
-        };
-        files::write_atomic(&self.fs, &self.dir, &name(INDEX_SUFFIX), index).await?;
-        files::write_atomic(&self.fs, &self.dir, &name(TIME_INDEX_SUFFIX), time_index).await
-    }
-
     /// Flushes everything, writes the active segment's indexes, trims its
     /// file and marks the shutdown clean, so the next open skips the full
     /// scan of the active segment.
@@ -568,15 +397,4 @@ impl<FS: FileSystem> Log<FS> {
             .await
             .map_err(|e| StorageError::io("writing clean shutdown marker", e))
     }
-}
-
-/// What one flush does to one segment, taken under the state borrow.
-struct FlushWork<F: DirectFile> {
-    base: Offset,
-    file: Option<Rc<F>>,
-    pending: Option<PendingWrite<F::Buf>>,
-    sealed: bool,
-    size: u64,
-    allocated: u64,
-    index: Option<(Vec<u8>, Vec<u8>)>,
 }

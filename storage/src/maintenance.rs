@@ -111,6 +111,7 @@ impl<FS: FileSystem> Log<FS> {
         segment.writer = Some(WriteBuffer::new(position, &tail, chunk, |n| fs.alloc(n)));
         st.log_end = new_end;
         st.flushed = new_end;
+        st.taken = new_end;
         st.high_watermark = st.high_watermark.min(new_end);
         st.cache.truncate_from(new_end);
         st.read_ahead = None;

@@ -70,6 +70,7 @@ impl<FS: FileSystem> Log<FS> {
                 pending_bytes: 0,
                 generation: 0,
                 stats: Default::default(),
+                taken: Offset(0),
             }),
             fs,
             dir,
@@ -155,6 +156,7 @@ impl<FS: FileSystem> Log<FS> {
             .max(first_base.unwrap_or(Offset(0)));
         st.log_start = st.log_start.min(st.log_end);
         st.flushed = st.log_end;
+        st.taken = st.log_end;
         st.high_watermark = if self.config.high_watermark_follows_flush {
             st.log_end
         } else {

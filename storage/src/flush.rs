@@ -1,0 +1,318 @@
+//! Making appended data durable: group commit, with the next flush's
+//! writes overlapping the previous flush's fdatasync.
+//!
+//! A flush takes every segment's buffered chunks under the I/O lock and
+//! writes them. If it seals no segment it then releases the lock and
+//! fdatasyncs outside it, so the next flush can already write while the
+//! device syncs. Publication is safe in any order: a flush's fdatasync is
+//! issued after all of its writes and all earlier flushes' writes have
+//! completed, so it covers every offset below its target; the flushed
+//! offset only grows (`max`), and a publication made stale by truncation,
+//! deletion or compaction (the generation changed) is dropped: those ran
+//! a full flush of their own under the lock.
+
+use std::rc::Rc;
+
+use crate::error::{Result, StorageError};
+use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::io::{align_up, DirectFile, FileSystem};
+use crate::io_lock::IoGuard;
+use crate::log::Log;
+use crate::types::Offset;
+use crate::write_buffer::PendingWrite;
+
+/// What one flush does to one segment, taken under the state borrow.
+struct FlushWork<F: DirectFile> {
+    base: Offset,
+    file: Option<Rc<F>>,
+    pending: Option<PendingWrite<F::Buf>>,
+    sealed: bool,
+    size: u64,
+    allocated: u64,
+    index: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// A segment written by a flush, awaiting (or past) its fdatasync.
+struct Written<F> {
+    base: Offset,
+    file: Rc<F>,
+    /// The durable end of its data once synced (None: nothing was written).
+    end: Option<u64>,
+    sealed: bool,
+}
+
+/// Everything a flush took, with the log end and generation it saw.
+struct Taken<F: DirectFile> {
+    target: Offset,
+    generation: u64,
+    work: Vec<FlushWork<F>>,
+}
+
+type IoFailure = (&'static str, std::io::Error);
+
+impl<FS: FileSystem> Log<FS> {
+    /// Returns once every offset below `offset` is durable.
+    ///
+    /// Group commit: the first waiter flushes; waiters that arrive while a
+    /// flush is in flight sleep until it makes progress, then find their
+    /// data durable, or being synced, or one of them flushes everything
+    /// appended meanwhile in one burst of writes and one fdatasync.
+    pub async fn wait_flushed(&self, offset: Offset) -> Result<()> {
+        loop {
+            {
+                let st = self.state.borrow();
+                if st.flushed >= offset {
+                    return Ok(());
+                }
+                self.check_not_failed(&st)?;
+                if offset > st.log_end {
+                    return Err(StorageError::InvalidArgument(format!(
+                        "waiting for {offset} beyond log end {}",
+                        st.log_end
+                    )));
+                }
+                if st.taken >= offset {
+                    // Written by a flush whose fdatasync is in flight.
+                    drop(st);
+                    self.io_lock.progress().await;
+                    continue;
+                }
+            }
+            match self.io_lock.try_lock() {
+                Some(io) => self.flush_pipelined(io).await?,
+                None => self.io_lock.progress().await,
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub async fn flush(&self) -> Result<()> {
+        let end = self.log_end();
+        self.wait_flushed(end).await
+    }
+
+    /// A flush that releases the I/O lock before its fdatasync, unless it
+    /// seals a segment (then the lock is held throughout).
+    async fn flush_pipelined(&self, io: IoGuard<'_>) -> Result<()> {
+        let taken = self.take_work()?;
+        if taken.work.iter().any(|w| w.sealed) {
+            let result = self.finish_locked(taken).await;
+            drop(io);
+            return result;
+        }
+        let Taken {
+            target,
+            generation,
+            work,
+        } = taken;
+        let mut written = Vec::with_capacity(work.len());
+        for item in work {
+            let segment = self
+                .write_segment(item)
+                .await
+                .map_err(|(what, e)| self.fail(what, e))?;
+            written.push(segment);
+        }
+        drop(io);
+        for segment in &written {
+            let synced = segment.file.fdatasync().await;
+            synced.map_err(|e| self.fail("fdatasync", e))?;
+        }
+        self.publish(target, generation, &written);
+        self.io_lock.notify();
+        Ok(())
+    }
+
+    /// One whole flush under the I/O lock, which the caller holds: takes
+    /// every segment's pending bytes, writes them, syncs, finishes sealed
+    /// segments, then publishes the new flushed offset.
+    pub(crate) async fn flush_locked(&self) -> Result<()> {
+        let taken = self.take_work()?;
+        self.finish_locked(taken).await
+    }
+
+    async fn finish_locked(&self, taken: Taken<FS::File>) -> Result<()> {
+        let Taken {
+            target,
+            generation,
+            work,
+        } = taken;
+        let mut written = Vec::with_capacity(work.len());
+        for item in work {
+            let seal = item.sealed.then(|| (item.size, item.index.clone()));
+            let segment = self
+                .write_segment(item)
+                .await
+                .map_err(|(what, e)| self.fail(what, e))?;
+            let synced = self.sync_segment(&segment, seal).await;
+            synced.map_err(|(what, e)| self.fail(what, e))?;
+            written.push(segment);
+        }
+        self.publish(target, generation, &written);
+        self.io_lock.notify();
+        Ok(())
+    }
+
+    /// Takes every segment's buffered bytes for one flush.
+    fn take_work(&self) -> Result<Taken<FS::File>> {
+        let mut st = self.st();
+        self.check_not_failed(&st)?;
+        let fs = &self.fs;
+        let work: Vec<FlushWork<FS::File>> = st
+            .segments
+            .iter_mut()
+            .filter(|s| s.writer.is_some())
+            .map(|s| FlushWork {
+                base: s.base,
+                file: s.file.clone(),
+                pending: s.writer.as_mut().and_then(|w| w.take(|n| fs.alloc(n))),
+                sealed: s.sealed,
+                size: s.size,
+                allocated: s.allocated,
+                index: s
+                    .sealed
+                    .then(|| (s.index.encode(), s.final_time_index().encode())),
+            })
+            .collect();
+        let pending = || work.iter().filter_map(|w| w.pending.as_ref());
+        let new_bytes: u64 = pending().map(|p| p.new_bytes as u64).sum();
+        if new_bytes > 0 {
+            st.stats.flushes += 1;
+            st.stats.flushed_bytes += new_bytes;
+            st.stats.direct_writes += pending().map(|p| p.chunks.len() as u64).sum::<u64>();
+        }
+        st.pending_bytes = 0;
+        st.taken = st.log_end;
+        Ok(Taken {
+            target: st.log_end,
+            generation: st.generation,
+            work,
+        })
+    }
+
+    /// Creates the segment's file if needed, reserves space, and issues its
+    /// writes concurrently. Records the file and reservation in the state.
+    async fn write_segment(
+        &self,
+        item: FlushWork<FS::File>,
+    ) -> std::result::Result<Written<FS::File>, IoFailure> {
+        let file = match &item.file {
+            Some(file) => file.clone(),
+            None => {
+                let path = files::segment_path(&self.dir, item.base, LOG_SUFFIX);
+                let file = self
+                    .fs
+                    .open(&path)
+                    .await
+                    .map_err(|e| ("creating segment", e))?;
+                self.fs
+                    .sync_dir(&self.dir)
+                    .await
+                    .map_err(|e| ("syncing directory", e))?;
+                Rc::new(file)
+            }
+        };
+        let mut allocated = item.allocated;
+        let end = item.pending.as_ref().map(|p| p.end);
+        if let Some(end) = end.filter(|&end| end > allocated) {
+            let step_end = end + self.config.preallocate_bytes;
+            allocated = align_up(step_end.min(self.config.segment_bytes.max(end)));
+            file.pre_allocate(allocated)
+                .await
+                .map_err(|e| ("preallocating", e))?;
+        }
+        if let Some(pending) = item.pending {
+            let writes = pending
+                .chunks
+                .into_iter()
+                .map(|w| file.write_at(w.buf, w.position));
+            for result in futures::future::join_all(writes).await {
+                result.map_err(|e| ("direct write", e))?;
+            }
+        }
+        if let Some(segment) = self.st().segment_by_base(item.base) {
+            segment.file = Some(file.clone());
+            segment.allocated = segment.allocated.max(allocated);
+        }
+        Ok(Written {
+            base: item.base,
+            file,
+            end,
+            sealed: item.sealed,
+        })
+    }
+
+    /// fdatasyncs a written segment; a sealed one then gets its indexes
+    /// and is trimmed to its data.
+    async fn sync_segment(
+        &self,
+        segment: &Written<FS::File>,
+        seal: Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>,
+    ) -> std::result::Result<(), IoFailure> {
+        segment
+            .file
+            .fdatasync()
+            .await
+            .map_err(|e| ("fdatasync", e))?;
+        if let Some((size, Some((index, time_index)))) = seal {
+            self.write_indexes(segment.base, &index, &time_index)
+                .await
+                .map_err(|e| ("writing indexes", e))?;
+            segment
+                .file
+                .truncate(size)
+                .await
+                .map_err(|e| ("trimming sealed segment", e))?;
+            segment
+                .file
+                .fdatasync()
+                .await
+                .map_err(|e| ("fdatasync", e))?;
+        }
+        Ok(())
+    }
+
+    /// Publishes a finished flush: everything below `target` is durable.
+    fn publish(&self, target: Offset, generation: u64, written: &[Written<FS::File>]) {
+        let mut st = self.st();
+        if st.generation != generation {
+            // Truncation, deletion or compaction ran meanwhile and flushed
+            // everything itself; this flush's view of the segments is stale.
+            return;
+        }
+        for segment in written {
+            if let Some(state) = st.segment_by_base(segment.base) {
+                if let Some(end) = segment.end {
+                    state.durable_size = state.durable_size.max(end);
+                }
+                if segment.sealed {
+                    state.writer = None;
+                }
+            }
+        }
+        st.flushed = st.flushed.max(target);
+        let flushed = st.flushed;
+        st.cache.evict(flushed);
+        if self.config.high_watermark_follows_flush {
+            st.high_watermark = st.high_watermark.max(flushed);
+        }
+    }
+
+    /// Writes a segment's `.index` and `.timeindex` atomically.
+    pub(crate) async fn write_indexes(
+        &self,
+        base: Offset,
+        index: &[u8],
+        time_index: &[u8],
+    ) -> std::io::Result<()> {
+        let name = |suffix| {
+            files::segment_path(&self.dir, base, suffix)
+                .file_name()
+                .expect("segment file name")
+                .to_string_lossy()
+                .into_owned()
+        };
+        files::write_atomic(&self.fs, &self.dir, &name(INDEX_SUFFIX), index).await?;
+        files::write_atomic(&self.fs, &self.dir, &name(TIME_INDEX_SUFFIX), time_index).await
+    }
+}

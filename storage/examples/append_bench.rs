@@ -115,15 +115,15 @@ async fn run(args: Args) {
         args.dir.display(),
         args.seconds
     );
-    let raw_limit = if args.no_raw {
-        f64::NAN
+    let (raw_limit, raw_synced) = if args.no_raw {
+        (f64::NAN, f64::NAN)
     } else {
         raw_references(&args.dir, duration).await
     };
     println!();
     println!(
-        "{:<14} {:>9} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9}",
-        "workload", "MB/s", "msgs/s", "p50 us", "p99 us", "p999 us", "group KiB", "of raw"
+        "{:<14} {:>9} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>13}",
+        "workload", "MB/s", "msgs/s", "p50 us", "p99 us", "p999 us", "group KiB", "of raw", "of raw+sync"
     );
     let selected = WORKLOADS.iter().filter(|w| {
         args.only
@@ -135,7 +135,7 @@ async fn run(args: Args) {
         let result = run_log(&args.dir, workload, producers, duration).await;
         let mbps = result.bytes as f64 / result.elapsed.as_secs_f64();
         println!(
-            "{:<14} {:>9.0} {:>12.0} {:>9} {:>9} {:>9} {:>11.0} {:>8.0}%",
+            "{:<14} {:>9.0} {:>12.0} {:>9} {:>9} {:>9} {:>11.0} {:>8.0}% {:>12.0}%",
             workload.name,
             mbps / 1e6,
             result.messages as f64 / result.elapsed.as_secs_f64(),
@@ -144,14 +144,16 @@ async fn run(args: Args) {
             result.latency.value_at_quantile(0.999),
             result.group_bytes / 1024.0,
             100.0 * mbps / raw_limit,
+            100.0 * mbps / raw_synced,
         );
     }
     let _ = std::fs::remove_dir_all(&args.dir);
 }
 
-/// Prints the raw-disk references and returns the physical limit: the best
-/// sequential O_DIRECT bandwidth over the queue depths tried.
-async fn raw_references(dir: &Path, duration: Duration) -> f64 {
+/// Prints the raw-disk references and returns the physical limit (the best
+/// sequential O_DIRECT bandwidth over the queue depths tried) and the
+/// bandwidth of 1 MiB writes each followed by an fdatasync.
+async fn raw_references(dir: &Path, duration: Duration) -> (f64, f64) {
     let mut best: f64 = 0.0;
     for depth in RAW_QUEUE_DEPTHS {
         let bandwidth = raw_bandwidth(dir, duration, depth, false).await;
@@ -170,7 +172,7 @@ async fn raw_references(dir: &Path, duration: Duration) -> f64 {
         "physical limit used below (best raw):                     {:>6.0} MB/s",
         best / 1e6
     );
-    best
+    (best, synced)
 }
 
 /// Sequential 1 MiB direct writes to a preallocated file for `duration`,

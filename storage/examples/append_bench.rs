@@ -123,7 +123,15 @@ async fn run(args: Args) {
     println!();
     println!(
         "{:<14} {:>9} {:>12} {:>9} {:>9} {:>9} {:>11} {:>9} {:>13}",
-        "workload", "MB/s", "msgs/s", "p50 us", "p99 us", "p999 us", "group KiB", "of raw", "of raw+sync"
+        "workload",
+        "MB/s",
+        "msgs/s",
+        "p50 us",
+        "p99 us",
+        "p999 us",
+        "group KiB",
+        "of raw",
+        "of raw+sync"
     );
     let selected = WORKLOADS.iter().filter(|w| {
         args.only

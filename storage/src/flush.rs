@@ -26,10 +26,16 @@ struct FlushWork<F: DirectFile> {
     base: Offset,
     file: Option<Rc<F>>,
     pending: Option<PendingWrite<F::Buf>>,
-    sealed: bool,
-    size: u64,
     allocated: u64,
-    index: Option<(Vec<u8>, Vec<u8>)>,
+    /// Set when the segment is sealed: finish it after the sync.
+    seal: Option<Seal>,
+}
+
+/// What finishing a sealed segment writes: its indexes, and the size to trim to.
+struct Seal {
+    size: u64,
+    index: Vec<u8>,
+    time_index: Vec<u8>,
 }
 
 /// A segment written by a flush, awaiting (or past) its fdatasync.
@@ -59,7 +65,7 @@ impl<FS: FileSystem> Log<FS> {
     /// appended meanwhile in one burst of writes and one fdatasync.
     pub async fn wait_flushed(&self, offset: Offset) -> Result<()> {
         loop {
-            {
+            let being_synced = {
                 let st = self.state.borrow();
                 if st.flushed >= offset {
                     return Ok(());
@@ -71,12 +77,12 @@ impl<FS: FileSystem> Log<FS> {
                         st.log_end
                     )));
                 }
-                if st.taken >= offset {
-                    // Written by a flush whose fdatasync is in flight.
-                    drop(st);
-                    self.io_lock.progress().await;
-                    continue;
-                }
+                st.taken >= offset
+            };
+            if being_synced {
+                // Written by a flush whose fdatasync is in flight.
+                self.io_lock.progress().await;
+                continue;
             }
             match self.io_lock.try_lock() {
                 Some(io) => self.flush_pipelined(io).await?,
@@ -95,7 +101,7 @@ impl<FS: FileSystem> Log<FS> {
     /// seals a segment (then the lock is held throughout).
     async fn flush_pipelined(&self, io: IoGuard<'_>) -> Result<()> {
         let taken = self.take_work()?;
-        if taken.work.iter().any(|w| w.sealed) {
+        if taken.work.iter().any(|w| w.seal.is_some()) {
             let result = self.finish_locked(taken).await;
             drop(io);
             return result;
@@ -138,8 +144,8 @@ impl<FS: FileSystem> Log<FS> {
             work,
         } = taken;
         let mut written = Vec::with_capacity(work.len());
-        for item in work {
-            let seal = item.sealed.then(|| (item.size, item.index.clone()));
+        for mut item in work {
+            let seal = item.seal.take();
             let segment = self
                 .write_segment(item)
                 .await
@@ -166,12 +172,12 @@ impl<FS: FileSystem> Log<FS> {
                 base: s.base,
                 file: s.file.clone(),
                 pending: s.writer.as_mut().and_then(|w| w.take(|n| fs.alloc(n))),
-                sealed: s.sealed,
-                size: s.size,
                 allocated: s.allocated,
-                index: s
-                    .sealed
-                    .then(|| (s.index.encode(), s.final_time_index().encode())),
+                seal: s.sealed.then(|| Seal {
+                    size: s.size,
+                    index: s.index.encode(),
+                    time_index: s.final_time_index().encode(),
+                }),
             })
             .collect();
         let pending = || work.iter().filter_map(|w| w.pending.as_ref());
@@ -238,7 +244,7 @@ impl<FS: FileSystem> Log<FS> {
             base: item.base,
             file,
             end,
-            sealed: item.sealed,
+            sealed: item.seal.is_some(),
         })
     }
 
@@ -247,20 +253,20 @@ impl<FS: FileSystem> Log<FS> {
     async fn sync_segment(
         &self,
         segment: &Written<FS::File>,
-        seal: Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>,
+        seal: Option<Seal>,
     ) -> std::result::Result<(), IoFailure> {
         segment
             .file
             .fdatasync()
             .await
             .map_err(|e| ("fdatasync", e))?;
-        if let Some((size, Some((index, time_index)))) = seal {
-            self.write_indexes(segment.base, &index, &time_index)
+        if let Some(seal) = seal {
+            self.write_indexes(segment.base, &seal.index, &seal.time_index)
                 .await
                 .map_err(|e| ("writing indexes", e))?;
             segment
                 .file
-                .truncate(size)
+                .truncate(seal.size)
                 .await
                 .map_err(|e| ("trimming sealed segment", e))?;
             segment

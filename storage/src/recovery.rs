@@ -139,6 +139,12 @@ impl<FS: FileSystem> Log<FS> {
                 break;
             }
         }
+        self.install(segments, checkpoint);
+        self.drop_segments_below_start().await
+    }
+
+    /// Publishes the recovered segments and the log's positions.
+    fn install(&self, mut segments: Vec<Segment<FS::File>>, checkpoint: Option<Offset>) {
         let mut st = self.st();
         let first_base = segments.first().map(|s: &Segment<FS::File>| s.base);
         if segments.is_empty() {
@@ -163,8 +169,6 @@ impl<FS: FileSystem> Log<FS> {
             st.log_start
         };
         st.segments = segments;
-        drop(st);
-        self.drop_segments_below_start().await
     }
 
     /// Opens one segment, loading or rebuilding its indexes. Returns the

@@ -146,10 +146,11 @@ impl<FS: FileSystem> Log<FS> {
         let mut written = Vec::with_capacity(work.len());
         for mut item in work {
             let seal = item.seal.take();
-            let segment = self
+            let mut segment = self
                 .write_segment(item)
                 .await
                 .map_err(|(what, e)| self.fail(what, e))?;
+            segment.sealed = seal.is_some();
             let synced = self.sync_segment(&segment, seal).await;
             synced.map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);

@@ -73,7 +73,9 @@ impl<FS: FileSystem> Log<FS> {
             if removed == 0 {
                 continue;
             }
+            let critical = self.critical("a compacted segment swap");
             self.swap_in(base, &cleaned).await?;
+            critical.finish();
             stats.segments_rewritten += 1;
             stats.records_removed += removed;
             stats.bytes_before += size;

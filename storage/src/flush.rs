@@ -106,6 +106,7 @@ impl<FS: FileSystem> Log<FS> {
             drop(io);
             return result;
         }
+        let critical = self.critical("a flush");
         let Taken {
             target,
             generation,
@@ -125,6 +126,7 @@ impl<FS: FileSystem> Log<FS> {
             synced.map_err(|e| self.fail("fdatasync", e))?;
         }
         self.publish(target, generation, &written);
+        critical.finish();
         self.io_lock.notify();
         Ok(())
     }
@@ -143,6 +145,7 @@ impl<FS: FileSystem> Log<FS> {
             generation,
             work,
         } = taken;
+        let critical = self.critical("a flush");
         let mut written = Vec::with_capacity(work.len());
         for mut item in work {
             let seal = item.seal.take();
@@ -156,6 +159,7 @@ impl<FS: FileSystem> Log<FS> {
             written.push(segment);
         }
         self.publish(target, generation, &written);
+        critical.finish();
         self.io_lock.notify();
         Ok(())
     }

@@ -259,6 +259,18 @@ impl<FS: FileSystem> Log<FS> {
         self.failed_error(&reason)
     }
 
+    /// Marks a sequence of file operations that must run to its end: if the
+    /// future running it is dropped half-way, memory and disk are out of
+    /// step, so the log fails rather than guess. Callers that may be
+    /// cancelled (a client hanging up) must run flushes in their own task.
+    pub(crate) fn critical(&self, what: &'static str) -> Critical<'_, FS> {
+        Critical {
+            log: self,
+            what,
+            finished: false,
+        }
+    }
+
     /// Validates a producer's batch, assigns its offsets from the log end,
     /// stamps `epoch`, and buffers it for the next flush.
     ///
@@ -396,5 +408,36 @@ impl<FS: FileSystem> Log<FS> {
         files::write_atomic(&self.fs, &self.dir, files::CLEAN_SHUTDOWN_FILE, b"")
             .await
             .map_err(|e| StorageError::io("writing clean shutdown marker", e))
+    }
+}
+
+/// See [`Log::critical`].
+pub(crate) struct Critical<'a, FS: FileSystem> {
+    log: &'a Log<FS>,
+    what: &'static str,
+    finished: bool,
+}
+
+impl<FS: FileSystem> Critical<'_, FS> {
+    /// The sequence ran to its end (successfully or with its error handled).
+    pub fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl<FS: FileSystem> Drop for Critical<'_, FS> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // try_borrow: this may run while unwinding from a panic.
+        if let Ok(mut st) = self.log.state.try_borrow_mut() {
+            if st.failed.is_none() {
+                let reason = format!("{} was cancelled before it completed", self.what);
+                tracing::error!(dir = %self.log.dir.display(), %reason, "partition log failed");
+                st.failed = Some(reason);
+            }
+        }
+        self.log.io_lock.notify();
     }
 }

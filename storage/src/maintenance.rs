@@ -64,6 +64,7 @@ impl<FS: FileSystem> Log<FS> {
             .iter()
             .map(|s| s.base)
             .collect();
+        let critical = self.critical("a truncation");
         for base in later.iter().rev() {
             self.remove_segment_files(*base).await?;
         }
@@ -116,6 +117,8 @@ impl<FS: FileSystem> Log<FS> {
         st.cache.truncate_from(new_end);
         st.read_ahead = None;
         st.generation += 1;
+        drop(st);
+        critical.finish();
         Ok(new_end)
     }
 
@@ -215,7 +218,9 @@ impl<FS: FileSystem> Log<FS> {
                 }
             };
             let Some(base) = doomed else { return Ok(()) };
+            let critical = self.critical("a segment deletion");
             self.remove_segment_files(base).await?;
+            critical.finish();
             let mut st = self.st();
             st.segments.remove(0);
             st.generation += 1;

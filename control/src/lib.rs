@@ -1,1 +1,23 @@
-//! Not built yet: see the open issues.
+//! The control plane: the cluster metadata (brokers, topics, partitions,
+//! leaders, ISR, epochs), the records that change it, and replica
+//! placement. The Raft quorum that orders the records, the controller and
+//! the transports are still to come (see the open issue).
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod placement;
+// rkyv's derive generates a resolver enum whose fields carry no docs.
+#[allow(missing_docs)]
+pub mod record;
+pub mod types;
+
+pub use config::{CleanupPolicy, TopicConfig};
+pub use error::MetadataError;
+pub use model::{Broker, Metadata, Partition, Topic};
+pub use record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
+pub use types::{
+    BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
+};

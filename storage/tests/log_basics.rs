@@ -406,11 +406,17 @@ fn a_flush_cancelled_half_way_fails_the_log_instead_of_hanging_waiters() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        let info = log.append(batch_of(1, 10, 0, 0), LeaderEpoch(0)).await.unwrap();
+        let info = log
+            .append(batch_of(1, 10, 0, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
         // Polled once, the flush has taken the buffered bytes and awaits its
         // write; dropping it loses them from memory.
         let flush = log.wait_flushed(info.last_offset.plus(1));
-        assert!(flush.now_or_never().is_none(), "the flush awaits the device");
+        assert!(
+            flush.now_or_never().is_none(),
+            "the flush awaits the device"
+        );
         assert!(log.failure().unwrap().contains("cancelled"));
         assert!(matches!(
             log.wait_flushed(info.last_offset.plus(1)).await,
@@ -425,12 +431,21 @@ fn a_cancelled_waiter_that_was_not_flushing_is_harmless() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        let first = log.append(batch_of(1, 10, 0, 0), LeaderEpoch(0)).await.unwrap();
+        let first = log
+            .append(batch_of(1, 10, 0, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
         let mut flusher = Box::pin(log.wait_flushed(first.last_offset.plus(1)));
         assert!((&mut flusher).now_or_never().is_none());
-        let second = log.append(batch_of(1, 10, 1, 0), LeaderEpoch(0)).await.unwrap();
+        let second = log
+            .append(batch_of(1, 10, 1, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
         let waiter = log.wait_flushed(second.last_offset.plus(1));
-        assert!(waiter.now_or_never().is_none(), "waits for the flush in flight");
+        assert!(
+            waiter.now_or_never().is_none(),
+            "waits for the flush in flight"
+        );
         flusher.await.unwrap();
         log.wait_flushed(second.last_offset.plus(1)).await.unwrap();
         assert_eq!(log.failure(), None);

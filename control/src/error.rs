@@ -1,0 +1,80 @@
+//! Why a metadata record or request is refused. A refused record changes nothing.
+
+use crate::types::{BrokerId, Incarnation, PartitionEpoch, PartitionId, TopicId};
+
+/// Errors of the metadata model and the controller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// No topic with this id.
+    #[error("unknown topic id {0}")]
+    UnknownTopicId(TopicId),
+    /// No topic with this name.
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    /// The name is taken.
+    #[error("topic {0} already exists")]
+    TopicExists(String),
+    /// Names are 1-249 characters of [a-zA-Z0-9._-], and not "." or "..".
+    #[error("invalid topic name {0:?}")]
+    InvalidTopicName(String),
+    /// No such partition.
+    #[error("unknown partition {topic}-{partition}")]
+    UnknownPartition {
+        /// The topic.
+        topic: TopicId,
+        /// The partition.
+        partition: PartitionId,
+    },
+    /// No broker with this id.
+    #[error("unknown broker {0}")]
+    UnknownBroker(BrokerId),
+    /// A registration or fencing that names an older life of the broker.
+    #[error("broker {broker} incarnation {given:?} is stale (current {current:?})")]
+    StaleIncarnation {
+        /// The broker.
+        broker: BrokerId,
+        /// What the record named.
+        given: Incarnation,
+        /// What the metadata holds.
+        current: Incarnation,
+    },
+    /// An ISR or leader change that was computed from an older partition state.
+    #[error("stale partition epoch {given:?} for {topic}-{partition} (current {current:?})")]
+    StalePartitionEpoch {
+        /// The topic.
+        topic: TopicId,
+        /// The partition.
+        partition: PartitionId,
+        /// What the request named.
+        given: PartitionEpoch,
+        /// What the metadata holds.
+        current: PartitionEpoch,
+    },
+    /// A replica list, ISR or leader that breaks the partition's rules.
+    #[error("invalid partition change: {0}")]
+    InvalidPartitionChange(String),
+    /// Not enough unfenced brokers for the replication factor.
+    #[error("replication factor {wanted} exceeds the {available} available brokers")]
+    NotEnoughBrokers {
+        /// Replicas asked for.
+        wanted: usize,
+        /// Brokers that can take them.
+        available: usize,
+    },
+    /// A configuration key this broker does not know.
+    #[error("unknown configuration key {0}")]
+    UnknownConfig(String),
+    /// A configuration value out of range.
+    #[error("invalid value {value:?} for {key}: {why}")]
+    InvalidConfig {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// Why it was refused.
+        why: String,
+    },
+    /// A record or snapshot that does not decode.
+    #[error("undecodable metadata: {0}")]
+    Decode(String),
+}

@@ -1,0 +1,382 @@
+//! The metadata state machine: brokers, topics, partitions. Applying a
+//! record is deterministic and all-or-nothing: a record that fails
+//! validation changes nothing, on every replica alike.
+
+use std::collections::BTreeMap;
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::config::TopicConfig;
+use crate::error::MetadataError;
+use crate::record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
+use crate::types::{
+    BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
+};
+
+/// The longest topic name Kafka allows.
+pub const TOPIC_NAME_MAX_CHARS: usize = 249;
+/// The most partitions one topic may have.
+pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+
+/// A registered broker.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Broker {
+    /// What it registered with.
+    pub registration: BrokerRegistration,
+    /// Fenced brokers lead nothing and are not offered to clients.
+    pub fenced: bool,
+}
+
+/// One partition's replicas and leadership.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Partition {
+    /// The replicas; the first is the preferred leader.
+    pub replicas: Vec<BrokerId>,
+    /// For each replica, the shard of its broker that owns it.
+    pub shards: Vec<ShardId>,
+    /// The in-sync replicas.
+    pub isr: Vec<BrokerId>,
+    /// The leader, if any replica can lead.
+    pub leader: Option<BrokerId>,
+    /// Bumped when the leader changes.
+    pub leader_epoch: LeaderEpoch,
+    /// Bumped on every change.
+    pub partition_epoch: PartitionEpoch,
+}
+
+/// A topic.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Topic {
+    /// Its UUID.
+    pub id: TopicId,
+    /// Its name.
+    pub name: String,
+    /// Its configuration.
+    pub config: TopicConfig,
+    /// Its partitions, by index.
+    pub partitions: Vec<Partition>,
+}
+
+/// The whole cluster metadata (also the snapshot format).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Metadata {
+    /// Registered brokers.
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    /// Topics by id.
+    pub topics: BTreeMap<TopicId, Topic>,
+    /// Topic ids by name.
+    pub names: BTreeMap<String, TopicId>,
+    /// Leaders elected from outside the ISR (unclean_leader_elections_total).
+    pub unclean_leader_elections: u64,
+}
+
+impl Metadata {
+    /// Checks a record against the current state without applying it.
+    pub fn validate(&self, record: &MetadataRecord) -> Result<(), MetadataError> {
+        match record {
+            MetadataRecord::RegisterBroker(registration) => self.check_registration(registration),
+            MetadataRecord::FenceBroker { id, incarnation }
+            | MetadataRecord::UnfenceBroker { id, incarnation } => {
+                self.check_incarnation(*id, *incarnation)
+            }
+            MetadataRecord::CreateTopic {
+                name, partitions, ..
+            } => {
+                check_topic_name(name)?;
+                if self.names.contains_key(name) {
+                    return Err(MetadataError::TopicExists(name.clone()));
+                }
+                self.check_assignments(partitions, 0)
+            }
+            MetadataRecord::DeleteTopic { id } => self.topic(*id).map(|_| ()),
+            MetadataRecord::CreatePartitions { topic, partitions } => {
+                let existing = self.topic(*topic)?.partitions.len();
+                self.check_assignments(partitions, existing)
+            }
+            MetadataRecord::AlterTopicConfig { topic, .. } => self.topic(*topic).map(|_| ()),
+            MetadataRecord::ChangePartition(change) => self.check_change(change),
+        }
+    }
+
+    /// Applies a committed record, or refuses it and changes nothing.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), MetadataError> {
+        self.validate(record)?;
+        match record {
+            MetadataRecord::RegisterBroker(registration) => {
+                // A new life starts fenced until the controller unfences it.
+                let broker = Broker {
+                    registration: registration.clone(),
+                    fenced: true,
+                };
+                self.brokers.insert(registration.id, broker);
+            }
+            MetadataRecord::FenceBroker { id, .. } => self.broker_mut(*id).fenced = true,
+            MetadataRecord::UnfenceBroker { id, .. } => self.broker_mut(*id).fenced = false,
+            MetadataRecord::CreateTopic {
+                id,
+                name,
+                config,
+                partitions,
+            } => {
+                let topic = Topic {
+                    id: *id,
+                    name: name.clone(),
+                    config: config.clone(),
+                    partitions: partitions.iter().map(|a| self.new_partition(a)).collect(),
+                };
+                self.names.insert(name.clone(), *id);
+                self.topics.insert(*id, topic);
+            }
+            MetadataRecord::DeleteTopic { id } => {
+                let topic = self.topics.remove(id).expect("validated");
+                self.names.remove(&topic.name);
+            }
+            MetadataRecord::CreatePartitions { topic, partitions } => {
+                let new: Vec<Partition> =
+                    partitions.iter().map(|a| self.new_partition(a)).collect();
+                self.topics
+                    .get_mut(topic)
+                    .expect("validated")
+                    .partitions
+                    .extend(new);
+            }
+            MetadataRecord::AlterTopicConfig { topic, config } => {
+                self.topics.get_mut(topic).expect("validated").config = config.clone();
+            }
+            MetadataRecord::ChangePartition(change) => self.apply_change(change),
+        }
+        Ok(())
+    }
+
+    /// A topic by id.
+    pub fn topic(&self, id: TopicId) -> Result<&Topic, MetadataError> {
+        self.topics
+            .get(&id)
+            .ok_or(MetadataError::UnknownTopicId(id))
+    }
+
+    /// A topic by name.
+    pub fn topic_by_name(&self, name: &str) -> Result<&Topic, MetadataError> {
+        let id = self
+            .names
+            .get(name)
+            .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
+        self.topic(*id)
+    }
+
+    /// A partition.
+    pub fn partition(
+        &self,
+        topic: TopicId,
+        partition: PartitionId,
+    ) -> Result<&Partition, MetadataError> {
+        let unknown = MetadataError::UnknownPartition { topic, partition };
+        let index = usize::try_from(partition.0).map_err(|_| unknown.clone())?;
+        self.topic(topic)?.partitions.get(index).ok_or(unknown)
+    }
+
+    /// Unfenced brokers, by id.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &Broker> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// The snapshot bytes (rkyv).
+    pub fn encode(&self) -> Vec<u8> {
+        rkyv::to_bytes::<rkyv::rancor::Error>(self)
+            .expect("metadata always serializes")
+            .to_vec()
+    }
+
+    /// Decodes and validates a snapshot.
+    pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        aligned.extend_from_slice(bytes);
+        rkyv::from_bytes::<Metadata, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| MetadataError::Decode(e.to_string()))
+    }
+
+    fn broker_mut(&mut self, id: BrokerId) -> &mut Broker {
+        self.brokers.get_mut(&id).expect("validated")
+    }
+
+    fn check_registration(&self, registration: &BrokerRegistration) -> Result<(), MetadataError> {
+        if registration.shards == 0 {
+            return Err(MetadataError::InvalidPartitionChange(
+                "a broker runs at least one shard".into(),
+            ));
+        }
+        match self.brokers.get(&registration.id) {
+            Some(current) if registration.incarnation <= current.registration.incarnation => {
+                Err(MetadataError::StaleIncarnation {
+                    broker: registration.id,
+                    given: registration.incarnation,
+                    current: current.registration.incarnation,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_incarnation(
+        &self,
+        id: BrokerId,
+        incarnation: Incarnation,
+    ) -> Result<(), MetadataError> {
+        let broker = self
+            .brokers
+            .get(&id)
+            .ok_or(MetadataError::UnknownBroker(id))?;
+        let current = broker.registration.incarnation;
+        if incarnation != current {
+            return Err(MetadataError::StaleIncarnation {
+                broker: id,
+                given: incarnation,
+                current,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_assignments(
+        &self,
+        partitions: &[PartitionAssignment],
+        existing: usize,
+    ) -> Result<(), MetadataError> {
+        let invalid = |why: String| Err(MetadataError::InvalidPartitionChange(why));
+        if partitions.is_empty() {
+            return invalid("at least one partition".into());
+        }
+        if existing + partitions.len() > PARTITIONS_PER_TOPIC_MAX {
+            return invalid(format!("more than {PARTITIONS_PER_TOPIC_MAX} partitions"));
+        }
+        for assignment in partitions {
+            if assignment.replicas.is_empty()
+                || assignment.replicas.len() != assignment.shards.len()
+            {
+                return invalid("every replica needs a shard, and there is at least one".into());
+            }
+            if has_duplicates(&assignment.replicas) {
+                return invalid(format!(
+                    "replicas repeat a broker: {:?}",
+                    assignment.replicas
+                ));
+            }
+            for (broker, shard) in assignment.replicas.iter().zip(&assignment.shards) {
+                let known = self
+                    .brokers
+                    .get(broker)
+                    .ok_or(MetadataError::UnknownBroker(*broker))?;
+                if shard.0 >= known.registration.shards {
+                    return invalid(format!("broker {broker} has no shard {shard}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn new_partition(&self, assignment: &PartitionAssignment) -> Partition {
+        // A new partition's replicas are all trivially in sync (empty logs);
+        // the first live one leads.
+        let leader = assignment
+            .replicas
+            .iter()
+            .copied()
+            .find(|b| self.brokers.get(b).is_some_and(|b| !b.fenced));
+        Partition {
+            replicas: assignment.replicas.clone(),
+            shards: assignment.shards.clone(),
+            isr: assignment.replicas.clone(),
+            leader,
+            leader_epoch: LeaderEpoch(0),
+            partition_epoch: PartitionEpoch(0),
+        }
+    }
+
+    fn check_change(&self, change: &PartitionChange) -> Result<(), MetadataError> {
+        let topic = self.topic(change.topic)?;
+        let partition = self.partition(change.topic, change.partition)?;
+        if change.expected_epoch != partition.partition_epoch {
+            return Err(MetadataError::StalePartitionEpoch {
+                topic: change.topic,
+                partition: change.partition,
+                given: change.expected_epoch,
+                current: partition.partition_epoch,
+            });
+        }
+        let invalid = |why: String| Err(MetadataError::InvalidPartitionChange(why));
+        if has_duplicates(&change.isr) || change.isr.iter().any(|b| !partition.replicas.contains(b))
+        {
+            return invalid(format!(
+                "ISR {:?} is not a set of replicas {:?}",
+                change.isr, partition.replicas
+            ));
+        }
+        let Some(leader) = change.leader else {
+            return Ok(());
+        };
+        if !partition.replicas.contains(&leader) {
+            return invalid(format!("leader {leader} is not a replica"));
+        }
+        if self.brokers.get(&leader).is_none_or(|b| b.fenced) {
+            return invalid(format!("leader {leader} is fenced or unknown"));
+        }
+        if !change.isr.contains(&leader) {
+            return invalid(format!("leader {leader} is not in the new ISR"));
+        }
+        let from_isr = partition.isr.contains(&leader) || partition.leader == Some(leader);
+        if change.unclean {
+            if !topic.config.unclean_leader_election {
+                return invalid(format!(
+                    "topic {} does not allow unclean leader election",
+                    topic.name
+                ));
+            }
+        } else if !from_isr {
+            return invalid(format!(
+                "leader {leader} is not in the ISR {:?}",
+                partition.isr
+            ));
+        }
+        Ok(())
+    }
+
+    fn apply_change(&mut self, change: &PartitionChange) {
+        let topic = self.topics.get_mut(&change.topic).expect("validated");
+        let partition = &mut topic.partitions[change.partition.0 as usize];
+        if partition.leader != change.leader {
+            partition.leader_epoch = LeaderEpoch(partition.leader_epoch.0 + 1);
+        }
+        partition.leader = change.leader;
+        partition.isr = change.isr.clone();
+        partition.partition_epoch = PartitionEpoch(partition.partition_epoch.0 + 1);
+        if change.unclean {
+            self.unclean_leader_elections += 1;
+        }
+    }
+}
+
+fn has_duplicates(brokers: &[BrokerId]) -> bool {
+    let mut sorted = brokers.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
+/// Kafka's topic name rule.
+pub fn check_topic_name(name: &str) -> Result<(), MetadataError> {
+    let valid_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if name.is_empty()
+        || name.len() > TOPIC_NAME_MAX_CHARS
+        || !valid_chars
+        || name == "."
+        || name == ".."
+    {
+        return Err(MetadataError::InvalidTopicName(name.to_string()));
+    }
+    Ok(())
+}

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod error;
 pub mod model;
+pub mod node;
 pub mod placement;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
 #[allow(missing_docs)]

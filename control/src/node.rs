@@ -206,7 +206,7 @@ impl MetadataNode {
         // supported yet): without a snapshot, which carries it, it comes
         // from the configuration, on the first start and on every restart.
         if recovered.snapshot.is_none() {
-                        let conf = ConfState {
+            let conf = ConfState {
                 voters: config.voters.clone(),
                 ..ConfState::default()
             };
@@ -398,7 +398,7 @@ impl MetadataNode {
         let Ok(term) = store.mem.term(self.applied) else {
             return;
         };
-                let mut snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             data: self.metadata.encode().into(),
             ..Snapshot::default()
         };

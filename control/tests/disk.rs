@@ -1,0 +1,237 @@
+//! The metadata node's durable state: files survive restarts, a torn log
+//! tail is cut, and a quorum restarted from its files carries on.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use control::disk::FileRaftDisk;
+use control::node::{MetadataNode, NodeConfig, NodeId, Persist};
+use control::*;
+use raft::eraftpb::{Entry, HardState, Message, Snapshot};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+    Entry {
+        index,
+        term,
+        data: data.to_vec().into(),
+        ..Entry::default()
+    }
+}
+
+#[test]
+fn what_was_persisted_is_what_reopens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut disk = FileRaftDisk::open(tmp.path()).unwrap();
+    let mut last = 0u64;
+    for round in 0..200u64 {
+        let first = rng.gen_range(last.saturating_sub(3) + 1..=last + 1);
+        let count = rng.gen_range(0..4);
+        let entries: Vec<Entry> = (first..first + count)
+            .map(|i| entry(i, round, &i.to_be_bytes()))
+            .collect();
+        last = if count > 0 { first + count - 1 } else { last };
+        let hard_state = rng.gen_bool(0.5).then(|| HardState {
+            term: round,
+            vote: rng.gen_range(0..4),
+            commit: last / 2,
+            ..HardState::default()
+        });
+        disk.persist(&Persist {
+            snapshot: None,
+            entries,
+            hard_state,
+        })
+        .unwrap();
+        if round % 40 == 39 {
+            let mut snapshot = Snapshot::default();
+            snapshot.mut_metadata().index = last / 2;
+            snapshot.mut_metadata().term = round;
+            snapshot.data = vec![round as u8; 10].into();
+            disk.install_snapshot(&snapshot).unwrap();
+        }
+        if round % 7 == 0 {
+            let before = disk.recovered();
+            drop(disk);
+            disk = FileRaftDisk::open(tmp.path()).unwrap();
+            let after = disk.recovered();
+            assert_eq!(after.entries, before.entries, "round {round}");
+            assert_eq!(after.hard_state, before.hard_state, "round {round}");
+            assert_eq!(after.snapshot, before.snapshot, "round {round}");
+        }
+    }
+    let recovered = disk.recovered();
+    let snapshot_index = recovered.snapshot.as_ref().unwrap().get_metadata().index;
+    assert!(
+        recovered.entries.iter().all(|e| e.index > snapshot_index),
+        "the log is compacted behind the snapshot"
+    );
+    assert!(recovered
+        .entries
+        .windows(2)
+        .all(|w| w[1].index == w[0].index + 1));
+}
+
+#[test]
+fn a_torn_log_tail_is_cut_to_whole_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut disk = FileRaftDisk::open(tmp.path()).unwrap();
+    for i in 1..=20 {
+        disk.persist(&Persist {
+            snapshot: None,
+            entries: vec![entry(i, 1, b"payload")],
+            hard_state: None,
+        })
+        .unwrap();
+    }
+    drop(disk);
+    let log = tmp.path().join("raft.log");
+    let full = std::fs::read(&log).unwrap();
+    for cut in [full.len() - 1, full.len() - 10, full.len() / 2, 3] {
+        std::fs::write(&log, &full[..cut]).unwrap();
+        let disk = FileRaftDisk::open(tmp.path()).unwrap();
+        let entries = disk.recovered().entries;
+        assert!(entries.len() < 20, "cut at {cut}");
+        assert!(
+            entries
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.index == i as u64 + 1),
+            "a prefix survives"
+        );
+        assert!(std::fs::metadata(&log).unwrap().len() as usize <= cut);
+    }
+    let mut flipped = full.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0xff;
+    std::fs::write(&log, &flipped).unwrap();
+    let entries = FileRaftDisk::open(tmp.path()).unwrap().recovered().entries;
+    assert!(entries.len() < 20 && !entries.is_empty());
+}
+
+/// Three nodes on real files, delivering messages in order, no faults.
+struct Cluster {
+    dirs: Vec<tempfile::TempDir>,
+    nodes: BTreeMap<NodeId, (MetadataNode, FileRaftDisk)>,
+    mail: VecDeque<Message>,
+}
+
+impl Cluster {
+    fn start(dirs: Vec<tempfile::TempDir>) -> Cluster {
+        let ids: Vec<NodeId> = vec![1, 2, 3];
+        let mut nodes = BTreeMap::new();
+        for (id, dir) in ids.iter().zip(&dirs) {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let config = NodeConfig {
+                snapshot_every_entries: 10,
+                election_timeout_ticks: (10 + 4 * *id as usize, 11 + 4 * *id as usize),
+                ..NodeConfig::new(*id, ids.clone())
+            };
+            let node = MetadataNode::start(&config, disk.recovered()).unwrap();
+            nodes.insert(*id, (node, disk));
+        }
+        Cluster {
+            dirs,
+            nodes,
+            mail: VecDeque::new(),
+        }
+    }
+
+    fn run(&mut self, ticks: usize, mut propose: impl FnMut(&mut MetadataNode)) {
+        for _ in 0..ticks {
+            for (node, _) in self.nodes.values_mut() {
+                node.tick();
+            }
+            while let Some(message) = self.mail.pop_front() {
+                let _ = self.nodes.get_mut(&message.to).unwrap().0.step(message);
+            }
+            if let Some((leader, _)) = self.nodes.values_mut().find(|(n, _)| n.is_leader()) {
+                propose(leader);
+            }
+            for (node, disk) in self.nodes.values_mut() {
+                while let Some(output) = node.ready() {
+                    self.mail.extend(output.send);
+                    disk.persist(&output.persist).unwrap();
+                    self.mail.extend(output.after_persist);
+                    self.mail.extend(node.persisted());
+                    if let Some(snapshot) = node.take_new_snapshot() {
+                        disk.install_snapshot(&snapshot).unwrap();
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_quorum_restarted_from_its_files_keeps_its_metadata_and_carries_on() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut cluster = Cluster::start(dirs);
+    let mut next = 1;
+    cluster.run(200, |leader| {
+        if next <= 30 {
+            let record = MetadataRecord::RegisterBroker(BrokerRegistration {
+                id: BrokerId(next % 5),
+                incarnation: Incarnation(next as u64),
+                listener: "127.0.0.1:9092".into(),
+                rack: None,
+                shards: 1,
+            });
+            if leader.propose(&record).is_ok() {
+                next += 1;
+            }
+        }
+    });
+    assert_eq!(next, 31, "all thirty registrations were proposed");
+    let before: Vec<Vec<u8>> = cluster
+        .nodes
+        .values()
+        .map(|(n, _)| n.metadata().encode())
+        .collect();
+    assert!(before.windows(2).all(|w| w[0] == w[1]), "the nodes agree");
+    let incarnations = cluster.nodes[&1].0.metadata().brokers[&BrokerId(0)]
+        .registration
+        .incarnation;
+    assert_eq!(incarnations, Incarnation(30));
+    // Restart every node from its directory.
+    let dirs = std::mem::take(&mut cluster.dirs);
+    drop(cluster);
+    let mut cluster = Cluster::start(dirs);
+    cluster.run(100, |_| {});
+    let after: Vec<Vec<u8>> = cluster
+        .nodes
+        .values()
+        .map(|(n, _)| n.metadata().encode())
+        .collect();
+    assert_eq!(after, before, "the metadata survived the restart");
+    let snapshots = cluster
+        .dirs
+        .iter()
+        .filter(|d| d.path().join("snapshot").exists())
+        .count();
+    assert_eq!(
+        snapshots, 3,
+        "every node compacted its log behind a snapshot"
+    );
+    let mut proposed = false;
+    cluster.run(50, |leader| {
+        if !proposed {
+            let record = MetadataRecord::RegisterBroker(BrokerRegistration {
+                id: BrokerId(9),
+                incarnation: Incarnation(1),
+                listener: "127.0.0.1:1".into(),
+                rack: None,
+                shards: 1,
+            });
+            proposed = leader.propose(&record).is_ok();
+        }
+    });
+    assert!(
+        cluster
+            .nodes
+            .values()
+            .all(|(n, _)| n.metadata().brokers.contains_key(&BrokerId(9))),
+        "it carries on"
+    );
+}

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod controller;
 pub mod disk;
 pub mod error;
 pub mod model;

@@ -235,3 +235,65 @@ fn a_quorum_restarted_from_its_files_keeps_its_metadata_and_carries_on() {
         "it carries on"
     );
 }
+
+#[test]
+fn a_deleted_topic_is_gone_after_a_restart() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut cluster = Cluster::start(dirs);
+    let mut step = 0;
+    cluster.run(150, |leader| {
+        let record = match step {
+            0 => MetadataRecord::RegisterBroker(BrokerRegistration {
+                id: BrokerId(1),
+                incarnation: Incarnation(1),
+                listener: "127.0.0.1:9092".into(),
+                rack: None,
+                shards: 1,
+            }),
+            1 => MetadataRecord::UnfenceBroker {
+                id: BrokerId(1),
+                incarnation: Incarnation(1),
+            },
+            2 => MetadataRecord::CreateTopic {
+                id: TopicId([3; 16]),
+                name: "doomed".into(),
+                config: TopicConfig::default(),
+                partitions: control::placement::place(leader.metadata(), 2, 1).unwrap_or_default(),
+            },
+            3 => MetadataRecord::DeleteTopic {
+                id: TopicId([3; 16]),
+            },
+            _ => return,
+        };
+        // Propose a step only once the previous one is applied.
+        let metadata = leader.metadata();
+        let ready = match step {
+            0 => true,
+            1 => metadata.brokers.contains_key(&BrokerId(1)),
+            2 => metadata.live_brokers().count() == 1,
+            _ => metadata.topics.contains_key(&TopicId([3; 16])),
+        };
+        if ready && leader.propose(&record).is_ok() {
+            step += 1;
+        }
+    });
+    assert_eq!(step, 4);
+    assert!(cluster
+        .nodes
+        .values()
+        .all(|(n, _)| n.metadata().topic_by_name("doomed").is_err()));
+    let dirs = std::mem::take(&mut cluster.dirs);
+    drop(cluster);
+    let mut cluster = Cluster::start(dirs);
+    cluster.run(100, |_| {});
+    for (node, _) in cluster.nodes.values() {
+        assert!(
+            node.metadata().topic_by_name("doomed").is_err(),
+            "deleted for good"
+        );
+        assert!(
+            node.metadata().brokers.contains_key(&BrokerId(1)),
+            "the rest survived"
+        );
+    }
+}

@@ -15,6 +15,9 @@ pub mod placement;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod record;
+pub mod service;
+pub mod tcp;
+pub mod transport;
 pub mod types;
 
 pub use config::{CleanupPolicy, TopicConfig};

@@ -1,0 +1,225 @@
+//! The TCP transport between metadata nodes, on glommio: one outgoing
+//! connection per peer with a bounded queue, reconnecting with exponential
+//! backoff; incoming connections read frames into one inbound queue.
+//! Queues drop when full (Raft retransmits); every dropped or failed
+//! message is reported so a leader can retry snapshots. Dropping the
+//! transport stops its tasks and closes its listener.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{spawn_local, Task};
+use raft::eraftpb::{Message, MessageType};
+
+use crate::node::NodeId;
+use crate::transport::{decode_header, decode_payload, encode_frame, Inbound, FRAME_HEADER_BYTES};
+
+/// Messages queued per peer before new ones are dropped.
+pub const PEER_QUEUE_MESSAGES_MAX: usize = 1024;
+/// Inbound messages queued before new ones are dropped.
+pub const INBOUND_QUEUE_MESSAGES_MAX: usize = 4096;
+/// Incoming connections read at once (a few per peer).
+const READERS_MAX: usize = 64;
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// A node's connections to its peers.
+pub struct TcpTransport {
+    id: NodeId,
+    local_addr: SocketAddr,
+    peers: BTreeMap<NodeId, LocalSender<Message>>,
+    inbound_tx: Rc<LocalSender<Inbound>>,
+    inbound: LocalReceiver<Inbound>,
+    // Held so dropping the transport cancels them.
+    _tasks: Vec<Task<()>>,
+    _readers: Rc<RefCell<Vec<Task<()>>>>,
+}
+
+impl TcpTransport {
+    /// Listens on `listen` and connects to `peers` (id -> address). Must run
+    /// on a glommio executor.
+    pub fn start(
+        id: NodeId,
+        listen: SocketAddr,
+        peers: BTreeMap<NodeId, SocketAddr>,
+    ) -> std::io::Result<TcpTransport> {
+        Self::with_listener(id, TcpListener::bind(listen)?, peers)
+    }
+
+    /// As [`TcpTransport::start`], on a listener already bound (so its
+    /// address can be handed to peers first).
+    pub fn with_listener(
+        id: NodeId,
+        listener: TcpListener,
+        peers: BTreeMap<NodeId, SocketAddr>,
+    ) -> std::io::Result<TcpTransport> {
+        let local_addr = listener.local_addr()?;
+        let (inbound_tx, inbound) = local_channel::new_bounded(INBOUND_QUEUE_MESSAGES_MAX);
+        let inbound_tx = Rc::new(inbound_tx);
+        let readers = Rc::new(RefCell::new(Vec::new()));
+        let mut tasks = vec![spawn_local(accept_loop(
+            id,
+            listener,
+            inbound_tx.clone(),
+            readers.clone(),
+        ))];
+        let mut senders = BTreeMap::new();
+        for (peer, address) in peers.into_iter().filter(|(peer, _)| *peer != id) {
+            let (tx, rx) = local_channel::new_bounded(PEER_QUEUE_MESSAGES_MAX);
+            tasks.push(spawn_local(send_loop(
+                peer,
+                address,
+                rx,
+                inbound_tx.clone(),
+            )));
+            senders.insert(peer, tx);
+        }
+        Ok(TcpTransport {
+            id,
+            local_addr,
+            peers: senders,
+            inbound_tx,
+            inbound,
+            _tasks: tasks,
+            _readers: readers,
+        })
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Queues messages for their peers.
+    pub fn send(&self, messages: Vec<Message>) {
+        for message in messages {
+            let to = message.to;
+            let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
+            let queued = self
+                .peers
+                .get(&to)
+                .is_some_and(|queue| queue.try_send(message).is_ok());
+            if !queued {
+                tracing::debug!(
+                    from = self.id,
+                    to,
+                    "dropping a raft message: peer unknown or queue full"
+                );
+                let _ = self
+                    .inbound_tx
+                    .try_send(Inbound::Unreachable { to, snapshot });
+            }
+        }
+    }
+
+    /// The next inbound event.
+    pub async fn recv(&self) -> Option<Inbound> {
+        self.inbound.recv().await
+    }
+}
+
+async fn accept_loop(
+    id: NodeId,
+    listener: TcpListener,
+    inbound: Rc<LocalSender<Inbound>>,
+    readers: Rc<RefCell<Vec<Task<()>>>>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let task = spawn_local(read_loop(id, stream, inbound.clone()));
+                let mut readers = readers.borrow_mut();
+                // Peers reconnect after failures: keep the newest readers,
+                // cancelling the oldest (their connections are long gone).
+                if readers.len() >= READERS_MAX {
+                    drop(readers.remove(0)); // cancels it
+                }
+                readers.push(task);
+            }
+            Err(e) => {
+                tracing::warn!(node = id, error = %e, "accepting a metadata connection failed");
+                glommio::timer::sleep(BACKOFF_MIN).await;
+            }
+        }
+    }
+}
+
+/// Reads frames until the peer hangs up or sends garbage; a bad connection
+/// is logged and closed, the node carries on.
+async fn read_loop(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+    loop {
+        let mut header = [0u8; FRAME_HEADER_BYTES];
+        if stream.read_exact(&mut header).await.is_err() {
+            return;
+        }
+        let result = match decode_header(header) {
+            Ok((length, crc)) => {
+                let mut payload = vec![0u8; length];
+                if stream.read_exact(&mut payload).await.is_err() {
+                    return;
+                }
+                decode_payload(&payload, crc)
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(message) if message.to == id => {
+                let _ = inbound.try_send(Inbound::Message(message));
+            }
+            Ok(message) => {
+                tracing::warn!(
+                    node = id,
+                    to = message.to,
+                    "closing a connection that sent a message for another node"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(node = id, error = %e, "closing a metadata connection after a bad frame");
+                return;
+            }
+        }
+    }
+}
+
+async fn send_loop(
+    peer: NodeId,
+    address: SocketAddr,
+    queue: LocalReceiver<Message>,
+    inbound: Rc<LocalSender<Inbound>>,
+) {
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let mut stream = match TcpStream::connect(address).await {
+            Ok(stream) => {
+                backoff = BACKOFF_MIN;
+                stream
+            }
+            Err(_) => {
+                // Messages wait in the bounded queue meanwhile; once it is
+                // full, new ones are dropped and reported by `send`.
+                glommio::timer::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        while let Some(message) = queue.recv().await {
+            if stream.write_all(&encode_frame(&message)).await.is_err() {
+                report(&inbound, peer, &message);
+                break;
+            }
+        }
+    }
+}
+
+fn report(inbound: &LocalSender<Inbound>, to: NodeId, message: &Message) {
+    let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
+    let _ = inbound.try_send(Inbound::Unreachable { to, snapshot });
+}

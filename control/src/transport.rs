@@ -1,0 +1,121 @@
+//! How metadata nodes reach each other: the frame format, and the events
+//! a transport hands its node. Implementations: [`crate::tcp`] between
+//! processes; the simulation's in-memory network in tests.
+//!
+//! A frame is `[length u32][crc32c u32][protobuf raft Message]`, length
+//! bounded by [`FRAME_BYTES_MAX`] before anything is allocated.
+
+use protobuf::Message as _;
+use raft::eraftpb::Message;
+
+use crate::node::NodeId;
+
+/// The largest frame accepted (a metadata snapshot travels in one).
+pub const FRAME_BYTES_MAX: usize = 64 << 20;
+/// Bytes of a frame header.
+pub const FRAME_HEADER_BYTES: usize = 8;
+
+/// What a transport delivers to its node.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A message from a peer.
+    Message(Message),
+    /// A message to `to` could not be delivered; `snapshot` says whether it
+    /// carried a snapshot (the leader must be told, see
+    /// [`crate::node::MetadataNode::report_snapshot`]).
+    Unreachable {
+        /// The peer.
+        to: NodeId,
+        /// Whether a snapshot was lost.
+        snapshot: bool,
+    },
+}
+
+/// Why a frame was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The length prefix exceeds the bound (or is zero).
+    #[error("frame length {0} out of bounds")]
+    Length(usize),
+    /// The checksum does not match.
+    #[error("frame checksum mismatch")]
+    Checksum,
+    /// The payload is not a raft message.
+    #[error("undecodable raft message: {0}")]
+    Decode(String),
+}
+
+/// Encodes one message as a frame.
+pub fn encode_frame(message: &Message) -> Vec<u8> {
+    let payload = message
+        .write_to_bytes()
+        .expect("raft messages always encode");
+    let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+/// Reads a frame header: the payload length and checksum, length checked.
+pub fn decode_header(header: [u8; FRAME_HEADER_BYTES]) -> Result<(usize, u32), FrameError> {
+    let length = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    if length == 0 || length > FRAME_BYTES_MAX {
+        return Err(FrameError::Length(length));
+    }
+    Ok((
+        length,
+        u32::from_be_bytes(header[4..].try_into().expect("4 bytes")),
+    ))
+}
+
+/// Checks and decodes a payload.
+pub fn decode_payload(payload: &[u8], crc: u32) -> Result<Message, FrameError> {
+    if crc32c::crc32c(payload) != crc {
+        return Err(FrameError::Checksum);
+    }
+    Message::parse_from_bytes(payload).map_err(|e| FrameError::Decode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::eraftpb::MessageType;
+
+    fn sample() -> Message {
+        Message {
+            msg_type: MessageType::MsgAppend,
+            to: 2,
+            from: 1,
+            term: 7,
+            ..Message::default()
+        }
+    }
+
+    #[test]
+    fn a_frame_round_trips() {
+        let frame = encode_frame(&sample());
+        let (length, crc) = decode_header(frame[..8].try_into().unwrap()).unwrap();
+        assert_eq!(length, frame.len() - 8);
+        assert_eq!(decode_payload(&frame[8..], crc).unwrap(), sample());
+    }
+
+    #[test]
+    fn huge_lengths_damage_and_garbage_are_refused() {
+        assert_eq!(
+            decode_header([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]),
+            Err(FrameError::Length(u32::MAX as usize))
+        );
+        assert_eq!(decode_header([0; 8]), Err(FrameError::Length(0)));
+        let frame = encode_frame(&sample());
+        let (_, crc) = decode_header(frame[..8].try_into().unwrap()).unwrap();
+        let mut damaged = frame[8..].to_vec();
+        damaged[0] ^= 1;
+        assert_eq!(decode_payload(&damaged, crc), Err(FrameError::Checksum));
+        let garbage = vec![0xffu8; 16];
+        assert!(matches!(
+            decode_payload(&garbage, crc32c::crc32c(&garbage)),
+            Err(FrameError::Decode(_))
+        ));
+    }
+}

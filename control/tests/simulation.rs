@@ -1,6 +1,6 @@
 //! Deterministic simulation of the metadata quorum: 3 and 5 voters over a
 //! simulated network that drops, delays, reorders and duplicates messages,
-//! cuts nodes off, and crashes nodes (also between sending and persisting)
+//! splits the nodes into two sides, and crashes nodes (also between sending and persisting)
 //! and restarts them from what their disk held.
 //!
 //! Checked at every step: at most one leader per term; a record committed
@@ -65,7 +65,9 @@ struct Sim {
     disks: BTreeMap<NodeId, Disk>,
     restart_at: BTreeMap<NodeId, u64>,
     in_flight: Vec<(u64, Message)>,
-    cut: BTreeSet<NodeId>,
+    /// Which side of a network partition each node is on; messages
+    /// between sides are lost.
+    side: BTreeMap<NodeId, bool>,
     faults: bool,
     // Checks.
     leader_of_term: BTreeMap<u64, NodeId>,
@@ -85,7 +87,7 @@ impl Sim {
             disks: ids.iter().map(|id| (*id, Disk::default())).collect(),
             restart_at: BTreeMap::new(),
             in_flight: Vec::new(),
-            cut: BTreeSet::new(),
+            side: BTreeMap::new(),
             faults: true,
             leader_of_term: BTreeMap::new(),
             committed: BTreeMap::new(),
@@ -117,8 +119,8 @@ impl Sim {
     fn send(&mut self, messages: Vec<Message>) {
         for message in messages {
             let (from, to) = (message.from, message.to);
-            let lost = self.faults
-                && (self.cut.contains(&from) || self.cut.contains(&to) || self.rng.gen_bool(0.05));
+            let split = self.side.get(&from) != self.side.get(&to);
+            let lost = self.faults && (split || self.rng.gen_bool(0.05));
             if lost {
                 // A real transport learns that a send failed; a snapshot
                 // sender must be told either way.
@@ -190,11 +192,14 @@ impl Sim {
             }
         }
         if self.rng.gen_bool(0.01) {
-            let id = self.ids[self.rng.gen_range(0..self.ids.len())];
-            self.cut.insert(id);
+            // Split the nodes into two sides at random (one may be empty).
+            for id in self.ids.clone() {
+                let side = self.rng.gen_bool(0.5);
+                self.side.insert(id, side);
+            }
         }
         if self.rng.gen_bool(0.02) {
-            self.cut.clear();
+            self.side.clear();
         }
     }
 
@@ -341,7 +346,7 @@ impl Sim {
     /// the same last index.
     fn settle(&mut self) {
         self.faults = false;
-        self.cut.clear();
+        self.side.clear();
         for id in self.ids.clone() {
             if self.nodes[&id].is_none() {
                 self.restart_at.remove(&id);

@@ -9,6 +9,7 @@ pub mod config;
 pub mod controller;
 pub mod disk;
 pub mod error;
+pub mod memory;
 pub mod model;
 pub mod node;
 pub mod placement;

@@ -15,8 +15,7 @@ use crate::disk::FileRaftDisk;
 use crate::model::Metadata;
 use crate::node::{MetadataNode, NodeId, Persist};
 use crate::record::MetadataRecord;
-use crate::tcp::TcpTransport;
-use crate::transport::Inbound;
+use crate::transport::{Inbound, Transport};
 
 /// Proposals queued before new ones are refused.
 pub const PROPOSALS_QUEUED_MAX: usize = 1024;
@@ -55,10 +54,10 @@ pub struct MetadataService {
 
 impl MetadataService {
     /// Starts driving `node`; ticks every `tick`.
-    pub fn start(
+    pub fn start<T: Transport>(
         node: MetadataNode,
         disk: FileRaftDisk,
-        transport: TcpTransport,
+        transport: T,
         tick: Duration,
     ) -> MetadataService {
         let (proposals, proposal_rx) = local_channel::new_bounded(PROPOSALS_QUEUED_MAX);
@@ -101,10 +100,10 @@ impl MetadataService {
     }
 }
 
-struct Driver {
+struct Driver<T> {
     node: MetadataNode,
     disk: Option<FileRaftDisk>,
-    transport: TcpTransport,
+    transport: T,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
 }
@@ -115,7 +114,7 @@ enum Event {
     Proposal(Option<MetadataRecord>),
 }
 
-impl Driver {
+impl<T: Transport> Driver<T> {
     async fn run(mut self, proposals: LocalReceiver<MetadataRecord>, tick: Duration) {
         let mut next_tick = std::time::Instant::now() + tick;
         loop {

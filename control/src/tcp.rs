@@ -18,7 +18,9 @@ use glommio::{spawn_local, Task};
 use raft::eraftpb::{Message, MessageType};
 
 use crate::node::NodeId;
-use crate::transport::{decode_header, decode_payload, encode_frame, Inbound, FRAME_HEADER_BYTES};
+use crate::transport::{
+    decode_header, decode_payload, encode_frame, Inbound, Transport, FRAME_HEADER_BYTES,
+};
 
 /// Messages queued per peer before new ones are dropped.
 pub const PEER_QUEUE_MESSAGES_MAX: usize = 1024;
@@ -95,9 +97,10 @@ impl TcpTransport {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
+}
 
-    /// Queues messages for their peers.
-    pub fn send(&self, messages: Vec<Message>) {
+impl Transport for TcpTransport {
+    fn send(&self, messages: Vec<Message>) {
         for message in messages {
             let to = message.to;
             let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
@@ -118,8 +121,7 @@ impl TcpTransport {
         }
     }
 
-    /// The next inbound event.
-    pub async fn recv(&self) -> Option<Inbound> {
+    async fn recv(&self) -> Option<Inbound> {
         self.inbound.recv().await
     }
 }

@@ -119,3 +119,13 @@ mod tests {
         ));
     }
 }
+
+/// Carries Raft messages between metadata nodes.
+#[allow(async_fn_in_trait)]
+pub trait Transport: 'static {
+    /// Queues messages for their peers; never blocks. Messages that cannot
+    /// be delivered come back as [`Inbound::Unreachable`].
+    fn send(&self, messages: Vec<raft::eraftpb::Message>);
+    /// The next inbound event; None once the transport is closed.
+    async fn recv(&self) -> Option<Inbound>;
+}

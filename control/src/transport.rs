@@ -77,6 +77,16 @@ pub fn decode_payload(payload: &[u8], crc: u32) -> Result<Message, FrameError> {
     Message::parse_from_bytes(payload).map_err(|e| FrameError::Decode(e.to_string()))
 }
 
+/// Carries Raft messages between metadata nodes.
+#[allow(async_fn_in_trait)]
+pub trait Transport: 'static {
+    /// Queues messages for their peers; never blocks. Messages that cannot
+    /// be delivered come back as [`Inbound::Unreachable`].
+    fn send(&self, messages: Vec<raft::eraftpb::Message>);
+    /// The next inbound event; None once the transport is closed.
+    async fn recv(&self) -> Option<Inbound>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,14 +128,4 @@ mod tests {
             Err(FrameError::Decode(_))
         ));
     }
-}
-
-/// Carries Raft messages between metadata nodes.
-#[allow(async_fn_in_trait)]
-pub trait Transport: 'static {
-    /// Queues messages for their peers; never blocks. Messages that cannot
-    /// be delivered come back as [`Inbound::Unreachable`].
-    fn send(&self, messages: Vec<raft::eraftpb::Message>);
-    /// The next inbound event; None once the transport is closed.
-    async fn recv(&self) -> Option<Inbound>;
 }

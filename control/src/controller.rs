@@ -132,20 +132,9 @@ impl Controller {
         broker: BrokerId,
         incarnation: Incarnation,
     ) -> Result<Vec<MetadataRecord>, MetadataError> {
-        let known = metadata
-            .brokers
-            .get(&broker)
-            .ok_or(MetadataError::UnknownBroker(broker))?;
-        let current = known.registration.incarnation;
-        if incarnation != current {
-            return Err(MetadataError::StaleIncarnation {
-                broker,
-                given: incarnation,
-                current,
-            });
-        }
+        let records = fence_checked(metadata, broker, incarnation)?;
         self.last_heartbeat_ms.remove(&broker);
-        Ok(fence(metadata, broker, incarnation))
+        Ok(records)
     }
 
     /// An ISR change from a partition's leader, accepted only from the
@@ -233,6 +222,28 @@ impl Controller {
         metadata.validate(&record)?;
         Ok(record)
     }
+}
+
+/// [`fence`] for a controlled shutdown: refuses an unknown broker or a
+/// stale incarnation first.
+pub fn fence_checked(
+    metadata: &Metadata,
+    broker: BrokerId,
+    incarnation: Incarnation,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
+    let known = metadata
+        .brokers
+        .get(&broker)
+        .ok_or(MetadataError::UnknownBroker(broker))?;
+    let current = known.registration.incarnation;
+    if incarnation != current {
+        return Err(MetadataError::StaleIncarnation {
+            broker,
+            given: incarnation,
+            current,
+        });
+    }
+    Ok(fence(metadata, broker, incarnation))
 }
 
 /// Records that take every leadership of `broker` to another in-sync

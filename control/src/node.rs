@@ -55,6 +55,17 @@ pub struct ReadyOutput {
     pub after_persist: Vec<Message>,
 }
 
+/// One log entry applied to the metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Its log index.
+    pub index: u64,
+    /// The record; None when a snapshot replaced the whole state.
+    pub record: Option<MetadataRecord>,
+    /// Why the record was refused (it then changed nothing), if it was.
+    pub refused: Option<MetadataError>,
+}
+
 /// What a node's durable storage held when it restarted.
 #[derive(Debug, Default, Clone)]
 pub struct Recovered {
@@ -172,7 +183,7 @@ pub struct MetadataNode {
     snapshot_every_entries: u64,
     new_snapshot: Option<Snapshot>,
     /// (index, record) applied since last asked, for observers and tests.
-    applied_log: Vec<(u64, Option<MetadataRecord>)>,
+    applied_log: Vec<Applied>,
 }
 
 fn raft_config(config: &NodeConfig, applied: u64) -> Config {
@@ -365,7 +376,11 @@ impl MetadataNode {
         *store.snapshot.borrow_mut() = Some(snapshot.clone());
         self.applied = index;
         self.snapshot_index = index;
-        self.applied_log.push((index, None));
+        self.applied_log.push(Applied {
+            index,
+            record: None,
+            refused: None,
+        });
     }
 
     fn apply_entries(&mut self, entries: Vec<Entry>) {
@@ -382,8 +397,12 @@ impl MetadataNode {
             let record =
                 MetadataRecord::decode(&entry.data).expect("only encoded records are proposed");
             // Refused records change nothing, identically on every node.
-            let _ = self.metadata.apply(&record);
-            self.applied_log.push((entry.index, Some(record)));
+            let refused = self.metadata.apply(&record).err();
+            self.applied_log.push(Applied {
+                index: entry.index,
+                record: Some(record),
+                refused,
+            });
         }
     }
 
@@ -433,7 +452,7 @@ impl MetadataNode {
     }
 
     /// (index, record) applied since last asked; None marks a snapshot install.
-    pub fn take_applied(&mut self) -> Vec<(u64, Option<MetadataRecord>)> {
+    pub fn take_applied(&mut self) -> Vec<Applied> {
         std::mem::take(&mut self.applied_log)
     }
 
@@ -451,6 +470,11 @@ impl MetadataNode {
     pub fn leader(&self) -> Option<NodeId> {
         let leader = self.raw.raft.leader_id;
         (leader != raft::INVALID_ID).then_some(leader)
+    }
+
+    /// The index of the last entry in the log (after a proposal: its index).
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
     }
 
     /// The commit index.

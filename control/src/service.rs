@@ -1,24 +1,54 @@
 //! The metadata service on a glommio shard: drives a [`MetadataNode`] with
-//! a tick timer, the TCP transport and the on-disk state, and offers the
-//! broker a view of the committed metadata, proposals, and a stream of
+//! a tick timer, a [`Transport`] and the on-disk state. While its node
+//! leads, it is the active controller: it fences brokers whose heartbeats
+//! stop and answers controller requests once their records commit. It
+//! offers the broker a view of the committed metadata and a stream of
 //! committed changes. Dropping the service stops the node.
 
 use std::cell::{Ref, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures::channel::oneshot;
 use futures::future::{select, Either};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::{spawn_local, Task};
 
+use crate::config::TopicConfig;
+use crate::controller::{AlterIsr, Controller};
 use crate::disk::FileRaftDisk;
+use crate::error::MetadataError;
 use crate::model::Metadata;
-use crate::node::{MetadataNode, NodeId, Persist};
-use crate::record::MetadataRecord;
+use crate::node::{Applied, MetadataNode, NodeId, Persist};
+use crate::record::{BrokerRegistration, MetadataRecord};
 use crate::transport::{Inbound, Transport};
+use crate::types::{BrokerId, Incarnation, TopicId};
 
-/// Proposals queued before new ones are refused.
-pub const PROPOSALS_QUEUED_MAX: usize = 1024;
+/// Commands queued before new ones are refused.
+pub const COMMANDS_QUEUED_MAX: usize = 1024;
+
+/// Settings of the service.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// One Raft tick.
+    pub tick: Duration,
+    /// A broker silent this long is fenced.
+    pub session_timeout: Duration,
+    /// How often the active controller looks for expired sessions.
+    pub controller_interval: Duration,
+}
+
+impl ServiceConfig {
+    /// Defaults around a tick length.
+    pub fn new(tick: Duration) -> ServiceConfig {
+        ServiceConfig {
+            tick,
+            session_timeout: Duration::from_secs(9),
+            controller_interval: Duration::from_millis(500),
+        }
+    }
+}
 
 /// What the node knows now.
 #[derive(Debug, Default, Clone)]
@@ -44,23 +74,97 @@ pub struct Change {
     pub record: Option<MetadataRecord>,
 }
 
+/// A request to the active controller.
+#[derive(Debug, Clone)]
+pub enum ControllerRequest {
+    /// A broker process announces itself.
+    RegisterBroker(BrokerRegistration),
+    /// A new topic, placed by the controller.
+    CreateTopic {
+        /// Chosen by the caller (a random UUID).
+        id: TopicId,
+        /// Its name.
+        name: String,
+        /// Partition count.
+        partitions: usize,
+        /// Replicas per partition.
+        replication_factor: usize,
+        /// Its configuration.
+        config: TopicConfig,
+    },
+    /// Delete a topic.
+    DeleteTopic {
+        /// Its name.
+        name: String,
+    },
+    /// Grow a topic to `total` partitions.
+    CreatePartitions {
+        /// Its name.
+        name: String,
+        /// The new partition count.
+        total: usize,
+    },
+    /// Replace a topic's configuration.
+    AlterConfig {
+        /// Its name.
+        name: String,
+        /// The whole new configuration.
+        config: TopicConfig,
+    },
+    /// Move leadership off a broker, then fence it.
+    ControlledShutdown {
+        /// The broker.
+        broker: BrokerId,
+        /// Its current life.
+        incarnation: Incarnation,
+    },
+    /// A partition leader's ISR change.
+    AlterIsr(AlterIsr),
+}
+
+/// Why a controller request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// This node does not lead; ask `leader`.
+    #[error("not the active controller (leader: {leader:?})")]
+    NotController {
+        /// The leader, if known.
+        leader: Option<NodeId>,
+    },
+    /// Refused by the metadata rules (when computed or when applied).
+    #[error(transparent)]
+    Refused(#[from] MetadataError),
+    /// Leadership changed before the records committed: retry.
+    #[error("leadership changed before the change committed")]
+    Superseded,
+    /// The service is stopping or its queue is full.
+    #[error("metadata service unavailable")]
+    Unavailable,
+}
+
+enum Command {
+    Propose(MetadataRecord),
+    Heartbeat(BrokerId, Incarnation),
+    Request(ControllerRequest, oneshot::Sender<Result<(), RequestError>>),
+}
+
 /// A running metadata node.
 pub struct MetadataService {
-    proposals: LocalSender<MetadataRecord>,
+    commands: LocalSender<Command>,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
     _task: Task<()>,
 }
 
 impl MetadataService {
-    /// Starts driving `node`; ticks every `tick`.
+    /// Starts driving `node`.
     pub fn start<T: Transport>(
         node: MetadataNode,
         disk: FileRaftDisk,
         transport: T,
-        tick: Duration,
+        config: ServiceConfig,
     ) -> MetadataService {
-        let (proposals, proposal_rx) = local_channel::new_bounded(PROPOSALS_QUEUED_MAX);
+        let (commands, command_rx) = local_channel::new_bounded(COMMANDS_QUEUED_MAX);
         let view = Rc::new(RefCell::new(View::default()));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
         let driver = Driver {
@@ -69,20 +173,48 @@ impl MetadataService {
             transport,
             view: view.clone(),
             subscribers: subscribers.clone(),
+            controller: Controller::new(config.session_timeout.as_millis() as u64),
+            waiters: BTreeMap::new(),
+            controller_pending_until: 0,
+            started: Instant::now(),
+            config,
         };
-        let task = spawn_local(driver.run(proposal_rx, tick));
+        let task = spawn_local(driver.run(command_rx));
         MetadataService {
-            proposals,
+            commands,
             view,
             subscribers,
             _task: task,
         }
     }
 
-    /// Queues a record for the node to propose (it proposes only as leader
-    /// and only valid records; watch the change stream for the outcome).
-    pub fn propose(&self, record: MetadataRecord) -> Result<(), String> {
-        self.proposals.try_send(record).map_err(|e| e.to_string())
+    /// Queues a raw record for the node to propose (only as leader, only if
+    /// valid; watch the change stream for the outcome).
+    pub fn propose(&self, record: MetadataRecord) -> Result<(), RequestError> {
+        self.send(Command::Propose(record))
+    }
+
+    /// A broker's heartbeat, for the active controller.
+    pub fn heartbeat(
+        &self,
+        broker: BrokerId,
+        incarnation: Incarnation,
+    ) -> Result<(), RequestError> {
+        self.send(Command::Heartbeat(broker, incarnation))
+    }
+
+    /// Asks the active controller for a change; resolves once its records
+    /// are committed and applied, or with why not.
+    pub async fn request(&self, request: ControllerRequest) -> Result<(), RequestError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Request(request, tx))?;
+        rx.await.unwrap_or(Err(RequestError::Unavailable))
+    }
+
+    fn send(&self, command: Command) -> Result<(), RequestError> {
+        self.commands
+            .try_send(command)
+            .map_err(|_| RequestError::Unavailable)
     }
 
     /// The current view.
@@ -100,39 +232,60 @@ impl MetadataService {
     }
 }
 
+/// A request waiting for its last record to apply.
+struct Waiter {
+    record: MetadataRecord,
+    reply: oneshot::Sender<Result<(), RequestError>>,
+}
+
 struct Driver<T> {
     node: MetadataNode,
     disk: Option<FileRaftDisk>,
     transport: T,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
+    controller: Controller,
+    /// By log index of the request's last record.
+    waiters: BTreeMap<u64, Waiter>,
+    /// The controller's own proposals must apply before it decides again.
+    controller_pending_until: u64,
+    started: Instant,
+    config: ServiceConfig,
 }
 
 enum Event {
     Tick,
     Inbound(Option<Inbound>),
-    Proposal(Option<MetadataRecord>),
+    Command(Option<Command>),
 }
 
 impl<T: Transport> Driver<T> {
-    async fn run(mut self, proposals: LocalReceiver<MetadataRecord>, tick: Duration) {
-        let mut next_tick = std::time::Instant::now() + tick;
+    async fn run(mut self, commands: LocalReceiver<Command>) {
+        let tick = self.config.tick;
+        let controller_every =
+            (self.config.controller_interval.as_millis() / tick.as_millis().max(1)).max(1) as u64;
+        let mut ticks = 0u64;
+        let mut next_tick = Instant::now() + tick;
         loop {
-            let wait = next_tick.saturating_duration_since(std::time::Instant::now());
+            let wait = next_tick.saturating_duration_since(Instant::now());
             let event = {
                 let timer = Box::pin(glommio::timer::sleep(wait));
                 let inbound = Box::pin(self.transport.recv());
-                let proposal = Box::pin(proposals.recv());
-                match select(timer, select(inbound, proposal)).await {
+                let command = Box::pin(commands.recv());
+                match select(timer, select(inbound, command)).await {
                     Either::Left(_) => Event::Tick,
                     Either::Right((Either::Left((m, _)), _)) => Event::Inbound(m),
-                    Either::Right((Either::Right((p, _)), _)) => Event::Proposal(p),
+                    Either::Right((Either::Right((c, _)), _)) => Event::Command(c),
                 }
             };
             match event {
                 Event::Tick => {
                     self.node.tick();
                     next_tick += tick;
+                    ticks += 1;
+                    if ticks % controller_every == 0 {
+                        self.controller_tick();
+                    }
                 }
                 Event::Inbound(Some(Inbound::Message(message))) => {
                     let _ = self.node.step(message);
@@ -143,12 +296,8 @@ impl<T: Transport> Driver<T> {
                         self.node.report_snapshot(to, false);
                     }
                 }
-                Event::Proposal(Some(record)) => {
-                    if let Err(e) = self.node.propose(&record) {
-                        tracing::debug!(error = %e, "proposal not taken");
-                    }
-                }
-                Event::Inbound(None) | Event::Proposal(None) => return,
+                Event::Command(Some(command)) => self.command(command),
+                Event::Inbound(None) | Event::Command(None) => return,
             }
             if let Err(e) = self.drain().await {
                 // The node's durable state is unknown: stop rather than
@@ -158,6 +307,128 @@ impl<T: Transport> Driver<T> {
             }
             self.publish();
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn controller_tick(&mut self) {
+        if !self.node.is_leader() || self.node.applied_index() < self.controller_pending_until {
+            return;
+        }
+        let records = self.controller.tick(self.node.metadata(), self.now_ms());
+        self.propose_all(&records);
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Propose(record) => {
+                if let Err(e) = self.node.propose(&record) {
+                    tracing::debug!(error = %e, "proposal not taken");
+                }
+            }
+            Command::Heartbeat(broker, incarnation) => {
+                if !self.node.is_leader() {
+                    return;
+                }
+                let now = self.now_ms();
+                match self
+                    .controller
+                    .heartbeat(self.node.metadata(), broker, incarnation, now)
+                {
+                    Ok(records) => {
+                        self.propose_all(&records);
+                    }
+                    Err(e) => tracing::debug!(%broker, error = %e, "heartbeat refused"),
+                }
+            }
+            Command::Request(request, reply) => {
+                if !self.node.is_leader() {
+                    let _ = reply.send(Err(RequestError::NotController {
+                        leader: self.node.leader(),
+                    }));
+                    return;
+                }
+                match self.records_for(request) {
+                    Ok(records) => match self.propose_all(&records) {
+                        Some(record) => {
+                            let index = self.node.last_index();
+                            self.waiters.insert(index, Waiter { record, reply });
+                        }
+                        None => {
+                            let _ = reply.send(Err(RequestError::Superseded));
+                        }
+                    },
+                    Err(e) => {
+                        let _ = reply.send(Err(e.into()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn records_for(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<Vec<MetadataRecord>, MetadataError> {
+        let metadata = self.node.metadata();
+        let controller = &self.controller;
+        Ok(match request {
+            ControllerRequest::RegisterBroker(registration) => {
+                vec![MetadataRecord::RegisterBroker(registration)]
+            }
+            ControllerRequest::CreateTopic {
+                id,
+                name,
+                partitions,
+                replication_factor,
+                config,
+            } => vec![controller.create_topic(
+                metadata,
+                id,
+                &name,
+                partitions,
+                replication_factor,
+                config,
+            )?],
+            ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
+                id: metadata.topic_by_name(&name)?.id,
+            }],
+            ControllerRequest::CreatePartitions { name, total } => {
+                vec![controller.create_partitions(
+                    metadata,
+                    metadata.topic_by_name(&name)?.id,
+                    total,
+                )?]
+            }
+            ControllerRequest::AlterConfig { name, config } => {
+                vec![MetadataRecord::AlterTopicConfig {
+                    topic: metadata.topic_by_name(&name)?.id,
+                    config,
+                }]
+            }
+            ControllerRequest::ControlledShutdown {
+                broker,
+                incarnation,
+            } => {
+                // Borrow ends before the mutable call below in `command`.
+                crate::controller::fence_checked(metadata, broker, incarnation)?
+            }
+            ControllerRequest::AlterIsr(request) => vec![controller.alter_isr(metadata, &request)?],
+        })
+    }
+
+    /// Proposes records in order; returns the last one if all were taken.
+    fn propose_all(&mut self, records: &[MetadataRecord]) -> Option<MetadataRecord> {
+        for record in records {
+            if let Err(e) = self.node.propose(record) {
+                tracing::debug!(error = %e, "controller proposal not taken");
+                return None;
+            }
+        }
+        self.controller_pending_until = self.node.last_index();
+        records.last().cloned()
     }
 
     /// Handles every ready in raft-rs's order, persisting on glommio's
@@ -207,18 +478,42 @@ impl<T: Transport> Driver<T> {
                 view.metadata = self.node.metadata().clone();
             }
         }
-        if changes.is_empty() {
-            return;
+        for applied in &changes {
+            self.answer(applied);
         }
         let mut subscribers = self.subscribers.borrow_mut();
-        for (index, record) in changes {
-            subscribers.retain(|tx| {
-                tx.try_send(Change {
-                    index,
-                    record: record.clone(),
-                })
-                .is_ok()
-            });
+        for applied in changes {
+            let change = Change {
+                index: applied.index,
+                record: applied.record,
+            };
+            subscribers.retain(|tx| tx.try_send(change.clone()).is_ok());
         }
+    }
+
+    /// Answers the request whose last record landed at this index.
+    fn answer(&mut self, applied: &Applied) {
+        // A snapshot install may skip indexes: those requests are lost.
+        let skipped: Vec<u64> = self
+            .waiters
+            .range(..applied.index)
+            .map(|(i, _)| *i)
+            .collect();
+        for index in skipped {
+            if let Some(waiter) = self.waiters.remove(&index) {
+                let _ = waiter.reply.send(Err(RequestError::Superseded));
+            }
+        }
+        let Some(waiter) = self.waiters.remove(&applied.index) else {
+            return;
+        };
+        let outcome = match (&applied.record, &applied.refused) {
+            (Some(record), None) if *record == waiter.record => Ok(()),
+            (Some(record), Some(refused)) if *record == waiter.record => {
+                Err(RequestError::Refused(refused.clone()))
+            }
+            _ => Err(RequestError::Superseded),
+        };
+        let _ = waiter.reply.send(outcome);
     }
 }

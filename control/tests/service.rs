@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use control::disk::FileRaftDisk;
 use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
-use control::service::MetadataService;
+use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
 use control::*;
 
 const TICK: Duration = Duration::from_millis(5);
@@ -49,7 +49,7 @@ fn an_isolated_leader_is_replaced_and_rejoins_the_history() {
                         .unwrap();
                 services.insert(
                     *id,
-                    MetadataService::start(node, disk, network.join(*id), TICK),
+                    MetadataService::start(node, disk, network.join(*id), ServiceConfig::new(TICK)),
                 );
             }
             let leader_of = |services: &BTreeMap<u64, MetadataService>| {
@@ -117,6 +117,105 @@ fn an_isolated_leader_is_replaced_and_rejoins_the_history() {
                     .values()
                     .all(|s| !s.view().metadata.brokers.contains_key(&BrokerId(66))),
                 "the isolated leader's proposal never committed"
+            );
+        });
+}
+
+#[test]
+fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(2 << 20)
+        .make()
+        .expect("glommio executor")
+        .run(async move {
+            let ids = [1u64, 2, 3];
+            let network = MemoryNetwork::new();
+            let config = ServiceConfig {
+                session_timeout: Duration::from_millis(300),
+                controller_interval: Duration::from_millis(20),
+                ..ServiceConfig::new(TICK)
+            };
+            let mut services = BTreeMap::new();
+            for (id, dir) in ids.iter().zip(&dirs) {
+                let disk = FileRaftDisk::open(dir.path()).unwrap();
+                let node =
+                    MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered())
+                        .unwrap();
+                services.insert(
+                    *id,
+                    MetadataService::start(node, disk, network.join(*id), config.clone()),
+                );
+            }
+            wait_until("a leader", || services.values().any(|s| s.view().is_leader)).await;
+            let controller = services.values().find(|s| s.view().is_leader).unwrap();
+            let follower = services.values().find(|s| !s.view().is_leader).unwrap();
+            let refused = follower
+                .request(ControllerRequest::DeleteTopic { name: "x".into() })
+                .await;
+            assert!(
+                matches!(refused, Err(RequestError::NotController { .. })),
+                "{refused:?}"
+            );
+            for broker in 1..=3 {
+                let registration = BrokerRegistration {
+                    id: BrokerId(broker),
+                    incarnation: Incarnation(1),
+                    listener: format!("127.0.0.1:{}", 9000 + broker),
+                    rack: Some(format!("r{broker}")),
+                    shards: 2,
+                };
+                controller
+                    .request(ControllerRequest::RegisterBroker(registration))
+                    .await
+                    .unwrap();
+            }
+            let heartbeat_all = |brokers: &[i32]| {
+                for b in brokers {
+                    controller.heartbeat(BrokerId(*b), Incarnation(1)).unwrap();
+                }
+            };
+            heartbeat_all(&[1, 2, 3]);
+            wait_until("the brokers unfenced", || {
+                controller.view().metadata.live_brokers().count() == 3
+            })
+            .await;
+            let create = ControllerRequest::CreateTopic {
+                id: TopicId([5; 16]),
+                name: "orders".into(),
+                partitions: 6,
+                replication_factor: 3,
+                config: TopicConfig::default(),
+            };
+            controller.request(create.clone()).await.unwrap();
+            // Committed on a majority when answered; the same request again is refused.
+            assert!(matches!(
+                controller.request(create).await,
+                Err(RequestError::Refused(MetadataError::TopicExists(_)))
+            ));
+            assert!(controller.view().metadata.topic_by_name("orders").is_ok());
+            // Broker 1 stops heartbeating; 2 and 3 go on.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(900) {
+                heartbeat_all(&[2, 3]);
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+                if controller.view().metadata.brokers[&BrokerId(1)].fenced {
+                    break;
+                }
+            }
+            let view = controller.view();
+            assert!(
+                view.metadata.brokers[&BrokerId(1)].fenced,
+                "fenced within the session timeout and a margin"
+            );
+            for p in &view.metadata.topic_by_name("orders").unwrap().partitions {
+                let leader = p.leader.expect("led");
+                assert_ne!(leader, BrokerId(1));
+                assert!(p.isr.contains(&leader));
+            }
+            assert!(
+                !view.metadata.brokers[&BrokerId(2)].fenced
+                    && !view.metadata.brokers[&BrokerId(3)].fenced
             );
         });
 }

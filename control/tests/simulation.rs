@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use control::node::{MetadataNode, NodeConfig, NodeId, Persist, Recovered};
+use control::node::{Applied, MetadataNode, NodeConfig, NodeId, Persist, Recovered};
 use control::placement::place;
 use control::*;
 use raft::eraftpb::{Entry, Message, MessageType, Snapshot};
@@ -260,14 +260,11 @@ impl Sim {
         }
     }
 
-    fn check_applied(
-        &mut self,
-        id: NodeId,
-        applied: Vec<(u64, Option<MetadataRecord>)>,
-        index: u64,
-        state: Vec<u8>,
-    ) {
-        for (i, record) in applied {
+    fn check_applied(&mut self, id: NodeId, applied: Vec<Applied>, index: u64, state: Vec<u8>) {
+        for Applied {
+            index: i, record, ..
+        } in applied
+        {
             let Some(record) = record else { continue };
             match self.committed.get(&i) {
                 Some(known) => assert_eq!(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use control::disk::FileRaftDisk;
 use control::node::{MetadataNode, NodeConfig};
-use control::service::MetadataService;
+use control::service::{MetadataService, ServiceConfig};
 use control::tcp::TcpTransport;
 use control::*;
 use glommio::net::TcpListener;
@@ -76,7 +76,10 @@ fn three_nodes_elect_replicate_and_survive_the_leaders_loss() {
                         .unwrap();
                 let transport =
                     TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
-                services.insert(*id, MetadataService::start(node, disk, transport, TICK));
+                services.insert(
+                    *id,
+                    MetadataService::start(node, disk, transport, ServiceConfig::new(TICK)),
+                );
             }
             wait_until("a leader", || leader_of(&services).is_some()).await;
             let leader = leader_of(&services).unwrap();
@@ -140,7 +143,8 @@ fn one_voter_is_a_quorum_and_its_state_survives_a_restart() {
                 let transport =
                     TcpTransport::start(1, "127.0.0.1:0".parse().unwrap(), BTreeMap::new())
                         .unwrap();
-                let service = MetadataService::start(node, disk, transport, TICK);
+                let service =
+                    MetadataService::start(node, disk, transport, ServiceConfig::new(TICK));
                 wait_until("the single node to lead", || service.view().is_leader).await;
                 if life == 1 {
                     service.propose(register(7)).unwrap();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
 use glommio::{spawn_local, Task};
 
 use crate::config::TopicConfig;
@@ -65,13 +66,18 @@ pub struct View {
     pub applied: u64,
 }
 
-/// One committed change, in log order.
+/// One committed change, in log order. A subscriber keeps its own copy of
+/// the metadata: it starts from a change carrying the whole state, then
+/// applies each record (refused ones change nothing, as on the node).
 #[derive(Debug, Clone)]
 pub struct Change {
     /// Its log index.
     pub index: u64,
-    /// The record; None when a snapshot replaced the state (re-read the view).
+    /// The record, if this change is one.
     pub record: Option<MetadataRecord>,
+    /// The whole state as of `index`: the first change a shared
+    /// subscriber receives, and whenever a snapshot replaced the state.
+    pub metadata: Option<Box<Metadata>>,
 }
 
 /// A request to the active controller.
@@ -144,6 +150,7 @@ pub enum RequestError {
 
 enum Command {
     Propose(MetadataRecord),
+    SubscribeShared(SharedSender<Change>),
     Heartbeat(BrokerId, Incarnation),
     Request(ControllerRequest, oneshot::Sender<Result<(), RequestError>>),
 }
@@ -173,6 +180,7 @@ impl MetadataService {
             transport,
             view: view.clone(),
             subscribers: subscribers.clone(),
+            shared_subscribers: Rc::default(),
             controller: Controller::new(config.session_timeout.as_millis() as u64),
             waiters: BTreeMap::new(),
             controller_pending_until: 0,
@@ -222,6 +230,18 @@ impl MetadataService {
         self.view.borrow()
     }
 
+    /// A stream of committed changes for another shard: hand the receiver
+    /// to that shard, which connects it on its own executor. Same rules as
+    /// [`MetadataService::subscribe`].
+    pub fn subscribe_shared(
+        &self,
+        capacity: usize,
+    ) -> Result<SharedReceiver<Change>, RequestError> {
+        let (tx, rx) = shared_channel::new_bounded(capacity);
+        self.send(Command::SubscribeShared(tx))?;
+        Ok(rx)
+    }
+
     /// A stream of committed changes from now on. A subscriber that falls
     /// `capacity` behind is dropped (its receiver ends) and must re-read
     /// the view and subscribe again.
@@ -244,6 +264,7 @@ struct Driver<T> {
     transport: T,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
+    shared_subscribers: Rc<RefCell<Vec<ConnectedSender<Change>>>>,
     controller: Controller,
     /// By log index of the request's last record.
     waiters: BTreeMap<u64, Waiter>,
@@ -296,6 +317,27 @@ impl<T: Transport> Driver<T> {
                         self.node.report_snapshot(to, false);
                     }
                 }
+                Event::Command(Some(Command::SubscribeShared(sender))) => {
+                    // Connecting waits for the other shard to connect its
+                    // end: do it aside, never in the loop that ticks Raft.
+                    let subscribers = self.shared_subscribers.clone();
+                    let view = self.view.clone();
+                    spawn_local(async move {
+                        let connected = sender.connect().await;
+                        // Start it from the current state; later changes
+                        // follow in order (nothing runs between these lines).
+                        let view = view.borrow();
+                        let start = Change {
+                            index: view.applied,
+                            record: None,
+                            metadata: Some(Box::new(view.metadata.clone())),
+                        };
+                        if connected.try_send(start).is_ok() {
+                            subscribers.borrow_mut().push(connected);
+                        }
+                    })
+                    .detach();
+                }
                 Event::Command(Some(command)) => self.command(command),
                 Event::Inbound(None) | Event::Command(None) => return,
             }
@@ -323,6 +365,7 @@ impl<T: Transport> Driver<T> {
 
     fn command(&mut self, command: Command) {
         match command {
+            Command::SubscribeShared(_) => unreachable!("connected in the event loop"),
             Command::Propose(record) => {
                 if let Err(e) = self.node.propose(&record) {
                     tracing::debug!(error = %e, "proposal not taken");
@@ -483,11 +526,19 @@ impl<T: Transport> Driver<T> {
         }
         let mut subscribers = self.subscribers.borrow_mut();
         for applied in changes {
+            let metadata = applied
+                .record
+                .is_none()
+                .then(|| Box::new(self.node.metadata().clone()));
             let change = Change {
                 index: applied.index,
                 record: applied.record,
+                metadata,
             };
             subscribers.retain(|tx| tx.try_send(change.clone()).is_ok());
+            self.shared_subscribers
+                .borrow_mut()
+                .retain(|tx| tx.try_send(change.clone()).is_ok());
         }
     }
 

@@ -219,3 +219,70 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             );
         });
 }
+
+#[test]
+fn another_shard_receives_the_committed_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let (hand_over, receive) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let control_shard = std::thread::spawn(move || {
+        glommio::LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .make()
+            .expect("glommio executor")
+            .run(async move {
+                let disk = FileRaftDisk::open(&path).unwrap();
+                let node =
+                    MetadataNode::start(&NodeConfig::new(1, vec![1]), disk.recovered()).unwrap();
+                let network = MemoryNetwork::new();
+                let service =
+                    MetadataService::start(node, disk, network.join(1), ServiceConfig::new(TICK));
+                hand_over
+                    .send(service.subscribe_shared(16).unwrap())
+                    .unwrap();
+                wait_until("leadership", || service.view().is_leader).await;
+                service.propose(register(1)).unwrap();
+                service.propose(register(2)).unwrap();
+                // Keep the service alive until the other shard has read.
+                let start = Instant::now();
+                while done_rx.try_recv().is_err() {
+                    assert!(start.elapsed() < WAIT_MAX, "the other shard never finished");
+                    glommio::timer::sleep(TICK).await;
+                }
+            });
+    });
+    let receiver = receive.recv_timeout(WAIT_MAX).unwrap();
+    let other_shard = std::thread::spawn(move || {
+        glommio::LocalExecutorBuilder::default()
+            .io_memory(1 << 20)
+            .make()
+            .expect("glommio executor")
+            .run(async move {
+                let changes = receiver.connect().await;
+                // This shard's own copy of the metadata, kept by the stream.
+                let first = changes.recv().await.expect("stream open");
+                let mut metadata = *first
+                    .metadata
+                    .expect("a shared stream starts with the state");
+                let mut last = first.index;
+                while metadata.brokers.len() < 2 {
+                    let change = changes.recv().await.expect("stream open");
+                    assert!(change.index > last, "changes arrive in log order");
+                    last = change.index;
+                    match (change.metadata, change.record) {
+                        (Some(state), _) => metadata = *state,
+                        (None, Some(record)) => {
+                            let _ = metadata.apply(&record);
+                        }
+                        (None, None) => unreachable!("a change is a record or a state"),
+                    }
+                }
+                metadata.brokers.keys().copied().collect::<Vec<_>>()
+            })
+    });
+    let brokers = other_shard.join().unwrap();
+    done_tx.send(()).unwrap();
+    control_shard.join().unwrap();
+    assert_eq!(brokers, vec![BrokerId(1), BrokerId(2)]);
+}

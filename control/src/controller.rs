@@ -55,18 +55,7 @@ impl Controller {
         incarnation: Incarnation,
         now_ms: u64,
     ) -> Result<Vec<MetadataRecord>, MetadataError> {
-        let known = metadata
-            .brokers
-            .get(&broker)
-            .ok_or(MetadataError::UnknownBroker(broker))?;
-        let current = known.registration.incarnation;
-        if incarnation != current {
-            return Err(MetadataError::StaleIncarnation {
-                broker,
-                given: incarnation,
-                current,
-            });
-        }
+        let known = metadata.broker_life(broker, incarnation)?;
         self.last_heartbeat_ms.insert(broker, (incarnation, now_ms));
         if !known.fenced {
             return Ok(Vec::new());
@@ -231,18 +220,7 @@ pub fn fence_checked(
     broker: BrokerId,
     incarnation: Incarnation,
 ) -> Result<Vec<MetadataRecord>, MetadataError> {
-    let known = metadata
-        .brokers
-        .get(&broker)
-        .ok_or(MetadataError::UnknownBroker(broker))?;
-    let current = known.registration.incarnation;
-    if incarnation != current {
-        return Err(MetadataError::StaleIncarnation {
-            broker,
-            given: incarnation,
-            current,
-        });
-    }
+    metadata.broker_life(broker, incarnation)?;
     Ok(fence(metadata, broker, incarnation))
 }
 

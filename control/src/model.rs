@@ -81,7 +81,7 @@ impl Metadata {
             MetadataRecord::RegisterBroker(registration) => self.check_registration(registration),
             MetadataRecord::FenceBroker { id, incarnation }
             | MetadataRecord::UnfenceBroker { id, incarnation } => {
-                self.check_incarnation(*id, *incarnation)
+                self.broker_life(*id, *incarnation).map(|_| ())
             }
             MetadataRecord::CreateTopic {
                 name, partitions, ..
@@ -221,11 +221,13 @@ impl Metadata {
         }
     }
 
-    fn check_incarnation(
+    /// The broker `id` in its life `incarnation`; an unknown broker or an
+    /// older (or newer) life is an error.
+    pub fn broker_life(
         &self,
         id: BrokerId,
         incarnation: Incarnation,
-    ) -> Result<(), MetadataError> {
+    ) -> Result<&Broker, MetadataError> {
         let broker = self
             .brokers
             .get(&id)
@@ -238,7 +240,7 @@ impl Metadata {
                 current,
             });
         }
-        Ok(())
+        Ok(broker)
     }
 
     fn check_assignments(

@@ -1,0 +1,272 @@
+//! The broker's configuration, from four layers, each overriding the one
+//! before: built-in defaults < a TOML file < `BROKER_*` environment
+//! variables < command-line flags. Every setting is documented in
+//! docs/configuration.md.
+
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// Kafka's `socket.request.max.bytes` default: the largest request frame.
+pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
+
+/// Every setting of a broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// This broker's node id.
+    pub node_id: i32,
+    /// Where partitions and metadata live.
+    pub data_dir: PathBuf,
+    /// The Kafka listener, `host:port`.
+    pub kafka_listen: String,
+    /// What clients are told to connect to; defaults to `kafka_listen`
+    /// (with 0.0.0.0 replaced by 127.0.0.1).
+    pub advertised_listener: Option<String>,
+    /// The HTTP listener (HTTP API and /metrics), `host:port`.
+    pub http_listen: String,
+    /// Shards (one glommio executor per core); 0 means one per available core.
+    pub shards: usize,
+    /// This broker's rack, for replica placement.
+    pub rack: Option<String>,
+    /// Create a topic when a client asks for metadata of an unknown one.
+    pub auto_create_topics: bool,
+    /// Partitions of auto-created topics.
+    pub default_partitions: u32,
+    /// The largest request frame accepted; larger ones close the connection.
+    pub socket_request_max_bytes: u32,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            data_dir: PathBuf::from("./data"),
+            kafka_listen: "0.0.0.0:9092".into(),
+            advertised_listener: None,
+            http_listen: "0.0.0.0:8080".into(),
+            shards: 0,
+            rack: None,
+            auto_create_topics: true,
+            default_partitions: 1,
+            socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+        }
+    }
+}
+
+/// Settings given on the command line; unset ones leave the lower layers be.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CommandLine {
+    /// `--config FILE`: the TOML file (not a setting itself).
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
+    /// `--node-id N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<i32>,
+    /// `--data-dir DIR`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    /// `--kafka-listen HOST:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka_listen: Option<String>,
+    /// `--advertised-listener HOST:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertised_listener: Option<String>,
+    /// `--http-listen HOST:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_listen: Option<String>,
+    /// `--shards N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<usize>,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag this broker does not know, or one missing its value.
+    #[error("{0}")]
+    Usage(String),
+    /// A layer held a bad value or an unknown key.
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl CommandLine {
+    /// Parses `--flag value` pairs (the arguments after the subcommand).
+    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<CommandLine, ConfigError> {
+        let mut line = CommandLine::default();
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            let mut value = || {
+                args.next()
+                    .ok_or_else(|| ConfigError::Usage(format!("{flag} needs a value")))
+            };
+            let number = |v: String| {
+                v.parse()
+                    .map_err(|_| ConfigError::Usage(format!("{flag} needs a number, got {v:?}")))
+            };
+            match flag.as_str() {
+                "--config" => line.config_file = Some(PathBuf::from(value()?)),
+                "--node-id" => line.node_id = Some(number(value()?)?),
+                "--data-dir" => line.data_dir = Some(PathBuf::from(value()?)),
+                "--kafka-listen" => line.kafka_listen = Some(value()?),
+                "--advertised-listener" => line.advertised_listener = Some(value()?),
+                "--http-listen" => line.http_listen = Some(value()?),
+                "--shards" => line.shards = Some(number(value()?)? as usize),
+                other => return Err(ConfigError::Usage(format!("unknown flag {other}"))),
+            }
+        }
+        Ok(line)
+    }
+}
+
+impl BrokerConfig {
+    /// Loads the layers: defaults, the TOML file (from `--config` or
+    /// `BROKER_CONFIG`), the `BROKER_*` environment, the command line.
+    pub fn load(line: &CommandLine) -> Result<BrokerConfig, ConfigError> {
+        let file = line
+            .config_file
+            .clone()
+            .or_else(|| std::env::var_os("BROKER_CONFIG").map(PathBuf::from));
+        let mut figment = Figment::from(Serialized::defaults(BrokerConfig::default()));
+        if let Some(file) = &file {
+            if !Path::new(file).exists() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} not found",
+                    file.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        let config: BrokerConfig = figment
+            .merge(Env::prefixed("BROKER_").ignore(&["config"]))
+            .merge(Serialized::defaults(line))
+            .extract()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Checks the values against each other.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |why: String| Err(ConfigError::Invalid(why));
+        for (name, address) in [
+            ("kafka_listen", &self.kafka_listen),
+            ("http_listen", &self.http_listen),
+        ] {
+            if address.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!(
+                    "{name} must be host:port with an IP host, got {address:?}"
+                ));
+            }
+        }
+        if self.node_id < 0 {
+            return invalid(format!(
+                "node_id must not be negative, got {}",
+                self.node_id
+            ));
+        }
+        if self.default_partitions == 0 {
+            return invalid("default_partitions must be at least 1".into());
+        }
+        if self.socket_request_max_bytes < 1024 {
+            return invalid("socket_request_max_bytes must be at least 1024".into());
+        }
+        Ok(())
+    }
+
+    /// What clients are told to connect to.
+    pub fn advertised(&self) -> String {
+        self.advertised_listener
+            .clone()
+            .unwrap_or_else(|| self.kafka_listen.replace("0.0.0.0", "127.0.0.1"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::Jail;
+
+    fn flags(args: &[&str]) -> CommandLine {
+        CommandLine::parse(args.iter().map(|s| s.to_string())).unwrap()
+    }
+
+    #[test]
+    fn with_nothing_given_the_defaults_hold() {
+        Jail::expect_with(|_| {
+            let config = BrokerConfig::load(&CommandLine::default()).unwrap();
+            assert_eq!(config, BrokerConfig::default());
+            assert_eq!(config.advertised(), "127.0.0.1:9092");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn each_layer_overrides_the_one_before() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "broker.toml",
+                "node_id = 7\ndata_dir = \"/from/file\"\nkafka_listen = \"127.0.0.1:1000\"\nhttp_listen = \"127.0.0.1:2000\"\nshards = 3\n",
+            )?;
+            let file_only = BrokerConfig::load(&flags(&["--config", "broker.toml"])).unwrap();
+            assert_eq!((file_only.node_id, file_only.shards), (7, 3));
+            assert_eq!(file_only.data_dir, PathBuf::from("/from/file"));
+
+            jail.set_env("BROKER_DATA_DIR", "/from/env");
+            jail.set_env("BROKER_KAFKA_LISTEN", "127.0.0.1:3000");
+            let with_env = BrokerConfig::load(&flags(&["--config", "broker.toml"])).unwrap();
+            assert_eq!(with_env.data_dir, PathBuf::from("/from/env"));
+            assert_eq!(with_env.kafka_listen, "127.0.0.1:3000");
+            assert_eq!(
+                with_env.http_listen, "127.0.0.1:2000",
+                "the file still counts where env is silent"
+            );
+
+            let all = BrokerConfig::load(&flags(&[
+                "--config",
+                "broker.toml",
+                "--data-dir",
+                "/from/flag",
+                "--shards",
+                "2",
+            ]))
+            .unwrap();
+            assert_eq!(all.data_dir, PathBuf::from("/from/flag"));
+            assert_eq!(all.shards, 2);
+            assert_eq!(
+                all.kafka_listen, "127.0.0.1:3000",
+                "env where no flag is given"
+            );
+            assert_eq!(all.node_id, 7);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bad_values_unknown_keys_and_flags_are_clear_errors() {
+        Jail::expect_with(|jail| {
+            jail.create_file("typo.toml", "nod_id = 3\n")?;
+            let err = BrokerConfig::load(&flags(&["--config", "typo.toml"])).unwrap_err();
+            assert!(err.to_string().contains("nod_id"), "{err}");
+            jail.set_env("BROKER_KAFKA_LISTEN", "not an address");
+            assert!(BrokerConfig::load(&CommandLine::default()).is_err());
+            assert!(matches!(
+                CommandLine::parse(["--bogus".to_string()]),
+                Err(ConfigError::Usage(_))
+            ));
+            assert!(matches!(
+                CommandLine::parse(["--shards".to_string()]),
+                Err(ConfigError::Usage(_))
+            ));
+            assert!(matches!(
+                CommandLine::parse(["--shards".to_string(), "x".to_string()]),
+                Err(ConfigError::Usage(_))
+            ));
+            assert!(BrokerConfig::load(&flags(&["--config", "missing.toml"])).is_err());
+            Ok(())
+        });
+    }
+}

@@ -186,6 +186,7 @@ impl BrokerConfig {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return its large error type
 mod tests {
     use super::*;
     use figment::Jail;

@@ -1,0 +1,158 @@
+//! ApiVersions: the APIs and versions this broker serves, and the answer
+//! to a request for them. It advertises exactly what works.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+use kafka_protocol::ResponseError;
+
+use super::request::Request;
+
+/// The APIs served and the versions of each: only what is implemented.
+/// (The broker issue adds Produce, Fetch, Metadata and the rest here as
+/// each handler lands.)
+pub const SERVED: &[(ApiKey, i16, i16)] = &[(ApiKey::ApiVersions, 0, 3)];
+
+/// The versions of `api` this broker serves, if any.
+pub fn served(api: ApiKey) -> Option<(i16, i16)> {
+    SERVED
+        .iter()
+        .find(|(key, _, _)| *key == api)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// Answers an ApiVersions request with a whole response frame body
+/// (header and body, without the size prefix).
+///
+/// A version newer than served is answered as Kafka does: a v0 response
+/// with UNSUPPORTED_VERSION and the supported ranges, so the client can
+/// retry with a version it finds there.
+pub fn answer(request: &Request) -> Bytes {
+    let requested = request.header.request_api_version;
+    let (min, max) = served(ApiKey::ApiVersions).expect("ApiVersions is always served");
+    let (version, error) = if (min..=max).contains(&requested) {
+        (requested, 0)
+    } else {
+        (0, ResponseError::UnsupportedVersion.code())
+    };
+    let response = ApiVersionsResponse::default()
+        .with_error_code(error)
+        .with_api_keys(
+            SERVED
+                .iter()
+                .map(|(key, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(*key as i16)
+                        .with_min_version(*min)
+                        .with_max_version(*max)
+                })
+                .collect(),
+        );
+    let header = ResponseHeader::default().with_correlation_id(request.header.correlation_id);
+    let mut out = BytesMut::new();
+    // ApiVersions responses always use header v0, whatever the request's.
+    header
+        .encode(&mut out, ApiVersionsResponse::header_version(version))
+        .expect("a response header encodes");
+    response
+        .encode(&mut out, version)
+        .expect("an ApiVersions response encodes");
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::request::parse;
+    use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader};
+    use kafka_protocol::protocol::{Decodable, StrBytes};
+
+    /// Encodes a request as a client would (header + body).
+    fn client_request(version: i16, correlation_id: i32) -> Bytes {
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("test")));
+        let mut out = BytesMut::new();
+        let encode_version = version.min(4);
+        header
+            .encode(&mut out, ApiVersionsRequest::header_version(encode_version))
+            .unwrap();
+        ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("test"))
+            .with_client_software_version(StrBytes::from_static_str("1"))
+            .encode(&mut out, encode_version)
+            .unwrap();
+        if version > 4 {
+            // A client newer than the codec: patch the version in the header.
+            out[2..4].copy_from_slice(&version.to_be_bytes());
+        }
+        out.freeze()
+    }
+
+    fn decode_response(mut bytes: Bytes, version: i16) -> (i32, ApiVersionsResponse) {
+        let header =
+            ResponseHeader::decode(&mut bytes, ApiVersionsResponse::header_version(version))
+                .unwrap();
+        let response = ApiVersionsResponse::decode(&mut bytes, version).unwrap();
+        assert!(bytes.is_empty(), "nothing after the response");
+        (header.correlation_id, response)
+    }
+
+    #[test]
+    fn every_served_version_is_answered_in_kind() {
+        for version in 0..=3 {
+            let request = parse(client_request(version, 40 + version as i32)).unwrap();
+            let (correlation, response) = decode_response(answer(&request), version);
+            assert_eq!(correlation, 40 + version as i32);
+            assert_eq!(response.error_code, 0);
+            assert_eq!(response.api_keys.len(), SERVED.len());
+            assert_eq!(response.api_keys[0].max_version, 3);
+        }
+    }
+
+    #[test]
+    fn a_too_new_version_gets_a_v0_answer_with_unsupported_version() {
+        for version in [4, 9] {
+            let request = parse(client_request(version, 7)).unwrap();
+            let (correlation, response) = decode_response(answer(&request), 0);
+            assert_eq!(correlation, 7);
+            assert_eq!(response.error_code, 35);
+            assert_eq!(response.api_keys[0].api_key, ApiKey::ApiVersions as i16);
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_short_or_garbled_headers_are_errors_not_panics() {
+        use crate::kafka::request::RequestError;
+        assert_eq!(
+            parse(Bytes::from_static(&[0, 18])).unwrap_err(),
+            RequestError::TooShort(2)
+        );
+        assert_eq!(
+            parse(Bytes::from_static(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1])).unwrap_err(),
+            RequestError::UnknownApiKey(0x7f7f)
+        );
+        // Header v2 with a client id length running past the frame.
+        let garbled = Bytes::from_static(&[0, 18, 0, 3, 0, 0, 0, 1, 0x7f, 0x00, b'x']);
+        assert!(matches!(
+            parse(garbled),
+            Err(RequestError::MalformedHeader(_))
+        ));
+        let mut seed = 3u64;
+        for _ in 0..5_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = (seed >> 59) as usize;
+            let bytes: Vec<u8> = (0..len).map(|i| (seed >> (i % 7 * 8)) as u8).collect();
+            let mut frame = vec![0u8, 18];
+            frame.extend_from_slice(&bytes);
+            if let Ok(request) = parse(Bytes::from(frame)) {
+                let _ = answer(&request);
+            }
+        }
+    }
+}

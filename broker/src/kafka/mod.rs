@@ -1,0 +1,6 @@
+//! The Kafka wire protocol on the broker side: framing, request headers,
+//! and the handlers of the APIs served so far.
+
+pub mod api_versions;
+pub mod frame;
+pub mod request;

@@ -6,3 +6,4 @@
 
 pub mod config;
 pub mod kafka;
+pub mod server;

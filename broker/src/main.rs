@@ -1,0 +1,40 @@
+//! The `broker` binary. `broker` alone is `broker serve`.
+//!
+//! Status: it serves the Kafka ApiVersions request only; the other APIs
+//! are the open broker issue.
+
+use std::sync::mpsc;
+
+use broker::config::{BrokerConfig, CommandLine};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "serve") {
+        args.remove(0);
+    }
+    let config = match CommandLine::parse(args).and_then(|line| BrokerConfig::load(&line)) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("broker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let announcer = std::thread::spawn(move || {
+        if let Ok(address) = ready_rx.recv() {
+            tracing::info!(kafka = %address, "listening (serving ApiVersions only: the other Kafka APIs are not built yet)");
+        }
+    });
+    if let Err(e) = broker::server::run(config, ready_tx) {
+        eprintln!("broker: {e}");
+        std::process::exit(1);
+    }
+    let _ = announcer.join();
+}

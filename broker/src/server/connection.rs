@@ -1,0 +1,53 @@
+//! One client connection: read frames, answer each request in order.
+
+use futures::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use kafka_protocol::messages::ApiKey;
+
+use crate::kafka::frame::{self, FrameReader};
+use crate::kafka::{api_versions, request};
+
+/// Bytes read from the socket at a time (at least).
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Serves a connection until the client closes it or sends something
+/// that cannot be answered; either way the shard carries on.
+pub async fn serve(mut stream: TcpStream, max_request_bytes: u32) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut reader = FrameReader::new(max_request_bytes);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        loop {
+            let request_frame = match reader.next_frame() {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: bad request frame");
+                    return;
+                }
+            };
+            let response = match request::parse(request_frame) {
+                Ok(req) if req.api_key == ApiKey::ApiVersions => api_versions::answer(&req),
+                Ok(req) => {
+                    tracing::warn!(%peer, api = ?req.api_key, "closing connection: API not served");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: malformed request");
+                    return;
+                }
+            };
+            if stream.write_all(&frame::frame(&response)).await.is_err() {
+                return;
+            }
+        }
+        let n = match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        reader.read_buffer(n).extend_from_slice(&chunk[..n]);
+    }
+}

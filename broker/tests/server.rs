@@ -1,0 +1,160 @@
+//! The real broker binary on an ephemeral port: ApiVersions is answered,
+//! pipelined requests are answered in order, and bad input closes only the
+//! connection that sent it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+struct Broker {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_broker(data_dir: &std::path::Path) -> Broker {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args([
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--shards",
+            "2",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the broker");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("kafka=").nth(1) {
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+        }
+    });
+    let address = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the broker logs where it listens");
+    Broker { child, address }
+}
+
+fn connect(broker: &Broker) -> TcpStream {
+    let stream = TcpStream::connect(&broker.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+fn api_versions_request(version: i16, correlation_id: i32) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::ApiVersions as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("server-test")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, ApiVersionsRequest::header_version(version))
+        .unwrap();
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("server-test"))
+        .with_client_software_version(StrBytes::from_static_str("1"))
+        .encode(&mut body, version)
+        .unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+fn read_response(stream: &mut TcpStream, version: i16) -> (i32, ApiVersionsResponse) {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let header =
+        ResponseHeader::decode(&mut body, ApiVersionsResponse::header_version(version)).unwrap();
+    (
+        header.correlation_id,
+        ApiVersionsResponse::decode(&mut body, version).unwrap(),
+    )
+}
+
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+}
+
+#[test]
+fn api_versions_pipelining_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+
+    let mut client = connect(&broker);
+    client.write_all(&api_versions_request(3, 1)).unwrap();
+    let (correlation, response) = read_response(&mut client, 3);
+    assert_eq!((correlation, response.error_code), (1, 0));
+    assert!(response
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 3));
+
+    // Pipelined: three requests in one write, answered in order.
+    let mut burst = Vec::new();
+    for id in [10, 11, 12] {
+        burst.extend_from_slice(&api_versions_request(2, id));
+    }
+    client.write_all(&burst).unwrap();
+    for id in [10, 11, 12] {
+        assert_eq!(read_response(&mut client, 2).0, id);
+    }
+
+    // A huge length prefix, a negative one, an unknown API key, garbage:
+    // each connection is closed, nothing large is allocated.
+    let bad: Vec<Vec<u8>> = vec![
+        i32::MAX.to_be_bytes().to_vec(),
+        (-5i32).to_be_bytes().to_vec(),
+        [
+            8i32.to_be_bytes().to_vec(),
+            vec![0x7f, 0x7f, 0, 0, 0, 0, 0, 1],
+        ]
+        .concat(),
+        [3i32.to_be_bytes().to_vec(), vec![1, 2, 3]].concat(),
+    ];
+    for input in bad {
+        let mut stream = connect(&broker);
+        stream.write_all(&input).unwrap();
+        assert!(closed_by_server(&mut stream), "closed after {input:?}");
+    }
+
+    // The broker still serves, on a new connection and the old one.
+    let mut fresh = connect(&broker);
+    fresh.write_all(&api_versions_request(0, 99)).unwrap();
+    assert_eq!(read_response(&mut fresh, 0).0, 99);
+    client.write_all(&api_versions_request(3, 100)).unwrap();
+    assert_eq!(read_response(&mut client, 3).0, 100);
+}

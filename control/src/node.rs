@@ -254,6 +254,11 @@ impl MetadataNode {
         })
     }
 
+    /// raft-rs's in-memory log and hard state.
+    fn memory(&self) -> &MemStorage {
+        &self.raw.raft.raft_log.store.mem
+    }
+
     /// Advances logical time by one tick.
     pub fn tick(&mut self) {
         self.raw.tick();
@@ -316,21 +321,14 @@ impl MetadataNode {
         }
         self.apply_entries(ready.take_committed_entries());
         if !ready.entries().is_empty() {
-            let store = self.raw.raft.raft_log.store.mem.clone();
-            store
+            self.memory()
                 .wl()
                 .append(ready.entries())
                 .expect("appending to memory");
             output.persist.entries = ready.entries().to_vec();
         }
         if let Some(hard_state) = ready.hs() {
-            self.raw
-                .raft
-                .raft_log
-                .store
-                .mem
-                .wl()
-                .set_hardstate(hard_state.clone());
+            self.memory().wl().set_hardstate(hard_state.clone());
             output.persist.hard_state = Some(hard_state.clone());
         }
         output.after_persist = ready.take_persisted_messages();
@@ -344,14 +342,7 @@ impl MetadataNode {
         let ready = self.pending.take().expect("ready() came first");
         let mut light = self.raw.advance(ready);
         if let Some(commit) = light.commit_index() {
-            self.raw
-                .raft
-                .raft_log
-                .store
-                .mem
-                .wl()
-                .mut_hard_state()
-                .commit = commit;
+            self.memory().wl().mut_hard_state().commit = commit;
         }
         let messages = light.take_messages();
         self.apply_entries(light.take_committed_entries());

@@ -1,6 +1,8 @@
 //! The metadata service over the in-memory network: an isolated leader is
 //! replaced, and after healing everyone converges on one history.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -9,215 +11,187 @@ use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
 use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
 use control::*;
+use support::{on_glommio, register, WAIT_MAX};
 
 const TICK: Duration = Duration::from_millis(5);
-const WAIT_MAX: Duration = Duration::from_secs(20);
-
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
-        glommio::timer::sleep(TICK).await;
-    }
-}
-
-fn register(id: i32) -> MetadataRecord {
-    MetadataRecord::RegisterBroker(BrokerRegistration {
-        id: BrokerId(id),
-        incarnation: Incarnation(1),
-        listener: "127.0.0.1:9092".into(),
-        rack: None,
-        shards: 1,
-    })
-}
 
 #[test]
 fn an_isolated_leader_is_replaced_and_rejoins_the_history() {
     let dirs: Vec<_> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(2 << 20)
-        .make()
-        .expect("glommio executor")
-        .run(async move {
-            let ids = [1u64, 2, 3, 4, 5];
-            let network = MemoryNetwork::new();
-            let mut services = BTreeMap::new();
-            for (id, dir) in ids.iter().zip(&dirs) {
-                let disk = FileRaftDisk::open(dir.path()).unwrap();
-                let node =
-                    MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered())
-                        .unwrap();
-                services.insert(
-                    *id,
-                    MetadataService::start(node, disk, network.join(*id), ServiceConfig::new(TICK)),
-                );
-            }
-            let leader_of = |services: &BTreeMap<u64, MetadataService>| {
-                services
-                    .iter()
-                    .find(|(_, s)| s.view().is_leader)
-                    .map(|(id, _)| *id)
-            };
-            wait_until("a leader", || leader_of(&services).is_some()).await;
-            let first = leader_of(&services).unwrap();
-            services[&first].propose(register(1)).unwrap();
-            wait_until("the first record everywhere", || {
-                services
-                    .values()
-                    .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(1)))
-            })
-            .await;
-            network.isolate(first);
-            // A proposal to the isolated leader cannot commit.
-            services[&first].propose(register(66)).unwrap();
-            wait_until("a new leader among the others", || {
-                services
-                    .iter()
-                    .any(|(id, s)| *id != first && s.view().is_leader)
-            })
-            .await;
-            let second = services
+    on_glommio(async move {
+        let ids = [1u64, 2, 3, 4, 5];
+        let network = MemoryNetwork::new();
+        let mut services = BTreeMap::new();
+        for (id, dir) in ids.iter().zip(&dirs) {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let node =
+                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+            services.insert(
+                *id,
+                MetadataService::start(node, disk, network.join(*id), ServiceConfig::new(TICK)),
+            );
+        }
+        let leader_of = |services: &BTreeMap<u64, MetadataService>| {
+            services
                 .iter()
-                .find(|(id, s)| **id != first && s.view().is_leader)
+                .find(|(_, s)| s.view().is_leader)
                 .map(|(id, _)| *id)
-                .unwrap();
-            services[&second].propose(register(2)).unwrap();
-            wait_until("the majority commits", || {
-                services
-                    .iter()
-                    .filter(|(id, _)| **id != first)
-                    .all(|(_, s)| s.view().metadata.brokers.contains_key(&BrokerId(2)))
-            })
-            .await;
-            network.heal();
-            wait_until("the old leader rejoins", || {
-                services[&first]
-                    .view()
-                    .metadata
-                    .brokers
-                    .contains_key(&BrokerId(2))
-                    && !services[&first].view().is_leader
-            })
-            .await;
+        };
+        wait_until_tick("a leader", || leader_of(&services).is_some()).await;
+        let first = leader_of(&services).unwrap();
+        services[&first].propose(register(1)).unwrap();
+        wait_until_tick("the first record everywhere", || {
+            services
+                .values()
+                .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(1)))
+        })
+        .await;
+        network.isolate(first);
+        // A proposal to the isolated leader cannot commit.
+        services[&first].propose(register(66)).unwrap();
+        wait_until_tick("a new leader among the others", || {
+            services
+                .iter()
+                .any(|(id, s)| *id != first && s.view().is_leader)
+        })
+        .await;
+        let second = services
+            .iter()
+            .find(|(id, s)| **id != first && s.view().is_leader)
+            .map(|(id, _)| *id)
+            .unwrap();
+        services[&second].propose(register(2)).unwrap();
+        wait_until_tick("the majority commits", || {
+            services
+                .iter()
+                .filter(|(id, _)| **id != first)
+                .all(|(_, s)| s.view().metadata.brokers.contains_key(&BrokerId(2)))
+        })
+        .await;
+        network.heal();
+        wait_until_tick("the old leader rejoins", || {
+            services[&first]
+                .view()
+                .metadata
+                .brokers
+                .contains_key(&BrokerId(2))
+                && !services[&first].view().is_leader
+        })
+        .await;
+        let states: Vec<Vec<u8>> = services
+            .values()
+            .map(|s| s.view().metadata.encode())
+            .collect();
+        wait_until_tick("convergence", || {
             let states: Vec<Vec<u8>> = services
                 .values()
                 .map(|s| s.view().metadata.encode())
                 .collect();
-            wait_until("convergence", || {
-                let states: Vec<Vec<u8>> = services
-                    .values()
-                    .map(|s| s.view().metadata.encode())
-                    .collect();
-                states.windows(2).all(|w| w[0] == w[1])
-            })
-            .await;
-            assert!(!states.is_empty());
-            assert!(
-                services
-                    .values()
-                    .all(|s| !s.view().metadata.brokers.contains_key(&BrokerId(66))),
-                "the isolated leader's proposal never committed"
-            );
-        });
+            states.windows(2).all(|w| w[0] == w[1])
+        })
+        .await;
+        assert!(!states.is_empty());
+        assert!(
+            services
+                .values()
+                .all(|s| !s.view().metadata.brokers.contains_key(&BrokerId(66))),
+            "the isolated leader's proposal never committed"
+        );
+    });
 }
 
 #[test]
 fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(2 << 20)
-        .make()
-        .expect("glommio executor")
-        .run(async move {
-            let ids = [1u64, 2, 3];
-            let network = MemoryNetwork::new();
-            let config = ServiceConfig {
-                session_timeout: Duration::from_millis(1_000),
-                controller_interval: Duration::from_millis(20),
-                ..ServiceConfig::new(TICK)
-            };
-            let mut services = BTreeMap::new();
-            for (id, dir) in ids.iter().zip(&dirs) {
-                let disk = FileRaftDisk::open(dir.path()).unwrap();
-                let node =
-                    MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered())
-                        .unwrap();
-                services.insert(
-                    *id,
-                    MetadataService::start(node, disk, network.join(*id), config.clone()),
-                );
-            }
-            wait_until("a leader", || services.values().any(|s| s.view().is_leader)).await;
-            let controller = services.values().find(|s| s.view().is_leader).unwrap();
-            let follower = services.values().find(|s| !s.view().is_leader).unwrap();
-            let refused = follower
-                .request(ControllerRequest::DeleteTopic { name: "x".into() })
-                .await;
-            assert!(
-                matches!(refused, Err(RequestError::NotController { .. })),
-                "{refused:?}"
+    on_glommio(async move {
+        let ids = [1u64, 2, 3];
+        let network = MemoryNetwork::new();
+        let config = ServiceConfig {
+            session_timeout: Duration::from_millis(1_000),
+            controller_interval: Duration::from_millis(20),
+            ..ServiceConfig::new(TICK)
+        };
+        let mut services = BTreeMap::new();
+        for (id, dir) in ids.iter().zip(&dirs) {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let node =
+                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+            services.insert(
+                *id,
+                MetadataService::start(node, disk, network.join(*id), config.clone()),
             );
-            for broker in 1..=3 {
-                let registration = BrokerRegistration {
-                    id: BrokerId(broker),
-                    incarnation: Incarnation(1),
-                    listener: format!("127.0.0.1:{}", 9000 + broker),
-                    rack: Some(format!("r{broker}")),
-                    shards: 2,
-                };
-                controller
-                    .request(ControllerRequest::RegisterBroker(registration))
-                    .await
-                    .unwrap();
-            }
-            let heartbeat_all = |brokers: &[i32]| {
-                for b in brokers {
-                    controller.heartbeat(BrokerId(*b), Incarnation(1)).unwrap();
-                }
-            };
-            heartbeat_all(&[1, 2, 3]);
-            wait_until("the brokers unfenced", || {
-                controller.view().metadata.live_brokers().count() == 3
-            })
+        }
+        wait_until_tick("a leader", || services.values().any(|s| s.view().is_leader)).await;
+        let controller = services.values().find(|s| s.view().is_leader).unwrap();
+        let follower = services.values().find(|s| !s.view().is_leader).unwrap();
+        let refused = follower
+            .request(ControllerRequest::DeleteTopic { name: "x".into() })
             .await;
-            let create = ControllerRequest::CreateTopic {
-                id: TopicId([5; 16]),
-                name: "orders".into(),
-                partitions: 6,
-                replication_factor: 3,
-                config: TopicConfig::default(),
+        assert!(
+            matches!(refused, Err(RequestError::NotController { .. })),
+            "{refused:?}"
+        );
+        for broker in 1..=3 {
+            let registration = BrokerRegistration {
+                id: BrokerId(broker),
+                incarnation: Incarnation(1),
+                listener: format!("127.0.0.1:{}", 9000 + broker),
+                rack: Some(format!("r{broker}")),
+                shards: 2,
             };
-            controller.request(create.clone()).await.unwrap();
-            // Committed on a majority when answered; the same request again is refused.
-            assert!(matches!(
-                controller.request(create).await,
-                Err(RequestError::Refused(MetadataError::TopicExists(_)))
-            ));
-            assert!(controller.view().metadata.topic_by_name("orders").is_ok());
-            // Broker 1 stops heartbeating; 2 and 3 go on.
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                heartbeat_all(&[2, 3]);
-                glommio::timer::sleep(Duration::from_millis(50)).await;
-                if controller.view().metadata.brokers[&BrokerId(1)].fenced {
-                    break;
-                }
+            controller
+                .request(ControllerRequest::RegisterBroker(registration))
+                .await
+                .unwrap();
+        }
+        let heartbeat_all = |brokers: &[i32]| {
+            for b in brokers {
+                controller.heartbeat(BrokerId(*b), Incarnation(1)).unwrap();
             }
-            let view = controller.view();
-            assert!(
-                view.metadata.brokers[&BrokerId(1)].fenced,
-                "fenced within the session timeout and a margin"
-            );
-            for p in &view.metadata.topic_by_name("orders").unwrap().partitions {
-                let leader = p.leader.expect("led");
-                assert_ne!(leader, BrokerId(1));
-                assert!(p.isr.contains(&leader));
+        };
+        heartbeat_all(&[1, 2, 3]);
+        wait_until_tick("the brokers unfenced", || {
+            controller.view().metadata.live_brokers().count() == 3
+        })
+        .await;
+        let create = ControllerRequest::CreateTopic {
+            id: TopicId([5; 16]),
+            name: "orders".into(),
+            partitions: 6,
+            replication_factor: 3,
+            config: TopicConfig::default(),
+        };
+        controller.request(create.clone()).await.unwrap();
+        // Committed on a majority when answered; the same request again is refused.
+        assert!(matches!(
+            controller.request(create).await,
+            Err(RequestError::Refused(MetadataError::TopicExists(_)))
+        ));
+        assert!(controller.view().metadata.topic_by_name("orders").is_ok());
+        // Broker 1 stops heartbeating; 2 and 3 go on.
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            heartbeat_all(&[2, 3]);
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+            if controller.view().metadata.brokers[&BrokerId(1)].fenced {
+                break;
             }
-            assert!(
-                !view.metadata.brokers[&BrokerId(2)].fenced
-                    && !view.metadata.brokers[&BrokerId(3)].fenced
-            );
-        });
+        }
+        let view = controller.view();
+        assert!(
+            view.metadata.brokers[&BrokerId(1)].fenced,
+            "fenced within the session timeout and a margin"
+        );
+        for p in &view.metadata.topic_by_name("orders").unwrap().partitions {
+            let leader = p.leader.expect("led");
+            assert_ne!(leader, BrokerId(1));
+            assert!(p.isr.contains(&leader));
+        }
+        assert!(
+            !view.metadata.brokers[&BrokerId(2)].fenced
+                && !view.metadata.brokers[&BrokerId(3)].fenced
+        );
+    });
 }
 
 #[test]
@@ -241,7 +215,7 @@ fn another_shard_receives_the_committed_changes() {
                 hand_over
                     .send(service.subscribe_shared(16).unwrap())
                     .unwrap();
-                wait_until("leadership", || service.view().is_leader).await;
+                wait_until_tick("leadership", || service.view().is_leader).await;
                 service.propose(register(1)).unwrap();
                 service.propose(register(2)).unwrap();
                 // Keep the service alive until the other shard has read.
@@ -285,4 +259,8 @@ fn another_shard_receives_the_committed_changes() {
     done_tx.send(()).unwrap();
     control_shard.join().unwrap();
     assert_eq!(brokers, vec![BrokerId(1), BrokerId(2)]);
+}
+
+async fn wait_until_tick(what: &str, check: impl FnMut() -> bool) {
+    support::wait_until(what, TICK, check).await
 }

@@ -2,8 +2,10 @@
 //! elect a leader, replicate records, stream committed changes, and carry
 //! on after the leader is stopped.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use control::disk::FileRaftDisk;
 use control::node::{MetadataNode, NodeConfig};
@@ -11,28 +13,9 @@ use control::service::{MetadataService, ServiceConfig};
 use control::tcp::TcpTransport;
 use control::*;
 use glommio::net::TcpListener;
+use support::{on_glommio, register};
 
 const TICK: Duration = Duration::from_millis(10);
-const WAIT_MAX: Duration = Duration::from_secs(20);
-
-fn register(id: i32) -> MetadataRecord {
-    MetadataRecord::RegisterBroker(BrokerRegistration {
-        id: BrokerId(id),
-        incarnation: Incarnation(1),
-        listener: format!("127.0.0.1:{}", 9000 + id),
-        rack: None,
-        shards: 1,
-    })
-}
-
-/// Polls `check` every tick until it holds or `WAIT_MAX` passes.
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
-        glommio::timer::sleep(TICK).await;
-    }
-}
 
 fn leader_of(services: &BTreeMap<u64, MetadataService>) -> Option<u64> {
     let leaders: Vec<u64> = services
@@ -53,106 +36,96 @@ fn leader_of(services: &BTreeMap<u64, MetadataService>) -> Option<u64> {
 #[test]
 fn three_nodes_elect_replicate_and_survive_the_leaders_loss() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(2 << 20)
-        .make()
-        .expect("glommio executor")
-        .run(async move {
-            let ids = [1u64, 2, 3];
-            let listeners: Vec<TcpListener> = ids
-                .iter()
-                .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-                .collect();
-            let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
-                .iter()
-                .zip(&listeners)
-                .map(|(id, l)| (*id, l.local_addr().unwrap()))
-                .collect();
-            let mut services = BTreeMap::new();
-            for ((id, listener), dir) in ids.iter().zip(listeners).zip(&dirs) {
-                let disk = FileRaftDisk::open(dir.path()).unwrap();
-                let node =
-                    MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered())
-                        .unwrap();
-                let transport =
-                    TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
-                services.insert(
-                    *id,
-                    MetadataService::start(node, disk, transport, ServiceConfig::new(TICK)),
-                );
-            }
-            wait_until("a leader", || leader_of(&services).is_some()).await;
-            let leader = leader_of(&services).unwrap();
-            let follower = *ids.iter().find(|id| **id != leader).unwrap();
-            let changes = services[&follower].subscribe(64);
-            for broker in 1..=3 {
-                services[&leader].propose(register(broker)).unwrap();
-            }
-            wait_until("replication to all three", || {
-                services
-                    .values()
-                    .all(|s| s.view().metadata.brokers.len() == 3)
-            })
-            .await;
-            // The follower's change stream saw the three records in order.
-            let mut seen = Vec::new();
-            while seen.len() < 3 {
-                let change = changes.recv().await.expect("stream open");
-                if let Some(MetadataRecord::RegisterBroker(r)) = change.record {
-                    seen.push((change.index, r.id));
-                }
-            }
-            assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
-            assert_eq!(
-                seen.iter().map(|s| s.1).collect::<Vec<_>>(),
-                vec![BrokerId(1), BrokerId(2), BrokerId(3)]
+    on_glommio(async move {
+        let ids = [1u64, 2, 3];
+        let listeners: Vec<TcpListener> = ids
+            .iter()
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
+            .iter()
+            .zip(&listeners)
+            .map(|(id, l)| (*id, l.local_addr().unwrap()))
+            .collect();
+        let mut services = BTreeMap::new();
+        for ((id, listener), dir) in ids.iter().zip(listeners).zip(&dirs) {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let node =
+                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+            let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
+            services.insert(
+                *id,
+                MetadataService::start(node, disk, transport, ServiceConfig::new(TICK)),
             );
+        }
+        wait_until_tick("a leader", || leader_of(&services).is_some()).await;
+        let leader = leader_of(&services).unwrap();
+        let follower = *ids.iter().find(|id| **id != leader).unwrap();
+        let changes = services[&follower].subscribe(64);
+        for broker in 1..=3 {
+            services[&leader].propose(register(broker)).unwrap();
+        }
+        wait_until_tick("replication to all three", || {
+            services
+                .values()
+                .all(|s| s.view().metadata.brokers.len() == 3)
+        })
+        .await;
+        // The follower's change stream saw the three records in order.
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let change = changes.recv().await.expect("stream open");
+            if let Some(MetadataRecord::RegisterBroker(r)) = change.record {
+                seen.push((change.index, r.id));
+            }
+        }
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(
+            seen.iter().map(|s| s.1).collect::<Vec<_>>(),
+            vec![BrokerId(1), BrokerId(2), BrokerId(3)]
+        );
 
-            // Stop the leader: its transport closes with it.
-            let old_term = services[&leader].view().term;
-            drop(services.remove(&leader));
-            wait_until("a new leader", || {
-                leader_of(&services)
-                    .is_some_and(|l| l != leader && services[&l].view().term > old_term)
-            })
-            .await;
-            let new_leader = leader_of(&services).unwrap();
-            services[&new_leader].propose(register(4)).unwrap();
-            wait_until("replication after the loss", || {
-                services
-                    .values()
-                    .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(4)))
-            })
-            .await;
-        });
+        // Stop the leader: its transport closes with it.
+        let old_term = services[&leader].view().term;
+        drop(services.remove(&leader));
+        wait_until_tick("a new leader", || {
+            leader_of(&services).is_some_and(|l| l != leader && services[&l].view().term > old_term)
+        })
+        .await;
+        let new_leader = leader_of(&services).unwrap();
+        services[&new_leader].propose(register(4)).unwrap();
+        wait_until_tick("replication after the loss", || {
+            services
+                .values()
+                .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(4)))
+        })
+        .await;
+    });
 }
 
 #[test]
 fn one_voter_is_a_quorum_and_its_state_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(2 << 20)
-        .make()
-        .expect("glommio executor")
-        .run(async move {
-            for life in 1..=2 {
-                let disk = FileRaftDisk::open(&path).unwrap();
-                let node =
-                    MetadataNode::start(&NodeConfig::new(1, vec![1]), disk.recovered()).unwrap();
-                let transport =
-                    TcpTransport::start(1, "127.0.0.1:0".parse().unwrap(), BTreeMap::new())
-                        .unwrap();
-                let service =
-                    MetadataService::start(node, disk, transport, ServiceConfig::new(TICK));
-                wait_until("the single node to lead", || service.view().is_leader).await;
-                if life == 1 {
-                    service.propose(register(7)).unwrap();
-                }
-                wait_until("the record", || {
-                    service.view().metadata.brokers.contains_key(&BrokerId(7))
-                })
-                .await;
+    on_glommio(async move {
+        for life in 1..=2 {
+            let disk = FileRaftDisk::open(&path).unwrap();
+            let node = MetadataNode::start(&NodeConfig::new(1, vec![1]), disk.recovered()).unwrap();
+            let transport =
+                TcpTransport::start(1, "127.0.0.1:0".parse().unwrap(), BTreeMap::new()).unwrap();
+            let service = MetadataService::start(node, disk, transport, ServiceConfig::new(TICK));
+            wait_until_tick("the single node to lead", || service.view().is_leader).await;
+            if life == 1 {
+                service.propose(register(7)).unwrap();
             }
-        });
+            wait_until_tick("the record", || {
+                service.view().metadata.brokers.contains_key(&BrokerId(7))
+            })
+            .await;
+        }
+    });
+}
+
+async fn wait_until_tick(what: &str, check: impl FnMut() -> bool) {
+    support::wait_until(what, TICK, check).await
 }

@@ -2,5 +2,6 @@
 //! and the handlers of the APIs served so far.
 
 pub mod api_versions;
+pub mod bounds;
 pub mod frame;
 pub mod request;

@@ -1,0 +1,301 @@
+//! Checks a request body's lengths and counts against the bytes that
+//! remain, before the `kafka-protocol` codec decodes it.
+//!
+//! The codec allocates `Vec::with_capacity(count)` for arrays with the
+//! count read from the wire, so a few bytes claiming 2^31 elements would
+//! abort the process. Walking the body first with the request's schema
+//! proves every count is backed by bytes (every element takes at least
+//! one), every string and byte field fits, and every tagged field fits.
+//! One walker per request type that has arrays; each is tested against the
+//! codec's own encoding of every version it serves.
+
+/// Why a body was refused before decoding.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundsError {
+    /// A field runs past the end of the body.
+    #[error("field at byte {at} needs {needed} bytes, {remaining} remain")]
+    Truncated {
+        /// Where the field starts.
+        at: usize,
+        /// Bytes it claims.
+        needed: u64,
+        /// Bytes left in the body.
+        remaining: usize,
+    },
+    /// A negative length or count other than the null marker.
+    #[error("invalid length {0} at byte {1}")]
+    Negative(i64, usize),
+    /// A varint longer than its type allows.
+    #[error("malformed varint at byte {0}")]
+    Varint(usize),
+}
+
+/// A cursor over a body in one encoding (flexible or not).
+pub struct Walker<'a> {
+    body: &'a [u8],
+    at: usize,
+    flexible: bool,
+}
+
+type Walk = Result<(), BoundsError>;
+
+impl<'a> Walker<'a> {
+    /// A walker over `body`; `flexible` for the compact encodings.
+    pub fn new(body: &'a [u8], flexible: bool) -> Walker<'a> {
+        Walker {
+            body,
+            at: 0,
+            flexible,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.body.len() - self.at
+    }
+
+    fn take(&mut self, n: u64) -> Result<&'a [u8], BoundsError> {
+        if n > self.remaining() as u64 {
+            return Err(BoundsError::Truncated {
+                at: self.at,
+                needed: n,
+                remaining: self.remaining(),
+            });
+        }
+        let slice = &self.body[self.at..self.at + n as usize];
+        self.at += n as usize;
+        Ok(slice)
+    }
+
+    /// A fixed-size field (int8 .. int64, uuid, boolean).
+    pub fn fixed(&mut self, bytes: u64) -> Walk {
+        self.take(bytes).map(|_| ())
+    }
+
+    fn uvarint(&mut self) -> Result<u64, BoundsError> {
+        let start = self.at;
+        let mut value = 0u64;
+        for shift in (0..35).step_by(7) {
+            let byte = self.take(1)?[0];
+            value |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(BoundsError::Varint(start))
+    }
+
+    fn signed(&mut self, width: u64) -> Result<i64, BoundsError> {
+        let raw = self.take(width)?;
+        Ok(match width {
+            2 => i16::from_be_bytes([raw[0], raw[1]]) as i64,
+            _ => i32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as i64,
+        })
+    }
+
+    /// A length prefix: `Some(len)`, or None for null. Non-flexible
+    /// encodings use `width` bytes (2 for strings, 4 for bytes and arrays).
+    fn length(&mut self, width: u64) -> Result<Option<u64>, BoundsError> {
+        let at = self.at;
+        if self.flexible {
+            return Ok(self.uvarint()?.checked_sub(1));
+        }
+        match self.signed(width)? {
+            -1 => Ok(None),
+            n if n < 0 => Err(BoundsError::Negative(n, at)),
+            n => Ok(Some(n as u64)),
+        }
+    }
+
+    /// A string (nullable or not: the bounds are the same).
+    pub fn string(&mut self) -> Walk {
+        let len = self.length(2)?.unwrap_or(0);
+        self.fixed(len)
+    }
+
+    /// A bytes or records field.
+    pub fn bytes(&mut self) -> Walk {
+        let len = self.length(4)?.unwrap_or(0);
+        self.fixed(len)
+    }
+
+    /// An array whose elements `element` walks; the count must not exceed
+    /// the bytes that remain.
+    pub fn array(&mut self, mut element: impl FnMut(&mut Self) -> Walk) -> Walk {
+        let at = self.at;
+        let count = self.length(4)?.unwrap_or(0);
+        if count > self.remaining() as u64 {
+            return Err(BoundsError::Truncated {
+                at,
+                needed: count,
+                remaining: self.remaining(),
+            });
+        }
+        for _ in 0..count {
+            element(self)?;
+        }
+        Ok(())
+    }
+
+    /// The tagged fields closing a struct in flexible versions.
+    pub fn tagged_fields(&mut self) -> Walk {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.uvarint()?;
+        for _ in 0..count {
+            self.uvarint()?;
+            let size = self.uvarint()?;
+            self.fixed(size)?;
+        }
+        Ok(())
+    }
+}
+
+/// Produce v3-13 (flexible from v9; topic ids instead of names from v13).
+pub fn check_produce(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 9);
+    w.string()?; // transactional_id
+    w.fixed(2)?; // acks
+    w.fixed(4)?; // timeout_ms
+    w.array(|w| {
+        if version >= 13 {
+            w.fixed(16)?; // topic_id
+        } else {
+            w.string()?; // name
+        }
+        w.array(|w| {
+            w.fixed(4)?; // index
+            w.bytes()?; // records
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()
+}
+
+/// Metadata v0-13 (flexible from v9; topic ids from v10).
+pub fn check_metadata(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 9);
+    w.array(|w| {
+        if version >= 10 {
+            w.fixed(16)?; // topic_id
+        }
+        w.string()?; // name
+        w.tagged_fields()
+    })?;
+    if version >= 4 {
+        w.fixed(1)?; // allow_auto_topic_creation
+    }
+    if (8..=10).contains(&version) {
+        w.fixed(1)?; // include_cluster_authorized_operations
+    }
+    if version >= 8 {
+        w.fixed(1)?; // include_topic_authorized_operations
+    }
+    w.tagged_fields()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    fn produce(version: i16) -> Bytes {
+        let topics = (0..3)
+            .map(|t| {
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(format!("topic-{t}"))))
+                    .with_partition_data(
+                        (0..4)
+                            .map(|p| {
+                                PartitionProduceData::default()
+                                    .with_index(p)
+                                    .with_records(Some(Bytes::from(vec![p as u8; 40])))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(topics);
+        let mut out = BytesMut::new();
+        request.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    fn metadata(version: i16) -> Bytes {
+        let topics = (0..3)
+            .map(|t| {
+                MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_string(format!("t{t}")))))
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        MetadataRequest::default()
+            .with_topics(Some(topics))
+            .encode(&mut out, version)
+            .unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn every_version_the_codec_writes_passes() {
+        for version in 3..=13 {
+            check_produce(&produce(version), version)
+                .unwrap_or_else(|e| panic!("produce v{version}: {e}"));
+        }
+        for version in 0..=13 {
+            check_metadata(&metadata(version), version)
+                .unwrap_or_else(|e| panic!("metadata v{version}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_count_no_bytes_back_is_refused() {
+        // Produce v3 with a topic count of i32::MAX and nothing after it.
+        let mut body = vec![0xff, 0xff, 0, 1, 0, 0, 0x75, 0x30];
+        body.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert!(matches!(
+            check_produce(&body, 3),
+            Err(BoundsError::Truncated { .. })
+        ));
+        // The same in a flexible version: a compact count of 2^31.
+        let mut body = vec![0, 0, 1, 0, 0, 0x75, 0x30];
+        body.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x08]);
+        assert!(check_produce(&body, 9).is_err());
+        // Metadata: a topics count far beyond the body.
+        assert!(check_metadata(&[0x7f, 0xff, 0xff, 0xff, 1], 4).is_err());
+    }
+
+    #[test]
+    fn whatever_passes_the_walk_decodes_without_oversized_arrays() {
+        // Flip and cut bytes of valid bodies: a body the walk accepts must
+        // decode (or fail) with arrays no longer than the body.
+        let mut seed = 11u64;
+        for version in 3..=13i16 {
+            let valid = produce(version);
+            for _ in 0..300 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let mut body = valid.to_vec();
+                let at = (seed >> 33) as usize % body.len();
+                body[at] = (seed >> 17) as u8;
+                body.truncate(body.len() - (seed >> 60) as usize % 3);
+                if check_produce(&body, version).is_ok() {
+                    if let Ok(decoded) =
+                        ProduceRequest::decode(&mut Bytes::from(body.clone()), version)
+                    {
+                        assert!(decoded.topic_data.len() <= body.len());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,9 +1,10 @@
 //! The `broker` binary. `broker` alone is `broker serve`.
 //!
 //! Status: it serves the Kafka ApiVersions request only; the other APIs
-//! are the open broker issue.
+//! are the open broker issue. SIGTERM stops it cleanly (exit 0).
 
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
 
 use broker::config::{BrokerConfig, CommandLine};
 
@@ -26,15 +27,24 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // SIGTERM or SIGINT: stop accepting, let open connections finish, exit 0.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("broker: cannot handle signal {signal}: {e}");
+            std::process::exit(1);
+        }
+    }
     let (ready_tx, ready_rx) = mpsc::channel();
     let announcer = std::thread::spawn(move || {
         if let Ok(address) = ready_rx.recv() {
             tracing::info!(kafka = %address, "listening (serving ApiVersions only: the other Kafka APIs are not built yet)");
         }
     });
-    if let Err(e) = broker::server::run(config, ready_tx) {
+    if let Err(e) = broker::server::run(config, ready_tx, stop) {
         eprintln!("broker: {e}");
         std::process::exit(1);
     }
     let _ = announcer.join();
+    tracing::info!("stopped");
 }

@@ -158,3 +158,29 @@ fn api_versions_pipelining_and_bad_input() {
     client.write_all(&api_versions_request(3, 100)).unwrap();
     assert_eq!(read_response(&mut client, 3).0, 100);
 }
+
+#[test]
+fn sigterm_stops_accepting_and_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = start_broker(dir.path());
+    // An idle open connection must not hold the broker up past its drain.
+    let _idle = connect(&broker);
+    let pid = broker.child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = broker.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the broker did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        TcpStream::connect(&broker.address).is_err(),
+        "no longer accepting"
+    );
+}

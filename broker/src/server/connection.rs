@@ -1,5 +1,7 @@
 //! One client connection: read frames, answer each request in order.
 
+use futures::channel::oneshot;
+use futures::future::{select, Either, Shared};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use kafka_protocol::messages::ApiKey;
@@ -10,9 +12,13 @@ use crate::kafka::{api_versions, request};
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-/// Serves a connection until the client closes it or sends something
-/// that cannot be answered; either way the shard carries on.
-pub async fn serve(mut stream: TcpStream, max_request_bytes: u32) {
+/// Resolves when the shard is stopping.
+pub type Stopping = Shared<oneshot::Receiver<()>>;
+
+/// Serves a connection until the client closes it, sends something that
+/// cannot be answered, or the shard stops (between requests); the shard
+/// carries on either way.
+pub async fn serve(mut stream: TcpStream, max_request_bytes: u32, stopping: Stopping) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -44,7 +50,11 @@ pub async fn serve(mut stream: TcpStream, max_request_bytes: u32) {
                 return;
             }
         }
-        let n = match stream.read(&mut chunk).await {
+        let read = match select(Box::pin(stream.read(&mut chunk)), stopping.clone()).await {
+            Either::Left((read, _)) => read,
+            Either::Right(_) => return, // stopping, and no request half-answered
+        };
+        let n = match read {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };

@@ -8,9 +8,15 @@
 
 mod connection;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
+use futures::channel::oneshot;
+use futures::FutureExt;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
@@ -19,9 +25,19 @@ use crate::config::BrokerConfig;
 /// io_uring buffer memory per shard (locked memory is scarce on many hosts).
 const SHARD_IO_MEMORY_BYTES: usize = 2 << 20;
 
-/// Runs the server until every shard stops. `ready` receives the Kafka
-/// address actually bound (its port is concrete even if 0 was asked).
-pub fn run(config: BrokerConfig, ready: mpsc::Sender<SocketAddr>) -> std::io::Result<()> {
+/// How often a shard looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(20);
+/// How long a stopping shard lets open connections finish.
+const DRAIN_MAX: Duration = Duration::from_secs(5);
+
+/// Runs the server until `stop` is set, then stops accepting, lets open
+/// connections finish (at most `DRAIN_MAX`), and returns. `ready` receives
+/// the Kafka address actually bound (its port is concrete even if 0 was asked).
+pub fn run(
+    config: BrokerConfig,
+    ready: mpsc::Sender<SocketAddr>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<()> {
     let shards = match config.shards {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -40,6 +56,7 @@ pub fn run(config: BrokerConfig, ready: mpsc::Sender<SocketAddr>) -> std::io::Re
             let port_tx = port_tx.clone();
             let port_rx = port_rx.clone();
             let ready = ready.clone();
+            let stop = stop.clone();
             async move {
                 let shard = glommio::executor().id();
                 let listener = if shard == 1 {
@@ -78,7 +95,7 @@ pub fn run(config: BrokerConfig, ready: mpsc::Sender<SocketAddr>) -> std::io::Re
                         }
                     }
                 };
-                accept_loop(listener, max_request_bytes).await;
+                serve_until_stopped(listener, max_request_bytes, stop).await;
             }
         })
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -86,11 +103,46 @@ pub fn run(config: BrokerConfig, ready: mpsc::Sender<SocketAddr>) -> std::io::Re
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, max_request_bytes: u32) {
+async fn serve_until_stopped(listener: TcpListener, max_request_bytes: u32, stop: Arc<AtomicBool>) {
+    let open = Rc::new(Cell::new(0usize));
+    let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
+    let stopping = stopping_rx.shared();
+    let acceptor = glommio::spawn_local(accept_loop(
+        listener,
+        max_request_bytes,
+        open.clone(),
+        stopping,
+    ));
+    while !stop.load(Ordering::Relaxed) {
+        glommio::timer::sleep(STOP_POLL).await;
+    }
+    // Dropping the acceptor cancels it and closes the listener; connections
+    // close once the request they are answering (if any) is answered.
+    drop(acceptor);
+    let _ = stopping_tx.send(());
+    let started = std::time::Instant::now();
+    while open.get() > 0 && started.elapsed() < DRAIN_MAX {
+        glommio::timer::sleep(STOP_POLL).await;
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    max_request_bytes: u32,
+    open: Rc<Cell<usize>>,
+    stopping: connection::Stopping,
+) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(connection::serve(stream, max_request_bytes)).detach();
+                let open = open.clone();
+                let stopping = stopping.clone();
+                open.set(open.get() + 1);
+                glommio::spawn_local(async move {
+                    connection::serve(stream, max_request_bytes, stopping).await;
+                    open.set(open.get() - 1);
+                })
+                .detach();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");

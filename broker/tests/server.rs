@@ -184,3 +184,33 @@ fn sigterm_stops_accepting_and_exits_cleanly() {
         "no longer accepting"
     );
 }
+
+#[test]
+fn the_projects_client_negotiates_versions_with_the_broker() {
+    use client::connection::{ClientError, Connection};
+    use kafka_protocol::messages::ProduceRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address: std::net::SocketAddr = broker.address.parse().unwrap();
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .make()
+        .unwrap()
+        .run(async move {
+            let mut connection = Connection::connect(address, "negotiation-test")
+                .await
+                .unwrap();
+            assert_eq!(connection.version_for::<ApiVersionsRequest>().unwrap(), 3);
+            assert!(matches!(
+                connection.version_for::<ProduceRequest>(),
+                Err(ClientError::Unsupported(_))
+            ));
+            // A version the broker does not serve gets the v0 fallback answer.
+            let fallback = connection
+                .call(&ApiVersionsRequest::default(), 4)
+                .await
+                .unwrap();
+            assert_eq!(fallback.error_code, 35);
+            assert!(!fallback.api_keys.is_empty());
+        });
+}

@@ -1,0 +1,173 @@
+//! One connection to a Kafka-protocol broker, on glommio: typed requests
+//! and responses with correlation ids, response sizes bounded before
+//! allocating, and ApiVersions negotiation.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use futures::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+/// The largest response accepted unless configured otherwise.
+pub const RESPONSE_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// The ApiVersions version this client speaks first (v3: flexible, with
+/// the client's software name).
+const API_VERSIONS_VERSION: i16 = 3;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The connection failed.
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// A response larger than allowed, or negative.
+    #[error("response size {0} out of bounds")]
+    ResponseSize(i64),
+    /// A response that does not decode, or answers another request.
+    #[error("bad response: {0}")]
+    Protocol(String),
+    /// The broker does not serve this API at any version this client speaks.
+    #[error("the broker does not serve {0:?} at a version this client speaks")]
+    Unsupported(ApiKey),
+    /// The broker answered with an error code.
+    #[error("broker error code {0}")]
+    Broker(i16),
+}
+
+/// A connection with the version ranges its broker advertised.
+pub struct Connection {
+    stream: TcpStream,
+    client_id: StrBytes,
+    next_correlation_id: i32,
+    response_bytes_max: usize,
+    /// api key -> (min, max) served by the broker.
+    versions: BTreeMap<i16, (i16, i16)>,
+}
+
+impl Connection {
+    /// Connects and negotiates versions with ApiVersions.
+    pub async fn connect(address: SocketAddr, client_id: &str) -> Result<Connection, ClientError> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(std::io::Error::from)?;
+        let _ = stream.set_nodelay(true);
+        let mut connection = Connection {
+            stream,
+            client_id: StrBytes::from_string(client_id.to_string()),
+            next_correlation_id: 0,
+            response_bytes_max: RESPONSE_BYTES_MAX_DEFAULT,
+            versions: BTreeMap::new(),
+        };
+        connection.negotiate().await?;
+        Ok(connection)
+    }
+
+    async fn negotiate(&mut self) -> Result<(), ClientError> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("commit-log-client"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response = self.call(&request, API_VERSIONS_VERSION).await?;
+        if response.error_code == kafka_protocol::ResponseError::UnsupportedVersion.code() {
+            // The broker answered in v0 with what it serves: retry at v0.
+            response = self.call(&ApiVersionsRequest::default(), 0).await?;
+        }
+        if response.error_code != 0 {
+            return Err(ClientError::Broker(response.error_code));
+        }
+        self.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(())
+    }
+
+    /// The highest version of `R` that both this client and the broker speak.
+    pub fn version_for<R: Request>(&self) -> Result<i16, ClientError> {
+        let key = ApiKey::try_from(R::KEY)
+            .map_err(|_| ClientError::Protocol(format!("unknown key {}", R::KEY)))?;
+        let (broker_min, broker_max) = *self
+            .versions
+            .get(&R::KEY)
+            .ok_or(ClientError::Unsupported(key))?;
+        let ours = key.valid_versions();
+        let version = broker_max.min(ours.max);
+        if version < broker_min.max(ours.min) {
+            return Err(ClientError::Unsupported(key));
+        }
+        Ok(version)
+    }
+
+    /// The version ranges the broker advertised, by api key.
+    pub fn broker_versions(&self) -> &BTreeMap<i16, (i16, i16)> {
+        &self.versions
+    }
+
+    /// Sends `request` at `version` and waits for its response.
+    pub async fn call<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .map_err(protocol)?;
+        request.encode(&mut body, version).map_err(protocol)?;
+        let mut frame = Vec::with_capacity(4 + body.len());
+        frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).await?;
+
+        let mut response = self.read_frame().await?;
+        // ApiVersions answers always use header v0.
+        let header_version = if R::KEY == ApiKey::ApiVersions as i16 {
+            0
+        } else {
+            R::Response::header_version(version)
+        };
+        let header = ResponseHeader::decode(&mut response, header_version).map_err(protocol)?;
+        if header.correlation_id != correlation_id {
+            return Err(ClientError::Protocol(format!(
+                "correlation id {} answers {}",
+                header.correlation_id, correlation_id
+            )));
+        }
+        // A v0 fallback answer to a too-new ApiVersions request decodes as v0.
+        let decode_version = if R::KEY == ApiKey::ApiVersions as i16
+            && response.len() >= 2
+            && response[..2] == [0, 35]
+        {
+            0
+        } else {
+            version
+        };
+        R::Response::decode(&mut response, decode_version).map_err(protocol)
+    }
+
+    async fn read_frame(&mut self) -> Result<Bytes, ClientError> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).await?;
+        let size = i32::from_be_bytes(size) as i64;
+        if size < 0 || size > self.response_bytes_max as i64 {
+            return Err(ClientError::ResponseSize(size));
+        }
+        let mut body = vec![0u8; size as usize];
+        self.stream.read_exact(&mut body).await?;
+        Ok(Bytes::from(body))
+    }
+}
+
+fn protocol(error: impl std::fmt::Display) -> ClientError {
+    ClientError::Protocol(error.to_string())
+}

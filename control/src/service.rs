@@ -317,27 +317,6 @@ impl<T: Transport> Driver<T> {
                         self.node.report_snapshot(to, false);
                     }
                 }
-                Event::Command(Some(Command::SubscribeShared(sender))) => {
-                    // Connecting waits for the other shard to connect its
-                    // end: do it aside, never in the loop that ticks Raft.
-                    let subscribers = self.shared_subscribers.clone();
-                    let view = self.view.clone();
-                    spawn_local(async move {
-                        let connected = sender.connect().await;
-                        // Start it from the current state; later changes
-                        // follow in order (nothing runs between these lines).
-                        let view = view.borrow();
-                        let start = Change {
-                            index: view.applied,
-                            record: None,
-                            metadata: Some(Box::new(view.metadata.clone())),
-                        };
-                        if connected.try_send(start).is_ok() {
-                            subscribers.borrow_mut().push(connected);
-                        }
-                    })
-                    .detach();
-                }
                 Event::Command(Some(command)) => self.command(command),
                 Event::Inbound(None) | Event::Command(None) => return,
             }
@@ -365,7 +344,27 @@ impl<T: Transport> Driver<T> {
 
     fn command(&mut self, command: Command) {
         match command {
-            Command::SubscribeShared(_) => unreachable!("connected in the event loop"),
+            Command::SubscribeShared(sender) => {
+                // Connecting waits for the other shard to connect its
+                // end: do it aside, never in the loop that ticks Raft.
+                let subscribers = self.shared_subscribers.clone();
+                let view = self.view.clone();
+                spawn_local(async move {
+                    let connected = sender.connect().await;
+                    // Start it from the current state; later changes
+                    // follow in order (nothing runs between these lines).
+                    let view = view.borrow();
+                    let start = Change {
+                        index: view.applied,
+                        record: None,
+                        metadata: Some(Box::new(view.metadata.clone())),
+                    };
+                    if connected.try_send(start).is_ok() {
+                        subscribers.borrow_mut().push(connected);
+                    }
+                })
+                .detach();
+            }
             Command::Propose(record) => {
                 if let Err(e) = self.node.propose(&record) {
                     tracing::debug!(error = %e, "proposal not taken");

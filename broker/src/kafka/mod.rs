@@ -4,4 +4,5 @@
 pub mod api_versions;
 pub mod bounds;
 pub mod frame;
+pub mod metadata;
 pub mod request;

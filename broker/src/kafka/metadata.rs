@@ -1,0 +1,299 @@
+//! Metadata: the brokers and the topics' partitions, from the committed
+//! cluster metadata. Unknown topics are reported so the caller can create
+//! them (when auto-creation is enabled) and answer again.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, MetadataRequest, MetadataResponse, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::ResponseError;
+
+use super::bounds::{check_metadata, BoundsError};
+use super::request::Request;
+
+/// The Metadata versions served (v0's "empty list means all" is not).
+pub const VERSIONS: (i16, i16) = (1, 12);
+
+/// What the answer needs besides the request.
+pub struct Cluster<'a> {
+    /// The committed metadata.
+    pub metadata: &'a control::Metadata,
+    /// The cluster id.
+    pub cluster_id: &'a str,
+    /// The active controller's node id (-1 if unknown).
+    pub controller_id: i32,
+}
+
+/// A Metadata answer: the response (header and body) and the requested
+/// topics that do not exist.
+pub struct Answer {
+    /// The response frame body.
+    pub response: Bytes,
+    /// Topics asked for by name that do not exist.
+    pub missing_topics: Vec<String>,
+    /// Whether the client allows auto-creation (v4+; always before).
+    pub allow_auto_create: bool,
+}
+
+/// Why the request could not be answered: the connection is closed.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// A length or count beyond the body.
+    #[error(transparent)]
+    Bounds(#[from] BoundsError),
+    /// The body does not decode.
+    #[error("malformed metadata request: {0}")]
+    Malformed(String),
+}
+
+/// Answers a Metadata request of a served version.
+pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, MetadataError> {
+    let version = request.header.request_api_version;
+    check_metadata(&request.body, version)?;
+    let decoded = MetadataRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| MetadataError::Malformed(e.to_string()))?;
+    let metadata = cluster.metadata;
+    let requested: Option<Vec<String>> = decoded.topics.map(|topics| {
+        topics
+            .into_iter()
+            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .collect()
+    });
+    let names: Vec<String> = requested
+        .clone()
+        .unwrap_or_else(|| metadata.names.keys().cloned().collect());
+    let mut missing = Vec::new();
+    let topics = names
+        .iter()
+        .map(|name| match metadata.topic_by_name(name) {
+            Ok(topic) => topic_entry(topic, version),
+            Err(_) => {
+                missing.push(name.clone());
+                MetadataResponseTopic::default()
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+            }
+        })
+        .collect();
+    let brokers = metadata
+        .live_brokers()
+        .filter_map(|b| {
+            let (host, port) = b.registration.listener.rsplit_once(':')?;
+            let mut entry = MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.registration.id.0))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().ok()?);
+            if version >= 1 {
+                entry = entry.with_rack(b.registration.rack.clone().map(StrBytes::from_string));
+            }
+            Some(entry)
+        })
+        .collect();
+    let mut response = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(topics)
+        .with_controller_id(BrokerId(cluster.controller_id));
+    if version >= 2 {
+        response =
+            response.with_cluster_id(Some(StrBytes::from_string(cluster.cluster_id.to_string())));
+    }
+    let mut out = BytesMut::new();
+    let header = ResponseHeader::default().with_correlation_id(request.header.correlation_id);
+    header
+        .encode(&mut out, MetadataResponse::header_version(version))
+        .map_err(|e| MetadataError::Malformed(e.to_string()))?;
+    response
+        .encode(&mut out, version)
+        .map_err(|e| MetadataError::Malformed(e.to_string()))?;
+    Ok(Answer {
+        response: out.freeze(),
+        missing_topics: missing,
+        allow_auto_create: decoded.allow_auto_topic_creation,
+    })
+}
+
+fn topic_entry(topic: &control::Topic, version: i16) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(index, p)| {
+            let ids = |brokers: &[control::BrokerId]| {
+                brokers.iter().map(|b| BrokerId(b.0)).collect::<Vec<_>>()
+            };
+            let mut entry = MetadataResponsePartition::default()
+                .with_partition_index(index as i32)
+                .with_leader_id(BrokerId(p.leader.map_or(-1, |l| l.0)))
+                .with_replica_nodes(ids(&p.replicas))
+                .with_isr_nodes(ids(&p.isr));
+            if p.leader.is_none() {
+                entry = entry.with_error_code(ResponseError::LeaderNotAvailable.code());
+            }
+            if version >= 7 {
+                entry = entry.with_leader_epoch(p.leader_epoch.0);
+            }
+            entry
+        })
+        .collect();
+    let mut entry = MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_partitions(partitions);
+    if version >= 10 {
+        entry = entry.with_topic_id(uuid::Uuid::from_bytes(topic.id.0));
+    }
+    entry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::request::parse;
+    use control::placement::place;
+    use control::{BrokerRegistration, Incarnation, MetadataRecord, TopicConfig, TopicId};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{ApiKey, RequestHeader};
+
+    fn cluster_metadata() -> control::Metadata {
+        let mut metadata = control::Metadata::default();
+        for id in 1..=2 {
+            let registration = BrokerRegistration {
+                id: control::BrokerId(id),
+                incarnation: Incarnation(1),
+                listener: format!("127.0.0.1:{}", 9090 + id),
+                rack: Some(format!("r{id}")),
+                shards: 1,
+            };
+            metadata
+                .apply(&MetadataRecord::RegisterBroker(registration))
+                .unwrap();
+            metadata
+                .apply(&MetadataRecord::UnfenceBroker {
+                    id: control::BrokerId(id),
+                    incarnation: Incarnation(1),
+                })
+                .unwrap();
+        }
+        let partitions = place(&metadata, 3, 2).unwrap();
+        metadata
+            .apply(&MetadataRecord::CreateTopic {
+                id: TopicId([9; 16]),
+                name: "orders".into(),
+                config: TopicConfig::default(),
+                partitions,
+            })
+            .unwrap();
+        metadata
+    }
+
+    fn request(version: i16, topics: Option<Vec<&str>>) -> Request {
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(5)
+            .with_client_id(Some(StrBytes::from_static_str("t")));
+        let mut out = BytesMut::new();
+        header
+            .encode(&mut out, MetadataRequest::header_version(version))
+            .unwrap();
+        let topics = topics.map(|names| {
+            names
+                .into_iter()
+                .map(|n| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(n.to_string()))))
+                })
+                .collect()
+        });
+        MetadataRequest::default()
+            .with_topics(topics)
+            .encode(&mut out, version)
+            .unwrap();
+        parse(out.freeze()).unwrap()
+    }
+
+    fn decode(bytes: Bytes, version: i16) -> MetadataResponse {
+        let mut bytes = bytes;
+        let header =
+            ResponseHeader::decode(&mut bytes, MetadataResponse::header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, 5);
+        let response = MetadataResponse::decode(&mut bytes, version).unwrap();
+        assert!(bytes.is_empty());
+        response
+    }
+
+    #[test]
+    fn every_served_version_describes_brokers_and_partitions() {
+        let metadata = cluster_metadata();
+        let cluster = Cluster {
+            metadata: &metadata,
+            cluster_id: "test-cluster",
+            controller_id: 1,
+        };
+        for version in VERSIONS.0..=VERSIONS.1 {
+            let answer = answer(&request(version, Some(vec!["orders"])), &cluster).unwrap();
+            assert!(answer.missing_topics.is_empty());
+            let response = decode(answer.response, version);
+            assert_eq!(response.brokers.len(), 2, "v{version}");
+            assert!(response
+                .brokers
+                .iter()
+                .any(|b| b.port == 9091 && b.host.as_str() == "127.0.0.1"));
+            let topic = &response.topics[0];
+            assert_eq!(topic.error_code, 0);
+            assert_eq!(topic.partitions.len(), 3);
+            for p in &topic.partitions {
+                assert!(p.leader_id.0 == 1 || p.leader_id.0 == 2);
+                assert_eq!(p.replica_nodes.len(), 2);
+                assert_eq!(p.isr_nodes.len(), 2);
+            }
+            if version >= 10 {
+                assert_eq!(topic.topic_id.as_bytes(), &[9; 16]);
+            }
+            if version >= 2 {
+                assert_eq!(
+                    response.cluster_id.as_ref().map(|c| c.as_str()),
+                    Some("test-cluster")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_topics_are_reported_and_null_means_all() {
+        let metadata = cluster_metadata();
+        let cluster = Cluster {
+            metadata: &metadata,
+            cluster_id: "c",
+            controller_id: 1,
+        };
+        let answer_unknown = answer(&request(9, Some(vec!["orders", "nope"])), &cluster).unwrap();
+        assert_eq!(answer_unknown.missing_topics, vec!["nope".to_string()]);
+        let response = decode(answer_unknown.response, 9);
+        assert_eq!(
+            response.topics[1].error_code,
+            ResponseError::UnknownTopicOrPartition.code()
+        );
+        let all = decode(answer(&request(9, None), &cluster).unwrap().response, 9);
+        assert_eq!(all.topics.len(), 1);
+    }
+
+    #[test]
+    fn a_forged_topic_count_is_refused_before_decoding() {
+        let metadata = cluster_metadata();
+        let cluster = Cluster {
+            metadata: &metadata,
+            cluster_id: "c",
+            controller_id: 1,
+        };
+        let mut forged = request(4, Some(vec![]));
+        forged.body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1]);
+        assert!(matches!(
+            answer(&forged, &cluster),
+            Err(MetadataError::Bounds(_))
+        ));
+    }
+}

@@ -1,6 +1,6 @@
 //! The `broker` binary. `broker` alone is `broker serve`.
 //!
-//! Status: it serves the Kafka ApiVersions request only; the other APIs
+//! Status: it serves the Kafka ApiVersions and Metadata requests only; the other APIs
 //! are the open broker issue. SIGTERM stops it cleanly (exit 0).
 
 use std::sync::atomic::AtomicBool;
@@ -38,7 +38,7 @@ fn main() {
     let (ready_tx, ready_rx) = mpsc::channel();
     let announcer = std::thread::spawn(move || {
         if let Ok(address) = ready_rx.recv() {
-            tracing::info!(kafka = %address, "listening (serving ApiVersions only: the other Kafka APIs are not built yet)");
+            tracing::info!(kafka = %address, "listening (serving ApiVersions and Metadata only: the other Kafka APIs are not built yet)");
         }
     });
     if let Err(e) = broker::server::run(config, ready_tx, stop) {

@@ -12,7 +12,14 @@ use super::request::Request;
 /// The APIs served and the versions of each: only what is implemented.
 /// (The broker issue adds Produce, Fetch, Metadata and the rest here as
 /// each handler lands.)
-pub const SERVED: &[(ApiKey, i16, i16)] = &[(ApiKey::ApiVersions, 0, 3)];
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ApiVersions, 0, 3),
+    (
+        ApiKey::Metadata,
+        super::metadata::VERSIONS.0,
+        super::metadata::VERSIONS.1,
+    ),
+];
 
 /// The versions of `api` this broker serves, if any.
 pub fn served(api: ApiKey) -> Option<(i16, i16)> {

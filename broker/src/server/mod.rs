@@ -2,11 +2,13 @@
 //! the same port (SO_REUSEPORT), each connection served on the shard that
 //! accepted it, its requests answered in order.
 //!
-//! So far the only API served is ApiVersions; a request for any other API
-//! closes the connection with a log line (clients only send what
-//! ApiVersions advertised).
+//! Served so far: ApiVersions and Metadata (from a one-voter metadata
+//! quorum on the first shard); a request for any other API closes the
+//! connection with a log line (clients only send what ApiVersions
+//! advertised).
 
 mod connection;
+mod metadata_view;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -21,6 +23,12 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
 use crate::config::BrokerConfig;
+use control::service::Change;
+use glommio::channels::shared_channel::SharedReceiver;
+use metadata_view::View;
+
+/// The cluster id reported to clients (one per deployment, for now fixed).
+pub const CLUSTER_ID: &str = "commit-log-cluster";
 
 /// io_uring buffer memory per shard (locked memory is scarce on many hosts).
 const SHARD_IO_MEMORY_BYTES: usize = 2 << 20;
@@ -46,56 +54,37 @@ pub fn run(
         .kafka_listen
         .parse()
         .map_err(|e| std::io::Error::other(format!("kafka_listen: {e}")))?;
-    // The first shard binds (resolving port 0); the others bind the same port.
-    let (port_tx, port_rx) = mpsc::channel::<std::io::Result<SocketAddr>>();
-    let port_rx = std::sync::Arc::new(std::sync::Mutex::new(port_rx));
-    let max_request_bytes = config.socket_request_max_bytes;
+    // The first shard binds (resolving port 0) and runs the metadata
+    // quorum; it hands every other shard the port and a change stream.
+    let (start_tx, start_rx) = mpsc::channel::<Option<ShardStart>>();
+    let start_rx = Arc::new(std::sync::Mutex::new(start_rx));
     let handles = LocalExecutorPoolBuilder::new(PoolPlacement::Unbound(shards))
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .on_all_shards(move || {
-            let port_tx = port_tx.clone();
-            let port_rx = port_rx.clone();
-            let ready = ready.clone();
-            let stop = stop.clone();
+            let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());
+            let (ready, stop, config) = (ready.clone(), stop.clone(), config.clone());
             async move {
-                let shard = glommio::executor().id();
-                let listener = if shard == 1 {
-                    let bound = TcpListener::bind(listen)
-                        .map_err(std::io::Error::from)
-                        .and_then(|l| l.local_addr().map(|a| (l, a)).map_err(std::io::Error::from));
-                    match bound {
-                        Ok((listener, address)) => {
-                            for _ in 1..shards {
-                                let _ = port_tx.send(Ok(address));
-                            }
-                            let _ = ready.send(address);
-                            listener
-                        }
-                        Err(e) => {
-                            tracing::error!(%listen, error = %e, "cannot bind the Kafka listener");
-                            for _ in 1..shards {
-                                let _ = port_tx.send(Err(std::io::Error::other(
-                                    "the first shard failed to bind",
-                                )));
-                            }
-                            return;
-                        }
-                    }
+                // One voter: this broker is the controller.
+                let view = View::default();
+                view.borrow_mut().controller_id = config.node_id;
+                let started = if glommio::executor().id() == 1 {
+                    first_shard(&config, listen, shards, &start_tx, &ready, view.clone())
                 } else {
-                    let address = port_rx.lock().expect("port channel").recv();
-                    let bound = address
-                        .map_err(std::io::Error::other)
-                        .and_then(|a| a)
-                        .and_then(|a| TcpListener::bind(a).map_err(std::io::Error::from));
-                    match bound {
-                        Ok(listener) => listener,
-                        Err(e) => {
-                            tracing::error!(shard, error = %e, "cannot bind the Kafka listener");
-                            return;
-                        }
-                    }
+                    let start = start_rx
+                        .lock()
+                        .expect("start channel")
+                        .recv()
+                        .ok()
+                        .flatten();
+                    other_shard(start, view.clone()).await
                 };
-                serve_until_stopped(listener, max_request_bytes, stop).await;
+                let Some(listener) = started else { return };
+                let context = Rc::new(connection::Context {
+                    max_request_bytes: config.socket_request_max_bytes,
+                    view,
+                    cluster_id: CLUSTER_ID.to_string(),
+                });
+                serve_until_stopped(listener, context, stop).await;
             }
         })
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -103,16 +92,92 @@ pub fn run(
     Ok(())
 }
 
-async fn serve_until_stopped(listener: TcpListener, max_request_bytes: u32, stop: Arc<AtomicBool>) {
+/// What the first shard hands each other shard.
+struct ShardStart {
+    address: SocketAddr,
+    changes: SharedReceiver<Change>,
+}
+
+/// Binds, starts the metadata quorum, and hands the others their start.
+fn first_shard(
+    config: &BrokerConfig,
+    listen: SocketAddr,
+    shards: usize,
+    start_tx: &mpsc::Sender<Option<ShardStart>>,
+    ready: &mpsc::Sender<SocketAddr>,
+    view: View,
+) -> Option<TcpListener> {
+    let fail = |what: &str, e: std::io::Error| {
+        tracing::error!(error = %e, "{what}");
+        for _ in 1..shards {
+            let _ = start_tx.send(None);
+        }
+        None
+    };
+    let bound = TcpListener::bind(listen)
+        .map_err(std::io::Error::from)
+        .and_then(|l| l.local_addr().map(|a| (l, a)).map_err(std::io::Error::from));
+    let (listener, address) = match bound {
+        Ok(bound) => bound,
+        Err(e) => return fail("cannot bind the Kafka listener", e),
+    };
+    let service = match metadata_view::start_quorum(config) {
+        Ok(service) => Rc::new(service),
+        Err(e) => return fail("cannot start the metadata quorum", e),
+    };
+    for _ in 1..shards {
+        match service.subscribe_shared(metadata_view::CHANGES_QUEUED_MAX) {
+            Ok(changes) => {
+                let _ = start_tx.send(Some(ShardStart { address, changes }));
+            }
+            Err(e) => {
+                return fail(
+                    "cannot subscribe a shard to metadata",
+                    std::io::Error::other(e.to_string()),
+                )
+            }
+        }
+    }
+    let local = service.subscribe(metadata_view::CHANGES_QUEUED_MAX);
+    glommio::spawn_local(metadata_view::follow_local(service.clone(), local, view)).detach();
+    let advertised = config
+        .advertised_listener
+        .clone()
+        .unwrap_or_else(|| address.to_string().replace("0.0.0.0", "127.0.0.1"));
+    // "Ready" once this broker's registration is committed and live.
+    let ready = ready.clone();
+    let on_live = move || {
+        let _ = ready.send(address);
+    };
+    let registration =
+        metadata_view::register_and_heartbeat(service, config.clone(), advertised, shards, on_live);
+    glommio::spawn_local(registration).detach();
+    Some(listener)
+}
+
+/// Binds the port the first shard bound and follows its change stream.
+async fn other_shard(start: Option<ShardStart>, view: View) -> Option<TcpListener> {
+    let start = start?;
+    let changes = start.changes.connect().await;
+    glommio::spawn_local(metadata_view::follow_shared(changes, view)).detach();
+    match TcpListener::bind(start.address) {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot bind the Kafka listener");
+            None
+        }
+    }
+}
+
+async fn serve_until_stopped(
+    listener: TcpListener,
+    context: Rc<connection::Context>,
+    stop: Arc<AtomicBool>,
+) {
     let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
-    let acceptor = glommio::spawn_local(accept_loop(
-        listener,
-        max_request_bytes,
-        open.clone(),
-        stopping,
-    ));
+    let acceptor = glommio::spawn_local(accept_loop(listener, context, open.clone(), stopping));
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(STOP_POLL).await;
     }
@@ -128,7 +193,7 @@ async fn serve_until_stopped(listener: TcpListener, max_request_bytes: u32, stop
 
 async fn accept_loop(
     listener: TcpListener,
-    max_request_bytes: u32,
+    context: Rc<connection::Context>,
     open: Rc<Cell<usize>>,
     stopping: connection::Stopping,
 ) {
@@ -137,9 +202,10 @@ async fn accept_loop(
             Ok(stream) => {
                 let open = open.clone();
                 let stopping = stopping.clone();
+                let context = context.clone();
                 open.set(open.get() + 1);
                 glommio::spawn_local(async move {
-                    connection::serve(stream, max_request_bytes, stopping).await;
+                    connection::serve(stream, context, stopping).await;
                     open.set(open.get() - 1);
                 })
                 .detach();

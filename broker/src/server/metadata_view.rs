@@ -1,0 +1,153 @@
+//! Every shard's copy of the committed metadata, and the one-voter
+//! metadata quorum on the first shard that produces it.
+//!
+//! The first shard runs the control crate's `MetadataService` (this
+//! broker is the only voter, so its topics survive restarts through the
+//! same Raft log a cluster uses), registers the broker and heartbeats it.
+//! Every shard, the first included, follows the stream of committed
+//! changes into its own `ShardMetadata`; no state is shared between shards.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use control::disk::FileRaftDisk;
+use control::memory::MemoryNetwork;
+use control::node::{MetadataNode, NodeConfig};
+use control::service::{Change, ControllerRequest, MetadataService, RequestError, ServiceConfig};
+use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError};
+use glommio::channels::local_channel::LocalReceiver;
+use glommio::channels::shared_channel::ConnectedReceiver;
+
+use crate::config::BrokerConfig;
+
+/// One Raft tick of the metadata quorum.
+const METADATA_TICK: Duration = Duration::from_millis(10);
+/// How often the broker heartbeats the controller.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// Changes a shard may fall behind before it must resubscribe.
+pub const CHANGES_QUEUED_MAX: usize = 4096;
+
+/// A shard's view of the cluster.
+#[derive(Debug, Default)]
+pub struct ShardMetadata {
+    /// The committed metadata as of the last change applied.
+    pub metadata: Metadata,
+    /// The active controller (this broker, for a one-voter quorum).
+    pub controller_id: i32,
+}
+
+/// Shared by the tasks of one shard.
+pub type View = Rc<RefCell<ShardMetadata>>;
+
+/// Starts the one-voter metadata quorum with its log under the data directory.
+pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
+    let node_id = config.node_id as u64;
+    let disk = FileRaftDisk::open(config.data_dir.join("metadata"))?;
+    let node = MetadataNode::start(&NodeConfig::new(node_id, vec![node_id]), disk.recovered())
+        .map_err(std::io::Error::other)?;
+    let network = MemoryNetwork::new();
+    Ok(MetadataService::start(
+        node,
+        disk,
+        network.join(node_id),
+        ServiceConfig::new(METADATA_TICK),
+    ))
+}
+
+/// Registers this broker (a new incarnation each start) once the quorum
+/// leads, calls `on_live` once the registration is committed and the
+/// broker unfenced, then heartbeats it for as long as the service lives.
+pub async fn register_and_heartbeat(
+    service: Rc<MetadataService>,
+    config: BrokerConfig,
+    advertised: String,
+    shards: usize,
+    on_live: impl FnOnce(),
+) {
+    let id = BrokerId(config.node_id);
+    // Each start registers a larger incarnation: the wall clock in ms.
+    let incarnation = Incarnation(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as u64),
+    );
+    let mut registration = BrokerRegistration {
+        id,
+        incarnation,
+        listener: advertised,
+        rack: config.rack.clone(),
+        shards: shards as u16,
+    };
+    loop {
+        while !service.view().is_leader {
+            glommio::timer::sleep(METADATA_TICK).await;
+        }
+        match service
+            .request(ControllerRequest::RegisterBroker(registration.clone()))
+            .await
+        {
+            Ok(()) => break,
+            // The clock went back since an earlier life: go one past it.
+            Err(RequestError::Refused(MetadataError::StaleIncarnation { current, .. })) => {
+                registration.incarnation = Incarnation(current.0 + 1);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "registering with the controller failed; retrying");
+                glommio::timer::sleep(HEARTBEAT_EVERY).await;
+            }
+        }
+    }
+    let incarnation = registration.incarnation;
+    let mut on_live = Some(on_live);
+    loop {
+        let _ = service.heartbeat(id, incarnation);
+        if let Some(announce) = on_live.take() {
+            // The first heartbeat unfences the new life: wait for it.
+            while !is_live(&service, id, incarnation) {
+                glommio::timer::sleep(METADATA_TICK).await;
+            }
+            announce();
+        }
+        glommio::timer::sleep(HEARTBEAT_EVERY).await;
+    }
+}
+
+fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) -> bool {
+    let view = service.view();
+    view.metadata
+        .brokers
+        .get(&id)
+        .is_some_and(|b| !b.fenced && b.registration.incarnation == incarnation)
+}
+
+/// Follows the first shard's local change stream, starting from its view.
+pub async fn follow_local(
+    service: Rc<MetadataService>,
+    changes: LocalReceiver<Change>,
+    view: View,
+) {
+    view.borrow_mut().metadata = service.view().metadata.clone();
+    while let Some(change) = changes.recv().await {
+        apply(&view, change);
+    }
+    tracing::error!("the metadata change stream ended on this shard");
+}
+
+/// Follows a change stream from another shard (it starts with the state).
+pub async fn follow_shared(changes: ConnectedReceiver<Change>, view: View) {
+    while let Some(change) = changes.recv().await {
+        apply(&view, change);
+    }
+    tracing::error!("the metadata change stream ended on this shard");
+}
+
+fn apply(view: &View, change: Change) {
+    let mut shard = view.borrow_mut();
+    if let Some(state) = change.metadata {
+        shard.metadata = *state;
+    } else if let Some(record) = change.record {
+        // Refused records change nothing, as on the quorum.
+        let _ = shard.metadata.apply(&record);
+    }
+}

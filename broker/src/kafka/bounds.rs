@@ -195,6 +195,69 @@ pub fn check_metadata(body: &[u8], version: i16) -> Walk {
     w.tagged_fields()
 }
 
+/// CreateTopics v2-7 (flexible from v5).
+pub fn check_create_topics(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 5);
+    w.array(|w| {
+        w.string()?; // name
+        w.fixed(4 + 2)?; // num_partitions, replication_factor
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            w.array(|w| w.fixed(4))?; // broker_ids
+            w.tagged_fields()
+        })?;
+        w.array(|w| {
+            w.string()?; // name
+            w.string()?; // value
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.fixed(4 + 1)?; // timeout_ms, validate_only
+    w.tagged_fields()
+}
+
+/// DeleteTopics v1-6 (flexible from v4; topic states with ids from v6).
+pub fn check_delete_topics(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 4);
+    if version >= 6 {
+        w.array(|w| {
+            w.string()?; // name
+            w.fixed(16)?; // topic_id
+            w.tagged_fields()
+        })?;
+    } else {
+        w.array(|w| w.string())?; // topic_names
+    }
+    w.fixed(4)?; // timeout_ms
+    w.tagged_fields()
+}
+
+/// ListOffsets v1-10 (flexible from v6).
+pub fn check_list_offsets(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 6);
+    w.fixed(4)?; // replica_id
+    if version >= 2 {
+        w.fixed(1)?; // isolation_level
+    }
+    w.array(|w| {
+        w.string()?; // name
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            if version >= 4 {
+                w.fixed(4)?; // current_leader_epoch
+            }
+            w.fixed(8)?; // timestamp
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    if version >= 10 {
+        w.fixed(4)?; // timeout_ms
+    }
+    w.tagged_fields()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +317,75 @@ mod tests {
             check_metadata(&metadata(version), version)
                 .unwrap_or_else(|e| panic!("metadata v{version}: {e}"));
         }
+    }
+
+    fn encoded<T: Encodable>(message: &T, version: i16) -> Bytes {
+        let mut out = BytesMut::new();
+        message.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn admin_and_offset_requests_of_every_version_pass() {
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        use kafka_protocol::messages::{
+            BrokerId, CreateTopicsRequest, DeleteTopicsRequest, ListOffsetsRequest,
+        };
+        let name = || TopicName(StrBytes::from_static_str("orders"));
+        let create = CreateTopicsRequest::default()
+            .with_timeout_ms(100)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(2)])])
+                .with_configs(vec![CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_value(Some(StrBytes::from_static_str("1000")))])]);
+        for version in 2..=7 {
+            check_create_topics(&encoded(&create, version), version)
+                .unwrap_or_else(|e| panic!("create v{version}: {e}"));
+        }
+        for version in 1..=6 {
+            let delete = if version >= 6 {
+                DeleteTopicsRequest::default()
+                    .with_topics(vec![DeleteTopicState::default().with_name(Some(name()))])
+            } else {
+                DeleteTopicsRequest::default().with_topic_names(vec![name(), name()])
+            };
+            check_delete_topics(&encoded(&delete, version), version)
+                .unwrap_or_else(|e| panic!("delete v{version}: {e}"));
+        }
+        for version in 1..=10 {
+            let mut partition = ListOffsetsPartition::default()
+                .with_partition_index(3)
+                .with_timestamp(-1);
+            if version >= 4 {
+                partition = partition.with_current_leader_epoch(2);
+            }
+            let mut request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(name())
+                    .with_partitions(vec![partition])]);
+            if version >= 10 {
+                request = request.with_timeout_ms(100);
+            }
+            check_list_offsets(&encoded(&request, version), version)
+                .unwrap_or_else(|e| panic!("list offsets v{version}: {e}"));
+        }
+        // Forged counts are refused in each.
+        assert!(check_create_topics(&[0x7f, 0xff, 0xff, 0xff], 2).is_err());
+        assert!(check_delete_topics(&[0x7f, 0xff, 0xff, 0xff], 1).is_err());
+        assert!(check_list_offsets(&[0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff], 2).is_err());
     }
 
     #[test]

@@ -258,6 +258,56 @@ pub fn check_list_offsets(body: &[u8], version: i16) -> Walk {
     w.tagged_fields()
 }
 
+/// Fetch v4-18 (flexible from v12; topic ids from v13).
+pub fn check_fetch(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 12);
+    if version <= 14 {
+        w.fixed(4)?; // replica_id
+    }
+    w.fixed(4 + 4 + 4 + 1)?; // max_wait_ms, min_bytes, max_bytes, isolation_level
+    if version >= 7 {
+        w.fixed(4 + 4)?; // session_id, session_epoch
+    }
+    w.array(|w| {
+        if version <= 12 {
+            w.string()?; // topic
+        } else {
+            w.fixed(16)?; // topic_id
+        }
+        w.array(|w| {
+            w.fixed(4)?; // partition
+            if version >= 9 {
+                w.fixed(4)?; // current_leader_epoch
+            }
+            w.fixed(8)?; // fetch_offset
+            if version >= 12 {
+                w.fixed(4)?; // last_fetched_epoch
+            }
+            if version >= 5 {
+                w.fixed(8)?; // log_start_offset
+            }
+            w.fixed(4)?; // partition_max_bytes
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    if version >= 7 {
+        w.array(|w| {
+            if version <= 12 {
+                w.string()?; // topic
+            } else {
+                w.fixed(16)?; // topic_id
+            }
+            w.array(|w| w.fixed(4))?; // partitions
+            w.tagged_fields()
+        })?;
+    }
+    if version >= 11 {
+        w.string()?; // rack_id
+    }
+    w.tagged_fields()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +436,53 @@ mod tests {
         assert!(check_create_topics(&[0x7f, 0xff, 0xff, 0xff], 2).is_err());
         assert!(check_delete_topics(&[0x7f, 0xff, 0xff, 0xff], 1).is_err());
         assert!(check_list_offsets(&[0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff], 2).is_err());
+    }
+
+    #[test]
+    fn fetch_requests_of_every_version_pass() {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+        use kafka_protocol::messages::FetchRequest;
+        for version in 4..=18i16 {
+            let mut partition = FetchPartition::default()
+                .with_partition(1)
+                .with_fetch_offset(42)
+                .with_partition_max_bytes(1 << 20);
+            if version >= 9 {
+                partition = partition.with_current_leader_epoch(3);
+            }
+            if version >= 12 {
+                partition = partition.with_last_fetched_epoch(2);
+            }
+            if version >= 5 {
+                partition = partition.with_log_start_offset(0);
+            }
+            let mut topic =
+                FetchTopic::default().with_partitions(vec![partition.clone(), partition]);
+            let mut forgotten = ForgottenTopic::default().with_partitions(vec![7, 8]);
+            if version <= 12 {
+                topic = topic.with_topic(TopicName(StrBytes::from_static_str("orders")));
+                forgotten = forgotten.with_topic(TopicName(StrBytes::from_static_str("old")));
+            } else {
+                topic = topic.with_topic_id(uuid::Uuid::from_bytes([3; 16]));
+                forgotten = forgotten.with_topic_id(uuid::Uuid::from_bytes([4; 16]));
+            }
+            let mut request = FetchRequest::default()
+                .with_max_wait_ms(500)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![topic]);
+            if version >= 7 {
+                request = request.with_forgotten_topics_data(vec![forgotten]);
+            }
+            if version >= 11 {
+                request = request.with_rack_id(StrBytes::from_static_str("r1"));
+            }
+            check_fetch(&encoded(&request, version), version)
+                .unwrap_or_else(|e| panic!("fetch v{version}: {e}"));
+        }
+        let mut forged = vec![0u8; 4 + 13 + 8];
+        forged.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert!(check_fetch(&forged, 7).is_err());
     }
 
     #[test]

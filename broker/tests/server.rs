@@ -192,27 +192,23 @@ fn the_projects_client_negotiates_versions_with_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
     let address: std::net::SocketAddr = broker.address.parse().unwrap();
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(1 << 20)
-        .make()
-        .unwrap()
-        .run(async move {
-            let mut connection = Connection::connect(address, "negotiation-test")
-                .await
-                .unwrap();
-            assert_eq!(connection.version_for::<ApiVersionsRequest>().unwrap(), 3);
-            assert!(matches!(
-                connection.version_for::<ProduceRequest>(),
-                Err(ClientError::Unsupported(_))
-            ));
-            // A version the broker does not serve gets the v0 fallback answer.
-            let fallback = connection
-                .call(&ApiVersionsRequest::default(), 4)
-                .await
-                .unwrap();
-            assert_eq!(fallback.error_code, 35);
-            assert!(!fallback.api_keys.is_empty());
-        });
+    on_glommio(async move {
+        let mut connection = Connection::connect(address, "negotiation-test")
+            .await
+            .unwrap();
+        assert_eq!(connection.version_for::<ApiVersionsRequest>().unwrap(), 3);
+        assert!(matches!(
+            connection.version_for::<ProduceRequest>(),
+            Err(ClientError::Unsupported(_))
+        ));
+        // A version the broker does not serve gets the v0 fallback answer.
+        let fallback = connection
+            .call(&ApiVersionsRequest::default(), 4)
+            .await
+            .unwrap();
+        assert_eq!(fallback.error_code, 35);
+        assert!(!fallback.api_keys.is_empty());
+    });
 }
 
 #[test]
@@ -224,58 +220,62 @@ fn metadata_comes_from_the_one_voter_quorum_and_survives_a_restart() {
     for life in 0..2 {
         let broker = start_broker(dir.path());
         let address: std::net::SocketAddr = broker.address.parse().unwrap();
-        glommio::LocalExecutorBuilder::default()
-            .io_memory(1 << 20)
-            .make()
-            .unwrap()
-            .run(async move {
-                let mut connection = Connection::connect(address, "metadata-test").await.unwrap();
-                let version = connection.version_for::<MetadataRequest>().unwrap();
-                assert_eq!(version, 12);
-                // The broker registers itself through the quorum shortly after start.
-                let started = std::time::Instant::now();
-                let response = loop {
-                    let response = connection
-                        .call(&MetadataRequest::default(), version)
-                        .await
-                        .unwrap();
-                    // Every shard follows the quorum: one may lag the
-                    // shard that announced readiness by a moment.
-                    if response
-                        .brokers
-                        .iter()
-                        .any(|b| b.port == address.port() as i32)
-                    {
-                        break response;
-                    }
-                    assert!(
-                        started.elapsed() < Duration::from_secs(20),
-                        "life {life}: the broker never registered"
-                    );
-                    glommio::timer::sleep(Duration::from_millis(20)).await;
-                };
-                assert_eq!(response.brokers.len(), 1);
-                let me = &response.brokers[0];
-                assert_eq!(
-                    (me.node_id.0, me.port),
-                    (1, address.port() as i32),
-                    "life {life}"
+        on_glommio(async move {
+            let mut connection = Connection::connect(address, "metadata-test").await.unwrap();
+            let version = connection.version_for::<MetadataRequest>().unwrap();
+            assert_eq!(version, 12);
+            // The broker registers itself through the quorum shortly after start.
+            let started = std::time::Instant::now();
+            let response = loop {
+                let response = connection
+                    .call(&MetadataRequest::default(), version)
+                    .await
+                    .unwrap();
+                // Every shard follows the quorum: one may lag the
+                // shard that announced readiness by a moment.
+                if response
+                    .brokers
+                    .iter()
+                    .any(|b| b.port == address.port() as i32)
+                {
+                    break response;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "life {life}: the broker never registered"
                 );
-                assert_eq!(response.controller_id.0, 1);
-                let unknown =
-                    MetadataRequest::default()
-                        .with_topics(Some(vec![MetadataRequestTopic::default()
-                            .with_name(Some(TopicName("nope".into())))]));
-                let response = connection.call(&unknown, version).await.unwrap();
-                assert_eq!(
-                    response.topics[0].error_code, 3,
-                    "UNKNOWN_TOPIC_OR_PARTITION"
-                );
-            });
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+            };
+            assert_eq!(response.brokers.len(), 1);
+            let me = &response.brokers[0];
+            assert_eq!(
+                (me.node_id.0, me.port),
+                (1, address.port() as i32),
+                "life {life}"
+            );
+            assert_eq!(response.controller_id.0, 1);
+            let unknown = MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(TopicName("nope".into()))),
+            ]));
+            let response = connection.call(&unknown, version).await.unwrap();
+            assert_eq!(
+                response.topics[0].error_code, 3,
+                "UNKNOWN_TOPIC_OR_PARTITION"
+            );
+        });
         drop(broker);
         assert!(
             dir.path().join("metadata").join("raft.log").exists(),
             "the metadata log is on disk"
         );
     }
+}
+
+/// Runs a future on a glommio executor on this thread (the client side).
+fn on_glommio<T>(fut: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .make()
+        .expect("glommio executor")
+        .run(fut)
 }

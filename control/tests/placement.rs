@@ -5,26 +5,29 @@ use std::collections::BTreeMap;
 use control::placement::{place, Load};
 use control::*;
 
+fn add_live_broker(metadata: &mut Metadata, id: BrokerId, rack: &str, shards: u16) {
+    let registration = BrokerRegistration {
+        id,
+        incarnation: Incarnation(1),
+        listener: format!("127.0.0.1:{}", 9000 + id.0),
+        rack: Some(rack.to_string()),
+        shards,
+    };
+    metadata
+        .apply(&MetadataRecord::RegisterBroker(registration))
+        .unwrap();
+    metadata
+        .apply(&MetadataRecord::UnfenceBroker {
+            id,
+            incarnation: Incarnation(1),
+        })
+        .unwrap();
+}
+
 fn cluster(racks: &[&str], shards: u16) -> Metadata {
     let mut metadata = Metadata::default();
     for (i, rack) in racks.iter().enumerate() {
-        let id = BrokerId(i as i32 + 1);
-        let registration = BrokerRegistration {
-            id,
-            incarnation: Incarnation(1),
-            listener: format!("127.0.0.1:{}", 9092 + i),
-            rack: Some(rack.to_string()),
-            shards,
-        };
-        metadata
-            .apply(&MetadataRecord::RegisterBroker(registration))
-            .unwrap();
-        metadata
-            .apply(&MetadataRecord::UnfenceBroker {
-                id,
-                incarnation: Incarnation(1),
-            })
-            .unwrap();
+        add_live_broker(&mut metadata, BrokerId(i as i32 + 1), rack, shards);
     }
     metadata
 }
@@ -101,23 +104,7 @@ fn new_brokers_take_the_next_topics_until_the_cluster_evens_out() {
     let mut metadata = cluster(&["a", "b", "c"], 1);
     create(&mut metadata, "first", 30, 2);
     for (i, rack) in ["a", "b", "c"].iter().enumerate() {
-        let id = BrokerId(10 + i as i32);
-        let registration = BrokerRegistration {
-            id,
-            incarnation: Incarnation(1),
-            listener: "127.0.0.1:1".into(),
-            rack: Some(rack.to_string()),
-            shards: 1,
-        };
-        metadata
-            .apply(&MetadataRecord::RegisterBroker(registration))
-            .unwrap();
-        metadata
-            .apply(&MetadataRecord::UnfenceBroker {
-                id,
-                incarnation: Incarnation(1),
-            })
-            .unwrap();
+        add_live_broker(&mut metadata, BrokerId(10 + i as i32), rack, 1);
     }
     create(&mut metadata, "second", 30, 2);
     let load = Load::of(&metadata);

@@ -21,16 +21,7 @@ fn an_isolated_leader_is_replaced_and_rejoins_the_history() {
     on_glommio(async move {
         let ids = [1u64, 2, 3, 4, 5];
         let network = MemoryNetwork::new();
-        let mut services = BTreeMap::new();
-        for (id, dir) in ids.iter().zip(&dirs) {
-            let disk = FileRaftDisk::open(dir.path()).unwrap();
-            let node =
-                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
-            services.insert(
-                *id,
-                MetadataService::start(node, disk, network.join(*id), ServiceConfig::new(TICK)),
-            );
-        }
+        let services = start_services(&ids, &dirs, &network, ServiceConfig::new(TICK));
         let leader_of = |services: &BTreeMap<u64, MetadataService>| {
             services
                 .iter()
@@ -111,16 +102,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             controller_interval: Duration::from_millis(20),
             ..ServiceConfig::new(TICK)
         };
-        let mut services = BTreeMap::new();
-        for (id, dir) in ids.iter().zip(&dirs) {
-            let disk = FileRaftDisk::open(dir.path()).unwrap();
-            let node =
-                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
-            services.insert(
-                *id,
-                MetadataService::start(node, disk, network.join(*id), config.clone()),
-            );
-        }
+        let services = start_services(&ids, &dirs, &network, config.clone());
         wait_until_tick("a leader", || services.values().any(|s| s.view().is_leader)).await;
         let controller = services.values().find(|s| s.view().is_leader).unwrap();
         let follower = services.values().find(|s| !s.view().is_leader).unwrap();
@@ -263,4 +245,25 @@ fn another_shard_receives_the_committed_changes() {
 
 async fn wait_until_tick(what: &str, check: impl FnMut() -> bool) {
     support::wait_until(what, TICK, check).await
+}
+
+/// One metadata service per id, each on its own directory, on `network`.
+fn start_services(
+    ids: &[u64],
+    dirs: &[tempfile::TempDir],
+    network: &MemoryNetwork,
+    config: ServiceConfig,
+) -> BTreeMap<u64, MetadataService> {
+    ids.iter()
+        .zip(dirs)
+        .map(|(id, dir)| {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let node =
+                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+            (
+                *id,
+                MetadataService::start(node, disk, network.join(*id), config.clone()),
+            )
+        })
+        .collect()
 }

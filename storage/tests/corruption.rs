@@ -81,18 +81,9 @@ async fn recover_and_check<FS: FileSystem>(fs: FS, dir: &Path, want_end: i64, ct
         .unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
     assert_eq!(log.log_end(), Offset(want_end), "{ctx}: recovered log end");
     // Everything kept reads back and validates; the log takes new appends.
-    let mut offset = Offset(0);
-    while offset < log.log_end() {
-        let bytes = log
-            .read(offset, 1 << 20, log.log_end())
-            .await
-            .unwrap()
-            .to_bytes();
-        for (header, batch) in storage::batch::split_stored(&bytes, 1 << 20).unwrap() {
-            storage::batch::validate(&batch, 1 << 20, storage::batch::CountRule::Exact)
-                .unwrap_or_else(|e| panic!("{ctx}: kept an invalid batch: {e}"));
-            offset = header.next_offset();
-        }
+    for (_, batch) in support::all_batches(&log).await {
+        storage::batch::validate(&batch, 1 << 20, storage::batch::CountRule::Exact)
+            .unwrap_or_else(|e| panic!("{ctx}: kept an invalid batch: {e}"));
     }
     let info = log
         .append(batch_of(2, 100, 777, 5), LeaderEpoch(1))

@@ -275,16 +275,11 @@ fn clean_close_and_crash_both_keep_every_flushed_batch() {
 }
 
 async fn read_all(log: &Log<MemFs>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start();
-    while offset < log.log_end() {
-        let got = log.read(offset, 1 << 20, log.log_end()).await.unwrap();
-        let bytes = got.to_bytes();
-        let batches = storage::batch::split_stored(&bytes, 1 << 20).unwrap();
-        offset = batches.last().unwrap().0.next_offset();
-        out.extend_from_slice(&bytes);
-    }
-    out
+    support::all_batches(log)
+        .await
+        .into_iter()
+        .flat_map(|(_, b)| b.to_vec())
+        .collect()
 }
 
 #[test]

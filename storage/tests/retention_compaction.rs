@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
-use storage::batch::{records, split_stored, validate, CountRule};
+use storage::batch::{records, validate, CountRule};
 use storage::io::dma::DmaFs;
 use storage::{
     CompactionPolicy, LeaderEpoch, Log, LogConfig, Offset, RetentionPolicy, TimestampMs,
@@ -181,28 +181,15 @@ fn retention_never_passes_the_high_watermark() {
 /// (offset, key, value) of every record in the log.
 async fn all_records(log: &Log<DmaFs>) -> Vec<(i64, String, Option<String>)> {
     let mut out = Vec::new();
-    let mut offset = log.log_start();
-    while offset < log.log_end() {
-        let bytes = log
-            .read(offset, 1 << 20, log.log_end())
-            .await
-            .unwrap()
-            .to_bytes();
-        assert!(
-            !bytes.is_empty(),
-            "a read below the log end returned nothing at {offset}"
-        );
-        for (header, batch) in split_stored(&bytes, 1 << 20).unwrap() {
-            validate(&batch, 1 << 20, CountRule::AtMost).expect("every batch keeps a valid CRC");
-            for r in records(&batch, header).unwrap() {
-                let r = r.unwrap();
-                out.push((
-                    r.offset.0,
-                    String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
-                    r.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
-                ));
-            }
-            offset = header.next_offset();
+    for (header, batch) in support::all_batches(log).await {
+        validate(&batch, 1 << 20, CountRule::AtMost).expect("every batch keeps a valid CRC");
+        for r in records(&batch, header).unwrap() {
+            let r = r.unwrap();
+            out.push((
+                r.offset.0,
+                String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
+                r.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
+            ));
         }
     }
     out

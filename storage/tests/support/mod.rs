@@ -75,3 +75,26 @@ pub fn seed(test: &str) -> u64 {
     eprintln!("{test}: SEED={seed} (set SEED to replay)");
     seed
 }
+
+/// Every batch from the log start to the log end, in order, read in
+/// 1 MiB steps; a read that makes no progress below the log end fails.
+pub async fn all_batches<FS: storage::io::FileSystem>(
+    log: &storage::Log<FS>,
+) -> Vec<(storage::batch::BatchHeader, bytes::Bytes)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start();
+    while offset < log.log_end() {
+        let bytes = log
+            .read(offset, 1 << 20, log.log_end())
+            .await
+            .unwrap()
+            .to_bytes();
+        let batches = storage::batch::split_stored(&bytes, 1 << 20).unwrap();
+        let last = batches
+            .last()
+            .unwrap_or_else(|| panic!("no progress reading at {offset}"));
+        offset = last.0.next_offset();
+        out.extend(batches);
+    }
+    out
+}

@@ -18,6 +18,8 @@ pub struct ReadOutcome {
     pub chunks: Vec<Bytes>,
     /// Total bytes over all chunks.
     pub bytes: usize,
+    /// The offset after the last batch returned, if any was.
+    pub next_offset: Option<Offset>,
 }
 
 impl ReadOutcome {
@@ -27,7 +29,8 @@ impl ReadOutcome {
     }
 
     /// Adds a run of whole batches.
-    pub fn push(&mut self, run: Bytes) {
+    pub fn push(&mut self, run: Bytes, next_offset: Offset) {
+        self.next_offset = Some(next_offset);
         self.bytes += run.len();
         self.chunks.push(run);
     }
@@ -136,7 +139,7 @@ impl BatchCache {
             if batch.next > bound || !out.admits(batch.data.len(), max_bytes) {
                 return true;
             }
-            out.push(batch.data.clone());
+            out.push(batch.data.clone(), batch.next);
         }
         false
     }

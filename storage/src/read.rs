@@ -96,8 +96,8 @@ impl<FS: FileSystem> Log<FS> {
                         .read_segment(cursor, next, max_bytes, bound, &mut out)
                         .await?;
                     segment_index += 1;
-                    if let Some(last) = out.chunks.last() {
-                        next = next.max(last_next_offset(last, self.config.max_batch_bytes)?);
+                    if let Some(reached) = out.next_offset {
+                        next = next.max(reached);
                     }
                     // A segment read to its durable end continues with the
                     // next segment or, for the active one, the cache.
@@ -185,6 +185,7 @@ impl<FS: FileSystem> Log<FS> {
         let mut at = 0;
         let mut run_start = None;
         let mut run_bytes = 0;
+        let mut run_next = Offset(0);
         let end = loop {
             if chunk.len() - at < HEADER_BYTES {
                 break ChunkEnd::More(position + at as u64);
@@ -209,11 +210,12 @@ impl<FS: FileSystem> Log<FS> {
                 break ChunkEnd::Done;
             }
             run_start.get_or_insert(at);
+            run_next = header.next_offset();
             run_bytes += len;
             at += len;
         };
         if let Some(start) = run_start {
-            out.push(chunk.slice(start..at));
+            out.push(chunk.slice(start..at), run_next);
         }
         Ok(end)
     }
@@ -264,21 +266,4 @@ impl<FS: FileSystem> Log<FS> {
         });
         Ok(data)
     }
-}
-
-/// The offset after the last batch of a run of whole batches.
-fn last_next_offset(run: &Bytes, max_batch_bytes: usize) -> Result<Offset> {
-    let mut at = 0;
-    let mut next = Offset(0);
-    while at < run.len() {
-        let header = BatchHeader::parse(&run[at..], max_batch_bytes).map_err(|e| {
-            StorageError::io(
-                "re-reading a run",
-                std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
-            )
-        })?;
-        next = header.next_offset();
-        at += header.total_bytes;
-    }
-    Ok(next)
 }

@@ -81,6 +81,22 @@ fn reads_respect_the_bound_max_bytes_and_range() {
         let out = log.read(Offset(0), 1, Offset(8)).await.unwrap();
         assert_eq!(out.chunks.len(), 1);
         assert!(out.bytes > 1);
+        assert_eq!(
+            out.next_offset,
+            Some(Offset(2)),
+            "the read says where the next one starts"
+        );
+        // A read of several batches ends at the last one it returns.
+        log.flush().await.unwrap();
+        let whole = log.read(Offset(1), 1 << 20, Offset(8)).await.unwrap();
+        assert_eq!(whole.next_offset, Some(Offset(8)));
+        assert_eq!(
+            log.read(Offset(8), 100, Offset(8))
+                .await
+                .unwrap()
+                .next_offset,
+            None
+        );
         // At the log end: empty; past it or below the start: out of range.
         assert_eq!(log.read(Offset(8), 100, Offset(8)).await.unwrap().bytes, 0);
         assert!(matches!(

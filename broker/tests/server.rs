@@ -188,7 +188,7 @@ fn sigterm_stops_accepting_and_exits_cleanly() {
 #[test]
 fn the_projects_client_negotiates_versions_with_the_broker() {
     use client::connection::{ClientError, Connection};
-    use kafka_protocol::messages::ProduceRequest;
+    use kafka_protocol::messages::{DescribeAclsRequest, ProduceRequest};
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
     let address: std::net::SocketAddr = broker.address.parse().unwrap();
@@ -197,8 +197,9 @@ fn the_projects_client_negotiates_versions_with_the_broker() {
             .await
             .unwrap();
         assert_eq!(connection.version_for::<ApiVersionsRequest>().unwrap(), 3);
+        assert_eq!(connection.version_for::<ProduceRequest>().unwrap(), 13);
         assert!(matches!(
-            connection.version_for::<ProduceRequest>(),
+            connection.version_for::<DescribeAclsRequest>(),
             Err(ClientError::Unsupported(_))
         ));
         // A version the broker does not serve gets the v0 fallback answer.
@@ -217,7 +218,9 @@ fn metadata_comes_from_the_one_voter_quorum_and_survives_a_restart() {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{MetadataRequest, TopicName};
     let dir = tempfile::tempdir().unwrap();
+    let created_id = std::rc::Rc::new(std::cell::Cell::new(uuid::Uuid::nil()));
     for life in 0..2 {
+        let created_id = created_id.clone();
         let broker = start_broker(dir.path());
         let address: std::net::SocketAddr = broker.address.parse().unwrap();
         on_glommio(async move {
@@ -254,14 +257,39 @@ fn metadata_comes_from_the_one_voter_quorum_and_survives_a_restart() {
                 "life {life}"
             );
             assert_eq!(response.controller_id.0, 1);
-            let unknown = MetadataRequest::default().with_topics(Some(vec![
-                MetadataRequestTopic::default().with_name(Some(TopicName("nope".into()))),
-            ]));
-            let response = connection.call(&unknown, version).await.unwrap();
+            let asking = |name: &'static str, create: bool| {
+                MetadataRequest::default()
+                    .with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(TopicName(name.into())))
+                    ]))
+                    .with_allow_auto_topic_creation(create)
+            };
+            let response = connection
+                .call(&asking("nope", false), version)
+                .await
+                .unwrap();
             assert_eq!(
                 response.topics[0].error_code, 3,
                 "UNKNOWN_TOPIC_OR_PARTITION"
             );
+            // Auto-creation (on by default) creates it, and it survives the restart.
+            let response = connection
+                .call(&asking("auto", true), version)
+                .await
+                .unwrap();
+            let topic = &response.topics[0];
+            assert_eq!(topic.error_code, 0, "life {life}");
+            assert_eq!(topic.partitions.len(), 1);
+            assert_eq!(topic.partitions[0].leader_id.0, 1);
+            if life == 0 {
+                created_id.set(topic.topic_id);
+            } else {
+                assert_eq!(
+                    topic.topic_id,
+                    created_id.get(),
+                    "the same topic after a restart"
+                );
+            }
         });
         drop(broker);
         assert!(

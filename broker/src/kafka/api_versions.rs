@@ -9,25 +9,11 @@ use kafka_protocol::ResponseError;
 
 use super::request::Request;
 
-/// The APIs served and the versions of each: only what is implemented.
-/// (The broker issue adds Produce, Fetch, Metadata and the rest here as
-/// each handler lands.)
-pub const SERVED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::ApiVersions, 0, 3),
-    (
-        ApiKey::Metadata,
-        super::metadata::VERSIONS.0,
-        super::metadata::VERSIONS.1,
-    ),
-];
+/// The ApiVersions versions served.
+pub const VERSIONS: (i16, i16) = (0, 3);
 
-/// The versions of `api` this broker serves, if any.
-pub fn served(api: ApiKey) -> Option<(i16, i16)> {
-    SERVED
-        .iter()
-        .find(|(key, _, _)| *key == api)
-        .map(|(_, min, max)| (*min, *max))
-}
+/// The APIs a broker serves and their (min, max) versions.
+pub type Served = [(ApiKey, (i16, i16))];
 
 /// Answers an ApiVersions request with a whole response frame body
 /// (header and body, without the size prefix).
@@ -35,9 +21,9 @@ pub fn served(api: ApiKey) -> Option<(i16, i16)> {
 /// A version newer than served is answered as Kafka does: a v0 response
 /// with UNSUPPORTED_VERSION and the supported ranges, so the client can
 /// retry with a version it finds there.
-pub fn answer(request: &Request) -> Bytes {
+pub fn answer(request: &Request, served: &Served) -> Bytes {
     let requested = request.header.request_api_version;
-    let (min, max) = served(ApiKey::ApiVersions).expect("ApiVersions is always served");
+    let (min, max) = VERSIONS;
     let (version, error) = if (min..=max).contains(&requested) {
         (requested, 0)
     } else {
@@ -46,9 +32,9 @@ pub fn answer(request: &Request) -> Bytes {
     let response = ApiVersionsResponse::default()
         .with_error_code(error)
         .with_api_keys(
-            SERVED
+            served
                 .iter()
-                .map(|(key, min, max)| {
+                .map(|(key, (min, max))| {
                     ApiVersion::default()
                         .with_api_key(*key as i16)
                         .with_min_version(*min)
@@ -108,15 +94,18 @@ mod tests {
         (header.correlation_id, response)
     }
 
+    const TABLE: &Served = &[(ApiKey::Produce, (3, 13)), (ApiKey::ApiVersions, VERSIONS)];
+
     #[test]
     fn every_served_version_is_answered_in_kind() {
         for version in 0..=3 {
             let request = parse(client_request(version, 40 + version as i32)).unwrap();
-            let (correlation, response) = decode_response(answer(&request), version);
+            let (correlation, response) = decode_response(answer(&request, TABLE), version);
             assert_eq!(correlation, 40 + version as i32);
             assert_eq!(response.error_code, 0);
-            assert_eq!(response.api_keys.len(), SERVED.len());
-            assert_eq!(response.api_keys[0].max_version, 3);
+            assert_eq!(response.api_keys.len(), TABLE.len());
+            assert_eq!(response.api_keys[1].max_version, 3);
+            assert_eq!(response.api_keys[0].min_version, 3);
         }
     }
 
@@ -124,10 +113,10 @@ mod tests {
     fn a_too_new_version_gets_a_v0_answer_with_unsupported_version() {
         for version in [4, 9] {
             let request = parse(client_request(version, 7)).unwrap();
-            let (correlation, response) = decode_response(answer(&request), 0);
+            let (correlation, response) = decode_response(answer(&request, TABLE), 0);
             assert_eq!(correlation, 7);
             assert_eq!(response.error_code, 35);
-            assert_eq!(response.api_keys[0].api_key, ApiKey::ApiVersions as i16);
+            assert_eq!(response.api_keys[1].api_key, ApiKey::ApiVersions as i16);
         }
     }
 
@@ -158,7 +147,7 @@ mod tests {
             let mut frame = vec![0u8, 18];
             frame.extend_from_slice(&bytes);
             if let Ok(request) = parse(Bytes::from(frame)) {
-                let _ = answer(&request);
+                let _ = answer(&request, TABLE);
             }
         }
     }

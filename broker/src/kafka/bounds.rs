@@ -308,6 +308,101 @@ pub fn check_fetch(body: &[u8], version: i16) -> Walk {
     w.tagged_fields()
 }
 
+/// CreatePartitions v0-3 (flexible from v2).
+pub fn check_create_partitions(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    w.array(|w| {
+        w.string()?; // name
+        w.fixed(4)?; // count
+        w.array(|w| {
+            w.array(|w| w.fixed(4))?; // broker_ids
+            w.tagged_fields()
+        })?; // assignments (nullable)
+        w.tagged_fields()
+    })?;
+    w.fixed(4 + 1)?; // timeout_ms, validate_only
+    w.tagged_fields()
+}
+
+/// DescribeConfigs v1-4 (flexible from v4).
+pub fn check_describe_configs(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 4);
+    w.array(|w| {
+        w.fixed(1)?; // resource_type
+        w.string()?; // resource_name
+        w.array(|w| w.string())?; // configuration_keys (nullable)
+        w.tagged_fields()
+    })?;
+    w.fixed(1)?; // include_synonyms
+    if version >= 3 {
+        w.fixed(1)?; // include_documentation
+    }
+    w.tagged_fields()
+}
+
+/// AlterConfigs v0-2 (flexible from v2).
+pub fn check_alter_configs(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    w.array(|w| {
+        w.fixed(1)?; // resource_type
+        w.string()?; // resource_name
+        w.array(|w| {
+            w.string()?; // name
+            w.string()?; // value
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.fixed(1)?; // validate_only
+    w.tagged_fields()
+}
+
+/// IncrementalAlterConfigs v0-1 (flexible from v1).
+pub fn check_incremental_alter_configs(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 1);
+    w.array(|w| {
+        w.fixed(1)?; // resource_type
+        w.string()?; // resource_name
+        w.array(|w| {
+            w.string()?; // name
+            w.fixed(1)?; // config_operation
+            w.string()?; // value
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.fixed(1)?; // validate_only
+    w.tagged_fields()
+}
+
+/// DeleteRecords v0-2 (flexible from v2).
+pub fn check_delete_records(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    w.array(|w| {
+        w.string()?; // name
+        w.array(|w| {
+            w.fixed(4 + 8)?; // partition_index, offset
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.fixed(4)?; // timeout_ms
+    w.tagged_fields()
+}
+
+/// DescribeCluster v0-2 (always flexible; no arrays).
+pub fn check_describe_cluster(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.fixed(1)?; // include_cluster_authorized_operations
+    if version >= 1 {
+        w.fixed(1)?; // endpoint_type
+    }
+    if version >= 2 {
+        w.fixed(1)?; // include_fenced_brokers
+    }
+    w.tagged_fields()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,5 +621,93 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn config_partition_and_record_admin_requests_of_every_version_pass() {
+        use kafka_protocol::messages::alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        use kafka_protocol::messages::create_partitions_request::{
+            CreatePartitionsAssignment, CreatePartitionsTopic,
+        };
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        use kafka_protocol::messages::incremental_alter_configs_request as incremental;
+        use kafka_protocol::messages::{
+            AlterConfigsRequest, BrokerId, CreatePartitionsRequest, DeleteRecordsRequest,
+            DescribeClusterRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+        };
+        let text = |s: &'static str| StrBytes::from_static_str(s);
+        let name = || TopicName(text("orders"));
+        let create = CreatePartitionsRequest::default()
+            .with_timeout_ms(5)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name())
+                .with_count(4)
+                .with_assignments(Some(vec![CreatePartitionsAssignment::default()
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(2)])]))]);
+        for version in 0..=3 {
+            check_create_partitions(&encoded(&create, version), version)
+                .unwrap_or_else(|e| panic!("create partitions v{version}: {e}"));
+        }
+        let describe = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("orders"))
+                .with_configuration_keys(Some(vec![text("retention.ms")])),
+        ]);
+        for version in 1..=4 {
+            check_describe_configs(&encoded(&describe, version), version)
+                .unwrap_or_else(|e| panic!("describe configs v{version}: {e}"));
+        }
+        let alter =
+            AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("orders"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(text("retention.ms"))
+                    .with_value(Some(text("5")))])]);
+        for version in 0..=2 {
+            check_alter_configs(&encoded(&alter, version), version)
+                .unwrap_or_else(|e| panic!("alter configs v{version}: {e}"));
+        }
+        let incremental = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("orders"))
+                .with_configs(vec![incremental::AlterableConfig::default()
+                    .with_name(text("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(None)]),
+        ]);
+        for version in 0..=1 {
+            check_incremental_alter_configs(&encoded(&incremental, version), version)
+                .unwrap_or_else(|e| panic!("incremental alter v{version}: {e}"));
+        }
+        let delete = DeleteRecordsRequest::default()
+            .with_timeout_ms(5)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(name())
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(1)
+                    .with_offset(9)])]);
+        for version in 0..=2 {
+            check_delete_records(&encoded(&delete, version), version)
+                .unwrap_or_else(|e| panic!("delete records v{version}: {e}"));
+        }
+        for version in 0..=2 {
+            let cluster = DescribeClusterRequest::default().with_endpoint_type(1);
+            check_describe_cluster(&encoded(&cluster, version), version)
+                .unwrap_or_else(|e| panic!("describe cluster v{version}: {e}"));
+        }
+        let forged = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0];
+        assert!(check_create_partitions(&forged, 0).is_err());
+        assert!(check_describe_configs(&forged, 1).is_err());
+        assert!(check_alter_configs(&forged, 0).is_err());
+        assert!(check_incremental_alter_configs(&forged, 0).is_err());
+        assert!(check_delete_records(&forged, 0).is_err());
     }
 }

@@ -1,8 +1,10 @@
 //! The Kafka wire protocol on the broker side: framing, request headers,
-//! and the handlers of the APIs served so far.
+//! bounds checks before decoding, response encoding, and the handlers that
+//! need no broker state (ApiVersions, Metadata answers).
 
 pub mod api_versions;
 pub mod bounds;
 pub mod frame;
 pub mod metadata;
 pub mod request;
+pub mod response;

@@ -6,26 +6,11 @@ use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
-use kafka_protocol::messages::ApiKey;
 
+use super::handlers::{self, Outcome};
+use super::shard::Shard;
 use crate::kafka::frame::{self, FrameReader};
-use crate::kafka::{api_versions, metadata, request};
-
-/// What every connection of a shard shares.
-pub struct Context {
-    /// socket.request.max.bytes.
-    pub max_request_bytes: u32,
-    /// This shard's copy of the cluster metadata.
-    pub view: super::metadata_view::View,
-    /// The cluster id reported to clients.
-    pub cluster_id: String,
-}
-
-/// Whether this version of the request's API is served.
-fn served(api: ApiKey, request: &request::Request) -> bool {
-    api_versions::served(api)
-        .is_some_and(|(min, max)| (min..=max).contains(&request.header.request_api_version))
-}
+use crate::kafka::request;
 
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -36,12 +21,12 @@ pub type Stopping = Shared<oneshot::Receiver<()>>;
 /// Serves a connection until the client closes it, sends something that
 /// cannot be answered, or the shard stops (between requests); the shard
 /// carries on either way.
-pub async fn serve(mut stream: TcpStream, context: Rc<Context>, stopping: Stopping) {
+pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let mut reader = FrameReader::new(context.max_request_bytes);
+    let mut reader = FrameReader::new(shard.config.socket_request_max_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         loop {
@@ -53,29 +38,20 @@ pub async fn serve(mut stream: TcpStream, context: Rc<Context>, stopping: Stoppi
                     return;
                 }
             };
-            let response = match request::parse(request_frame) {
-                Ok(req) if req.api_key == ApiKey::ApiVersions => api_versions::answer(&req),
-                Ok(req) if req.api_key == ApiKey::Metadata && served(ApiKey::Metadata, &req) => {
-                    let shard = context.view.borrow();
-                    let cluster = metadata::Cluster {
-                        metadata: &shard.metadata,
-                        cluster_id: &context.cluster_id,
-                        controller_id: shard.controller_id,
-                    };
-                    match metadata::answer(&req, &cluster) {
-                        Ok(answer) => answer.response,
-                        Err(e) => {
-                            tracing::warn!(%peer, error = %e, "closing connection: bad Metadata request");
-                            return;
-                        }
-                    }
-                }
-                Ok(req) => {
-                    tracing::warn!(%peer, api = ?req.api_key, "closing connection: API not served");
-                    return;
-                }
+            let request = match request::parse(request_frame) {
+                Ok(request) => request,
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "closing connection: malformed request");
+                    return;
+                }
+            };
+            // One request at a time per connection, as Kafka does: appends
+            // from one producer connection keep their order.
+            let response = match handlers::handle(&shard, &request).await {
+                Ok(Outcome::Respond(response)) => response,
+                Ok(Outcome::NoResponse) => continue,
+                Err(e) => {
+                    tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
                     return;
                 }
             };

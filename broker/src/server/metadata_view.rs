@@ -126,20 +126,24 @@ pub async fn follow_local(
     service: Rc<MetadataService>,
     changes: LocalReceiver<Change>,
     view: View,
+    on_change: impl Fn(),
 ) {
     view.borrow_mut().metadata = service.view().metadata.clone();
+    on_change();
     while let Some(change) = changes.recv().await {
         apply(&view, change);
+        on_change();
     }
-    tracing::error!("the metadata change stream ended on this shard");
+    tracing::info!("the metadata change stream ended on this shard");
 }
 
 /// Follows a change stream from another shard (it starts with the state).
-pub async fn follow_shared(changes: ConnectedReceiver<Change>, view: View) {
+pub async fn follow_shared(changes: ConnectedReceiver<Change>, view: View, on_change: impl Fn()) {
     while let Some(change) = changes.recv().await {
         apply(&view, change);
+        on_change();
     }
-    tracing::error!("the metadata change stream ended on this shard");
+    tracing::info!("the metadata change stream ended on this shard");
 }
 
 fn apply(view: &View, change: Change) {

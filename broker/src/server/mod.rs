@@ -1,14 +1,16 @@
 //! The server: one glommio executor per shard, every shard accepting on
 //! the same port (SO_REUSEPORT), each connection served on the shard that
-//! accepted it, its requests answered in order.
+//! accepted it, its requests answered in order, the per-partition work run
+//! on the shard owning the partition (jobs over a channel mesh).
 //!
-//! Served so far: ApiVersions and Metadata (from a one-voter metadata
-//! quorum on the first shard); a request for any other API closes the
-//! connection with a log line (clients only send what ApiVersions
-//! advertised).
+//! Shard 0 also runs the one-voter metadata quorum; every shard follows
+//! its stream of committed changes into its own copy of the metadata.
 
 mod connection;
+mod handlers;
 mod metadata_view;
+pub mod partitions;
+mod shard;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -23,9 +25,12 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
 use crate::config::BrokerConfig;
-use control::service::Change;
-use glommio::channels::shared_channel::SharedReceiver;
+use control::service::{Change, MetadataService};
+use glommio::channels::channel_mesh::{Full, MeshBuilder};
+use glommio::channels::local_channel::LocalReceiver;
+use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
 use metadata_view::View;
+use shard::{Job, Shard};
 
 /// The cluster id reported to clients (one per deployment, for now fixed).
 pub const CLUSTER_ID: &str = "commit-log-cluster";
@@ -58,17 +63,23 @@ pub fn run(
     // quorum; it hands every other shard the port and a change stream.
     let (start_tx, start_rx) = mpsc::channel::<Option<ShardStart>>();
     let start_rx = Arc::new(std::sync::Mutex::new(start_rx));
+    let mesh = MeshBuilder::<Job, Full>::full(shards, shard::MESH_QUEUE);
     let handles = LocalExecutorPoolBuilder::new(PoolPlacement::Unbound(shards))
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .on_all_shards(move || {
             let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());
             let (ready, stop, config) = (ready.clone(), stop.clone(), config.clone());
+            let mesh = mesh.clone();
             async move {
+                let Ok((senders, receivers)) = mesh.join().await else {
+                    tracing::error!("cannot join the shards' channel mesh");
+                    return;
+                };
                 // One voter: this broker is the controller.
                 let view = View::default();
                 view.borrow_mut().controller_id = config.node_id;
-                let started = if glommio::executor().id() == 1 {
-                    first_shard(&config, listen, shards, &start_tx, &ready, view.clone())
+                let started = if senders.peer_id() == 0 {
+                    first_shard(&config, listen, shards, &start_tx, &ready)
                 } else {
                     let start = start_rx
                         .lock()
@@ -76,20 +87,57 @@ pub fn run(
                         .recv()
                         .ok()
                         .flatten();
-                    other_shard(start, view.clone()).await
+                    other_shard(start).await
                 };
-                let Some(listener) = started else { return };
-                let context = Rc::new(connection::Context {
-                    max_request_bytes: config.socket_request_max_bytes,
-                    view,
-                    cluster_id: CLUSTER_ID.to_string(),
-                });
-                serve_until_stopped(listener, context, stop).await;
+                let Some((listener, changes)) = started else {
+                    return;
+                };
+                let controller = match &changes {
+                    Changes::Local(service, _) => Some(service.clone()),
+                    Changes::Shared(_) => None,
+                };
+                let shard = Rc::new(Shard::new(config, view, senders, controller));
+                glommio::spawn_local(shard::serve_jobs(shard.clone(), receivers)).detach();
+                glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
+                serve_until_stopped(listener, shard.clone(), stop).await;
+                // Connections are closed: make every acknowledged byte durable.
+                shard.partitions.close_all().await;
             }
         })
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     handles.join_all();
     Ok(())
+}
+
+/// Where a shard's metadata changes come from.
+enum Changes {
+    /// Shard 0: straight from the service it runs.
+    Local(Rc<MetadataService>, LocalReceiver<Change>),
+    /// Other shards: over a shared channel from shard 0.
+    Shared(ConnectedReceiver<Change>),
+}
+
+/// Follows the metadata changes into the shard's view, and drops the
+/// partitions of deleted topics (shard 0 also removes their files).
+async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
+    let on_change = {
+        let shard = shard.clone();
+        move || {
+            let view = shard.view.borrow();
+            shard.partitions.forget_deleted(&view.metadata);
+            if shard.index == 0 {
+                shard.partitions.remove_deleted_dirs(&view.metadata);
+            }
+        }
+    };
+    match changes {
+        Changes::Local(service, local) => {
+            metadata_view::follow_local(service, local, shard.view.clone(), on_change).await
+        }
+        Changes::Shared(shared) => {
+            metadata_view::follow_shared(shared, shard.view.clone(), on_change).await
+        }
+    }
 }
 
 /// What the first shard hands each other shard.
@@ -105,8 +153,7 @@ fn first_shard(
     shards: usize,
     start_tx: &mpsc::Sender<Option<ShardStart>>,
     ready: &mpsc::Sender<SocketAddr>,
-    view: View,
-) -> Option<TcpListener> {
+) -> Option<(TcpListener, Changes)> {
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
         for _ in 1..shards {
@@ -139,7 +186,6 @@ fn first_shard(
         }
     }
     let local = service.subscribe(metadata_view::CHANGES_QUEUED_MAX);
-    glommio::spawn_local(metadata_view::follow_local(service.clone(), local, view)).detach();
     let advertised = config
         .advertised_listener
         .clone()
@@ -149,19 +195,23 @@ fn first_shard(
     let on_live = move || {
         let _ = ready.send(address);
     };
-    let registration =
-        metadata_view::register_and_heartbeat(service, config.clone(), advertised, shards, on_live);
+    let registration = metadata_view::register_and_heartbeat(
+        service.clone(),
+        config.clone(),
+        advertised,
+        shards,
+        on_live,
+    );
     glommio::spawn_local(registration).detach();
-    Some(listener)
+    Some((listener, Changes::Local(service, local)))
 }
 
-/// Binds the port the first shard bound and follows its change stream.
-async fn other_shard(start: Option<ShardStart>, view: View) -> Option<TcpListener> {
+/// Binds the port the first shard bound and connects to its change stream.
+async fn other_shard(start: Option<ShardStart>) -> Option<(TcpListener, Changes)> {
     let start = start?;
     let changes = start.changes.connect().await;
-    glommio::spawn_local(metadata_view::follow_shared(changes, view)).detach();
     match TcpListener::bind(start.address) {
-        Ok(listener) => Some(listener),
+        Ok(listener) => Some((listener, Changes::Shared(changes))),
         Err(e) => {
             tracing::error!(error = %e, "cannot bind the Kafka listener");
             None
@@ -169,15 +219,11 @@ async fn other_shard(start: Option<ShardStart>, view: View) -> Option<TcpListene
     }
 }
 
-async fn serve_until_stopped(
-    listener: TcpListener,
-    context: Rc<connection::Context>,
-    stop: Arc<AtomicBool>,
-) {
+async fn serve_until_stopped(listener: TcpListener, shard: Rc<Shard>, stop: Arc<AtomicBool>) {
     let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
-    let acceptor = glommio::spawn_local(accept_loop(listener, context, open.clone(), stopping));
+    let acceptor = glommio::spawn_local(accept_loop(listener, shard, open.clone(), stopping));
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(STOP_POLL).await;
     }
@@ -193,7 +239,7 @@ async fn serve_until_stopped(
 
 async fn accept_loop(
     listener: TcpListener,
-    context: Rc<connection::Context>,
+    shard: Rc<Shard>,
     open: Rc<Cell<usize>>,
     stopping: connection::Stopping,
 ) {
@@ -202,10 +248,10 @@ async fn accept_loop(
             Ok(stream) => {
                 let open = open.clone();
                 let stopping = stopping.clone();
-                let context = context.clone();
+                let shard = shard.clone();
                 open.set(open.get() + 1);
                 glommio::spawn_local(async move {
-                    connection::serve(stream, context, stopping).await;
+                    connection::serve(stream, shard, stopping).await;
                     open.set(open.get() - 1);
                 })
                 .detach();

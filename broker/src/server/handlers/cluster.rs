@@ -1,0 +1,104 @@
+//! Metadata (with topic auto-creation) and DescribeCluster.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use super::topics::{create_topic, NewTopic};
+use super::{HandlerError, Outcome};
+use crate::kafka::bounds::check_describe_cluster;
+use crate::kafka::metadata::{self, Cluster, MetadataError};
+use crate::kafka::request::Request;
+use crate::kafka::response;
+use crate::server::shard::Shard;
+
+/// DescribeCluster versions served.
+pub const DESCRIBE_CLUSTER_VERSIONS: (i16, i16) = (0, 2);
+
+/// "Authorized operations not requested".
+const OPERATIONS_UNKNOWN: i32 = i32::MIN;
+
+fn answer_metadata(shard: &Shard, request: &Request) -> Result<metadata::Answer, HandlerError> {
+    let view = shard.view.borrow();
+    let cluster = Cluster {
+        metadata: &view.metadata,
+        cluster_id: super::super::CLUSTER_ID,
+        controller_id: view.controller_id,
+    };
+    metadata::answer(request, &cluster).map_err(|e| match e {
+        MetadataError::Bounds(b) => HandlerError::Bounds(b),
+        MetadataError::Malformed(m) => HandlerError::Malformed(m),
+    })
+}
+
+/// Answers Metadata, first creating unknown topics the client asked for
+/// when both it and the broker allow auto-creation.
+pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let answer = answer_metadata(shard, request)?;
+    if answer.missing_topics.is_empty()
+        || !answer.allow_auto_create
+        || !shard.config.auto_create_topics
+    {
+        return Ok(Outcome::Respond(answer.response));
+    }
+    for name in answer.missing_topics {
+        let topic = NewTopic {
+            name: name.clone(),
+            partitions: -1,
+            replication_factor: -1,
+            configs: vec![],
+        };
+        if let Err((code, why)) = create_topic(shard, topic, false).await {
+            // Another client may have created it meanwhile; anything else
+            // shows in the answer as the topic's error.
+            tracing::debug!(topic = %name, code, %why, "auto-creating a topic failed");
+        }
+    }
+    Ok(Outcome::Respond(answer_metadata(shard, request)?.response))
+}
+
+/// Answers DescribeCluster.
+pub async fn describe_cluster(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_describe_cluster(&request.body, version)?;
+    let decoded = DescribeClusterRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let view = shard.view.borrow();
+    let brokers = view
+        .metadata
+        .brokers
+        .values()
+        .filter(|b| !b.fenced || (version >= 2 && decoded.include_fenced_brokers))
+        .filter_map(|b| {
+            let (host, port) = b.registration.listener.rsplit_once(':')?;
+            let mut entry = DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.registration.id.0))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().ok()?)
+                .with_rack(b.registration.rack.clone().map(StrBytes::from_string));
+            if version >= 2 {
+                entry = entry.with_is_fenced(b.fenced);
+            }
+            Some(entry)
+        })
+        .collect();
+    let mut answer = DescribeClusterResponse::default()
+        .with_cluster_id(StrBytes::from_static_str(super::super::CLUSTER_ID))
+        .with_controller_id(BrokerId(view.controller_id))
+        .with_brokers(brokers)
+        .with_cluster_authorized_operations(OPERATIONS_UNKNOWN);
+    if version >= 1 {
+        answer = answer.with_endpoint_type(1);
+    }
+    drop(view);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}

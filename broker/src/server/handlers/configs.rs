@@ -1,0 +1,298 @@
+//! DescribeConfigs v1-4, AlterConfigs v0-2 and IncrementalAlterConfigs
+//! v0-1 for topics (resource type 2). Broker configs are static (set at
+//! start, docs/configuration.md): described as an empty list, never altered.
+
+use std::rc::Rc;
+
+use control::config::TOPIC_CONFIG_KEYS;
+use control::service::ControllerRequest;
+use control::TopicConfig;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_response as incremental;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
+
+use super::routing::{call_controller, catch_up, controller_error, Code};
+use super::{HandlerError, Outcome};
+use crate::kafka::bounds::{
+    check_alter_configs, check_describe_configs, check_incremental_alter_configs,
+};
+use crate::kafka::request::Request;
+use crate::kafka::response;
+use crate::server::shard::Shard;
+
+/// DescribeConfigs versions served.
+pub const DESCRIBE_VERSIONS: (i16, i16) = (1, 4);
+/// AlterConfigs versions served.
+pub const ALTER_VERSIONS: (i16, i16) = (0, 2);
+/// IncrementalAlterConfigs versions served.
+pub const INCREMENTAL_VERSIONS: (i16, i16) = (0, 1);
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+/// config_source values.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DEFAULT_CONFIG: i8 = 5;
+
+type Failure = (Code, String);
+
+/// Answers DescribeConfigs.
+pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_describe_configs(&request.body, version)?;
+    let decoded = DescribeConfigsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let defaults = TopicConfig::default();
+    let view = shard.view.borrow();
+    let results = decoded
+        .resources
+        .iter()
+        .map(|resource| {
+            let entry = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match resource.resource_type {
+                BROKER => entry.with_configs(vec![]),
+                TOPIC => match view.metadata.topic_by_name(resource.resource_name.as_str()) {
+                    Ok(topic) => {
+                        let wanted = |key: &str| {
+                            resource
+                                .configuration_keys
+                                .as_ref()
+                                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key))
+                        };
+                        let configs = TOPIC_CONFIG_KEYS
+                            .iter()
+                            .filter(|key| wanted(key))
+                            .map(|key| {
+                                let value = topic.config.get(key);
+                                let source = if value == defaults.get(key) {
+                                    DEFAULT_CONFIG
+                                } else {
+                                    DYNAMIC_TOPIC_CONFIG
+                                };
+                                DescribeConfigsResourceResult::default()
+                                    .with_name(StrBytes::from_static_str(key))
+                                    .with_value(value.map(StrBytes::from_string))
+                                    .with_config_source(source)
+                            })
+                            .collect();
+                        entry.with_configs(configs)
+                    }
+                    Err(_) => entry
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(StrBytes::from_string(format!(
+                            "no topic {}",
+                            resource.resource_name.as_str()
+                        )))),
+                },
+                other => entry
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "resource type {other} is not served"
+                    )))),
+            }
+        })
+        .collect();
+    drop(view);
+    let answer = DescribeConfigsResponse::default().with_results(results);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+/// How one key changes.
+enum Change {
+    Set(String),
+    Reset,
+}
+
+/// Applies key changes to a topic's configuration through the controller.
+/// `replace`: unlisted keys go back to their defaults (AlterConfigs).
+async fn alter_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    changes: Vec<(String, Change)>,
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    let current = shard
+        .view
+        .borrow()
+        .metadata
+        .topic_by_name(name)
+        .map(|t| t.config.clone())
+        .map_err(|_| {
+            (
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("no topic {name}"),
+            )
+        })?;
+    let defaults = TopicConfig::default();
+    let mut config = if replace { defaults.clone() } else { current };
+    for (key, change) in changes {
+        let value = match change {
+            Change::Set(value) => value,
+            Change::Reset => defaults.get(&key).ok_or_else(|| {
+                (
+                    ResponseError::InvalidConfig.code(),
+                    format!("unknown config {key}"),
+                )
+            })?,
+        };
+        config
+            .set(&key, &value)
+            .map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let request = ControllerRequest::AlterConfig {
+        name: name.to_string(),
+        config: config.clone(),
+    };
+    call_controller(shard, request)
+        .await
+        .map_err(|e| controller_error(&e))?;
+    catch_up(shard, |m| {
+        m.topic_by_name(name).is_ok_and(|t| t.config == config)
+    })
+    .await;
+    Ok(())
+}
+
+fn refuse_non_topic(resource_type: i8) -> Option<Failure> {
+    match resource_type {
+        TOPIC => None,
+        BROKER => Some((
+            ResponseError::InvalidRequest.code(),
+            "broker configs are static: set them in the config file, environment or flags".into(),
+        )),
+        other => Some((
+            ResponseError::InvalidRequest.code(),
+            format!("resource type {other} is not served"),
+        )),
+    }
+}
+
+/// Answers AlterConfigs (the whole set of a topic's overrides is replaced).
+pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_alter_configs(&request.body, version)?;
+    let decoded = AlterConfigsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let mut responses = Vec::new();
+    for resource in &decoded.resources {
+        let outcome = match refuse_non_topic(resource.resource_type) {
+            Some(failure) => Err(failure),
+            None => {
+                let changes = resource
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        let key = c.name.as_str().to_string();
+                        match &c.value {
+                            Some(v) => (key, Change::Set(v.as_str().to_string())),
+                            None => (key, Change::Reset),
+                        }
+                    })
+                    .collect();
+                alter_topic(
+                    shard,
+                    resource.resource_name.as_str(),
+                    changes,
+                    true,
+                    decoded.validate_only,
+                )
+                .await
+            }
+        };
+        let (code, message) = outcome
+            .err()
+            .map_or((0, None), |(c, m)| (c, Some(StrBytes::from_string(m))));
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone()),
+        );
+    }
+    let answer = AlterConfigsResponse::default().with_responses(responses);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+/// Answers IncrementalAlterConfigs: SET (0) and DELETE (1, back to the
+/// default); APPEND and SUBTRACT apply to list configs, which topics here
+/// do not have, and are refused.
+pub async fn incremental_alter(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_incremental_alter_configs(&request.body, version)?;
+    let decoded = IncrementalAlterConfigsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let mut responses = Vec::new();
+    for resource in &decoded.resources {
+        let changes: Result<Vec<(String, Change)>, Failure> = resource
+            .configs
+            .iter()
+            .map(|c| {
+                let key = c.name.as_str().to_string();
+                match (c.config_operation, &c.value) {
+                    (0, Some(v)) => Ok((key, Change::Set(v.as_str().to_string()))),
+                    (0, None) | (1, _) => Ok((key, Change::Reset)),
+                    (op, _) => Err((
+                        ResponseError::InvalidConfig.code(),
+                        format!(
+                            "operation {op} on {key}: only SET and DELETE apply to topic configs"
+                        ),
+                    )),
+                }
+            })
+            .collect();
+        let outcome = match (refuse_non_topic(resource.resource_type), changes) {
+            (Some(failure), _) | (None, Err(failure)) => Err(failure),
+            (None, Ok(changes)) => {
+                alter_topic(
+                    shard,
+                    resource.resource_name.as_str(),
+                    changes,
+                    false,
+                    decoded.validate_only,
+                )
+                .await
+            }
+        };
+        let (code, message) = outcome
+            .err()
+            .map_or((0, None), |(c, m)| (c, Some(StrBytes::from_string(m))));
+        responses.push(
+            incremental::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone()),
+        );
+    }
+    let answer = IncrementalAlterConfigsResponse::default().with_responses(responses);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}

@@ -1,0 +1,298 @@
+//! Produce v3-13: validate each partition's batches, append them on the
+//! partition's shard, and answer once they are buffered (acks=1), durable
+//! (acks=all: fdatasync'd, on a single node), or not at all (acks=0).
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
+use storage::batch::{self, BatchHeader, CountRule};
+use storage::{BatchError, StorageError};
+
+use super::routing::{open_led, route_by_id, route_by_name, Code};
+use super::{HandlerError, Outcome};
+use crate::kafka::bounds::check_produce;
+use crate::kafka::request::Request;
+use crate::kafka::response;
+use crate::server::partitions::PartitionKey;
+use crate::server::shard::Shard;
+
+/// Produce versions advertised: v3-13 are served; v0-2 are advertised for
+/// older librdkafka's sake and answered with UNSUPPORTED_VERSION (see
+/// `produce_legacy`).
+pub const VERSIONS: (i16, i16) = (0, 13);
+
+/// One partition's answer.
+#[derive(Debug, Clone, Copy)]
+struct Appended {
+    error: Code,
+    base_offset: i64,
+    log_start: i64,
+}
+
+impl Appended {
+    fn failed(error: Code) -> Appended {
+        Appended {
+            error,
+            base_offset: -1,
+            log_start: -1,
+        }
+    }
+}
+
+/// Answers a Produce request (`None` for acks=0: Kafka sends no response).
+pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    if version < 3 {
+        let answer =
+            super::produce_legacy::answer(version, request.header.correlation_id, &request.body)?;
+        return Ok(answer.map_or(Outcome::NoResponse, Outcome::Respond));
+    }
+    check_produce(&request.body, version)?;
+    let decoded = ProduceRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let acks = decoded.acks;
+    let refuse_all = if !matches!(acks, -1..=1) {
+        Some(ResponseError::InvalidRequiredAcks.code())
+    } else if decoded.transactional_id.is_some() {
+        // Transactions are not served (InitProducerId is not advertised).
+        Some(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else {
+        None
+    };
+    // Every partition's append runs at once, each on its own shard.
+    let mut pending = Vec::new();
+    for topic in &decoded.topic_data {
+        for data in &topic.partition_data {
+            let route = if version >= 13 {
+                route_by_id(
+                    shard,
+                    control::TopicId(*topic.topic_id.as_bytes()),
+                    data.index,
+                )
+            } else {
+                route_by_name(shard, topic.name.as_str(), data.index)
+            };
+            let records = data.records.clone().unwrap_or_default();
+            let shard = shard.clone();
+            pending.push(async move {
+                let (key, owner) = match (refuse_all, route) {
+                    (Some(code), _) | (None, Err(code)) => return Appended::failed(code),
+                    (None, Ok(route)) => route,
+                };
+                shard
+                    .run_on(owner, move |owner| {
+                        Box::pin(async move { append_on_owner(&owner, key, records, acks).await })
+                    })
+                    .await
+                    .unwrap_or(Appended::failed(ResponseError::KafkaStorageError.code()))
+            });
+        }
+    }
+    let mut results = futures::future::join_all(pending).await.into_iter();
+    if acks == 0 {
+        return Ok(Outcome::NoResponse);
+    }
+    let responses = decoded
+        .topic_data
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|data| {
+                    let result = results.next().expect("one result per partition");
+                    let mut entry = PartitionProduceResponse::default()
+                        .with_index(data.index)
+                        .with_error_code(result.error)
+                        .with_base_offset(result.base_offset)
+                        .with_log_append_time_ms(-1);
+                    if version >= 5 {
+                        entry = entry.with_log_start_offset(result.log_start);
+                    }
+                    if version >= 8 && result.error != 0 {
+                        entry = entry.with_error_message(Some(StrBytes::from_string(
+                            error_text(result.error).to_string(),
+                        )));
+                    }
+                    entry
+                })
+                .collect();
+            let mut entry = TopicProduceResponse::default().with_partition_responses(partitions);
+            if version >= 13 {
+                entry = entry.with_topic_id(topic.topic_id);
+            } else {
+                entry = entry.with_name(topic.name.clone());
+            }
+            entry
+        })
+        .collect();
+    let answer = ProduceResponse::default().with_responses(responses);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+fn error_text(code: Code) -> &'static str {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::CorruptMessage) => {
+            "a batch failed validation (magic, length, CRC or record count)"
+        }
+        Some(ResponseError::MessageTooLarge) => "a batch exceeds max.message.bytes",
+        Some(ResponseError::KafkaStorageError) => "the partition's log failed",
+        _ => "refused",
+    }
+}
+
+/// Appends on the owning shard; for acks=all waits for the fdatasync.
+/// Runs as a task of that shard, so a producer disconnecting cannot
+/// cancel it half-way.
+async fn append_on_owner(shard: &Shard, key: PartitionKey, records: Bytes, acks: i16) -> Appended {
+    let led = match open_led(shard, key).await {
+        Ok(led) => led,
+        Err(code) => return Appended::failed(code),
+    };
+    let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
+    let batches = match split_batches(&records, limit) {
+        Ok(batches) => batches,
+        Err(code) => return Appended::failed(code),
+    };
+    let log = led.partition.log.clone();
+    let mut first = None;
+    let mut next = None;
+    for batch in batches {
+        match log
+            .append(
+                BytesMut::from(&batch[..]),
+                storage::LeaderEpoch(led.epoch.0),
+            )
+            .await
+        {
+            Ok(info) => {
+                first.get_or_insert(info.base_offset);
+                next = Some(info.last_offset.plus(1));
+            }
+            Err(e) => return Appended::failed(storage_error_code(&e)),
+        }
+    }
+    let (Some(first), Some(next)) = (first, next) else {
+        return Appended::failed(ResponseError::CorruptMessage.code());
+    };
+    // Data becomes visible (the high watermark moves) once durable; the
+    // flush wakes the fetchers waiting for it.
+    let partition = led.partition.clone();
+    let flushed = async move {
+        let result = partition.log.wait_flushed(next).await;
+        partition.notify_arrival();
+        result
+    };
+    if acks == -1 {
+        if let Err(e) = flushed.await {
+            return Appended::failed(storage_error_code(&e));
+        }
+    } else {
+        glommio::spawn_local(async move {
+            if let Err(e) = flushed.await {
+                tracing::error!(error = %e, "flushing a partition failed");
+            }
+        })
+        .detach();
+    }
+    Appended {
+        error: 0,
+        base_offset: first.0,
+        log_start: log.log_start().0,
+    }
+}
+
+/// Cuts a partition's records into whole, valid v2 batches, each within
+/// `limit` (max.message.bytes); all or nothing.
+pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<Bytes>, Code> {
+    if records.is_empty() {
+        return Err(ResponseError::CorruptMessage.code());
+    }
+    let mut batches = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let rest = &records[at..];
+        let header = BatchHeader::parse(rest, usize::MAX).map_err(|e| batch_error_code(&e))?;
+        if header.total_bytes > limit {
+            return Err(ResponseError::MessageTooLarge.code());
+        }
+        if header.total_bytes > rest.len() {
+            return Err(ResponseError::CorruptMessage.code());
+        }
+        let one = records.slice(at..at + header.total_bytes);
+        batch::validate(&one, limit, CountRule::Exact).map_err(|e| batch_error_code(&e))?;
+        batches.push(one);
+        at += header.total_bytes;
+    }
+    Ok(batches)
+}
+
+fn batch_error_code(error: &BatchError) -> Code {
+    match error {
+        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat.code(),
+        _ => ResponseError::CorruptMessage.code(),
+    }
+}
+
+fn storage_error_code(error: &StorageError) -> Code {
+    match error {
+        StorageError::InvalidBatch(e) => batch_error_code(e),
+        _ => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::batch::{build, RecordSpec};
+    use storage::TimestampMs;
+
+    fn batch(records: usize) -> BytesMut {
+        let specs: Vec<RecordSpec> = (0..records)
+            .map(|i| RecordSpec {
+                key: Some(format!("k{i}").into_bytes()),
+                value: Some(vec![7u8; 20]),
+                timestamp_delta: 0,
+            })
+            .collect();
+        build(TimestampMs(1_000), &specs)
+    }
+
+    #[test]
+    fn records_split_into_whole_valid_batches_or_are_refused() {
+        let mut two = batch(3);
+        two.extend_from_slice(&batch(2));
+        let two = two.freeze();
+        let split = split_batches(&two, 1 << 20).unwrap();
+        assert_eq!(split.len(), 2);
+        assert_eq!(split[0].len() + split[1].len(), two.len());
+        // A flipped byte in the second batch refuses both.
+        let mut bad = two.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(
+            split_batches(&Bytes::from(bad), 1 << 20),
+            Err(ResponseError::CorruptMessage.code())
+        );
+        // A cut tail, garbage and emptiness are corrupt; size over the limit is too large.
+        assert_eq!(
+            split_batches(&two.slice(..two.len() - 3), 1 << 20),
+            Err(ResponseError::CorruptMessage.code())
+        );
+        assert!(split_batches(&Bytes::from_static(&[1, 2, 3]), 1 << 20).is_err());
+        assert!(split_batches(&Bytes::new(), 1 << 20).is_err());
+        assert_eq!(
+            split_batches(&two, split[0].len() - 1),
+            Err(ResponseError::MessageTooLarge.code())
+        );
+    }
+}

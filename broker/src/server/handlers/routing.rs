@@ -1,0 +1,166 @@
+//! Finding the shard that owns a partition, opening it there, and calling
+//! the controller (on shard 0) — what every handler needs.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use control::service::{ControllerRequest, RequestError};
+use control::{BrokerId, LeaderEpoch, MetadataError, Topic, TopicId};
+use kafka_protocol::ResponseError;
+
+use crate::server::partitions::{owner_shard, OpenPartition, PartitionKey};
+use crate::server::shard::Shard;
+
+/// A Kafka error code.
+pub type Code = i16;
+
+/// How long a handler waits for its shard's metadata to show a change the
+/// controller committed.
+const VIEW_CATCH_UP_MAX: Duration = Duration::from_secs(5);
+
+/// Where a partition's work runs: its key and owning shard, or the error
+/// code to answer with.
+pub fn route_by_name(
+    shard: &Shard,
+    topic: &str,
+    index: i32,
+) -> Result<(PartitionKey, usize), Code> {
+    let view = shard.view.borrow();
+    let topic = view
+        .metadata
+        .topic_by_name(topic)
+        .map_err(|_| ResponseError::UnknownTopicOrPartition.code())?;
+    route_in(shard, topic, index)
+}
+
+/// [`route_by_name`] for the versions that name topics by id.
+pub fn route_by_id(
+    shard: &Shard,
+    topic: TopicId,
+    index: i32,
+) -> Result<(PartitionKey, usize), Code> {
+    let view = shard.view.borrow();
+    let topic = view
+        .metadata
+        .topic(topic)
+        .map_err(|_| ResponseError::UnknownTopicId.code())?;
+    route_in(shard, topic, index)
+}
+
+fn route_in(shard: &Shard, topic: &Topic, index: i32) -> Result<(PartitionKey, usize), Code> {
+    let partition = usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    let me = BrokerId(shard.config.node_id);
+    let owner =
+        owner_shard(partition, me, shard.count).ok_or(ResponseError::NotLeaderOrFollower.code())?;
+    Ok((
+        PartitionKey {
+            topic: topic.id,
+            index: index as u32,
+        },
+        owner,
+    ))
+}
+
+/// A partition led by this broker, open on this (its owning) shard, with
+/// its topic as the metadata has it now and the leader epoch to stamp.
+pub struct Led {
+    /// The open partition.
+    pub partition: Rc<OpenPartition>,
+    /// Its topic (configuration included).
+    pub topic: Topic,
+    /// The current leader epoch.
+    pub epoch: LeaderEpoch,
+}
+
+/// Opens a partition this broker leads, on its owning shard.
+pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
+    let (topic, epoch) = {
+        let view = shard.view.borrow();
+        let topic = view
+            .metadata
+            .topic(key.topic)
+            .map_err(|_| ResponseError::UnknownTopicOrPartition.code())?;
+        let partition = topic
+            .partitions
+            .get(key.index as usize)
+            .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+        if partition.leader != Some(BrokerId(shard.config.node_id)) {
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
+        (topic.clone(), partition.leader_epoch)
+    };
+    let partition = shard
+        .partitions
+        .get_or_open(key, &topic)
+        .await
+        .map_err(|e| {
+            tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a partition");
+            ResponseError::KafkaStorageError.code()
+        })?;
+    Ok(Led {
+        partition,
+        topic,
+        epoch,
+    })
+}
+
+/// Sends a request to the controller (the metadata service on shard 0).
+pub async fn call_controller(
+    shard: &Rc<Shard>,
+    request: ControllerRequest,
+) -> Result<(), RequestError> {
+    let result = shard
+        .run_on(0, move |shard| {
+            Box::pin(async move {
+                match &shard.controller {
+                    Some(service) => service.request(request).await,
+                    None => Err(RequestError::NotController { leader: None }),
+                }
+            })
+        })
+        .await;
+    result.unwrap_or(Err(RequestError::Unavailable))
+}
+
+/// Waits (bounded) until this shard's metadata satisfies `done`: after the
+/// controller commits a change, the next request on this connection sees it.
+pub async fn catch_up(shard: &Shard, done: impl Fn(&control::Metadata) -> bool) -> bool {
+    let started = Instant::now();
+    while !done(&shard.view.borrow().metadata) {
+        if started.elapsed() > VIEW_CATCH_UP_MAX {
+            return false;
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    true
+}
+
+/// The Kafka error code (and message) for a refused controller request.
+pub fn controller_error(error: &RequestError) -> (Code, String) {
+    let code = match error {
+        RequestError::NotController { .. } => ResponseError::NotController.code(),
+        RequestError::Superseded | RequestError::Unavailable => {
+            ResponseError::RequestTimedOut.code()
+        }
+        RequestError::Refused(refused) => match refused {
+            MetadataError::UnknownTopic(_) | MetadataError::UnknownTopicId(_) => {
+                ResponseError::UnknownTopicOrPartition.code()
+            }
+            MetadataError::TopicExists(_) => ResponseError::TopicAlreadyExists.code(),
+            MetadataError::InvalidTopicName(_) => ResponseError::InvalidTopicException.code(),
+            MetadataError::UnknownPartition { .. } => ResponseError::InvalidPartitions.code(),
+            MetadataError::NotEnoughBrokers { .. } => {
+                ResponseError::InvalidReplicationFactor.code()
+            }
+            MetadataError::UnknownConfig(_) | MetadataError::InvalidConfig { .. } => {
+                ResponseError::InvalidConfig.code()
+            }
+            MetadataError::InvalidPartitionChange(_) => ResponseError::InvalidPartitions.code(),
+            _ => ResponseError::InvalidRequest.code(),
+        },
+    };
+    (code, error.to_string())
+}

@@ -1,0 +1,342 @@
+//! CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3, and the
+//! auto-creation Metadata asks for. The controller (shard 0) decides; the
+//! answer is sent once this shard's metadata shows the change, so the
+//! client's next request on the connection sees it.
+
+use std::rc::Rc;
+
+use control::service::ControllerRequest;
+use control::{TopicConfig, TopicId};
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
+
+use super::routing::{call_controller, catch_up, controller_error, Code};
+use super::{HandlerError, Outcome};
+use crate::kafka::bounds::{check_create_partitions, check_create_topics, check_delete_topics};
+use crate::kafka::request::Request;
+use crate::kafka::response;
+use crate::server::shard::Shard;
+
+/// CreateTopics versions served.
+pub const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 7);
+/// DeleteTopics versions served.
+pub const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 6);
+/// CreatePartitions versions served.
+pub const CREATE_PARTITIONS_VERSIONS: (i16, i16) = (0, 3);
+
+/// A topic to create, as asked.
+pub struct NewTopic {
+    /// Its name.
+    pub name: String,
+    /// Partitions (-1: the broker's default).
+    pub partitions: i32,
+    /// Replication factor (-1: 1).
+    pub replication_factor: i16,
+    /// Configuration overrides, `key = value`.
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// What creating a topic gave: its id and config, or an error.
+type Created = Result<(TopicId, TopicConfig, usize, usize), (Code, String)>;
+
+/// Creates one topic (or only validates it) and waits for this shard to see it.
+pub async fn create_topic(shard: &Rc<Shard>, topic: NewTopic, validate_only: bool) -> Created {
+    let partitions = match topic.partitions {
+        -1 => shard.config.default_partitions as i32,
+        n => n,
+    };
+    let replication_factor = match topic.replication_factor {
+        -1 => 1,
+        n => n,
+    };
+    if partitions <= 0 {
+        return Err((
+            ResponseError::InvalidPartitions.code(),
+            format!("{partitions} partitions"),
+        ));
+    }
+    if replication_factor <= 0 {
+        return Err((
+            ResponseError::InvalidReplicationFactor.code(),
+            format!("replication factor {replication_factor}"),
+        ));
+    }
+    let mut config = TopicConfig::default();
+    for (key, value) in &topic.configs {
+        let Some(value) = value else { continue };
+        if let Err(e) = config.set(key, value) {
+            return Err((ResponseError::InvalidConfig.code(), e.to_string()));
+        }
+    }
+    {
+        let view = shard.view.borrow();
+        if let Err(e) = control::model::check_topic_name(&topic.name) {
+            return Err((ResponseError::InvalidTopicException.code(), e.to_string()));
+        }
+        if view.metadata.names.contains_key(&topic.name) {
+            return Err((
+                ResponseError::TopicAlreadyExists.code(),
+                format!("topic {} already exists", topic.name),
+            ));
+        }
+        let live = view.metadata.live_brokers().count();
+        if replication_factor as usize > live {
+            return Err((
+                ResponseError::InvalidReplicationFactor.code(),
+                format!("replication factor {replication_factor} exceeds the {live} live brokers"),
+            ));
+        }
+    }
+    let id = TopicId(rand::random());
+    if !validate_only {
+        let request = ControllerRequest::CreateTopic {
+            id,
+            name: topic.name.clone(),
+            partitions: partitions as usize,
+            replication_factor: replication_factor as usize,
+            config: config.clone(),
+        };
+        call_controller(shard, request)
+            .await
+            .map_err(|e| controller_error(&e))?;
+        let name = topic.name.clone();
+        if !catch_up(shard, |m| m.names.contains_key(&name)).await {
+            return Err((
+                ResponseError::RequestTimedOut.code(),
+                "created, not yet visible".into(),
+            ));
+        }
+    }
+    let id = shard
+        .view
+        .borrow()
+        .metadata
+        .names
+        .get(&topic.name)
+        .copied()
+        .unwrap_or(id);
+    Ok((id, config, partitions as usize, replication_factor as usize))
+}
+
+/// Answers CreateTopics.
+pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_create_topics(&request.body, version)?;
+    let decoded = CreateTopicsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let mut results = Vec::new();
+    for topic in decoded.topics {
+        let name = topic.name.clone();
+        let outcome = if !topic.assignments.is_empty() {
+            Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                "manual replica assignment is not supported; the controller places replicas"
+                    .to_string(),
+            ))
+        } else {
+            let new = NewTopic {
+                name: topic.name.as_str().to_string(),
+                partitions: topic.num_partitions,
+                replication_factor: topic.replication_factor,
+                configs: topic
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.name.as_str().to_string(),
+                            c.value.as_ref().map(|v| v.as_str().to_string()),
+                        )
+                    })
+                    .collect(),
+            };
+            create_topic(shard, new, decoded.validate_only).await
+        };
+        let mut entry = CreatableTopicResult::default().with_name(name);
+        match outcome {
+            Ok((id, config, partitions, replication_factor)) => {
+                if version >= 7 {
+                    entry = entry.with_topic_id(uuid::Uuid::from_bytes(id.0));
+                }
+                if version >= 5 {
+                    entry = entry
+                        .with_num_partitions(partitions as i32)
+                        .with_replication_factor(replication_factor as i16)
+                        .with_configs(Some(
+                            control::config::TOPIC_CONFIG_KEYS
+                                .iter()
+                                .map(|key| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(StrBytes::from_static_str(key))
+                                        .with_value(config.get(key).map(StrBytes::from_string))
+                                        .with_config_source(5)
+                                })
+                                .collect(),
+                        ));
+                }
+            }
+            Err((code, message)) => {
+                entry = entry
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message)));
+                if version >= 5 {
+                    entry = entry.with_num_partitions(-1).with_replication_factor(-1);
+                }
+            }
+        }
+        results.push(entry);
+    }
+    let answer = CreateTopicsResponse::default().with_topics(results);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+/// Answers DeleteTopics (by name; v6 also by id).
+pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_delete_topics(&request.body, version)?;
+    let decoded = DeleteTopicsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    // (name if known, id if given)
+    let asked: Vec<(Option<String>, Option<uuid::Uuid>)> = if version >= 6 {
+        decoded
+            .topics
+            .iter()
+            .map(|t| {
+                let id = (!t.topic_id.is_nil()).then_some(t.topic_id);
+                let name = t.name.as_ref().map(|n| n.as_str().to_string()).or_else(|| {
+                    id.and_then(|id| {
+                        let view = shard.view.borrow();
+                        view.metadata
+                            .topic(TopicId(*id.as_bytes()))
+                            .ok()
+                            .map(|t| t.name.clone())
+                    })
+                });
+                (name, id)
+            })
+            .collect()
+    } else {
+        decoded
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.as_str().to_string()), None))
+            .collect()
+    };
+    let mut results = Vec::new();
+    for (name, id) in asked {
+        let outcome = match &name {
+            None => Err((
+                ResponseError::UnknownTopicId.code(),
+                "unknown topic id".to_string(),
+            )),
+            Some(name) => {
+                let request = ControllerRequest::DeleteTopic { name: name.clone() };
+                match call_controller(shard, request).await {
+                    Ok(()) => {
+                        let gone = name.clone();
+                        catch_up(shard, |m| !m.names.contains_key(&gone)).await;
+                        Ok(())
+                    }
+                    Err(e) => Err(controller_error(&e)),
+                }
+            }
+        };
+        let mut entry = DeletableTopicResult::default()
+            .with_name(name.map(|n| TopicName(StrBytes::from_string(n))));
+        if version >= 6 {
+            entry = entry.with_topic_id(id.unwrap_or_default());
+        }
+        if let Err((code, message)) = outcome {
+            entry = entry.with_error_code(code);
+            if version >= 5 {
+                entry = entry.with_error_message(Some(StrBytes::from_string(message)));
+            }
+        }
+        results.push(entry);
+    }
+    let answer = DeleteTopicsResponse::default().with_responses(results);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+/// Answers CreatePartitions: grows topics to the counts asked.
+pub async fn create_partitions(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    check_create_partitions(&request.body, version)?;
+    let decoded = CreatePartitionsRequest::decode(&mut request.body.clone(), version)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let mut results = Vec::new();
+    for topic in decoded.topics {
+        let name = topic.name.as_str().to_string();
+        let current = shard
+            .view
+            .borrow()
+            .metadata
+            .topic_by_name(&name)
+            .map(|t| t.partitions.len());
+        let outcome = match current {
+            Err(_) => Err((
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("no topic {name}"),
+            )),
+            Ok(_) if topic.assignments.is_some() => Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                "manual replica assignment is not supported".to_string(),
+            )),
+            Ok(now) if topic.count as i64 <= now as i64 => Err((
+                ResponseError::InvalidPartitions.code(),
+                format!("topic {name} has {now} partitions; it can only grow"),
+            )),
+            Ok(_) if decoded.validate_only => Ok(()),
+            Ok(_) => {
+                let total = topic.count as usize;
+                let request = ControllerRequest::CreatePartitions {
+                    name: name.clone(),
+                    total,
+                };
+                match call_controller(shard, request).await {
+                    Ok(()) => {
+                        catch_up(shard, |m| {
+                            m.topic_by_name(&name)
+                                .is_ok_and(|t| t.partitions.len() >= total)
+                        })
+                        .await;
+                        Ok(())
+                    }
+                    Err(e) => Err(controller_error(&e)),
+                }
+            }
+        };
+        let mut entry = CreatePartitionsTopicResult::default().with_name(topic.name);
+        if let Err((code, message)) = outcome {
+            entry = entry
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message)));
+        }
+        results.push(entry);
+    }
+    let answer = CreatePartitionsResponse::default().with_results(results);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}

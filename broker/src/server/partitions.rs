@@ -1,0 +1,200 @@
+//! The partitions a shard owns: their logs, opened on first use, and the
+//! fetchers waiting for data to arrive in them.
+//!
+//! Which shard owns a partition is a pure function of the metadata (the
+//! shard the controller placed this broker's replica on), so every shard
+//! routes without asking. A partition's directory is
+//! `DATA_DIR/partitions/<topic name>.<topic id>/<index>`: the id keeps a
+//! deleted topic's files apart from a new topic of the same name.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use control::{BrokerId, Metadata, Partition as PartitionMeta, Topic, TopicConfig, TopicId};
+use futures::channel::oneshot;
+use storage::io::dma::DmaFs;
+use storage::{Log, LogConfig, StorageError};
+
+/// The largest batch any log accepts, whatever its topic's
+/// max.message.bytes says (the topic's limit is checked before appending).
+pub const BATCH_BYTES_CAP: usize = 8 << 20;
+
+/// A partition: topic and index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    /// The topic's id.
+    pub topic: TopicId,
+    /// The partition index.
+    pub index: u32,
+}
+
+/// One open partition on its owning shard.
+pub struct OpenPartition {
+    /// Its log.
+    pub log: Rc<Log<DmaFs>>,
+    /// Fetchers waiting for the high watermark to move.
+    arrivals: RefCell<Vec<oneshot::Sender<()>>>,
+}
+
+impl OpenPartition {
+    /// Resolves once data arrives (the high watermark moves), or never if
+    /// the partition is dropped.
+    pub fn next_arrival(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut waiting = self.arrivals.borrow_mut();
+        // Fetchers that gave up (timed out, disconnected) leave closed senders.
+        waiting.retain(|w| !w.is_canceled());
+        waiting.push(tx);
+        rx
+    }
+
+    /// Wakes every fetcher waiting for data.
+    pub fn notify_arrival(&self) {
+        for waiter in self.arrivals.borrow_mut().drain(..) {
+            let _ = waiter.send(());
+        }
+    }
+}
+
+/// The partitions of one shard.
+pub struct Partitions {
+    root: PathBuf,
+    open: RefCell<HashMap<PartitionKey, Rc<OpenPartition>>>,
+    /// Opening is rare and slow (recovery): one at a time per shard, so a
+    /// partition is never opened twice.
+    opening: futures::lock::Mutex<()>,
+}
+
+/// The shard of `broker` that owns replica `partition`, if `broker` holds one.
+pub fn owner_shard(partition: &PartitionMeta, broker: BrokerId, shards: usize) -> Option<usize> {
+    let at = partition.replicas.iter().position(|r| *r == broker)?;
+    let shard = partition.shards.get(at).map_or(0, |s| s.0 as usize);
+    // The placement used the shard count the broker registered with; a
+    // restart with fewer shards folds the rest onto the ones it has.
+    Some(shard % shards.max(1))
+}
+
+/// The directory of a topic's partitions under `root`.
+pub fn topic_dir(root: &Path, topic: &Topic) -> PathBuf {
+    root.join(format!("{}.{}", topic.name, hex(&topic.id.0)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The log settings for a topic's partitions.
+pub fn log_config(config: &TopicConfig) -> LogConfig {
+    let defaults = LogConfig::default();
+    let segment_bytes = (config.segment_bytes.max(64 << 10) as u64).min(u32::MAX as u64);
+    let max_batch_bytes = (config.max_message_bytes.max(0) as usize)
+        .max(defaults.max_batch_bytes)
+        .min(BATCH_BYTES_CAP)
+        .min(segment_bytes as usize);
+    LogConfig {
+        segment_bytes,
+        segment_ms: config.segment_ms.max(1),
+        max_batch_bytes,
+        max_pending_bytes: defaults.max_pending_bytes.max(max_batch_bytes),
+        preallocate_bytes: defaults.preallocate_bytes.min(segment_bytes),
+        ..defaults
+    }
+}
+
+impl Partitions {
+    /// No partitions open yet; their files live under `root`.
+    pub fn new(root: PathBuf, _shard: usize) -> Partitions {
+        Partitions {
+            root,
+            open: RefCell::new(HashMap::new()),
+            opening: futures::lock::Mutex::new(()),
+        }
+    }
+
+    /// The open partition, opening (and recovering) its log if needed.
+    pub async fn get_or_open(
+        &self,
+        key: PartitionKey,
+        topic: &Topic,
+    ) -> Result<Rc<OpenPartition>, StorageError> {
+        if let Some(open) = self.open.borrow().get(&key) {
+            return Ok(open.clone());
+        }
+        let _one_at_a_time = self.opening.lock().await;
+        if let Some(open) = self.open.borrow().get(&key) {
+            return Ok(open.clone());
+        }
+        let dir = topic_dir(&self.root, topic).join(key.index.to_string());
+        let log = Log::open(DmaFs, dir, log_config(&topic.config)).await?;
+        let partition = Rc::new(OpenPartition {
+            log,
+            arrivals: RefCell::new(Vec::new()),
+        });
+        self.open.borrow_mut().insert(key, partition.clone());
+        Ok(partition)
+    }
+
+    /// The open partitions.
+    pub fn all(&self) -> Vec<(PartitionKey, Rc<OpenPartition>)> {
+        self.open
+            .borrow()
+            .iter()
+            .map(|(k, p)| (*k, p.clone()))
+            .collect()
+    }
+
+    /// Drops the partitions of topics that no longer exist (their waiting
+    /// fetchers see the topic gone on their next look).
+    pub fn forget_deleted(&self, metadata: &Metadata) {
+        let gone: Vec<PartitionKey> = self
+            .open
+            .borrow()
+            .keys()
+            .filter(|k| !metadata.topics.contains_key(&k.topic))
+            .copied()
+            .collect();
+        for key in gone {
+            if let Some(partition) = self.open.borrow_mut().remove(&key) {
+                partition.notify_arrival();
+            }
+        }
+    }
+
+    /// Removes the directories of topics the metadata no longer has
+    /// (deleted while open, or while the broker was down).
+    pub fn remove_deleted_dirs(&self, metadata: &Metadata) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        let known: std::collections::HashSet<PathBuf> = metadata
+            .topics
+            .values()
+            .map(|t| topic_dir(&self.root, t))
+            .collect();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && !known.contains(&path) {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => {
+                        tracing::info!(dir = %path.display(), "removed a deleted topic's files")
+                    }
+                    Err(e) => {
+                        tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Flushes and closes every open log (shutdown).
+    pub async fn close_all(&self) {
+        let open: Vec<_> = self.open.borrow_mut().drain().collect();
+        for (key, partition) in open {
+            if let Err(e) = partition.log.close().await {
+                tracing::error!(topic = ?key.topic, partition = key.index, error = %e, "closing a partition log failed");
+            }
+        }
+    }
+}

@@ -12,6 +12,22 @@ if ! command -v cargo >/dev/null; then
     echo "cargo not found: install the Rust toolchain (rustup) first" >&2
     exit 1
 fi
+# System packages the tests use: kcat (librdkafka's command-line client)
+# in the end-to-end tests; a C toolchain, make, perl and zlib headers build
+# the bundled librdkafka of the rdkafka crate.
+needed=()
+command -v kcat >/dev/null || needed+=(kcat)
+command -v cc >/dev/null || needed+=(build-essential)
+command -v make >/dev/null || needed+=(make)
+command -v perl >/dev/null || needed+=(perl)
+[ -e /usr/include/zlib.h ] || needed+=(zlib1g-dev)
+if [ ${#needed[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${needed[@]}"
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi

@@ -1,9 +1,9 @@
-//! The broker. Built so far: its configuration, Kafka framing, request
-//! headers and ApiVersions. The server itself (shards, listeners, the other
-//! Kafka APIs) is the open broker issue.
+//! The broker: its configuration, the Kafka protocol handling, the
+//! thread-per-core server, and the admin subcommands.
 
 #![warn(missing_docs)]
 
+pub mod admin_cli;
 pub mod config;
 pub mod kafka;
 pub mod server;

@@ -1,7 +1,6 @@
-//! The `broker` binary. `broker` alone is `broker serve`.
-//!
-//! Status: it serves the Kafka ApiVersions and Metadata requests only; the other APIs
-//! are the open broker issue. SIGTERM stops it cleanly (exit 0).
+//! The `broker` binary. `broker` alone is `broker serve`; `broker topic ...`
+//! and `broker cluster ...` are the admin subcommands (see `admin_cli`).
+//! SIGTERM stops the server cleanly (exit 0).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -17,6 +16,25 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .first()
+        .is_some_and(|a| a == "--help" || a == "-h" || a == "help")
+    {
+        println!("{}", broker::admin_cli::USAGE);
+        return;
+    }
+    if args.first().is_some_and(|a| a == "topic" || a == "cluster") {
+        let outcome = broker::admin_cli::parse(&args)
+            .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
+        match outcome {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("broker: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     if args.first().is_some_and(|a| a == "serve") {
         args.remove(0);
     }
@@ -35,10 +53,10 @@ fn main() {
             std::process::exit(1);
         }
     }
-    let (ready_tx, ready_rx) = mpsc::channel();
+    let (ready_tx, ready_rx) = mpsc::channel::<broker::server::Listening>();
     let announcer = std::thread::spawn(move || {
-        if let Ok(address) = ready_rx.recv() {
-            tracing::info!(kafka = %address, "listening (serving ApiVersions and Metadata only: the other Kafka APIs are not built yet)");
+        if let Ok(listening) = ready_rx.recv() {
+            tracing::info!(kafka = %listening.kafka, http = %listening.http, "listening");
         }
     });
     if let Err(e) = broker::server::run(config, ready_tx, stop) {

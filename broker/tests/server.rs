@@ -2,10 +2,13 @@
 //! pipelined requests are answered in order, and bad input closes only the
 //! connection that sent it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use support::{on_glommio, start_broker, Broker};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -13,57 +16,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
-struct Broker {
-    child: Child,
-    address: String,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_broker(data_dir: &std::path::Path) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args([
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--shards",
-            "2",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the broker");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("kafka=").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
-            }
-        }
-    });
-    let address = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the broker logs where it listens");
-    Broker { child, address }
-}
-
 fn connect(broker: &Broker) -> TcpStream {
-    let stream = TcpStream::connect(&broker.address).unwrap();
+    let stream = TcpStream::connect(broker.address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -162,27 +116,13 @@ fn api_versions_pipelining_and_bad_input() {
 #[test]
 fn sigterm_stops_accepting_and_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = start_broker(dir.path());
+    let broker = start_broker(dir.path());
     // An idle open connection must not hold the broker up past its drain.
     let _idle = connect(&broker);
-    let pid = broker.child.id() as libc::pid_t;
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = broker.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the broker did not stop after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let address = broker.address;
+    let status = broker.terminate();
     assert!(status.success(), "exit status {status:?}");
-    assert!(
-        TcpStream::connect(&broker.address).is_err(),
-        "no longer accepting"
-    );
+    assert!(TcpStream::connect(address).is_err(), "no longer accepting");
 }
 
 #[test]
@@ -191,7 +131,7 @@ fn the_projects_client_negotiates_versions_with_the_broker() {
     use kafka_protocol::messages::{DescribeAclsRequest, ProduceRequest};
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
-    let address: std::net::SocketAddr = broker.address.parse().unwrap();
+    let address = broker.address;
     on_glommio(async move {
         let mut connection = Connection::connect(address, "negotiation-test")
             .await
@@ -222,7 +162,7 @@ fn metadata_comes_from_the_one_voter_quorum_and_survives_a_restart() {
     for life in 0..2 {
         let created_id = created_id.clone();
         let broker = start_broker(dir.path());
-        let address: std::net::SocketAddr = broker.address.parse().unwrap();
+        let address = broker.address;
         on_glommio(async move {
             let mut connection = Connection::connect(address, "metadata-test").await.unwrap();
             let version = connection.version_for::<MetadataRequest>().unwrap();
@@ -297,13 +237,4 @@ fn metadata_comes_from_the_one_voter_quorum_and_survives_a_restart() {
             "the metadata log is on disk"
         );
     }
-}
-
-/// Runs a future on a glommio executor on this thread (the client side).
-fn on_glommio<T>(fut: impl std::future::Future<Output = T>) -> T {
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(1 << 20)
-        .make()
-        .expect("glommio executor")
-        .run(fut)
 }

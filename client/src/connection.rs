@@ -35,6 +35,9 @@ pub enum ClientError {
     /// The broker answered with an error code.
     #[error("broker error code {0}")]
     Broker(i16),
+    /// The broker answered with an error code and a message.
+    #[error("broker error code {0}: {1}")]
+    Refused(i16, String),
 }
 
 /// A connection with the version ranges its broker advertised.
@@ -112,6 +115,17 @@ impl Connection {
         request: &R,
         version: i16,
     ) -> Result<R::Response, ClientError> {
+        let correlation_id = self.send_only(request, version).await?;
+        self.read_response::<R>(correlation_id, version).await
+    }
+
+    /// Sends `request` without waiting for a response (Produce with
+    /// acks=0 gets none); returns its correlation id.
+    pub async fn send_only<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<i32, ClientError> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let header = RequestHeader::default()
@@ -128,7 +142,14 @@ impl Connection {
         frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame).await?;
+        Ok(correlation_id)
+    }
 
+    async fn read_response<R: Request>(
+        &mut self,
+        correlation_id: i32,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
         let mut response = self.read_frame().await?;
         // ApiVersions answers always use header v0.
         let header_version = if R::KEY == ApiKey::ApiVersions as i16 {

@@ -1,8 +1,14 @@
-//! A Kafka-protocol client library. Built so far: a connection with typed
-//! calls and ApiVersions negotiation, and the default key partitioner. The
-//! producer, consumer and admin calls are the open broker issue.
+//! A Kafka-protocol client library on glommio: connections with typed
+//! calls and ApiVersions negotiation, a cluster view (brokers, partition
+//! leaders), a producer (batching, acks, the Java client's key
+//! partitioner, retries), a consumer of assigned partitions, and admin calls.
 
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod cluster;
 pub mod connection;
+pub mod consumer;
 pub mod partitioner;
+pub mod producer;
+pub mod records;

@@ -15,7 +15,7 @@ use control::disk::FileRaftDisk;
 use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
 use control::service::{Change, ControllerRequest, MetadataService, RequestError, ServiceConfig};
-use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError};
+use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError, MetadataRecord};
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::ConnectedReceiver;
 
@@ -126,22 +126,28 @@ pub async fn follow_local(
     service: Rc<MetadataService>,
     changes: LocalReceiver<Change>,
     view: View,
-    on_change: impl Fn(),
+    on_change: impl Fn(Option<&MetadataRecord>),
 ) {
     view.borrow_mut().metadata = service.view().metadata.clone();
-    on_change();
+    on_change(None);
     while let Some(change) = changes.recv().await {
+        let record = change.record.clone();
         apply(&view, change);
-        on_change();
+        on_change(record.as_ref());
     }
     tracing::info!("the metadata change stream ended on this shard");
 }
 
 /// Follows a change stream from another shard (it starts with the state).
-pub async fn follow_shared(changes: ConnectedReceiver<Change>, view: View, on_change: impl Fn()) {
+pub async fn follow_shared(
+    changes: ConnectedReceiver<Change>,
+    view: View,
+    on_change: impl Fn(Option<&MetadataRecord>),
+) {
     while let Some(change) = changes.recv().await {
+        let record = change.record.clone();
         apply(&view, change);
-        on_change();
+        on_change(record.as_ref());
     }
     tracing::info!("the metadata change stream ended on this shard");
 }

@@ -8,6 +8,7 @@
 
 mod connection;
 mod handlers;
+mod http;
 mod metadata_view;
 pub mod partitions;
 mod shard;
@@ -26,6 +27,7 @@ use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
 use crate::config::BrokerConfig;
 use control::service::{Change, MetadataService};
+use control::MetadataRecord;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
@@ -48,7 +50,7 @@ const DRAIN_MAX: Duration = Duration::from_secs(5);
 /// the Kafka address actually bound (its port is concrete even if 0 was asked).
 pub fn run(
     config: BrokerConfig,
-    ready: mpsc::Sender<SocketAddr>,
+    ready: mpsc::Sender<Listening>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
     let shards = match config.shards {
@@ -117,16 +119,19 @@ enum Changes {
     Shared(ConnectedReceiver<Change>),
 }
 
-/// Follows the metadata changes into the shard's view, and drops the
-/// partitions of deleted topics (shard 0 also removes their files).
+/// Follows the metadata changes into the shard's view and drops the
+/// partitions of deleted topics; shard 0 also removes a deleted topic's
+/// files (only that topic's: while the log replays at start, the view does
+/// not know the topics created later yet).
 async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
     let on_change = {
         let shard = shard.clone();
-        move || {
-            let view = shard.view.borrow();
-            shard.partitions.forget_deleted(&view.metadata);
-            if shard.index == 0 {
-                shard.partitions.remove_deleted_dirs(&view.metadata);
+        move |record: Option<&MetadataRecord>| {
+            shard
+                .partitions
+                .forget_deleted(&shard.view.borrow().metadata);
+            if let (0, Some(MetadataRecord::DeleteTopic { id })) = (shard.index, record) {
+                partitions::remove_topic_dirs(&shard.partitions_root(), *id);
             }
         }
     };
@@ -138,6 +143,15 @@ async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
             metadata_view::follow_shared(shared, shard.view.clone(), on_change).await
         }
     }
+}
+
+/// Where a ready broker listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// The Kafka listener (port 0 resolved).
+    pub kafka: SocketAddr,
+    /// The HTTP listener.
+    pub http: SocketAddr,
 }
 
 /// What the first shard hands each other shard.
@@ -152,7 +166,7 @@ fn first_shard(
     listen: SocketAddr,
     shards: usize,
     start_tx: &mpsc::Sender<Option<ShardStart>>,
-    ready: &mpsc::Sender<SocketAddr>,
+    ready: &mpsc::Sender<Listening>,
 ) -> Option<(TcpListener, Changes)> {
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
@@ -168,6 +182,11 @@ fn first_shard(
         Ok(bound) => bound,
         Err(e) => return fail("cannot bind the Kafka listener", e),
     };
+    let (http_listener, http) = match http::bind(&config.http_listen) {
+        Ok(bound) => bound,
+        Err(e) => return fail("cannot bind the HTTP listener", e),
+    };
+    glommio::spawn_local(http::serve(http_listener)).detach();
     let service = match metadata_view::start_quorum(config) {
         Ok(service) => Rc::new(service),
         Err(e) => return fail("cannot start the metadata quorum", e),
@@ -192,8 +211,16 @@ fn first_shard(
         .unwrap_or_else(|| address.to_string().replace("0.0.0.0", "127.0.0.1"));
     // "Ready" once this broker's registration is committed and live.
     let ready = ready.clone();
+    let root = config.data_dir.join(partitions::PARTITIONS_DIR);
+    let quorum = service.clone();
     let on_live = move || {
-        let _ = ready.send(address);
+        // This life's registration is committed: the metadata is replayed
+        // up to it, so files of topics it lacks were deleted while down.
+        partitions::remove_unknown_topic_dirs(&root, &quorum.view().metadata);
+        let _ = ready.send(Listening {
+            kafka: address,
+            http,
+        });
     };
     let registration = metadata_view::register_and_heartbeat(
         service.clone(),

@@ -17,6 +17,9 @@ use futures::channel::oneshot;
 use storage::io::dma::DmaFs;
 use storage::{Log, LogConfig, StorageError};
 
+/// The directory under the data directory holding the partitions.
+pub const PARTITIONS_DIR: &str = "partitions";
+
 /// The largest batch any log accepts, whatever its topic's
 /// max.message.bytes says (the topic's limit is checked before appending).
 pub const BATCH_BYTES_CAP: usize = 8 << 20;
@@ -105,7 +108,7 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
 
 impl Partitions {
     /// No partitions open yet; their files live under `root`.
-    pub fn new(root: PathBuf, _shard: usize) -> Partitions {
+    pub fn new(root: PathBuf) -> Partitions {
         Partitions {
             root,
             open: RefCell::new(HashMap::new()),
@@ -162,38 +165,48 @@ impl Partitions {
         }
     }
 
-    /// Removes the directories of topics the metadata no longer has
-    /// (deleted while open, or while the broker was down).
-    pub fn remove_deleted_dirs(&self, metadata: &Metadata) {
-        let Ok(entries) = std::fs::read_dir(&self.root) else {
-            return;
-        };
-        let known: std::collections::HashSet<PathBuf> = metadata
-            .topics
-            .values()
-            .map(|t| topic_dir(&self.root, t))
-            .collect();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() && !known.contains(&path) {
-                match std::fs::remove_dir_all(&path) {
-                    Ok(()) => {
-                        tracing::info!(dir = %path.display(), "removed a deleted topic's files")
-                    }
-                    Err(e) => {
-                        tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
-                    }
-                }
-            }
-        }
-    }
-
     /// Flushes and closes every open log (shutdown).
     pub async fn close_all(&self) {
         let open: Vec<_> = self.open.borrow_mut().drain().collect();
         for (key, partition) in open {
             if let Err(e) = partition.log.close().await {
                 tracing::error!(topic = ?key.topic, partition = key.index, error = %e, "closing a partition log failed");
+            }
+        }
+    }
+}
+
+/// Removes the files of one deleted topic (its directory ends with its id).
+pub fn remove_topic_dirs(root: &Path, topic: TopicId) {
+    let suffix = format!(".{}", hex(&topic.0));
+    remove_dirs_where(root, |name| name.ends_with(&suffix));
+}
+
+/// Removes the directories of every topic `metadata` does not have.
+/// Only with a complete view: at start, once this broker's own new
+/// registration is committed, the metadata log has been applied up to it.
+pub fn remove_unknown_topic_dirs(root: &Path, metadata: &Metadata) {
+    let known: std::collections::HashSet<String> = metadata
+        .topics
+        .values()
+        .map(|t| format!("{}.{}", t.name, hex(&t.id.0)))
+        .collect();
+    remove_dirs_where(root, |name| !known.contains(name));
+}
+
+fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().to_string();
+        if path.is_dir() && doomed(&name) {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::info!(dir = %path.display(), "removed a deleted topic's files"),
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
+                }
             }
         }
     }

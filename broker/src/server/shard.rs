@@ -60,7 +60,7 @@ impl Shard {
     ) -> Shard {
         let index = senders.peer_id();
         let count = senders.nr_consumers();
-        let partitions = Partitions::new(config.data_dir.join("partitions"), index);
+        let partitions = Partitions::new(config.data_dir.join(super::partitions::PARTITIONS_DIR));
         Shard {
             index,
             count,
@@ -70,6 +70,11 @@ impl Shard {
             controller,
             senders,
         }
+    }
+
+    /// Where the partitions' directories are.
+    pub fn partitions_root(&self) -> std::path::PathBuf {
+        self.config.data_dir.join(super::partitions::PARTITIONS_DIR)
     }
 
     /// Runs `work` on shard `target` (directly if that is this shard) as

@@ -241,6 +241,10 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
             )),
+            Some(name) if !shard.view.borrow().metadata.names.contains_key(name) => Err((
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("no topic {name}"),
+            )),
             Some(name) => {
                 let request = ControllerRequest::DeleteTopic { name: name.clone() };
                 match call_controller(shard, request).await {
@@ -297,7 +301,7 @@ pub async fn create_partitions(
                 ResponseError::UnknownTopicOrPartition.code(),
                 format!("no topic {name}"),
             )),
-            Ok(_) if topic.assignments.is_some() => Err((
+            Ok(_) if topic.assignments.as_ref().is_some_and(|a| !a.is_empty()) => Err((
                 ResponseError::InvalidReplicaAssignment.code(),
                 "manual replica assignment is not supported".to_string(),
             )),

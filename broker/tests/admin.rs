@@ -1,0 +1,298 @@
+//! Topics created, described, altered, grown and deleted through the
+//! project's admin client and through the `broker topic|cluster` CLI,
+//! against the real broker; kcat (librdkafka's CLI) produces and consumes.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use client::cluster::Cluster;
+use client::connection::ClientError;
+use support::{on_glommio, start_broker};
+
+fn cli(bootstrap: &str, args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", bootstrap])
+        .output()
+        .expect("run the CLI");
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
+fn code(error: ClientError) -> i16 {
+    match error {
+        ClientError::Broker(code) | ClientError::Refused(code, _) => code,
+        other => panic!("not a broker error: {other}"),
+    }
+}
+
+#[test]
+fn topics_are_created_described_altered_grown_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "admin-test");
+        cluster
+            .create_topic("orders", 3, 1, &[("retention.ms", "60000")])
+            .await
+            .unwrap();
+        assert_eq!(cluster.topic("orders").unwrap().leaders.len(), 3);
+        assert_eq!(
+            code(cluster.create_topic("orders", 3, 1, &[]).await.unwrap_err()),
+            36,
+            "TOPIC_ALREADY_EXISTS"
+        );
+        assert_eq!(
+            code(
+                cluster
+                    .create_topic("bad/name", 1, 1, &[])
+                    .await
+                    .unwrap_err()
+            ),
+            17,
+            "INVALID_TOPIC_EXCEPTION"
+        );
+        assert_eq!(
+            code(cluster.create_topic("x", 0, 1, &[]).await.unwrap_err()),
+            37,
+            "INVALID_PARTITIONS"
+        );
+        assert_eq!(
+            code(cluster.create_topic("x", 1, 3, &[]).await.unwrap_err()),
+            38,
+            "INVALID_REPLICATION_FACTOR"
+        );
+        assert_eq!(
+            code(
+                cluster
+                    .create_topic("x", 1, 1, &[("retention.ms", "soon")])
+                    .await
+                    .unwrap_err()
+            ),
+            40,
+            "INVALID_CONFIG"
+        );
+        assert_eq!(
+            code(
+                cluster
+                    .create_topic("x", 1, 1, &[("no.such.key", "1")])
+                    .await
+                    .unwrap_err()
+            ),
+            40
+        );
+
+        let value = |configs: &[client::admin::ConfigEntry], key: &str| {
+            configs
+                .iter()
+                .find(|c| c.name == key)
+                .and_then(|c| c.value.clone())
+        };
+        let configs = cluster.describe_configs("orders").await.unwrap();
+        assert_eq!(value(&configs, "retention.ms").as_deref(), Some("60000"));
+        assert!(
+            !configs
+                .iter()
+                .find(|c| c.name == "retention.ms")
+                .unwrap()
+                .is_default
+        );
+        assert!(
+            configs
+                .iter()
+                .find(|c| c.name == "segment.bytes")
+                .unwrap()
+                .is_default
+        );
+
+        cluster
+            .alter_configs(
+                "orders",
+                &[("max.message.bytes", Some("5000")), ("retention.ms", None)],
+            )
+            .await
+            .unwrap();
+        let configs = cluster.describe_configs("orders").await.unwrap();
+        assert_eq!(
+            value(&configs, "max.message.bytes").as_deref(),
+            Some("5000")
+        );
+        assert_eq!(
+            value(&configs, "retention.ms").as_deref(),
+            Some("604800000"),
+            "reset to the default"
+        );
+        assert_eq!(
+            code(
+                cluster
+                    .alter_configs("orders", &[("retention.ms", Some("x"))])
+                    .await
+                    .unwrap_err()
+            ),
+            40
+        );
+        assert_eq!(
+            code(
+                cluster
+                    .alter_configs("nope", &[("retention.ms", Some("1"))])
+                    .await
+                    .unwrap_err()
+            ),
+            3
+        );
+
+        cluster.create_partitions("orders", 5).await.unwrap();
+        assert_eq!(cluster.topic("orders").unwrap().leaders.len(), 5);
+        assert_eq!(
+            code(cluster.create_partitions("orders", 2).await.unwrap_err()),
+            37,
+            "partitions only grow"
+        );
+
+        let description = cluster.describe_cluster().await.unwrap();
+        assert_eq!(description.brokers.len(), 1);
+        assert_eq!(description.controller_id, 1);
+
+        cluster.delete_topic("orders").await.unwrap();
+        assert_eq!(code(cluster.delete_topic("orders").await.unwrap_err()), 3);
+        assert!(cluster
+            .list_topics()
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| t.name != "orders"));
+    });
+    // Deleted topics leave no files behind.
+    let partitions = dir.path().join("partitions");
+    let leftovers: Vec<_> = std::fs::read_dir(&partitions)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        leftovers
+            .iter()
+            .all(|n| !n.to_string_lossy().starts_with("orders.")),
+        "{leftovers:?}"
+    );
+
+    // The same through the CLI.
+    let bootstrap = broker.bootstrap();
+    let (ok, out) = cli(
+        &bootstrap,
+        &[
+            "topic",
+            "create",
+            "cli-topic",
+            "--partitions",
+            "4",
+            "--config",
+            "segment.ms=100000",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("4 partitions"), "{out}");
+    let (ok, out) = cli(&bootstrap, &["topic", "list"]);
+    assert!(ok && out.contains("cli-topic"), "{out}");
+    let (ok, out) = cli(
+        &bootstrap,
+        &[
+            "topic",
+            "alter",
+            "cli-topic",
+            "--config",
+            "retention.bytes=1000000",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&bootstrap, &["topic", "describe", "cli-topic"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("retention.bytes = 1000000 (set)"), "{out}");
+    assert!(out.contains("segment.ms = 100000 (set)"), "{out}");
+    assert!(out.contains("partition 3 leader 1"), "{out}");
+    let (ok, out) = cli(&bootstrap, &["cluster", "status"]);
+    assert!(ok && out.contains("broker 1 at"), "{out}");
+    let (ok, out) = cli(&bootstrap, &["topic", "create", "cli-topic"]);
+    assert!(!ok && out.contains("already exists"), "{out}");
+    let (ok, out) = cli(&bootstrap, &["topic", "delete", "cli-topic"]);
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&bootstrap, &["topic", "describe", "cli-topic"]);
+    assert!(!ok, "{out}");
+}
+
+#[test]
+fn kcat_produces_and_consumes_through_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    let lines: Vec<String> = (0..2_000)
+        .map(|i| format!("key-{}:value-{i}", i % 10))
+        .collect();
+    let mut produce = Command::new("kcat")
+        .args([
+            "-b", &bootstrap, "-P", "-t", "kcat", "-K:", "-z", "snappy", "-X", "acks=all",
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat is installed (the test command installs it)");
+    produce
+        .stdin
+        .take()
+        .unwrap()
+        .write_all((lines.join("\n") + "\n").as_bytes())
+        .unwrap();
+    let produced = produce.wait_with_output().unwrap();
+    assert!(
+        produced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&produced.stderr)
+    );
+    let consumed = Command::new("kcat")
+        .args([
+            "-b",
+            &bootstrap,
+            "-C",
+            "-t",
+            "kcat",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k:%s@%o\n",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        consumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&consumed.stderr)
+    );
+    let out = String::from_utf8(consumed.stdout).unwrap();
+    let got: Vec<&str> = out.lines().collect();
+    assert_eq!(got.len(), lines.len());
+    for (i, line) in got.iter().enumerate() {
+        assert_eq!(
+            *line,
+            format!("{}@{i}", lines[i]),
+            "message {i} in order at its offset"
+        );
+    }
+    // The batches were stored compressed, as kcat sent them (snappy = 2).
+    let log = std::fs::read_dir(dir.path().join("partitions"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("kcat."))
+        .unwrap()
+        .path()
+        .join("0")
+        .join("00000000000000000000.log");
+    let bytes = std::fs::read(log).unwrap();
+    assert_eq!(
+        i16::from_be_bytes([bytes[21], bytes[22]]) & 7,
+        2,
+        "stored as snappy"
+    );
+}

@@ -1,0 +1,155 @@
+//! Shared by the broker's end-to-end tests: the real broker binary on an
+//! ephemeral port with a temp data directory, and a glommio executor for
+//! the project's own client.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running broker process.
+pub struct Broker {
+    child: Child,
+    /// Where its Kafka listener is.
+    pub address: SocketAddr,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// Everything it logged so far (stderr).
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the broker on 127.0.0.1 port 0 with 2 shards, waiting for the
+/// line saying where it listens.
+pub fn start_broker(data_dir: &Path) -> Broker {
+    start_broker_with(data_dir, &[])
+}
+
+/// [`start_broker`] with extra environment variables.
+pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
+        .args([
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--shards",
+            "2",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("start the broker");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let keep = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("kafka=").nth(1) {
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+            keep.lock().unwrap().push(line);
+        }
+    });
+    let address = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the broker logs where it listens");
+    Broker {
+        child,
+        address: address.parse().expect("an address"),
+        data_dir: data_dir.to_path_buf(),
+        log,
+    }
+}
+
+impl Broker {
+    /// `host:port`.
+    pub fn bootstrap(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and wait (bounded) for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the broker did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Log lines containing `needle`.
+    pub fn logged(&self, needle: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Runs a future on a glommio executor on this thread (the client side).
+pub fn on_glommio<T>(fut: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .make()
+        .expect("glommio executor")
+        .run(fut)
+}
+
+/// A seed from `SEED` or the clock, printed so a failure can be replayed.
+pub fn seed() -> u64 {
+    let seed = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("SEED={seed}");
+    seed
+}

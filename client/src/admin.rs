@@ -1,0 +1,218 @@
+//! Admin calls: topics (create, list, describe, alter configs, grow,
+//! delete) and the cluster's description. Each turns a broker's error code
+//! into an error carrying its message.
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::cluster::{BrokerInfo, Cluster, TopicInfo};
+use crate::connection::ClientError;
+
+/// A refusal from the broker, with its message.
+fn refused(code: i16, message: Option<&StrBytes>) -> ClientError {
+    match message {
+        Some(m) => ClientError::Refused(code, m.as_str().to_string()),
+        None => ClientError::Broker(code),
+    }
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A topic's configuration entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// Its key.
+    pub name: String,
+    /// Its value.
+    pub value: Option<String>,
+    /// Whether it is the default.
+    pub is_default: bool,
+}
+
+/// What DescribeCluster says.
+#[derive(Debug, Clone)]
+pub struct ClusterDescription {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// The active controller.
+    pub controller_id: i32,
+    /// The live brokers.
+    pub brokers: Vec<BrokerInfo>,
+}
+
+impl Cluster {
+    /// Creates a topic; `partitions`/`replication_factor` -1 take the broker's defaults.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<(), ClientError> {
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(text(name)))
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication_factor)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(text(k))
+                                .with_value(Some(text(v)))
+                        })
+                        .collect(),
+                )]);
+        let response = self.call_any(&request).await?;
+        for topic in &response.topics {
+            if topic.error_code != 0 {
+                return Err(refused(topic.error_code, topic.error_message.as_ref()));
+            }
+        }
+        self.refresh(Some(&[name]), false).await
+    }
+
+    /// Deletes a topic.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ClientError> {
+        let request = DeleteTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            // v6 names topics in `topics`, earlier versions in `topic_names`.
+            .with_topic_names(vec![TopicName(text(name))])
+            .with_topics(vec![
+                DeleteTopicState::default().with_name(Some(TopicName(text(name))))
+            ]);
+        let response = self.call_any(&request).await?;
+        for topic in &response.responses {
+            if topic.error_code != 0 {
+                return Err(refused(topic.error_code, topic.error_message.as_ref()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every topic, sorted by name.
+    pub async fn list_topics(&self) -> Result<Vec<TopicInfo>, ClientError> {
+        self.refresh(None, false).await?;
+        let request = kafka_protocol::messages::MetadataRequest::default().with_topics(None);
+        let response = self.call_any(&request).await?;
+        let mut topics: Vec<TopicInfo> = response
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref())
+            .filter_map(|n| self.topic(n.as_str()))
+            .collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(topics)
+    }
+
+    /// A topic's configuration.
+    pub async fn describe_configs(&self, topic: &str) -> Result<Vec<ConfigEntry>, ClientError> {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text(topic))
+                .with_configuration_keys(None),
+        ]);
+        let response = self.call_any(&request).await?;
+        let result = response
+            .results
+            .first()
+            .ok_or_else(|| ClientError::Protocol("no result".into()))?;
+        if result.error_code != 0 {
+            return Err(refused(result.error_code, result.error_message.as_ref()));
+        }
+        Ok(result
+            .configs
+            .iter()
+            .map(|c| ConfigEntry {
+                name: c.name.as_str().to_string(),
+                value: c.value.as_ref().map(|v| v.as_str().to_string()),
+                is_default: c.config_source == 5,
+            })
+            .collect())
+    }
+
+    /// Sets (Some) or resets to the default (None) a topic's config keys.
+    pub async fn alter_configs(
+        &self,
+        topic: &str,
+        changes: &[(&str, Option<&str>)],
+    ) -> Result<(), ClientError> {
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text(topic))
+                .with_configs(
+                    changes
+                        .iter()
+                        .map(|(k, v)| {
+                            AlterableConfig::default()
+                                .with_name(text(k))
+                                .with_config_operation(if v.is_some() { 0 } else { 1 })
+                                .with_value(v.map(text))
+                        })
+                        .collect(),
+                ),
+        ]);
+        let response = self.call_any(&request).await?;
+        for r in &response.responses {
+            if r.error_code != 0 {
+                return Err(refused(r.error_code, r.error_message.as_ref()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub async fn create_partitions(&self, topic: &str, total: i32) -> Result<(), ClientError> {
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(TopicName(text(topic)))
+                .with_count(total)]);
+        let response = self.call_any(&request).await?;
+        for r in &response.results {
+            if r.error_code != 0 {
+                return Err(refused(r.error_code, r.error_message.as_ref()));
+            }
+        }
+        self.refresh(Some(&[topic]), false).await
+    }
+
+    /// The cluster's id, controller and brokers.
+    pub async fn describe_cluster(&self) -> Result<ClusterDescription, ClientError> {
+        let response = self.call_any(&DescribeClusterRequest::default()).await?;
+        if response.error_code != 0 {
+            return Err(refused(
+                response.error_code,
+                response.error_message.as_ref(),
+            ));
+        }
+        Ok(ClusterDescription {
+            cluster_id: response.cluster_id.as_str().to_string(),
+            controller_id: response.controller_id.0,
+            brokers: response
+                .brokers
+                .iter()
+                .map(|b| BrokerInfo {
+                    id: b.broker_id.0,
+                    address: format!("{}:{}", b.host.as_str(), b.port),
+                })
+                .collect(),
+        })
+    }
+}

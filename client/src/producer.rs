@@ -1,0 +1,425 @@
+//! A producer: records are batched per partition (by size and linger),
+//! one sender per broker sends every ready batch of the partitions it
+//! leads in one Produce request at a time, and retriable failures
+//! (leadership moved, connection lost) are retried in order after a
+//! metadata refresh. One request in flight per broker keeps each
+//! partition's records in the order they were sent.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::records::Compression;
+use kafka_protocol::ResponseError;
+
+use crate::cluster::Cluster;
+use crate::connection::ClientError;
+use crate::partitioner::partition_for_key;
+use crate::records::{encode_batch, ProducerRecord};
+
+/// How a producer batches and acknowledges.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// 0, 1 or -1 (all).
+    pub acks: i16,
+    /// A batch is sent once it holds this many bytes...
+    pub batch_bytes: usize,
+    /// ...or once its first record waited this long.
+    pub linger: Duration,
+    /// How often a batch is retried after a retriable error.
+    pub retries: u32,
+    /// Pause before a retry.
+    pub retry_backoff: Duration,
+    /// The batches' compression.
+    pub compression: Compression,
+    /// How long the broker may take (the request's timeout).
+    pub request_timeout: Duration,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            acks: -1,
+            batch_bytes: 64 * 1024,
+            linger: Duration::from_millis(5),
+            retries: 10,
+            retry_backoff: Duration::from_millis(100),
+            compression: Compression::None,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where a record landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset (-1 with acks=0).
+    pub offset: i64,
+}
+
+type Waiter = oneshot::Sender<Result<Delivered, ClientError>>;
+
+struct Batch {
+    records: Vec<ProducerRecord>,
+    waiters: Vec<Waiter>,
+    bytes: usize,
+    started: Instant,
+    attempts: u32,
+}
+
+#[derive(Default)]
+struct Queues {
+    /// (topic, partition) -> batches, oldest first.
+    batches: BTreeMap<(String, i32), VecDeque<Batch>>,
+    /// Round-robin position for records without a key.
+    next_unkeyed: u32,
+    in_flight: usize,
+}
+
+/// A producer on one glommio executor.
+pub struct Producer {
+    cluster: Rc<Cluster>,
+    config: ProducerConfig,
+    queues: RefCell<Queues>,
+    wake: RefCell<Option<oneshot::Sender<()>>>,
+}
+
+impl Producer {
+    /// A producer; its sender runs as a task of the current executor.
+    pub fn new(cluster: Rc<Cluster>, config: ProducerConfig) -> Rc<Producer> {
+        let producer = Rc::new(Producer {
+            cluster,
+            config,
+            queues: RefCell::new(Queues::default()),
+            wake: RefCell::new(None),
+        });
+        glommio::spawn_local(run_sender(Rc::downgrade(&producer))).detach();
+        producer
+    }
+
+    /// Queues a record stamped now; the returned future resolves when it
+    /// is acknowledged.
+    pub async fn send(
+        &self,
+        topic: &str,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+    ) -> Result<impl std::future::Future<Output = Result<Delivered, ClientError>>, ClientError>
+    {
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.send_record(
+            topic,
+            ProducerRecord {
+                key,
+                value,
+                timestamp,
+            },
+        )
+        .await
+    }
+
+    /// Queues a record with its own timestamp.
+    pub async fn send_record(
+        &self,
+        topic: &str,
+        record: ProducerRecord,
+    ) -> Result<impl std::future::Future<Output = Result<Delivered, ClientError>>, ClientError>
+    {
+        let ProducerRecord {
+            key,
+            value,
+            timestamp,
+        } = record;
+        let info = self.cluster.topic_info(topic, true).await?;
+        let partitions = info.leaders.len() as u32;
+        if partitions == 0 {
+            return Err(ClientError::Broker(
+                ResponseError::LeaderNotAvailable.code(),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut queues = self.queues.borrow_mut();
+            let partition = match &key {
+                Some(key) => partition_for_key(key, partitions),
+                None => {
+                    queues.next_unkeyed = queues.next_unkeyed.wrapping_add(1);
+                    queues.next_unkeyed % partitions
+                }
+            } as i32;
+            let size =
+                key.as_ref().map_or(0, |k| k.len()) + value.as_ref().map_or(0, |v| v.len()) + 16;
+            let queue = queues
+                .batches
+                .entry((topic.to_string(), partition))
+                .or_default();
+            let fresh = queue
+                .back()
+                .is_none_or(|b| b.bytes + size > self.config.batch_bytes || b.attempts > 0);
+            if fresh {
+                queue.push_back(Batch {
+                    records: Vec::new(),
+                    waiters: Vec::new(),
+                    bytes: 0,
+                    started: Instant::now(),
+                    attempts: 0,
+                });
+            }
+            let batch = queue.back_mut().expect("a batch");
+            batch.records.push(ProducerRecord {
+                key,
+                value,
+                timestamp,
+            });
+            batch.waiters.push(tx);
+            batch.bytes += size;
+        }
+        self.poke();
+        Ok(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(ClientError::Protocol("the producer stopped".into())))
+        })
+    }
+
+    /// Waits until every queued record is acknowledged or failed.
+    pub async fn flush(&self) {
+        loop {
+            let idle = {
+                let queues = self.queues.borrow();
+                queues.in_flight == 0 && queues.batches.values().all(|q| q.is_empty())
+            };
+            if idle {
+                return;
+            }
+            self.poke();
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn poke(&self) {
+        if let Some(wake) = self.wake.borrow_mut().take() {
+            let _ = wake.send(());
+        }
+    }
+
+    /// Takes the batches ready to go (full, lingered long enough, or
+    /// followed by another), grouped by leader broker.
+    fn take_ready(&self) -> (BTreeMap<i32, Vec<((String, i32), Batch)>>, Option<Duration>) {
+        let mut queues = self.queues.borrow_mut();
+        let mut ready: BTreeMap<i32, Vec<((String, i32), Batch)>> = BTreeMap::new();
+        let mut next_due: Option<Duration> = None;
+        let now = Instant::now();
+        for ((topic, partition), queue) in queues.batches.iter_mut() {
+            let Some(front) = queue.front() else { continue };
+            let due = front.started + self.config.linger;
+            let go = queue.len() > 1 || front.bytes >= self.config.batch_bytes || due <= now;
+            if !go {
+                let wait = due - now;
+                next_due = Some(next_due.map_or(wait, |d| d.min(wait)));
+                continue;
+            }
+            let leader = self
+                .cluster
+                .topic(topic)
+                .and_then(|t| t.leaders.get(*partition as usize).copied())
+                .unwrap_or(-1);
+            let batch = queue.pop_front().expect("a front batch");
+            ready
+                .entry(leader)
+                .or_default()
+                .push(((topic.clone(), *partition), batch));
+        }
+        let taken: usize = ready.values().map(|v| v.len()).sum();
+        queues.in_flight += taken;
+        (ready, next_due)
+    }
+
+    /// Puts batches back at the front of their queues (a retry).
+    fn requeue(&self, batches: Vec<((String, i32), Batch)>) {
+        let mut queues = self.queues.borrow_mut();
+        queues.in_flight -= batches.len();
+        for (key, batch) in batches.into_iter().rev() {
+            queues.batches.entry(key).or_default().push_front(batch);
+        }
+    }
+
+    fn finished(&self, count: usize) {
+        self.queues.borrow_mut().in_flight -= count;
+    }
+
+    /// Sends one broker's batches; returns the ones to retry.
+    async fn send_to(
+        &self,
+        leader: i32,
+        batches: Vec<((String, i32), Batch)>,
+    ) -> Vec<((String, i32), Batch)> {
+        let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
+        let mut encode_failed = None;
+        for ((topic, partition), batch) in &batches {
+            match encode_batch(&batch.records, self.config.compression) {
+                Ok(records) => by_topic.entry(topic).or_default().push(
+                    PartitionProduceData::default()
+                        .with_index(*partition)
+                        .with_records(Some(records)),
+                ),
+                Err(e) => encode_failed = Some(e.to_string()),
+            }
+        }
+        if let Some(why) = encode_failed {
+            self.fail_all(batches, &why);
+            return vec![];
+        }
+        let request = ProduceRequest::default()
+            .with_acks(self.config.acks)
+            .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
+            .with_topic_data(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        // v13 names topics by id, earlier versions by name.
+                        let id = self.cluster.topic(topic).map(|t| t.id).unwrap_or_default();
+                        TopicProduceData::default()
+                            .with_name(TopicName(topic.to_string().into()))
+                            .with_topic_id(id)
+                            .with_partition_data(partitions)
+                    })
+                    .collect(),
+            );
+        let result = async {
+            let connection = self.cluster.broker(leader).await?;
+            if self.config.acks == 0 {
+                let mut connection = connection.lock().await;
+                let version = connection.version_for::<ProduceRequest>()?;
+                connection.send_only(&request, version).await?;
+                return Ok(None);
+            }
+            self.cluster.call_on(&connection, &request).await.map(Some)
+        }
+        .await;
+        let response = match result {
+            Ok(response) => response,
+            Err(ClientError::Io(e)) => {
+                self.cluster.drop_connection(Some(leader));
+                return self.retry_or_fail(batches, &e.to_string());
+            }
+            Err(e) => return self.retry_or_fail(batches, &e.to_string()),
+        };
+        let mut retry = Vec::new();
+        let mut done = 0;
+        for ((topic, partition), batch) in batches {
+            let id = self.cluster.topic(&topic).map(|t| t.id);
+            let answer = response.as_ref().and_then(|r| {
+                r.responses
+                    .iter()
+                    .filter(|t| {
+                        t.name.as_str() == topic || (!t.topic_id.is_nil() && Some(t.topic_id) == id)
+                    })
+                    .flat_map(|t| t.partition_responses.iter())
+                    .find(|p| p.index == partition)
+            });
+            let (error, base) = match (self.config.acks, answer) {
+                (0, _) => (0, -1),
+                (_, Some(p)) => (p.error_code, p.base_offset),
+                (_, None) => (ResponseError::UnknownServerError.code(), -1),
+            };
+            if error == 0 {
+                done += 1;
+                for (i, waiter) in batch.waiters.into_iter().enumerate() {
+                    let offset = if base < 0 { -1 } else { base + i as i64 };
+                    let _ = waiter.send(Ok(Delivered { partition, offset }));
+                }
+            } else if is_retriable(error) && batch.attempts < self.config.retries {
+                retry.push(((topic, partition), batch));
+            } else {
+                done += 1;
+                for waiter in batch.waiters {
+                    let _ = waiter.send(Err(ClientError::Broker(error)));
+                }
+            }
+        }
+        self.finished(done);
+        retry
+    }
+
+    fn retry_or_fail(
+        &self,
+        batches: Vec<((String, i32), Batch)>,
+        why: &str,
+    ) -> Vec<((String, i32), Batch)> {
+        let (retry, fail): (Vec<_>, Vec<_>) = batches
+            .into_iter()
+            .partition(|(_, b)| b.attempts < self.config.retries);
+        self.fail_all(fail, why);
+        retry
+    }
+
+    fn fail_all(&self, batches: Vec<((String, i32), Batch)>, why: &str) {
+        self.finished(batches.len());
+        for (_, batch) in batches {
+            for waiter in batch.waiters {
+                let _ = waiter.send(Err(ClientError::Protocol(why.to_string())));
+            }
+        }
+    }
+}
+
+/// Errors after which the same batch may succeed.
+fn is_retriable(code: i16) -> bool {
+    ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
+}
+
+async fn run_sender(producer: std::rc::Weak<Producer>) {
+    loop {
+        let Some(this) = producer.upgrade() else {
+            return;
+        };
+        let (ready, next_due) = this.take_ready();
+        if ready.is_empty() {
+            let (tx, rx) = oneshot::channel();
+            *this.wake.borrow_mut() = Some(tx);
+            let wait = next_due.unwrap_or(Duration::from_millis(50));
+            drop(this);
+            let _ = futures::future::select(rx, Box::pin(glommio::timer::sleep(wait))).await;
+            continue;
+        }
+        let mut retries = Vec::new();
+        let sends = ready.into_iter().map(|(leader, batches)| {
+            let this = this.clone();
+            async move {
+                if leader < 0 {
+                    return this.retry_or_fail(batches, "no leader");
+                }
+                this.send_to(leader, batches).await
+            }
+        });
+        for mut again in futures::future::join_all(sends).await {
+            retries.append(&mut again);
+        }
+        if !retries.is_empty() {
+            for (_, batch) in retries.iter_mut() {
+                batch.attempts += 1;
+            }
+            this.requeue(retries);
+            glommio::timer::sleep(this.config.retry_backoff).await;
+            let topics: Vec<String> = this
+                .queues
+                .borrow()
+                .batches
+                .keys()
+                .map(|(t, _)| t.clone())
+                .collect();
+            let names: Vec<&str> = topics.iter().map(|t| t.as_str()).collect();
+            // A failed refresh shows up as the next attempt's failure.
+            let _ = this.cluster.refresh(Some(&names), false).await;
+        }
+    }
+}

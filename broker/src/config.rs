@@ -37,6 +37,10 @@ pub struct BrokerConfig {
     pub default_partitions: u32,
     /// The largest request frame accepted; larger ones close the connection.
     pub socket_request_max_bytes: u32,
+    /// Testing only: a pause before each produce's flush, widening the
+    /// window in which a crash test's kill finds acknowledged-but-unwritten
+    /// data if acks were ever sent early. 0 in production.
+    pub test_flush_delay_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -52,6 +56,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             default_partitions: 1,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+            test_flush_delay_ms: 0,
         }
     }
 }

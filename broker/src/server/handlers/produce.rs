@@ -186,7 +186,11 @@ async fn append_on_owner(shard: &Shard, key: PartitionKey, records: Bytes, acks:
     // Data becomes visible (the high watermark moves) once durable; the
     // flush wakes the fetchers waiting for it.
     let partition = led.partition.clone();
+    let delay = std::time::Duration::from_millis(shard.config.test_flush_delay_ms);
     let flushed = async move {
+        if !delay.is_zero() {
+            glommio::timer::sleep(delay).await;
+        }
         let result = partition.log.wait_flushed(next).await;
         partition.notify_arrival();
         result

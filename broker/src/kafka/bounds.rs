@@ -136,16 +136,28 @@ impl<'a> Walker<'a> {
         Ok(())
     }
 
-    /// The tagged fields closing a struct in flexible versions.
+    /// The tagged fields closing a struct in flexible versions (none of
+    /// them known to the codec: each is skipped by its size).
     pub fn tagged_fields(&mut self) -> Walk {
+        self.tagged_fields_known(|_, _| None)
+    }
+
+    /// Tagged fields where the codec decodes some tags by their schema,
+    /// ignoring the size the field declares: `known` walks those the same
+    /// way (returning None for tags skipped by size), so the walk and the
+    /// codec stay at the same byte.
+    pub fn tagged_fields_known(&mut self, known: impl Fn(&mut Self, u64) -> Option<Walk>) -> Walk {
         if !self.flexible {
             return Ok(());
         }
         let count = self.uvarint()?;
         for _ in 0..count {
-            self.uvarint()?;
+            let tag = self.uvarint()?;
             let size = self.uvarint()?;
-            self.fixed(size)?;
+            match known(self, tag) {
+                Some(walked) => walked?,
+                None => self.fixed(size)?,
+            }
         }
         Ok(())
     }
@@ -287,7 +299,11 @@ pub fn check_fetch(body: &[u8], version: i16) -> Walk {
                 w.fixed(8)?; // log_start_offset
             }
             w.fixed(4)?; // partition_max_bytes
-            w.tagged_fields()
+            w.tagged_fields_known(|w, tag| match tag {
+                0 if version >= 17 => Some(w.fixed(16)), // replica_directory_id
+                1 if version >= 18 => Some(w.fixed(8)),  // high_watermark
+                _ => None,
+            })
         })?;
         w.tagged_fields()
     })?;
@@ -305,7 +321,14 @@ pub fn check_fetch(body: &[u8], version: i16) -> Walk {
     if version >= 11 {
         w.string()?; // rack_id
     }
-    w.tagged_fields()
+    w.tagged_fields_known(|w, tag| match tag {
+        0 => Some(w.string()), // cluster_id
+        1 if version >= 15 => Some((|| {
+            w.fixed(4 + 8)?; // replica_state: replica_id, replica_epoch
+            w.tagged_fields()
+        })()),
+        _ => None,
+    })
 }
 
 /// CreatePartitions v0-3 (flexible from v2).
@@ -578,6 +601,15 @@ mod tests {
         let mut forged = vec![0u8; 4 + 13 + 8];
         forged.extend_from_slice(&i32::MAX.to_be_bytes());
         assert!(check_fetch(&forged, 7).is_err());
+        // Found by fuzzing: a Fetch v18 whose partition carries a known
+        // tagged field (replica_directory_id, a uuid) declaring a 1-byte
+        // size. The codec reads it by its schema (16 bytes), a walk
+        // skipping by size read elsewhere, and the codec then met a count
+        // of ~2^28 forgotten topics and reserved 17 GB for them.
+        let frame = include_bytes!("fuzz_regressions/fetch_known_tag_size.bin");
+        let request = crate::kafka::request::parse(Bytes::from_static(frame)).unwrap();
+        assert_eq!(request.header.request_api_version, 18);
+        assert!(check_fetch(&request.body, 18).is_err());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 
 pub mod api_versions;
 pub mod bounds;
+pub mod decode;
 pub mod frame;
 pub mod metadata;
+pub mod produce_legacy;
 pub mod request;
 pub mod response;

@@ -4,11 +4,12 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use super::topics::{create_topic, NewTopic};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_describe_cluster;
+use crate::kafka::decode::checked;
 use crate::kafka::metadata::{self, Cluster, MetadataError};
 use crate::kafka::request::Request;
 use crate::kafka::response;
@@ -65,9 +66,7 @@ pub async fn describe_cluster(
     request: &Request,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_describe_cluster(&request.body, version)?;
-    let decoded = DescribeClusterRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: DescribeClusterRequest = checked(request, check_describe_cluster)?;
     let view = shard.view.borrow();
     let brokers = view
         .metadata

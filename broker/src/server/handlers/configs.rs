@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::routing::{call_controller, catch_up, controller_error, Code};
@@ -24,6 +24,7 @@ use super::{HandlerError, Outcome};
 use crate::kafka::bounds::{
     check_alter_configs, check_describe_configs, check_incremental_alter_configs,
 };
+use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::shard::Shard;
@@ -46,9 +47,7 @@ type Failure = (Code, String);
 /// Answers DescribeConfigs.
 pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_describe_configs(&request.body, version)?;
-    let decoded = DescribeConfigsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: DescribeConfigsRequest = checked(request, check_describe_configs)?;
     let defaults = TopicConfig::default();
     let view = shard.view.borrow();
     let results = decoded
@@ -187,9 +186,7 @@ fn refuse_non_topic(resource_type: i8) -> Option<Failure> {
 /// Answers AlterConfigs (the whole set of a topic's overrides is replaced).
 pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_alter_configs(&request.body, version)?;
-    let decoded = AlterConfigsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: AlterConfigsRequest = checked(request, check_alter_configs)?;
     let mut responses = Vec::new();
     for resource in &decoded.resources {
         let outcome = match refuse_non_topic(resource.resource_type) {
@@ -243,9 +240,8 @@ pub async fn incremental_alter(
     request: &Request,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_incremental_alter_configs(&request.body, version)?;
-    let decoded = IncrementalAlterConfigsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: IncrementalAlterConfigsRequest =
+        checked(request, check_incremental_alter_configs)?;
     let mut responses = Vec::new();
     for resource in &decoded.resources {
         let changes: Result<Vec<(String, Change)>, Failure> = resource

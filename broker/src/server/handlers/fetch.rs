@@ -14,13 +14,13 @@ use bytes::{Bytes, BytesMut};
 use futures::future::{select, select_all, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 use storage::Offset;
 
 use super::routing::{open_led, route_by_id, route_by_name, Code};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_fetch;
+use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::partitions::PartitionKey;
@@ -63,9 +63,7 @@ struct Wanted {
 /// Answers a Fetch request, waiting up to max_wait_ms for min_bytes.
 pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_fetch(&request.body, version)?;
-    let decoded = FetchRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: FetchRequest = checked(request, check_fetch)?;
     if version >= 7 && (decoded.session_id != 0 || decoded.session_epoch > 0) {
         // No sessions are ever created, so none can be found.
         let answer =

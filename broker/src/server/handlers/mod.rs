@@ -8,7 +8,6 @@ mod configs;
 mod fetch;
 mod offsets;
 mod produce;
-mod produce_legacy;
 pub mod routing;
 mod topics;
 
@@ -18,6 +17,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::kafka::bounds::BoundsError;
+use crate::kafka::decode::DecodeError;
 use crate::kafka::request::Request;
 use crate::kafka::response::EncodeError;
 use crate::kafka::{api_versions, metadata};
@@ -43,6 +43,9 @@ pub enum HandlerError {
     /// The response does not encode.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// A body that does not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
     /// An API (or version) not served: clients only send what ApiVersions
     /// advertised, so this is not a client to keep talking to.
     #[error("{0:?} v{1} is not served")]

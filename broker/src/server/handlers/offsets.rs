@@ -12,13 +12,13 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
 };
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
 use super::routing::{open_led, route_by_name, Code};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
+use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::shard::Shard;
@@ -39,9 +39,7 @@ type Listed = (Code, i64, i64, i32);
 /// Answers ListOffsets.
 pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_list_offsets(&request.body, version)?;
-    let decoded = ListOffsetsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: ListOffsetsRequest = checked(request, check_list_offsets)?;
     let mut pending = Vec::new();
     for topic in &decoded.topics {
         for p in &topic.partitions {
@@ -123,9 +121,7 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
 /// offset given (-1: the high watermark), never past the high watermark.
 pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_delete_records(&request.body, version)?;
-    let decoded = DeleteRecordsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: DeleteRecordsRequest = checked(request, check_delete_records)?;
     let mut pending = Vec::new();
     for topic in &decoded.topics {
         for p in &topic.partitions {

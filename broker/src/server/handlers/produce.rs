@@ -7,7 +7,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use storage::batch::{self, BatchHeader, CountRule};
 use storage::{BatchError, StorageError};
@@ -15,6 +15,7 @@ use storage::{BatchError, StorageError};
 use super::routing::{open_led, route_by_id, route_by_name, Code};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_produce;
+use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::partitions::PartitionKey;
@@ -22,7 +23,7 @@ use crate::server::shard::Shard;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
 /// older librdkafka's sake and answered with UNSUPPORTED_VERSION (see
-/// `produce_legacy`).
+/// `kafka::produce_legacy`).
 pub const VERSIONS: (i16, i16) = (0, 13);
 
 /// One partition's answer.
@@ -47,13 +48,14 @@ impl Appended {
 pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     if version < 3 {
-        let answer =
-            super::produce_legacy::answer(version, request.header.correlation_id, &request.body)?;
+        let answer = crate::kafka::produce_legacy::answer(
+            version,
+            request.header.correlation_id,
+            &request.body,
+        )?;
         return Ok(answer.map_or(Outcome::NoResponse, Outcome::Respond));
     }
-    check_produce(&request.body, version)?;
-    let decoded = ProduceRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: ProduceRequest = checked(request, check_produce)?;
     let acks = decoded.acks;
     let refuse_all = if !matches!(acks, -1..=1) {
         Some(ResponseError::InvalidRequiredAcks.code())

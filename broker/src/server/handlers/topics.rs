@@ -16,12 +16,13 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::routing::{call_controller, catch_up, controller_error, Code};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::{check_create_partitions, check_create_topics, check_delete_topics};
+use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::shard::Shard;
@@ -130,9 +131,7 @@ pub async fn create_topic(shard: &Rc<Shard>, topic: NewTopic, validate_only: boo
 /// Answers CreateTopics.
 pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_create_topics(&request.body, version)?;
-    let decoded = CreateTopicsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: CreateTopicsRequest = checked(request, check_create_topics)?;
     let mut results = Vec::new();
     for topic in decoded.topics {
         let name = topic.name.clone();
@@ -205,9 +204,7 @@ pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
 /// Answers DeleteTopics (by name; v6 also by id).
 pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_delete_topics(&request.body, version)?;
-    let decoded = DeleteTopicsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: DeleteTopicsRequest = checked(request, check_delete_topics)?;
     // (name if known, id if given)
     let asked: Vec<(Option<String>, Option<uuid::Uuid>)> = if version >= 6 {
         decoded
@@ -284,9 +281,7 @@ pub async fn create_partitions(
     request: &Request,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
-    check_create_partitions(&request.body, version)?;
-    let decoded = CreatePartitionsRequest::decode(&mut request.body.clone(), version)
-        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let decoded: CreatePartitionsRequest = checked(request, check_create_partitions)?;
     let mut results = Vec::new();
     for topic in decoded.topics {
         let name = topic.name.as_str().to_string();

@@ -11,8 +11,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 
-use super::HandlerError;
-use crate::kafka::bounds::BoundsError;
+use super::bounds::BoundsError;
 
 /// A cursor reading the non-flexible encoding, bounded by the body.
 struct Cursor<'a> {
@@ -80,7 +79,7 @@ pub fn answer(
     version: i16,
     correlation_id: i32,
     body: &[u8],
-) -> Result<Option<Bytes>, HandlerError> {
+) -> Result<Option<Bytes>, BoundsError> {
     let mut cursor = Cursor { body, at: 0 };
     let acks = cursor.i16()?;
     cursor.i32()?; // timeout

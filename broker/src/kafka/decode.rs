@@ -1,0 +1,88 @@
+//! Decoding a request body: first the bounds walk (every count and length
+//! backed by bytes, see `bounds`), then the codec. The one way handlers
+//! decode, and what the fuzz target drives for every API served.
+
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest,
+};
+use kafka_protocol::protocol::Decodable;
+
+use super::bounds::{self, BoundsError};
+use super::request::Request;
+
+/// Why a body does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A length or count beyond the body.
+    #[error(transparent)]
+    Bounds(#[from] BoundsError),
+    /// The codec refused it.
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// No walker vouches for this API at this version.
+    #[error("{0:?} v{1} has no bounds walker")]
+    NoWalker(ApiKey, i16),
+}
+
+/// A bounds walker for one API.
+pub type Walk = fn(&[u8], i16) -> Result<(), BoundsError>;
+
+/// Walks, then decodes, the request's body as `T`.
+pub fn checked<T: Decodable>(request: &Request, walk: Walk) -> Result<T, DecodeError> {
+    let version = request.header.request_api_version;
+    walk(&request.body, version)?;
+    T::decode(&mut request.body.clone(), version).map_err(|e| DecodeError::Malformed(e.to_string()))
+}
+
+fn no_arrays(_: &[u8], _: i16) -> Result<(), BoundsError> {
+    Ok(())
+}
+
+/// Decodes the body of any request this broker serves, at its version
+/// (Produce v0-2 excepted: see `produce_legacy`). For the fuzz target.
+pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
+    let version = request.header.request_api_version;
+    let valid = request.api_key.valid_versions();
+    if version < valid.min || version > valid.max {
+        return Err(DecodeError::NoWalker(request.api_key, version));
+    }
+    match request.api_key {
+        ApiKey::Produce => checked::<ProduceRequest>(request, bounds::check_produce).map(drop),
+        ApiKey::Fetch => checked::<FetchRequest>(request, bounds::check_fetch).map(drop),
+        ApiKey::ListOffsets => {
+            checked::<ListOffsetsRequest>(request, bounds::check_list_offsets).map(drop)
+        }
+        ApiKey::Metadata => checked::<MetadataRequest>(request, bounds::check_metadata).map(drop),
+        ApiKey::ApiVersions => checked::<ApiVersionsRequest>(request, no_arrays).map(drop),
+        ApiKey::CreateTopics => {
+            checked::<CreateTopicsRequest>(request, bounds::check_create_topics).map(drop)
+        }
+        ApiKey::DeleteTopics => {
+            checked::<DeleteTopicsRequest>(request, bounds::check_delete_topics).map(drop)
+        }
+        ApiKey::DeleteRecords => {
+            checked::<DeleteRecordsRequest>(request, bounds::check_delete_records).map(drop)
+        }
+        ApiKey::DescribeConfigs => {
+            checked::<DescribeConfigsRequest>(request, bounds::check_describe_configs).map(drop)
+        }
+        ApiKey::AlterConfigs => {
+            checked::<AlterConfigsRequest>(request, bounds::check_alter_configs).map(drop)
+        }
+        ApiKey::CreatePartitions => {
+            checked::<CreatePartitionsRequest>(request, bounds::check_create_partitions).map(drop)
+        }
+        ApiKey::IncrementalAlterConfigs => checked::<IncrementalAlterConfigsRequest>(
+            request,
+            bounds::check_incremental_alter_configs,
+        )
+        .map(drop),
+        ApiKey::DescribeCluster => {
+            checked::<DescribeClusterRequest>(request, bounds::check_describe_cluster).map(drop)
+        }
+        other => Err(DecodeError::NoWalker(other, version)),
+    }
+}

@@ -169,6 +169,24 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
         "a good batch still lands"
     );
 
+    // acks=0 gets no response: the next request's answer comes first.
+    let mut stream = connect(address);
+    let quiet = frame(
+        ApiKey::Produce,
+        9,
+        ProduceRequest::header_version(9),
+        &encoded(&produce("small", 1, batch(10), 0), 9),
+    );
+    stream.write_all(&quiet).unwrap();
+    let versions = frame(ApiKey::ApiVersions, 0, 1, &[]);
+    let mut answer = exchange(&mut stream, &versions).expect("answered");
+    kafka_protocol::messages::ResponseHeader::decode(&mut answer, 0).unwrap();
+    let versions = kafka_protocol::messages::ApiVersionsResponse::decode(&mut answer, 0).unwrap();
+    assert_eq!(
+        versions.error_code, 0,
+        "the ApiVersions answer, not a Produce one"
+    );
+
     // Produce v0-2 is advertised (for older clients' compression checks)
     // and answered with UNSUPPORTED_VERSION per partition.
     let mut v2 = Vec::new();

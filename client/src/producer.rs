@@ -66,6 +66,12 @@ pub struct Delivered {
 
 type Waiter = oneshot::Sender<Result<Delivered, ClientError>>;
 
+/// A batch taken for sending, with its (topic, partition).
+type Taken = ((String, i32), Batch);
+
+/// Batches taken for sending, by leader broker id.
+type ByLeader = BTreeMap<i32, Vec<Taken>>;
+
 struct Batch {
     records: Vec<ProducerRecord>,
     waiters: Vec<Waiter>,
@@ -213,9 +219,9 @@ impl Producer {
 
     /// Takes the batches ready to go (full, lingered long enough, or
     /// followed by another), grouped by leader broker.
-    fn take_ready(&self) -> (BTreeMap<i32, Vec<((String, i32), Batch)>>, Option<Duration>) {
+    fn take_ready(&self) -> (ByLeader, Option<Duration>) {
         let mut queues = self.queues.borrow_mut();
-        let mut ready: BTreeMap<i32, Vec<((String, i32), Batch)>> = BTreeMap::new();
+        let mut ready = ByLeader::new();
         let mut next_due: Option<Duration> = None;
         let now = Instant::now();
         for ((topic, partition), queue) in queues.batches.iter_mut() {
@@ -244,7 +250,7 @@ impl Producer {
     }
 
     /// Puts batches back at the front of their queues (a retry).
-    fn requeue(&self, batches: Vec<((String, i32), Batch)>) {
+    fn requeue(&self, batches: Vec<Taken>) {
         let mut queues = self.queues.borrow_mut();
         queues.in_flight -= batches.len();
         for (key, batch) in batches.into_iter().rev() {
@@ -257,11 +263,7 @@ impl Producer {
     }
 
     /// Sends one broker's batches; returns the ones to retry.
-    async fn send_to(
-        &self,
-        leader: i32,
-        batches: Vec<((String, i32), Batch)>,
-    ) -> Vec<((String, i32), Batch)> {
+    async fn send_to(&self, leader: i32, batches: Vec<Taken>) -> Vec<Taken> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         let mut encode_failed = None;
         for ((topic, partition), batch) in &batches {
@@ -350,11 +352,7 @@ impl Producer {
         retry
     }
 
-    fn retry_or_fail(
-        &self,
-        batches: Vec<((String, i32), Batch)>,
-        why: &str,
-    ) -> Vec<((String, i32), Batch)> {
+    fn retry_or_fail(&self, batches: Vec<Taken>, why: &str) -> Vec<Taken> {
         let (retry, fail): (Vec<_>, Vec<_>) = batches
             .into_iter()
             .partition(|(_, b)| b.attempts < self.config.retries);
@@ -362,7 +360,7 @@ impl Producer {
         retry
     }
 
-    fn fail_all(&self, batches: Vec<((String, i32), Batch)>, why: &str) {
+    fn fail_all(&self, batches: Vec<Taken>, why: &str) {
         self.finished(batches.len());
         for (_, batch) in batches {
             for waiter in batch.waiters {

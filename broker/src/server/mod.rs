@@ -66,7 +66,12 @@ pub fn run(
     let (start_tx, start_rx) = mpsc::channel::<Option<ShardStart>>();
     let start_rx = Arc::new(std::sync::Mutex::new(start_rx));
     let mesh = MeshBuilder::<Job, Full>::full(shards, shard::MESH_QUEUE);
-    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::Unbound(shards))
+    let placement = if config.pin_shards {
+        PoolPlacement::MaxSpread(shards, None)
+    } else {
+        PoolPlacement::Unbound(shards)
+    };
+    let handles = LocalExecutorPoolBuilder::new(placement)
         .io_memory(SHARD_IO_MEMORY_BYTES)
         .on_all_shards(move || {
             let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());

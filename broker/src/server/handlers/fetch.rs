@@ -11,19 +11,18 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use futures::future::{select, select_all, Either};
+use futures::future::{select, select_all};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use storage::Offset;
 
-use super::routing::{open_led, route_by_id, route_by_name, Code};
+use super::routing::{on_led_partition, route_by_id, route_by_name, Code, Led, Route};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
-use crate::server::partitions::PartitionKey;
 use crate::server::shard::Shard;
 
 /// Fetch versions served.
@@ -55,7 +54,7 @@ impl PartitionRead {
 
 /// A partition asked for, where it lives, and from where to read it.
 struct Wanted {
-    route: Result<(PartitionKey, usize), Code>,
+    route: Route,
     offset: i64,
     max_bytes: usize,
 }
@@ -165,33 +164,16 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionRead> {
         let shard = shard.clone();
         let (route, offset, max_bytes) = (w.route, w.offset, w.max_bytes);
         async move {
-            let (key, owner) = match route {
-                Ok(route) => route,
-                Err(code) => return PartitionRead::failed(code),
-            };
-            shard
-                .run_on(owner, move |owner| {
-                    Box::pin(async move { read_on_owner(&owner, key, offset, max_bytes).await })
-                })
-                .await
-                .unwrap_or(PartitionRead::failed(
-                    ResponseError::KafkaStorageError.code(),
-                ))
+            on_led_partition(&shard, route, PartitionRead::failed, move |_, led| {
+                Box::pin(async move { read_on_owner(led, offset, max_bytes).await })
+            })
+            .await
         }
     });
     futures::future::join_all(reads).await
 }
 
-async fn read_on_owner(
-    shard: &Shard,
-    key: PartitionKey,
-    offset: i64,
-    max_bytes: usize,
-) -> PartitionRead {
-    let led = match open_led(shard, key).await {
-        Ok(led) => led,
-        Err(code) => return PartitionRead::failed(code),
-    };
+async fn read_on_owner(led: Led, offset: i64, max_bytes: usize) -> PartitionRead {
     let log = &led.partition.log;
     let (log_start, log_end, high_watermark) =
         (log.log_start().0, log.log_end().0, log.high_watermark());
@@ -220,7 +202,7 @@ async fn read_on_owner(
             read.error = ResponseError::OffsetOutOfRange.code();
         }
         Err(e) => {
-            tracing::error!(partition = key.index, error = %e, "reading a partition failed");
+            tracing::error!(topic = %led.topic.name, error = %e, "reading a partition failed");
             read.error = ResponseError::KafkaStorageError.code();
         }
     }
@@ -288,15 +270,17 @@ async fn wait_for_any(
     let waits: Vec<_> = wanted
         .iter()
         .zip(reads)
-        .filter_map(|(w, r)| w.route.ok().map(|route| (route, r.high_watermark)))
-        .map(|((key, owner), seen)| {
-            let shard = shard.clone();
+        .filter(|(w, _)| w.route.is_ok())
+        .map(|(w, r)| {
+            let (shard, route, seen) = (shard.clone(), w.route, r.high_watermark);
             Box::pin(async move {
-                let _ = shard
-                    .run_on(owner, move |owner| {
-                        Box::pin(async move { wait_on_owner(&owner, key, seen, left).await })
-                    })
-                    .await;
+                on_led_partition(
+                    &shard,
+                    route,
+                    |_| (),
+                    move |_, led| Box::pin(async move { wait_on_owner(led, seen, left).await }),
+                )
+                .await
             })
         })
         .collect();
@@ -307,18 +291,13 @@ async fn wait_for_any(
     let _ = select(select_all(waits), Box::pin(glommio::timer::sleep(left))).await;
 }
 
-async fn wait_on_owner(shard: &Shard, key: PartitionKey, seen: i64, left: Duration) {
-    let Ok(led) = open_led(shard, key).await else {
-        return;
-    };
+async fn wait_on_owner(led: Led, seen: i64, left: Duration) {
     if led.partition.log.high_watermark().0 != seen {
         return;
     }
+    // Dropped with the timeout: a partition deleted meanwhile wakes it too.
     let arrival = led.partition.next_arrival();
-    drop(led);
-    match select(arrival, Box::pin(glommio::timer::sleep(left))).await {
-        Either::Left(_) | Either::Right(_) => {}
-    }
+    let _ = select(arrival, Box::pin(glommio::timer::sleep(left))).await;
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
-use super::routing::{open_led, route_by_name, Code};
+use super::routing::{on_led_partition, route_by_name, Code, Led};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
 use crate::kafka::decode::checked;
@@ -46,39 +46,13 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
             let route = route_by_name(shard, topic.name.as_str(), p.partition_index);
             let (shard, timestamp) = (shard.clone(), p.timestamp);
             pending.push(async move {
-                let (key, owner) = match route {
-                    Ok(route) => route,
-                    Err(code) => return (code, -1, -1, -1),
-                };
-                shard
-                    .run_on(owner, move |owner| {
-                        Box::pin(async move {
-                            let led = match open_led(&owner, key).await {
-                                Ok(led) => led,
-                                Err(code) => return (code, -1, -1, -1),
-                            };
-                            let log = &led.partition.log;
-                            let epoch = led.epoch.0;
-                            match timestamp {
-                                LATEST => (0, -1, log.high_watermark().0, epoch),
-                                EARLIEST => (0, -1, log.log_start().0, epoch),
-                                t if t < 0 => (ResponseError::InvalidRequest.code(), -1, -1, -1),
-                                t => match log
-                                    .offset_for_timestamp(TimestampMs(t), log.high_watermark())
-                                    .await
-                                {
-                                    Ok(Some((offset, at))) => (0, at.0, offset.0, epoch),
-                                    Ok(None) => (0, -1, -1, epoch),
-                                    Err(e) => {
-                                        tracing::error!(error = %e, "offset for timestamp failed");
-                                        (ResponseError::KafkaStorageError.code(), -1, -1, -1)
-                                    }
-                                },
-                            }
-                        })
-                    })
-                    .await
-                    .unwrap_or((ResponseError::KafkaStorageError.code(), -1, -1, -1))
+                on_led_partition(
+                    &shard,
+                    route,
+                    |code| (code, -1, -1, -1),
+                    move |_, led| Box::pin(async move { list_on_owner(led, timestamp).await }),
+                )
+                .await
             });
         }
     }
@@ -128,40 +102,13 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
             let route = route_by_name(shard, topic.name.as_str(), p.partition_index);
             let (shard, offset) = (shard.clone(), p.offset);
             pending.push(async move {
-                let (key, owner) = match route {
-                    Ok(route) => route,
-                    Err(code) => return (code, -1),
-                };
-                shard
-                    .run_on(owner, move |owner| {
-                        Box::pin(async move {
-                            let led = match open_led(&owner, key).await {
-                                Ok(led) => led,
-                                Err(code) => return (code, -1),
-                            };
-                            let log = &led.partition.log;
-                            let target = if offset == -1 {
-                                log.high_watermark()
-                            } else {
-                                Offset(offset)
-                            };
-                            if target.0 < 0 {
-                                return (ResponseError::OffsetOutOfRange.code(), log.log_start().0);
-                            }
-                            match log.delete_records_below(target).await {
-                                Ok(start) => (0, start.0),
-                                Err(StorageError::OffsetOutOfRange { .. }) => {
-                                    (ResponseError::OffsetOutOfRange.code(), log.log_start().0)
-                                }
-                                Err(e) => {
-                                    tracing::error!(error = %e, "deleting records failed");
-                                    (ResponseError::KafkaStorageError.code(), -1)
-                                }
-                            }
-                        })
-                    })
-                    .await
-                    .unwrap_or((ResponseError::KafkaStorageError.code(), -1))
+                on_led_partition(
+                    &shard,
+                    route,
+                    |code| (code, -1),
+                    move |_, led| Box::pin(async move { delete_on_owner(led, offset).await }),
+                )
+                .await
             });
         }
     }
@@ -192,4 +139,47 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
         version,
         &answer,
     )?))
+}
+
+async fn list_on_owner(led: Led, timestamp: i64) -> Listed {
+    let log = &led.partition.log;
+    let epoch = led.epoch.0;
+    match timestamp {
+        LATEST => (0, -1, log.high_watermark().0, epoch),
+        EARLIEST => (0, -1, log.log_start().0, epoch),
+        t if t < 0 => (ResponseError::InvalidRequest.code(), -1, -1, -1),
+        t => match log
+            .offset_for_timestamp(TimestampMs(t), log.high_watermark())
+            .await
+        {
+            Ok(Some((offset, at))) => (0, at.0, offset.0, epoch),
+            Ok(None) => (0, -1, -1, epoch),
+            Err(e) => {
+                tracing::error!(error = %e, "offset for timestamp failed");
+                (ResponseError::KafkaStorageError.code(), -1, -1, -1)
+            }
+        },
+    }
+}
+
+async fn delete_on_owner(led: Led, offset: i64) -> (Code, i64) {
+    let log = &led.partition.log;
+    let target = if offset == -1 {
+        log.high_watermark()
+    } else {
+        Offset(offset)
+    };
+    if target.0 < 0 {
+        return (ResponseError::OffsetOutOfRange.code(), log.log_start().0);
+    }
+    match log.delete_records_below(target).await {
+        Ok(start) => (0, start.0),
+        Err(StorageError::OffsetOutOfRange { .. }) => {
+            (ResponseError::OffsetOutOfRange.code(), log.log_start().0)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "deleting records failed");
+            (ResponseError::KafkaStorageError.code(), -1)
+        }
+    }
 }

@@ -12,13 +12,12 @@ use kafka_protocol::ResponseError;
 use storage::batch::{self, BatchHeader, CountRule};
 use storage::{BatchError, StorageError};
 
-use super::routing::{open_led, route_by_id, route_by_name, Code};
+use super::routing::{on_led_partition, route_by_id, route_by_name, Code, Led};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
-use crate::server::partitions::PartitionKey;
 use crate::server::shard::Shard;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
@@ -80,17 +79,15 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             };
             let records = data.records.clone().unwrap_or_default();
             let shard = shard.clone();
+            let route = match refuse_all {
+                Some(code) => Err(code),
+                None => route,
+            };
             pending.push(async move {
-                let (key, owner) = match (refuse_all, route) {
-                    (Some(code), _) | (None, Err(code)) => return Appended::failed(code),
-                    (None, Ok(route)) => route,
-                };
-                shard
-                    .run_on(owner, move |owner| {
-                        Box::pin(async move { append_on_owner(&owner, key, records, acks).await })
-                    })
-                    .await
-                    .unwrap_or(Appended::failed(ResponseError::KafkaStorageError.code()))
+                on_led_partition(&shard, route, Appended::failed, move |owner, led| {
+                    Box::pin(async move { append_on_owner(&owner, led, records, acks).await })
+                })
+                .await
             });
         }
     }
@@ -154,11 +151,7 @@ fn error_text(code: Code) -> &'static str {
 /// Appends on the owning shard; for acks=all waits for the fdatasync.
 /// Runs as a task of that shard, so a producer disconnecting cannot
 /// cancel it half-way.
-async fn append_on_owner(shard: &Shard, key: PartitionKey, records: Bytes, acks: i16) -> Appended {
-    let led = match open_led(shard, key).await {
-        Ok(led) => led,
-        Err(code) => return Appended::failed(code),
-    };
+async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> Appended {
     let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
     let batches = match split_batches(&records, limit) {
         Ok(batches) => batches,

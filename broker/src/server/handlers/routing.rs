@@ -9,7 +9,7 @@ use control::{BrokerId, LeaderEpoch, MetadataError, Topic, TopicId};
 use kafka_protocol::ResponseError;
 
 use crate::server::partitions::{owner_shard, OpenPartition, PartitionKey};
-use crate::server::shard::Shard;
+use crate::server::shard::{LocalFuture, Shard};
 
 /// A Kafka error code.
 pub type Code = i16;
@@ -105,6 +105,40 @@ pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
         topic,
         epoch,
     })
+}
+
+/// Where a partition's work runs, or the error to answer with.
+pub type Route = Result<(PartitionKey, usize), Code>;
+
+/// Runs `work` on the shard owning the routed partition, with the
+/// partition open there; a failure on the way (routing, opening, a shard
+/// gone) becomes `failed(code)`. The work runs as a task of the owning
+/// shard, so the caller going away cannot cancel it half-way.
+pub async fn on_led_partition<T, W>(
+    shard: &Rc<Shard>,
+    route: Route,
+    failed: fn(Code) -> T,
+    work: W,
+) -> T
+where
+    T: Send + 'static,
+    W: FnOnce(Rc<Shard>, Led) -> LocalFuture<T> + Send + 'static,
+{
+    let (key, owner) = match route {
+        Ok(route) => route,
+        Err(code) => return failed(code),
+    };
+    shard
+        .run_on(owner, move |owner| {
+            Box::pin(async move {
+                match open_led(&owner, key).await {
+                    Ok(led) => work(owner.clone(), led).await,
+                    Err(code) => failed(code),
+                }
+            })
+        })
+        .await
+        .unwrap_or_else(|_| failed(ResponseError::KafkaStorageError.code()))
 }
 
 /// Sends a request to the controller (the metadata service on shard 0).

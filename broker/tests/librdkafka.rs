@@ -338,3 +338,69 @@ fn fetch_long_poll_wakes_when_data_arrives_and_list_offsets_finds_times() {
         assert_eq!(latest.await.unwrap()[&0], 5);
     });
 }
+
+#[test]
+fn compressed_batches_are_stored_as_sent_and_read_back_by_librdkafka() {
+    use kafka_protocol::records::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let codecs = [
+        ("gzip", Compression::Gzip, 1),
+        ("snappy", Compression::Snappy, 2),
+        ("lz4", Compression::Lz4, 3),
+        ("zstd", Compression::Zstd, 4),
+    ];
+    for (name, compression, _) in codecs {
+        on_glommio(async move {
+            let cluster = Cluster::new(address, "test-codecs");
+            let config = ProducerConfig {
+                compression,
+                linger: Duration::from_millis(20),
+                ..ProducerConfig::default()
+            };
+            let producer = OurProducer::new(cluster, config);
+            let mut pending = Vec::new();
+            for i in 0..200 {
+                let value = format!("{name} value {i} {}", "x".repeat(100));
+                pending.push(
+                    producer
+                        .send(name, None, Some(Bytes::from(value)))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for sent in pending {
+                sent.await.unwrap();
+            }
+        });
+    }
+    for (name, _, attribute) in codecs {
+        // The first stored batch carries the producer's codec bits.
+        let topic_dir = std::fs::read_dir(dir.path().join("partitions"))
+            .unwrap()
+            .flatten()
+            .find(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{name}."))
+            })
+            .unwrap()
+            .path();
+        let log = std::fs::read(topic_dir.join("0").join("00000000000000000000.log")).unwrap();
+        assert_eq!(
+            i16::from_be_bytes([log[21], log[22]]) & 7,
+            attribute,
+            "{name} stored as sent"
+        );
+        let consumed = consume_all(&broker.bootstrap(), name, 1, 200);
+        assert_eq!(consumed.len(), 200, "{name}");
+        for (i, (_, offset, _, value)) in consumed.iter().enumerate() {
+            assert_eq!(*offset, i as i64);
+            assert!(
+                value.starts_with(&format!("{name} value {i} ")),
+                "{name}: {value}"
+            );
+        }
+    }
+}

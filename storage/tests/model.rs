@@ -238,6 +238,7 @@ fn the_log_matches_the_model_in_memory() {
 #[test]
 fn the_log_matches_the_model_on_o_direct_files() {
     let base = seed("model_o_direct");
+    let mut total_reads = 0;
     for run_index in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p0");
@@ -246,6 +247,10 @@ fn the_log_matches_the_model_on_o_direct_files() {
         // process-crash case (power loss is the kill -9 test's and the
         // in-memory model's).
         let reads = support::on_glommio(async move { run(DmaFs, &path, seed, 150, &|| {}).await });
-        assert!(reads > 10, "checked {reads} reads");
+        assert!(reads > 0, "run {run_index} checked no read");
+        total_reads += reads;
     }
+    // How many of the random operations are reads varies with the seed
+    // (one run checked only 7); the three runs together check plenty.
+    assert!(total_reads > 30, "checked {total_reads} reads");
 }

@@ -28,11 +28,10 @@ use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 use crate::config::BrokerConfig;
 use control::service::{Change, MetadataService};
 use control::MetadataRecord;
-use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
 use metadata_view::View;
-use shard::{Job, Shard};
+use shard::Shard;
 
 /// The cluster id reported to clients (one per deployment, for now fixed).
 pub const CLUSTER_ID: &str = "commit-log-cluster";
@@ -65,7 +64,14 @@ pub fn run(
     // quorum; it hands every other shard the port and a change stream.
     let (start_tx, start_rx) = mpsc::channel::<Option<ShardStart>>();
     let start_rx = Arc::new(std::sync::Mutex::new(start_rx));
-    let mesh = MeshBuilder::<Job, Full>::full(shards, shard::MESH_QUEUE);
+    let (mesh, job_queues) = shard::mesh(shards);
+    let job_queues: Vec<_> = job_queues
+        .into_iter()
+        .map(|q| std::sync::Mutex::new(Some(q)))
+        .collect();
+    let job_queues = Arc::new(job_queues);
+    let next_index = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let drained = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let placement = if config.pin_shards {
         PoolPlacement::MaxSpread(shards, None)
     } else {
@@ -76,16 +82,18 @@ pub fn run(
         .on_all_shards(move || {
             let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());
             let (ready, stop, config) = (ready.clone(), stop.clone(), config.clone());
-            let mesh = mesh.clone();
+            let (mesh, drained) = (mesh.clone(), drained.clone());
+            let index = next_index.fetch_add(1, Ordering::SeqCst);
+            let jobs = job_queues[index]
+                .lock()
+                .expect("job queue")
+                .take()
+                .expect("one queue per shard");
             async move {
-                let Ok((senders, receivers)) = mesh.join().await else {
-                    tracing::error!("cannot join the shards' channel mesh");
-                    return;
-                };
                 // One voter: this broker is the controller.
                 let view = View::default();
                 view.borrow_mut().controller_id = config.node_id;
-                let started = if senders.peer_id() == 0 {
+                let started = if index == 0 {
                     first_shard(&config, listen, shards, &start_tx, &ready)
                 } else {
                     let start = start_rx
@@ -103,10 +111,18 @@ pub fn run(
                     Changes::Local(service, _) => Some(service.clone()),
                     Changes::Shared(_) => None,
                 };
-                let shard = Rc::new(Shard::new(config, view, senders, controller));
-                glommio::spawn_local(shard::serve_jobs(shard.clone(), receivers)).detach();
+                let shard = Rc::new(Shard::new(index, config, view, mesh, controller));
+                glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
                 serve_until_stopped(listener, shard.clone(), stop).await;
+                // Every shard keeps running the jobs of the others until all
+                // have drained their connections (a connection's request may
+                // be waiting on a partition of this shard).
+                drained.fetch_add(1, Ordering::SeqCst);
+                let started = std::time::Instant::now();
+                while drained.load(Ordering::SeqCst) < shards && started.elapsed() < DRAIN_MAX * 2 {
+                    glommio::timer::sleep(STOP_POLL).await;
+                }
                 // Connections are closed: make every acknowledged byte durable.
                 shard.partitions.close_all().await;
             }
@@ -264,8 +280,12 @@ async fn serve_until_stopped(listener: TcpListener, shard: Rc<Shard>, stop: Arc<
     drop(acceptor);
     let _ = stopping_tx.send(());
     let started = std::time::Instant::now();
+    tracing::debug!(open = open.get(), "stopping: draining connections");
     while open.get() > 0 && started.elapsed() < DRAIN_MAX {
         glommio::timer::sleep(STOP_POLL).await;
+    }
+    if open.get() > 0 {
+        tracing::warn!(open = open.get(), "stopping with connections still busy");
     }
 }
 
@@ -283,7 +303,9 @@ async fn accept_loop(
                 let shard = shard.clone();
                 open.set(open.get() + 1);
                 glommio::spawn_local(async move {
+                    let peer = stream.peer_addr().ok();
                     connection::serve(stream, shard, stopping).await;
+                    tracing::debug!(?peer, "connection closed");
                     open.set(open.get() - 1);
                 })
                 .detach();

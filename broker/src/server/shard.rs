@@ -2,18 +2,24 @@
 //!
 //! Shards share nothing. A connection's shard parses a request and sends
 //! the per-partition parts to the shards that own those partitions as jobs
-//! over glommio's channel mesh; each job runs as a task of the owning shard
-//! (so a client that disconnects cannot cancel it half-way, e.g. during a
-//! flush) and its result comes back through a oneshot channel (glommio
-//! wakes the waiting task across threads).
+//! over a mesh of channels (one queue per shard, every shard holding a
+//! sender to each); each job runs as a task of the owning shard (so a
+//! client that disconnects cannot cancel it half-way, e.g. during a flush)
+//! and its result comes back through a oneshot channel. Both channel kinds
+//! wake the waiting glommio task from the other thread (glommio queues
+//! foreign wakes and rouses the sleeping executor).
+//!
+//! glommio's own `MeshBuilder` is not used: its join handshake was seen to
+//! leave every executor asleep at start under CPU contention (a lost
+//! wake-up; the broker then never started).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
 use control::service::MetadataService;
-use futures::channel::oneshot;
-use glommio::channels::channel_mesh::{Receivers, Senders};
+use futures::channel::{mpsc, oneshot};
+use futures::StreamExt;
 
 use super::metadata_view::View;
 use super::partitions::Partitions;
@@ -25,8 +31,14 @@ pub type Job = Box<dyn FnOnce(Rc<Shard>) + Send>;
 /// A future created on, and run by, the shard it was sent to.
 pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
-/// Jobs queued to one shard from another before senders wait.
-pub const MESH_QUEUE: usize = 1024;
+/// The sending ends of every shard's job queue, by shard index.
+pub type Mesh = Vec<mpsc::UnboundedSender<Job>>;
+
+/// A job queue per shard: the senders (shared by all shards) and each
+/// shard's receiver.
+pub fn mesh(shards: usize) -> (Mesh, Vec<mpsc::UnboundedReceiver<Job>>) {
+    (0..shards).map(|_| mpsc::unbounded()).unzip()
+}
 
 /// Why a job could not run on its shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -47,19 +59,19 @@ pub struct Shard {
     pub partitions: Partitions,
     /// The metadata service (on shard 0 only).
     pub controller: Option<Rc<MetadataService>>,
-    senders: Senders<Job>,
+    senders: Mesh,
 }
 
 impl Shard {
-    /// A shard's state; `senders` reach every other shard.
+    /// Shard `index`'s state; `senders` reach every shard.
     pub fn new(
+        index: usize,
         config: BrokerConfig,
         view: View,
-        senders: Senders<Job>,
+        senders: Mesh,
         controller: Option<Rc<MetadataService>>,
     ) -> Shard {
-        let index = senders.peer_id();
-        let count = senders.nr_consumers();
+        let count = senders.len();
         let partitions = Partitions::new(config.data_dir.join(super::partitions::PARTITIONS_DIR));
         Shard {
             index,
@@ -93,26 +105,17 @@ impl Shard {
         });
         if target == self.index {
             job(self.clone());
-        } else if self.senders.send_to(target, job).await.is_err() {
-            return Err(ShardGone(target));
+        } else {
+            let queue = self.senders.get(target).ok_or(ShardGone(target))?;
+            queue.unbounded_send(job).map_err(|_| ShardGone(target))?;
         }
         result.await.map_err(|_| ShardGone(target))
     }
 }
 
 /// Runs the jobs other shards send to this one, for as long as they can send.
-pub async fn serve_jobs(shard: Rc<Shard>, mut receivers: Receivers<Job>) {
-    let streams = receivers.streams();
-    let tasks: Vec<_> = streams
-        .into_iter()
-        .map(|(_, stream)| {
-            let shard = shard.clone();
-            glommio::spawn_local(async move {
-                while let Some(job) = stream.recv().await {
-                    job(shard.clone());
-                }
-            })
-        })
-        .collect();
-    futures::future::join_all(tasks).await;
+pub async fn serve_jobs(shard: Rc<Shard>, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    while let Some(job) = jobs.next().await {
+        job(shard.clone());
+    }
 }

@@ -72,9 +72,17 @@ pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
             keep.lock().unwrap().push(line);
         }
     });
-    let address = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the broker logs where it listens");
+    let address = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(address) => address,
+        Err(e) => {
+            // Let the log thread catch the last lines.
+            std::thread::sleep(Duration::from_millis(100));
+            panic!(
+                "the broker did not log where it listens ({e}); it logged:\n{}",
+                log.lock().unwrap().join("\n")
+            );
+        }
+    };
     Broker {
         child,
         address: address.parse().expect("an address"),

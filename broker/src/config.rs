@@ -37,10 +37,8 @@ pub struct BrokerConfig {
     pub default_partitions: u32,
     /// The largest request frame accepted; larger ones close the connection.
     pub socket_request_max_bytes: u32,
-    /// Pin each shard's executor to its own CPU. Off by default: pinned,
-    /// the io_uring worker threads that run fdatasync inherit the shard's
-    /// CPU and wait behind it when it is busy (4 ms stalls per sync were
-    /// measured, see docs/configuration.md).
+    /// Pin each shard's executor to its own CPU (the default). Off, the
+    /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
@@ -61,7 +59,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             default_partitions: 1,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
-            pin_shards: false,
+            pin_shards: true,
             test_flush_delay_ms: 0,
         }
     }

@@ -37,6 +37,9 @@ pub struct BrokerConfig {
     pub default_partitions: u32,
     /// The largest request frame accepted; larger ones close the connection.
     pub socket_request_max_bytes: u32,
+    /// How often each shard applies retention and compaction to its
+    /// partitions (Kafka's log.retention.check.interval.ms).
+    pub retention_check_interval_ms: u64,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -60,6 +63,7 @@ impl Default for BrokerConfig {
             default_partitions: 1,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             pin_shards: true,
+            retention_check_interval_ms: 300_000,
             test_flush_delay_ms: 0,
         }
     }

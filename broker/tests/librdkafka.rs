@@ -154,29 +154,38 @@ fn keyed_messages_with_acks_all_stay_in_key_order_on_one_partition() {
     let acked = deliveries.acked.lock().unwrap().clone();
     assert_eq!(acked.len(), KEYS * PER_KEY, "every message acknowledged");
 
-    // The project's producer sends one more message per key: it must pick
-    // the same partition as librdkafka's murmur2 partitioner.
+    // Then the project's producer sends as many again, each key's
+    // sequence continuing: it must pick the same partition as librdkafka's
+    // murmur2 partitioner and keep each key's order.
     on_glommio(async move {
         let cluster = Cluster::new(address, "test-producer");
         let producer = OurProducer::new(cluster, ProducerConfig::default());
         let mut pending = Vec::new();
-        for key in 0..KEYS {
-            let sent = producer
-                .send(
-                    "keyed",
-                    Some(Bytes::from(format!("key-{key}"))),
-                    Some(Bytes::from(format!("{key}:{PER_KEY}"))),
-                )
-                .await
-                .unwrap();
-            pending.push(sent);
+        for seq in PER_KEY..2 * PER_KEY {
+            for key in 0..KEYS {
+                let sent = producer
+                    .send(
+                        "keyed",
+                        Some(Bytes::from(format!("key-{key}"))),
+                        Some(Bytes::from(format!("{key}:{seq}"))),
+                    )
+                    .await
+                    .unwrap();
+                pending.push(sent);
+            }
+            // A bounded window of unacknowledged records.
+            if pending.len() >= 20 * KEYS {
+                for sent in pending.drain(..) {
+                    sent.await.unwrap();
+                }
+            }
         }
         for sent in pending {
             sent.await.unwrap();
         }
     });
 
-    let total = KEYS * (PER_KEY + 1);
+    let total = KEYS * PER_KEY * 2;
     let consumed = consume_all(&broker.bootstrap(), "keyed", PARTITIONS, total);
     assert_eq!(consumed.len(), total, "every message consumed");
     let mut next_offset: BTreeMap<i32, i64> = BTreeMap::new();

@@ -9,6 +9,7 @@
 mod connection;
 mod handlers;
 mod http;
+mod maintenance;
 mod metadata_view;
 pub mod partitions;
 mod shard;
@@ -114,6 +115,7 @@ pub fn run(
                 let shard = Rc::new(Shard::new(index, config, view, mesh, controller));
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
+                glommio::spawn_local(maintenance::run(shard.clone())).detach();
                 serve_until_stopped(listener, shard.clone(), stop).await;
                 // Every shard keeps running the jobs of the others until all
                 // have drained their connections (a connection's request may

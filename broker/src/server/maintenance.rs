@@ -1,0 +1,117 @@
+//! Retention and compaction in the background, on each shard for the
+//! partitions it owns and this broker leads.
+//!
+//! Every `retention_check_interval_ms` the shard walks its partitions
+//! (opening those not yet open, so a restarted broker cleans up too) and,
+//! by the topic's current `cleanup.policy`, deletes whole sealed segments
+//! past `retention.ms` / `retention.bytes` and compacts compacted topics.
+//! The work runs in a task queue with few shares and latency not
+//! important, so produce and fetch traffic go first.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use control::{BrokerId, CleanupPolicy, Topic};
+use glommio::{Latency, Shares};
+use storage::{CompactionPolicy, RetentionPolicy};
+
+use super::handlers::routing::open_led;
+use super::partitions::{owner_shard, PartitionKey};
+use super::shard::Shard;
+
+/// The maintenance queue's shares (request handling has the default 1000).
+const BACKGROUND_SHARES: usize = 100;
+
+/// Runs for as long as the shard does.
+pub async fn run(shard: Rc<Shard>) {
+    let interval = Duration::from_millis(shard.config.retention_check_interval_ms.max(10));
+    let queue = glommio::executor().create_task_queue(
+        Shares::Static(BACKGROUND_SHARES),
+        Latency::NotImportant,
+        "maintenance",
+    );
+    loop {
+        glommio::timer::sleep(interval).await;
+        for (key, topic) in partitions_to_maintain(&shard) {
+            let shard = shard.clone();
+            match glommio::spawn_local_into(
+                async move { maintain(&shard, key, &topic).await },
+                queue,
+            ) {
+                Ok(task) => task.await,
+                Err(e) => tracing::error!(error = %e, "cannot schedule maintenance"),
+            }
+        }
+    }
+}
+
+/// The partitions this shard owns and this broker leads, with their topic.
+fn partitions_to_maintain(shard: &Shard) -> Vec<(PartitionKey, Topic)> {
+    let me = BrokerId(shard.config.node_id);
+    let view = shard.view.borrow();
+    view.metadata
+        .topics
+        .values()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    p.leader == Some(me) && owner_shard(p, me, shard.count) == Some(shard.index)
+                })
+                .map(|(index, _)| {
+                    let key = PartitionKey {
+                        topic: topic.id,
+                        index: index as u32,
+                    };
+                    (key, topic.clone())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The retention settings of a topic's config (negative: unlimited).
+pub fn retention_policy(topic: &Topic) -> RetentionPolicy {
+    let config = &topic.config;
+    RetentionPolicy {
+        retention_ms: (config.retention_ms >= 0).then_some(config.retention_ms),
+        retention_bytes: (config.retention_bytes >= 0).then_some(config.retention_bytes as u64),
+    }
+}
+
+async fn maintain(shard: &Shard, key: PartitionKey, topic: &Topic) {
+    let Ok(led) = open_led(shard, key).await else {
+        return;
+    };
+    let log = &led.partition.log;
+    let policy = topic.config.cleanup_policy;
+    if matches!(
+        policy,
+        CleanupPolicy::Compact | CleanupPolicy::CompactDelete
+    ) {
+        let compaction = CompactionPolicy {
+            delete_retention_ms: topic.config.delete_retention_ms,
+        };
+        match log.compact(compaction).await {
+            Ok(stats) => {
+                tracing::debug!(topic = %topic.name, partition = key.index, ?stats, "compacted")
+            }
+            Err(e) => {
+                tracing::error!(topic = %topic.name, partition = key.index, error = %e, "compaction failed")
+            }
+        }
+    }
+    if matches!(policy, CleanupPolicy::Delete | CleanupPolicy::CompactDelete) {
+        match log.apply_retention(retention_policy(topic)).await {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::info!(topic = %topic.name, partition = key.index, deleted, "retention deleted segments")
+            }
+            Err(e) => {
+                tracing::error!(topic = %topic.name, partition = key.index, error = %e, "retention failed")
+            }
+        }
+    }
+}

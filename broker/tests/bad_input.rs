@@ -169,6 +169,24 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
         "a good batch still lands"
     );
 
+    // acks=all below min.insync.replicas: refused, nothing written; acks=1 lands.
+    on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "bad-input-isr");
+        cluster
+            .create_topic("strict", 1, 1, &[("min.insync.replicas", "2")])
+            .await
+            .unwrap();
+    });
+    assert_eq!(
+        produce_error(address, &produce("strict", 0, batch(10), -1)),
+        19,
+        "NOT_ENOUGH_REPLICAS"
+    );
+    assert_eq!(
+        produce_error(address, &produce("strict", 0, batch(10), 1)),
+        0
+    );
+
     // acks=0 gets no response: the next request's answer comes first.
     let mut stream = connect(address);
     let quiet = frame(

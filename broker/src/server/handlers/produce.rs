@@ -152,6 +152,16 @@ fn error_text(code: Code) -> &'static str {
 /// Runs as a task of that shard, so a producer disconnecting cannot
 /// cancel it half-way.
 async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> Appended {
+    // acks=all needs min.insync.replicas in the ISR (checked before
+    // appending, as Kafka does, so nothing is written for a refusal).
+    let isr = led
+        .topic
+        .partitions
+        .get(led.index as usize)
+        .map_or(0, |p| p.isr.len());
+    if acks == -1 && isr < led.topic.config.min_insync_replicas as usize {
+        return Appended::failed(ResponseError::NotEnoughReplicas.code());
+    }
     let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
     let batches = match split_batches(&records, limit) {
         Ok(batches) => batches,

@@ -73,6 +73,8 @@ pub struct Led {
     pub topic: Topic,
     /// The current leader epoch.
     pub epoch: LeaderEpoch,
+    /// The partition's index in its topic.
+    pub index: u32,
 }
 
 /// Opens a partition this broker leads, on its owning shard.
@@ -104,6 +106,7 @@ pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
         partition,
         topic,
         epoch,
+        index: key.index,
     })
 }
 

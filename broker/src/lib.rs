@@ -5,5 +5,6 @@
 
 pub mod admin_cli;
 pub mod config;
+pub mod groups;
 pub mod kafka;
 pub mod server;

@@ -1,0 +1,874 @@
+//! One consumer group's membership, as Kafka's group coordinator keeps it:
+//! members join (JoinGroup), the join phase completes when every known
+//! member has rejoined or the rebalance timeout passes, the leader's
+//! assignment is handed out (SyncGroup), and heartbeats keep sessions
+//! alive. Generation ids and member ids fence stale members; a static
+//! member (group.instance.id) that comes back replaces its old self
+//! without a rebalance.
+//!
+//! Sans-IO: time comes in as `now`, and answers to requests that must wait
+//! (joins during a rebalance, syncs before the leader's) come out of
+//! [`Group::poll`] and [`Group::sync`]. The caller (the coordinator on a
+//! shard) delivers them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+/// A member id (assigned by the coordinator).
+pub type MemberId = String;
+
+/// A Kafka error code (0: none).
+pub type Code = i16;
+
+/// The group's state, as DescribeGroups names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+}
+
+/// A JoinGroup request.
+#[derive(Debug, Clone)]
+pub struct Join {
+    /// Empty for a member joining for the first time.
+    pub member_id: MemberId,
+    /// group.instance.id, for static members.
+    pub instance_id: Option<String>,
+    /// The client's id.
+    pub client_id: String,
+    /// "consumer" for consumers.
+    pub protocol_type: String,
+    /// (protocol name, metadata), in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Without a heartbeat for this long, the member is removed.
+    pub session_timeout: Duration,
+    /// How long a rebalance may wait for this member to rejoin.
+    pub rebalance_timeout: Duration,
+    /// JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED
+    /// with its id, and joins again with it.
+    pub require_known_member_id: bool,
+}
+
+/// A JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// Error code.
+    pub error: Code,
+    /// The new generation.
+    pub generation: i32,
+    /// The protocol chosen for the group.
+    pub protocol: Option<String>,
+    /// The leader's member id.
+    pub leader: MemberId,
+    /// This member's id.
+    pub member_id: MemberId,
+    /// For the leader only: every member's id, instance id and metadata.
+    pub members: Vec<(MemberId, Option<String>, Bytes)>,
+}
+
+impl Joined {
+    fn error(error: ResponseError, member_id: &str) -> Joined {
+        Joined {
+            error: error.code(),
+            generation: -1,
+            protocol: None,
+            leader: String::new(),
+            member_id: member_id.to_string(),
+            members: vec![],
+        }
+    }
+}
+
+/// What a join does right away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinStep {
+    /// Answer now.
+    Answer(Joined),
+    /// The member waits: its answer comes out of [`Group::poll`].
+    Wait,
+}
+
+/// What a sync does right away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncStep {
+    /// Answer now: error code and the member's assignment.
+    Answer(Code, Bytes),
+    /// The member waits for the leader's assignment (from [`Group::sync`]
+    /// of the leader, or an error from [`Group::poll`]).
+    Wait,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    instance_id: Option<String>,
+    protocols: Vec<(String, Bytes)>,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    last_heard: Instant,
+    assignment: Bytes,
+}
+
+/// One group's membership.
+#[derive(Debug)]
+pub struct Group {
+    id: String,
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<MemberId>,
+    members: BTreeMap<MemberId, Member>,
+    /// instance id -> member id.
+    statics: BTreeMap<String, MemberId>,
+    /// Members that joined in the current rebalance (awaiting the answer).
+    joined: BTreeSet<MemberId>,
+    /// New dynamic members told their id (MEMBER_ID_REQUIRED), not yet joined.
+    announced: BTreeSet<MemberId>,
+    /// Members waiting for the leader's assignment.
+    syncing: BTreeSet<MemberId>,
+    /// When the current join phase ends at the latest.
+    join_deadline: Option<Instant>,
+    /// The current join phase started from an empty group: it waits out
+    /// the initial delay even when everyone has joined.
+    delayed_start: bool,
+    /// Delay before the first rebalance of an empty group completes, so
+    /// members starting together land in one generation.
+    initial_delay: Duration,
+    next_member: u64,
+}
+
+impl Group {
+    /// An empty group.
+    pub fn new(id: &str, initial_delay: Duration) -> Group {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            statics: BTreeMap::new(),
+            joined: BTreeSet::new(),
+            announced: BTreeSet::new(),
+            syncing: BTreeSet::new(),
+            join_deadline: None,
+            delayed_start: false,
+            initial_delay,
+            next_member: 0,
+        }
+    }
+
+    /// The state.
+    pub fn state(&self) -> GroupState {
+        self.state
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// The members' ids.
+    pub fn member_ids(&self) -> Vec<MemberId> {
+        self.members.keys().cloned().collect()
+    }
+
+    /// The chosen protocol.
+    pub fn protocol(&self) -> Option<&str> {
+        self.protocol.as_deref()
+    }
+
+    fn new_member_id(&mut self, client_id: &str) -> MemberId {
+        self.next_member += 1;
+        format!("{client_id}-{}-{}", self.id.len(), self.next_member)
+    }
+
+    /// A JoinGroup request.
+    pub fn join(&mut self, join: Join, now: Instant) -> JoinStep {
+        if join.protocols.is_empty()
+            || self
+                .protocol_type
+                .as_ref()
+                .is_some_and(|t| *t != join.protocol_type && !self.members.is_empty())
+        {
+            return JoinStep::Answer(Joined::error(
+                ResponseError::InconsistentGroupProtocol,
+                &join.member_id,
+            ));
+        }
+        // A static member coming back takes over its old member id's place.
+        let mut member_id = join.member_id.clone();
+        if let Some(instance) = &join.instance_id {
+            if let Some(old) = self.statics.get(instance).cloned() {
+                if member_id.is_empty() || member_id == old {
+                    member_id = self.replace_static(&old, &join, now);
+                } else if member_id != old {
+                    return JoinStep::Answer(Joined::error(
+                        ResponseError::FencedInstanceId,
+                        &member_id,
+                    ));
+                }
+            }
+        }
+        if member_id.is_empty() {
+            let id = self.new_member_id(&join.client_id);
+            if join.require_known_member_id && join.instance_id.is_none() {
+                self.announced.insert(id.clone());
+                return JoinStep::Answer(Joined::error(ResponseError::MemberIdRequired, &id));
+            }
+            member_id = id;
+        } else if !self.members.contains_key(&member_id) && !self.announced.remove(&member_id) {
+            return JoinStep::Answer(Joined::error(ResponseError::UnknownMemberId, &member_id));
+        }
+        if !self.compatible(&join.protocols) {
+            return JoinStep::Answer(Joined::error(
+                ResponseError::InconsistentGroupProtocol,
+                &member_id,
+            ));
+        }
+        let known = self.members.get(&member_id).cloned();
+        let unchanged = known
+            .as_ref()
+            .is_some_and(|m| m.protocols == join.protocols);
+        self.protocol_type = Some(join.protocol_type.clone());
+        if let Some(instance) = &join.instance_id {
+            self.statics.insert(instance.clone(), member_id.clone());
+        }
+        self.members.insert(
+            member_id.clone(),
+            Member {
+                instance_id: join.instance_id.clone(),
+                protocols: join.protocols.clone(),
+                session_timeout: join.session_timeout,
+                rebalance_timeout: join.rebalance_timeout,
+                last_heard: now,
+                assignment: known.map(|m| m.assignment).unwrap_or_default(),
+            },
+        );
+        // A known member rejoining a stable group with the same protocols
+        // (e.g. a lost answer) gets the current generation back.
+        if self.state == GroupState::Stable
+            && unchanged
+            && self.leader.as_deref() != Some(&member_id)
+        {
+            return JoinStep::Answer(self.joined_answer(&member_id));
+        }
+        self.joined.insert(member_id);
+        if self.state != GroupState::PreparingRebalance {
+            self.start_rebalance(now);
+        }
+        JoinStep::Wait
+    }
+
+    /// A static member's new life replaces the old member id (which is
+    /// then fenced); the group keeps its generation and assignment.
+    fn replace_static(&mut self, old: &MemberId, join: &Join, now: Instant) -> MemberId {
+        let new = self.new_member_id(&join.client_id);
+        if let Some(mut member) = self.members.remove(old) {
+            member.last_heard = now;
+            self.members.insert(new.clone(), member);
+        }
+        if self.leader.as_ref() == Some(old) {
+            self.leader = Some(new.clone());
+        }
+        if self.joined.remove(old) {
+            self.joined.insert(new.clone());
+        }
+        self.syncing.remove(old);
+        new
+    }
+
+    fn compatible(&self, protocols: &[(String, Bytes)]) -> bool {
+        self.members.is_empty()
+            || protocols.iter().any(|(name, _)| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+            })
+    }
+
+    fn start_rebalance(&mut self, now: Instant) {
+        let longest = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or_default();
+        self.delayed_start = self.state == GroupState::Empty;
+        let wait = if self.delayed_start {
+            self.initial_delay.min(longest)
+        } else {
+            longest
+        };
+        self.state = GroupState::PreparingRebalance;
+        self.join_deadline = Some(now + wait);
+        self.syncing.clear();
+    }
+
+    /// Completes what time or the members' requests made due: expired
+    /// sessions, the end of a join phase. Returns the join answers to
+    /// deliver, and the members whose pending sync failed (answer them
+    /// REBALANCE_IN_PROGRESS).
+    pub fn poll(&mut self, now: Instant) -> (Vec<Joined>, Vec<MemberId>) {
+        let mut failed_syncs = Vec::new();
+        // Sessions (members waiting in a join phase are exempt: the
+        // rebalance timeout bounds them).
+        let expired: Vec<MemberId> = self
+            .members
+            .iter()
+            .filter(|(id, m)| {
+                !self.joined.contains(*id) && now.duration_since(m.last_heard) > m.session_timeout
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.remove(&id);
+            if matches!(
+                self.state,
+                GroupState::Stable | GroupState::CompletingRebalance
+            ) {
+                failed_syncs.extend(self.syncing.iter().cloned());
+                self.start_rebalance(now);
+            }
+        }
+        if self.state != GroupState::PreparingRebalance {
+            return (vec![], failed_syncs);
+        }
+        let everyone_in =
+            !self.members.is_empty() && self.members.keys().all(|id| self.joined.contains(id));
+        let due = self.join_deadline.is_some_and(|d| now >= d);
+        // Nobody left to wait for: the phase ends now, the group empty.
+        let nobody = self.members.is_empty();
+        if !(due || nobody || (everyone_in && !self.delayed_start)) {
+            return (vec![], failed_syncs);
+        }
+        // Members that did not rejoin in time are out.
+        let late: Vec<MemberId> = self
+            .members
+            .keys()
+            .filter(|id| !self.joined.contains(*id))
+            .cloned()
+            .collect();
+        for id in late {
+            self.remove(&id);
+        }
+        self.generation += 1;
+        self.join_deadline = None;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.leader = None;
+            self.protocol = None;
+            return (vec![], failed_syncs);
+        }
+        self.protocol = self.choose_protocol();
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
+            self.leader = self.joined.iter().next().cloned();
+        }
+        self.state = GroupState::CompletingRebalance;
+        let answers = std::mem::take(&mut self.joined)
+            .into_iter()
+            .map(|id| self.joined_answer(&id))
+            .collect();
+        (answers, failed_syncs)
+    }
+
+    fn joined_answer(&self, member_id: &str) -> Joined {
+        let leader = self.leader.clone().unwrap_or_default();
+        let protocol = self.protocol.clone();
+        let members = if leader == member_id {
+            self.members
+                .iter()
+                .map(|(id, m)| {
+                    let metadata = m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| Some(n) == protocol.as_ref())
+                        .map(|(_, meta)| meta.clone())
+                        .unwrap_or_default();
+                    (id.clone(), m.instance_id.clone(), metadata)
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        Joined {
+            error: 0,
+            generation: self.generation,
+            protocol,
+            leader,
+            member_id: member_id.to_string(),
+            members,
+        }
+    }
+
+    /// The protocol every member supports with the most first-choice votes.
+    fn choose_protocol(&self) -> Option<String> {
+        let candidates: Vec<&String> = self
+            .members
+            .values()
+            .next()?
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(p, _)| p == *n))
+            })
+            .collect();
+        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+        for member in self.members.values() {
+            if let Some((vote, _)) = member
+                .protocols
+                .iter()
+                .find(|(n, _)| candidates.contains(&n))
+            {
+                *votes.entry(vote).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(p, _)| p.clone())
+    }
+
+    fn remove(&mut self, id: &MemberId) {
+        if let Some(member) = self.members.remove(id) {
+            if let Some(instance) = member.instance_id {
+                if self.statics.get(&instance) == Some(id) {
+                    self.statics.remove(&instance);
+                }
+            }
+        }
+        self.joined.remove(id);
+        self.syncing.remove(id);
+        if self.leader.as_ref() == Some(id) {
+            self.leader = None;
+        }
+    }
+
+    fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), Code> {
+        if let Some(instance) = instance_id {
+            if let Some(current) = self.statics.get(instance) {
+                if current != member_id {
+                    return Err(ResponseError::FencedInstanceId.code());
+                }
+            }
+        }
+        if !self.members.contains_key(member_id) {
+            return Err(ResponseError::UnknownMemberId.code());
+        }
+        if generation != self.generation {
+            return Err(ResponseError::IllegalGeneration.code());
+        }
+        Ok(())
+    }
+
+    /// A SyncGroup request; the leader brings every member's assignment.
+    /// Returns this member's step and, when the leader's sync completes the
+    /// phase, the answers of the members that were waiting.
+    pub fn sync(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        assignments: Vec<(MemberId, Bytes)>,
+        now: Instant,
+    ) -> (SyncStep, Vec<(MemberId, Bytes)>) {
+        if let Err(code) = self.check_member(member_id, instance_id, generation) {
+            return (SyncStep::Answer(code, Bytes::new()), vec![]);
+        }
+        self.heard(member_id, now);
+        match self.state {
+            GroupState::PreparingRebalance | GroupState::Empty => (
+                SyncStep::Answer(ResponseError::RebalanceInProgress.code(), Bytes::new()),
+                vec![],
+            ),
+            GroupState::Stable => {
+                let assignment = self.members[member_id].assignment.clone();
+                (SyncStep::Answer(0, assignment), vec![])
+            }
+            GroupState::CompletingRebalance => {
+                if self.leader.as_deref() != Some(member_id) {
+                    self.syncing.insert(member_id.to_string());
+                    return (SyncStep::Wait, vec![]);
+                }
+                let mut given: BTreeMap<MemberId, Bytes> = assignments.into_iter().collect();
+                for (id, member) in self.members.iter_mut() {
+                    member.assignment = given.remove(id).unwrap_or_default();
+                }
+                self.state = GroupState::Stable;
+                let waiting = std::mem::take(&mut self.syncing)
+                    .into_iter()
+                    .map(|id| {
+                        let assignment = self.members[&id].assignment.clone();
+                        (id, assignment)
+                    })
+                    .collect();
+                let mine = self.members[member_id].assignment.clone();
+                (SyncStep::Answer(0, mine), waiting)
+            }
+        }
+    }
+
+    fn heard(&mut self, member_id: &str, now: Instant) {
+        if let Some(member) = self.members.get_mut(member_id) {
+            member.last_heard = now;
+        }
+    }
+
+    /// A Heartbeat: 0, or the error telling the member what to do.
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> Code {
+        if let Err(code) = self.check_member(member_id, instance_id, generation) {
+            return code;
+        }
+        self.heard(member_id, now);
+        match self.state {
+            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
+            _ => 0,
+        }
+    }
+
+    /// A member leaves (LeaveGroup): the others rebalance.
+    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: Instant) -> Code {
+        let id = match (
+            member_id.is_empty(),
+            instance_id.and_then(|i| self.statics.get(i)),
+        ) {
+            (true, Some(id)) => id.clone(),
+            _ => member_id.to_string(),
+        };
+        if let Some(instance) = instance_id {
+            if self
+                .statics
+                .get(instance)
+                .is_some_and(|current| *current != id)
+            {
+                return ResponseError::FencedInstanceId.code();
+            }
+        }
+        if !self.members.contains_key(&id) {
+            return ResponseError::UnknownMemberId.code();
+        }
+        self.remove(&id);
+        if self.members.is_empty() && self.state != GroupState::PreparingRebalance {
+            self.state = GroupState::Empty;
+            self.generation += 1;
+            self.leader = None;
+            self.protocol = None;
+        } else if self.state != GroupState::PreparingRebalance {
+            self.start_rebalance(now);
+        }
+        0
+    }
+
+    /// Whether an OffsetCommit from this member at this generation may be
+    /// stored: any commit to an empty group (simple consumers use -1), a
+    /// current member's at the current generation otherwise.
+    pub fn may_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), Code> {
+        if self.state == GroupState::Empty && generation < 0 && member_id.is_empty() {
+            return Ok(());
+        }
+        self.check_member(member_id, instance_id, generation)?;
+        if self.state == GroupState::PreparingRebalance {
+            return Err(ResponseError::RebalanceInProgress.code());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION: Duration = Duration::from_secs(10);
+    const REBALANCE: Duration = Duration::from_secs(30);
+    const DELAY: Duration = Duration::from_secs(3);
+
+    fn join(member_id: &str, instance: Option<&str>, protocols: &[&str]) -> Join {
+        Join {
+            member_id: member_id.to_string(),
+            instance_id: instance.map(String::from),
+            client_id: "c".into(),
+            protocol_type: "consumer".into(),
+            protocols: protocols
+                .iter()
+                .map(|p| (p.to_string(), Bytes::from(format!("meta-{p}"))))
+                .collect(),
+            session_timeout: SESSION,
+            rebalance_timeout: REBALANCE,
+            require_known_member_id: false,
+        }
+    }
+
+    /// Joins `n` new members and completes the first generation; returns
+    /// their ids, the leader first.
+    fn stable_group(n: usize, t0: Instant) -> (Group, Vec<MemberId>) {
+        let mut group = Group::new("g", DELAY);
+        for _ in 0..n {
+            assert_eq!(group.join(join("", None, &["range"]), t0), JoinStep::Wait);
+        }
+        assert!(
+            group.poll(t0).0.is_empty(),
+            "the initial delay holds the first generation"
+        );
+        let (answers, _) = group.poll(t0 + DELAY);
+        assert_eq!(answers.len(), n);
+        let leader = answers[0].leader.clone();
+        assert!(answers
+            .iter()
+            .all(|a| a.generation == 1 && a.leader == leader && a.error == 0));
+        let leader_view = answers.iter().find(|a| a.member_id == leader).unwrap();
+        assert_eq!(leader_view.members.len(), n, "the leader sees every member");
+        assert!(answers
+            .iter()
+            .filter(|a| a.member_id != leader)
+            .all(|a| a.members.is_empty()));
+        let mut ids: Vec<MemberId> = answers.iter().map(|a| a.member_id.clone()).collect();
+        ids.sort_by_key(|id| *id != leader);
+        // Followers sync first and wait; the leader's sync hands out everything.
+        for follower in &ids[1..] {
+            assert_eq!(
+                group.sync(follower, None, 1, vec![], t0 + DELAY).0,
+                SyncStep::Wait
+            );
+        }
+        let assignments = ids
+            .iter()
+            .map(|id| (id.clone(), Bytes::from(format!("for {id}"))))
+            .collect();
+        let (mine, released) = group.sync(&ids[0], None, 1, assignments, t0 + DELAY);
+        assert_eq!(
+            mine,
+            SyncStep::Answer(0, Bytes::from(format!("for {}", ids[0])))
+        );
+        assert_eq!(released.len(), n - 1);
+        for (id, assignment) in released {
+            assert_eq!(assignment, Bytes::from(format!("for {id}")));
+        }
+        assert_eq!(group.state(), GroupState::Stable);
+        (group, ids)
+    }
+
+    #[test]
+    fn members_join_one_generation_and_get_the_leaders_assignment() {
+        let t0 = Instant::now();
+        let (mut group, ids) = stable_group(3, t0);
+        assert_eq!(group.protocol(), Some("range"));
+        for id in &ids {
+            assert_eq!(group.heartbeat(id, None, 1, t0 + DELAY), 0);
+        }
+        assert_eq!(
+            group.heartbeat(&ids[1], None, 0, t0),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            group.heartbeat("stranger", None, 1, t0),
+            ResponseError::UnknownMemberId.code()
+        );
+        assert_eq!(group.may_commit(&ids[1], None, 1), Ok(()));
+        assert_eq!(
+            group.may_commit(&ids[1], None, 0),
+            Err(ResponseError::IllegalGeneration.code())
+        );
+    }
+
+    #[test]
+    fn a_new_member_makes_everyone_rejoin_into_the_next_generation() {
+        let t0 = Instant::now();
+        let (mut group, ids) = stable_group(2, t0);
+        let t1 = t0 + Duration::from_secs(4);
+        assert_eq!(group.join(join("", None, &["range"]), t1), JoinStep::Wait);
+        assert_eq!(
+            group.heartbeat(&ids[0], None, 1, t1),
+            ResponseError::RebalanceInProgress.code()
+        );
+        assert_eq!(
+            group.may_commit(&ids[0], None, 1),
+            Err(ResponseError::RebalanceInProgress.code())
+        );
+        assert!(
+            group.poll(t1).0.is_empty(),
+            "one member has not rejoined yet"
+        );
+        group.join(join(&ids[0], None, &["range"]), t1);
+        group.join(join(&ids[1], None, &["range"]), t1);
+        let (answers, _) = group.poll(t1);
+        assert_eq!(answers.len(), 3, "everyone rejoined: no need to wait");
+        assert!(answers.iter().all(|a| a.generation == 2));
+    }
+
+    #[test]
+    fn a_silent_member_is_removed_after_its_session_and_the_rest_rebalance() {
+        let t0 = Instant::now();
+        let (mut group, ids) = stable_group(2, t0);
+        let mut now = t0 + DELAY;
+        // Only the first member heartbeats.
+        for _ in 0..12 {
+            now += Duration::from_secs(1);
+            group.heartbeat(&ids[0], None, 1, now);
+            group.poll(now);
+        }
+        assert_eq!(group.state(), GroupState::PreparingRebalance);
+        assert_eq!(
+            group.heartbeat(&ids[1], None, 1, now),
+            ResponseError::UnknownMemberId.code()
+        );
+        group.join(join(&ids[0], None, &["range"]), now);
+        let (answers, _) = group.poll(now);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].generation, 2);
+        assert_eq!(group.member_ids(), vec![ids[0].clone()]);
+    }
+
+    #[test]
+    fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
+        let t0 = Instant::now();
+        let (mut group, ids) = stable_group(2, t0);
+        let t1 = t0 + DELAY;
+        group.join(join(&ids[0], None, &["range"]), t1);
+        // The other keeps heartbeating but never rejoins: the join phase
+        // still ends at the rebalance timeout, not later.
+        let mut now = t1;
+        while now < t1 + REBALANCE {
+            assert!(group.poll(now).0.is_empty());
+            assert_eq!(
+                group.heartbeat(&ids[1], None, 1, now),
+                ResponseError::RebalanceInProgress.code()
+            );
+            now += Duration::from_secs(1);
+        }
+        let (answers, _) = group.poll(t1 + REBALANCE);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(group.member_ids(), vec![ids[0].clone()]);
+    }
+
+    #[test]
+    fn a_static_member_coming_back_replaces_its_old_self_without_a_rebalance() {
+        let t0 = Instant::now();
+        let mut group = Group::new("g", Duration::ZERO);
+        group.join(join("", Some("consumer-a"), &["range"]), t0);
+        group.join(join("", Some("consumer-b"), &["range"]), t0);
+        let (answers, _) = group.poll(t0);
+        let leader = answers[0].leader.clone();
+        let follower = answers
+            .iter()
+            .find(|a| a.member_id != leader)
+            .unwrap()
+            .member_id
+            .clone();
+        let follower_instance = if group.statics["consumer-a"] == follower {
+            "consumer-a"
+        } else {
+            "consumer-b"
+        };
+        group.sync(&follower, Some(follower_instance), 1, vec![], t0);
+        group.sync(
+            &leader,
+            None,
+            1,
+            vec![(follower.clone(), Bytes::from_static(b"p0,p1"))],
+            t0,
+        );
+        // The follower restarts: same instance id, no member id.
+        let step = group.join(join("", Some(follower_instance), &["range"]), t0);
+        let JoinStep::Answer(answer) = step else {
+            panic!("answered at once: {step:?}")
+        };
+        assert_eq!(answer.generation, 1, "no rebalance");
+        assert_ne!(answer.member_id, follower);
+        assert_eq!(group.state(), GroupState::Stable);
+        let (again, _) = group.sync(&answer.member_id, Some(follower_instance), 1, vec![], t0);
+        assert_eq!(
+            again,
+            SyncStep::Answer(0, Bytes::from_static(b"p0,p1")),
+            "same assignment"
+        );
+        // Its old life is fenced.
+        assert_eq!(
+            group.heartbeat(&follower, Some(follower_instance), 1, t0),
+            ResponseError::FencedInstanceId.code()
+        );
+    }
+
+    #[test]
+    fn protocols_member_ids_and_leaving_follow_kafkas_rules() {
+        let t0 = Instant::now();
+        let mut group = Group::new("g", Duration::ZERO);
+        // v4+: a new member first learns its id.
+        let mut first = join("", None, &["range", "roundrobin"]);
+        first.require_known_member_id = true;
+        let JoinStep::Answer(told) = group.join(first.clone(), t0) else {
+            panic!()
+        };
+        assert_eq!(told.error, ResponseError::MemberIdRequired.code());
+        first.member_id = told.member_id.clone();
+        assert_eq!(group.join(first, t0), JoinStep::Wait);
+        // Members vote: "roundrobin" is the only protocol both support.
+        assert_eq!(
+            group.join(join("", None, &["roundrobin"]), t0),
+            JoinStep::Wait
+        );
+        let JoinStep::Answer(refused) = group.join(join("", None, &["sticky"]), t0) else {
+            panic!()
+        };
+        assert_eq!(
+            refused.error,
+            ResponseError::InconsistentGroupProtocol.code()
+        );
+        let (answers, _) = group.poll(t0);
+        assert_eq!(answers.len(), 2);
+        assert_eq!(group.protocol(), Some("roundrobin"));
+        let JoinStep::Answer(unknown) = group.join(join("made-up", None, &["roundrobin"]), t0)
+        else {
+            panic!()
+        };
+        assert_eq!(unknown.error, ResponseError::UnknownMemberId.code());
+        // Leaving makes the rest rebalance; the last one out empties the group.
+        let ids = group.member_ids();
+        assert_eq!(group.leave(&ids[0], None, t0), 0);
+        assert_eq!(group.state(), GroupState::PreparingRebalance);
+        assert_eq!(group.leave(&ids[1], None, t0), 0);
+        assert_eq!(group.poll(t0).0.len(), 0);
+        assert_eq!(group.state(), GroupState::Empty);
+        assert_eq!(
+            group.leave(&ids[1], None, t0),
+            ResponseError::UnknownMemberId.code()
+        );
+        assert_eq!(
+            group.may_commit("", None, -1),
+            Ok(()),
+            "simple consumers commit to empty groups"
+        );
+    }
+}

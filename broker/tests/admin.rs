@@ -166,11 +166,24 @@ fn topics_are_created_described_altered_grown_and_deleted() {
             .iter()
             .all(|t| t.name != "orders"));
     });
-    // Deleted topics leave no files behind.
+    // Deleted topics leave no files behind (shard 0 removes them as it
+    // applies the deletion, which the answering shard may see first).
     let partitions = dir.path().join("partitions");
-    let leftovers: Vec<_> = std::fs::read_dir(&partitions)
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let orders_files = || -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(&partitions)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    };
+    let started = std::time::Instant::now();
+    let mut leftovers = orders_files();
+    while leftovers
+        .iter()
+        .any(|n| n.to_string_lossy().starts_with("orders."))
+        && started.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        leftovers = orders_files();
+    }
     assert!(
         leftovers
             .iter()

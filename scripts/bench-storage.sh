@@ -3,5 +3,5 @@
 # O_DIRECT bandwidth of the same disk. Usage: scripts/bench-storage.sh [--seconds N] [--dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ulimit -l "$(ulimit -H -l)" 2>/dev/null || true
+source scripts/common.sh
 exec cargo run --release -p storage --example append_bench -- "$@"

@@ -4,14 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# glommio pins memory for its io_uring buffers: raise the locked-memory
-# soft limit as far as the hard limit allows.
-ulimit -l "$(ulimit -H -l)" 2>/dev/null || true
-
-if ! command -v cargo >/dev/null; then
-    echo "cargo not found: install the Rust toolchain (rustup) first" >&2
-    exit 1
-fi
+# Locked memory for glommio, and cargo present.
+source scripts/common.sh
 # System packages the tests use: kcat (librdkafka's command-line client)
 # in the end-to-end tests; a C toolchain, make, perl and zlib headers build
 # the bundled librdkafka of the rdkafka crate.

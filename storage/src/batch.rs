@@ -174,6 +174,43 @@ pub fn validate(
     Ok(header)
 }
 
+/// A producer's batch that passed [`validate`] (`CountRule::Exact`), with
+/// its parsed header: proof for [`crate::Log::append_valid`], so a caller
+/// that must check every batch of a request before appending any does not
+/// pay for the CRC twice.
+#[derive(Debug)]
+pub struct ValidBatch {
+    bytes: BytesMut,
+    header: BatchHeader,
+}
+
+impl ValidBatch {
+    /// Validates `bytes` as exactly one producer batch of at most `max_batch_bytes`.
+    pub fn new(bytes: BytesMut, max_batch_bytes: usize) -> Result<ValidBatch, BatchError> {
+        let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
+        Ok(ValidBatch { bytes, header })
+    }
+
+    /// Its header.
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether it is empty (never: a valid batch has a header).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub(crate) fn into_parts(self) -> (BytesMut, BatchHeader) {
+        (self.bytes, self.header)
+    }
+}
+
 /// Writes the broker-assigned base offset and leader epoch into a batch.
 ///
 /// Both fields lie outside the CRC, so the checksum stays valid.

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use crate::batch::{self, BatchHeader, CountRule};
 use crate::cache::BatchCache;
 pub use crate::cache::ReadOutcome;
-use crate::error::{Result, StorageError};
+use crate::error::{BatchError, Result, StorageError};
 use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
@@ -278,9 +278,27 @@ impl<FS: FileSystem> Log<FS> {
     /// watermark; await [`Log::wait_flushed`] for durability. Waits for a
     /// flush first if too many bytes already await one.
     pub async fn append(&self, batch: BytesMut, epoch: LeaderEpoch) -> Result<AppendInfo> {
-        let header = batch::validate(&batch, self.config.max_batch_bytes, CountRule::Exact)?;
+        let valid = batch::ValidBatch::new(batch, self.config.max_batch_bytes)?;
+        self.append_valid(valid, epoch).await
+    }
+
+    /// [`Log::append`] of a batch already validated; only its size is
+    /// checked again, against this log's limit.
+    pub async fn append_valid(
+        &self,
+        batch: batch::ValidBatch,
+        epoch: LeaderEpoch,
+    ) -> Result<AppendInfo> {
+        if batch.len() > self.config.max_batch_bytes {
+            return Err(BatchError::TooLarge {
+                len: batch.len(),
+                max: self.config.max_batch_bytes,
+            }
+            .into());
+        }
+        let (bytes, header) = batch.into_parts();
         self.admit().await?;
-        self.append_validated(batch, header, Some(epoch))
+        self.append_validated(bytes, header, Some(epoch))
     }
 
     /// Appends a batch that already carries its offsets (a follower copying

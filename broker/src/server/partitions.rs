@@ -139,15 +139,6 @@ impl Partitions {
         Ok(partition)
     }
 
-    /// The open partitions.
-    pub fn all(&self) -> Vec<(PartitionKey, Rc<OpenPartition>)> {
-        self.open
-            .borrow()
-            .iter()
-            .map(|(k, p)| (*k, p.clone()))
-            .collect()
-    }
-
     /// Drops the partitions of topics that no longer exist (their waiting
     /// fetchers see the topic gone on their next look).
     pub fn forget_deleted(&self, metadata: &Metadata) {

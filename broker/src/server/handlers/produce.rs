@@ -9,7 +9,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use storage::batch::{self, BatchHeader, CountRule};
+use storage::batch::{BatchHeader, ValidBatch};
 use storage::{BatchError, StorageError};
 
 use super::routing::{on_led_partition, route_by_id, route_by_name, Code, Led};
@@ -172,10 +172,7 @@ async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> 
     let mut next = None;
     for batch in batches {
         match log
-            .append(
-                BytesMut::from(&batch[..]),
-                storage::LeaderEpoch(led.epoch.0),
-            )
+            .append_valid(batch, storage::LeaderEpoch(led.epoch.0))
             .await
         {
             Ok(info) => {
@@ -220,8 +217,9 @@ async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> 
 }
 
 /// Cuts a partition's records into whole, valid v2 batches, each within
-/// `limit` (max.message.bytes); all or nothing.
-pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<Bytes>, Code> {
+/// `limit` (max.message.bytes); all or nothing. Each batch is copied once
+/// into its own buffer (the log patches its offsets in place).
+pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<ValidBatch>, Code> {
     if records.is_empty() {
         return Err(ResponseError::CorruptMessage.code());
     }
@@ -236,9 +234,8 @@ pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<Bytes>, Code> 
         if header.total_bytes > rest.len() {
             return Err(ResponseError::CorruptMessage.code());
         }
-        let one = records.slice(at..at + header.total_bytes);
-        batch::validate(&one, limit, CountRule::Exact).map_err(|e| batch_error_code(&e))?;
-        batches.push(one);
+        let one = BytesMut::from(&rest[..header.total_bytes]);
+        batches.push(ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?);
         at += header.total_bytes;
     }
     Ok(batches)
@@ -289,19 +286,19 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(
-            split_batches(&Bytes::from(bad), 1 << 20),
-            Err(ResponseError::CorruptMessage.code())
+            split_batches(&Bytes::from(bad), 1 << 20).err(),
+            Some(ResponseError::CorruptMessage.code())
         );
         // A cut tail, garbage and emptiness are corrupt; size over the limit is too large.
         assert_eq!(
-            split_batches(&two.slice(..two.len() - 3), 1 << 20),
-            Err(ResponseError::CorruptMessage.code())
+            split_batches(&two.slice(..two.len() - 3), 1 << 20).err(),
+            Some(ResponseError::CorruptMessage.code())
         );
         assert!(split_batches(&Bytes::from_static(&[1, 2, 3]), 1 << 20).is_err());
         assert!(split_batches(&Bytes::new(), 1 << 20).is_err());
         assert_eq!(
-            split_batches(&two, split[0].len() - 1),
-            Err(ResponseError::MessageTooLarge.code())
+            split_batches(&two, split[0].len() - 1).err(),
+            Some(ResponseError::MessageTooLarge.code())
         );
     }
 }

@@ -40,6 +40,16 @@ pub struct BrokerConfig {
     /// How often each shard applies retention and compaction to its
     /// partitions (Kafka's log.retention.check.interval.ms).
     pub retention_check_interval_ms: u64,
+    /// Partitions of `__consumer_offsets` (fixed once the topic exists:
+    /// a group's coordinator is its group id's hash modulo this).
+    pub offsets_topic_partitions: u32,
+    /// How long the first rebalance of an empty group waits for more
+    /// members, so consumers starting together land in one generation.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// The shortest session timeout a member may ask for.
+    pub group_min_session_timeout_ms: u64,
+    /// The longest session timeout a member may ask for.
+    pub group_max_session_timeout_ms: u64,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -63,6 +73,10 @@ impl Default for BrokerConfig {
             default_partitions: 1,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             pin_shards: true,
+            offsets_topic_partitions: 50,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
             retention_check_interval_ms: 300_000,
             test_flush_delay_ms: 0,
         }

@@ -45,6 +45,8 @@ pub struct Join {
     pub instance_id: Option<String>,
     /// The client's id.
     pub client_id: String,
+    /// Where the client connects from (for DescribeGroups).
+    pub client_host: String,
     /// "consumer" for consumers.
     pub protocol_type: String,
     /// (protocol name, metadata), in the member's order of preference.
@@ -93,8 +95,9 @@ impl Joined {
 pub enum JoinStep {
     /// Answer now.
     Answer(Joined),
-    /// The member waits: its answer comes out of [`Group::poll`].
-    Wait,
+    /// The member (with this id) waits: its answer comes out of
+    /// [`Group::poll`].
+    Wait(MemberId),
 }
 
 /// What a sync does right away.
@@ -110,6 +113,8 @@ pub enum SyncStep {
 #[derive(Debug, Clone)]
 struct Member {
     instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
     protocols: Vec<(String, Bytes)>,
     session_timeout: Duration,
     rebalance_timeout: Duration,
@@ -132,7 +137,8 @@ pub struct Group {
     /// Members that joined in the current rebalance (awaiting the answer).
     joined: BTreeSet<MemberId>,
     /// New dynamic members told their id (MEMBER_ID_REQUIRED), not yet joined.
-    announced: BTreeSet<MemberId>,
+    /// Each is forgotten if it does not join within its session timeout.
+    announced: BTreeMap<MemberId, Instant>,
     /// Members waiting for the leader's assignment.
     syncing: BTreeSet<MemberId>,
     /// When the current join phase ends at the latest.
@@ -143,7 +149,57 @@ pub struct Group {
     /// Delay before the first rebalance of an empty group completes, so
     /// members starting together land in one generation.
     initial_delay: Duration,
-    next_member: u64,
+}
+
+/// One member as stored and described: what `__consumer_offsets` keeps of
+/// a group, and what DescribeGroups shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSnapshot {
+    /// Its member id.
+    pub member_id: MemberId,
+    /// group.instance.id, for static members.
+    pub instance_id: Option<String>,
+    /// The client's id.
+    pub client_id: String,
+    /// Where the client connected from.
+    pub client_host: String,
+    /// Session timeout.
+    pub session_timeout: Duration,
+    /// Rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// The member's metadata for the group's protocol (its subscription).
+    pub subscription: Bytes,
+    /// Its assignment from the leader.
+    pub assignment: Bytes,
+}
+
+/// A group's membership as stored and described.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    /// The state.
+    pub state: GroupState,
+    /// "consumer" for consumer groups (empty while never joined).
+    pub protocol_type: String,
+    /// The generation.
+    pub generation: i32,
+    /// The chosen protocol (the assignor).
+    pub protocol: Option<String>,
+    /// The leader.
+    pub leader: Option<MemberId>,
+    /// The members.
+    pub members: Vec<MemberSnapshot>,
+}
+
+impl GroupState {
+    /// The name DescribeGroups and ListGroups use.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
 }
 
 impl Group {
@@ -159,13 +215,99 @@ impl Group {
             members: BTreeMap::new(),
             statics: BTreeMap::new(),
             joined: BTreeSet::new(),
-            announced: BTreeSet::new(),
+            announced: BTreeMap::new(),
             syncing: BTreeSet::new(),
             join_deadline: None,
             delayed_start: false,
             initial_delay,
-            next_member: 0,
         }
+    }
+
+    /// A group as stored: Stable with its members (each session starting
+    /// `now`), or Empty. Members that do not come back within their
+    /// session are removed and the rest rebalance, as after any expiry.
+    pub fn restore(
+        id: &str,
+        stored: GroupSnapshot,
+        initial_delay: Duration,
+        now: Instant,
+    ) -> Group {
+        let mut group = Group::new(id, initial_delay);
+        group.generation = stored.generation;
+        group.protocol_type = (!stored.protocol_type.is_empty()).then_some(stored.protocol_type);
+        if stored.members.is_empty() {
+            return group;
+        }
+        group.protocol = stored.protocol.clone();
+        group.leader = stored.leader;
+        for m in stored.members {
+            if let Some(instance) = &m.instance_id {
+                group.statics.insert(instance.clone(), m.member_id.clone());
+            }
+            let protocols = stored
+                .protocol
+                .iter()
+                .map(|p| (p.clone(), m.subscription.clone()))
+                .collect();
+            group.members.insert(
+                m.member_id,
+                Member {
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    protocols,
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    last_heard: now,
+                    assignment: m.assignment,
+                },
+            );
+        }
+        group.state = GroupState::Stable;
+        group
+    }
+
+    /// The group as stored and described.
+    pub fn snapshot(&self) -> GroupSnapshot {
+        let members = self
+            .members
+            .iter()
+            .map(|(id, m)| MemberSnapshot {
+                member_id: id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout: m.session_timeout,
+                rebalance_timeout: m.rebalance_timeout,
+                subscription: m
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| Some(n) == self.protocol.as_ref())
+                    .or(m.protocols.first())
+                    .map(|(_, meta)| meta.clone())
+                    .unwrap_or_default(),
+                assignment: m.assignment.clone(),
+            })
+            .collect();
+        GroupSnapshot {
+            state: self.state,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            members,
+        }
+    }
+
+    /// The group's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The protocol type ("consumer" for consumer groups), if any member
+    /// ever joined.
+    pub fn protocol_type(&self) -> Option<&str> {
+        self.protocol_type.as_deref()
     }
 
     /// The state.
@@ -183,14 +325,33 @@ impl Group {
         self.members.keys().cloned().collect()
     }
 
+    /// Whether the group holds no one: no members, none joining, none
+    /// told their member id and expected back.
+    pub fn is_idle(&self) -> bool {
+        self.members.is_empty() && self.joined.is_empty() && self.announced.is_empty()
+    }
+
+    /// Whether `member_id` is a member.
+    pub fn has_member(&self, member_id: &str) -> bool {
+        self.members.contains_key(member_id)
+    }
+
+    /// Whether `member_id` waits for the leader's assignment (a rebalance
+    /// starting, or the member leaving, ends the wait).
+    pub fn is_syncing(&self, member_id: &str) -> bool {
+        self.syncing.contains(member_id)
+    }
+
     /// The chosen protocol.
     pub fn protocol(&self) -> Option<&str> {
         self.protocol.as_deref()
     }
 
+    /// A member id unique across the group's lives (a restored group
+    /// must not hand out an id a restored member holds): the client id
+    /// and a random suffix, as Kafka does.
     fn new_member_id(&mut self, client_id: &str) -> MemberId {
-        self.next_member += 1;
-        format!("{client_id}-{}-{}", self.id.len(), self.next_member)
+        format!("{client_id}-{:016x}", rand::random::<u64>())
     }
 
     /// A JoinGroup request.
@@ -223,11 +384,14 @@ impl Group {
         if member_id.is_empty() {
             let id = self.new_member_id(&join.client_id);
             if join.require_known_member_id && join.instance_id.is_none() {
-                self.announced.insert(id.clone());
+                self.announced
+                    .insert(id.clone(), now + join.session_timeout);
                 return JoinStep::Answer(Joined::error(ResponseError::MemberIdRequired, &id));
             }
             member_id = id;
-        } else if !self.members.contains_key(&member_id) && !self.announced.remove(&member_id) {
+        } else if !self.members.contains_key(&member_id)
+            && self.announced.remove(&member_id).is_none()
+        {
             return JoinStep::Answer(Joined::error(ResponseError::UnknownMemberId, &member_id));
         }
         if !self.compatible(&join.protocols) {
@@ -248,6 +412,8 @@ impl Group {
             member_id.clone(),
             Member {
                 instance_id: join.instance_id.clone(),
+                client_id: join.client_id.clone(),
+                client_host: join.client_host.clone(),
                 protocols: join.protocols.clone(),
                 session_timeout: join.session_timeout,
                 rebalance_timeout: join.rebalance_timeout,
@@ -263,11 +429,11 @@ impl Group {
         {
             return JoinStep::Answer(self.joined_answer(&member_id));
         }
-        self.joined.insert(member_id);
+        self.joined.insert(member_id.clone());
         if self.state != GroupState::PreparingRebalance {
             self.start_rebalance(now);
         }
-        JoinStep::Wait
+        JoinStep::Wait(member_id)
     }
 
     /// A static member's new life replaces the old member id (which is
@@ -321,6 +487,7 @@ impl Group {
     /// REBALANCE_IN_PROGRESS).
     pub fn poll(&mut self, now: Instant) -> (Vec<Joined>, Vec<MemberId>) {
         let mut failed_syncs = Vec::new();
+        self.announced.retain(|_, deadline| *deadline > now);
         // Sessions (members waiting in a join phase are exempt: the
         // rebalance timeout bounds them).
         let expired: Vec<MemberId> = self
@@ -620,6 +787,7 @@ mod tests {
             member_id: member_id.to_string(),
             instance_id: instance.map(String::from),
             client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
             protocol_type: "consumer".into(),
             protocols: protocols
                 .iter()
@@ -636,7 +804,10 @@ mod tests {
     fn stable_group(n: usize, t0: Instant) -> (Group, Vec<MemberId>) {
         let mut group = Group::new("g", DELAY);
         for _ in 0..n {
-            assert_eq!(group.join(join("", None, &["range"]), t0), JoinStep::Wait);
+            assert!(matches!(
+                group.join(join("", None, &["range"]), t0),
+                JoinStep::Wait(_)
+            ));
         }
         assert!(
             group.poll(t0).0.is_empty(),
@@ -708,7 +879,10 @@ mod tests {
         let t0 = Instant::now();
         let (mut group, ids) = stable_group(2, t0);
         let t1 = t0 + Duration::from_secs(4);
-        assert_eq!(group.join(join("", None, &["range"]), t1), JoinStep::Wait);
+        assert!(matches!(
+            group.join(join("", None, &["range"]), t1),
+            JoinStep::Wait(_)
+        ));
         assert_eq!(
             group.heartbeat(&ids[0], None, 1, t1),
             ResponseError::RebalanceInProgress.code()
@@ -833,12 +1007,12 @@ mod tests {
         };
         assert_eq!(told.error, ResponseError::MemberIdRequired.code());
         first.member_id = told.member_id.clone();
-        assert_eq!(group.join(first, t0), JoinStep::Wait);
+        assert!(matches!(group.join(first, t0), JoinStep::Wait(_)));
         // Members vote: "roundrobin" is the only protocol both support.
-        assert_eq!(
+        assert!(matches!(
             group.join(join("", None, &["roundrobin"]), t0),
-            JoinStep::Wait
-        );
+            JoinStep::Wait(_)
+        ));
         let JoinStep::Answer(refused) = group.join(join("", None, &["sticky"]), t0) else {
             panic!()
         };

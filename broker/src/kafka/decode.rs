@@ -4,9 +4,11 @@
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -82,6 +84,39 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         .map(drop),
         ApiKey::DescribeCluster => {
             checked::<DescribeClusterRequest>(request, bounds::check_describe_cluster).map(drop)
+        }
+        ApiKey::FindCoordinator => {
+            checked::<FindCoordinatorRequest>(request, bounds::check_find_coordinator).map(drop)
+        }
+        ApiKey::JoinGroup => {
+            checked::<JoinGroupRequest>(request, bounds::check_join_group).map(drop)
+        }
+        ApiKey::SyncGroup => {
+            checked::<SyncGroupRequest>(request, bounds::check_sync_group).map(drop)
+        }
+        ApiKey::Heartbeat => {
+            checked::<HeartbeatRequest>(request, bounds::check_heartbeat).map(drop)
+        }
+        ApiKey::LeaveGroup => {
+            checked::<LeaveGroupRequest>(request, bounds::check_leave_group).map(drop)
+        }
+        ApiKey::OffsetCommit => {
+            checked::<OffsetCommitRequest>(request, bounds::check_offset_commit).map(drop)
+        }
+        ApiKey::OffsetFetch => {
+            checked::<OffsetFetchRequest>(request, bounds::check_offset_fetch).map(drop)
+        }
+        ApiKey::OffsetDelete => {
+            checked::<OffsetDeleteRequest>(request, bounds::check_offset_delete).map(drop)
+        }
+        ApiKey::ListGroups => {
+            checked::<ListGroupsRequest>(request, bounds::check_list_groups).map(drop)
+        }
+        ApiKey::DescribeGroups => {
+            checked::<DescribeGroupsRequest>(request, bounds::check_describe_groups).map(drop)
+        }
+        ApiKey::DeleteGroups => {
+            checked::<DeleteGroupsRequest>(request, bounds::check_delete_groups).map(drop)
         }
         other => Err(DecodeError::NoWalker(other, version)),
     }

@@ -142,6 +142,10 @@ fn topic_entry(topic: &control::Topic, version: i16) -> MetadataResponseTopic {
     let mut entry = MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_partitions(partitions);
+    if version >= 1 {
+        // Clients leave internal topics out of pattern subscriptions.
+        entry = entry.with_is_internal(topic.name == crate::groups::OFFSETS_TOPIC);
+    }
     if version >= 10 {
         entry = entry.with_topic_id(uuid::Uuid::from_bytes(topic.id.0));
     }

@@ -22,10 +22,10 @@ pub type Stopping = Shared<oneshot::Receiver<()>>;
 /// cannot be answered, or the shard stops (between requests); the shard
 /// carries on either way.
 pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let address = stream.peer_addr().ok();
+    let peer = address.map(|a| a.to_string()).unwrap_or_default();
+    // How DescribeGroups shows a member's host, as Kafka does.
+    let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     let mut reader = FrameReader::new(shard.config.socket_request_max_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
@@ -47,7 +47,7 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) 
             };
             // One request at a time per connection, as Kafka does: appends
             // from one producer connection keep their order.
-            let response = match handlers::handle(&shard, &request).await {
+            let response = match handlers::handle(&shard, &request, &client_host).await {
                 Ok(Outcome::Respond(response)) => response,
                 Ok(Outcome::NoResponse) => continue,
                 Err(e) => {

@@ -7,6 +7,7 @@
 //! its stream of committed changes into its own copy of the metadata.
 
 mod connection;
+mod coordinator;
 mod handlers;
 mod http;
 mod maintenance;
@@ -116,6 +117,7 @@ pub fn run(
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
                 glommio::spawn_local(maintenance::run(shard.clone())).detach();
+                glommio::spawn_local(coordinator::Coordinator::tick(shard.clone())).detach();
                 serve_until_stopped(listener, shard.clone(), stop).await;
                 // Every shard keeps running the jobs of the others until all
                 // have drained their connections (a connection's request may

@@ -21,6 +21,7 @@ use control::service::MetadataService;
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
 
+use super::coordinator::Coordinator;
 use super::metadata_view::View;
 use super::partitions::Partitions;
 use crate::config::BrokerConfig;
@@ -59,6 +60,8 @@ pub struct Shard {
     pub partitions: Partitions,
     /// The metadata service (on shard 0 only).
     pub controller: Option<Rc<MetadataService>>,
+    /// The groups whose `__consumer_offsets` partitions this shard owns.
+    pub coordinator: Coordinator,
     senders: Mesh,
 }
 
@@ -80,6 +83,7 @@ impl Shard {
             view,
             partitions,
             controller,
+            coordinator: Coordinator::default(),
             senders,
         }
     }

@@ -6,6 +6,9 @@
 mod cluster;
 mod configs;
 mod fetch;
+mod group_admin;
+mod group_offsets;
+mod groups;
 mod offsets;
 mod produce;
 pub mod routing;
@@ -52,6 +55,18 @@ pub enum HandlerError {
     NotServed(ApiKey, i16),
 }
 
+/// The answer to `request`, encoded at its version.
+pub fn respond<T>(request: &Request, answer: &T) -> Result<Outcome, HandlerError>
+where
+    T: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+{
+    Ok(Outcome::Respond(crate::kafka::response::encode(
+        request.header.correlation_id,
+        request.header.request_api_version,
+        answer,
+    )?))
+}
+
 /// The APIs served with their versions: what ApiVersions advertises.
 pub const SERVED: &[(ApiKey, (i16, i16))] = &[
     (ApiKey::Produce, produce::VERSIONS),
@@ -70,10 +85,29 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
         configs::INCREMENTAL_VERSIONS,
     ),
     (ApiKey::DescribeCluster, cluster::DESCRIBE_CLUSTER_VERSIONS),
+    (ApiKey::FindCoordinator, groups::FIND_COORDINATOR_VERSIONS),
+    (ApiKey::JoinGroup, groups::JOIN_GROUP_VERSIONS),
+    (ApiKey::SyncGroup, groups::SYNC_GROUP_VERSIONS),
+    (ApiKey::Heartbeat, groups::HEARTBEAT_VERSIONS),
+    (ApiKey::LeaveGroup, groups::LEAVE_GROUP_VERSIONS),
+    (ApiKey::OffsetCommit, group_offsets::OFFSET_COMMIT_VERSIONS),
+    (ApiKey::OffsetFetch, group_offsets::OFFSET_FETCH_VERSIONS),
+    (ApiKey::OffsetDelete, group_offsets::OFFSET_DELETE_VERSIONS),
+    (ApiKey::ListGroups, group_admin::LIST_GROUPS_VERSIONS),
+    (
+        ApiKey::DescribeGroups,
+        group_admin::DESCRIBE_GROUPS_VERSIONS,
+    ),
+    (ApiKey::DeleteGroups, group_admin::DELETE_GROUPS_VERSIONS),
 ];
 
-/// Answers one request.
-pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+/// Answers one request from a client at `client_host` ("/ip", as
+/// DescribeGroups shows it).
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: &Request,
+    client_host: &str,
+) -> Result<Outcome, HandlerError> {
     let api = request.api_key;
     let version = request.header.request_api_version;
     if api == ApiKey::ApiVersions {
@@ -100,6 +134,17 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
         ApiKey::CreatePartitions => topics::create_partitions(shard, request).await,
         ApiKey::IncrementalAlterConfigs => configs::incremental_alter(shard, request).await,
         ApiKey::DescribeCluster => cluster::describe_cluster(shard, request).await,
+        ApiKey::FindCoordinator => groups::find_coordinator(shard, request).await,
+        ApiKey::JoinGroup => groups::join_group(shard, request, client_host).await,
+        ApiKey::SyncGroup => groups::sync_group(shard, request).await,
+        ApiKey::Heartbeat => groups::heartbeat(shard, request).await,
+        ApiKey::LeaveGroup => groups::leave_group(shard, request).await,
+        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, request).await,
+        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, request).await,
+        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, request).await,
+        ApiKey::ListGroups => group_admin::list_groups(shard, request).await,
+        ApiKey::DescribeGroups => group_admin::describe_groups(shard, request).await,
+        ApiKey::DeleteGroups => group_admin::delete_groups(shard, request).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

@@ -152,6 +152,10 @@ fn error_text(code: Code) -> &'static str {
 /// Runs as a task of that shard, so a producer disconnecting cannot
 /// cancel it half-way.
 async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> Appended {
+    // Only the group coordinator writes its records there.
+    if led.topic.name == crate::groups::OFFSETS_TOPIC {
+        return Appended::failed(ResponseError::InvalidTopicException.code());
+    }
     // acks=all needs min.insync.replicas in the ISR (checked before
     // appending, as Kafka does, so nothing is written for a refusal).
     let isr = led

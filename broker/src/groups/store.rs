@@ -1,0 +1,299 @@
+//! The groups of one `__consumer_offsets` partition: each group's
+//! membership and committed offsets, rebuilt by replaying the partition's
+//! records and kept in step as new ones are written.
+//!
+//! Sans-IO: the coordinator (on the partition's shard) reads and appends
+//! the records; this decides what they mean and what to write next.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::membership::{Group, GroupSnapshot, GroupState};
+use super::records::{self, CommittedOffset, Key, RecordError, Value};
+
+/// A committed offset and the position of the record that stored it (a
+/// later record wins, whatever order the writes completed in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The offset as committed.
+    pub committed: CommittedOffset,
+    /// The record's offset in `__consumer_offsets`.
+    pub record_offset: i64,
+}
+
+/// One group: membership and committed offsets.
+#[derive(Debug)]
+pub struct GroupEntry {
+    /// Its membership.
+    pub membership: Group,
+    /// Committed offsets by (topic, partition).
+    pub offsets: BTreeMap<(String, i32), Stored>,
+    /// The membership as last written (None: never).
+    persisted: Option<GroupSnapshot>,
+}
+
+impl GroupEntry {
+    /// Whether the group has members.
+    pub fn has_members(&self) -> bool {
+        !self.membership.member_ids().is_empty()
+    }
+
+    /// The membership record to write, if it changed since the last one.
+    /// Only settled states are written (Stable, Empty), as Kafka does: a
+    /// rebalance in progress restarts after a restart anyway.
+    pub fn membership_to_write(&self) -> Option<Value> {
+        let state = self.membership.state();
+        if !matches!(state, GroupState::Stable | GroupState::Empty) {
+            return None;
+        }
+        let snapshot = self.membership.snapshot();
+        let never_joined = snapshot.generation == 0 && snapshot.members.is_empty();
+        if never_joined || self.persisted.as_ref() == Some(&snapshot) {
+            return None;
+        }
+        Some(Value::Group(snapshot))
+    }
+
+    /// Notes that `value` (from [`membership_to_write`]) was written.
+    pub fn written(&mut self, value: &Value) {
+        if let Value::Group(snapshot) = value {
+            self.persisted = Some(snapshot.clone());
+        }
+    }
+}
+
+/// The groups of one partition.
+#[derive(Debug)]
+pub struct PartitionGroups {
+    groups: BTreeMap<String, GroupEntry>,
+    initial_delay: Duration,
+}
+
+impl PartitionGroups {
+    /// No groups; new groups wait `initial_delay` before their first
+    /// generation completes.
+    pub fn new(initial_delay: Duration) -> PartitionGroups {
+        PartitionGroups {
+            groups: BTreeMap::new(),
+            initial_delay,
+        }
+    }
+
+    /// Applies one stored record (replay at load), at `record_offset`.
+    pub fn replay(
+        &mut self,
+        record_offset: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+        now: Instant,
+    ) -> Result<(), RecordError> {
+        let key = records::decode_key(key)?;
+        let value = value.map(|v| records::decode_value(&key, v)).transpose()?;
+        match (key, value) {
+            (
+                Key::Offset {
+                    group,
+                    topic,
+                    partition,
+                },
+                value,
+            ) => {
+                let committed = match value {
+                    Some(Value::Offset(c)) => Some(c),
+                    _ => None,
+                };
+                self.apply_offset(&group, topic, partition, record_offset, committed);
+            }
+            (Key::Group(group), Some(Value::Group(snapshot))) => {
+                let membership = Group::restore(&group, snapshot.clone(), self.initial_delay, now);
+                let entry = self.entry(&group);
+                entry.membership = membership;
+                entry.persisted = Some(snapshot);
+            }
+            (Key::Group(group), _) => {
+                self.groups.remove(&group);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores (or with None, deletes) a committed offset written at
+    /// `record_offset`, unless a later record already set it.
+    pub fn apply_offset(
+        &mut self,
+        group: &str,
+        topic: String,
+        partition: i32,
+        record_offset: i64,
+        committed: Option<CommittedOffset>,
+    ) {
+        let entry = self.entry(group);
+        let slot = (topic, partition);
+        if entry
+            .offsets
+            .get(&slot)
+            .is_some_and(|s| s.record_offset > record_offset)
+        {
+            return;
+        }
+        match committed {
+            Some(committed) => {
+                entry.offsets.insert(
+                    slot,
+                    Stored {
+                        committed,
+                        record_offset,
+                    },
+                );
+            }
+            None => {
+                entry.offsets.remove(&slot);
+            }
+        }
+        self.forget_if_unused(group);
+    }
+
+    /// The group, created empty if unknown.
+    pub fn entry(&mut self, group: &str) -> &mut GroupEntry {
+        let delay = self.initial_delay;
+        self.groups
+            .entry(group.to_string())
+            .or_insert_with(|| GroupEntry {
+                membership: Group::new(group, delay),
+                offsets: BTreeMap::new(),
+                persisted: None,
+            })
+    }
+
+    /// The group, if it exists.
+    pub fn get(&self, group: &str) -> Option<&GroupEntry> {
+        self.groups.get(group)
+    }
+
+    /// The group, if it exists.
+    pub fn get_mut(&mut self, group: &str) -> Option<&mut GroupEntry> {
+        self.groups.get_mut(group)
+    }
+
+    /// Every group's id.
+    pub fn ids(&self) -> Vec<String> {
+        self.groups.keys().cloned().collect()
+    }
+
+    /// Removes a group (DeleteGroups, once its tombstones are written).
+    pub fn remove(&mut self, group: &str) {
+        self.groups.remove(group);
+    }
+
+    /// Drops a group that holds nothing: no members, no offsets, nothing
+    /// stored about it.
+    pub fn forget_if_unused(&mut self, group: &str) {
+        let unused = self.groups.get(group).is_some_and(|e| {
+            e.offsets.is_empty()
+                && e.membership.is_idle()
+                && e.membership.state() == GroupState::Empty
+                && e.persisted.as_ref().is_none_or(|p| p.members.is_empty())
+                && e.membership.generation() == 0
+        });
+        if unused {
+            self.groups.remove(group);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::membership::MemberSnapshot;
+    use bytes::Bytes;
+
+    fn offset(at: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset: at,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+        }
+    }
+
+    fn record(key: &Key, value: Option<&Value>) -> (Vec<u8>, Option<Vec<u8>>) {
+        (records::encode_key(key), value.map(records::encode_value))
+    }
+
+    #[test]
+    fn replay_keeps_the_newest_record_per_key_and_honours_tombstones() {
+        let now = Instant::now();
+        let mut groups = PartitionGroups::new(Duration::ZERO);
+        let key = |p| Key::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: p,
+        };
+        let log = [
+            record(&key(0), Some(&Value::Offset(offset(5)))),
+            record(&key(1), Some(&Value::Offset(offset(7)))),
+            record(&key(0), Some(&Value::Offset(offset(9)))),
+            record(&key(1), None),
+        ];
+        for (at, (k, v)) in log.iter().enumerate() {
+            groups.replay(at as i64, k, v.as_deref(), now).unwrap();
+        }
+        let entry = groups.get("g").unwrap();
+        assert_eq!(entry.offsets.len(), 1);
+        assert_eq!(entry.offsets[&("t".into(), 0)].committed.offset, 9);
+        // A write that completes late does not undo a later one.
+        groups.apply_offset("g", "t".into(), 0, 1, Some(offset(6)));
+        assert_eq!(
+            groups.get("g").unwrap().offsets[&("t".into(), 0)]
+                .committed
+                .offset,
+            9
+        );
+        // Deleting the last offset of a group without members forgets it.
+        groups.apply_offset("g", "t".into(), 0, 10, None);
+        assert!(groups.get("g").is_none());
+    }
+
+    #[test]
+    fn a_stored_membership_comes_back_stable_and_is_not_rewritten() {
+        let now = Instant::now();
+        let snapshot = GroupSnapshot {
+            state: GroupState::Stable,
+            protocol_type: "consumer".into(),
+            generation: 4,
+            protocol: Some("range".into()),
+            leader: Some("m1".into()),
+            members: vec![MemberSnapshot {
+                member_id: "m1".into(),
+                instance_id: Some("i1".into()),
+                client_id: "c".into(),
+                client_host: "/h".into(),
+                session_timeout: Duration::from_secs(10),
+                rebalance_timeout: Duration::from_secs(10),
+                subscription: Bytes::from_static(b"s"),
+                assignment: Bytes::from_static(b"a"),
+            }],
+        };
+        let mut groups = PartitionGroups::new(Duration::ZERO);
+        let (k, v) = record(
+            &Key::Group("g".into()),
+            Some(&Value::Group(snapshot.clone())),
+        );
+        groups.replay(0, &k, v.as_deref(), now).unwrap();
+        let entry = groups.get_mut("g").unwrap();
+        assert_eq!(entry.membership.state(), GroupState::Stable);
+        assert_eq!(entry.membership.generation(), 4);
+        assert_eq!(entry.membership.heartbeat("m1", Some("i1"), 4, now), 0);
+        assert_eq!(entry.membership.snapshot(), snapshot);
+        assert_eq!(entry.membership_to_write(), None);
+        // The member leaves: the empty group is written once.
+        entry.membership.leave("m1", Some("i1"), now);
+        let write = entry.membership_to_write().expect("the group emptied");
+        entry.written(&write);
+        assert_eq!(entry.membership_to_write(), None);
+        // A group tombstone removes it.
+        let (k, _) = record(&Key::Group("g".into()), None);
+        groups.replay(1, &k, None, now).unwrap();
+        assert!(groups.get("g").is_none());
+    }
+}

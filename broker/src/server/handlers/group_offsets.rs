@@ -1,0 +1,336 @@
+//! OffsetCommit, OffsetFetch (one group, or several from v8) and
+//! OffsetDelete, run on each group's coordinator shard.
+
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::routing::Code;
+use super::{respond, HandlerError, Outcome};
+use crate::groups::records::CommittedOffset;
+use crate::kafka::bounds;
+use crate::kafka::decode::checked;
+use crate::kafka::request::Request;
+use crate::server::coordinator::on_coordinator;
+use crate::server::shard::Shard;
+
+/// OffsetCommit versions served.
+pub const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 9);
+/// OffsetFetch versions served (several groups from v8).
+pub const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 9);
+/// OffsetDelete versions served.
+pub const OFFSET_DELETE_VERSIONS: (i16, i16) = (0, 0);
+
+/// Kafka's offset.metadata.max.bytes.
+const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Whether `topic` has partition `index` (commits to anything else are
+/// refused, as Kafka does).
+fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
+    let view = shard.view.borrow();
+    view.metadata
+        .topic_by_name(topic)
+        .is_ok_and(|t| index >= 0 && (index as usize) < t.partitions.len())
+}
+
+/// Answers OffsetCommit: every valid partition's offset is stored in one
+/// record batch, answered once durable.
+pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: OffsetCommitRequest = checked(request, bounds::check_offset_commit)?;
+    let group = decoded.group_id.to_string();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    // Per partition: refused up front (code), or to store.
+    let mut codes: Vec<Vec<Code>> = Vec::new();
+    let mut offsets = Vec::new();
+    for topic in &decoded.topics {
+        let mut topic_codes = Vec::new();
+        for p in &topic.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let code = if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else if !partition_exists(shard, topic.name.as_str(), p.partition_index) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                offsets.push((
+                    topic.name.to_string(),
+                    p.partition_index,
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 6 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        metadata,
+                        commit_timestamp: now,
+                    },
+                ));
+                0
+            };
+            topic_codes.push(code);
+        }
+        codes.push(topic_codes);
+    }
+    let group_code = if group.is_empty() {
+        ResponseError::InvalidGroupId.code()
+    } else if offsets.is_empty() {
+        0
+    } else {
+        let member = decoded.member_id.to_string();
+        let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
+        let generation = decoded.generation_id_or_member_epoch;
+        let key = group.clone();
+        on_coordinator(
+            shard,
+            &key,
+            |code| code,
+            move |owner, partition| {
+                Box::pin(async move {
+                    partition
+                        .commit(
+                            &owner,
+                            &group,
+                            (&member, instance.as_deref(), generation),
+                            offsets,
+                        )
+                        .await
+                })
+            },
+        )
+        .await
+    };
+    let topics = decoded
+        .topics
+        .iter()
+        .zip(codes)
+        .map(|(topic, topic_codes)| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .zip(topic_codes)
+                .map(|(p, code)| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(if code == 0 { group_code } else { code })
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        request,
+        &OffsetCommitResponse::default().with_topics(topics),
+    )
+}
+
+/// One group's committed offsets: by topic, (partition, offset or None),
+/// or the group's error.
+type Fetched = Result<Vec<(String, i32, Option<CommittedOffset>)>, Code>;
+
+async fn fetch_group(
+    shard: &Rc<Shard>,
+    group: String,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> Fetched {
+    if group.is_empty() {
+        return Err(ResponseError::InvalidGroupId.code());
+    }
+    let key = group.clone();
+    on_coordinator(shard, &key, Err, move |_, partition| {
+        Box::pin(async move { Ok(partition.fetch(&group, wanted)) })
+    })
+    .await
+}
+
+/// A topic's committed offsets: (partition, offset if any).
+type TopicOffsets = (String, Vec<(i32, Option<CommittedOffset>)>);
+
+/// Groups fetched rows by topic, keeping the first-seen topic order.
+fn by_topic(rows: Vec<(String, i32, Option<CommittedOffset>)>) -> Vec<TopicOffsets> {
+    let mut topics: Vec<TopicOffsets> = Vec::new();
+    for (topic, partition, committed) in rows {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, partitions)) => partitions.push((partition, committed)),
+            None => topics.push((topic, vec![(partition, committed)])),
+        }
+    }
+    topics
+}
+
+/// Answers OffsetFetch: -1 for partitions without a committed offset.
+pub async fn offset_fetch(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: OffsetFetchRequest = checked(request, bounds::check_offset_fetch)?;
+    if version <= 7 {
+        let wanted = decoded.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let fetched = fetch_group(shard, decoded.group_id.to_string(), wanted).await;
+        let mut answer = OffsetFetchResponse::default();
+        match fetched {
+            Err(code) => {
+                if version >= 2 {
+                    answer = answer.with_error_code(code);
+                }
+            }
+            Ok(rows) => {
+                answer.topics = by_topic(rows)
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        let partitions = partitions
+                            .into_iter()
+                            .map(|(index, committed)| {
+                                let (offset, epoch, metadata) = parts(committed);
+                                let mut p = OffsetFetchResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_committed_offset(offset)
+                                    .with_metadata(Some(StrBytes::from_string(metadata)));
+                                if version >= 5 {
+                                    p = p.with_committed_leader_epoch(epoch);
+                                }
+                                p
+                            })
+                            .collect();
+                        OffsetFetchResponseTopic::default()
+                            .with_name(topic_name(&topic))
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+            }
+        }
+        return respond(request, &answer);
+    }
+    let mut groups = Vec::new();
+    for group in &decoded.groups {
+        let wanted = group.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let fetched = fetch_group(shard, group.group_id.to_string(), wanted).await;
+        let mut entry = OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
+        match fetched {
+            Err(code) => entry = entry.with_error_code(code),
+            Ok(rows) => {
+                entry.topics = by_topic(rows)
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        let partitions = partitions
+                            .into_iter()
+                            .map(|(index, committed)| {
+                                let (offset, epoch, metadata) = parts(committed);
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(index)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(Some(StrBytes::from_string(metadata)))
+                            })
+                            .collect();
+                        OffsetFetchResponseTopics::default()
+                            .with_name(topic_name(&topic))
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+            }
+        }
+        groups.push(entry);
+    }
+    respond(request, &OffsetFetchResponse::default().with_groups(groups))
+}
+
+/// (offset, leader epoch, metadata) of a committed offset, or Kafka's
+/// "none" values.
+fn parts(committed: Option<CommittedOffset>) -> (i64, i32, String) {
+    match committed {
+        Some(c) => (c.offset, c.leader_epoch, c.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
+
+/// Answers OffsetDelete.
+pub async fn offset_delete(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let decoded: OffsetDeleteRequest = checked(request, bounds::check_offset_delete)?;
+    let group = decoded.group_id.to_string();
+    let partitions: Vec<(String, i32)> = decoded
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.to_string(), p.partition_index))
+        })
+        .collect();
+    let count = partitions.len();
+    let key = group.clone();
+    let (group_code, codes) = on_coordinator(
+        shard,
+        &key,
+        |code| (code, vec![]),
+        move |owner, partition| {
+            Box::pin(async move { partition.delete_offsets(&owner, &group, partitions).await })
+        },
+    )
+    .await;
+    let mut codes = if codes.len() == count {
+        codes.into_iter()
+    } else {
+        vec![group_code; count].into_iter()
+    };
+    let topics = decoded
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(codes.next().unwrap_or(group_code))
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        request,
+        &OffsetDeleteResponse::default()
+            .with_error_code(group_code)
+            .with_topics(topics),
+    )
+}

@@ -1,0 +1,389 @@
+//! FindCoordinator and the membership APIs (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup): decode, run on the group's coordinator shard
+//! (`server::coordinator`), encode.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::routing::Code;
+use super::topics::{create_topic, NewTopic};
+use super::{respond, HandlerError, Outcome};
+use crate::groups::membership::{Join, Joined};
+use crate::groups::{offsets_partition, OFFSETS_TOPIC};
+use crate::kafka::bounds;
+use crate::kafka::decode::checked;
+use crate::kafka::request::Request;
+use crate::server::coordinator::on_coordinator;
+use crate::server::shard::Shard;
+
+/// FindCoordinator versions served (batched keys from v4).
+pub const FIND_COORDINATOR_VERSIONS: (i16, i16) = (0, 6);
+/// JoinGroup versions served.
+pub const JOIN_GROUP_VERSIONS: (i16, i16) = (0, 9);
+/// SyncGroup versions served.
+pub const SYNC_GROUP_VERSIONS: (i16, i16) = (0, 5);
+/// Heartbeat versions served.
+pub const HEARTBEAT_VERSIONS: (i16, i16) = (0, 4);
+/// LeaveGroup versions served (batched members from v3).
+pub const LEAVE_GROUP_VERSIONS: (i16, i16) = (0, 5);
+
+/// Segment size of `__consumer_offsets` (Kafka's offsets.topic.segment.bytes).
+const OFFSETS_SEGMENT_BYTES: &str = "104857600";
+
+fn text(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Creates `__consumer_offsets` (compacted) if it does not exist yet.
+async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Code> {
+    let live = {
+        let view = shard.view.borrow();
+        if view.metadata.names.contains_key(OFFSETS_TOPIC) {
+            return Ok(());
+        }
+        view.metadata.live_brokers().count()
+    };
+    let topic = NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: shard.config.offsets_topic_partitions.max(1) as i32,
+        // Kafka's offsets.topic.replication.factor is 3; fewer brokers, fewer copies.
+        replication_factor: live.clamp(1, 3) as i16,
+        configs: vec![
+            ("cleanup.policy".into(), Some("compact".into())),
+            ("segment.bytes".into(), Some(OFFSETS_SEGMENT_BYTES.into())),
+        ],
+    };
+    match create_topic(shard, topic, false).await {
+        Ok(_) => {
+            tracing::info!("created {OFFSETS_TOPIC}");
+            Ok(())
+        }
+        Err((code, _)) if code == ResponseError::TopicAlreadyExists.code() => Ok(()),
+        Err((code, why)) => {
+            tracing::warn!(code, %why, "cannot create {OFFSETS_TOPIC}");
+            Err(ResponseError::CoordinatorNotAvailable.code())
+        }
+    }
+}
+
+/// A broker's id, host and port.
+type Endpoint = (i32, String, i32);
+
+/// The broker coordinating `group`.
+fn coordinator_of(shard: &Shard, group: &str) -> Result<Endpoint, Code> {
+    let view = shard.view.borrow();
+    let topic = view
+        .metadata
+        .topic_by_name(OFFSETS_TOPIC)
+        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
+    let index = offsets_partition(group, topic.partitions.len() as u32);
+    let leader = topic.partitions[index as usize]
+        .leader
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+    let broker = view
+        .metadata
+        .brokers
+        .get(&leader)
+        .filter(|b| !b.fenced)
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+    let (host, port) = broker
+        .registration
+        .listener
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+    Ok((leader.0, host, port))
+}
+
+/// Answers FindCoordinator: groups only (transactions are not served).
+pub async fn find_coordinator(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: FindCoordinatorRequest = checked(request, bounds::check_find_coordinator)?;
+    let keys: Vec<String> = if version >= 4 {
+        decoded
+            .coordinator_keys
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    } else {
+        vec![decoded.key.to_string()]
+    };
+    let ensured = if decoded.key_type == 0 {
+        ensure_offsets_topic(shard).await
+    } else {
+        Ok(())
+    };
+    let answers: Vec<Result<Endpoint, (Code, &str)>> = keys
+        .iter()
+        .map(|key| {
+            if decoded.key_type != 0 {
+                return Err((
+                    ResponseError::CoordinatorNotAvailable.code(),
+                    "only group coordinators are served (no transactions)",
+                ));
+            }
+            if key.is_empty() {
+                return Err((ResponseError::InvalidGroupId.code(), "empty group id"));
+            }
+            ensured.map_err(|c| (c, "no offsets topic"))?;
+            coordinator_of(shard, key).map_err(|c| (c, "coordinator not available"))
+        })
+        .collect();
+    let mut answer = FindCoordinatorResponse::default();
+    if version >= 4 {
+        answer.coordinators = keys
+            .iter()
+            .zip(answers)
+            .map(|(key, found)| match found {
+                Ok((node, host, port)) => Coordinator::default()
+                    .with_key(text(key.clone()))
+                    .with_node_id(BrokerId(node))
+                    .with_host(text(host))
+                    .with_port(port),
+                Err((code, why)) => Coordinator::default()
+                    .with_key(text(key.clone()))
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(code)
+                    .with_error_message(Some(text(why))),
+            })
+            .collect();
+    } else {
+        answer = match answers.into_iter().next().expect("one key") {
+            Ok((node, host, port)) => answer
+                .with_node_id(BrokerId(node))
+                .with_host(text(host))
+                .with_port(port),
+            Err((code, why)) => {
+                let mut failed = answer
+                    .with_error_code(code)
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1);
+                if version >= 1 {
+                    failed = failed.with_error_message(Some(text(why)));
+                }
+                failed
+            }
+        };
+    }
+    respond(request, &answer)
+}
+
+fn failed_join(code: Code) -> Joined {
+    Joined {
+        error: code,
+        generation: -1,
+        protocol: None,
+        leader: String::new(),
+        member_id: String::new(),
+        members: vec![],
+    }
+}
+
+/// Answers JoinGroup, once the join phase completes (bounded by the
+/// group's rebalance timeout).
+pub async fn join_group(
+    shard: &Rc<Shard>,
+    request: &Request,
+    client_host: &str,
+) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: JoinGroupRequest = checked(request, bounds::check_join_group)?;
+    let group = decoded.group_id.to_string();
+    let session = decoded.session_timeout_ms;
+    let rebalance = if version >= 1 {
+        decoded.rebalance_timeout_ms
+    } else {
+        session
+    };
+    let config = &shard.config;
+    let session_range =
+        config.group_min_session_timeout_ms as i64..=config.group_max_session_timeout_ms as i64;
+    let joined = if group.is_empty() {
+        failed_join(ResponseError::InvalidGroupId.code())
+    } else if !session_range.contains(&(session as i64)) || rebalance < 0 {
+        failed_join(ResponseError::InvalidSessionTimeout.code())
+    } else {
+        let join = Join {
+            member_id: decoded.member_id.to_string(),
+            instance_id: decoded.group_instance_id.as_ref().map(|i| i.to_string()),
+            client_id: request
+                .header
+                .client_id
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            client_host: client_host.to_string(),
+            protocol_type: decoded.protocol_type.to_string(),
+            protocols: decoded
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect(),
+            session_timeout: Duration::from_millis(session as u64),
+            rebalance_timeout: Duration::from_millis(rebalance as u64),
+            require_known_member_id: version >= 4,
+        };
+        let key = group.clone();
+        on_coordinator(shard, &key, failed_join, move |owner, partition| {
+            Box::pin(async move { partition.join(&owner, &group, join).await })
+        })
+        .await
+    };
+    let members = joined
+        .members
+        .into_iter()
+        .map(|(id, instance, metadata)| {
+            let mut member = JoinGroupResponseMember::default()
+                .with_member_id(text(id))
+                .with_metadata(metadata);
+            if version >= 5 {
+                member = member.with_group_instance_id(instance.map(text));
+            }
+            member
+        })
+        .collect();
+    let mut answer = JoinGroupResponse::default()
+        .with_error_code(joined.error)
+        .with_generation_id(joined.generation)
+        .with_protocol_name(Some(text(joined.protocol.unwrap_or_default())))
+        .with_leader(text(joined.leader))
+        .with_member_id(text(joined.member_id))
+        .with_members(members);
+    if version >= 7 {
+        answer = answer.with_protocol_type(Some(decoded.protocol_type.clone()));
+    }
+    respond(request, &answer)
+}
+
+/// Answers SyncGroup: the member's assignment, once the leader sent it.
+pub async fn sync_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: SyncGroupRequest = checked(request, bounds::check_sync_group)?;
+    let group = decoded.group_id.to_string();
+    let member = decoded.member_id.to_string();
+    let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
+    let generation = decoded.generation_id;
+    let assignments: Vec<(String, Bytes)> = decoded
+        .assignments
+        .iter()
+        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+        .collect();
+    let key = group.clone();
+    let (code, assignment) = on_coordinator(
+        shard,
+        &key,
+        |code| (code, Bytes::new()),
+        move |owner, partition| {
+            Box::pin(async move {
+                partition
+                    .sync(
+                        &owner,
+                        &group,
+                        &member,
+                        instance.as_deref(),
+                        generation,
+                        assignments,
+                    )
+                    .await
+            })
+        },
+    )
+    .await;
+    let mut answer = SyncGroupResponse::default()
+        .with_error_code(code)
+        .with_assignment(assignment);
+    if version >= 5 {
+        answer = answer
+            .with_protocol_type(decoded.protocol_type.clone())
+            .with_protocol_name(decoded.protocol_name.clone());
+    }
+    respond(request, &answer)
+}
+
+/// Answers Heartbeat.
+pub async fn heartbeat(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let decoded: HeartbeatRequest = checked(request, bounds::check_heartbeat)?;
+    let group = decoded.group_id.to_string();
+    let member = decoded.member_id.to_string();
+    let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
+    let generation = decoded.generation_id;
+    let key = group.clone();
+    let code = on_coordinator(
+        shard,
+        &key,
+        |code| code,
+        move |_, partition| {
+            Box::pin(async move {
+                partition.heartbeat(&group, &member, instance.as_deref(), generation)
+            })
+        },
+    )
+    .await;
+    respond(request, &HeartbeatResponse::default().with_error_code(code))
+}
+
+/// Answers LeaveGroup (one member before v3, a list from v3).
+pub async fn leave_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
+    let decoded: LeaveGroupRequest = checked(request, bounds::check_leave_group)?;
+    let group = decoded.group_id.to_string();
+    let members: Vec<(String, Option<String>)> = if version >= 3 {
+        decoded
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|i| i.to_string()),
+                )
+            })
+            .collect()
+    } else {
+        vec![(decoded.member_id.to_string(), None)]
+    };
+    let count = members.len();
+    let asked = members.clone();
+    let key = group.clone();
+    let codes: Result<Vec<Code>, Code> =
+        on_coordinator(shard, &key, Err, move |owner, partition| {
+            Box::pin(async move { Ok(partition.leave(&owner, &group, members).await) })
+        })
+        .await;
+    let mut answer = LeaveGroupResponse::default();
+    match codes {
+        Err(code) => answer = answer.with_error_code(code),
+        Ok(codes) if version >= 3 => {
+            answer.members = asked
+                .into_iter()
+                .zip(codes)
+                .map(|((member, instance), code)| {
+                    MemberResponse::default()
+                        .with_member_id(text(member))
+                        .with_group_instance_id(instance.map(text))
+                        .with_error_code(code)
+                })
+                .collect();
+        }
+        Ok(codes) => {
+            debug_assert_eq!(codes.len(), count);
+            answer = answer.with_error_code(codes.first().copied().unwrap_or(0));
+        }
+    }
+    respond(request, &answer)
+}

@@ -8,6 +8,11 @@
 //! broker topic alter NAME [--config KEY=VALUE]... [--delete-config KEY]...
 //! broker topic delete NAME
 //! broker cluster status
+//! broker group list
+//! broker group describe NAME
+//! broker group reset-offsets NAME (--topic T... | --all-topics)
+//!     (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N | --shift-by N) [--dry-run]
+//! broker group delete NAME
 //! ```
 //! Every subcommand takes `--brokers HOST:PORT` (default 127.0.0.1:9092,
 //! or `BROKER_BROKERS`).
@@ -16,6 +21,8 @@ use std::fmt::Write as _;
 
 use client::cluster::{resolve, Cluster};
 use client::connection::ClientError;
+
+use crate::group_cli::{self, parse_datetime, GroupCommand, ResetTo};
 
 /// The usage text.
 pub const USAGE: &str = "usage:
@@ -26,7 +33,13 @@ pub const USAGE: &str = "usage:
   broker topic describe NAME [--brokers HOST:PORT]
   broker topic alter NAME [--config KEY=VALUE]... [--delete-config KEY]... [--brokers HOST:PORT]
   broker topic delete NAME [--brokers HOST:PORT]
-  broker cluster status [--brokers HOST:PORT]";
+  broker cluster status [--brokers HOST:PORT]
+  broker group list [--brokers HOST:PORT]
+  broker group describe NAME [--brokers HOST:PORT]
+  broker group reset-offsets NAME (--topic T... | --all-topics)
+         (--to-earliest | --to-latest | --to-datetime YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM] | --to-offset N | --shift-by N)
+         [--dry-run | --execute] [--brokers HOST:PORT]
+  broker group delete NAME [--brokers HOST:PORT]";
 
 /// A parsed admin command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +70,8 @@ pub enum Command {
     Delete(String),
     /// `cluster status`.
     ClusterStatus,
+    /// `group ...`.
+    Group(GroupCommand),
 }
 
 /// Parses `args` (after `broker`): the command and the bootstrap address.
@@ -67,6 +82,10 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
     let mut replication_factor = -1;
     let mut sets = Vec::new();
     let mut resets = Vec::new();
+    let mut group_topics = Vec::new();
+    let mut all_topics = false;
+    let mut reset_to = Vec::new();
+    let mut dry_run = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{arg} needs a value"));
@@ -90,6 +109,21 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
                 sets.push((k.to_string(), v.to_string()));
             }
             "--delete-config" => resets.push(value()?),
+            "--topic" => group_topics.push(value()?),
+            "--all-topics" => all_topics = true,
+            "--to-earliest" => reset_to.push(ResetTo::Earliest),
+            "--to-latest" => reset_to.push(ResetTo::Latest),
+            "--to-datetime" => reset_to.push(ResetTo::Datetime(parse_datetime(&value()?)?)),
+            "--to-offset" => reset_to.push(ResetTo::Offset(
+                value()?.parse().map_err(|_| "--to-offset needs a number")?,
+            )),
+            "--shift-by" => reset_to.push(ResetTo::ShiftBy(
+                value()?.parse().map_err(|_| "--shift-by needs a number")?,
+            )),
+            "--dry-run" => dry_run = true,
+            // Kafka's tool only applies a reset with --execute; here
+            // applying is the default, and the flag is accepted.
+            "--execute" => {}
             flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}")),
             word => positional.push(word.to_string()),
         }
@@ -114,6 +148,27 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
         },
         ["topic", "delete", name] => Command::Delete(name.to_string()),
         ["cluster", "status"] => Command::ClusterStatus,
+        ["group", "list"] => Command::Group(GroupCommand::List),
+        ["group", "describe", name] => Command::Group(GroupCommand::Describe(name.to_string())),
+        ["group", "delete", name] => Command::Group(GroupCommand::Delete(name.to_string())),
+        ["group", "reset-offsets", name] => {
+            let [to] = reset_to.as_slice() else {
+                return Err(
+                    "reset-offsets needs exactly one of --to-earliest, --to-latest, \
+                            --to-datetime, --to-offset, --shift-by"
+                        .to_string(),
+                );
+            };
+            if group_topics.is_empty() != all_topics {
+                return Err("reset-offsets needs --topic T (one or more) or --all-topics".into());
+            }
+            Command::Group(GroupCommand::Reset {
+                group: name.to_string(),
+                topics: group_topics,
+                to: *to,
+                dry_run,
+            })
+        }
         _ => return Err(USAGE.to_string()),
     };
     Ok((command, brokers))
@@ -195,6 +250,7 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
             cluster.delete_topic(&name).await?;
             let _ = writeln!(out, "deleted topic {name}");
         }
+        Command::Group(command) => out = group_cli::execute(cluster, command).await?,
         Command::ClusterStatus => {
             let description = cluster.describe_cluster().await?;
             let _ = writeln!(
@@ -255,5 +311,49 @@ mod tests {
         assert!(parse(&args("topic create x --partitions many")).is_err());
         assert!(parse(&args("topic create x --config novalue")).is_err());
         assert!(parse(&args("topic list --bogus 1")).is_err());
+    }
+
+    #[test]
+    fn group_commands_parse_and_a_reset_needs_one_target_and_a_scope() {
+        assert_eq!(
+            parse(&args("group describe g")).unwrap().0,
+            Command::Group(GroupCommand::Describe("g".into()))
+        );
+        assert_eq!(
+            parse(&args(
+                "group reset-offsets g --topic a --topic b --to-datetime 1970-01-01T00:00:01Z --dry-run"
+            ))
+            .unwrap()
+            .0,
+            Command::Group(GroupCommand::Reset {
+                group: "g".into(),
+                topics: vec!["a".into(), "b".into()],
+                to: ResetTo::Datetime(1000),
+                dry_run: true,
+            })
+        );
+        assert_eq!(
+            parse(&args(
+                "group reset-offsets g --all-topics --shift-by -5 --execute"
+            ))
+            .unwrap()
+            .0,
+            Command::Group(GroupCommand::Reset {
+                group: "g".into(),
+                topics: vec![],
+                to: ResetTo::ShiftBy(-5),
+                dry_run: false,
+            })
+        );
+        for bad in [
+            "group reset-offsets g --topic a",
+            "group reset-offsets g --to-earliest",
+            "group reset-offsets g --topic a --all-topics --to-earliest",
+            "group reset-offsets g --topic a --to-earliest --to-latest",
+            "group reset-offsets g --topic a --to-offset x",
+            "group reset-offsets g --topic a --to-datetime soon",
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad}");
+        }
     }
 }

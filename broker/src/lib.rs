@@ -5,6 +5,7 @@
 
 pub mod admin_cli;
 pub mod config;
+pub mod group_cli;
 pub mod groups;
 pub mod kafka;
 pub mod server;

@@ -23,7 +23,10 @@ fn main() {
         println!("{}", broker::admin_cli::USAGE);
         return;
     }
-    if args.first().is_some_and(|a| a == "topic" || a == "cluster") {
+    if args
+        .first()
+        .is_some_and(|a| a == "topic" || a == "cluster" || a == "group")
+    {
         let outcome = broker::admin_cli::parse(&args)
             .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
         match outcome {

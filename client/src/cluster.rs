@@ -122,6 +122,18 @@ impl Cluster {
         connection.call(request, version).await
     }
 
+    /// Calls the request `build` makes for the highest common version (for
+    /// requests whose fields differ by version).
+    pub async fn call_built<R: Request>(
+        &self,
+        connection: &Mutex<Connection>,
+        build: impl Fn(i16) -> R,
+    ) -> Result<R::Response, ClientError> {
+        let mut connection = connection.lock().await;
+        let version = connection.version_for::<R>()?;
+        connection.call(&build(version), version).await
+    }
+
     /// Calls `request` on any broker (the bootstrap one), reconnecting once.
     pub async fn call_any<R: Request>(&self, request: &R) -> Result<R::Response, ClientError> {
         let connection = self.any().await?;

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod cluster;
 pub mod connection;
 pub mod consumer;
+pub mod groups;
 pub mod partitioner;
 pub mod producer;
 pub mod records;

@@ -1,0 +1,346 @@
+//! `broker group ...`: list, describe (members, committed offsets, lag),
+//! reset offsets (replay) and delete consumer groups, as
+//! `kafka-consumer-groups.sh` does.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use client::cluster::Cluster;
+use client::connection::ClientError;
+use client::consumer::{list_offsets, StartAt};
+use kafka_protocol::ResponseError;
+
+use crate::groups::consumer_protocol::assigned_partitions;
+use crate::groups::lag::PartitionLag;
+
+/// Where `group reset-offsets` moves a group's committed offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    /// Each partition's earliest offset.
+    Earliest,
+    /// Each partition's end: skip everything not yet read.
+    Latest,
+    /// The first offset with a timestamp at or after this (ms since the epoch).
+    Datetime(i64),
+    /// This offset (clamped to what the partition holds).
+    Offset(i64),
+    /// The committed offset moved by this many (clamped).
+    ShiftBy(i64),
+}
+
+/// A `broker group` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupCommand {
+    /// `group list`.
+    List,
+    /// `group describe NAME`.
+    Describe(String),
+    /// `group reset-offsets NAME`.
+    Reset {
+        /// The group.
+        group: String,
+        /// The topics whose offsets move (empty: every topic with a commit).
+        topics: Vec<String>,
+        /// Where to.
+        to: ResetTo,
+        /// Only print the plan.
+        dry_run: bool,
+    },
+    /// `group delete NAME`.
+    Delete(String),
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` (no zone: UTC)
+/// into milliseconds since the epoch.
+pub fn parse_datetime(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text}: expected YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM]");
+    let (date, rest) = text.split_once('T').ok_or_else(bad)?;
+    let mut ymd = date.split('-').map(|p| p.parse::<i64>());
+    let (Some(Ok(year)), Some(Ok(month)), Some(Ok(day)), None) =
+        (ymd.next(), ymd.next(), ymd.next(), ymd.next())
+    else {
+        return Err(bad());
+    };
+    // Split off the zone.
+    let (time, offset_minutes) = if let Some(time) = rest.strip_suffix('Z') {
+        (time, 0)
+    } else if let Some(at) = rest.rfind(['+', '-']) {
+        let (time, zone) = rest.split_at(at);
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let (h, m) = zone[1..].split_once(':').ok_or_else(bad)?;
+        let h: i64 = h.parse().map_err(|_| bad())?;
+        let m: i64 = m.parse().map_err(|_| bad())?;
+        (time, sign * (h * 60 + m))
+    } else {
+        (rest, 0)
+    };
+    let (hms, millis) = match time.split_once('.') {
+        Some((hms, fraction)) => {
+            let digits: String = fraction.chars().chain("000".chars()).take(3).collect();
+            (hms, digits.parse::<i64>().map_err(|_| bad())?)
+        }
+        None => (time, 0),
+    };
+    let mut parts = hms.split(':').map(|p| p.parse::<i64>());
+    let (Some(Ok(hour)), Some(Ok(minute)), Some(Ok(second)), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let valid = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..=60).contains(&second);
+    if !valid {
+        return Err(bad());
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Ok(seconds * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Runs a group command; returns what to print.
+pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String, ClientError> {
+    let mut out = String::new();
+    match command {
+        GroupCommand::List => {
+            let _ = writeln!(out, "{:<40} {:<20} PROTOCOL-TYPE", "GROUP", "STATE");
+            for g in cluster.list_groups().await? {
+                let _ = writeln!(out, "{:<40} {:<20} {}", g.group, g.state, g.protocol_type);
+            }
+        }
+        GroupCommand::Describe(group) => describe(cluster, &group, &mut out).await?,
+        GroupCommand::Reset {
+            group,
+            topics,
+            to,
+            dry_run,
+        } => reset(cluster, &group, topics, to, dry_run, &mut out).await?,
+        GroupCommand::Delete(group) => {
+            cluster.delete_group(&group).await?;
+            let _ = writeln!(out, "deleted group {group}");
+        }
+    }
+    Ok(out)
+}
+
+/// Each partition's (log start, log end) for the given topic's partitions.
+async fn bounds_of(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, (i64, i64)>, ClientError> {
+    let starts = list_offsets(cluster, topic, partitions, StartAt::Earliest).await?;
+    let ends = list_offsets(cluster, topic, partitions, StartAt::Latest).await?;
+    Ok(starts
+        .into_iter()
+        .map(|(p, start)| (p, (start, ends.get(&p).copied().unwrap_or(start))))
+        .collect())
+}
+
+async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
+    let description = cluster.describe_group(group).await?;
+    let committed = cluster.committed_offsets(group, None).await?;
+    if description.state == "Dead" && committed.is_empty() {
+        return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
+    }
+    let _ = writeln!(
+        out,
+        "group {group}: {}, {} members, protocol {}/{}",
+        description.state,
+        description.members.len(),
+        description.protocol_type,
+        description.protocol
+    );
+    // Who owns each partition.
+    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for member in &description.members {
+        let assigned = assigned_partitions(&member.assignment).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  member {} client {} host {}{} assigned {}",
+            member.member_id,
+            member.client_id,
+            member.client_host,
+            member
+                .instance_id
+                .as_ref()
+                .map(|i| format!(" instance {i}"))
+                .unwrap_or_default(),
+            assigned
+                .iter()
+                .map(|(t, ps)| format!("{t}{ps:?}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        for (topic, partitions) in assigned {
+            for p in partitions {
+                owners.insert((topic.clone(), p), member.member_id.clone());
+            }
+        }
+    }
+    // Every partition committed or assigned, with its lag.
+    let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in committed.keys().chain(owners.keys()) {
+        let partitions = by_topic.entry(topic.clone()).or_default();
+        if !partitions.contains(partition) {
+            partitions.push(*partition);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  MEMBER",
+        "TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "RETENTION-MARGIN"
+    );
+    for (topic, mut partitions) in by_topic {
+        partitions.sort_unstable();
+        let bounds = bounds_of(cluster, &topic, &partitions).await?;
+        for p in partitions {
+            let key = (topic.clone(), p);
+            let (log_start, log_end) = bounds.get(&p).copied().unwrap_or((0, 0));
+            let lag = PartitionLag {
+                committed: committed.get(&key).copied(),
+                log_start,
+                log_end,
+            };
+            let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+            let _ = writeln!(
+                out,
+                "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  {}",
+                topic,
+                p,
+                show(lag.committed),
+                log_start,
+                log_end,
+                lag.lag(),
+                show(lag.retention_margin()),
+                owners.get(&key).map_or("-", |m| m.as_str())
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn reset(
+    cluster: &Cluster,
+    group: &str,
+    topics: Vec<String>,
+    to: ResetTo,
+    dry_run: bool,
+    out: &mut String,
+) -> Result<(), ClientError> {
+    let description = cluster.describe_group(group).await?;
+    if !description.members.is_empty() {
+        return Err(ClientError::Refused(
+            ResponseError::NonEmptyGroup.code(),
+            format!(
+                "group {group} has {} active members: offsets can only be reset while it has none",
+                description.members.len()
+            ),
+        ));
+    }
+    let committed = cluster.committed_offsets(group, None).await?;
+    let topics: Vec<String> = if topics.is_empty() {
+        let mut all: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
+        all.dedup();
+        all
+    } else {
+        topics
+    };
+    let mut plan: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for topic in &topics {
+        let info = cluster.topic_info(topic, false).await?;
+        let partitions: Vec<i32> = (0..info.leaders.len() as i32).collect();
+        let bounds = bounds_of(cluster, topic, &partitions).await?;
+        let by_time = match to {
+            ResetTo::Datetime(ms) => {
+                Some(list_offsets(cluster, topic, &partitions, StartAt::Timestamp(ms)).await?)
+            }
+            _ => None,
+        };
+        for p in partitions {
+            let (start, end) = bounds.get(&p).copied().unwrap_or((0, 0));
+            let current = committed.get(&(topic.clone(), p)).copied();
+            let target = match to {
+                ResetTo::Earliest => start,
+                ResetTo::Latest => end,
+                // No record at or after the time: the end.
+                ResetTo::Datetime(_) => by_time
+                    .as_ref()
+                    .and_then(|m| m.get(&p).copied())
+                    .filter(|o| *o >= 0)
+                    .unwrap_or(end),
+                ResetTo::Offset(o) => o,
+                ResetTo::ShiftBy(n) => current.unwrap_or(start).saturating_add(n),
+            };
+            plan.insert((topic.clone(), p), target.clamp(start, end));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12}",
+        "TOPIC", "PARTITION", "OLD", "NEW"
+    );
+    for ((topic, p), new) in &plan {
+        let old = committed
+            .get(&(topic.clone(), *p))
+            .map_or("-".to_string(), |o| o.to_string());
+        let _ = writeln!(out, "{topic:<30} {p:>9} {old:>12} {new:>12}");
+    }
+    if dry_run {
+        let _ = writeln!(out, "dry run: nothing changed");
+    } else {
+        cluster.commit_offsets(group, &plan).await?;
+        let _ = writeln!(out, "reset {} partitions of group {group}", plan.len());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetimes_parse_to_epoch_millis() {
+        assert_eq!(parse_datetime("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(
+            parse_datetime("2026-01-01T00:00:42.5Z"),
+            Ok(1_767_225_642_500)
+        );
+        assert_eq!(
+            parse_datetime("2026-01-01T00:00:42"),
+            Ok(1_767_225_642_000),
+            "no zone is UTC"
+        );
+        assert_eq!(
+            parse_datetime("2026-01-01T02:00:42+02:00"),
+            Ok(1_767_225_642_000)
+        );
+        assert_eq!(
+            parse_datetime("2025-12-31T23:30:42-00:30"),
+            Ok(1_767_225_642_000)
+        );
+        assert_eq!(parse_datetime("2000-03-01T00:00:00Z"), Ok(951_868_800_000));
+        for bad in [
+            "2026-01-01",
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "2026-01-01T25:00:00",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -238,6 +238,11 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
             )),
+            // The coordinator's state lives there (Kafka refuses too).
+            Some(name) if name == crate::groups::OFFSETS_TOPIC => Err((
+                ResponseError::InvalidTopicException.code(),
+                format!("{name} is internal and cannot be deleted"),
+            )),
             Some(name) if !shard.view.borrow().metadata.names.contains_key(name) => Err((
                 ResponseError::UnknownTopicOrPartition.code(),
                 format!("no topic {name}"),

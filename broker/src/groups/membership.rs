@@ -75,6 +75,9 @@ pub struct Joined {
     pub member_id: MemberId,
     /// For the leader only: every member's id, instance id and metadata.
     pub members: Vec<(MemberId, Option<String>, Bytes)>,
+    /// The leader need not assign (JoinGroup v9): a static leader that
+    /// came back to a stable group keeps the current assignment.
+    pub skip_assignment: bool,
 }
 
 impl Joined {
@@ -86,6 +89,7 @@ impl Joined {
             leader: String::new(),
             member_id: member_id.to_string(),
             members: vec![],
+            skip_assignment: false,
         }
     }
 }
@@ -369,10 +373,12 @@ impl Group {
         }
         // A static member coming back takes over its old member id's place.
         let mut member_id = join.member_id.clone();
+        let mut replaced_static = false;
         if let Some(instance) = &join.instance_id {
             if let Some(old) = self.statics.get(instance).cloned() {
-                if member_id.is_empty() || member_id == old {
+                if member_id.is_empty() {
                     member_id = self.replace_static(&old, &join, now);
+                    replaced_static = true;
                 } else if member_id != old {
                     return JoinStep::Answer(Joined::error(
                         ResponseError::FencedInstanceId,
@@ -422,12 +428,14 @@ impl Group {
             },
         );
         // A known member rejoining a stable group with the same protocols
-        // (e.g. a lost answer) gets the current generation back.
-        if self.state == GroupState::Stable
-            && unchanged
-            && self.leader.as_deref() != Some(&member_id)
-        {
-            return JoinStep::Answer(self.joined_answer(&member_id));
+        // (e.g. a lost answer) gets the current generation back; so does a
+        // static member's new life, even the leader's (told to skip the
+        // assignment). A dynamic leader rejoining asks for a rebalance.
+        let is_leader = self.leader.as_deref() == Some(&member_id);
+        if self.state == GroupState::Stable && unchanged && (!is_leader || replaced_static) {
+            let mut answer = self.joined_answer(&member_id);
+            answer.skip_assignment = is_leader;
+            return JoinStep::Answer(answer);
         }
         self.joined.insert(member_id.clone());
         if self.state != GroupState::PreparingRebalance {
@@ -579,6 +587,7 @@ impl Group {
             leader,
             member_id: member_id.to_string(),
             members,
+            skip_assignment: false,
         }
     }
 
@@ -993,6 +1002,29 @@ mod tests {
             group.heartbeat(&follower, Some(follower_instance), 1, t0),
             ResponseError::FencedInstanceId.code()
         );
+        // The leader restarts too: still no rebalance; it sees the members
+        // but is told to keep the current assignment.
+        let leader_instance = if follower_instance == "consumer-a" {
+            "consumer-b"
+        } else {
+            "consumer-a"
+        };
+        let step = group.join(join("", Some(leader_instance), &["range"]), t0);
+        let JoinStep::Answer(answer) = step else {
+            panic!("answered at once: {step:?}")
+        };
+        assert_eq!(answer.generation, 1, "no rebalance");
+        assert!(answer.skip_assignment);
+        assert_eq!(answer.leader, answer.member_id, "still the leader");
+        assert_eq!(answer.members.len(), 2);
+        // A static member rejoining with its current id is an ordinary
+        // rejoin: the leader's asks for a rebalance.
+        let step = group.join(
+            join(&answer.member_id, Some(leader_instance), &["range"]),
+            t0,
+        );
+        assert!(matches!(step, JoinStep::Wait(_)), "{step:?}");
+        assert_eq!(group.state(), GroupState::PreparingRebalance);
     }
 
     #[test]

@@ -383,6 +383,7 @@ impl OffsetsPartition {
                     leader: String::new(),
                     member_id: key.1.clone(),
                     members: vec![],
+                    skip_assignment: false,
                 });
             }
         }
@@ -423,6 +424,7 @@ impl OffsetsPartition {
                     leader: String::new(),
                     member_id,
                     members: vec![],
+                    skip_assignment: false,
                 })
             }
         };

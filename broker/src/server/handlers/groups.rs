@@ -192,6 +192,7 @@ fn failed_join(code: Code) -> Joined {
         leader: String::new(),
         member_id: String::new(),
         members: vec![],
+        skip_assignment: false,
     }
 }
 
@@ -245,6 +246,7 @@ pub async fn join_group(
         })
         .await
     };
+    let skip_assignment = joined.skip_assignment;
     let members = joined
         .members
         .into_iter()
@@ -267,6 +269,9 @@ pub async fn join_group(
         .with_members(members);
     if version >= 7 {
         answer = answer.with_protocol_type(Some(decoded.protocol_type.clone()));
+    }
+    if version >= 9 {
+        answer = answer.with_skip_assignment(skip_assignment);
     }
     respond(request, &answer)
 }

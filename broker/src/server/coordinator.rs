@@ -223,6 +223,14 @@ impl Coordinator {
                 let groups = partition.groups.borrow().ids();
                 for group in groups {
                     partition.settle(&group);
+                    let changed = partition
+                        .groups
+                        .borrow()
+                        .get(&group)
+                        .is_some_and(|e| e.membership_to_write().is_some());
+                    if !changed {
+                        continue;
+                    }
                     if let Err(code) = partition.persist_membership(&shard, &group).await {
                         tracing::warn!(group, code, "cannot store a group's membership");
                     }

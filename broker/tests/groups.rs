@@ -727,7 +727,16 @@ fn kafka_python_joins_a_group_consumes_and_commits() {
     let bootstrap = broker.bootstrap();
     create_topic(broker.address, "py", 3, &[]);
     let produced = produce(&bootstrap, "py", 0, 500);
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    // scripts/test.sh installs kafka-python into target/test-venv and
+    // names the interpreter in KAFKA_PYTHON.
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-venv/bin/python");
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new(venv).exists() {
+            venv.to_string()
+        } else {
+            "python3".to_string()
+        }
+    });
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/consume_group.py");
     let output = Command::new(&python)
         .args([script, &bootstrap, "py", "py-group", "500"])

@@ -110,9 +110,7 @@ impl PartitionGroups {
                 entry.membership = membership;
                 entry.persisted = Some(snapshot);
             }
-            (Key::Group(group), _) => {
-                self.groups.remove(&group);
-            }
+            (Key::Group(group), _) => self.clear_membership(&group),
         }
         Ok(())
     }
@@ -180,9 +178,15 @@ impl PartitionGroups {
         self.groups.keys().cloned().collect()
     }
 
-    /// Removes a group (DeleteGroups, once its tombstones are written).
-    pub fn remove(&mut self, group: &str) {
-        self.groups.remove(group);
+    /// Forgets a group's membership (a group tombstone: DeleteGroups).
+    /// Its offsets have tombstones of their own; one committed after the
+    /// deletion was decided stays, in memory as on replay.
+    pub fn clear_membership(&mut self, group: &str) {
+        if let Some(entry) = self.groups.get_mut(group) {
+            entry.membership = Group::new(group, self.initial_delay);
+            entry.persisted = None;
+        }
+        self.forget_if_unused(group);
     }
 
     /// Drops a group that holds nothing: no members, no offsets, nothing
@@ -295,5 +299,18 @@ mod tests {
         let (k, _) = record(&Key::Group("g".into()), None);
         groups.replay(1, &k, None, now).unwrap();
         assert!(groups.get("g").is_none());
+        // A group tombstone removes the membership only: an offset
+        // committed after the deletion was decided (it has no tombstone)
+        // stays, as it does in the coordinator's memory.
+        let key = Key::Offset {
+            group: "h".into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let (ok, ov) = record(&key, Some(&Value::Offset(offset(3))));
+        groups.replay(2, &ok, ov.as_deref(), now).unwrap();
+        let (gk, _) = record(&Key::Group("h".into()), None);
+        groups.replay(3, &gk, None, now).unwrap();
+        assert_eq!(groups.get("h").unwrap().offsets.len(), 1);
     }
 }

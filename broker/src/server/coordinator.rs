@@ -669,9 +669,9 @@ impl OffsetsPartition {
                     (vec![], Err(ResponseError::NonEmptyGroup.code()))
                 }
                 Some(entry) => {
-                    let mut records: Vec<(Key, Option<Value>)> = entry
-                        .offsets
-                        .keys()
+                    let deleted: Vec<(String, i32)> = entry.offsets.keys().cloned().collect();
+                    let mut records: Vec<(Key, Option<Value>)> = deleted
+                        .iter()
                         .map(|(topic, partition)| {
                             (
                                 Key::Offset {
@@ -684,13 +684,19 @@ impl OffsetsPartition {
                         })
                         .collect();
                     records.push((Key::Group(group.clone()), None));
-                    (records, Ok(()))
+                    (records, Ok(deleted))
                 }
             })
             .await;
         match result {
-            Ok((_, Ok(()))) => {
-                self.groups.borrow_mut().remove(&group);
+            Ok((base, Ok(deleted))) => {
+                // As a replay would apply the tombstones.
+                let mut groups = self.groups.borrow_mut();
+                let base = base.unwrap_or_default();
+                for (i, (topic, partition)) in deleted.into_iter().enumerate() {
+                    groups.apply_offset(&group, topic, partition, base + i as i64, None);
+                }
+                groups.clear_membership(&group);
                 0
             }
             Ok((_, Err(code))) | Err(code) => code,

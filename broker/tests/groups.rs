@@ -729,7 +729,10 @@ fn kafka_python_joins_a_group_consumes_and_commits() {
     let produced = produce(&bootstrap, "py", 0, 500);
     // scripts/test.sh installs kafka-python into target/test-venv and
     // names the interpreter in KAFKA_PYTHON.
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-venv/bin/python");
+    let venv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/test-venv/bin/python"
+    );
     let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| {
         if std::path::Path::new(venv).exists() {
             venv.to_string()

@@ -140,6 +140,22 @@ impl Consumer {
         })
     }
 
+    /// A consumer of `topic` starting at the given offset of each partition.
+    pub async fn assign_at(
+        cluster: Rc<Cluster>,
+        topic: &str,
+        positions: BTreeMap<i32, i64>,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, ClientError> {
+        cluster.refresh(Some(&[topic]), false).await?;
+        Ok(Consumer {
+            cluster,
+            topic: topic.to_string(),
+            config,
+            positions,
+        })
+    }
+
     /// The next offset to read of each partition.
     pub fn positions(&self) -> &BTreeMap<i32, i64> {
         &self.positions

@@ -64,7 +64,27 @@ pub struct Delivered {
     pub offset: i64,
 }
 
-type Waiter = oneshot::Sender<Result<Delivered, ClientError>>;
+/// A record's fate.
+pub type DeliveryResult = Result<Delivered, ClientError>;
+
+/// Who is told of a record's fate: a future's channel, or a callback
+/// (no channel or task per record; called as the answer is read, which is
+/// also the moment a latency measurement wants).
+enum Waiter {
+    Channel(oneshot::Sender<DeliveryResult>),
+    Callback(Box<dyn FnOnce(DeliveryResult)>),
+}
+
+impl Waiter {
+    fn tell(self, result: DeliveryResult) {
+        match self {
+            Waiter::Channel(tx) => {
+                let _ = tx.send(result);
+            }
+            Waiter::Callback(callback) => callback(result),
+        }
+    }
+}
 
 /// A batch taken for sending, with its (topic, partition).
 type Taken = ((String, i32), Batch);
@@ -140,6 +160,32 @@ impl Producer {
         record: ProducerRecord,
     ) -> Result<impl std::future::Future<Output = Result<Delivered, ClientError>>, ClientError>
     {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(topic, record, Waiter::Channel(tx)).await?;
+        Ok(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(ClientError::Protocol("the producer stopped".into())))
+        })
+    }
+
+    /// Queues a record; `on_delivery` is called with its fate when the
+    /// broker answers (or the producer gives up on it).
+    pub async fn send_with(
+        &self,
+        topic: &str,
+        record: ProducerRecord,
+        on_delivery: impl FnOnce(DeliveryResult) + 'static,
+    ) -> Result<(), ClientError> {
+        self.enqueue(topic, record, Waiter::Callback(Box::new(on_delivery)))
+            .await
+    }
+
+    async fn enqueue(
+        &self,
+        topic: &str,
+        record: ProducerRecord,
+        waiter: Waiter,
+    ) -> Result<(), ClientError> {
         let ProducerRecord {
             key,
             value,
@@ -152,7 +198,6 @@ impl Producer {
                 ResponseError::LeaderNotAvailable.code(),
             ));
         }
-        let (tx, rx) = oneshot::channel();
         {
             let mut queues = self.queues.borrow_mut();
             let partition = match &key {
@@ -186,14 +231,11 @@ impl Producer {
                 value,
                 timestamp,
             });
-            batch.waiters.push(tx);
+            batch.waiters.push(waiter);
             batch.bytes += size;
         }
         self.poke();
-        Ok(async move {
-            rx.await
-                .unwrap_or_else(|_| Err(ClientError::Protocol("the producer stopped".into())))
-        })
+        Ok(())
     }
 
     /// Waits until every queued record is acknowledged or failed.
@@ -337,14 +379,14 @@ impl Producer {
                 done += 1;
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
                     let offset = if base < 0 { -1 } else { base + i as i64 };
-                    let _ = waiter.send(Ok(Delivered { partition, offset }));
+                    waiter.tell(Ok(Delivered { partition, offset }));
                 }
             } else if is_retriable(error) && batch.attempts < self.config.retries {
                 retry.push(((topic, partition), batch));
             } else {
                 done += 1;
                 for waiter in batch.waiters {
-                    let _ = waiter.send(Err(ClientError::Broker(error)));
+                    waiter.tell(Err(ClientError::Broker(error)));
                 }
             }
         }
@@ -364,7 +406,7 @@ impl Producer {
         self.finished(batches.len());
         for (_, batch) in batches {
             for waiter in batch.waiters {
-                let _ = waiter.send(Err(ClientError::Protocol(why.to_string())));
+                waiter.tell(Err(ClientError::Protocol(why.to_string())));
             }
         }
     }

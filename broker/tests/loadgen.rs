@@ -1,0 +1,51 @@
+//! loadgen against the real broker: verify mode finds every acknowledged
+//! message once and in order, and the run's logs and summary are written
+//! and read back. (Figures are measured by scripts/bench.sh, not here.)
+
+mod support;
+
+use std::time::Duration;
+
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use loadgen::options::parse;
+use loadgen::run::run_load;
+use support::start_broker;
+
+#[test]
+fn verify_mode_accounts_for_every_acknowledged_message_and_writes_its_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let out = dir.path().join("results");
+    let line = format!(
+        "verify --bootstrap {} --topic checked --partitions 4 --producers 2 --consumers 2 \
+         --keys 100 --rate 20000 --duration 2 --warmup 1 --no-pin --out {} --name v",
+        broker.bootstrap(),
+        out.display()
+    );
+    let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let options = parse(&args).unwrap();
+    let outcome = run_load(options).expect("a clean verify run");
+    let verdict = outcome.verdicts[0];
+    assert_eq!((verdict.lost, verdict.out_of_order), (0, 0), "{verdict:?}");
+    // 2 producers at 10k/s each for 3 s (warm-up included).
+    assert!(
+        verdict.checked >= 50_000,
+        "{} messages checked",
+        verdict.checked
+    );
+    let (measured, span) = outcome.run.measured();
+    assert_eq!(span, Duration::from_secs(2));
+    assert!(measured.produced > 30_000 && measured.consumed > 30_000);
+    // The interval logs hold one histogram per measured second, each with
+    // that second's messages; the summary names the figures.
+    for log in ["v-produce.hlog", "v-e2e.hlog"] {
+        let bytes = std::fs::read(out.join(log)).unwrap();
+        let intervals = IntervalLogIterator::new(&bytes)
+            .filter(|e| matches!(e, Ok(LogEntry::Interval(_))))
+            .count();
+        assert_eq!(intervals, 2, "{log}");
+    }
+    let json = std::fs::read_to_string(out.join("v.json")).unwrap();
+    assert!(json.contains("\"verify_lost\": 0"), "{json}");
+    assert!(json.contains("\"produce_latency_us\": {\"p50\""), "{json}");
+}

@@ -1,0 +1,75 @@
+//! The machine's physical references, measured in the same run as the
+//! broker's figures: loopback TCP bandwidth (one stream, 1 MiB writes) and
+//! raw sequential O_DIRECT write bandwidth (1 MiB blocks, 8 in flight,
+//! one fdatasync at the end, counted).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::AsyncWriteExt;
+use glommio::io::{DmaFile, DmaStreamWriterBuilder};
+
+/// Bytes per write in both measurements.
+const BLOCK: usize = 1 << 20;
+
+/// Loopback TCP: bytes per second one stream carries for `duration`.
+pub fn tcp_loopback(duration: Duration) -> std::io::Result<f64> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    let receiver = std::thread::spawn(move || -> std::io::Result<u64> {
+        let (mut stream, _) = listener.accept()?;
+        let mut buffer = vec![0u8; BLOCK];
+        let mut total = 0u64;
+        loop {
+            match stream.read(&mut buffer)? {
+                0 => return Ok(total),
+                n => total += n as u64,
+            }
+        }
+    });
+    let mut stream = TcpStream::connect(address)?;
+    let block = vec![7u8; BLOCK];
+    let started = Instant::now();
+    while started.elapsed() < duration {
+        stream.write_all(&block)?;
+    }
+    drop(stream);
+    let received = receiver
+        .join()
+        .map_err(|_| std::io::Error::other("receiver panicked"))??;
+    Ok(received as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Raw sequential O_DIRECT writes into a scratch file under `dir` for
+/// `duration`: bytes per second, the closing fdatasync included.
+pub fn disk_sequential_write(dir: &Path, duration: Duration) -> std::io::Result<f64> {
+    let path = dir.join(format!("loadgen-disk-baseline-{}.bin", std::process::id()));
+    let result = glommio::LocalExecutorBuilder::default()
+        .io_memory(16 << 20)
+        .make()
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .run(async {
+            let file = DmaFile::create(&path)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut writer = DmaStreamWriterBuilder::new(file)
+                .with_buffer_size(BLOCK)
+                .with_write_behind(8)
+                .build();
+            let block = vec![7u8; BLOCK];
+            let started = Instant::now();
+            let mut written = 0u64;
+            while started.elapsed() < duration {
+                writer.write_all(&block).await?;
+                written += BLOCK as u64;
+            }
+            writer.sync().await?;
+            let seconds = started.elapsed().as_secs_f64();
+            writer.close().await?;
+            Ok::<f64, std::io::Error>(written as f64 / seconds)
+        });
+    let _ = std::fs::remove_file(&path);
+    result
+}

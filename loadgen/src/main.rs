@@ -1,0 +1,35 @@
+//! `loadgen MODE [OPTIONS]`: see `loadgen::options::USAGE`.
+
+use loadgen::baseline;
+use loadgen::options::{self, Mode};
+use loadgen::run::run_load;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match options::parse(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let outcome = match options.mode {
+        Mode::TcpBaseline => baseline::tcp_loopback(options.duration)
+            .map(|bps| println!("loopback TCP, one stream: {:.0} MB/s", bps / 1e6))
+            .map_err(|e| e.to_string()),
+        Mode::DiskBaseline => baseline::disk_sequential_write(&options.dir, options.duration)
+            .map(|bps| {
+                println!(
+                    "raw O_DIRECT sequential write under {}: {:.0} MB/s",
+                    options.dir.display(),
+                    bps / 1e6
+                )
+            })
+            .map_err(|e| e.to_string()),
+        _ => run_load(options).map(drop),
+    };
+    if let Err(message) = outcome {
+        eprintln!("loadgen: {message}");
+        std::process::exit(1);
+    }
+}

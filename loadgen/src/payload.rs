@@ -1,0 +1,75 @@
+//! What loadgen puts in each message: who sent it, its sequence number
+//! and when it was meant to be sent, then padding up to the message size.
+//!
+//! ```text
+//! magic u16 = 0x4c47 ("LG") | producer u16 | sequence u64 | intended send time u64 (ns since the epoch) | padding
+//! ```
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Bytes of the header; messages are at least this long.
+pub const HEADER_BYTES: usize = 20;
+
+const MAGIC: u16 = 0x4c47;
+
+/// A decoded payload header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The producer (worker index).
+    pub producer: u16,
+    /// Its sequence number within that producer.
+    pub sequence: u64,
+    /// When it was meant to be sent (ns since the Unix epoch).
+    pub intended_ns: u64,
+}
+
+/// Nanoseconds since the Unix epoch now.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_nanos() as u64
+}
+
+/// A payload of `size` bytes (at least [`HEADER_BYTES`]) carrying `stamp`.
+pub fn encode(stamp: Stamp, size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(size.max(HEADER_BYTES));
+    out.extend_from_slice(&MAGIC.to_be_bytes());
+    out.extend_from_slice(&stamp.producer.to_be_bytes());
+    out.extend_from_slice(&stamp.sequence.to_be_bytes());
+    out.extend_from_slice(&stamp.intended_ns.to_be_bytes());
+    out.resize(size.max(HEADER_BYTES), b'.');
+    out
+}
+
+/// The stamp of a loadgen payload (None for anything else).
+pub fn decode(bytes: &[u8]) -> Option<Stamp> {
+    if bytes.len() < HEADER_BYTES || u16::from_be_bytes([bytes[0], bytes[1]]) != MAGIC {
+        return None;
+    }
+    Some(Stamp {
+        producer: u16::from_be_bytes([bytes[2], bytes[3]]),
+        sequence: u64::from_be_bytes(bytes[4..12].try_into().ok()?),
+        intended_ns: u64::from_be_bytes(bytes[12..20].try_into().ok()?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip_and_foreign_bytes_are_not_stamps() {
+        let stamp = Stamp {
+            producer: 3,
+            sequence: 1 << 40,
+            intended_ns: now_ns(),
+        };
+        let bytes = encode(stamp, 100);
+        assert_eq!(bytes.len(), 100);
+        assert_eq!(decode(&bytes), Some(stamp));
+        assert_eq!(encode(stamp, 5).len(), HEADER_BYTES);
+        assert_eq!(decode(b"hello"), None);
+        assert_eq!(decode(&[0u8; 40]), None);
+    }
+}

@@ -1,0 +1,171 @@
+//! A producer worker: sends stamped messages at its share of the target
+//! rate (or as fast as the in-flight window allows) and records each
+//! message's latency from its intended send time to its acknowledgement.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use client::cluster::{resolve, Cluster};
+use client::producer::{Producer, ProducerConfig};
+use client::records::ProducerRecord;
+use glommio::sync::Semaphore;
+
+use crate::options::Options;
+use crate::payload::{self, Stamp};
+use crate::report::{record, Interval};
+
+/// A message due less than this far ahead is sent now rather than after a
+/// timer (timers are not finer); its latency still counts from its
+/// intended time.
+const EARLY_SEND_SLACK: Duration = Duration::from_micros(50);
+
+/// What a producer worker did.
+#[derive(Debug, Default)]
+pub struct Produced {
+    /// The worker's index (its stamp's producer field).
+    pub producer: u16,
+    /// Sequence numbers acknowledged (verify mode only).
+    pub acked: Vec<u64>,
+    /// Messages sent.
+    pub sent: u64,
+}
+
+/// Runs one producer worker on the current glommio executor until its
+/// duration or message count is done and everything sent is answered.
+/// Reports go to `reports` every second from `begin`.
+pub async fn run(
+    options: Options,
+    index: u16,
+    begin: Instant,
+    reports: Sender<Interval>,
+    keep_acked: bool,
+) -> Result<Produced, String> {
+    let address = resolve(&options.bootstrap).map_err(|e| e.to_string())?;
+    let cluster = Cluster::new(address, &format!("loadgen-producer-{index}"));
+    let producer = Producer::new(
+        cluster,
+        ProducerConfig {
+            acks: options.acks,
+            batch_bytes: options.batch_bytes,
+            linger: options.linger,
+            compression: options.compression,
+            ..ProducerConfig::default()
+        },
+    );
+    let current = Rc::new(RefCell::new(Interval::default()));
+    let acked = Rc::new(RefCell::new(Vec::new()));
+    let reporter =
+        glommio::spawn_local(report_every_second(current.clone(), begin, reports.clone()));
+    let size = options.message_bytes.max(payload::HEADER_BYTES);
+    let window = Rc::new(Semaphore::new(options.max_in_flight_bytes.max(size as u64)));
+    let keys: Vec<Bytes> = (0..options.keys.min(1 << 20))
+        .map(|k| Bytes::from(format!("key-{k}")))
+        .collect();
+    let period = options.rate.map(|rate| {
+        let per_producer = (rate as f64 / options.producers as f64).max(1e-3);
+        Duration::from_secs_f64(1.0 / per_producer)
+    });
+    // The wall-clock time of `begin` (payload stamps are wall-clock, so a
+    // consumer in another process can read them).
+    let now = Instant::now();
+    let wall_begin = payload::now_ns() + begin.saturating_duration_since(now).as_nanos() as u64
+        - now.saturating_duration_since(begin).as_nanos() as u64;
+    let deadline = begin + options.warmup + options.duration;
+    if begin > now {
+        glommio::timer::sleep(begin - now).await;
+    }
+    let mut sequence = 0u64;
+    loop {
+        if options
+            .messages
+            .map_or(Instant::now() >= deadline, |m| sequence >= m)
+        {
+            break;
+        }
+        let intended = match period {
+            Some(period) => begin + period.mul_f64(sequence as f64),
+            None => Instant::now(),
+        };
+        let now = Instant::now();
+        if intended > now + EARLY_SEND_SLACK {
+            glommio::timer::sleep(intended - now).await;
+        }
+        window
+            .acquire(size as u64)
+            .await
+            .map_err(|e| e.to_string())?;
+        let intended_ns = wall_begin + intended.saturating_duration_since(begin).as_nanos() as u64;
+        let stamp = Stamp {
+            producer: index,
+            sequence,
+            intended_ns,
+        };
+        let key = (!keys.is_empty()).then(|| keys[(sequence % keys.len() as u64) as usize].clone());
+        let record_to_send = ProducerRecord {
+            key,
+            value: Some(Bytes::from(payload::encode(stamp, size))),
+            timestamp: (intended_ns / 1_000_000) as i64,
+        };
+        let (current, window, acked) = (current.clone(), window.clone(), acked.clone());
+        producer
+            .send_with(&options.topic, record_to_send, move |result| {
+                let latency = intended.elapsed();
+                window.signal(size as u64);
+                let mut interval = current.borrow_mut();
+                match result {
+                    Ok(_) => {
+                        interval.produced += 1;
+                        interval.produced_bytes += size as u64;
+                        record(&mut interval.produce_latency, latency.as_micros() as u64);
+                        if keep_acked {
+                            acked.borrow_mut().push(sequence);
+                        }
+                    }
+                    Err(_) => interval.errors += 1,
+                }
+            })
+            .await
+            .map_err(|e| format!("producer {index}: {e}"))?;
+        sequence += 1;
+    }
+    producer.flush().await;
+    reporter.cancel().await;
+    send_rest(&current, &reports);
+    let acked = std::mem::take(&mut *acked.borrow_mut());
+    Ok(Produced {
+        producer: index,
+        acked,
+        sent: sequence,
+    })
+}
+
+/// Sends the interval so far every second (aligned on `begin`); the
+/// worker sends the rest when it is done ([`send_rest`]).
+pub async fn report_every_second(
+    current: Rc<RefCell<Interval>>,
+    begin: Instant,
+    reports: Sender<Interval>,
+) {
+    let mut tick = 1u32;
+    loop {
+        let at = begin + Duration::from_secs(tick as u64);
+        let now = Instant::now();
+        if at > now {
+            glommio::timer::sleep(at - now).await;
+        }
+        let interval = std::mem::take(&mut *current.borrow_mut());
+        if reports.send(interval).is_err() {
+            return;
+        }
+        tick += 1;
+    }
+}
+
+/// Sends whatever the worker measured since its last report.
+pub fn send_rest(current: &Rc<RefCell<Interval>>, reports: &Sender<Interval>) {
+    let rest = std::mem::take(&mut *current.borrow_mut());
+    let _ = reports.send(rest);
+}

@@ -1,0 +1,271 @@
+//! One load run: the topic prepared, the workers started together, each
+//! second's reports merged and printed, the verdict of verify mode.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use client::cluster::{resolve, Cluster};
+use client::connection::ClientError;
+use client::consumer::{list_offsets, StartAt};
+
+use crate::options::{Mode, Options};
+use crate::report::{Interval, Run};
+use crate::verify::{Tally, Verdict};
+use crate::{consume, produce};
+
+/// io_uring buffer memory per worker executor.
+const WORKER_IO_MEMORY: usize = 4 << 20;
+
+/// What a run measured.
+pub struct Outcome {
+    /// Every interval, and the logs and summary made of them.
+    pub run: Run,
+    /// Verify mode: one verdict per reader.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// A worker thread on its own glommio executor, pinned to `core` if given.
+fn worker<T: Send + 'static>(
+    name: String,
+    core: Option<core_affinity::CoreId>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            if let Some(core) = core {
+                core_affinity::set_for_current(core);
+            }
+            work()
+        })
+        .expect("spawn a worker thread")
+}
+
+fn executor() -> glommio::LocalExecutor {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(WORKER_IO_MEMORY)
+        .make()
+        .expect("a glommio executor (is `ulimit -l` high enough?)")
+}
+
+/// The topic's partition count, creating it if it does not exist; and
+/// each partition's end offset now.
+fn prepare_topic(options: &Options) -> Result<(i32, Vec<(i32, i64)>), String> {
+    let address = resolve(&options.bootstrap).map_err(|e| e.to_string())?;
+    let options = options.clone();
+    executor().run(async move {
+        let cluster = Cluster::new(address, "loadgen-admin");
+        match cluster
+            .create_topic(&options.topic, options.partitions, -1, &[])
+            .await
+        {
+            Ok(()) => {}
+            // Already there is fine (TOPIC_ALREADY_EXISTS).
+            Err(ClientError::Refused(36, _)) | Err(ClientError::Broker(36)) => {}
+            Err(e) => return Err(format!("creating {}: {e}", options.topic)),
+        }
+        let info = cluster
+            .topic_info(&options.topic, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        let partitions: Vec<i32> = (0..info.leaders.len() as i32).collect();
+        let ends = list_offsets(&cluster, &options.topic, &partitions, StartAt::Latest)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((partitions.len() as i32, ends.into_iter().collect()))
+    })
+}
+
+/// Runs the producers and consumers `options` asks for; writes the logs
+/// and summary if `--out` was given. Verify mode fails on any lost or
+/// reordered message.
+pub fn run_load(options: Options) -> Result<Outcome, String> {
+    let produces = options.mode != Mode::Consume;
+    let consumes = options.mode != Mode::Produce;
+    let verify = options.mode == Mode::Verify;
+    let (partitions, ends) = prepare_topic(&options)?;
+    let cores = if options.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        vec![]
+    };
+    let core = |i: usize| (!cores.is_empty()).then(|| cores[i % cores.len()]);
+    println!(
+        "loadgen {:?}: topic {} ({partitions} partitions), {} producers, {} consumers x {} readers, {} B messages, rate {}, acks {}, {}s + {}s warm-up",
+        options.mode,
+        options.topic,
+        if produces { options.producers } else { 0 },
+        if consumes { options.consumers } else { 0 },
+        options.groups,
+        options.message_bytes,
+        options.rate.map_or("max".to_string(), |r| format!("{r}/s")),
+        options.acks,
+        options.duration.as_secs_f64(),
+        options.warmup.as_secs_f64(),
+    );
+    let (reports, received) = mpsc::channel::<Interval>();
+    // Everyone starts together, a moment from now, and reports each second.
+    let begin = Instant::now() + Duration::from_millis(300);
+    let producers_done = Arc::new(AtomicBool::new(false));
+    let mut consumers: Vec<JoinHandle<Result<(usize, Tally), String>>> = Vec::new();
+    if consumes {
+        let start = match (options.mode, options.from_earliest) {
+            (Mode::Consume, true) => consume::From::Each(StartAt::Earliest),
+            (Mode::Consume, false) => consume::From::Each(StartAt::Latest),
+            // What the producers are about to send, and nothing older.
+            _ => consume::From::Offsets(ends.iter().copied().collect()),
+        };
+        for group in 0..options.groups {
+            for c in 0..options.consumers {
+                let mine: Vec<i32> = (0..partitions)
+                    .filter(|p| *p as usize % options.consumers == c)
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let (options, reports, done, start) = (
+                    options.clone(),
+                    reports.clone(),
+                    producers_done.clone(),
+                    start.clone(),
+                );
+                let index = group * options.consumers + c;
+                consumers.push(worker(
+                    format!("consumer-{index}"),
+                    core(index + 1),
+                    move || {
+                        executor()
+                            .run(consume::run(
+                                options, index, mine, start, begin, reports, done, verify,
+                            ))
+                            .map(|tally| (group, tally))
+                    },
+                ));
+            }
+        }
+    }
+    let mut producers = Vec::new();
+    if produces {
+        for p in 0..options.producers {
+            let (options, reports) = (options.clone(), reports.clone());
+            producers.push(worker(format!("producer-{p}"), core(p), move || {
+                executor().run(produce::run(options, p as u16, begin, reports, verify))
+            }));
+        }
+    }
+    drop(reports);
+    // With --messages the run lasts as long as it takes: measure it all.
+    let measured = if options.messages.is_some() {
+        Duration::from_secs(u64::MAX / 4)
+    } else {
+        options.duration
+    };
+    let mut run = Run::new(options.warmup, measured, options.message_bytes);
+    let mut tick = 1u64;
+    let mut producers_left = producers.len();
+    let mut produced = Vec::new();
+    loop {
+        let at = begin + Duration::from_secs(tick) + Duration::from_millis(100);
+        let mut interval = Interval::default();
+        let mut disconnected = false;
+        loop {
+            let now = Instant::now();
+            if now >= at {
+                break;
+            }
+            match received.recv_timeout(at - now) {
+                Ok(report) => interval.merge(&report),
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        run.add(
+            Duration::from_secs(tick - 1),
+            Duration::from_secs(1),
+            interval,
+        );
+        tick += 1;
+        // Producers finished: consumers drain, then the channel closes.
+        if producers_left > 0 && producers.iter().all(|p| p.is_finished()) {
+            for handle in producers.drain(..) {
+                produced.push(handle.join().map_err(|_| "a producer panicked")??);
+            }
+            producers_left = 0;
+            producers_done.store(true, Ordering::Release);
+        }
+        if disconnected {
+            break;
+        }
+    }
+    let mut tallies: Vec<Tally> = vec![Tally::default(); options.groups];
+    for handle in consumers {
+        let (group, tally) = handle.join().map_err(|_| "a consumer panicked")??;
+        tallies[group].merge(tally);
+    }
+    let (total, span) = run.measured();
+    println!(
+        "summary over {:.1}s: produced {:.0} msg/s ({:.1} MB/s), consumed {:.0} msg/s ({:.1} MB/s), errors {}",
+        span.as_secs_f64(),
+        total.produced as f64 / span.as_secs_f64().max(1e-9),
+        total.produced_bytes as f64 / span.as_secs_f64().max(1e-9) / 1e6,
+        total.consumed as f64 / span.as_secs_f64().max(1e-9),
+        total.consumed_bytes as f64 / span.as_secs_f64().max(1e-9) / 1e6,
+        total.errors,
+    );
+    let mut extra = vec![
+        ("partitions", partitions.to_string()),
+        (
+            "producers",
+            if produces { options.producers } else { 0 }.to_string(),
+        ),
+        (
+            "consumers",
+            if consumes { options.consumers } else { 0 }.to_string(),
+        ),
+        ("readers", options.groups.to_string()),
+        ("acks", options.acks.to_string()),
+        (
+            "target_rate",
+            options.rate.map_or("null".into(), |r| r.to_string()),
+        ),
+    ];
+    let mut failed = false;
+    let mut verdicts = Vec::new();
+    if verify {
+        let acked: Vec<(u16, Vec<u64>)> = produced
+            .iter()
+            .map(|p| (p.producer, p.acked.clone()))
+            .collect();
+        for (group, tally) in tallies.iter().enumerate() {
+            let verdict = tally.verdict(&acked);
+            println!(
+                "verify reader {group}: {} acknowledged messages checked: {} lost, {} duplicated, {} out of order",
+                verdict.checked, verdict.lost, verdict.duplicated, verdict.out_of_order
+            );
+            failed |= verdict.lost > 0 || verdict.out_of_order > 0;
+            verdicts.push(verdict);
+            extra.push(("verify_checked", verdict.checked.to_string()));
+            extra.push(("verify_lost", verdict.lost.to_string()));
+            extra.push(("verify_duplicated", verdict.duplicated.to_string()));
+            extra.push(("verify_out_of_order", verdict.out_of_order.to_string()));
+        }
+    }
+    if let Some(dir) = &options.out {
+        run.write_logs(dir, &options.name)
+            .map_err(|e| format!("writing logs: {e}"))?;
+        let mode = format!("{:?}", options.mode);
+        let json = run.summary_json(&options.name, &mode, &extra);
+        std::fs::write(dir.join(format!("{}.json", options.name)), json)
+            .map_err(|e| format!("writing the summary: {e}"))?;
+    }
+    if failed {
+        return Err("verification failed".into());
+    }
+    Ok(Outcome { run, verdicts })
+}

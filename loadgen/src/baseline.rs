@@ -1,7 +1,9 @@
 //! The machine's physical references, measured in the same run as the
 //! broker's figures: loopback TCP bandwidth (one stream, 1 MiB writes) and
 //! raw sequential O_DIRECT write bandwidth (1 MiB blocks, 8 in flight,
-//! one fdatasync at the end, counted).
+//! one fdatasync at the end, counted), and the disk's own durable-write
+//! latency (4 KiB O_DIRECT write + fdatasync, one at a time): the floor
+//! under any acks=all latency.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -69,6 +71,49 @@ pub fn disk_sequential_write(dir: &Path, duration: Duration) -> std::io::Result<
             let seconds = started.elapsed().as_secs_f64();
             writer.close().await?;
             Ok::<f64, std::io::Error>(written as f64 / seconds)
+        });
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// Latency of one durable small write (4 KiB O_DIRECT write, then
+/// fdatasync), one after another for `duration`: (p50, p99, p99.9, max)
+/// in microseconds.
+pub fn disk_sync_latency(dir: &Path, duration: Duration) -> std::io::Result<(u64, u64, u64, u64)> {
+    let path = dir.join(format!("loadgen-sync-baseline-{}.bin", std::process::id()));
+    let result = glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .make()
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .run(async {
+            let file = DmaFile::create(&path)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut latencies = crate::report::latency_histogram();
+            let started = Instant::now();
+            let mut position = 0u64;
+            while started.elapsed() < duration {
+                let mut buffer = file.alloc_dma_buffer(4096);
+                buffer.as_bytes_mut().fill(7);
+                let one = Instant::now();
+                file.write_at(buffer, position)
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                file.fdatasync()
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                crate::report::record(&mut latencies, one.elapsed().as_micros() as u64);
+                position += 4096;
+            }
+            file.close()
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok::<_, std::io::Error>((
+                latencies.value_at_quantile(0.5),
+                latencies.value_at_quantile(0.99),
+                latencies.value_at_quantile(0.999),
+                latencies.max(),
+            ))
         });
     let _ = std::fs::remove_file(&path);
     result

@@ -3,6 +3,7 @@
 use loadgen::baseline;
 use loadgen::options::{self, Mode};
 use loadgen::run::run_load;
+use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,12 +19,22 @@ fn main() {
             .map(|bps| println!("loopback TCP, one stream: {:.0} MB/s", bps / 1e6))
             .map_err(|e| e.to_string()),
         Mode::DiskBaseline => baseline::disk_sequential_write(&options.dir, options.duration)
-            .map(|bps| {
+            .and_then(|bps| {
                 println!(
                     "raw O_DIRECT sequential write under {}: {:.0} MB/s",
                     options.dir.display(),
                     bps / 1e6
-                )
+                );
+                let (p50, p99, p999, max) =
+                    baseline::disk_sync_latency(&options.dir, Duration::from_secs(2))?;
+                println!(
+                    "raw 4 KiB O_DIRECT write + fdatasync latency: p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms",
+                    p50 as f64 / 1000.0,
+                    p99 as f64 / 1000.0,
+                    p999 as f64 / 1000.0,
+                    max as f64 / 1000.0
+                );
+                Ok(())
             })
             .map_err(|e| e.to_string()),
         _ => run_load(options).map(drop),

@@ -15,8 +15,19 @@ fn main() {
         }
     };
     let outcome = match options.mode {
-        Mode::TcpBaseline => baseline::tcp_loopback(options.duration)
-            .map(|bps| println!("loopback TCP, one stream: {:.0} MB/s", bps / 1e6))
+        // Loopback on a small VM varies run to run: the best of three.
+        Mode::TcpBaseline => (0..3)
+            .map(|_| baseline::tcp_loopback(options.duration / 3))
+            .collect::<Result<Vec<f64>, _>>()
+            .map(|all| {
+                let best = all.iter().cloned().fold(0.0, f64::max);
+                let each: Vec<String> = all.iter().map(|b| format!("{:.0}", b / 1e6)).collect();
+                println!(
+                    "loopback TCP, one stream: {:.0} MB/s (best of {} MB/s)",
+                    best / 1e6,
+                    each.join(", ")
+                )
+            })
             .map_err(|e| e.to_string()),
         Mode::DiskBaseline => baseline::disk_sequential_write(&options.dir, options.duration)
             .and_then(|bps| {

@@ -17,7 +17,10 @@ fn color(i: usize) -> String {
     PALETTE[i % PALETTE.len()].to_string()
 }
 
-/// Latency by percentile, on a "nines" axis (90%, 99%, 99.9%, ...).
+/// The shallowest percentile charted: the median (log10(2) nines).
+const MIN_NINES: f64 = std::f64::consts::LOG10_2;
+
+/// Latency by percentile, on a "nines" axis (50%, 90%, 99%, 99.9%, ...).
 pub fn percentile_chart(series: &[Series]) -> String {
     let mut lines = Vec::new();
     let mut low = f64::MAX;
@@ -27,7 +30,7 @@ pub fn percentile_chart(series: &[Series]) -> String {
         let nines = (s.total.len() as f64).log10().clamp(1.0, MAX_NINES);
         deepest = deepest.max(nines);
         let mut points = Vec::new();
-        let mut n = 0.0;
+        let mut n = MIN_NINES;
         while n <= nines + 1e-9 {
             let q = 1.0 - 10f64.powf(-n);
             let v = ms(s.total.value_at_quantile(q)).max(0.001);
@@ -43,18 +46,14 @@ pub fn percentile_chart(series: &[Series]) -> String {
             dash: None,
         });
     }
-    let ticks = (0..=deepest.ceil() as i32)
-        .map(|n| {
-            let label = match n {
-                0 => "0%".to_string(),
-                n => format!("{}%", 100.0 - 100.0 * 10f64.powi(-n)),
-            };
-            (n as f64, label)
-        })
-        .collect();
+    let mut ticks = vec![(MIN_NINES, "50%".to_string())];
+    ticks.extend((1..=deepest.ceil() as i32).map(|n| {
+        let label = format!("{}%", 100.0 - 100.0 * 10f64.powi(-n));
+        (n as f64, label)
+    }));
     let x = Axis {
         label: "percentile".into(),
-        min: 0.0,
+        min: MIN_NINES,
         max: deepest.ceil(),
         log: false,
         ticks,

@@ -1,8 +1,9 @@
 //! Kafka-style replication of one partition, as sans-IO state machines
 //! the broker drives (and tests drive without it):
 //!
-//! - [`epochs::EpochCache`]: which leader epoch wrote which offsets, and the
-//!   end offset of an epoch (what OffsetForLeaderEpoch answers).
+//! - [`epochs::EpochCache`] (kept by the storage log): which leader epoch
+//!   wrote which offsets, and the end offset of an epoch (what
+//!   OffsetForLeaderEpoch answers).
 //! - [`leader::LeaderState`]: the leader's view of its followers: their log
 //!   end offsets, the in-sync replicas, the high watermark (the minimum log
 //!   end offset over the ISR), which acks=all produces may complete, and
@@ -14,7 +15,10 @@
 //!
 //! Time comes in as milliseconds; nothing here does I/O.
 
-pub mod epochs;
+/// The leader epoch cache lives with the log (storage keeps and checkpoints it).
+pub mod epochs {
+    pub use storage::epochs::{EpochCache, EpochEnd};
+}
 pub mod follower;
 pub mod leader;
 

@@ -19,6 +19,8 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 /// The durable log start offset (advanced by retention and DeleteRecords).
 pub const LOG_START_FILE: &str = "log-start-offset";
+/// The leader epoch checkpoint (`epochs::EpochCache::encode`).
+pub const LEADER_EPOCHS_FILE: &str = "leader-epochs";
 
 /// `<dir>/<20-digit base><suffix>`.
 pub fn segment_path(dir: &Path, base: Offset, suffix: &str) -> PathBuf {

@@ -100,6 +100,7 @@ impl<FS: FileSystem> Log<FS> {
     /// A flush that releases the I/O lock before its fdatasync, unless it
     /// seals a segment (then the lock is held throughout).
     async fn flush_pipelined(&self, io: IoGuard<'_>) -> Result<()> {
+        self.checkpoint_epochs().await?;
         let taken = self.take_work()?;
         if taken.work.iter().any(|w| w.seal.is_some()) {
             let result = self.finish_locked(taken).await;
@@ -135,6 +136,7 @@ impl<FS: FileSystem> Log<FS> {
     /// every segment's pending bytes, writes them, syncs, finishes sealed
     /// segments, then publishes the new flushed offset.
     pub(crate) async fn flush_locked(&self) -> Result<()> {
+        self.checkpoint_epochs().await?;
         let taken = self.take_work()?;
         self.finish_locked(taken).await
     }
@@ -162,6 +164,32 @@ impl<FS: FileSystem> Log<FS> {
         critical.finish();
         self.io_lock.notify();
         Ok(())
+    }
+
+    /// Writes the leader epoch checkpoint (atomically, durably) if the
+    /// epochs changed, before a flush takes any data: every durable batch's
+    /// epoch is then in the checkpoint. Appends arriving during the write
+    /// may change them again, hence the loop; nothing is taken until the
+    /// checkpoint is current, so a flush cancelled here loses nothing.
+    async fn checkpoint_epochs(&self) -> Result<()> {
+        loop {
+            let changed = {
+                let st = self.state.borrow();
+                (st.epochs != st.epochs_checkpointed).then(|| st.epochs.clone())
+            };
+            let Some(epochs) = changed else {
+                return Ok(());
+            };
+            files::write_atomic(
+                &self.fs,
+                &self.dir,
+                files::LEADER_EPOCHS_FILE,
+                &epochs.encode(),
+            )
+            .await
+            .map_err(|e| self.fail("writing the leader epoch checkpoint", e))?;
+            self.st().epochs_checkpointed = epochs;
+        }
     }
 
     /// Takes every segment's buffered bytes for one flush.

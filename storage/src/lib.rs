@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod cache;
 mod compaction;
+pub mod epochs;
 pub mod error;
 mod files;
 mod flush;

@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use crate::batch::{self, BatchHeader, CountRule};
 use crate::cache::BatchCache;
 pub use crate::cache::ReadOutcome;
+use crate::epochs::{EpochCache, EpochEnd};
 use crate::error::{BatchError, Result, StorageError};
 use crate::files;
 use crate::io::{DirectFile, FileSystem};
@@ -113,6 +114,12 @@ pub(crate) struct State<F: DirectFile> {
     pub stats: LogStats,
     /// Every offset below this was handed to a flush's writes.
     pub taken: Offset,
+    /// Where each leader epoch begins.
+    pub epochs: EpochCache,
+    /// The epochs as last checkpointed: a flush whose data follows a
+    /// change writes the checkpoint first, so every durable batch's epoch
+    /// is in it.
+    pub epochs_checkpointed: EpochCache,
 }
 
 /// Counters of a log's write path, for metrics and benchmarks.
@@ -201,6 +208,19 @@ impl<FS: FileSystem> Log<FS> {
     /// Readers see only offsets below this.
     pub fn high_watermark(&self) -> Offset {
         self.state.borrow().high_watermark
+    }
+
+    /// Where each leader epoch begins in this log.
+    pub fn epochs(&self) -> EpochCache {
+        self.state.borrow().epochs.clone()
+    }
+
+    /// The end offset of `epoch` here (OffsetForLeaderEpoch's answer):
+    /// the largest epoch at or below it and where the next one starts, or
+    /// the log end for the latest; None if the log holds no epoch that old.
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> EpochEnd {
+        let st = self.state.borrow();
+        st.epochs.end_offset_for(epoch, st.log_end)
     }
 
     /// Sets the high watermark (the replication layer owns it).
@@ -352,6 +372,8 @@ impl<FS: FileSystem> Log<FS> {
             base_offset: base,
             ..header
         };
+        // A leader's append stamps its epoch; a replica's keeps the batch's.
+        st.epochs.assign(epoch.unwrap_or(header.leader_epoch), base);
         if st.active().should_roll(
             &header,
             base,

@@ -113,6 +113,8 @@ impl<FS: FileSystem> Log<FS> {
         st.log_end = new_end;
         st.flushed = new_end;
         st.taken = new_end;
+        let start = st.log_start;
+        st.epochs.clamp(start, new_end);
         st.high_watermark = st.high_watermark.min(new_end);
         st.cache.truncate_from(new_end);
         st.read_ahead = None;
@@ -196,6 +198,8 @@ impl<FS: FileSystem> Log<FS> {
         .map_err(|e| StorageError::io("writing log start offset", e))?;
         let mut st = self.st();
         st.log_start = offset;
+        let end = st.log_end;
+        st.epochs.clamp(offset, end);
         st.cache.drop_below(offset);
         st.high_watermark = st.high_watermark.max(offset);
         Ok(())

@@ -9,16 +9,17 @@ use crate::io_lock::IoLock;
 
 use crate::batch::{self, BatchHeader, CountRule, HEADER_BYTES};
 use crate::cache::BatchCache;
+use crate::epochs::EpochCache;
 use crate::error::{Result, StorageError};
 use crate::files::{
-    self, CLEANED_SUFFIX, CLEAN_SHUTDOWN_FILE, INDEX_SUFFIX, LOG_START_FILE, TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
+    self, CLEANED_SUFFIX, CLEAN_SHUTDOWN_FILE, INDEX_SUFFIX, LEADER_EPOCHS_FILE, LOG_START_FILE,
+    TIME_INDEX_SUFFIX, TMP_SUFFIX,
 };
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{align_down, DirectFile, FileSystem};
 use crate::log::{Log, LogConfig, State};
-use crate::segment::Segment;
-use crate::types::{Offset, TimestampMs};
+use crate::segment::{ScannedEpochs, Segment};
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::write_buffer::WriteBuffer;
 
 /// Bytes read at a time when scanning a segment.
@@ -71,6 +72,8 @@ impl<FS: FileSystem> Log<FS> {
                 generation: 0,
                 stats: Default::default(),
                 taken: Offset(0),
+                epochs: EpochCache::new(),
+                epochs_checkpointed: EpochCache::new(),
             }),
             fs,
             dir,
@@ -140,7 +143,98 @@ impl<FS: FileSystem> Log<FS> {
             }
         }
         self.install(segments, checkpoint);
+        self.recover_epochs(&names).await?;
         self.drop_segments_below_start().await
+    }
+
+    /// Rebuilds the leader epoch cache: the checkpoint, with what recovery's
+    /// scans found replacing it over the offsets they covered (the
+    /// checkpoint is written before the data that follows an epoch change,
+    /// so it covers every segment not scanned). Without a usable checkpoint
+    /// every segment's batch headers are walked instead.
+    async fn recover_epochs(&self, names: &[String]) -> Result<()> {
+        let exists = names.iter().any(|n| n == LEADER_EPOCHS_FILE);
+        let bytes = files::read_whole(&self.fs, &self.dir.join(LEADER_EPOCHS_FILE), exists)
+            .await
+            .map_err(|e| StorageError::io("reading the leader epoch checkpoint", e))?;
+        let checkpoint = bytes.as_deref().and_then(EpochCache::decode);
+        if exists && checkpoint.is_none() {
+            tracing::warn!(dir = %self.dir.display(), "damaged leader epoch checkpoint; walking every batch header");
+        }
+        let mut entries: Vec<(LeaderEpoch, Offset)> = Vec::new();
+        let mut scanned: Vec<(Offset, Offset)> = Vec::new();
+        type Found<F> = (Offset, Offset, Option<Rc<F>>, u64, Option<ScannedEpochs>);
+        let segments: Vec<Found<FS::File>> = {
+            let mut st = self.st();
+            st.segments
+                .iter_mut()
+                .map(|s| {
+                    (
+                        s.base,
+                        s.next_offset,
+                        s.file.clone(),
+                        s.durable_size,
+                        s.scanned_epochs.take(),
+                    )
+                })
+                .collect()
+        };
+        for (base, next, file, size, found) in segments {
+            match (found, &checkpoint) {
+                (Some((from, found)), _) => {
+                    scanned.push((from, next));
+                    entries.extend(found);
+                }
+                (None, None) => {
+                    if let Some(file) = file {
+                        entries.extend(self.walk_epochs(base, &file, size).await?);
+                        scanned.push((base, next));
+                    }
+                }
+                (None, Some(_)) => {}
+            }
+        }
+        if let Some(checkpoint) = &checkpoint {
+            // An entry at a scan's very first offset stays: it may be an
+            // epoch that holds no records (its leader wrote nothing before
+            // the next took over), which no scan can see.
+            entries.extend(
+                checkpoint.entries().iter().copied().filter(|(_, start)| {
+                    !scanned.iter().any(|(from, to)| start > from && start < to)
+                }),
+            );
+        }
+        let mut epochs = EpochCache::from_entries(entries);
+        let mut st = self.st();
+        epochs.clamp(st.log_start, st.log_end);
+        st.epochs = epochs;
+        st.epochs_checkpointed = checkpoint.unwrap_or_default();
+        Ok(())
+    }
+
+    /// Every (epoch, first offset) of a segment, from its batch headers.
+    async fn walk_epochs(
+        &self,
+        base: Offset,
+        file: &Rc<FS::File>,
+        size: u64,
+    ) -> Result<Vec<(LeaderEpoch, Offset)>> {
+        let mut found: Vec<(LeaderEpoch, Offset)> = Vec::new();
+        let mut position = 0u64;
+        while position + HEADER_BYTES as u64 <= size {
+            let head = file
+                .read_at(position, HEADER_BYTES)
+                .await
+                .map_err(|e| StorageError::io(format!("segment {base}: reading header"), e))?;
+            let Ok(header) = BatchHeader::parse(&head, self.config.max_batch_bytes) else {
+                break;
+            };
+            if found.last().is_none_or(|(e, _)| *e != header.leader_epoch) {
+                found.push((header.leader_epoch, header.base_offset));
+            }
+            position += header.total_bytes as u64;
+        }
+        Ok(found)
     }
 
     /// Publishes the recovered segments and the log's positions.
@@ -385,6 +479,13 @@ impl<FS: FileSystem> Log<FS> {
                 // The batch at `from` is the trusted index's last entry;
                 // record_batch adds entries only past the index interval.
                 segment.record_batch(&header, TimestampMs(0), self.config.index_interval_bytes);
+                let (first, found) = segment
+                    .scanned_epochs
+                    .get_or_insert_with(|| (header.base_offset, Vec::new()));
+                *first = (*first).min(header.base_offset);
+                if found.last().is_none_or(|(e, _)| *e != header.leader_epoch) {
+                    found.push((header.leader_epoch, header.base_offset));
+                }
                 expected_at_least = header.next_offset();
                 at += header.total_bytes;
             }

@@ -9,6 +9,10 @@ use crate::io::{DirectFile, FileSystem};
 use crate::types::{Offset, TimestampMs};
 use crate::write_buffer::WriteBuffer;
 
+/// The first offset a recovery scan covered, and each (epoch, first
+/// offset) it found.
+pub type ScannedEpochs = (Offset, Vec<(crate::types::LeaderEpoch, Offset)>);
+
 /// A segment: a `.log` file of whole batches and its sparse indexes.
 pub struct Segment<F: DirectFile> {
     /// Offset of the first batch the segment may hold (its file name).
@@ -39,6 +43,9 @@ pub struct Segment<F: DirectFile> {
     pub sealed: bool,
     /// Bytes of disk reserved with fallocate.
     pub allocated: u64,
+    /// What recovery's scan of this segment found: the offsets it covered
+    /// and each (epoch, first offset) in them (empty unless scanned).
+    pub scanned_epochs: Option<ScannedEpochs>,
 }
 
 impl<F: DirectFile> Segment<F> {
@@ -59,6 +66,7 @@ impl<F: DirectFile> Segment<F> {
             writer: Some(WriteBuffer::new(0, &[], chunk_bytes, |n| fs.alloc(n))),
             sealed: false,
             allocated: 0,
+            scanned_epochs: None,
         }
     }
 

@@ -417,6 +417,11 @@ fn a_flush_cancelled_half_way_fails_the_log_instead_of_hanging_waiters() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
+        // A first flush writes the new epoch's checkpoint (see the next test).
+        log.append(batch_of(1, 10, 9, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
+        log.flush().await.unwrap();
         let info = log
             .append(batch_of(1, 10, 0, 0), LeaderEpoch(0))
             .await
@@ -434,6 +439,33 @@ fn a_flush_cancelled_half_way_fails_the_log_instead_of_hanging_waiters() {
             Err(StorageError::LogFailed { .. })
         ));
     });
+}
+
+#[test]
+fn a_flush_cancelled_while_writing_the_epoch_checkpoint_loses_nothing() {
+    use futures::FutureExt;
+    let fs = MemFs::new();
+    let log = open(&fs, small_config());
+    block_on(async {
+        let info = log
+            .append(batch_of(1, 10, 0, 0), LeaderEpoch(3))
+            .await
+            .unwrap();
+        // A new epoch: the flush first writes the checkpoint, and nothing
+        // is taken from the buffers until it is written.
+        let flush = log.wait_flushed(info.last_offset.plus(1));
+        assert!(flush.now_or_never().is_none());
+        assert_eq!(log.failure(), None, "nothing was lost");
+        log.flush().await.unwrap();
+    });
+    drop(log);
+    fs.crash();
+    let log = open(&fs, small_config());
+    assert_eq!(log.log_end(), Offset(1), "the record was flushed after all");
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(3)),
+        Some((LeaderEpoch(3), Offset(1)))
+    );
 }
 
 #[test]
@@ -462,4 +494,81 @@ fn a_cancelled_waiter_that_was_not_flushing_is_harmless() {
         assert_eq!(log.failure(), None);
         assert_eq!(log.flushed(), Offset(2));
     });
+}
+
+#[test]
+fn leader_epochs_answer_offset_for_leader_epoch_and_survive_reopen_with_or_without_their_checkpoint(
+) {
+    let fs = MemFs::new();
+    let log = open(&fs, small_config());
+    // Epoch 1 writes 0..30, epoch 3 writes 30..60 (rolling segments on
+    // the way), epoch 4 writes 60..90.
+    block_on(async {
+        for (epoch, batches) in [(1, 10), (3, 10), (4, 10)] {
+            for i in 0..batches {
+                log.append(batch_of(3, 1000, i, 0), LeaderEpoch(epoch))
+                    .await
+                    .unwrap();
+            }
+            log.roll();
+        }
+        log.flush().await.unwrap();
+    });
+    let answers = |log: &Log<MemFs>| {
+        (0..6)
+            .map(|e| log.end_offset_for_epoch(LeaderEpoch(e)))
+            .collect::<Vec<_>>()
+    };
+    let expected = vec![
+        None,
+        Some((LeaderEpoch(1), Offset(30))),
+        Some((LeaderEpoch(1), Offset(30))),
+        Some((LeaderEpoch(3), Offset(60))),
+        Some((LeaderEpoch(4), Offset(90))),
+        Some((LeaderEpoch(4), Offset(90))),
+    ];
+    assert_eq!(answers(&log), expected);
+    let checkpoint = Path::new(DIR).join("leader-epochs");
+    assert!(
+        fs.contents(&checkpoint).is_some(),
+        "the checkpoint was written"
+    );
+    // After a crash: from the checkpoint.
+    drop(log);
+    fs.crash();
+    let log = open(&fs, small_config());
+    assert_eq!(answers(&log), expected, "from the checkpoint");
+    // With the checkpoint damaged: from every batch header.
+    drop(log);
+    let mut damaged = fs.contents(&checkpoint).unwrap();
+    damaged[6] ^= 0xff;
+    fs.set_contents(&checkpoint, damaged);
+    let log = open(&fs, small_config());
+    assert_eq!(answers(&log), expected, "from the batch headers");
+    // Truncation and retention cut the epochs with the log.
+    block_on(async {
+        log.truncate_to(Offset(45)).await.unwrap();
+        log.append(batch_of(3, 1000, 0, 0), LeaderEpoch(7))
+            .await
+            .unwrap();
+        log.flush().await.unwrap();
+        log.delete_records_below(Offset(33)).await.unwrap();
+    });
+    let after = vec![
+        None,
+        None,
+        None,
+        Some((LeaderEpoch(3), Offset(45))),
+        Some((LeaderEpoch(3), Offset(45))),
+        Some((LeaderEpoch(3), Offset(45))),
+    ];
+    assert_eq!(answers(&log), after);
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(7)),
+        Some((LeaderEpoch(7), Offset(48)))
+    );
+    block_on(log.close()).unwrap();
+    drop(log);
+    let log = open(&fs, small_config());
+    assert_eq!(answers(&log), after, "after a clean reopen");
 }

@@ -17,6 +17,7 @@ use futures::executor::block_on;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use storage::batch::{self, patch};
+use storage::epochs::EpochCache;
 use storage::io::dma::DmaFs;
 use storage::io::memory::MemFs;
 use storage::io::FileSystem;
@@ -31,6 +32,10 @@ struct Model {
     start: i64,
     end: i64,
     flushed: i64,
+    /// The leader epoch appends are stamped with (it only grows).
+    epoch: i32,
+    /// Where each epoch begins, as the log should keep it.
+    epochs: EpochCache,
 }
 
 impl Model {
@@ -61,6 +66,7 @@ impl Model {
         self.batches.truncate(keep);
         self.flushed = self.flushed.min(self.end);
         self.start = self.start.min(self.end);
+        self.epochs.clamp(Offset(self.start), Offset(self.end));
     }
 }
 
@@ -95,9 +101,14 @@ async fn run<FS: FileSystem>(
                 let count = rng.gen_range(1..8);
                 let size = rng.gen_range(1..2000);
                 let mut batch = batch_of(count, size, rng.gen(), rng.gen_range(0..1_000_000));
-                let epoch = LeaderEpoch(rng.gen_range(0..3));
+                // Leaders change now and then: epochs only grow.
+                if rng.gen_bool(0.15) {
+                    model.epoch += rng.gen_range(1..3);
+                }
+                let epoch = LeaderEpoch(model.epoch);
                 let info = log.append(batch.clone(), epoch).await.unwrap();
                 assert_eq!(info.base_offset, Offset(model.end), "{ctx}");
+                model.epochs.assign(epoch, Offset(model.end));
                 patch(&mut batch, Offset(model.end), epoch);
                 let next = model.end + count as i64;
                 model.batches.push((model.end, next, batch.freeze()));
@@ -156,6 +167,7 @@ async fn run<FS: FileSystem>(
                 log.delete_records_below(Offset(offset)).await.unwrap();
                 model.start = model.start.max(offset);
                 model.batches.retain(|(_, next, _)| *next > model.start);
+                model.epochs.clamp(Offset(model.start), Offset(model.end));
             }
             90..=94 => {
                 log.close().await.unwrap();
@@ -182,6 +194,9 @@ async fn run<FS: FileSystem>(
         assert_eq!(log.log_end(), Offset(model.end), "{ctx}");
         assert_eq!(log.log_start(), Offset(model.start), "{ctx}");
         assert!(log.flushed() >= Offset(model.flushed), "{ctx}");
+        // The leader epochs survive truncation, retention, reopening and
+        // crashes as the data does.
+        assert_eq!(log.epochs(), model.epochs, "{ctx}: leader epochs");
     }
     checked_reads
 }

@@ -1,8 +1,9 @@
 //! The leader epoch cache: for each leader epoch, the first offset its
 //! leader wrote. A log's batches carry their epoch; this is the index of
-//! where each epoch begins, kept beside the log and cut with it.
+//! where each epoch begins, kept by the log (and checkpointed beside its
+//! segments) and cut with it. Replication asks it where an epoch ends.
 
-use crate::{LeaderEpoch, Offset};
+use crate::types::{LeaderEpoch, Offset};
 
 /// Epoch start offsets, ascending in both epoch and offset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +31,60 @@ impl EpochCache {
         }
     }
 
+    /// Every (epoch, start offset), ascending.
+    pub fn entries(&self) -> &[(LeaderEpoch, Offset)] {
+        &self.entries
+    }
+
+    /// A cache of these entries, normalized: ascending by offset, each
+    /// epoch higher than the one before (lower or repeated ones dropped).
+    pub fn from_entries(mut entries: Vec<(LeaderEpoch, Offset)>) -> EpochCache {
+        entries.sort_by_key(|(epoch, start)| (*start, *epoch));
+        let mut cache = EpochCache::new();
+        for (epoch, start) in entries {
+            cache.assign(epoch, start);
+        }
+        cache
+    }
+
+    /// The checkpoint file's bytes: magic, count, (epoch, start) pairs, CRC-32C.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"LEP1".to_vec();
+        out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        for (epoch, start) in &self.entries {
+            out.extend_from_slice(&epoch.0.to_be_bytes());
+            out.extend_from_slice(&start.0.to_be_bytes());
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes a checkpoint, or None if it is damaged.
+    pub fn decode(bytes: &[u8]) -> Option<EpochCache> {
+        if bytes.len() < 12 || &bytes[..4] != b"LEP1" {
+            return None;
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+            return None;
+        }
+        let count = u32::from_be_bytes(body[4..8].try_into().ok()?) as usize;
+        if body.len() != 8 + count.checked_mul(12)? {
+            return None;
+        }
+        let entries = body[8..]
+            .chunks_exact(12)
+            .map(|c| {
+                (
+                    LeaderEpoch(i32::from_be_bytes(c[..4].try_into().expect("4 bytes"))),
+                    Offset(i64::from_be_bytes(c[4..].try_into().expect("8 bytes"))),
+                )
+            })
+            .collect();
+        Some(EpochCache::from_entries(entries))
+    }
+
     /// Where the earliest epoch held begins, if any.
     pub fn earliest_start(&self) -> Option<Offset> {
         self.entries.first().map(|(_, s)| *s)
@@ -54,6 +109,14 @@ impl EpochCache {
             .get(at)
             .map_or(log_end, |(_, next_start)| *next_start);
         Some((epoch, end))
+    }
+
+    /// The log now holds `[start, end)`: the epoch holding `start` begins
+    /// there, and epochs beginning at or after `end` are gone (so an empty
+    /// log keeps none: every entry covers at least one record).
+    pub fn clamp(&mut self, start: Offset, end: Offset) {
+        self.truncate_from_start(start);
+        self.truncate_from_end(end);
     }
 
     /// After the log was truncated to `end`: epochs starting at or after
@@ -121,5 +184,31 @@ mod tests {
         assert_eq!(c, cache(&[(3, 12)]));
         c.truncate_from_end(Offset(12));
         assert_eq!(c, EpochCache::new());
+    }
+
+    #[test]
+    fn checkpoints_round_trip_and_damage_is_detected() {
+        let c = cache(&[(1, 0), (3, 10), (4, 15)]);
+        assert_eq!(EpochCache::decode(&c.encode()), Some(c.clone()));
+        assert_eq!(
+            EpochCache::decode(&EpochCache::new().encode()),
+            Some(EpochCache::new())
+        );
+        let bytes = c.encode();
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            assert_eq!(EpochCache::decode(&bad), None, "flip at {at}");
+        }
+        assert_eq!(EpochCache::decode(&bytes[..bytes.len() - 1]), None);
+        // Entries out of order, repeated or decreasing are normalized.
+        let messy = vec![
+            (LeaderEpoch(3), Offset(10)),
+            (LeaderEpoch(1), Offset(0)),
+            (LeaderEpoch(3), Offset(12)),
+            (LeaderEpoch(2), Offset(11)),
+            (LeaderEpoch(4), Offset(15)),
+        ];
+        assert_eq!(EpochCache::from_entries(messy), c);
     }
 }

@@ -648,6 +648,24 @@ pub fn check_offset_delete(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// OffsetForLeaderEpoch v2-4 (flexible from v4; a replica id from v3).
+pub fn check_offset_for_leader_epoch(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 4);
+    if version >= 3 {
+        w.fixed(4)?; // replica_id
+    }
+    w.array(|w| {
+        w.string()?; // topic
+        w.array(|w| {
+            w.fixed(4 + 4 + 4)?; // partition, current_leader_epoch, leader_epoch
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1114,6 +1132,28 @@ mod tests {
                     OffsetDeleteRequestPartition::default().with_partition_index(4)
                 ])]);
         cases.push(("offset delete", check_offset_delete, 0, encoded(&r, 0)));
+        for v in 2..=4 {
+            use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                OffsetForLeaderPartition, OffsetForLeaderTopic,
+            };
+            let mut r = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(text("t")))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(1)
+                        .with_current_leader_epoch(3)
+                        .with_leader_epoch(2)]),
+            ]);
+            if v >= 3 {
+                r = r.with_replica_id(BrokerId(-1));
+            }
+            cases.push((
+                "offset for leader epoch",
+                check_offset_for_leader_epoch,
+                v,
+                encoded(&r, v),
+            ));
+        }
         for (name, check, version, body) in &cases {
             check(body, *version).unwrap_or_else(|e| panic!("{name} v{version}: {e}"));
             // The walk reads exactly what the codec wrote: one byte less

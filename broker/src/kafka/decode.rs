@@ -8,7 +8,8 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
     HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, LeaveGroupRequest,
     ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, SyncGroupRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -117,6 +118,10 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         }
         ApiKey::DeleteGroups => {
             checked::<DeleteGroupsRequest>(request, bounds::check_delete_groups).map(drop)
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            checked::<OffsetForLeaderEpochRequest>(request, bounds::check_offset_for_leader_epoch)
+                .map(drop)
         }
         other => Err(DecodeError::NoWalker(other, version)),
     }

@@ -17,7 +17,9 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use storage::Offset;
 
-use super::routing::{on_led_partition, route_by_id, route_by_name, Code, Led, Route};
+use super::routing::{
+    check_leader_epoch, on_led_partition, route_by_id, route_by_name, Code, Led, Route,
+};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
@@ -57,6 +59,8 @@ struct Wanted {
     route: Route,
     offset: i64,
     max_bytes: usize,
+    /// The leader epoch the client believes in (v9+; -1: unchecked).
+    current_leader_epoch: i32,
 }
 
 /// Answers a Fetch request, waiting up to max_wait_ms for min_bytes.
@@ -89,6 +93,11 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 },
                 offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes.max(0) as usize,
+                current_leader_epoch: if version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
             })
         })
         .collect();
@@ -163,9 +172,15 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionRead> {
     let reads = wanted.iter().map(|w| {
         let shard = shard.clone();
         let (route, offset, max_bytes) = (w.route, w.offset, w.max_bytes);
+        let current_leader_epoch = w.current_leader_epoch;
         async move {
             on_led_partition(&shard, route, PartitionRead::failed, move |_, led| {
-                Box::pin(async move { read_on_owner(led, offset, max_bytes).await })
+                Box::pin(async move {
+                    if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
+                        return PartitionRead::failed(code);
+                    }
+                    read_on_owner(led, offset, max_bytes).await
+                })
             })
             .await
         }

@@ -5,6 +5,7 @@
 
 mod cluster;
 mod configs;
+mod epochs;
 mod fetch;
 mod group_admin;
 mod group_offsets;
@@ -99,6 +100,7 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
         group_admin::DESCRIBE_GROUPS_VERSIONS,
     ),
     (ApiKey::DeleteGroups, group_admin::DELETE_GROUPS_VERSIONS),
+    (ApiKey::OffsetForLeaderEpoch, epochs::VERSIONS),
 ];
 
 /// Answers one request from a client at `client_host` ("/ip", as
@@ -145,6 +147,7 @@ pub async fn handle(
         ApiKey::ListGroups => group_admin::list_groups(shard, request).await,
         ApiKey::DescribeGroups => group_admin::describe_groups(shard, request).await,
         ApiKey::DeleteGroups => group_admin::delete_groups(shard, request).await,
+        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

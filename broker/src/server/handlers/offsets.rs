@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
-use super::routing::{on_led_partition, route_by_name, Code, Led};
+use super::routing::{check_leader_epoch, on_led_partition, route_by_name, Code, Led};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
 use crate::kafka::decode::checked;
@@ -45,12 +45,24 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
         for p in &topic.partitions {
             let route = route_by_name(shard, topic.name.as_str(), p.partition_index);
             let (shard, timestamp) = (shard.clone(), p.timestamp);
+            let current_leader_epoch = if version >= 4 {
+                p.current_leader_epoch
+            } else {
+                -1
+            };
             pending.push(async move {
                 on_led_partition(
                     &shard,
                     route,
                     |code| (code, -1, -1, -1),
-                    move |_, led| Box::pin(async move { list_on_owner(led, timestamp).await }),
+                    move |_, led| {
+                        Box::pin(async move {
+                            if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
+                                return (code, -1, -1, -1);
+                            }
+                            list_on_owner(led, timestamp).await
+                        })
+                    },
                 )
                 .await
             });

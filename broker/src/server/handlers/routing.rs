@@ -113,6 +113,19 @@ pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
 /// Where a partition's work runs, or the error to answer with.
 pub type Route = Result<(PartitionKey, usize), Code>;
 
+/// Checks the leader epoch a client believes in (`-1`: none given)
+/// against the partition's (KIP-320): an older one is FENCED_LEADER_EPOCH
+/// (the client has stale metadata), a newer one UNKNOWN_LEADER_EPOCH (this
+/// broker has not caught up with the metadata yet).
+pub fn check_leader_epoch(requested: i32, current: LeaderEpoch) -> Result<(), Code> {
+    match requested {
+        -1 => Ok(()),
+        e if e < current.0 => Err(ResponseError::FencedLeaderEpoch.code()),
+        e if e > current.0 => Err(ResponseError::UnknownLeaderEpoch.code()),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `work` on the shard owning the routed partition, with the
 /// partition open there; a failure on the way (routing, opening, a shard
 /// gone) becomes `failed(code)`. The work runs as a task of the owning
@@ -200,4 +213,30 @@ pub fn controller_error(error: &RequestError) -> (Code, String) {
         },
     };
     (code, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_with_an_older_epoch_are_fenced_and_a_newer_one_is_unknown() {
+        let current = LeaderEpoch(5);
+        assert_eq!(
+            check_leader_epoch(-1, current),
+            Ok(()),
+            "not given: not checked"
+        );
+        assert_eq!(check_leader_epoch(5, current), Ok(()));
+        assert_eq!(
+            check_leader_epoch(4, current),
+            Err(ResponseError::FencedLeaderEpoch.code())
+        );
+        assert_eq!(
+            check_leader_epoch(6, current),
+            Err(ResponseError::UnknownLeaderEpoch.code())
+        );
+        assert_eq!(ResponseError::FencedLeaderEpoch.code(), 74);
+        assert_eq!(ResponseError::UnknownLeaderEpoch.code(), 75);
+    }
 }

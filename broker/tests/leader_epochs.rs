@@ -1,8 +1,7 @@
 //! Leader epochs on one broker: OffsetForLeaderEpoch answers where each
-//! epoch ends in the log (also after a restart), and Fetch, ListOffsets
-//! and OffsetForLeaderEpoch refuse an epoch newer than the partition's
-//! (UNKNOWN_LEADER_EPOCH; an older one, FENCED_LEADER_EPOCH, is checked by
-//! `routing`'s unit test).
+//! epoch ends in the log (across a restart, which elects a new epoch), and
+//! Fetch, ListOffsets and OffsetForLeaderEpoch refuse a stale epoch
+//! (FENCED_LEADER_EPOCH) and a future one (UNKNOWN_LEADER_EPOCH).
 
 mod support;
 
@@ -22,6 +21,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use support::{on_glommio, start_broker};
 
+const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 
 fn name() -> TopicName {
@@ -101,7 +101,7 @@ async fn list_error(cluster: &Cluster, current: i32) -> i16 {
 }
 
 #[test]
-fn offset_for_leader_epoch_answers_from_the_log_and_newer_epochs_are_unknown() {
+fn offset_for_leader_epoch_answers_from_the_log_and_stale_or_future_epochs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
     let address = broker.address;
@@ -127,19 +127,25 @@ fn offset_for_leader_epoch_answers_from_the_log_and_newer_epochs_are_unknown() {
         assert_eq!(list_error(&cluster, epoch).await, 0);
         epoch
     });
-    // Across a restart the records keep their epoch. (A restart does not
-    // yet elect a new leader epoch on a single broker: that comes with the
-    // re-registration fencing of the replication issue; FENCED_LEADER_EPOCH
-    // is checked in `routing`'s unit test.)
+    // A restart fences the old life and elects the new one in a new leader
+    // epoch: the old records keep theirs, new ones carry the new one, and a
+    // client still holding the old epoch is fenced.
     broker.terminate();
     let broker = start_broker(dir.path());
     let address = broker.address;
     on_glommio(async move {
         let cluster = Cluster::new(address, "epochs-test");
         cluster.refresh(Some(&["epochs"]), false).await.unwrap();
-        let epoch = leader_epoch(&cluster).await;
+        let second = leader_epoch(&cluster).await;
+        assert!(
+            second > first,
+            "a new leader epoch after the restart ({first} -> {second})"
+        );
         produce(&cluster, 5).await;
-        assert_eq!(end_of(&cluster, epoch, first).await, (0, first, 15));
-        assert_eq!(end_of(&cluster, -1, epoch).await, (0, epoch, 15));
+        assert_eq!(end_of(&cluster, second, first).await, (0, first, 10));
+        assert_eq!(end_of(&cluster, second, second).await, (0, second, 15));
+        assert_eq!(end_of(&cluster, first, first).await.0, FENCED_LEADER_EPOCH);
+        assert_eq!(fetch_error(&cluster, first).await, FENCED_LEADER_EPOCH);
+        assert_eq!(list_error(&cluster, first).await, FENCED_LEADER_EPOCH);
     });
 }

@@ -287,6 +287,33 @@ impl MetadataNode {
         self.raw.report_unreachable(to);
     }
 
+    /// Proposes records that depend on each other (a fence and the
+    /// leaderships it moves, an unfence and the leaderships it allows):
+    /// each is validated against the metadata with the ones before it
+    /// applied, then all are proposed, in order. All or none.
+    pub fn propose_all(&mut self, records: &[MetadataRecord]) -> Result<(), ProposeError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(ProposeError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        if records.len() > 1 {
+            let mut scratch = self.metadata.clone();
+            for record in records {
+                scratch.validate(record)?;
+                scratch.apply(record)?;
+            }
+        } else if let Some(record) = records.first() {
+            self.metadata.validate(record)?;
+        }
+        for record in records {
+            self.raw
+                .propose(Vec::new(), record.encode())
+                .map_err(|e| ProposeError::Raft(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// Proposes a record: validated against the applied metadata first, so
     /// an invalid record never enters the log (it could still be refused at
     /// apply time if an earlier record changes the state meanwhile, and is

@@ -418,7 +418,23 @@ impl<T: Transport> Driver<T> {
         let controller = &self.controller;
         Ok(match request {
             ControllerRequest::RegisterBroker(registration) => {
-                vec![MetadataRecord::RegisterBroker(registration)]
+                // A new life of a broker whose old life still leads: the
+                // old one is fenced first (its leaderships move to other
+                // in-sync replicas, or wait for it), so the new life leads
+                // again only in a new leader epoch, once it heartbeats.
+                let mut records = Vec::new();
+                if let Some(old) = metadata.brokers.get(&registration.id) {
+                    let previous = old.registration.incarnation;
+                    if !old.fenced && previous < registration.incarnation {
+                        records.extend(crate::controller::fence(
+                            metadata,
+                            registration.id,
+                            previous,
+                        ));
+                    }
+                }
+                records.push(MetadataRecord::RegisterBroker(registration));
+                records
             }
             ControllerRequest::CreateTopic {
                 id,
@@ -463,11 +479,9 @@ impl<T: Transport> Driver<T> {
 
     /// Proposes records in order; returns the last one if all were taken.
     fn propose_all(&mut self, records: &[MetadataRecord]) -> Option<MetadataRecord> {
-        for record in records {
-            if let Err(e) = self.node.propose(record) {
-                tracing::debug!(error = %e, "controller proposal not taken");
-                return None;
-            }
+        if let Err(e) = self.node.propose_all(records) {
+            tracing::debug!(error = %e, "controller proposal not taken");
+            return None;
         }
         self.controller_pending_until = self.node.last_index();
         records.last().cloned()

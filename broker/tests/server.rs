@@ -120,9 +120,23 @@ fn sigterm_stops_accepting_and_exits_cleanly() {
     // An idle open connection must not hold the broker up past its drain.
     let _idle = connect(&broker);
     let address = broker.address;
+    let log = broker.log.clone();
     let status = broker.terminate();
     assert!(status.success(), "exit status {status:?}");
     assert!(TcpStream::connect(address).is_err(), "no longer accepting");
+    // Leaderships were handed back to the controller before the drain
+    // (the log reader thread may still be catching up: wait, bounded).
+    let logged = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("controlled shutdown: leaderships moved"))
+    };
+    let started = std::time::Instant::now();
+    while !logged() && started.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(logged(), "no controlled shutdown logged");
 }
 
 #[test]

@@ -55,6 +55,17 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     ))
 }
 
+/// This broker's current life, as registered (shard 0 keeps it): the
+/// incarnation once registered, and whether it is shutting down (then it
+/// stops heartbeating, which would unfence it again).
+#[derive(Debug, Default)]
+pub struct BrokerLife {
+    /// The registered incarnation.
+    pub incarnation: std::cell::Cell<Option<Incarnation>>,
+    /// Set on SIGTERM, before the controlled shutdown.
+    pub shutting_down: std::cell::Cell<bool>,
+}
+
 /// Registers this broker (a new incarnation each start) once the quorum
 /// leads, calls `on_live` once the registration is committed and the
 /// broker unfenced, then heartbeats it for as long as the service lives.
@@ -63,6 +74,7 @@ pub async fn register_and_heartbeat(
     config: BrokerConfig,
     advertised: String,
     shards: usize,
+    life: Rc<BrokerLife>,
     on_live: impl FnOnce(),
 ) {
     let id = BrokerId(config.node_id);
@@ -99,8 +111,12 @@ pub async fn register_and_heartbeat(
         }
     }
     let incarnation = registration.incarnation;
+    life.incarnation.set(Some(incarnation));
     let mut on_live = Some(on_live);
     loop {
+        if life.shutting_down.get() {
+            return;
+        }
         let _ = service.heartbeat(id, incarnation);
         if let Some(announce) = on_live.take() {
             // The first heartbeat unfences the new life: wait for it.

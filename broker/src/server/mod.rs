@@ -95,8 +95,9 @@ pub fn run(
                 // One voter: this broker is the controller.
                 let view = View::default();
                 view.borrow_mut().controller_id = config.node_id;
+                let life = Rc::new(metadata_view::BrokerLife::default());
                 let started = if index == 0 {
-                    first_shard(&config, listen, shards, &start_tx, &ready)
+                    first_shard(&config, listen, shards, &start_tx, &ready, life.clone())
                 } else {
                     let start = start_rx
                         .lock()
@@ -114,11 +115,12 @@ pub fn run(
                     Changes::Shared(_) => None,
                 };
                 let shard = Rc::new(Shard::new(index, config, view, mesh, controller));
+                let shutdown = (index == 0).then_some(life);
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
                 glommio::spawn_local(maintenance::run(shard.clone())).detach();
                 glommio::spawn_local(coordinator::Coordinator::tick(shard.clone())).detach();
-                serve_until_stopped(listener, shard.clone(), stop).await;
+                serve_until_stopped(listener, shard.clone(), stop, shutdown).await;
                 // Every shard keeps running the jobs of the others until all
                 // have drained their connections (a connection's request may
                 // be waiting on a partition of this shard).
@@ -192,6 +194,7 @@ fn first_shard(
     shards: usize,
     start_tx: &mpsc::Sender<Option<ShardStart>>,
     ready: &mpsc::Sender<Listening>,
+    life: Rc<metadata_view::BrokerLife>,
 ) -> Option<(TcpListener, Changes)> {
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
@@ -252,6 +255,7 @@ fn first_shard(
         config.clone(),
         advertised,
         shards,
+        life,
         on_live,
     );
     glommio::spawn_local(registration).detach();
@@ -271,13 +275,53 @@ async fn other_shard(start: Option<ShardStart>) -> Option<(TcpListener, Changes)
     }
 }
 
-async fn serve_until_stopped(listener: TcpListener, shard: Rc<Shard>, stop: Arc<AtomicBool>) {
+/// How long a stopping broker waits for the controller to move its
+/// leaderships away.
+const CONTROLLED_SHUTDOWN_MAX: Duration = Duration::from_secs(5);
+
+/// Controlled shutdown (shard 0, which runs the controller link): stop
+/// heartbeating, then ask the controller to move this broker's leaderships
+/// to other in-sync replicas and fence it, before connections drain.
+async fn controlled_shutdown(shard: &Shard, life: &metadata_view::BrokerLife) {
+    life.shutting_down.set(true);
+    let (Some(service), Some(incarnation)) = (&shard.controller, life.incarnation.get()) else {
+        return;
+    };
+    let request = control::service::ControllerRequest::ControlledShutdown {
+        broker: control::BrokerId(shard.config.node_id),
+        incarnation,
+    };
+    let asked = service.request(request);
+    let timeout = glommio::timer::sleep(CONTROLLED_SHUTDOWN_MAX);
+    match futures::future::select(Box::pin(asked), Box::pin(timeout)).await {
+        futures::future::Either::Left((Ok(()), _)) => {
+            tracing::info!("controlled shutdown: leaderships moved, broker fenced")
+        }
+        futures::future::Either::Left((Err(e), _)) => {
+            tracing::warn!(error = %e, "controlled shutdown refused; stopping anyway")
+        }
+        futures::future::Either::Right(_) => {
+            tracing::warn!("controlled shutdown timed out; stopping anyway")
+        }
+    }
+}
+
+async fn serve_until_stopped(
+    listener: TcpListener,
+    shard: Rc<Shard>,
+    stop: Arc<AtomicBool>,
+    shutdown: Option<Rc<metadata_view::BrokerLife>>,
+) {
     let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
-    let acceptor = glommio::spawn_local(accept_loop(listener, shard, open.clone(), stopping));
+    let acceptor =
+        glommio::spawn_local(accept_loop(listener, shard.clone(), open.clone(), stopping));
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(STOP_POLL).await;
+    }
+    if let Some(life) = shutdown {
+        controlled_shutdown(&shard, &life).await;
     }
     // Dropping the acceptor cancels it and closes the listener; connections
     // close once the request they are answering (if any) is answered.

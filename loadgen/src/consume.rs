@@ -15,8 +15,7 @@ use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
 
 use crate::options::{Mode, Options};
 use crate::payload;
-use crate::produce::{report_every_second, send_rest};
-use crate::report::{record, Interval};
+use crate::report::{record, report_every_second, send_rest, Interval};
 use crate::verify::Tally;
 
 /// How long consumers keep reading after the producers finished, at most.

@@ -15,7 +15,7 @@ use glommio::sync::Semaphore;
 
 use crate::options::Options;
 use crate::payload::{self, Stamp};
-use crate::report::{record, Interval};
+use crate::report::{record, report_every_second, send_rest, Interval};
 
 /// A message due less than this far ahead is sent now rather than after a
 /// timer (timers are not finer); its latency still counts from its
@@ -140,32 +140,4 @@ pub async fn run(
         acked,
         sent: sequence,
     })
-}
-
-/// Sends the interval so far every second (aligned on `begin`); the
-/// worker sends the rest when it is done ([`send_rest`]).
-pub async fn report_every_second(
-    current: Rc<RefCell<Interval>>,
-    begin: Instant,
-    reports: Sender<Interval>,
-) {
-    let mut tick = 1u32;
-    loop {
-        let at = begin + Duration::from_secs(tick as u64);
-        let now = Instant::now();
-        if at > now {
-            glommio::timer::sleep(at - now).await;
-        }
-        let interval = std::mem::take(&mut *current.borrow_mut());
-        if reports.send(interval).is_err() {
-            return;
-        }
-        tick += 1;
-    }
-}
-
-/// Sends whatever the worker measured since its last report.
-pub fn send_rest(current: &Rc<RefCell<Interval>>, reports: &Sender<Interval>) {
-    let rest = std::mem::take(&mut *current.borrow_mut());
-    let _ = reports.send(rest);
 }

@@ -3,10 +3,13 @@
 //!
 //! Latencies are in microseconds (1 µs to 60 s, 3 significant digits).
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -271,6 +274,34 @@ fn percentiles_json(h: &Histogram<u64>) -> String {
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Sends the interval so far every second (aligned on `begin`); the
+/// worker sends the rest when it is done ([`send_rest`]).
+pub async fn report_every_second(
+    current: Rc<RefCell<Interval>>,
+    begin: Instant,
+    reports: Sender<Interval>,
+) {
+    let mut tick = 1u32;
+    loop {
+        let at = begin + Duration::from_secs(tick as u64);
+        let now = Instant::now();
+        if at > now {
+            glommio::timer::sleep(at - now).await;
+        }
+        let interval = std::mem::take(&mut *current.borrow_mut());
+        if reports.send(interval).is_err() {
+            return;
+        }
+        tick += 1;
+    }
+}
+
+/// Sends whatever the worker measured since its last report.
+pub fn send_rest(current: &Rc<RefCell<Interval>>, reports: &Sender<Interval>) {
+    let rest = std::mem::take(&mut *current.borrow_mut());
+    let _ = reports.send(rest);
 }
 
 #[cfg(test)]

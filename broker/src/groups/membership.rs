@@ -82,8 +82,13 @@ pub struct Joined {
 
 impl Joined {
     fn error(error: ResponseError, member_id: &str) -> Joined {
+        Joined::failed(error.code(), member_id)
+    }
+
+    /// A refusal with error `code` to member `member_id`.
+    pub fn failed(code: Code, member_id: &str) -> Joined {
         Joined {
-            error: error.code(),
+            error: code,
             generation: -1,
             protocol: None,
             leader: String::new(),

@@ -290,7 +290,7 @@ impl OffsetsPartition {
         shard: &Shard,
         choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
     ) -> Result<(Option<i64>, R), Code> {
-        let (next, base, chosen) = {
+        let (partition, next, base, chosen) = {
             let _in_order = self.append.lock().await;
             let led = open_led(shard, self.key).await.map_err(coordinator_code)?;
             let (records, chosen) = choose(&mut self.groups.borrow_mut());
@@ -317,14 +317,14 @@ impl OffsetsPartition {
                     tracing::error!(error = %e, "cannot append to __consumer_offsets");
                     ResponseError::CoordinatorNotAvailable.code()
                 })?;
-            (info.last_offset.plus(1), info.base_offset.0, chosen)
+            let next = info.last_offset.plus(1);
+            (led.partition, next, info.base_offset.0, chosen)
         };
-        let led = open_led(shard, self.key).await.map_err(coordinator_code)?;
-        led.partition.log.wait_flushed(next).await.map_err(|e| {
+        partition.log.wait_flushed(next).await.map_err(|e| {
             tracing::error!(error = %e, "cannot flush __consumer_offsets");
             ResponseError::CoordinatorNotAvailable.code()
         })?;
-        led.partition.notify_arrival();
+        partition.notify_arrival();
         Ok((Some(base), chosen))
     }
 
@@ -384,15 +384,10 @@ impl OffsetsPartition {
             .collect();
         for key in gone {
             if let Some(parked) = joins.remove(&key) {
-                let _ = parked.send(Joined {
-                    error: ResponseError::UnknownMemberId.code(),
-                    generation: -1,
-                    protocol: None,
-                    leader: String::new(),
-                    member_id: key.1.clone(),
-                    members: vec![],
-                    skip_assignment: false,
-                });
+                let _ = parked.send(Joined::failed(
+                    ResponseError::UnknownMemberId.code(),
+                    &key.1,
+                ));
             }
         }
         let ended: Vec<_> = syncs
@@ -425,14 +420,8 @@ impl OffsetsPartition {
                     .borrow_mut()
                     .insert((group.to_string(), member_id.clone()), tx);
                 self.settle(group);
-                rx.await.unwrap_or_else(|_| Joined {
-                    error: ResponseError::RebalanceInProgress.code(),
-                    generation: -1,
-                    protocol: None,
-                    leader: String::new(),
-                    member_id,
-                    members: vec![],
-                    skip_assignment: false,
+                rx.await.unwrap_or_else(|_| {
+                    Joined::failed(ResponseError::RebalanceInProgress.code(), &member_id)
                 })
             }
         };

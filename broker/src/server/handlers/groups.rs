@@ -185,15 +185,7 @@ pub async fn find_coordinator(
 }
 
 fn failed_join(code: Code) -> Joined {
-    Joined {
-        error: code,
-        generation: -1,
-        protocol: None,
-        leader: String::new(),
-        member_id: String::new(),
-        members: vec![],
-        skip_assignment: false,
-    }
+    Joined::failed(code, "")
 }
 
 /// Answers JoinGroup, once the join phase completes (bounded by the

@@ -13,7 +13,7 @@ use crate::record::{MetadataRecord, PartitionChange};
 use crate::types::{BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, TopicId};
 
 /// A partition leader's request to change its ISR (Kafka's AlterPartition).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct AlterIsr {
     /// The topic.
     pub topic: TopicId,

@@ -3,7 +3,10 @@
 use crate::types::{BrokerId, Incarnation, PartitionEpoch, PartitionId, TopicId};
 
 /// Errors of the metadata model and the controller.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
+#[rkyv(attr(allow(missing_docs)))]
 pub enum MetadataError {
     /// No topic with this id.
     #[error("unknown topic id {0}")]

@@ -1,14 +1,18 @@
 //! The control plane: the cluster metadata (brokers, topics, partitions,
 //! leaders, ISR, epochs), the records that change it, and replica
-//! placement. The Raft quorum that orders the records, the controller and
-//! the transports are still to come (see the open issue).
+//! placement; the Raft quorum that orders the records, the controller that
+//! decides them, and the transports between metadata nodes.
 
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod controller;
 pub mod disk;
+// rkyv's derive generates resolver enums whose fields carry no docs.
+#[allow(missing_docs)]
 pub mod error;
+#[allow(missing_docs)]
+pub mod forward;
 pub mod memory;
 pub mod model;
 pub mod node;
@@ -16,6 +20,8 @@ pub mod placement;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod record;
+#[allow(missing_docs)]
+pub mod request;
 pub mod service;
 pub mod tcp;
 pub mod transport;

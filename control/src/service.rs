@@ -7,6 +7,7 @@
 
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -16,15 +17,16 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
 use glommio::{spawn_local, Task};
 
-use crate::config::TopicConfig;
-use crate::controller::{AlterIsr, Controller};
+use crate::controller::Controller;
 use crate::disk::FileRaftDisk;
 use crate::error::MetadataError;
+use crate::forward::{forward, Call, Reply};
 use crate::model::Metadata;
-use crate::node::{Applied, MetadataNode, NodeId, Persist};
-use crate::record::{BrokerRegistration, MetadataRecord};
+use crate::node::{Applied, MetadataNode, NodeId, Persist, ProposeError};
+use crate::record::MetadataRecord;
+pub use crate::request::{ControllerRequest, RequestError};
 use crate::transport::{Inbound, Transport};
-use crate::types::{BrokerId, Incarnation, TopicId};
+use crate::types::{BrokerId, Incarnation};
 
 /// Commands queued before new ones are refused.
 pub const COMMANDS_QUEUED_MAX: usize = 1024;
@@ -38,6 +40,11 @@ pub struct ServiceConfig {
     pub session_timeout: Duration,
     /// How often the active controller looks for expired sessions.
     pub controller_interval: Duration,
+    /// The metadata listeners of the other voters: requests and heartbeats
+    /// are forwarded to whichever leads.
+    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// How long a forwarded call may take.
+    pub call_timeout: Duration,
 }
 
 impl ServiceConfig {
@@ -47,6 +54,8 @@ impl ServiceConfig {
             tick,
             session_timeout: Duration::from_secs(9),
             controller_interval: Duration::from_millis(500),
+            peers: BTreeMap::new(),
+            call_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -80,74 +89,6 @@ pub struct Change {
     pub metadata: Option<Box<Metadata>>,
 }
 
-/// A request to the active controller.
-#[derive(Debug, Clone)]
-pub enum ControllerRequest {
-    /// A broker process announces itself.
-    RegisterBroker(BrokerRegistration),
-    /// A new topic, placed by the controller.
-    CreateTopic {
-        /// Chosen by the caller (a random UUID).
-        id: TopicId,
-        /// Its name.
-        name: String,
-        /// Partition count.
-        partitions: usize,
-        /// Replicas per partition.
-        replication_factor: usize,
-        /// Its configuration.
-        config: TopicConfig,
-    },
-    /// Delete a topic.
-    DeleteTopic {
-        /// Its name.
-        name: String,
-    },
-    /// Grow a topic to `total` partitions.
-    CreatePartitions {
-        /// Its name.
-        name: String,
-        /// The new partition count.
-        total: usize,
-    },
-    /// Replace a topic's configuration.
-    AlterConfig {
-        /// Its name.
-        name: String,
-        /// The whole new configuration.
-        config: TopicConfig,
-    },
-    /// Move leadership off a broker, then fence it.
-    ControlledShutdown {
-        /// The broker.
-        broker: BrokerId,
-        /// Its current life.
-        incarnation: Incarnation,
-    },
-    /// A partition leader's ISR change.
-    AlterIsr(AlterIsr),
-}
-
-/// Why a controller request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    /// This node does not lead; ask `leader`.
-    #[error("not the active controller (leader: {leader:?})")]
-    NotController {
-        /// The leader, if known.
-        leader: Option<NodeId>,
-    },
-    /// Refused by the metadata rules (when computed or when applied).
-    #[error(transparent)]
-    Refused(#[from] MetadataError),
-    /// Leadership changed before the records committed: retry.
-    #[error("leadership changed before the change committed")]
-    Superseded,
-    /// The service is stopping or its queue is full.
-    #[error("metadata service unavailable")]
-    Unavailable,
-}
-
 enum Command {
     Propose(MetadataRecord),
     SubscribeShared(SharedSender<Change>),
@@ -158,6 +99,8 @@ enum Command {
 /// A running metadata node.
 pub struct MetadataService {
     commands: LocalSender<Command>,
+    peers: Rc<BTreeMap<NodeId, SocketAddr>>,
+    call_timeout: Duration,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
     _task: Task<()>,
@@ -174,6 +117,8 @@ impl MetadataService {
         let (commands, command_rx) = local_channel::new_bounded(COMMANDS_QUEUED_MAX);
         let view = Rc::new(RefCell::new(View::default()));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
+        let peers = Rc::new(config.peers.clone());
+        let call_timeout = config.call_timeout;
         let driver = Driver {
             node,
             disk: Some(disk),
@@ -190,6 +135,8 @@ impl MetadataService {
         let task = spawn_local(driver.run(command_rx));
         MetadataService {
             commands,
+            peers,
+            call_timeout,
             view,
             subscribers,
             _task: task,
@@ -202,21 +149,55 @@ impl MetadataService {
         self.send(Command::Propose(record))
     }
 
-    /// A broker's heartbeat, for the active controller.
+    /// A broker's heartbeat, for the active controller: handled here if
+    /// this node leads, else forwarded to the leader (fire and forget: a
+    /// lost heartbeat is made up by the next).
     pub fn heartbeat(
         &self,
         broker: BrokerId,
         incarnation: Incarnation,
     ) -> Result<(), RequestError> {
-        self.send(Command::Heartbeat(broker, incarnation))
+        let leader = {
+            let view = self.view.borrow();
+            (!view.is_leader).then_some(view.leader).flatten()
+        };
+        match leader.and_then(|l| self.peers.get(&l)) {
+            Some(address) => {
+                let (address, timeout) = (*address, self.call_timeout);
+                spawn_local(async move {
+                    let call = Call::Heartbeat {
+                        broker,
+                        incarnation,
+                    };
+                    if let Err(e) = forward(address, &call, timeout).await {
+                        tracing::debug!(error = %e, "forwarded heartbeat refused");
+                    }
+                })
+                .detach();
+                Ok(())
+            }
+            None => self.send(Command::Heartbeat(broker, incarnation)),
+        }
     }
 
     /// Asks the active controller for a change; resolves once its records
-    /// are committed and applied, or with why not.
+    /// are committed and applied, or with why not. Forwarded to the leader
+    /// when this node does not lead.
     pub async fn request(&self, request: ControllerRequest) -> Result<(), RequestError> {
         let (tx, rx) = oneshot::channel();
-        self.send(Command::Request(request, tx))?;
-        rx.await.unwrap_or(Err(RequestError::Unavailable))
+        self.send(Command::Request(request.clone(), tx))?;
+        let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
+        match &local {
+            Err(RequestError::NotController {
+                leader: Some(leader),
+            }) => match self.peers.get(leader) {
+                Some(address) => {
+                    forward(*address, &Call::Request(request), self.call_timeout).await
+                }
+                None => local,
+            },
+            _ => local,
+        }
     }
 
     fn send(&self, command: Command) -> Result<(), RequestError> {
@@ -317,6 +298,7 @@ impl<T: Transport> Driver<T> {
                         self.node.report_snapshot(to, false);
                     }
                 }
+                Event::Inbound(Some(Inbound::Call { call, reply })) => self.call(call, reply),
                 Event::Command(Some(command)) => self.command(command),
                 Event::Inbound(None) | Event::Command(None) => return,
             }
@@ -339,7 +321,37 @@ impl<T: Transport> Driver<T> {
             return;
         }
         let records = self.controller.tick(self.node.metadata(), self.now_ms());
-        self.propose_all(&records);
+        if !records.is_empty() {
+            let _ = self.propose_all(&records);
+        }
+    }
+
+    /// A call forwarded by another broker: answered here only if this
+    /// node leads (never forwarded again, so calls cannot loop).
+    fn call(&mut self, call: Call, reply: oneshot::Sender<Reply>) {
+        match call {
+            Call::Request(request) => self.command(Command::Request(request, reply)),
+            Call::Heartbeat {
+                broker,
+                incarnation,
+            } => {
+                if !self.node.is_leader() {
+                    let _ = reply.send(Err(RequestError::NotController {
+                        leader: self.node.leader(),
+                    }));
+                    return;
+                }
+                let now = self.now_ms();
+                let outcome =
+                    self.controller
+                        .heartbeat(self.node.metadata(), broker, incarnation, now);
+                let _ = reply.send(match outcome {
+                    Ok(records) if records.is_empty() => Ok(()),
+                    Ok(records) => self.propose_all(&records).map(|_| ()),
+                    Err(e) => Err(RequestError::Refused(e)),
+                });
+            }
+        }
     }
 
     fn command(&mut self, command: Command) {
@@ -380,7 +392,7 @@ impl<T: Transport> Driver<T> {
                     .heartbeat(self.node.metadata(), broker, incarnation, now)
                 {
                     Ok(records) => {
-                        self.propose_all(&records);
+                        let _ = self.propose_all(&records);
                     }
                     Err(e) => tracing::debug!(%broker, error = %e, "heartbeat refused"),
                 }
@@ -394,12 +406,12 @@ impl<T: Transport> Driver<T> {
                 }
                 match self.records_for(request) {
                     Ok(records) => match self.propose_all(&records) {
-                        Some(record) => {
+                        Ok(record) => {
                             let index = self.node.last_index();
                             self.waiters.insert(index, Waiter { record, reply });
                         }
-                        None => {
-                            let _ = reply.send(Err(RequestError::Superseded));
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
                         }
                     },
                     Err(e) => {
@@ -477,14 +489,20 @@ impl<T: Transport> Driver<T> {
         })
     }
 
-    /// Proposes records in order; returns the last one if all were taken.
-    fn propose_all(&mut self, records: &[MetadataRecord]) -> Option<MetadataRecord> {
+    /// Proposes records in order; returns the last one if all were taken,
+    /// or why not (a record invalid against the metadata is refused).
+    fn propose_all(&mut self, records: &[MetadataRecord]) -> Result<MetadataRecord, RequestError> {
+        let last = records.last().cloned().ok_or(RequestError::Superseded)?;
         if let Err(e) = self.node.propose_all(records) {
             tracing::debug!(error = %e, "controller proposal not taken");
-            return None;
+            return Err(match e {
+                ProposeError::Invalid(refused) => RequestError::Refused(refused),
+                ProposeError::NotLeader { leader } => RequestError::NotController { leader },
+                ProposeError::Raft(_) => RequestError::Superseded,
+            });
         }
         self.controller_pending_until = self.node.last_index();
-        records.last().cloned()
+        Ok(last)
     }
 
     /// Handles every ready in raft-rs's order, persisting on glommio's

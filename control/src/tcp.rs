@@ -17,7 +17,9 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::{spawn_local, Task};
 use raft::eraftpb::{Message, MessageType};
 
+use crate::forward::{decode_call, encode_reply, read_frame, CALL_PREAMBLE, RAFT_PREAMBLE};
 use crate::node::NodeId;
+use crate::service::RequestError;
 use crate::transport::{
     decode_header, decode_payload, encode_frame, Inbound, Transport, FRAME_HEADER_BYTES,
 };
@@ -152,9 +154,47 @@ async fn accept_loop(
     }
 }
 
+/// Reads a connection's preamble, then its Raft messages or its calls.
+async fn read_loop(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+    let mut preamble = [0u8; 4];
+    if stream.read_exact(&mut preamble).await.is_err() {
+        return;
+    }
+    match preamble {
+        RAFT_PREAMBLE => read_messages(id, stream, inbound).await,
+        CALL_PREAMBLE => answer_calls(id, stream, inbound).await,
+        _ => tracing::warn!(
+            node = id,
+            "closing a metadata connection with an unknown preamble"
+        ),
+    }
+}
+
+/// Answers calls in order until the caller hangs up or sends garbage.
+async fn answer_calls(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+    loop {
+        let call = match read_frame(&mut stream).await.and_then(|p| decode_call(&p)) {
+            Ok(call) => call,
+            Err(e) => {
+                // A caller hanging up after its reply lands here too.
+                tracing::debug!(node = id, error = %e, "closing a controller call connection");
+                return;
+            }
+        };
+        let (reply, answer) = futures::channel::oneshot::channel();
+        let reply = match inbound.try_send(Inbound::Call { call, reply }) {
+            Ok(()) => answer.await.unwrap_or(Err(RequestError::Unavailable)),
+            Err(_) => Err(RequestError::Unavailable),
+        };
+        if stream.write_all(&encode_reply(&reply)).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Reads frames until the peer hangs up or sends garbage; a bad connection
 /// is logged and closed, the node carries on.
-async fn read_loop(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+async fn read_messages(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
     loop {
         let mut header = [0u8; FRAME_HEADER_BYTES];
         if stream.read_exact(&mut header).await.is_err() {
@@ -212,6 +252,10 @@ async fn send_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        if stream.write_all(&RAFT_PREAMBLE).await.is_err() {
+            glommio::timer::sleep(backoff).await;
+            continue;
+        }
         while let Some(message) = queue.recv().await {
             if stream.write_all(&encode_frame(&message)).await.is_err() {
                 report(&inbound, peer, &message);

@@ -29,6 +29,14 @@ pub enum Inbound {
         /// Whether a snapshot was lost.
         snapshot: bool,
     },
+    /// A broker's call for the active controller (see [`crate::forward`]);
+    /// the answer goes back through `reply`.
+    Call {
+        /// What is asked.
+        call: crate::forward::Call,
+        /// Where the answer goes.
+        reply: futures::channel::oneshot::Sender<crate::forward::Reply>,
+    },
 }
 
 /// Why a frame was refused.

@@ -104,6 +104,93 @@ fn three_nodes_elect_replicate_and_survive_the_leaders_loss() {
 }
 
 #[test]
+fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    on_glommio(async move {
+        let ids = [1u64, 2, 3];
+        let listeners: Vec<TcpListener> = ids
+            .iter()
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
+            .iter()
+            .zip(&listeners)
+            .map(|(id, l)| (*id, l.local_addr().unwrap()))
+            .collect();
+        let mut services = BTreeMap::new();
+        for ((id, listener), dir) in ids.iter().zip(listeners).zip(&dirs) {
+            let disk = FileRaftDisk::open(dir.path()).unwrap();
+            let node =
+                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+            let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
+            let mut config = ServiceConfig::new(TICK);
+            config.peers = addresses.clone();
+            config.peers.remove(id);
+            services.insert(*id, MetadataService::start(node, disk, transport, config));
+        }
+        wait_until_tick("a leader", || leader_of(&services).is_some()).await;
+        let leader = leader_of(&services).unwrap();
+        let follower = *ids.iter().find(|id| **id != leader).unwrap();
+        wait_until_tick("the follower to know the leader", || {
+            services[&follower].view().leader == Some(leader)
+        })
+        .await;
+        let MetadataRecord::RegisterBroker(registration) = register(5) else {
+            unreachable!()
+        };
+        let incarnation = registration.incarnation;
+        let asked = services[&follower]
+            .request(service::ControllerRequest::RegisterBroker(
+                registration.clone(),
+            ))
+            .await;
+        assert_eq!(asked, Ok(()), "registration through a follower");
+        // Committed by the leader; the follower's own view follows.
+        wait_until_tick("the follower to apply the registration", || {
+            services[&follower]
+                .view()
+                .metadata
+                .brokers
+                .get(&BrokerId(5))
+                .is_some_and(|b| b.fenced)
+        })
+        .await;
+        // A heartbeat through the follower unfences it.
+        services[&follower]
+            .heartbeat(BrokerId(5), incarnation)
+            .unwrap();
+        wait_until_tick("the forwarded heartbeat to unfence", || {
+            services.values().all(|s| {
+                s.view()
+                    .metadata
+                    .brokers
+                    .get(&BrokerId(5))
+                    .is_some_and(|b| !b.fenced)
+            })
+        })
+        .await;
+        // A refusal comes back as the leader's refusal.
+        let again = services[&follower]
+            .request(service::ControllerRequest::RegisterBroker(
+                control::BrokerRegistration {
+                    incarnation: Incarnation(incarnation.0 - 1),
+                    ..registration
+                },
+            ))
+            .await;
+        assert!(
+            matches!(
+                again,
+                Err(service::RequestError::Refused(
+                    MetadataError::StaleIncarnation { .. }
+                ))
+            ),
+            "{again:?}"
+        );
+    });
+}
+
+#[test]
 fn one_voter_is_a_quorum_and_its_state_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();

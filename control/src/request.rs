@@ -1,0 +1,82 @@
+//! What brokers ask of the active controller, and why it may refuse: the
+//! requests a broker's metadata service takes, or forwards to the node
+//! that leads ([`crate::forward`]).
+
+use crate::config::TopicConfig;
+use crate::controller::AlterIsr;
+use crate::error::MetadataError;
+use crate::node::NodeId;
+use crate::record::BrokerRegistration;
+use crate::types::{BrokerId, Incarnation, TopicId};
+
+/// A request to the active controller.
+#[derive(Debug, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(attr(allow(missing_docs)))]
+pub enum ControllerRequest {
+    /// A broker process announces itself.
+    RegisterBroker(BrokerRegistration),
+    /// A new topic, placed by the controller.
+    CreateTopic {
+        /// Chosen by the caller (a random UUID).
+        id: TopicId,
+        /// Its name.
+        name: String,
+        /// Partition count.
+        partitions: usize,
+        /// Replicas per partition.
+        replication_factor: usize,
+        /// Its configuration.
+        config: TopicConfig,
+    },
+    /// Delete a topic.
+    DeleteTopic {
+        /// Its name.
+        name: String,
+    },
+    /// Grow a topic to `total` partitions.
+    CreatePartitions {
+        /// Its name.
+        name: String,
+        /// The new partition count.
+        total: usize,
+    },
+    /// Replace a topic's configuration.
+    AlterConfig {
+        /// Its name.
+        name: String,
+        /// The whole new configuration.
+        config: TopicConfig,
+    },
+    /// Move leadership off a broker, then fence it.
+    ControlledShutdown {
+        /// The broker.
+        broker: BrokerId,
+        /// Its current life.
+        incarnation: Incarnation,
+    },
+    /// A partition leader's ISR change.
+    AlterIsr(AlterIsr),
+}
+
+/// Why a controller request failed.
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
+#[rkyv(attr(allow(missing_docs)))]
+pub enum RequestError {
+    /// This node does not lead; ask `leader`.
+    #[error("not the active controller (leader: {leader:?})")]
+    NotController {
+        /// The leader, if known.
+        leader: Option<NodeId>,
+    },
+    /// Refused by the metadata rules (when computed or when applied).
+    #[error(transparent)]
+    Refused(#[from] MetadataError),
+    /// Leadership changed before the records committed: retry.
+    #[error("leadership changed before the change committed")]
+    Superseded,
+    /// The service is stopping or its queue is full.
+    #[error("metadata service unavailable")]
+    Unavailable,
+}

@@ -53,6 +53,22 @@ pub struct BrokerConfig {
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
+    /// The metadata quorum's voters, `id@ip:port` separated by commas
+    /// (their metadata listeners). Empty: this broker is a quorum alone.
+    pub controller_quorum_voters: String,
+    /// This broker's metadata listener; defaults to its own entry in
+    /// `controller_quorum_voters`.
+    pub controller_listen: Option<String>,
+    /// A broker whose heartbeats stop this long is fenced by the controller.
+    pub broker_session_timeout_ms: u64,
+    /// How often a broker heartbeats the controller.
+    pub broker_heartbeat_interval_ms: u64,
+    /// A follower that has not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
+    /// How long a follower's fetch waits at the leader for new data.
+    pub replica_fetch_wait_max_ms: u64,
+    /// Replicas of auto-created topics (capped at the live brokers).
+    pub default_replication_factor: u32,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
@@ -78,6 +94,13 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             retention_check_interval_ms: 300_000,
+            controller_quorum_voters: String::new(),
+            controller_listen: None,
+            broker_session_timeout_ms: 9_000,
+            broker_heartbeat_interval_ms: 1_000,
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            default_replication_factor: 1,
             test_flush_delay_ms: 0,
         }
     }
@@ -201,7 +224,57 @@ impl BrokerConfig {
         if self.socket_request_max_bytes < 1024 {
             return invalid("socket_request_max_bytes must be at least 1024".into());
         }
+        let voters = self.voters()?;
+        if !voters.is_empty() && !voters.contains_key(&self.node_id) {
+            return invalid(format!(
+                "node {} is not among controller_quorum_voters: every broker must be a voter \
+                 (brokers outside the quorum are not supported yet)",
+                self.node_id
+            ));
+        }
+        if let Some(listen) = &self.controller_listen {
+            if listen.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!("controller_listen must be ip:port, got {listen:?}"));
+            }
+        }
+        if self.broker_heartbeat_interval_ms == 0
+            || self.broker_session_timeout_ms < 2 * self.broker_heartbeat_interval_ms
+        {
+            return invalid(
+                "broker_session_timeout_ms must be at least twice broker_heartbeat_interval_ms (> 0)"
+                    .into(),
+            );
+        }
+        if self.default_replication_factor == 0 {
+            return invalid("default_replication_factor must be at least 1".into());
+        }
         Ok(())
+    }
+
+    /// The metadata quorum's voters by node id (empty: this broker alone).
+    pub fn voters(
+        &self,
+    ) -> Result<std::collections::BTreeMap<i32, std::net::SocketAddr>, ConfigError> {
+        let mut voters = std::collections::BTreeMap::new();
+        for entry in self
+            .controller_quorum_voters
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            let bad = || {
+                ConfigError::Invalid(format!(
+                    "controller_quorum_voters: expected id@ip:port, got {entry:?}"
+                ))
+            };
+            let (id, address) = entry.split_once('@').ok_or_else(bad)?;
+            let id: i32 = id.parse().map_err(|_| bad())?;
+            let address = address.parse().map_err(|_| bad())?;
+            if id < 0 || voters.insert(id, address).is_some() {
+                return Err(bad());
+            }
+        }
+        Ok(voters)
     }
 
     /// What clients are told to connect to.
@@ -294,6 +367,37 @@ mod tests {
                 Err(ConfigError::Usage(_))
             ));
             assert!(BrokerConfig::load(&flags(&["--config", "missing.toml"])).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn voters_parse_and_a_broker_must_be_one_of_them() {
+        Jail::expect_with(|jail| {
+            jail.set_env(
+                "BROKER_CONTROLLER_QUORUM_VOTERS",
+                "1@127.0.0.1:9093, 2@127.0.0.1:9094,3@127.0.0.1:9095",
+            );
+            let config = BrokerConfig::load(&CommandLine::default()).unwrap();
+            let voters = config.voters().unwrap();
+            assert_eq!(voters.len(), 3);
+            assert_eq!(voters[&2].port(), 9094);
+            jail.set_env("BROKER_NODE_ID", "4");
+            let err = BrokerConfig::load(&CommandLine::default()).unwrap_err();
+            assert!(err.to_string().contains("not among"), "{err}");
+            jail.set_env("BROKER_NODE_ID", "1");
+            for bad in [
+                "1@nowhere",
+                "x@127.0.0.1:1",
+                "1@127.0.0.1:1,1@127.0.0.1:2",
+                "1",
+            ] {
+                jail.set_env("BROKER_CONTROLLER_QUORUM_VOTERS", bad);
+                assert!(
+                    BrokerConfig::load(&CommandLine::default()).is_err(),
+                    "{bad}"
+                );
+            }
             Ok(())
         });
     }

@@ -8,6 +8,8 @@
 //! changes into its own `ShardMetadata`; no state is shared between shards.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use control::disk::FileRaftDisk;
 use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
 use control::service::{Change, ControllerRequest, MetadataService, RequestError, ServiceConfig};
+use control::tcp::TcpTransport;
 use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError, MetadataRecord};
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::ConnectedReceiver;
@@ -23,8 +26,8 @@ use crate::config::BrokerConfig;
 
 /// One Raft tick of the metadata quorum.
 const METADATA_TICK: Duration = Duration::from_millis(10);
-/// How often the broker heartbeats the controller.
-const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// How long a broker waits before asking the controller again.
+const RETRY_EVERY: Duration = Duration::from_millis(250);
 /// Changes a shard may fall behind before it must resubscribe.
 pub const CHANGES_QUEUED_MAX: usize = 4096;
 
@@ -40,18 +43,44 @@ pub struct ShardMetadata {
 /// Shared by the tasks of one shard.
 pub type View = Rc<RefCell<ShardMetadata>>;
 
-/// Starts the one-voter metadata quorum with its log under the data directory.
+/// Starts this broker's metadata node with its log under the data
+/// directory: alone (a one-voter quorum) when no voters are configured,
+/// else one voter of `controller_quorum_voters` over TCP.
 pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     let node_id = config.node_id as u64;
+    let voters = config.voters().map_err(std::io::Error::other)?;
     let disk = FileRaftDisk::open(config.data_dir.join("metadata"))?;
-    let node = MetadataNode::start(&NodeConfig::new(node_id, vec![node_id]), disk.recovered())
-        .map_err(std::io::Error::other)?;
-    let network = MemoryNetwork::new();
+    let mut service_config = ServiceConfig::new(METADATA_TICK);
+    service_config.session_timeout = Duration::from_millis(config.broker_session_timeout_ms);
+    if voters.is_empty() {
+        let node = MetadataNode::start(&NodeConfig::new(node_id, vec![node_id]), disk.recovered())
+            .map_err(std::io::Error::other)?;
+        let network = MemoryNetwork::new();
+        return Ok(MetadataService::start(
+            node,
+            disk,
+            network.join(node_id),
+            service_config,
+        ));
+    }
+    let peers: BTreeMap<u64, SocketAddr> = voters.iter().map(|(id, a)| (*id as u64, *a)).collect();
+    let listen = match &config.controller_listen {
+        Some(listen) => listen.parse().map_err(std::io::Error::other)?,
+        None => peers[&node_id],
+    };
+    let mut node_config = NodeConfig::new(node_id, peers.keys().copied().collect());
+    // Elections over real networks: 300-600 ms without a leader.
+    node_config.election_timeout_ticks = (30, 60);
+    node_config.election_ticks = 30;
+    let node =
+        MetadataNode::start(&node_config, disk.recovered()).map_err(std::io::Error::other)?;
+    let transport = TcpTransport::start(node_id, listen, peers.clone())?;
+    service_config.peers = peers.into_iter().filter(|(id, _)| *id != node_id).collect();
     Ok(MetadataService::start(
         node,
         disk,
-        network.join(node_id),
-        ServiceConfig::new(METADATA_TICK),
+        transport,
+        service_config,
     ))
 }
 
@@ -91,8 +120,10 @@ pub async fn register_and_heartbeat(
         rack: config.rack.clone(),
         shards: shards as u16,
     };
+    let heartbeat_every = Duration::from_millis(config.broker_heartbeat_interval_ms);
     loop {
-        while !service.view().is_leader {
+        // Some node must lead first (this one, or one it forwards to).
+        while service.view().leader.is_none() {
             glommio::timer::sleep(METADATA_TICK).await;
         }
         match service
@@ -106,7 +137,7 @@ pub async fn register_and_heartbeat(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "registering with the controller failed; retrying");
-                glommio::timer::sleep(HEARTBEAT_EVERY).await;
+                glommio::timer::sleep(RETRY_EVERY).await;
             }
         }
     }
@@ -119,13 +150,20 @@ pub async fn register_and_heartbeat(
         }
         let _ = service.heartbeat(id, incarnation);
         if let Some(announce) = on_live.take() {
-            // The first heartbeat unfences the new life: wait for it.
+            // The first heartbeat unfences the new life: wait for it (and
+            // heartbeat again if it was lost on its way to the leader).
+            let mut waited = Duration::ZERO;
             while !is_live(&service, id, incarnation) {
                 glommio::timer::sleep(METADATA_TICK).await;
+                waited += METADATA_TICK;
+                if waited >= heartbeat_every {
+                    let _ = service.heartbeat(id, incarnation);
+                    waited = Duration::ZERO;
+                }
             }
             announce();
         }
-        glommio::timer::sleep(HEARTBEAT_EVERY).await;
+        glommio::timer::sleep(heartbeat_every).await;
     }
 }
 

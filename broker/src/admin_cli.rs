@@ -34,6 +34,7 @@ pub const USAGE: &str = "usage:
   broker topic alter NAME [--config KEY=VALUE]... [--delete-config KEY]... [--brokers HOST:PORT]
   broker topic delete NAME [--brokers HOST:PORT]
   broker cluster status [--brokers HOST:PORT]
+  broker dump-log PARTITION_DIR      (a stopped partition's batches: base last epoch records bytes crc32c)
   broker group list [--brokers HOST:PORT]
   broker group describe NAME [--brokers HOST:PORT]
   broker group reset-offsets NAME (--topic T... | --all-topics)
@@ -225,7 +226,12 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
                 topic.leaders.len()
             );
             for (index, leader) in topic.leaders.iter().enumerate() {
-                let _ = writeln!(out, "  partition {index} leader {leader}");
+                let info = topic.partitions.get(index).cloned().unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  partition {index} leader {leader} epoch {} replicas {:?} isr {:?}",
+                    info.leader_epoch, info.replicas, info.isr
+                );
             }
             let _ = writeln!(out, "configs:");
             for entry in cluster.describe_configs(&name).await? {

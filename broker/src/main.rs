@@ -1,5 +1,6 @@
 //! The `broker` binary. `broker` alone is `broker serve`; `broker topic ...`
-//! and `broker cluster ...` are the admin subcommands (see `admin_cli`).
+//! and `broker cluster ...` are the admin subcommands (see `admin_cli`);
+//! `broker dump-log DIR` prints a stopped partition's batches.
 //! SIGTERM stops the server cleanly (exit 0).
 
 use std::sync::atomic::AtomicBool;
@@ -30,6 +31,20 @@ fn main() {
         let outcome = broker::admin_cli::parse(&args)
             .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
         match outcome {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("broker: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    if args.first().is_some_and(|a| a == "dump-log") {
+        let Some(dir) = args.get(1) else {
+            eprintln!("broker: usage: broker dump-log PARTITION_DIR");
+            std::process::exit(2);
+        };
+        match broker::dump_log::run(dir.into()) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("broker: {e}");

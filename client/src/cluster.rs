@@ -23,6 +23,19 @@ pub struct TopicInfo {
     pub id: uuid::Uuid,
     /// Each partition's leader broker id (-1: none).
     pub leaders: Vec<i32>,
+    /// Each partition's replicas, in-sync replicas and leader epoch.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// One partition's replicas as Metadata last described them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Its replicas' broker ids.
+    pub replicas: Vec<i32>,
+    /// The in-sync ones.
+    pub isr: Vec<i32>,
+    /// The leader epoch (-1 if not given).
+    pub leader_epoch: i32,
 }
 
 /// A broker as the cluster last described it.
@@ -186,13 +199,20 @@ impl Cluster {
                 continue;
             }
             let mut leaders = vec![-1; topic.partitions.len()];
+            let mut partitions = vec![PartitionInfo::default(); topic.partitions.len()];
             for p in &topic.partitions {
-                if let Some(slot) = usize::try_from(p.partition_index)
+                let Some(i) = usize::try_from(p.partition_index)
                     .ok()
-                    .and_then(|i| leaders.get_mut(i))
-                {
-                    *slot = p.leader_id.0;
-                }
+                    .filter(|i| *i < leaders.len())
+                else {
+                    continue;
+                };
+                leaders[i] = p.leader_id.0;
+                partitions[i] = PartitionInfo {
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    leader_epoch: p.leader_epoch,
+                };
             }
             known.topics.insert(
                 name.clone(),
@@ -200,6 +220,7 @@ impl Cluster {
                     name,
                     id: topic.topic_id,
                     leaders,
+                    partitions,
                 },
             );
         }

@@ -39,6 +39,11 @@ pub struct TopicConfig {
     pub delete_retention_ms: i64,
     /// `max.message.bytes`: the largest batch accepted.
     pub max_message_bytes: i64,
+    /// `fsync.before.ack`: a replica (the leader included) counts as
+    /// holding a batch for acks=all only once it fdatasync'd it. Off, the
+    /// copies in the replicas' memory count (Kafka's way): faster, and a
+    /// simultaneous power loss of every replica can lose acknowledged data.
+    pub fsync_before_ack: bool,
 }
 
 impl Default for TopicConfig {
@@ -54,12 +59,13 @@ impl Default for TopicConfig {
             segment_ms: 7 * 24 * 3600 * 1000,
             delete_retention_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
+            fsync_before_ack: true,
         }
     }
 }
 
 /// The configuration keys a topic understands, as Kafka names them.
-pub const TOPIC_CONFIG_KEYS: [&str; 9] = [
+pub const TOPIC_CONFIG_KEYS: [&str; 10] = [
     "retention.ms",
     "retention.bytes",
     "cleanup.policy",
@@ -69,6 +75,7 @@ pub const TOPIC_CONFIG_KEYS: [&str; 9] = [
     "segment.ms",
     "delete.retention.ms",
     "max.message.bytes",
+    "fsync.before.ack",
 ];
 
 impl TopicConfig {
@@ -89,6 +96,11 @@ impl TopicConfig {
             }
             Ok(n)
         };
+        let boolean = || match value.trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(invalid("expected true or false")),
+        };
         match key {
             "retention.ms" => self.retention_ms = number(-1)?,
             "retention.bytes" => self.retention_bytes = number(-1)?,
@@ -106,13 +118,8 @@ impl TopicConfig {
                 let n = number(1)?;
                 self.min_insync_replicas = u16::try_from(n).map_err(|_| invalid("too large"))?;
             }
-            "unclean.leader.election.enable" => {
-                self.unclean_leader_election = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(invalid("expected true or false")),
-                }
-            }
+            "unclean.leader.election.enable" => self.unclean_leader_election = boolean()?,
+            "fsync.before.ack" => self.fsync_before_ack = boolean()?,
             // The storage engine's indexes hold 32-bit positions.
             "segment.bytes" => {
                 let n = number(14)?;
@@ -146,6 +153,7 @@ impl TopicConfig {
             "segment.ms" => self.segment_ms.to_string(),
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
+            "fsync.before.ack" => self.fsync_before_ack.to_string(),
             _ => return None,
         })
     }
@@ -168,6 +176,7 @@ mod tests {
             "60000",
             "5",
             "4096",
+            "false",
         ];
         for (key, value) in TOPIC_CONFIG_KEYS.iter().zip(values) {
             config.set(key, value).unwrap();

@@ -131,6 +131,21 @@ impl LeaderState {
         leader_end: Offset,
         now_ms: u64,
     ) -> Offset {
+        self.record_fetch(follower, fetch_offset, leader_end, now_ms);
+        self.update_high_watermark(leader_end)
+    }
+
+    /// [`LeaderState::on_fetch`] without moving the high watermark: for a
+    /// leader whose own share of it is not its log end (it counts only
+    /// what it has fdatasync'd; it then calls
+    /// [`LeaderState::update_high_watermark`] with that).
+    pub fn record_fetch(
+        &mut self,
+        follower: ReplicaId,
+        fetch_offset: Offset,
+        leader_end: Offset,
+        now_ms: u64,
+    ) {
         if let Some(p) = self.followers.get_mut(&follower) {
             if fetch_offset >= leader_end {
                 p.last_caught_up_ms = now_ms;
@@ -141,8 +156,6 @@ impl LeaderState {
             p.last_fetch_ms = now_ms;
             p.leader_end_at_last_fetch = leader_end;
         }
-        self.update_high_watermark(leader_end);
-        self.high_watermark
     }
 
     /// Moves the high watermark to the smallest log end over the ISR (the

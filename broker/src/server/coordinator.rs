@@ -23,6 +23,7 @@ use storage::{LeaderEpoch, TimestampMs};
 
 use super::handlers::routing::{open_led, Code, Led};
 use super::partitions::{owner_shard, PartitionKey, BATCH_BYTES_CAP};
+use super::replica::{wait_acknowledged, Role};
 use super::shard::{LocalFuture, Shard};
 use crate::groups::membership::{
     GroupSnapshot, GroupState, Join, JoinStep, Joined, MemberId, SyncStep,
@@ -48,6 +49,9 @@ type Parked<T> = RefCell<HashMap<(String, MemberId), oneshot::Sender<T>>>;
 /// The groups of one `__consumer_offsets` partition.
 pub struct OffsetsPartition {
     key: PartitionKey,
+    /// The leader epoch its groups were loaded in: leadership that moved
+    /// away and back means another leader appended meanwhile.
+    epoch: control::LeaderEpoch,
     groups: RefCell<PartitionGroups>,
     joins: Parked<Joined>,
     syncs: Parked<(Code, Bytes)>,
@@ -147,13 +151,18 @@ impl Coordinator {
     ) -> Result<Rc<OffsetsPartition>, Code> {
         // Leadership is checked on every request (it can move).
         let led = open_led(shard, key).await.map_err(coordinator_code)?;
-        if let Some(loaded) = self.loaded.borrow().get(&key) {
-            return Ok(loaded.clone());
+        let current = |loaded: &HashMap<PartitionKey, Rc<OffsetsPartition>>| {
+            loaded.get(&key).filter(|p| p.epoch == led.epoch).cloned()
+        };
+        if let Some(loaded) = current(&self.loaded.borrow()) {
+            return Ok(loaded);
         }
         let _one_at_a_time = self.loading.lock().await;
-        if let Some(loaded) = self.loaded.borrow().get(&key) {
-            return Ok(loaded.clone());
+        if let Some(loaded) = current(&self.loaded.borrow()) {
+            return Ok(loaded);
         }
+        // Loaded in an older leadership (or never): its groups are stale.
+        self.loaded.borrow_mut().remove(&key);
         let delay = Duration::from_millis(shard.config.group_initial_rebalance_delay_ms);
         let started = Instant::now();
         let groups = load(&led, delay).await.map_err(|e| {
@@ -168,6 +177,7 @@ impl Coordinator {
         );
         let partition = Rc::new(OffsetsPartition {
             key,
+            epoch: led.epoch,
             groups: RefCell::new(groups),
             joins: RefCell::new(HashMap::new()),
             syncs: RefCell::new(HashMap::new()),
@@ -246,7 +256,9 @@ async fn load(
     initial_delay: Duration,
 ) -> Result<PartitionGroups, storage::StorageError> {
     let log = &led.partition.log;
-    let end = log.high_watermark();
+    // Everything the leader holds, as Kafka's coordinator loads: above the
+    // high watermark too (a leader never cuts its own log).
+    let end = log.log_end();
     let mut next = log.log_start();
     let mut groups = PartitionGroups::new(initial_delay);
     let now = Instant::now();
@@ -281,7 +293,14 @@ async fn load(
     Ok(groups)
 }
 
+/// How long a group write waits for the in-sync replicas.
+const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
+
 impl OffsetsPartition {
+    fn epoch_storage(&self) -> LeaderEpoch {
+        LeaderEpoch(self.epoch.0)
+    }
+
     /// Appends the records `choose` picks (given the groups as they are at
     /// that moment) and waits until they are durable. Returns the offset
     /// of the first record (None if there was nothing to write).
@@ -325,6 +344,30 @@ impl OffsetsPartition {
             ResponseError::CoordinatorNotAvailable.code()
         })?;
         partition.notify_arrival();
+        // Replicated: answered once every in-sync replica holds it (acks=all).
+        let replicated = matches!(&*partition.role.borrow(), Role::Leader(l) if l.replicated);
+        if replicated {
+            let min_insync = shard
+                .view
+                .borrow()
+                .metadata
+                .topics
+                .get(&self.key.topic)
+                .map_or(1, |t| t.config.min_insync_replicas as usize);
+            let last = storage::Offset(next.0 - 1);
+            wait_acknowledged(
+                &partition,
+                self.epoch_storage(),
+                last,
+                min_insync,
+                REPLICATION_WAIT_MAX,
+            )
+            .await
+            .map_err(|code| {
+                tracing::warn!(code, "a __consumer_offsets append was not replicated");
+                coordinator_code(code)
+            })?;
+        }
         Ok((Some(base), chosen))
     }
 

@@ -13,6 +13,7 @@ mod http;
 mod maintenance;
 mod metadata_view;
 pub mod partitions;
+mod replica;
 mod shard;
 
 use std::cell::Cell;
@@ -120,6 +121,7 @@ pub fn run(
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
                 glommio::spawn_local(maintenance::run(shard.clone())).detach();
                 glommio::spawn_local(coordinator::Coordinator::tick(shard.clone())).detach();
+                glommio::spawn_local(replica::isr_loop(shard.clone())).detach();
                 serve_until_stopped(listener, shard.clone(), stop, shutdown).await;
                 // Every shard keeps running the jobs of the others until all
                 // have drained their connections (a connection's request may
@@ -151,6 +153,18 @@ enum Changes {
 /// files (only that topic's: while the log replays at start, the view does
 /// not know the topics created later yet).
 async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
+    // Replica roles follow the metadata, one pass at a time: a change
+    // arriving during a pass asks for one more.
+    let (wanted, passes) = glommio::channels::local_channel::new_bounded::<()>(1);
+    glommio::spawn_local({
+        let shard = shard.clone();
+        async move {
+            while passes.recv().await.is_some() {
+                replica::reconcile(&shard).await;
+            }
+        }
+    })
+    .detach();
     let on_change = {
         let shard = shard.clone();
         move |record: Option<&MetadataRecord>| {
@@ -160,6 +174,7 @@ async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
             if let (0, Some(MetadataRecord::DeleteTopic { id })) = (shard.index, record) {
                 partitions::remove_topic_dirs(&shard.partitions_root(), *id);
             }
+            let _ = wanted.try_send(());
         }
     };
     match changes {

@@ -37,7 +37,9 @@ pub struct PartitionKey {
 pub struct OpenPartition {
     /// Its log.
     pub log: Rc<Log<DmaFs>>,
-    /// Fetchers waiting for the high watermark to move.
+    /// This broker's role for it (leader, follower), from the metadata.
+    pub role: RefCell<super::replica::Role>,
+    /// Fetchers and produces waiting for the log or high watermark to move.
     arrivals: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
@@ -88,8 +90,10 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The log settings for a topic's partitions.
-pub fn log_config(config: &TopicConfig) -> LogConfig {
+/// The log settings for a topic's partitions. A replicated partition's
+/// high watermark is the replication layer's to move; a single replica's
+/// follows its flushes.
+pub fn log_config(config: &TopicConfig, replicated: bool) -> LogConfig {
     let defaults = LogConfig::default();
     let segment_bytes = (config.segment_bytes.max(64 << 10) as u64).min(u32::MAX as u64);
     let max_batch_bytes = (config.max_message_bytes.max(0) as usize)
@@ -102,6 +106,7 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
         max_batch_bytes,
         max_pending_bytes: defaults.max_pending_bytes.max(max_batch_bytes),
         preallocate_bytes: defaults.preallocate_bytes.min(segment_bytes),
+        high_watermark_follows_flush: !replicated,
         ..defaults
     }
 }
@@ -130,13 +135,32 @@ impl Partitions {
             return Ok(open.clone());
         }
         let dir = topic_dir(&self.root, topic).join(key.index.to_string());
-        let log = Log::open(DmaFs, dir, log_config(&topic.config)).await?;
+        let replicated = topic
+            .partitions
+            .get(key.index as usize)
+            .is_some_and(|p| p.replicas.len() > 1);
+        let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
         let partition = Rc::new(OpenPartition {
             log,
+            role: RefCell::default(),
             arrivals: RefCell::new(Vec::new()),
         });
         self.open.borrow_mut().insert(key, partition.clone());
         Ok(partition)
+    }
+
+    /// The partition if it is open.
+    pub fn get_open(&self, key: PartitionKey) -> Option<Rc<OpenPartition>> {
+        self.open.borrow().get(&key).cloned()
+    }
+
+    /// Every open partition.
+    pub fn open_partitions(&self) -> Vec<(PartitionKey, Rc<OpenPartition>)> {
+        self.open
+            .borrow()
+            .iter()
+            .map(|(k, p)| (*k, p.clone()))
+            .collect()
     }
 
     /// Drops the partitions of topics that no longer exist (their waiting

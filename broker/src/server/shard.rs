@@ -62,6 +62,8 @@ pub struct Shard {
     pub controller: Option<Rc<MetadataService>>,
     /// The groups whose `__consumer_offsets` partitions this shard owns.
     pub coordinator: Coordinator,
+    /// The follower fetchers of this shard, one per leader broker.
+    pub fetchers: super::replica::fetcher::Fetchers,
     senders: Mesh,
 }
 
@@ -84,6 +86,7 @@ impl Shard {
             partitions,
             controller,
             coordinator: Coordinator::default(),
+            fetchers: Default::default(),
             senders,
         }
     }

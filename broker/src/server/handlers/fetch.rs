@@ -25,6 +25,7 @@ use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
+use crate::server::replica;
 use crate::server::shard::Shard;
 
 /// Fetch versions served.
@@ -38,6 +39,9 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 struct PartitionRead {
     error: Code,
     high_watermark: i64,
+    /// What a long poll waits to see move: the high watermark for a
+    /// consumer, the log end for a follower.
+    seen: i64,
     log_start: i64,
     records: Vec<Bytes>,
     bytes: usize,
@@ -48,6 +52,7 @@ impl PartitionRead {
         PartitionRead {
             error,
             high_watermark: -1,
+            seen: -1,
             log_start: -1,
             ..PartitionRead::default()
         }
@@ -101,12 +106,19 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             })
         })
         .collect();
+    // A follower's fetch names its broker (v15+ in the replica state).
+    let replica = if version <= 14 {
+        decoded.replica_id.0
+    } else {
+        decoded.replica_state.replica_id.0
+    };
+    let replica = (replica >= 0).then_some(replica);
     let max_bytes = decoded.max_bytes.max(0) as usize;
     let min_bytes = decoded.min_bytes.max(0) as usize;
     let deadline =
         Instant::now() + Duration::from_millis(decoded.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     let reads = loop {
-        let reads = fit_response(read_all(shard, &wanted).await, max_bytes);
+        let reads = fit_response(read_all(shard, &wanted, replica).await, max_bytes);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.error != 0);
         let now = Instant::now();
@@ -114,7 +126,7 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             break reads;
         }
         // Read again once data arrives anywhere, or at the deadline.
-        wait_for_any(shard, &wanted, &reads, deadline - now).await;
+        wait_for_any(shard, &wanted, &reads, replica.is_some(), deadline - now).await;
     };
     let mut reads = reads.into_iter();
     let topics = decoded
@@ -167,8 +179,13 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     )?))
 }
 
-/// Reads every partition at once, each on its own shard.
-async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionRead> {
+/// Reads every partition at once, each on its own shard; for a follower
+/// (`replica`), up to the log end, noting its progress on the way.
+async fn read_all(
+    shard: &Rc<Shard>,
+    wanted: &[Wanted],
+    replica: Option<i32>,
+) -> Vec<PartitionRead> {
     let reads = wanted.iter().map(|w| {
         let shard = shard.clone();
         let (route, offset, max_bytes) = (w.route, w.offset, w.max_bytes);
@@ -179,7 +196,24 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionRead> {
                     if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
                         return PartitionRead::failed(code);
                     }
-                    read_on_owner(led, offset, max_bytes).await
+                    let Some(follower) = replica else {
+                        return read_on_owner(led, offset, max_bytes, None).await;
+                    };
+                    if offset > led.partition.log.log_end().0 {
+                        // Its log is longer: it must truncate first.
+                        return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
+                    }
+                    match replica::on_replica_fetch(
+                        &led.partition,
+                        follower,
+                        offset,
+                        current_leader_epoch,
+                    ) {
+                        Ok(high_watermark) => {
+                            read_on_owner(led, offset, max_bytes, Some(high_watermark)).await
+                        }
+                        Err(code) => PartitionRead::failed(code),
+                    }
                 })
             })
             .await
@@ -188,13 +222,25 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted]) -> Vec<PartitionRead> {
     futures::future::join_all(reads).await
 }
 
-async fn read_on_owner(led: Led, offset: i64, max_bytes: usize) -> PartitionRead {
+/// Reads below the high watermark, or (for a follower, which is sent the
+/// high watermark `follower_high_watermark`) below the log end.
+async fn read_on_owner(
+    led: Led,
+    offset: i64,
+    max_bytes: usize,
+    follower_high_watermark: Option<i64>,
+) -> PartitionRead {
     let log = &led.partition.log;
     let (log_start, log_end, high_watermark) =
         (log.log_start().0, log.log_end().0, log.high_watermark());
+    let bound = match follower_high_watermark {
+        Some(_) => Offset(log_end),
+        None => high_watermark,
+    };
     let mut read = PartitionRead {
         error: 0,
-        high_watermark: high_watermark.0,
+        high_watermark: follower_high_watermark.unwrap_or(high_watermark.0),
+        seen: bound.0,
         log_start,
         ..PartitionRead::default()
     };
@@ -202,13 +248,10 @@ async fn read_on_owner(led: Led, offset: i64, max_bytes: usize) -> PartitionRead
         read.error = ResponseError::OffsetOutOfRange.code();
         return read;
     }
-    if offset >= high_watermark.0 {
+    if offset >= bound.0 {
         return read; // nothing visible yet: the caller may wait
     }
-    match log
-        .read(Offset(offset), max_bytes.max(1), high_watermark)
-        .await
-    {
+    match log.read(Offset(offset), max_bytes.max(1), bound).await {
         Ok(outcome) => {
             read.bytes = outcome.bytes;
             read.records = outcome.chunks;
@@ -280,6 +323,7 @@ async fn wait_for_any(
     shard: &Rc<Shard>,
     wanted: &[Wanted],
     reads: &[PartitionRead],
+    follower: bool,
     left: Duration,
 ) {
     let waits: Vec<_> = wanted
@@ -287,13 +331,15 @@ async fn wait_for_any(
         .zip(reads)
         .filter(|(w, _)| w.route.is_ok())
         .map(|(w, r)| {
-            let (shard, route, seen) = (shard.clone(), w.route, r.high_watermark);
+            let (shard, route, seen) = (shard.clone(), w.route, r.seen);
             Box::pin(async move {
                 on_led_partition(
                     &shard,
                     route,
                     |_| (),
-                    move |_, led| Box::pin(async move { wait_on_owner(led, seen, left).await }),
+                    move |_, led| {
+                        Box::pin(async move { wait_on_owner(led, seen, follower, left).await })
+                    },
                 )
                 .await
             })
@@ -306,8 +352,14 @@ async fn wait_for_any(
     let _ = select(select_all(waits), Box::pin(glommio::timer::sleep(left))).await;
 }
 
-async fn wait_on_owner(led: Led, seen: i64, left: Duration) {
-    if led.partition.log.high_watermark().0 != seen {
+async fn wait_on_owner(led: Led, seen: i64, follower: bool, left: Duration) {
+    let log = &led.partition.log;
+    let now = if follower {
+        log.log_end().0
+    } else {
+        log.high_watermark().0
+    };
+    if now != seen {
         return;
     }
     // Dropped with the timeout: a partition deleted meanwhile wakes it too.

@@ -18,6 +18,7 @@ use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
+use crate::server::replica;
 use crate::server::shard::Shard;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
@@ -56,6 +57,7 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     }
     let decoded: ProduceRequest = checked(request, check_produce)?;
     let acks = decoded.acks;
+    let timeout = std::time::Duration::from_millis(decoded.timeout_ms.clamp(0, 300_000) as u64);
     let refuse_all = if !matches!(acks, -1..=1) {
         Some(ResponseError::InvalidRequiredAcks.code())
     } else if decoded.transactional_id.is_some() {
@@ -85,7 +87,9 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             };
             pending.push(async move {
                 on_led_partition(&shard, route, Appended::failed, move |owner, led| {
-                    Box::pin(async move { append_on_owner(&owner, led, records, acks).await })
+                    Box::pin(
+                        async move { append_on_owner(&owner, led, records, acks, timeout).await },
+                    )
                 })
                 .await
             });
@@ -148,13 +152,28 @@ fn error_text(code: Code) -> &'static str {
     }
 }
 
-/// Appends on the owning shard; for acks=all waits for the fdatasync.
-/// Runs as a task of that shard, so a producer disconnecting cannot
-/// cancel it half-way.
-async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> Appended {
+/// Appends on the owning shard; acks=all waits for the fdatasync (a
+/// single replica) or for the high watermark to pass the records (a
+/// replicated partition). Runs as a task of that shard, so a producer
+/// disconnecting cannot cancel it half-way.
+async fn append_on_owner(
+    shard: &Shard,
+    led: Led,
+    records: Bytes,
+    acks: i16,
+    timeout: std::time::Duration,
+) -> Appended {
     // Only the group coordinator writes its records there.
     if led.topic.name == crate::groups::OFFSETS_TOPIC {
         return Appended::failed(ResponseError::InvalidTopicException.code());
+    }
+    let replicated = led
+        .topic
+        .partitions
+        .get(led.index as usize)
+        .is_some_and(|p| p.replicas.len() > 1);
+    if replicated {
+        return append_replicated(led, records, acks, timeout).await;
     }
     // acks=all needs min.insync.replicas in the ISR (checked before
     // appending, as Kafka does, so nothing is written for a refusal).
@@ -212,6 +231,86 @@ async fn append_on_owner(shard: &Shard, led: Led, records: Bytes, acks: i16) -> 
             }
         })
         .detach();
+    }
+    Appended {
+        error: 0,
+        base_offset: first.0,
+        log_start: log.log_start().0,
+    }
+}
+
+/// Appends to a partition with followers: in the leader epoch this broker
+/// leads in; acks=all first needs min.insync.replicas in the ISR, then
+/// waits for the high watermark (every ISR member holds the records).
+async fn append_replicated(
+    led: Led,
+    records: Bytes,
+    acks: i16,
+    timeout: std::time::Duration,
+) -> Appended {
+    let partition = led.partition.clone();
+    let Some(epoch) = partition.role.borrow().leader_epoch() else {
+        return Appended::failed(ResponseError::NotLeaderOrFollower.code());
+    };
+    if epoch.0 != led.epoch.0 {
+        return Appended::failed(ResponseError::NotLeaderOrFollower.code());
+    }
+    let min_insync = led.topic.config.min_insync_replicas as usize;
+    if acks == -1 {
+        if let Err(code) = replica::check_acks_all(&partition, min_insync) {
+            return Appended::failed(code);
+        }
+    }
+    let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
+    let batches = match split_batches(&records, limit) {
+        Ok(batches) => batches,
+        Err(code) => return Appended::failed(code),
+    };
+    let log = partition.log.clone();
+    let (mut first, mut last) = (None, None);
+    for batch in batches {
+        match log.append_valid(batch, epoch).await {
+            Ok(info) => {
+                first.get_or_insert(info.base_offset);
+                last = Some(info.last_offset);
+            }
+            Err(e) => return Appended::failed(storage_error_code(&e)),
+        }
+    }
+    let (Some(first), Some(last)) = (first, last) else {
+        return Appended::failed(ResponseError::CorruptMessage.code());
+    };
+    // Followers waiting at this leader fetch the new records now.
+    partition.notify_arrival();
+    // The leader's own copy counts once flushed (fsync.before.ack).
+    let flushed = {
+        let partition = partition.clone();
+        async move {
+            let result = partition.log.wait_flushed(last.plus(1)).await;
+            replica::advance_high_watermark(&partition);
+            result
+        }
+    };
+    if acks != -1 {
+        glommio::spawn_local(async move {
+            if let Err(e) = flushed.await {
+                tracing::error!(error = %e, "flushing a partition failed");
+            }
+        })
+        .detach();
+    } else {
+        if led.topic.config.fsync_before_ack {
+            if let Err(e) = flushed.await {
+                return Appended::failed(storage_error_code(&e));
+            }
+        } else {
+            glommio::spawn_local(flushed).detach();
+        }
+        let acknowledged =
+            replica::wait_acknowledged(&partition, epoch, last, min_insync, timeout).await;
+        if let Err(code) = acknowledged {
+            return Appended::failed(code);
+        }
     }
     Appended {
         error: 0,

@@ -40,7 +40,7 @@ pub struct NewTopic {
     pub name: String,
     /// Partitions (-1: the broker's default).
     pub partitions: i32,
-    /// Replication factor (-1: 1).
+    /// Replication factor (-1: default_replication_factor, at most the live brokers).
     pub replication_factor: i16,
     /// Configuration overrides, `key = value`.
     pub configs: Vec<(String, Option<String>)>,
@@ -56,7 +56,11 @@ pub async fn create_topic(shard: &Rc<Shard>, topic: NewTopic, validate_only: boo
         n => n,
     };
     let replication_factor = match topic.replication_factor {
-        -1 => 1,
+        // The configured default, as far as live brokers allow.
+        -1 => {
+            let live = shard.view.borrow().metadata.live_brokers().count().max(1);
+            (shard.config.default_replication_factor as usize).min(live) as i16
+        }
         n => n,
     };
     if partitions <= 0 {

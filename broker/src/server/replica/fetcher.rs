@@ -1,0 +1,409 @@
+//! Follower fetchers: one per (leader broker, shard), copying every
+//! partition this shard follows on that leader with one Fetch at a time
+//! (replica id set), over the Kafka protocol like any client.
+//!
+//! A partition joins a fetcher untruncated: before its first fetch in a
+//! leader epoch it asks the leader, with OffsetForLeaderEpoch, where its
+//! latest epoch ends there, and cuts its own log to the point where both
+//! agree (in rounds, `replication::follower::truncation_step`). Then each
+//! fetch appends the leader's batches at their offsets, fdatasyncs them
+//! (when the topic counts only fdatasync'd copies) before the next fetch
+//! reports the new log end, and takes the high watermark the leader sends.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use client::connection::Connection;
+use control::BrokerId;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use replication::follower::{truncation_step, Truncation};
+use storage::{LeaderEpoch, Offset};
+
+use super::Role;
+use crate::server::partitions::{OpenPartition, PartitionKey};
+use crate::server::shard::Shard;
+
+/// The most a follower asks for per partition and per fetch.
+const PARTITION_BYTES_MAX: i32 = 1 << 20;
+/// The most a follower asks for per fetch.
+const FETCH_BYTES_MAX: i32 = 16 << 20;
+/// The pause before reconnecting, doubled up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(20);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// The pause of a fetcher with nothing to fetch yet.
+const IDLE: Duration = Duration::from_millis(20);
+/// Fetch and OffsetForLeaderEpoch versions used: the last ones that carry
+/// the replica id as a plain field and name topics (v12 and v3+).
+const FETCH_VERSION: i16 = 12;
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 3;
+
+/// One partition a fetcher copies.
+#[derive(Debug, Clone)]
+struct Followed {
+    topic: String,
+    epoch: LeaderEpoch,
+    /// Cut to where it agrees with the leader in this epoch.
+    truncated: bool,
+}
+
+type FollowedMap = Rc<RefCell<BTreeMap<PartitionKey, Followed>>>;
+
+/// A running fetcher (dropping it stops its task).
+pub struct Fetcher {
+    partitions: FollowedMap,
+    _task: glommio::Task<()>,
+}
+
+/// The fetchers of one shard, by leader.
+#[derive(Default)]
+pub struct Fetchers {
+    by_leader: RefCell<HashMap<BrokerId, Fetcher>>,
+}
+
+/// Points this shard's fetchers at what it now follows: (leader,
+/// partition, topic name, leader epoch). Fetchers of leaders it no longer
+/// follows stop; a partition whose epoch changed is truncated again.
+pub fn follow(
+    shard: &Rc<Shard>,
+    following: Vec<(BrokerId, PartitionKey, String, control::LeaderEpoch)>,
+) {
+    let mut wanted: HashMap<BrokerId, BTreeMap<PartitionKey, (String, LeaderEpoch)>> =
+        HashMap::new();
+    for (leader, key, topic, epoch) in following {
+        wanted
+            .entry(leader)
+            .or_default()
+            .insert(key, (topic, LeaderEpoch(epoch.0)));
+    }
+    let mut fetchers = shard.fetchers.by_leader.borrow_mut();
+    fetchers.retain(|leader, _| wanted.contains_key(leader));
+    for (leader, partitions) in wanted {
+        let fetcher = fetchers.entry(leader).or_insert_with(|| {
+            let map: FollowedMap = Rc::default();
+            let task = glommio::spawn_local(run(shard.clone(), leader, map.clone()));
+            Fetcher {
+                partitions: map,
+                _task: task,
+            }
+        });
+        let mut map = fetcher.partitions.borrow_mut();
+        map.retain(|key, _| partitions.contains_key(key));
+        for (key, (topic, epoch)) in partitions {
+            match map.get(&key) {
+                Some(existing) if existing.epoch == epoch => {}
+                _ => {
+                    map.insert(
+                        key,
+                        Followed {
+                            topic,
+                            epoch,
+                            truncated: false,
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Why a round stopped: the connection must be made again.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error(transparent)]
+    Client(#[from] client::connection::ClientError),
+    #[error("storage: {0}")]
+    Storage(#[from] storage::StorageError),
+}
+
+async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let Some(address) = leader_address(&shard, leader) else {
+            glommio::timer::sleep(backoff).await;
+            continue;
+        };
+        let client_id = format!("replica-{}-shard-{}", shard.config.node_id, shard.index);
+        let mut connection = match Connection::connect(address, &client_id).await {
+            Ok(connection) => connection,
+            Err(e) => {
+                tracing::debug!(leader = leader.0, error = %e, "cannot reach the leader");
+                glommio::timer::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        loop {
+            match round(&shard, &partitions, &mut connection).await {
+                Ok(true) => {}
+                Ok(false) => glommio::timer::sleep(IDLE).await,
+                Err(e) => {
+                    tracing::debug!(leader = leader.0, error = %e, "replica fetch failed; reconnecting");
+                    glommio::timer::sleep(backoff).await;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn leader_address(shard: &Shard, leader: BrokerId) -> Option<SocketAddr> {
+    let view = shard.view.borrow();
+    let broker = view.metadata.brokers.get(&leader)?;
+    broker.registration.listener.parse().ok()
+}
+
+/// One round: truncate what needs it, then one fetch. Returns whether
+/// there was anything to do.
+async fn round(
+    shard: &Rc<Shard>,
+    partitions: &FollowedMap,
+    connection: &mut Connection,
+) -> Result<bool, RoundError> {
+    let snapshot: Vec<(PartitionKey, Followed)> = partitions
+        .borrow()
+        .iter()
+        .map(|(k, f)| (*k, f.clone()))
+        .collect();
+    let untruncated: Vec<_> = snapshot.iter().filter(|(_, f)| !f.truncated).collect();
+    if !untruncated.is_empty() {
+        truncate(shard, partitions, connection, &untruncated).await?;
+    }
+    let ready: Vec<_> = snapshot
+        .iter()
+        .filter(|(k, _)| partitions.borrow().get(k).is_some_and(|f| f.truncated))
+        .collect();
+    if ready.is_empty() {
+        return Ok(!untruncated.is_empty());
+    }
+    fetch(shard, partitions, connection, &ready).await?;
+    Ok(true)
+}
+
+/// The open log of a partition this shard follows in `epoch`, if that
+/// still holds.
+fn followed_log(shard: &Shard, key: PartitionKey, epoch: LeaderEpoch) -> Option<Rc<OpenPartition>> {
+    let partition = shard.partitions.get_open(key)?;
+    let follows =
+        matches!(&*partition.role.borrow(), Role::Follower { epoch: e, .. } if *e == epoch);
+    follows.then_some(partition)
+}
+
+fn still_followed(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoch) -> bool {
+    partitions
+        .borrow()
+        .get(&key)
+        .is_some_and(|f| f.epoch == epoch)
+}
+
+async fn truncate(
+    shard: &Rc<Shard>,
+    partitions: &FollowedMap,
+    connection: &mut Connection,
+    untruncated: &[&(PartitionKey, Followed)],
+) -> Result<(), RoundError> {
+    let mut asked = Vec::new();
+    let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+    for (key, followed) in untruncated {
+        let Some(partition) = followed_log(shard, *key, followed.epoch) else {
+            continue;
+        };
+        let epochs = partition.log.epochs();
+        let Some(latest) = epochs.latest() else {
+            // An empty log agrees with every leader.
+            mark_truncated(partitions, *key, followed.epoch);
+            continue;
+        };
+        topics.entry(&followed.topic).or_default().push(
+            OffsetForLeaderPartition::default()
+                .with_partition(key.index as i32)
+                .with_current_leader_epoch(followed.epoch.0)
+                .with_leader_epoch(latest.0),
+        );
+        asked.push((*key, followed.clone(), partition));
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(shard.config.node_id))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetForLeaderTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    let response = connection
+        .call(&request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        .await?;
+    for topic in &response.topics {
+        for answer in &topic.partitions {
+            let Some((key, followed, partition)) = asked.iter().find(|(k, f, _)| {
+                f.topic == topic.topic.as_str() && k.index as i32 == answer.partition
+            }) else {
+                continue;
+            };
+            if answer.error_code != 0 || !still_followed(partitions, *key, followed.epoch) {
+                continue; // asked again next round, or after the metadata moves
+            }
+            let leader_answer = (answer.leader_epoch >= 0)
+                .then_some((LeaderEpoch(answer.leader_epoch), Offset(answer.end_offset)));
+            let log = &partition.log;
+            let step = truncation_step(&log.epochs(), log.log_end(), leader_answer);
+            let (cut, done) = match step {
+                Truncation::Done(at) => (at, true),
+                Truncation::Again(at) => (at, false),
+            };
+            if cut < log.log_end() {
+                tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = cut.0, "truncating to the leader's log");
+                log.truncate_to(cut).await?;
+            }
+            if done {
+                mark_truncated(partitions, *key, followed.epoch);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mark_truncated(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoch) {
+    if let Some(f) = partitions.borrow_mut().get_mut(&key) {
+        if f.epoch == epoch {
+            f.truncated = true;
+        }
+    }
+}
+
+async fn fetch(
+    shard: &Rc<Shard>,
+    partitions: &FollowedMap,
+    connection: &mut Connection,
+    ready: &[&(PartitionKey, Followed)],
+) -> Result<(), RoundError> {
+    let mut asked = Vec::new();
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (key, followed) in ready {
+        let Some(partition) = followed_log(shard, *key, followed.epoch) else {
+            continue;
+        };
+        let log = &partition.log;
+        topics.entry(&followed.topic).or_default().push(
+            FetchPartition::default()
+                .with_partition(key.index as i32)
+                .with_current_leader_epoch(followed.epoch.0)
+                .with_fetch_offset(log.log_end().0)
+                .with_log_start_offset(log.log_start().0)
+                .with_partition_max_bytes(PARTITION_BYTES_MAX),
+        );
+        asked.push((*key, (*followed).clone(), partition));
+    }
+    if asked.is_empty() {
+        glommio::timer::sleep(IDLE).await;
+        return Ok(());
+    }
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(shard.config.node_id))
+        .with_replica_state(ReplicaState::default())
+        .with_max_wait_ms(shard.config.replica_fetch_wait_max_ms as i32)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_BYTES_MAX)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    let response = connection.call(&request, FETCH_VERSION).await?;
+    let mut backed_off = false;
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            let Some((key, followed, partition)) = asked.iter().find(|(k, f, _)| {
+                f.topic == topic.topic.as_str() && k.index as i32 == data.partition_index
+            }) else {
+                continue;
+            };
+            if !still_followed(partitions, *key, followed.epoch) {
+                continue;
+            }
+            match ResponseError::try_from_code(data.error_code) {
+                None => {}
+                Some(ResponseError::OffsetOutOfRange) => {
+                    // This log ends past the leader's: find the common
+                    // point again.
+                    if let Some(f) = partitions.borrow_mut().get_mut(key) {
+                        f.truncated = false;
+                    }
+                    continue;
+                }
+                Some(error) => {
+                    // Not (yet) the leader in this epoch, as far as it
+                    // knows: wait for the metadata to settle.
+                    tracing::debug!(topic = %followed.topic, partition = key.index, ?error, "replica fetch refused");
+                    if !backed_off {
+                        backed_off = true;
+                        glommio::timer::sleep(IDLE).await;
+                    }
+                    continue;
+                }
+            }
+            let records = data.records.clone().unwrap_or_default();
+            append_batches(partition, &records).await?;
+            let log = &partition.log;
+            let fsync = shard
+                .view
+                .borrow()
+                .metadata
+                .topics
+                .get(&key.topic)
+                .is_none_or(|t| t.config.fsync_before_ack);
+            if fsync && log.flushed() < log.log_end() {
+                log.flush().await?;
+            }
+            let high_watermark = Offset(data.high_watermark).min(log.log_end());
+            if high_watermark > log.high_watermark() {
+                log.set_high_watermark(high_watermark);
+                partition.notify_arrival();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the whole batches of a fetch response at their offsets; a
+/// batch already held (below the log end) is skipped.
+async fn append_batches(partition: &OpenPartition, records: &Bytes) -> Result<(), RoundError> {
+    let mut at = 0;
+    while at + 12 <= records.len() {
+        let base = i64::from_be_bytes(records[at..at + 8].try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(records[at + 8..at + 12].try_into().expect("4 bytes"));
+        let end = at + 12 + length.max(0) as usize;
+        if length <= 0 || end > records.len() {
+            break; // a partial batch at the end of the response
+        }
+        if base >= partition.log.log_end().0 {
+            let batch = BytesMut::from(&records[at..end]);
+            partition.log.append_replica(batch).await?;
+        }
+        at = end;
+    }
+    Ok(())
+}

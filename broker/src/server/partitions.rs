@@ -38,7 +38,13 @@ pub struct OpenPartition {
     /// Its log.
     pub log: Rc<Log<DmaFs>>,
     /// This broker's role for it (leader, follower), from the metadata.
+    /// Changed only with `replica_writes` held.
     pub role: RefCell<super::replica::Role>,
+    /// Held by a follower's truncation or append (from checking its role
+    /// to the end of the write) and by a role change: an append fetched
+    /// from a deposed leader can then never land after the truncation
+    /// for the next one, nor after this broker starts leading.
+    pub replica_writes: futures::lock::Mutex<()>,
     /// Fetchers and produces waiting for the log or high watermark to move.
     arrivals: RefCell<Vec<oneshot::Sender<()>>>,
 }
@@ -143,6 +149,7 @@ impl Partitions {
         let partition = Rc::new(OpenPartition {
             log,
             role: RefCell::default(),
+            replica_writes: futures::lock::Mutex::new(()),
             arrivals: RefCell::new(Vec::new()),
         });
         self.open.borrow_mut().insert(key, partition.clone());

@@ -58,10 +58,11 @@ struct Followed {
 
 type FollowedMap = Rc<RefCell<BTreeMap<PartitionKey, Followed>>>;
 
-/// A running fetcher (dropping it stops its task).
+/// A running fetcher. It is stopped by emptying its partitions, never
+/// cancelled: a task dropped half-way through a truncation or flush would
+/// leave the log's memory and files out of step.
 pub struct Fetcher {
     partitions: FollowedMap,
-    _task: glommio::Task<()>,
 }
 
 /// The fetchers of one shard, by leader.
@@ -86,15 +87,18 @@ pub fn follow(
             .insert(key, (topic, LeaderEpoch(epoch.0)));
     }
     let mut fetchers = shard.fetchers.by_leader.borrow_mut();
-    fetchers.retain(|leader, _| wanted.contains_key(leader));
+    fetchers.retain(|leader, fetcher| {
+        let keep = wanted.contains_key(leader);
+        if !keep {
+            fetcher.partitions.borrow_mut().clear(); // its task ends
+        }
+        keep
+    });
     for (leader, partitions) in wanted {
         let fetcher = fetchers.entry(leader).or_insert_with(|| {
             let map: FollowedMap = Rc::default();
-            let task = glommio::spawn_local(run(shard.clone(), leader, map.clone()));
-            Fetcher {
-                partitions: map,
-                _task: task,
-            }
+            glommio::spawn_local(run(shard.clone(), leader, map.clone())).detach();
+            Fetcher { partitions: map }
         });
         let mut map = fetcher.partitions.borrow_mut();
         map.retain(|key, _| partitions.contains_key(key));
@@ -127,7 +131,13 @@ enum RoundError {
 
 async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
     let mut backoff = BACKOFF_MIN;
+    // Ends once it follows nothing there (a fetcher for that leader, if
+    // wanted again, is a new one with a new map).
+    let stopped = |partitions: &FollowedMap| Rc::strong_count(partitions) == 1;
     loop {
+        if stopped(&partitions) {
+            return;
+        }
         let Some(address) = leader_address(&shard, leader) else {
             glommio::timer::sleep(backoff).await;
             continue;
@@ -144,6 +154,9 @@ async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
         };
         backoff = BACKOFF_MIN;
         loop {
+            if stopped(&partitions) {
+                return;
+            }
             match round(&shard, &partitions, &mut connection).await {
                 Ok(true) => {}
                 Ok(false) => glommio::timer::sleep(IDLE).await,
@@ -262,6 +275,10 @@ async fn truncate(
             }
             let leader_answer = (answer.leader_epoch >= 0)
                 .then_some((LeaderEpoch(answer.leader_epoch), Offset(answer.end_offset)));
+            let _writing = partition.replica_writes.lock().await;
+            if followed_log(shard, *key, followed.epoch).is_none() {
+                continue; // its role changed meanwhile
+            }
             let log = &partition.log;
             let step = truncation_step(&log.epochs(), log.log_end(), leader_answer);
             let (cut, done) = match step {
@@ -366,6 +383,12 @@ async fn fetch(
                 }
             }
             let records = data.records.clone().unwrap_or_default();
+            let _writing = partition.replica_writes.lock().await;
+            if followed_log(shard, *key, followed.epoch).is_none()
+                || !still_followed(partitions, *key, followed.epoch)
+            {
+                continue; // its role changed while the fetch was out
+            }
             append_batches(partition, &records).await?;
             let log = &partition.log;
             let fsync = shard

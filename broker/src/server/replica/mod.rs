@@ -234,6 +234,7 @@ pub async fn reconcile(shard: &Rc<Shard>) {
                 continue;
             }
         };
+        let _no_replica_write = partition.replica_writes.lock().await;
         assign_role(shard, &partition, &topic, &meta, me);
         if let (Some(leader), true) = (meta.leader, meta.leader != Some(me)) {
             following.push((leader, key, topic.name.clone(), meta.leader_epoch));

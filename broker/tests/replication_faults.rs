@@ -609,6 +609,18 @@ fn run(acks: i16, faults: usize) -> Verdict {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
+    // Rejoining the ISR went through the leaders' AlterIsr requests.
+    let expands: u64 = (1..=BROKERS)
+        .map(|id| counter(cluster.node(id).http, "isr_expands_total"))
+        .sum();
+    let shrinks: u64 = (1..=BROKERS)
+        .map(|id| counter(cluster.node(id).http, "isr_shrinks_total"))
+        .sum();
+    println!("ISR changes seen by the live leaders: {shrinks} shrinks, {expands} expands");
+    assert!(
+        expands >= 1,
+        "followers rejoined the ISR without an expansion counted"
+    );
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.join().unwrap();
@@ -777,6 +789,21 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
         }
     }
     (logs, high_watermarks)
+}
+
+/// A counter from a broker's /metrics.
+fn counter(http: SocketAddr, name: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(http).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
 }
 
 /// `broker dump-log` of one replica, a line per batch.

@@ -1,12 +1,19 @@
 //! The HTTP listener (on shard 0). Serves `GET /health` so operators and
-//! load balancers can check the broker is up; the HTTP/JSON API and
-//! /metrics are built on this listener by their own issue. Requests are
-//! bounded (head at most 8 KiB), one per connection.
+//! load balancers can check the broker is up, and `GET /metrics` with the
+//! replication counters so far (Prometheus text); the HTTP/JSON API and
+//! the rest of the metrics are built on this listener by their own issue.
+//! Requests are bounded (head at most 8 KiB), one per connection.
 
 use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use control::service::MetadataService;
 
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
+
+use super::replica::{ISR_EXPANDS, ISR_SHRINKS};
 
 /// The largest request head read.
 const HEAD_BYTES_MAX: usize = 8 * 1024;
@@ -21,12 +28,13 @@ pub fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, bound))
 }
 
-/// Serves connections until the task is dropped.
-pub async fn serve(listener: TcpListener) {
+/// Serves connections until the task is dropped; `service` is the
+/// metadata quorum (for the cluster-wide counters).
+pub async fn serve(listener: TcpListener, service: Rc<MetadataService>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(answer(stream)).detach();
+                glommio::spawn_local(answer(stream, service.clone())).detach();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "http accept failed");
@@ -36,7 +44,7 @@ pub async fn serve(listener: TcpListener) {
     }
 }
 
-async fn answer(mut stream: TcpStream) {
+async fn answer(mut stream: TcpStream, service: Rc<MetadataService>) {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -56,11 +64,41 @@ async fn answer(mut stream: TcpStream) {
     let mut words = line.split_whitespace();
     let reply = match (words.next(), words.next()) {
         (Some("GET"), Some("/health")) => response(200, "ok\n"),
+        (Some("GET"), Some("/metrics")) => response(200, &metrics(&service)),
         (Some(_), Some(_)) => response(404, "not found\n"),
         _ => response(400, "bad request\n"),
     };
     let _ = stream.write_all(&reply).await;
     let _ = stream.close().await;
+}
+
+/// The counters in Prometheus's text format.
+fn metrics(service: &MetadataService) -> String {
+    let unclean = service.view().metadata.unclean_leader_elections;
+    let counters = [
+        (
+            "isr_shrinks_total",
+            "ISR shrinks of partitions this broker leads",
+            ISR_SHRINKS.load(Ordering::Relaxed),
+        ),
+        (
+            "isr_expands_total",
+            "ISR expansions of partitions this broker leads",
+            ISR_EXPANDS.load(Ordering::Relaxed),
+        ),
+        (
+            "unclean_leader_elections_total",
+            "leaders elected from outside the ISR, cluster-wide",
+            unclean,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, help, value) in counters {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+        ));
+    }
+    out
 }
 
 fn response(status: u16, body: &str) -> Vec<u8> {

@@ -229,11 +229,11 @@ fn first_shard(
         Ok(bound) => bound,
         Err(e) => return fail("cannot bind the HTTP listener", e),
     };
-    glommio::spawn_local(http::serve(http_listener)).detach();
     let service = match metadata_view::start_quorum(config) {
         Ok(service) => Rc::new(service),
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
+    glommio::spawn_local(http::serve(http_listener, service.clone())).detach();
     for _ in 1..shards {
         match service.subscribe_shared(metadata_view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {

@@ -9,7 +9,8 @@
 #   scripts/cluster.sh status      which brokers run, and the cluster view
 #
 # Broker N listens on Kafka 19090+N, HTTP 18080+N, metadata 19190+N; its
-# data and log are in $CLUSTER_DIR/N (default target/cluster/N).
+# data and log are in $CLUSTER_DIR/N (default target/cluster/N); its rack is
+# rack-N.
 # Extra settings go through the environment (BROKER_*), e.g.
 #   BROKER_SHARDS=1 scripts/cluster.sh start
 set -euo pipefail
@@ -43,7 +44,7 @@ start_one() {
         return
     fi
     mkdir -p "$CLUSTER_DIR/$i"
-    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters "$n") \
+    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters "$n") BROKER_RACK=${BROKER_RACK:-rack-$i} \
         "$BIN" serve --node-id "$i" --data-dir "$CLUSTER_DIR/$i/data" \
         --kafka-listen "127.0.0.1:$(kafka_port "$i")" \
         --http-listen "127.0.0.1:$(http_port "$i")" \

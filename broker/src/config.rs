@@ -69,6 +69,10 @@ pub struct BrokerConfig {
     pub replica_fetch_wait_max_ms: u64,
     /// Replicas of auto-created topics (capped at the live brokers).
     pub default_replication_factor: u32,
+    /// Where consumers read: `leader`, or `rack-aware` (a consumer that
+    /// names its rack is sent to an in-sync replica in it, KIP-392, and
+    /// followers serve consumer fetches below their high watermark).
+    pub replica_selector: String,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
@@ -101,6 +105,7 @@ impl Default for BrokerConfig {
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
             default_replication_factor: 1,
+            replica_selector: "leader".into(),
             test_flush_delay_ms: 0,
         }
     }
@@ -245,6 +250,12 @@ impl BrokerConfig {
                     .into(),
             );
         }
+        if !matches!(self.replica_selector.as_str(), "leader" | "rack-aware") {
+            return invalid(format!(
+                "replica_selector must be leader or rack-aware, got {:?}",
+                self.replica_selector
+            ));
+        }
         if self.default_replication_factor == 0 {
             return invalid("default_replication_factor must be at least 1".into());
         }
@@ -275,6 +286,11 @@ impl BrokerConfig {
             }
         }
         Ok(voters)
+    }
+
+    /// Whether consumers may read from in-sync followers in their rack.
+    pub fn rack_aware_reads(&self) -> bool {
+        self.replica_selector == "rack-aware"
     }
 
     /// What clients are told to connect to.

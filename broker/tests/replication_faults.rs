@@ -18,11 +18,12 @@
 
 mod support;
 
+use support::cluster::{counter, Cluster};
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,193 +49,6 @@ const BATCH_RECORDS: u64 = 5;
 const SESSION_TIMEOUT_MS: u64 = 1_500;
 /// A call with no answer in this long (a stopped broker) is given up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// One broker process and where it listens.
-struct Node {
-    kafka: SocketAddr,
-    http: SocketAddr,
-    dir: PathBuf,
-    process: Option<Child>,
-    paused: bool,
-}
-
-struct Cluster {
-    nodes: Vec<Node>,
-    voters: String,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Cluster {
-    fn new(root: &Path) -> Cluster {
-        let mut nodes = Vec::new();
-        let mut voters = Vec::new();
-        for id in 1..=BROKERS {
-            let (kafka, http, metadata) = (free_port(), free_port(), free_port());
-            voters.push(format!("{id}@127.0.0.1:{metadata}"));
-            nodes.push(Node {
-                kafka: format!("127.0.0.1:{kafka}").parse().unwrap(),
-                http: format!("127.0.0.1:{http}").parse().unwrap(),
-                dir: root.join(id.to_string()),
-                process: None,
-                paused: false,
-            });
-        }
-        Cluster {
-            nodes,
-            voters: voters.join(","),
-        }
-    }
-
-    fn log_path(&self, id: i32) -> PathBuf {
-        self.node(id).dir.join("broker.log")
-    }
-
-    fn node(&self, id: i32) -> &Node {
-        &self.nodes[(id - 1) as usize]
-    }
-
-    fn node_mut(&mut self, id: i32) -> &mut Node {
-        &mut self.nodes[(id - 1) as usize]
-    }
-
-    /// Starts broker `id` (its log appended to its directory's broker.log).
-    fn spawn(&mut self, id: i32) {
-        let voters = self.voters.clone();
-        let node = self.node_mut(id);
-        std::fs::create_dir_all(&node.dir).unwrap();
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(node.dir.join("broker.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_broker"))
-            .args(["serve", "--node-id", &id.to_string(), "--shards", "1"])
-            .arg("--data-dir")
-            .arg(node.dir.join("data"))
-            .args(["--kafka-listen", &node.kafka.to_string()])
-            .args(["--http-listen", &node.http.to_string()])
-            .env("RUST_LOG", "info")
-            .env("BROKER_CONTROLLER_QUORUM_VOTERS", voters)
-            .env("BROKER_PIN_SHARDS", "false")
-            .env("BROKER_AUTO_CREATE_TOPICS", "false")
-            .env(
-                "BROKER_BROKER_SESSION_TIMEOUT_MS",
-                SESSION_TIMEOUT_MS.to_string(),
-            )
-            .env("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250")
-            .env("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000")
-            .env("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start a broker");
-        node.process = Some(child);
-        node.paused = false;
-    }
-
-    /// Waits until broker `id`'s current life logged that it listens
-    /// (registered with the quorum), counting `before` earlier lines.
-    fn wait_listening(&self, id: i32, before: usize) {
-        let started = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
-            if text.matches("listening kafka=").count() > before {
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "broker {id} did not become ready; its log:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn lives(&self, id: i32) -> usize {
-        std::fs::read_to_string(self.log_path(id))
-            .unwrap_or_default()
-            .matches("listening kafka=")
-            .count()
-    }
-
-    fn kill9(&mut self, id: i32) {
-        if let Some(mut child) = self.node_mut(id).process.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn restart(&mut self, id: i32) {
-        let before = self.lives(id);
-        self.spawn(id);
-        self.wait_listening(id, before);
-    }
-
-    fn signal(&mut self, id: i32, signal: i32) {
-        let node = self.node_mut(id);
-        if let Some(child) = &node.process {
-            unsafe {
-                libc::kill(child.id() as i32, signal);
-            }
-            node.paused = signal == libc::SIGSTOP;
-        }
-    }
-
-    /// Every broker running and resumed.
-    fn heal(&mut self) {
-        for id in 1..=BROKERS {
-            if self.node(id).paused {
-                self.signal(id, libc::SIGCONT);
-            }
-            if self.node(id).process.is_none() {
-                self.restart(id);
-            }
-        }
-    }
-
-    /// SIGTERM every broker and wait for them to exit.
-    fn stop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(child) = &node.process {
-                unsafe {
-                    libc::kill(child.id() as i32, libc::SIGTERM);
-                }
-            }
-        }
-        for node in &mut self.nodes {
-            if let Some(mut child) = node.process.take() {
-                let started = Instant::now();
-                while child.try_wait().unwrap().is_none() {
-                    if started.elapsed() > Duration::from_secs(30) {
-                        let _ = child.kill();
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-    }
-
-    fn addresses(&self) -> Vec<SocketAddr> {
-        self.nodes.iter().map(|n| n.kafka).collect()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(mut child) = node.process.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
 
 async fn with_timeout<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
     let timer = glommio::timer::sleep(CALL_TIMEOUT);
@@ -553,13 +367,18 @@ fn run(acks: i16, faults: usize) -> Verdict {
     let seed = support::seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::new(root.path());
-    for id in 1..=BROKERS {
-        cluster.spawn(id);
-    }
-    for id in 1..=BROKERS {
-        cluster.wait_listening(id, 0);
-    }
+    let session = SESSION_TIMEOUT_MS.to_string();
+    let mut cluster = Cluster::new(
+        root.path(),
+        BROKERS,
+        &[
+            ("BROKER_BROKER_SESSION_TIMEOUT_MS", session.as_str()),
+            ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+            ("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000"),
+            ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+        ],
+    );
+    cluster.start();
     let created = Command::new(env!("CARGO_BIN_EXE_broker"))
         .args(["topic", "create", TOPIC, "--partitions"])
         .arg(PARTITIONS.to_string())
@@ -789,21 +608,6 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
         }
     }
     (logs, high_watermarks)
-}
-
-/// A counter from a broker's /metrics.
-fn counter(http: SocketAddr, name: &str) -> u64 {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(http).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
 }
 
 /// `broker dump-log` of one replica, a line per batch.

@@ -44,8 +44,10 @@ pub enum Call {
     Request(ControllerRequest),
 }
 
-/// The controller's answer to a call.
-pub type Reply = Result<(), RequestError>;
+/// The controller's answer to a call: on success, the metadata log index
+/// the caller's own node must apply before it acts on the answer (a
+/// request's last record; for a heartbeat, the log's end when answered).
+pub type Reply = Result<u64, RequestError>;
 
 /// Encodes a call as a frame.
 pub fn encode_call(call: &Call) -> Vec<u8> {
@@ -146,7 +148,7 @@ mod tests {
         let decoded = decode_call(&frame[8..]).unwrap();
         assert_eq!(format!("{decoded:?}"), format!("{call:?}"));
         for reply in [
-            Ok(()),
+            Ok(17),
             Err(RequestError::NotController { leader: Some(3) }),
             Err(RequestError::Refused(MetadataError::TopicExists(
                 "t".into(),

@@ -92,8 +92,8 @@ pub struct Change {
 enum Command {
     Propose(MetadataRecord),
     SubscribeShared(SharedSender<Change>),
-    Heartbeat(BrokerId, Incarnation),
-    Request(ControllerRequest, oneshot::Sender<Result<(), RequestError>>),
+    Heartbeat(BrokerId, Incarnation, Option<oneshot::Sender<Reply>>),
+    Request(ControllerRequest, oneshot::Sender<Reply>),
 }
 
 /// A running metadata node.
@@ -176,8 +176,29 @@ impl MetadataService {
                 .detach();
                 Ok(())
             }
-            None => self.send(Command::Heartbeat(broker, incarnation)),
+            None => self.send(Command::Heartbeat(broker, incarnation, None)),
         }
+    }
+
+    /// A heartbeat answered by the active controller (here or forwarded):
+    /// on success, the metadata log index this node must apply to be as
+    /// current as the controller was when it answered.
+    pub async fn heartbeat_acknowledged(
+        &self,
+        broker: BrokerId,
+        incarnation: Incarnation,
+    ) -> Reply {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Heartbeat(broker, incarnation, Some(tx)))?;
+        let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
+        self.or_forwarded(
+            local,
+            Call::Heartbeat {
+                broker,
+                incarnation,
+            },
+        )
+        .await
     }
 
     /// Asks the active controller for a change; resolves once its records
@@ -187,13 +208,19 @@ impl MetadataService {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Request(request.clone(), tx))?;
         let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
+        self.or_forwarded(local, Call::Request(request))
+            .await
+            .map(|_| ())
+    }
+
+    /// The local answer, unless it says another node leads: then that
+    /// node's answer to `call`.
+    async fn or_forwarded(&self, local: Reply, call: Call) -> Reply {
         match &local {
             Err(RequestError::NotController {
                 leader: Some(leader),
             }) => match self.peers.get(leader) {
-                Some(address) => {
-                    forward(*address, &Call::Request(request), self.call_timeout).await
-                }
+                Some(address) => forward(*address, &call, self.call_timeout).await,
                 None => local,
             },
             _ => local,
@@ -236,7 +263,7 @@ impl MetadataService {
 /// A request waiting for its last record to apply.
 struct Waiter {
     record: MetadataRecord,
-    reply: oneshot::Sender<Result<(), RequestError>>,
+    reply: oneshot::Sender<Reply>,
 }
 
 struct Driver<T> {
@@ -334,23 +361,7 @@ impl<T: Transport> Driver<T> {
             Call::Heartbeat {
                 broker,
                 incarnation,
-            } => {
-                if !self.node.is_leader() {
-                    let _ = reply.send(Err(RequestError::NotController {
-                        leader: self.node.leader(),
-                    }));
-                    return;
-                }
-                let now = self.now_ms();
-                let outcome =
-                    self.controller
-                        .heartbeat(self.node.metadata(), broker, incarnation, now);
-                let _ = reply.send(match outcome {
-                    Ok(records) if records.is_empty() => Ok(()),
-                    Ok(records) => self.propose_all(&records).map(|_| ()),
-                    Err(e) => Err(RequestError::Refused(e)),
-                });
-            }
+            } => self.command(Command::Heartbeat(broker, incarnation, Some(reply))),
         }
     }
 
@@ -382,19 +393,27 @@ impl<T: Transport> Driver<T> {
                     tracing::debug!(error = %e, "proposal not taken");
                 }
             }
-            Command::Heartbeat(broker, incarnation) => {
-                if !self.node.is_leader() {
-                    return;
-                }
-                let now = self.now_ms();
-                match self
-                    .controller
-                    .heartbeat(self.node.metadata(), broker, incarnation, now)
-                {
-                    Ok(records) => {
-                        let _ = self.propose_all(&records);
+            Command::Heartbeat(broker, incarnation, reply) => {
+                let outcome = if !self.node.is_leader() {
+                    Err(RequestError::NotController {
+                        leader: self.node.leader(),
+                    })
+                } else {
+                    let now = self.now_ms();
+                    match self
+                        .controller
+                        .heartbeat(self.node.metadata(), broker, incarnation, now)
+                    {
+                        Ok(records) if records.is_empty() => Ok(self.node.last_index()),
+                        Ok(records) => self.propose_all(&records).map(|_| self.node.last_index()),
+                        Err(e) => Err(RequestError::Refused(e)),
                     }
-                    Err(e) => tracing::debug!(%broker, error = %e, "heartbeat refused"),
+                };
+                if let Err(e) = &outcome {
+                    tracing::debug!(%broker, error = %e, "heartbeat refused");
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(outcome);
                 }
             }
             Command::Request(request, reply) => {
@@ -590,7 +609,7 @@ impl<T: Transport> Driver<T> {
             return;
         };
         let outcome = match (&applied.record, &applied.refused) {
-            (Some(record), None) if *record == waiter.record => Ok(()),
+            (Some(record), None) if *record == waiter.record => Ok(applied.index),
             (Some(record), Some(refused)) if *record == waiter.record => {
                 Err(RequestError::Refused(refused.clone()))
             }

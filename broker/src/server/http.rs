@@ -13,7 +13,7 @@ use control::service::MetadataService;
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use super::replica::{ISR_EXPANDS, ISR_SHRINKS};
+use super::replica::{FOLLOWER_READS, ISR_EXPANDS, ISR_SHRINKS};
 
 /// The largest request head read.
 const HEAD_BYTES_MAX: usize = 8 * 1024;
@@ -85,6 +85,11 @@ fn metrics(service: &MetadataService) -> String {
             "isr_expands_total",
             "ISR expansions of partitions this broker leads",
             ISR_EXPANDS.load(Ordering::Relaxed),
+        ),
+        (
+            "follower_consumer_fetches_total",
+            "consumer fetches served by this broker as a follower (rack-aware reads)",
+            FOLLOWER_READS.load(Ordering::Relaxed),
         ),
         (
             "unclean_leader_elections_total",

@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use control::disk::FileRaftDisk;
@@ -22,6 +23,7 @@ use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::ConnectedReceiver;
 
+use super::replica::now_ms;
 use crate::config::BrokerConfig;
 
 /// One Raft tick of the metadata quorum.
@@ -147,28 +149,74 @@ pub async fn register_and_heartbeat(
     }
     let incarnation = registration.incarnation;
     life.incarnation.set(Some(incarnation));
+    let session = Duration::from_millis(config.broker_session_timeout_ms);
     let mut on_live = Some(on_live);
     loop {
         if life.shutting_down.get() {
             return;
         }
-        let _ = service.heartbeat(id, incarnation);
-        if let Some(announce) = on_live.take() {
-            // The first heartbeat unfences the new life: wait for it (and
-            // heartbeat again if it was lost on its way to the leader).
-            let mut waited = Duration::ZERO;
-            while !is_live(&service, id, incarnation) {
-                glommio::timer::sleep(METADATA_TICK).await;
-                waited += METADATA_TICK;
-                if waited >= heartbeat_every {
-                    let _ = service.heartbeat(id, incarnation);
-                    waited = Duration::ZERO;
-                }
-            }
-            announce();
+        let started = std::time::Instant::now();
+        let sent_ms = now_ms();
+        if heartbeat(&service, id, incarnation, session / 2).await {
+            // The controller fences a broker silent for a session from
+            // when it last heard it, which is after this was sent.
+            let lease = sent_ms + (session.as_millis() as u64) * 9 / 10;
+            LEASE_UNTIL_MS.fetch_max(lease, Ordering::Relaxed);
         }
-        glommio::timer::sleep(heartbeat_every).await;
+        // The first heartbeat unfences the new life.
+        if on_live.is_some() && is_live(&service, id, incarnation) {
+            if let Some(announce) = on_live.take() {
+                announce();
+            }
+        }
+        let pause = if on_live.is_some() {
+            METADATA_TICK * 5
+        } else {
+            heartbeat_every
+        };
+        glommio::timer::sleep(pause.saturating_sub(started.elapsed())).await;
     }
+}
+
+/// Until when (on [`now_ms`]'s clock) this broker may act as a leader:
+/// while its last acknowledged heartbeat keeps it from being fenced. A
+/// broker that stalled (paused, partitioned) past its session may have
+/// been fenced and replaced without knowing it; until a heartbeat is
+/// answered again and its metadata caught up, it leads nothing (one broker
+/// per process, so one lease).
+static LEASE_UNTIL_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this broker's lease is current (see [`LEASE_UNTIL_MS`]).
+pub fn lease_valid() -> bool {
+    now_ms() < LEASE_UNTIL_MS.load(Ordering::Relaxed)
+}
+
+/// One heartbeat, answered within `timeout`, with this node's metadata
+/// then caught up to where the controller's was when it answered.
+async fn heartbeat(
+    service: &MetadataService,
+    id: BrokerId,
+    incarnation: Incarnation,
+    timeout: Duration,
+) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    let answer = service.heartbeat_acknowledged(id, incarnation);
+    let timer = glommio::timer::sleep(timeout);
+    let index = match futures::future::select(Box::pin(answer), Box::pin(timer)).await {
+        futures::future::Either::Left((Ok(index), _)) => index,
+        futures::future::Either::Left((Err(e), _)) => {
+            tracing::debug!(error = %e, "heartbeat not acknowledged");
+            return false;
+        }
+        futures::future::Either::Right(_) => return false,
+    };
+    while service.view().applied < index {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        glommio::timer::sleep(METADATA_TICK).await;
+    }
+    true
 }
 
 fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) -> bool {

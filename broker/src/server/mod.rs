@@ -11,7 +11,7 @@ mod coordinator;
 mod handlers;
 mod http;
 mod maintenance;
-mod metadata_view;
+pub(crate) mod metadata_view;
 pub mod partitions;
 mod replica;
 mod shard;

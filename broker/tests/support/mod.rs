@@ -3,6 +3,8 @@
 //! the project's own client.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

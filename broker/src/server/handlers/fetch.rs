@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 use storage::Offset;
 
 use super::routing::{
-    check_leader_epoch, on_led_partition, route_by_id, route_by_name, Code, Led, Route,
+    check_leader_epoch, on_partition, route_by_id, route_by_name, Code, Led, Route,
 };
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_fetch;
@@ -35,7 +35,7 @@ pub const VERSIONS: (i16, i16) = (4, 18);
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
 /// One partition's read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct PartitionRead {
     error: Code,
     high_watermark: i64,
@@ -45,15 +45,28 @@ struct PartitionRead {
     log_start: i64,
     records: Vec<Bytes>,
     bytes: usize,
+    /// A follower in the consumer's rack to read from instead (-1: none).
+    preferred_read_replica: i32,
+}
+
+impl Default for PartitionRead {
+    fn default() -> Self {
+        PartitionRead {
+            error: 0,
+            high_watermark: -1,
+            seen: -1,
+            log_start: -1,
+            records: Vec::new(),
+            bytes: 0,
+            preferred_read_replica: -1,
+        }
+    }
 }
 
 impl PartitionRead {
     fn failed(error: Code) -> PartitionRead {
         PartitionRead {
             error,
-            high_watermark: -1,
-            seen: -1,
-            log_start: -1,
             ..PartitionRead::default()
         }
     }
@@ -113,20 +126,31 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
         decoded.replica_state.replica_id.0
     };
     let replica = (replica >= 0).then_some(replica);
+    // A consumer naming its rack (v11+) may be sent to a follower there.
+    let reader = match replica {
+        Some(follower) => Reader::Follower(follower),
+        None if shard.config.rack_aware_reads() => {
+            let rack = decoded.rack_id.as_str();
+            Reader::RackAware((version >= 11 && !rack.is_empty()).then(|| rack.to_string()))
+        }
+        None => Reader::Consumer,
+    };
     let max_bytes = decoded.max_bytes.max(0) as usize;
     let min_bytes = decoded.min_bytes.max(0) as usize;
     let deadline =
         Instant::now() + Duration::from_millis(decoded.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     let reads = loop {
-        let reads = fit_response(read_all(shard, &wanted, replica).await, max_bytes);
+        let reads = fit_response(read_all(shard, &wanted, &reader).await, max_bytes);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
-        let any_error = reads.iter().any(|r| r.error != 0);
+        let any_error = reads
+            .iter()
+            .any(|r| r.error != 0 || r.preferred_read_replica >= 0);
         let now = Instant::now();
         if total >= min_bytes.max(1) || any_error || now >= deadline || wanted.is_empty() {
             break reads;
         }
         // Read again once data arrives anywhere, or at the deadline.
-        wait_for_any(shard, &wanted, &reads, replica.is_some(), deadline - now).await;
+        wait_for_any(shard, &wanted, &reads, &reader, deadline - now).await;
     };
     let mut reads = reads.into_iter();
     let topics = decoded
@@ -159,6 +183,11 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                     if version >= 5 {
                         entry = entry.with_log_start_offset(read.log_start);
                     }
+                    if version >= 11 {
+                        entry = entry.with_preferred_read_replica(
+                            kafka_protocol::messages::BrokerId(read.preferred_read_replica),
+                        );
+                    }
                     entry
                 })
                 .collect();
@@ -179,47 +208,123 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     )?))
 }
 
+/// Who is fetching.
+#[derive(Debug, Clone)]
+enum Reader {
+    /// A consumer, served by leaders only.
+    Consumer,
+    /// A consumer on a rack-aware broker, in this rack if it said so:
+    /// followers serve it, leaders may send it to a follower in its rack.
+    RackAware(Option<String>),
+    /// A follower broker copying the leader's log.
+    Follower(i32),
+}
+
 /// Reads every partition at once, each on its own shard; for a follower
-/// (`replica`), up to the log end, noting its progress on the way.
-async fn read_all(
-    shard: &Rc<Shard>,
-    wanted: &[Wanted],
-    replica: Option<i32>,
-) -> Vec<PartitionRead> {
+/// broker, up to the log end, noting its progress on the way.
+async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], reader: &Reader) -> Vec<PartitionRead> {
     let reads = wanted.iter().map(|w| {
         let shard = shard.clone();
         let (route, offset, max_bytes) = (w.route, w.offset, w.max_bytes);
         let current_leader_epoch = w.current_leader_epoch;
+        let reader = reader.clone();
+        let leader_only = !matches!(reader, Reader::RackAware(_));
         async move {
-            on_led_partition(&shard, route, PartitionRead::failed, move |_, led| {
-                Box::pin(async move {
-                    if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
-                        return PartitionRead::failed(code);
-                    }
-                    let Some(follower) = replica else {
-                        return read_on_owner(led, offset, max_bytes, None).await;
-                    };
-                    if offset > led.partition.log.log_end().0 {
-                        // Its log is longer: it must truncate first.
-                        return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
-                    }
-                    match replica::on_replica_fetch(
-                        &led.partition,
-                        follower,
-                        offset,
-                        current_leader_epoch,
-                    ) {
-                        Ok(high_watermark) => {
-                            read_on_owner(led, offset, max_bytes, Some(high_watermark)).await
+            on_partition(
+                &shard,
+                route,
+                leader_only,
+                PartitionRead::failed,
+                move |owner, led| {
+                    Box::pin(async move {
+                        if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
+                            return PartitionRead::failed(code);
                         }
-                        Err(code) => PartitionRead::failed(code),
-                    }
-                })
-            })
+                        let follower = match reader {
+                            Reader::Consumer => {
+                                return read_on_owner(led, offset, max_bytes, None).await
+                            }
+                            Reader::RackAware(rack) => {
+                                return read_rack_aware(&owner, led, rack, offset, max_bytes).await
+                            }
+                            Reader::Follower(follower) => follower,
+                        };
+                        if offset > led.partition.log.log_end().0 {
+                            // Its log is longer: it must truncate first.
+                            return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
+                        }
+                        match replica::on_replica_fetch(
+                            &led.partition,
+                            follower,
+                            offset,
+                            current_leader_epoch,
+                        ) {
+                            Ok(high_watermark) => {
+                                read_on_owner(led, offset, max_bytes, Some(high_watermark)).await
+                            }
+                            Err(code) => PartitionRead::failed(code),
+                        }
+                    })
+                },
+            )
             .await
         }
     });
     futures::future::join_all(reads).await
+}
+
+/// A consumer's read on a rack-aware broker: a follower serves it below
+/// its own high watermark; a leader points a consumer from another rack
+/// at an in-sync follower in that rack, or serves it itself.
+async fn read_rack_aware(
+    shard: &Shard,
+    led: Led,
+    rack: Option<String>,
+    offset: i64,
+    max_bytes: usize,
+) -> PartitionRead {
+    let leads = match &*led.partition.role.borrow() {
+        replica::Role::Leader(_) => true,
+        replica::Role::Follower { .. } => false,
+        replica::Role::None => {
+            return PartitionRead::failed(ResponseError::NotLeaderOrFollower.code())
+        }
+    };
+    if !leads {
+        replica::FOLLOWER_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return read_on_owner(led, offset, max_bytes, None).await;
+    }
+    if let Some(preferred) = rack.and_then(|rack| replica_in_rack(shard, &led, &rack)) {
+        let log = &led.partition.log;
+        return PartitionRead {
+            high_watermark: log.high_watermark().0,
+            seen: log.high_watermark().0,
+            log_start: log.log_start().0,
+            preferred_read_replica: preferred,
+            ..PartitionRead::default()
+        };
+    }
+    read_on_owner(led, offset, max_bytes, None).await
+}
+
+/// An in-sync, live follower in `rack`, unless this broker is there.
+fn replica_in_rack(shard: &Shard, led: &Led, rack: &str) -> Option<i32> {
+    if shard.config.rack.as_deref() == Some(rack) {
+        return None;
+    }
+    let view = shard.view.borrow();
+    let partition = led.topic.partitions.get(led.index as usize)?;
+    partition
+        .isr
+        .iter()
+        .filter(|r| r.0 != shard.config.node_id)
+        .find(|r| {
+            view.metadata
+                .brokers
+                .get(r)
+                .is_some_and(|b| !b.fenced && b.registration.rack.as_deref() == Some(rack))
+        })
+        .map(|r| r.0)
 }
 
 /// Reads below the high watermark, or (for a follower, which is sent the
@@ -323,9 +428,11 @@ async fn wait_for_any(
     shard: &Rc<Shard>,
     wanted: &[Wanted],
     reads: &[PartitionRead],
-    follower: bool,
+    reader: &Reader,
     left: Duration,
 ) {
+    let follower = matches!(reader, Reader::Follower(_));
+    let leader_only = !matches!(reader, Reader::RackAware(_));
     let waits: Vec<_> = wanted
         .iter()
         .zip(reads)
@@ -333,9 +440,10 @@ async fn wait_for_any(
         .map(|(w, r)| {
             let (shard, route, seen) = (shard.clone(), w.route, r.seen);
             Box::pin(async move {
-                on_led_partition(
+                on_partition(
                     &shard,
                     route,
+                    leader_only,
                     |_| (),
                     move |_, led| {
                         Box::pin(async move { wait_on_owner(led, seen, follower, left).await })

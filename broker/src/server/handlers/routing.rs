@@ -79,6 +79,16 @@ pub struct Led {
 
 /// Opens a partition this broker leads, on its owning shard.
 pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
+    open_replica(shard, key, true).await
+}
+
+/// Opens a partition this broker holds a replica of (leads, if
+/// `leader_only`), on its owning shard.
+pub async fn open_replica(
+    shard: &Shard,
+    key: PartitionKey,
+    leader_only: bool,
+) -> Result<Led, Code> {
     let (topic, epoch) = {
         let view = shard.view.borrow();
         let topic = view
@@ -89,7 +99,18 @@ pub async fn open_led(shard: &Shard, key: PartitionKey) -> Result<Led, Code> {
             .partitions
             .get(key.index as usize)
             .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
-        if partition.leader != Some(BrokerId(shard.config.node_id)) {
+        let me = BrokerId(shard.config.node_id);
+        if partition.leader == Some(me) && !crate::server::metadata_view::lease_valid() {
+            // Perhaps fenced and replaced while it stalled: lead nothing
+            // until the controller has answered a heartbeat again.
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
+        let serves = if leader_only {
+            partition.leader == Some(me)
+        } else {
+            partition.replicas.contains(&me)
+        };
+        if !serves {
             return Err(ResponseError::NotLeaderOrFollower.code());
         }
         (topic.clone(), partition.leader_epoch)
@@ -140,6 +161,22 @@ where
     T: Send + 'static,
     W: FnOnce(Rc<Shard>, Led) -> LocalFuture<T> + Send + 'static,
 {
+    on_partition(shard, route, true, failed, work).await
+}
+
+/// [`on_led_partition`] for a partition this broker leads or follows
+/// (`leader_only` false): the work sees the role and decides.
+pub async fn on_partition<T, W>(
+    shard: &Rc<Shard>,
+    route: Route,
+    leader_only: bool,
+    failed: fn(Code) -> T,
+    work: W,
+) -> T
+where
+    T: Send + 'static,
+    W: FnOnce(Rc<Shard>, Led) -> LocalFuture<T> + Send + 'static,
+{
     let (key, owner) = match route {
         Ok(route) => route,
         Err(code) => return failed(code),
@@ -147,7 +184,7 @@ where
     shard
         .run_on(owner, move |owner| {
             Box::pin(async move {
-                match open_led(&owner, key).await {
+                match open_replica(&owner, key, leader_only).await {
                     Ok(led) => work(owner.clone(), led).await,
                     Err(code) => failed(code),
                 }

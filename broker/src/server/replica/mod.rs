@@ -38,6 +38,9 @@ pub static ISR_SHRINKS: AtomicU64 = AtomicU64::new(0);
 /// See [`ISR_SHRINKS`].
 pub static ISR_EXPANDS: AtomicU64 = AtomicU64::new(0);
 
+/// Consumer fetches a follower served (rack-aware reads).
+pub static FOLLOWER_READS: AtomicU64 = AtomicU64::new(0);
+
 /// How often each shard looks for ISR changes to ask for.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
 

@@ -1,0 +1,228 @@
+//! Replication features beyond the fault test, on real broker processes:
+//! rack-aware reads from followers (librdkafka, through kcat), and group
+//! coordinators moving with their `__consumer_offsets` partition.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use client::cluster::Cluster as ClientCluster;
+use support::cluster::{counter, Cluster};
+use support::on_glommio;
+
+/// Fast failure detection, as in the fault test.
+const FAST: [(&str, &str); 3] = [
+    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
+    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+];
+
+fn create_topic(cluster: &Cluster, name: &str, partitions: u32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "create", name, "--partitions"])
+        .arg(partitions.to_string())
+        .args(["--replication-factor", "3"])
+        .args(["--config", "min.insync.replicas=2"])
+        .args(["--brokers", &cluster.node(1).kafka.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// `topic describe` through broker 1: each partition's (leader, ISR size).
+fn describe(cluster: &Cluster, name: &str) -> Vec<(i32, usize)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "describe", name])
+        .args(["--brokers", &cluster.node(1).kafka.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .filter(|l| l.trim_start().starts_with("partition "))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let leader = words[3].parse().unwrap();
+            let isr = l.rsplit("isr [").next().unwrap().matches(',').count() + 1;
+            (leader, isr)
+        })
+        .collect()
+}
+
+#[test]
+fn a_consumer_naming_a_followers_rack_reads_from_that_follower() {
+    let root = tempfile::tempdir().unwrap();
+    let mut env = FAST.to_vec();
+    env.push(("BROKER_REPLICA_SELECTOR", "rack-aware"));
+    let mut cluster = Cluster::new(root.path(), 3, &env);
+    cluster.start();
+    create_topic(&cluster, "near", 1);
+    let bootstrap = cluster.node(1).kafka.to_string();
+    let mut producer = Command::new("kcat")
+        .args(["-P", "-b", &bootstrap, "-t", "near", "-X", "acks=all"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("kcat (the test command installs it)");
+    {
+        let stdin = producer.stdin.as_mut().unwrap();
+        for i in 0..1000 {
+            writeln!(stdin, "value-{i}").unwrap();
+        }
+    }
+    assert!(producer.wait().unwrap().success());
+    // Every replica in sync, so any of them may serve.
+    let started = Instant::now();
+    let leader = loop {
+        let partitions = describe(&cluster, "near");
+        if partitions.first().is_some_and(|(_, isr)| *isr == 3) {
+            break partitions[0].0;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{partitions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let follower = (1..=3).find(|b| *b != leader).unwrap();
+    let before = counter(
+        cluster.node(follower).http,
+        "follower_consumer_fetches_total",
+    );
+    // Bounded: a consumer sent in circles would never reach the end.
+    let consumed = Command::new("timeout")
+        .args([
+            "60",
+            "kcat",
+            "-C",
+            "-b",
+            &bootstrap,
+            "-t",
+            "near",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ])
+        .args(["-X", &format!("client.rack=rack-{follower}")])
+        .output()
+        .unwrap();
+    assert!(consumed.status.success(), "{consumed:?}");
+    let lines: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
+    assert_eq!(lines, expected, "every value, in order");
+    let served = counter(
+        cluster.node(follower).http,
+        "follower_consumer_fetches_total",
+    ) - before;
+    let leader_served = counter(cluster.node(leader).http, "follower_consumer_fetches_total");
+    println!("follower {follower} served {served} consumer fetches (leader {leader})");
+    assert!(
+        served > 0,
+        "the follower in the consumer's rack served nothing"
+    );
+    assert_eq!(
+        leader_served, 0,
+        "the leader is no follower of its own partition"
+    );
+}
+
+#[test]
+fn group_offsets_survive_their_coordinators_death_and_follow_it_back() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 3, &FAST);
+    cluster.start();
+    create_topic(&cluster, "jobs", 2);
+    let group = "movers";
+    let offsets = |a: i64, b: i64| {
+        BTreeMap::from([(("jobs".to_string(), 0), a), (("jobs".to_string(), 1), b)])
+    };
+    let addresses = cluster.addresses();
+    let commit = |via: i32, a: i64, b: i64| {
+        let address = addresses[(via - 1) as usize];
+        on_glommio(async move {
+            let client = ClientCluster::new(address, "coordinator-test");
+            client.commit_offsets(group, &offsets(a, b)).await
+        })
+    };
+    let committed = |via: i32| {
+        let address = addresses[(via - 1) as usize];
+        on_glommio(async move {
+            let client = ClientCluster::new(address, "coordinator-test");
+            client.committed_offsets(group, None).await
+        })
+    };
+    let coordinator = |via: i32| {
+        let address = addresses[(via - 1) as usize];
+        on_glommio(async move {
+            let client = ClientCluster::new(address, "coordinator-test");
+            client.find_coordinator(group).await
+        })
+    };
+    // Retries a call until it succeeds (the coordinator moves after a
+    // kill): bounded.
+    fn eventually<T, E: std::fmt::Debug>(what: &str, mut call: impl FnMut() -> Result<T, E>) -> T {
+        let started = Instant::now();
+        loop {
+            match call() {
+                Ok(value) => return value,
+                Err(e) if started.elapsed() > Duration::from_secs(30) => {
+                    panic!("{what}: still failing after 30 s: {e:?}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    let first = eventually("finding the coordinator", || coordinator(1));
+    eventually("committing", || commit(1, 42, 7));
+    // The first coordinator stalls past its session: fenced, its
+    // leadership moves, while its process (and the groups it loaded) live on.
+    cluster.signal(first, libc::SIGSTOP);
+    let via = (1..=3).find(|b| *b != first).unwrap();
+    let second = eventually("a new coordinator", || match coordinator(via) {
+        Ok(c) if c != first => Ok(c),
+        other => Err(format!("{other:?}")),
+    });
+    assert_eq!(
+        eventually("reading the offsets at the new coordinator", || committed(
+            via
+        )),
+        offsets(42, 7),
+        "the new coordinator reloaded the committed offsets"
+    );
+    eventually("committing at the new coordinator", || commit(via, 43, 8));
+    // The first resumes as a follower; the second dies: the coordinator
+    // moves again, back to the first (the preferred replica) in the runs
+    // seen, whose loaded groups are from its older leadership and must be
+    // read again.
+    cluster.signal(first, libc::SIGCONT);
+    let started = Instant::now();
+    while describe(&cluster, "__consumer_offsets")
+        .iter()
+        .any(|(_, isr)| *isr < 3)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the ISR did not heal"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.kill9(second);
+    let via = (1..=3).find(|b| *b != second).unwrap();
+    let third = eventually("a third coordinator", || match coordinator(via) {
+        Ok(c) if c != second => Ok(c),
+        other => Err(format!("{other:?}")),
+    });
+    assert_eq!(
+        eventually("reading the offsets after the second move", || committed(
+            via
+        )),
+        offsets(43, 8)
+    );
+    println!("coordinator moved {first} -> {second} -> {third}");
+}

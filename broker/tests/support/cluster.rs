@@ -1,0 +1,242 @@
+//! A cluster of real broker processes on 127.0.0.1, for the tests of
+//! replication: fixed ports chosen free at creation, so a restarted
+//! broker comes back at the same addresses.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One broker process and where it listens.
+pub struct Node {
+    /// Its Kafka listener.
+    pub kafka: SocketAddr,
+    /// Its HTTP listener.
+    pub http: SocketAddr,
+    /// Its directory (data/ and broker.log).
+    pub dir: PathBuf,
+    process: Option<Child>,
+    paused: bool,
+}
+
+/// Brokers on fixed 127.0.0.1 ports (restarts keep their addresses),
+/// every one a metadata voter, broker N in rack `rack-N`.
+pub struct Cluster {
+    nodes: Vec<Node>,
+    voters: String,
+    env: Vec<(String, String)>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    /// `brokers` brokers under `root` (not started), each also given `env`.
+    pub fn new(root: &Path, brokers: i32, env: &[(&str, &str)]) -> Cluster {
+        let mut nodes = Vec::new();
+        let mut voters = Vec::new();
+        for id in 1..=brokers {
+            let (kafka, http, metadata) = (free_port(), free_port(), free_port());
+            voters.push(format!("{id}@127.0.0.1:{metadata}"));
+            nodes.push(Node {
+                kafka: format!("127.0.0.1:{kafka}").parse().unwrap(),
+                http: format!("127.0.0.1:{http}").parse().unwrap(),
+                dir: root.join(id.to_string()),
+                process: None,
+                paused: false,
+            });
+        }
+        Cluster {
+            nodes,
+            voters: voters.join(","),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// Starts every broker and waits until all are registered.
+    pub fn start(&mut self) {
+        for id in 1..=self.size() {
+            self.spawn(id);
+        }
+        for id in 1..=self.size() {
+            self.wait_listening(id, 0);
+        }
+    }
+
+    /// How many brokers.
+    pub fn size(&self) -> i32 {
+        self.nodes.len() as i32
+    }
+
+    /// Broker `id`'s log file.
+    pub fn log_path(&self, id: i32) -> PathBuf {
+        self.node(id).dir.join("broker.log")
+    }
+
+    /// Broker `id` (from 1).
+    pub fn node(&self, id: i32) -> &Node {
+        &self.nodes[(id - 1) as usize]
+    }
+
+    fn node_mut(&mut self, id: i32) -> &mut Node {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    /// Starts broker `id` (its log appended to its directory's broker.log).
+    pub fn spawn(&mut self, id: i32) {
+        let voters = self.voters.clone();
+        let env = self.env.clone();
+        let node = self.node_mut(id);
+        std::fs::create_dir_all(&node.dir).unwrap();
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("broker.log"))
+            .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+        command
+            .args(["serve", "--node-id", &id.to_string(), "--shards", "1"])
+            .arg("--data-dir")
+            .arg(node.dir.join("data"))
+            .args(["--kafka-listen", &node.kafka.to_string()])
+            .args(["--http-listen", &node.http.to_string()])
+            .env("RUST_LOG", "info")
+            .env("BROKER_CONTROLLER_QUORUM_VOTERS", voters)
+            .env("BROKER_RACK", format!("rack-{id}"))
+            .env("BROKER_PIN_SHARDS", "false")
+            .env("BROKER_AUTO_CREATE_TOPICS", "false")
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("start a broker");
+        node.process = Some(child);
+        node.paused = false;
+    }
+
+    /// Waits until broker `id`'s current life logged that it listens
+    /// (registered with the quorum), counting `before` earlier lines.
+    pub fn wait_listening(&self, id: i32, before: usize) {
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+            if text.matches("listening kafka=").count() > before {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "broker {id} did not become ready; its log:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// How many lives of broker `id` became ready so far.
+    pub fn lives(&self, id: i32) -> usize {
+        std::fs::read_to_string(self.log_path(id))
+            .unwrap_or_default()
+            .matches("listening kafka=")
+            .count()
+    }
+
+    /// SIGKILL broker `id`.
+    pub fn kill9(&mut self, id: i32) {
+        if let Some(mut child) = self.node_mut(id).process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts broker `id` again and waits until it is registered.
+    pub fn restart(&mut self, id: i32) {
+        let before = self.lives(id);
+        self.spawn(id);
+        self.wait_listening(id, before);
+    }
+
+    /// Sends `signal` to broker `id` (SIGSTOP marks it paused).
+    pub fn signal(&mut self, id: i32, signal: i32) {
+        let node = self.node_mut(id);
+        if let Some(child) = &node.process {
+            unsafe {
+                libc::kill(child.id() as i32, signal);
+            }
+            node.paused = signal == libc::SIGSTOP;
+        }
+    }
+
+    /// Every broker running and resumed.
+    pub fn heal(&mut self) {
+        for id in 1..=self.size() {
+            if self.node(id).paused {
+                self.signal(id, libc::SIGCONT);
+            }
+            if self.node(id).process.is_none() {
+                self.restart(id);
+            }
+        }
+    }
+
+    /// SIGTERM every broker and wait for them to exit.
+    pub fn stop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(child) = &node.process {
+                unsafe {
+                    libc::kill(child.id() as i32, libc::SIGTERM);
+                }
+            }
+        }
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.process.take() {
+                let started = Instant::now();
+                while child.try_wait().unwrap().is_none() {
+                    if started.elapsed() > Duration::from_secs(30) {
+                        let _ = child.kill();
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// Every broker's Kafka listener.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|n| n.kafka).collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.process.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// A counter from a broker's /metrics.
+pub fn counter(http: SocketAddr, name: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(http).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+}

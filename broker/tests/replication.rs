@@ -226,3 +226,40 @@ fn group_offsets_survive_their_coordinators_death_and_follow_it_back() {
     );
     println!("coordinator moved {first} -> {second} -> {third}");
 }
+
+#[test]
+fn sigterm_moves_leaderships_before_the_broker_exits() {
+    // A session far longer than the test: leaderships that move before
+    // the broker is gone were moved by its controlled shutdown, not by the
+    // controller noticing it died.
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(
+        root.path(),
+        3,
+        &[
+            ("BROKER_BROKER_SESSION_TIMEOUT_MS", "60000"),
+            ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+        ],
+    );
+    cluster.start();
+    create_topic(&cluster, "moving", 6);
+    let via = cluster.node(2).kafka.to_string();
+    let led_by_1 = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args(["topic", "describe", "moving"])
+            .args(["--brokers", &via])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("partition ") && l.contains(" leader 1 "))
+            .count()
+    };
+    let before = led_by_1();
+    assert!(before > 0, "placement gave broker 1 no leadership");
+    let started = Instant::now();
+    cluster.terminate(1);
+    let stopped_after = started.elapsed();
+    assert_eq!(led_by_1(), 0, "leaderships still on the stopped broker");
+    println!("broker 1 led {before} partitions; stopped in {stopped_after:?} with none left");
+}

@@ -157,6 +157,26 @@ impl Cluster {
         }
     }
 
+    /// SIGTERM broker `id` and wait (bounded) for it to exit cleanly.
+    pub fn terminate(&mut self, id: i32) {
+        let mut child = self.node_mut(id).process.take().expect("running");
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "broker {id} exited with {status}");
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "broker {id} did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts broker `id` again and waits until it is registered.
     pub fn restart(&mut self, id: i32) {
         let before = self.lives(id);

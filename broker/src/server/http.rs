@@ -77,12 +77,12 @@ fn metrics(service: &MetadataService) -> String {
     let unclean = service.view().metadata.unclean_leader_elections;
     let counters = [
         (
-            "isr_shrinks_total",
+            "isr_shrink_count",
             "ISR shrinks of partitions this broker leads",
             ISR_SHRINKS.load(Ordering::Relaxed),
         ),
         (
-            "isr_expands_total",
+            "isr_expand_count",
             "ISR expansions of partitions this broker leads",
             ISR_EXPANDS.load(Ordering::Relaxed),
         ),

@@ -262,4 +262,21 @@ fn sigterm_moves_leaderships_before_the_broker_exits() {
     let stopped_after = started.elapsed();
     assert_eq!(led_by_1(), 0, "leaderships still on the stopped broker");
     println!("broker 1 led {before} partitions; stopped in {stopped_after:?} with none left");
+    // Its replicas are out of every ISR: the leaders report it, until it
+    // is back.
+    let under = |cluster: &Cluster| {
+        (2..=3)
+            .map(|id| counter(cluster.node(id).http, "under_replicated_partitions"))
+            .sum::<u64>()
+    };
+    assert_eq!(under(&cluster), 6, "every partition lacks broker 1");
+    cluster.restart(1);
+    let started = Instant::now();
+    while under(&cluster) + counter(cluster.node(1).http, "under_replicated_partitions") > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still under-replicated"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -123,8 +123,10 @@ impl<FS: FileSystem> Log<FS> {
         }
         drop(io);
         for segment in &written {
+            let started = std::time::Instant::now();
             let synced = segment.file.fdatasync().await;
             synced.map_err(|e| self.fail("fdatasync", e))?;
+            self.count_fdatasync(started);
         }
         self.publish(target, generation, &written);
         critical.finish();
@@ -288,11 +290,13 @@ impl<FS: FileSystem> Log<FS> {
         segment: &Written<FS::File>,
         seal: Option<Seal>,
     ) -> std::result::Result<(), IoFailure> {
+        let started = std::time::Instant::now();
         segment
             .file
             .fdatasync()
             .await
             .map_err(|e| ("fdatasync", e))?;
+        self.count_fdatasync(started);
         if let Some(seal) = seal {
             self.write_indexes(segment.base, &seal.index, &seal.time_index)
                 .await
@@ -309,6 +313,12 @@ impl<FS: FileSystem> Log<FS> {
                 .map_err(|e| ("fdatasync", e))?;
         }
         Ok(())
+    }
+
+    fn count_fdatasync(&self, started: std::time::Instant) {
+        let mut st = self.state.borrow_mut();
+        st.stats.fdatasyncs += 1;
+        st.stats.fdatasync_nanos += started.elapsed().as_nanos() as u64;
     }
 
     /// Publishes a finished flush: everything below `target` is durable.

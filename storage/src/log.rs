@@ -131,6 +131,16 @@ pub struct LogStats {
     pub flushed_bytes: u64,
     /// Direct writes issued (a flush issues one per chunk).
     pub direct_writes: u64,
+    /// Batches appended (a flush's group-commit size is these per flush).
+    pub appended_batches: u64,
+    /// fdatasync calls of flushes, and the time they took.
+    pub fdatasyncs: u64,
+    /// Total nanoseconds in those fdatasync calls.
+    pub fdatasync_nanos: u64,
+    /// Reads served from the in-memory tail, and from the files.
+    pub cache_reads: u64,
+    /// See `cache_reads`.
+    pub disk_reads: u64,
 }
 
 /// The last chunk read from disk, kept for the next sequential read.
@@ -393,6 +403,7 @@ impl<FS: FileSystem> Log<FS> {
             .expect("the active segment has a writer")
             .push(&data, |n| fs.alloc(n));
         st.pending_bytes += data.len();
+        st.stats.appended_batches += 1;
         st.cache.push(base, header.next_offset(), data);
         st.log_end = header.next_offset();
         Ok(AppendInfo {

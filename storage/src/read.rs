@@ -86,11 +86,13 @@ impl<FS: FileSystem> Log<FS> {
             let done = match source {
                 Source::Nothing => true,
                 Source::Cache => {
-                    let st = self.state.borrow();
+                    let mut st = self.state.borrow_mut();
+                    st.stats.cache_reads += 1;
                     st.cache.read_into(next, max_bytes, bound, &mut out);
                     true
                 }
                 Source::Disk(cursor) => {
+                    self.state.borrow_mut().stats.disk_reads += 1;
                     let durable_end = cursor.durable_size;
                     let (done, position) = self
                         .read_segment(cursor, next, max_bytes, bound, &mut out)

@@ -1,6 +1,7 @@
 //! One client connection: read frames, answer each request in order.
 
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
@@ -21,7 +22,14 @@ pub type Stopping = Shared<oneshot::Receiver<()>>;
 /// Serves a connection until the client closes it, sends something that
 /// cannot be answered, or the shard stops (between requests); the shard
 /// carries on either way.
-pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
+pub async fn serve(stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
+    let metrics = shard.metrics.clone();
+    metrics.connections.fetch_add(1, Ordering::Relaxed);
+    serve_open(stream, shard, stopping).await;
+    metrics.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
     let address = stream.peer_addr().ok();
     let peer = address.map(|a| a.to_string()).unwrap_or_default();
     // How DescribeGroups shows a member's host, as Kafka does.
@@ -38,6 +46,10 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) 
                     return;
                 }
             };
+            shard
+                .metrics
+                .bytes_in
+                .fetch_add(4 + request_frame.len() as u64, Ordering::Relaxed);
             let request = match request::parse(request_frame) {
                 Ok(request) => request,
                 Err(e) => {
@@ -47,15 +59,23 @@ pub async fn serve(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) 
             };
             // One request at a time per connection, as Kafka does: appends
             // from one producer connection keep their order.
+            let api_key = request.header.request_api_key;
+            shard.metrics.request(api_key);
             let response = match handlers::handle(&shard, &request, &client_host).await {
                 Ok(Outcome::Respond(response)) => response,
                 Ok(Outcome::NoResponse) => continue,
                 Err(e) => {
+                    shard.metrics.request_error(api_key);
                     tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
                     return;
                 }
             };
-            if stream.write_all(&frame::frame(&response)).await.is_err() {
+            let framed = frame::frame(&response);
+            shard
+                .metrics
+                .bytes_out
+                .fetch_add(framed.len() as u64, Ordering::Relaxed);
+            if stream.write_all(&framed).await.is_err() {
                 return;
             }
         }

@@ -293,6 +293,30 @@ async fn load(
     Ok(groups)
 }
 
+/// A group as /metrics sees it: id, generation, committed offset by
+/// (topic, partition).
+pub type GroupPositions = (String, i32, Vec<((String, i32), i64)>);
+
+impl OffsetsPartition {
+    /// Each group's id, generation and committed offsets (for /metrics).
+    pub fn offsets_and_generations(&self) -> Vec<GroupPositions> {
+        let groups = self.groups.borrow();
+        groups
+            .ids()
+            .into_iter()
+            .filter_map(|id| {
+                let entry = groups.get(&id)?;
+                let offsets = entry
+                    .offsets
+                    .iter()
+                    .map(|(k, stored)| (k.clone(), stored.committed.offset))
+                    .collect();
+                Some((id, entry.membership.generation(), offsets))
+            })
+            .collect()
+    }
+}
+
 /// How long a group write waits for the in-sync replicas.
 const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
 

@@ -1,19 +1,16 @@
 //! The HTTP listener (on shard 0). Serves `GET /health` so operators and
-//! load balancers can check the broker is up, and `GET /metrics` with the
-//! replication counters so far (Prometheus text); the HTTP/JSON API and
-//! the rest of the metrics are built on this listener by their own issue.
+//! load balancers can check the broker is up, and `GET /metrics`
+//! (Prometheus text, `server::metrics`); the HTTP/JSON API is to come.
 //! Requests are bounded (head at most 8 KiB), one per connection.
 
+use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
-
-use control::service::MetadataService;
 
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use super::replica::{FOLLOWER_READS, ISR_EXPANDS, ISR_SHRINKS};
+use super::shard::Shard;
 
 /// The largest request head read.
 const HEAD_BYTES_MAX: usize = 8 * 1024;
@@ -28,13 +25,13 @@ pub fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, bound))
 }
 
-/// Serves connections until the task is dropped; `service` is the
-/// metadata quorum (for the cluster-wide counters).
-pub async fn serve(listener: TcpListener, service: Rc<MetadataService>) {
+/// Serves connections until the task is dropped, for `shard` (shard 0,
+/// set once it exists).
+pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(answer(stream, service.clone())).detach();
+                glommio::spawn_local(answer(stream, shard.clone())).detach();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "http accept failed");
@@ -44,7 +41,7 @@ pub async fn serve(listener: TcpListener, service: Rc<MetadataService>) {
     }
 }
 
-async fn answer(mut stream: TcpStream, service: Rc<MetadataService>) {
+async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>) {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -64,7 +61,10 @@ async fn answer(mut stream: TcpStream, service: Rc<MetadataService>) {
     let mut words = line.split_whitespace();
     let reply = match (words.next(), words.next()) {
         (Some("GET"), Some("/health")) => response(200, "ok\n"),
-        (Some("GET"), Some("/metrics")) => response(200, &metrics(&service)),
+        (Some("GET"), Some("/metrics")) => match shard.get().cloned() {
+            Some(shard) => response(200, &super::metrics::render(&shard).await),
+            None => response(503, "starting\n"),
+        },
         (Some(_), Some(_)) => response(404, "not found\n"),
         _ => response(400, "bad request\n"),
     };
@@ -72,45 +72,12 @@ async fn answer(mut stream: TcpStream, service: Rc<MetadataService>) {
     let _ = stream.close().await;
 }
 
-/// The counters in Prometheus's text format.
-fn metrics(service: &MetadataService) -> String {
-    let unclean = service.view().metadata.unclean_leader_elections;
-    let counters = [
-        (
-            "isr_shrink_count",
-            "ISR shrinks of partitions this broker leads",
-            ISR_SHRINKS.load(Ordering::Relaxed),
-        ),
-        (
-            "isr_expand_count",
-            "ISR expansions of partitions this broker leads",
-            ISR_EXPANDS.load(Ordering::Relaxed),
-        ),
-        (
-            "follower_consumer_fetches_total",
-            "consumer fetches served by this broker as a follower (rack-aware reads)",
-            FOLLOWER_READS.load(Ordering::Relaxed),
-        ),
-        (
-            "unclean_leader_elections_total",
-            "leaders elected from outside the ISR, cluster-wide",
-            unclean,
-        ),
-    ];
-    let mut out = String::new();
-    for (name, help, value) in counters {
-        out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
-        ));
-    }
-    out
-}
-
 fn response(status: u16, body: &str) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
+        503 => "Service Unavailable",
         _ => "Request Header Fields Too Large",
     };
     format!(

@@ -12,6 +12,7 @@ mod handlers;
 mod http;
 mod maintenance;
 pub(crate) mod metadata_view;
+mod metrics;
 pub mod partitions;
 mod replica;
 mod shard;
@@ -75,6 +76,7 @@ pub fn run(
     let job_queues = Arc::new(job_queues);
     let next_index = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let drained = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let metrics_registry = metrics::registry(shards);
     let placement = if config.pin_shards {
         PoolPlacement::MaxSpread(shards, None)
     } else {
@@ -86,6 +88,7 @@ pub fn run(
             let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());
             let (ready, stop, config) = (ready.clone(), stop.clone(), config.clone());
             let (mesh, drained) = (mesh.clone(), drained.clone());
+            let metrics_registry = metrics_registry.clone();
             let index = next_index.fetch_add(1, Ordering::SeqCst);
             let jobs = job_queues[index]
                 .lock()
@@ -93,12 +96,23 @@ pub fn run(
                 .take()
                 .expect("one queue per shard");
             async move {
-                // One voter: this broker is the controller.
+                // Each broker reports itself as the controller: any broker
+                // takes controller requests and forwards them.
                 let view = View::default();
+                // The HTTP listener (shard 0) serves this shard once it exists.
+                let this_shard = Rc::new(std::cell::OnceCell::new());
                 view.borrow_mut().controller_id = config.node_id;
                 let life = Rc::new(metadata_view::BrokerLife::default());
                 let started = if index == 0 {
-                    first_shard(&config, listen, shards, &start_tx, &ready, life.clone())
+                    first_shard(
+                        &config,
+                        listen,
+                        shards,
+                        &start_tx,
+                        &ready,
+                        life.clone(),
+                        this_shard.clone(),
+                    )
                 } else {
                     let start = start_rx
                         .lock()
@@ -115,7 +129,15 @@ pub fn run(
                     Changes::Local(service, _) => Some(service.clone()),
                     Changes::Shared(_) => None,
                 };
-                let shard = Rc::new(Shard::new(index, config, view, mesh, controller));
+                let shard = Rc::new(Shard::new(
+                    index,
+                    config,
+                    view,
+                    mesh,
+                    controller,
+                    metrics_registry,
+                ));
+                let _ = this_shard.set(shard.clone());
                 let shutdown = (index == 0).then_some(life);
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
@@ -210,6 +232,7 @@ fn first_shard(
     start_tx: &mpsc::Sender<Option<ShardStart>>,
     ready: &mpsc::Sender<Listening>,
     life: Rc<metadata_view::BrokerLife>,
+    shard: Rc<std::cell::OnceCell<Rc<Shard>>>,
 ) -> Option<(TcpListener, Changes)> {
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
@@ -233,7 +256,7 @@ fn first_shard(
         Ok(service) => Rc::new(service),
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
-    glommio::spawn_local(http::serve(http_listener, service.clone())).detach();
+    glommio::spawn_local(http::serve(http_listener, shard)).detach();
     for _ in 1..shards {
         match service.subscribe_shared(metadata_view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {

@@ -64,6 +64,10 @@ pub struct Shard {
     pub coordinator: Coordinator,
     /// The follower fetchers of this shard, one per leader broker.
     pub fetchers: super::replica::fetcher::Fetchers,
+    /// This shard's counters.
+    pub metrics: std::sync::Arc<super::metrics::ShardMetrics>,
+    /// Every shard's counters (a scrape sums them).
+    pub metrics_registry: super::metrics::Registry,
     senders: Mesh,
 }
 
@@ -75,6 +79,7 @@ impl Shard {
         view: View,
         senders: Mesh,
         controller: Option<Rc<MetadataService>>,
+        metrics_registry: super::metrics::Registry,
     ) -> Shard {
         let count = senders.len();
         let partitions = Partitions::new(config.data_dir.join(super::partitions::PARTITIONS_DIR));
@@ -87,6 +92,8 @@ impl Shard {
             controller,
             coordinator: Coordinator::default(),
             fetchers: Default::default(),
+            metrics: metrics_registry[index].clone(),
+            metrics_registry,
             senders,
         }
     }

@@ -17,6 +17,8 @@ pub struct Broker {
     child: Child,
     /// Where its Kafka listener is.
     pub address: SocketAddr,
+    /// Where its HTTP listener is.
+    pub http: SocketAddr,
     /// Its data directory.
     pub data_dir: PathBuf,
     /// Everything it logged so far (stderr).
@@ -64,18 +66,19 @@ pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split("kafka=").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
+                let kafka = rest.split_whitespace().next().unwrap_or_default();
+                let http = line
+                    .split("http=")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .unwrap_or_default();
+                let _ = tx.send((kafka.to_string(), http.to_string()));
             }
             keep.lock().unwrap().push(line);
         }
     });
-    let address = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(address) => address,
+    let (address, http) = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(addresses) => addresses,
         Err(e) => {
             // Let the log thread catch the last lines.
             std::thread::sleep(Duration::from_millis(100));
@@ -88,6 +91,7 @@ pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
     Broker {
         child,
         address: address.parse().expect("an address"),
+        http: http.parse().expect("an HTTP address"),
         data_dir: data_dir.to_path_buf(),
         log,
     }

@@ -83,6 +83,7 @@ struct Wanted {
 
 /// Answers a Fetch request, waiting up to max_wait_ms for min_bytes.
 pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+    let started = Instant::now();
     let version = request.header.request_api_version;
     let decoded: FetchRequest = checked(request, check_fetch)?;
     if version >= 7 && (decoded.session_id != 0 || decoded.session_epoch > 0) {
@@ -152,6 +153,12 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
         // Read again once data arrives anywhere, or at the deadline.
         wait_for_any(shard, &wanted, &reads, &reader, deadline - now).await;
     };
+    if !matches!(reader, Reader::Follower(_)) {
+        shard.metrics.fetch_latency.observe(started.elapsed());
+    }
+    if reads.iter().any(|r| r.error != 0) {
+        shard.metrics.request_error(request.header.request_api_key);
+    }
     let mut reads = reads.into_iter();
     let topics = decoded
         .topics
@@ -291,7 +298,10 @@ async fn read_rack_aware(
         }
     };
     if !leads {
-        replica::FOLLOWER_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shard
+            .metrics
+            .follower_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return read_on_owner(led, offset, max_bytes, None).await;
     }
     if let Some(preferred) = rack.and_then(|rack| replica_in_rack(shard, &led, &rack)) {

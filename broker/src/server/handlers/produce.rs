@@ -55,6 +55,7 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
         )?;
         return Ok(answer.map_or(Outcome::NoResponse, Outcome::Respond));
     }
+    let started = std::time::Instant::now();
     let decoded: ProduceRequest = checked(request, check_produce)?;
     let acks = decoded.acks;
     let timeout = std::time::Duration::from_millis(decoded.timeout_ms.clamp(0, 300_000) as u64);
@@ -95,7 +96,12 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             });
         }
     }
-    let mut results = futures::future::join_all(pending).await.into_iter();
+    let results = futures::future::join_all(pending).await;
+    shard.metrics.produce(acks, started.elapsed());
+    if results.iter().any(|r| r.error != 0) {
+        shard.metrics.request_error(request.header.request_api_key);
+    }
+    let mut results = results.into_iter();
     if acks == 0 {
         return Ok(Outcome::NoResponse);
     }

@@ -17,7 +17,7 @@ pub mod fetcher;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -31,15 +31,6 @@ use storage::{LeaderEpoch, Offset};
 use super::handlers::routing::{call_controller, Code};
 use super::partitions::{owner_shard, OpenPartition, PartitionKey};
 use super::shard::Shard;
-
-/// ISR changes of this broker's leaderships, as the controller committed
-/// them (every shard adds to the same counters; /metrics shows them).
-pub static ISR_SHRINKS: AtomicU64 = AtomicU64::new(0);
-/// See [`ISR_SHRINKS`].
-pub static ISR_EXPANDS: AtomicU64 = AtomicU64::new(0);
-
-/// Consumer fetches a follower served (rack-aware reads).
-pub static FOLLOWER_READS: AtomicU64 = AtomicU64::new(0);
 
 /// How often each shard looks for ISR changes to ask for.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -272,10 +263,10 @@ fn assign_role(
                 if leading.state.isr() != &isr {
                     let before = leading.state.isr();
                     if isr.iter().any(|r| !before.contains(r)) {
-                        ISR_EXPANDS.fetch_add(1, Ordering::Relaxed);
+                        shard.metrics.isr_expands.fetch_add(1, Ordering::Relaxed);
                     }
                     if before.iter().any(|r| !isr.contains(r)) {
-                        ISR_SHRINKS.fetch_add(1, Ordering::Relaxed);
+                        shard.metrics.isr_shrinks.fetch_add(1, Ordering::Relaxed);
                     }
                     tracing::info!(topic = %topic.name, from = ?before, to = ?isr, "ISR changed");
                     let end = own_end(partition, leading.fsync_before_ack);

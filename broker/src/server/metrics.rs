@@ -1,0 +1,578 @@
+//! The broker's metrics, served at `GET /metrics` in Prometheus's text
+//! format.
+//!
+//! Each shard counts into its own [`ShardMetrics`] (atomics no other core
+//! writes, so counting costs an uncontended add); a scrape sums every
+//! shard's, and reads the rest where it lives at that moment: storage
+//! counters from each shard's open logs, consumer lag from the groups its
+//! coordinators hold and the high watermarks of the partitions it leads,
+//! under-replicated partitions from the metadata, disk use from the file
+//! system.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use control::BrokerId;
+
+use super::replica::Role;
+use super::shard::Shard;
+
+/// Upper bounds of the latency histograms' buckets, in seconds.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The largest Kafka API key counted (larger ones count as this one).
+const API_KEYS: usize = 128;
+
+/// A latency histogram with Prometheus's cumulative buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one observation.
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn add_to(&self, total: &mut HistogramTotal) {
+        for (t, b) in total.buckets.iter_mut().zip(&self.buckets) {
+            *t += b.load(Ordering::Relaxed);
+        }
+        total.count += self.count.load(Ordering::Relaxed);
+        total.sum_nanos += self.sum_nanos.load(Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct HistogramTotal {
+    buckets: [u64; LATENCY_BUCKETS_SECONDS.len()],
+    count: u64,
+    sum_nanos: u64,
+}
+
+/// One shard's counters.
+#[derive(Debug)]
+pub struct ShardMetrics {
+    requests: Vec<AtomicU64>,
+    request_errors: Vec<AtomicU64>,
+    /// Request bytes read (frames, size prefixes included).
+    pub bytes_in: AtomicU64,
+    /// Response bytes written.
+    pub bytes_out: AtomicU64,
+    /// Open client connections.
+    pub connections: AtomicI64,
+    /// Produce request latency by acks: 0, 1, all.
+    pub produce_latency: [Histogram; 3],
+    /// Consumer fetch latency (long-poll waits included, as Kafka's).
+    pub fetch_latency: Histogram,
+    /// ISR shrinks of partitions this shard leads, as committed.
+    pub isr_shrinks: AtomicU64,
+    /// ISR expansions, likewise.
+    pub isr_expands: AtomicU64,
+    /// Consumer fetches served as a follower (rack-aware reads).
+    pub follower_reads: AtomicU64,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        ShardMetrics {
+            requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
+            request_errors: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connections: AtomicI64::new(0),
+            produce_latency: Default::default(),
+            fetch_latency: Histogram::default(),
+            isr_shrinks: AtomicU64::new(0),
+            isr_expands: AtomicU64::new(0),
+            follower_reads: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ShardMetrics {
+    /// A request of `api_key` arrived.
+    pub fn request(&self, api_key: i16) {
+        self.requests[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request of `api_key` failed (the connection closed, or a
+    /// partition answered with an error).
+    pub fn request_error(&self, api_key: i16) {
+        self.request_errors[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A produce with `acks` took `elapsed`.
+    pub fn produce(&self, acks: i16, elapsed: Duration) {
+        let i = match acks {
+            0 => 0,
+            1 => 1,
+            _ => 2,
+        };
+        self.produce_latency[i].observe(elapsed);
+    }
+}
+
+fn api_index(api_key: i16) -> usize {
+    (api_key.max(0) as usize).min(API_KEYS - 1)
+}
+
+/// Every shard's counters, by shard index.
+pub type Registry = Arc<Vec<Arc<ShardMetrics>>>;
+
+/// A registry for `shards` shards.
+pub fn registry(shards: usize) -> Registry {
+    Arc::new((0..shards).map(|_| Arc::default()).collect())
+}
+
+/// What one shard reports at a scrape.
+#[derive(Debug, Default)]
+struct ShardReport {
+    storage: storage::LogStats,
+    /// (topic, partition) -> (log start, high watermark) of partitions led here.
+    ends: BTreeMap<(String, i32), (i64, i64)>,
+    /// (group, topic, partition) -> committed offset, of groups coordinated here.
+    committed: BTreeMap<(String, String, i32), i64>,
+    /// group -> generation, of groups coordinated here.
+    generations: BTreeMap<String, i32>,
+}
+
+async fn report(shard: Rc<Shard>) -> ShardReport {
+    let mut out = ShardReport::default();
+    let names: BTreeMap<control::TopicId, String> = shard
+        .view
+        .borrow()
+        .metadata
+        .topics
+        .values()
+        .map(|t| (t.id, t.name.clone()))
+        .collect();
+    for (key, partition) in shard.partitions.open_partitions() {
+        let stats = partition.log.stats();
+        let s = &mut out.storage;
+        s.flushes += stats.flushes;
+        s.flushed_bytes += stats.flushed_bytes;
+        s.appended_batches += stats.appended_batches;
+        s.fdatasyncs += stats.fdatasyncs;
+        s.fdatasync_nanos += stats.fdatasync_nanos;
+        s.cache_reads += stats.cache_reads;
+        s.disk_reads += stats.disk_reads;
+        let leads = matches!(&*partition.role.borrow(), Role::Leader(_));
+        if let (true, Some(name)) = (leads, names.get(&key.topic)) {
+            let log = &partition.log;
+            out.ends.insert(
+                (name.clone(), key.index as i32),
+                (log.log_start().0, log.high_watermark().0),
+            );
+        }
+    }
+    for partition in shard.coordinator.all_partitions(&shard).await {
+        for (group, generation, offsets) in partition.offsets_and_generations() {
+            for ((topic, index), offset) in offsets {
+                out.committed.insert((group.clone(), topic, index), offset);
+            }
+            out.generations.insert(group, generation);
+        }
+    }
+    out
+}
+
+/// The whole /metrics page, rendered on shard 0.
+pub async fn render(shard: &Rc<Shard>) -> String {
+    let mut reports = Vec::new();
+    for index in 0..shard.count {
+        let gathered = shard
+            .run_on(index, |s| Box::pin(async move { report(s).await }))
+            .await;
+        if let Ok(report) = gathered {
+            reports.push(report);
+        }
+    }
+    let mut page = Page::default();
+    let all = &shard.metrics_registry;
+    let sum = |f: &dyn Fn(&ShardMetrics) -> u64| all.iter().map(|m| f(m)).sum::<u64>();
+
+    // The design's metrics (seed section 15).
+    let mut produce = [
+        HistogramTotal::default(),
+        HistogramTotal::default(),
+        HistogramTotal::default(),
+    ];
+    for m in all.iter() {
+        for (total, h) in produce.iter_mut().zip(&m.produce_latency) {
+            h.add_to(total);
+        }
+    }
+    page.header(
+        "produce_latency_seconds",
+        "histogram",
+        "produce requests from arrival to answer, by acks",
+    );
+    for (acks, total) in ["0", "1", "all"].iter().zip(&produce) {
+        page.histogram(
+            "produce_latency_seconds",
+            &format!("acks=\"{acks}\""),
+            total,
+        );
+    }
+    let ends: BTreeMap<(String, i32), (i64, i64)> = reports
+        .iter()
+        .flat_map(|r| r.ends.iter().map(|(k, v)| (k.clone(), *v)))
+        .collect();
+    page.header(
+        "consumer_lag_messages",
+        "gauge",
+        "records a group has not committed yet, for partitions this broker leads",
+    );
+    for r in &reports {
+        for ((group, topic, partition), committed) in &r.committed {
+            if let Some((log_start, high_watermark)) = ends.get(&(topic.clone(), *partition)) {
+                let lag = crate::groups::lag::PartitionLag {
+                    committed: Some(*committed),
+                    log_start: *log_start,
+                    log_end: *high_watermark,
+                }
+                .lag();
+                page.sample(
+                    "consumer_lag_messages",
+                    &format!(
+                        "group=\"{}\",topic=\"{}\",partition=\"{partition}\"",
+                        escape(group),
+                        escape(topic)
+                    ),
+                    lag as f64,
+                );
+            }
+        }
+    }
+    page.header(
+        "partition_high_watermark",
+        "gauge",
+        "the high watermark of each partition this broker leads (its rate is the ingest rate)",
+    );
+    for ((topic, partition), (_, high_watermark)) in &ends {
+        page.sample(
+            "partition_high_watermark",
+            &format!("topic=\"{}\",partition=\"{partition}\"", escape(topic)),
+            *high_watermark as f64,
+        );
+    }
+    page.header(
+        "topic_retention_seconds",
+        "gauge",
+        "retention.ms of each topic this broker leads a partition of, in seconds (none: unlimited)",
+    );
+    let led_topics: std::collections::BTreeSet<&String> = ends.keys().map(|(t, _)| t).collect();
+    {
+        let view = shard.view.borrow();
+        for topic in view.metadata.topics.values() {
+            if led_topics.contains(&topic.name) && topic.config.retention_ms >= 0 {
+                page.sample(
+                    "topic_retention_seconds",
+                    &format!("topic=\"{}\"", escape(&topic.name)),
+                    topic.config.retention_ms as f64 / 1000.0,
+                );
+            }
+        }
+    }
+    let (under_replicated, unclean) = {
+        let view = shard.view.borrow();
+        let me = BrokerId(shard.config.node_id);
+        let under = view
+            .metadata
+            .topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.leader == Some(me) && p.isr.len() < p.replicas.len())
+            .count();
+        (under, view.metadata.unclean_leader_elections)
+    };
+    page.gauge(
+        "under_replicated_partitions",
+        "partitions this broker leads with fewer in-sync replicas than replicas",
+        under_replicated as f64,
+    );
+    page.counter(
+        "isr_shrink_count",
+        "ISR shrinks of partitions this broker leads",
+        sum(&|m| m.isr_shrinks.load(Ordering::Relaxed)),
+    );
+    page.counter(
+        "isr_expand_count",
+        "ISR expansions of partitions this broker leads",
+        sum(&|m| m.isr_expands.load(Ordering::Relaxed)),
+    );
+    if let Some(pct) = disk_used_pct(&shard.config.data_dir) {
+        page.gauge(
+            "broker_disk_used_pct",
+            "used space of the file system holding the data directory, in percent",
+            pct,
+        );
+    }
+    page.header(
+        "rebalance_count",
+        "counter",
+        "rebalances a group completed (its generation), for groups coordinated here",
+    );
+    for r in &reports {
+        for (group, generation) in &r.generations {
+            page.sample(
+                "rebalance_count",
+                &format!("group=\"{}\"", escape(group)),
+                (*generation).max(0) as f64,
+            );
+        }
+    }
+    page.counter(
+        "unclean_leader_elections_total",
+        "leaders elected from outside the ISR, cluster-wide",
+        unclean,
+    );
+
+    // Requests, bytes and connections.
+    page.header("requests_total", "counter", "requests by Kafka API");
+    let mut errors = Vec::new();
+    for key in 0..API_KEYS {
+        let count = sum(&|m| m.requests[key].load(Ordering::Relaxed));
+        let failed = sum(&|m| m.request_errors[key].load(Ordering::Relaxed));
+        if count == 0 && failed == 0 {
+            continue;
+        }
+        let api = api_name(key as i16);
+        page.sample("requests_total", &format!("api=\"{api}\""), count as f64);
+        errors.push((api, failed));
+    }
+    page.header(
+        "request_errors_total",
+        "counter",
+        "requests that closed their connection or answered a partition with an error, by API",
+    );
+    for (api, failed) in errors {
+        page.sample(
+            "request_errors_total",
+            &format!("api=\"{api}\""),
+            failed as f64,
+        );
+    }
+    page.counter(
+        "bytes_in_total",
+        "request bytes read",
+        sum(&|m| m.bytes_in.load(Ordering::Relaxed)),
+    );
+    page.counter(
+        "bytes_out_total",
+        "response bytes written",
+        sum(&|m| m.bytes_out.load(Ordering::Relaxed)),
+    );
+    page.gauge(
+        "connections",
+        "open client connections",
+        all.iter()
+            .map(|m| m.connections.load(Ordering::Relaxed))
+            .sum::<i64>() as f64,
+    );
+    let mut fetch = HistogramTotal::default();
+    for m in all.iter() {
+        m.fetch_latency.add_to(&mut fetch);
+    }
+    page.header(
+        "fetch_latency_seconds",
+        "histogram",
+        "consumer fetches from arrival to answer (long-poll waits included)",
+    );
+    page.histogram("fetch_latency_seconds", "", &fetch);
+    page.counter(
+        "follower_consumer_fetches_total",
+        "consumer fetches served by this broker as a follower (rack-aware reads)",
+        sum(&|m| m.follower_reads.load(Ordering::Relaxed)),
+    );
+
+    // Storage.
+    let mut storage = storage::LogStats::default();
+    for r in &reports {
+        storage.flushes += r.storage.flushes;
+        storage.flushed_bytes += r.storage.flushed_bytes;
+        storage.appended_batches += r.storage.appended_batches;
+        storage.fdatasyncs += r.storage.fdatasyncs;
+        storage.fdatasync_nanos += r.storage.fdatasync_nanos;
+        storage.cache_reads += r.storage.cache_reads;
+        storage.disk_reads += r.storage.disk_reads;
+    }
+    page.counter(
+        "log_flushes_total",
+        "flushes of open partition logs (one write burst and fdatasync each)",
+        storage.flushes,
+    );
+    page.counter(
+        "log_appended_batches_total",
+        "batches appended to open partition logs",
+        storage.appended_batches,
+    );
+    page.gauge(
+        "log_group_commit_batches",
+        "batches made durable per flush, on average since start (group commit)",
+        ratio(storage.appended_batches, storage.flushes),
+    );
+    page.counter(
+        "log_fdatasync_total",
+        "fdatasync calls of flushes",
+        storage.fdatasyncs,
+    );
+    page.header(
+        "log_fdatasync_seconds_total",
+        "counter",
+        "time spent in those fdatasync calls",
+    );
+    page.sample(
+        "log_fdatasync_seconds_total",
+        "",
+        storage.fdatasync_nanos as f64 / 1e9,
+    );
+    page.gauge(
+        "log_read_cache_hit_ratio",
+        "reads served from the in-memory tail rather than the files, since start",
+        ratio(
+            storage.cache_reads,
+            storage.cache_reads + storage.disk_reads,
+        ),
+    );
+    page.text
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Used space of the file system holding `dir`, in percent.
+fn disk_used_pct(dir: &Path) -> Option<f64> {
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    let total = stats.blocks() as f64;
+    if total == 0.0 {
+        return None;
+    }
+    Some((total - stats.blocks_free() as f64) / total * 100.0)
+}
+
+/// Label values as Prometheus wants them.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn api_name(key: i16) -> String {
+    kafka_protocol::messages::ApiKey::try_from(key)
+        .map(|k| format!("{k:?}"))
+        .unwrap_or_else(|_| format!("key_{key}"))
+}
+
+/// The text being written.
+#[derive(Default)]
+struct Page {
+    text: String,
+}
+
+impl Page {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &str, value: f64) {
+        if labels.is_empty() {
+            let _ = writeln!(self.text, "{name} {value}");
+        } else {
+            let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
+        }
+    }
+
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.header(name, "counter", help);
+        self.sample(name, "", value as f64);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.header(name, "gauge", help);
+        self.sample(name, "", value);
+    }
+
+    fn histogram(&mut self, name: &str, labels: &str, total: &HistogramTotal) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (bound, count) in LATENCY_BUCKETS_SECONDS.iter().zip(&total.buckets) {
+            cumulative += count;
+            let _ = writeln!(
+                self.text,
+                "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            self.text,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            total.count
+        );
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(
+            self.text,
+            "{name}_sum{braces} {}",
+            total.sum_nanos as f64 / 1e9
+        );
+        let _ = writeln!(self.text, "{name}_count{braces} {}", total.count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_count_everything() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(300));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(60)); // above every bucket: +Inf only
+        let mut total = HistogramTotal::default();
+        h.add_to(&mut total);
+        let mut page = Page::default();
+        page.histogram("x_seconds", "acks=\"all\"", &total);
+        assert!(page
+            .text
+            .contains("x_seconds_bucket{acks=\"all\",le=\"0.0005\"} 1\n"));
+        assert!(page
+            .text
+            .contains("x_seconds_bucket{acks=\"all\",le=\"0.005\"} 2\n"));
+        assert!(page
+            .text
+            .contains("x_seconds_bucket{acks=\"all\",le=\"10\"} 2\n"));
+        assert!(page
+            .text
+            .contains("x_seconds_bucket{acks=\"all\",le=\"+Inf\"} 3\n"));
+        assert!(page.text.contains("x_seconds_count{acks=\"all\"} 3\n"));
+        assert_eq!(api_name(0), "Produce");
+        assert_eq!(escape("a\"b"), "a\\\"b");
+    }
+}

@@ -1,0 +1,268 @@
+//! GET /metrics on a real broker: scraped before and after load, the
+//! values move as they should; the alert rules and the dashboard name only
+//! metrics the broker serves.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use client::cluster::Cluster;
+use support::{on_glommio, start_broker_with};
+
+/// Every sample of a scrape: `name{labels}` -> value.
+fn scrape(http: SocketAddr) -> BTreeMap<String, f64> {
+    let mut stream = std::net::TcpStream::connect(http).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let body = text.split("\r\n\r\n").nth(1).expect("a body");
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').expect("name value");
+            (name.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+fn value(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    *samples
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} not scraped; have {:?}", samples.keys()))
+}
+
+/// The metric names of a scrape (labels dropped), histograms also by
+/// their base name.
+fn names(samples: &BTreeMap<String, f64>) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for key in samples.keys() {
+        let name = key.split('{').next().unwrap();
+        names.insert(name.to_string());
+        if let Some(base) = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+        {
+            names.insert(base.to_string());
+        }
+    }
+    names
+}
+
+fn kcat_produce(bootstrap: &str, topic: &str, count: usize) {
+    let mut producer = Command::new("kcat")
+        .args(["-P", "-b", bootstrap, "-t", topic, "-X", "acks=all"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("kcat (the test command installs it)");
+    {
+        let stdin = producer.stdin.as_mut().unwrap();
+        for i in 0..count {
+            writeln!(stdin, "metric-value-{i}").unwrap();
+        }
+    }
+    assert!(producer.wait().unwrap().success());
+}
+
+#[test]
+fn metrics_move_with_produce_consume_commits_and_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[("BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")],
+    );
+    let bootstrap = broker.bootstrap();
+    let before = scrape(broker.http);
+    assert_eq!(value(&before, "under_replicated_partitions"), 0.0);
+    let disk = value(&before, "broker_disk_used_pct");
+    assert!(disk > 0.0 && disk <= 100.0, "{disk}");
+
+    kcat_produce(&bootstrap, "measured", 2000);
+    let produced = scrape(broker.http);
+    let grew = |name: &str, by: f64| {
+        let (a, b) = (
+            before.get(name).copied().unwrap_or(0.0),
+            value(&produced, name),
+        );
+        assert!(b >= a + by, "{name}: {a} -> {b}, expected at least +{by}");
+    };
+    grew("requests_total{api=\"Produce\"}", 1.0);
+    grew("produce_latency_seconds_count{acks=\"all\"}", 1.0);
+    // 2000 values of 14-18 bytes each, framed in requests.
+    grew("bytes_in_total", 28_000.0);
+    grew("log_appended_batches_total", 1.0);
+    grew("log_fdatasync_total", 1.0);
+    assert_eq!(
+        value(
+            &produced,
+            "partition_high_watermark{topic=\"measured\",partition=\"0\"}"
+        ),
+        2000.0
+    );
+    assert_eq!(
+        value(&produced, "topic_retention_seconds{topic=\"measured\"}"),
+        7.0 * 24.0 * 3600.0
+    );
+    // A histogram's buckets are cumulative up to its count.
+    let all = value(&produced, "produce_latency_seconds_count{acks=\"all\"}");
+    assert_eq!(
+        value(
+            &produced,
+            "produce_latency_seconds_bucket{acks=\"all\",le=\"+Inf\"}"
+        ),
+        all
+    );
+
+    let consumed = Command::new("timeout")
+        .args(["60", "kcat", "-C", "-b", &bootstrap, "-t", "measured"])
+        .args(["-o", "beginning", "-e", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&consumed.stdout).lines().count(),
+        2000
+    );
+    let read = scrape(broker.http);
+    assert!(value(&read, "fetch_latency_seconds_count") >= 1.0);
+    assert!(value(&read, "bytes_out_total") >= value(&produced, "bytes_out_total") + 28_000.0);
+    let ratio = value(&read, "log_read_cache_hit_ratio");
+    assert!((0.0..=1.0).contains(&ratio) && ratio > 0.0, "{ratio}");
+
+    // Lag follows the group's commits.
+    let lag = "consumer_lag_messages{group=\"billing\",topic=\"measured\",partition=\"0\"}";
+    let commit = |offset: i64| {
+        let address = broker.address;
+        on_glommio(async move {
+            let cluster = Cluster::new(address, "metrics-test");
+            let offsets = BTreeMap::from([(("measured".to_string(), 0), offset)]);
+            cluster.commit_offsets("billing", &offsets).await.unwrap();
+        })
+    };
+    commit(500);
+    assert_eq!(value(&scrape(broker.http), lag), 1500.0);
+    commit(2000);
+    assert_eq!(value(&scrape(broker.http), lag), 0.0);
+
+    // A group consumer's join is a rebalance.
+    let mut member = Command::new("kcat")
+        .args(["-b", &bootstrap, "-G", "rebalancing", "measured"])
+        .args(["-X", "auto.offset.reset=earliest", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let rebalances = "rebalance_count{group=\"rebalancing\"}";
+    while scrape(broker.http).get(rebalances).copied().unwrap_or(0.0) < 1.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no rebalance counted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = member.kill();
+    let _ = member.wait();
+    assert!(value(&scrape(broker.http), "connections") >= 0.0);
+}
+
+/// The metric names an expression uses: every word with an underscore
+/// that is not PromQL's own (`group_left`, `clamp_min`, ...), so a
+/// misspelt name shows as one the broker does not serve.
+fn metric_names_in(text: &str) -> Vec<String> {
+    const PROMQL: [&str; 4] = ["group_left", "group_right", "clamp_min", "histogram_quantile"];
+    let mut found = Vec::new();
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        if word.contains('_') && !PROMQL.contains(&word.as_str()) {
+            found.push(word.clone());
+        }
+        word.clear();
+    }
+    found
+}
+
+#[test]
+fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[]);
+    // Something in every family with labels.
+    kcat_produce(&broker.bootstrap(), "named", 10);
+    on_glommio({
+        let address = broker.address;
+        async move {
+            let cluster = Cluster::new(address, "metrics-test");
+            let offsets = BTreeMap::from([(("named".to_string(), 0), 3)]);
+            cluster.commit_offsets("g", &offsets).await.unwrap();
+        }
+    });
+    let served = names(&scrape(broker.http));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let rules = std::fs::read_to_string(root.join("scripts/alerts.yml")).unwrap();
+    let exprs: String = rules
+        .split("expr:")
+        .skip(1)
+        .map(|rest| {
+            rest.split("for:")
+                .next()
+                .unwrap()
+                .split("labels:")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    let used = metric_names_in(&exprs);
+    for alert in [
+        "ConsumerLagOverHalfRetention",
+        "UnderReplicatedPartitions",
+        "RebalanceStorm",
+        "BrokerDiskOver80Percent",
+        "UncleanLeaderElection",
+    ] {
+        assert!(rules.contains(&format!("alert: {alert}")), "{alert}");
+    }
+    for name in [
+        "consumer_lag_messages",
+        "under_replicated_partitions",
+        "rebalance_count",
+        "broker_disk_used_pct",
+        "unclean_leader_elections_total",
+    ] {
+        assert!(used.contains(&name.to_string()), "no alert uses {name}");
+    }
+    for name in &used {
+        assert!(
+            served.contains(name),
+            "the alert rules use {name}, not served"
+        );
+    }
+    let dashboard = root.join("scripts/grafana-dashboard.json");
+    let parsed = Command::new("python3")
+        .args(["-m", "json.tool"])
+        .arg(&dashboard)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(parsed.success(), "the dashboard is not valid JSON");
+    let text = std::fs::read_to_string(&dashboard).unwrap();
+    let exprs: String = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("\"expr\""))
+        .collect();
+    let used = metric_names_in(&exprs);
+    assert!(used.len() >= 15, "{used:?}");
+    for name in &used {
+        assert!(
+            served.contains(name),
+            "the dashboard uses {name}, not served"
+        );
+    }
+}

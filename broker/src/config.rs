@@ -73,6 +73,9 @@ pub struct BrokerConfig {
     /// names its rack is sent to an in-sync replica in it, KIP-392, and
     /// followers serve consumer fetches below their high watermark).
     pub replica_selector: String,
+    /// Log lines as `text` (for people) or `json` (one object per line,
+    /// span closes included: the traces, docs/operations.md).
+    pub log_format: String,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
@@ -106,6 +109,7 @@ impl Default for BrokerConfig {
             replica_fetch_wait_max_ms: 500,
             default_replication_factor: 1,
             replica_selector: "leader".into(),
+            log_format: "text".into(),
             test_flush_delay_ms: 0,
         }
     }
@@ -249,6 +253,12 @@ impl BrokerConfig {
                 "broker_session_timeout_ms must be at least twice broker_heartbeat_interval_ms (> 0)"
                     .into(),
             );
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return invalid(format!(
+                "log_format must be text or json, got {:?}",
+                self.log_format
+            ));
         }
         if !matches!(self.replica_selector.as_str(), "leader" | "rack-aware") {
             return invalid(format!(

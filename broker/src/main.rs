@@ -9,13 +9,6 @@ use std::sync::{mpsc, Arc};
 use broker::config::{BrokerConfig, CommandLine};
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args
         .first()
@@ -23,6 +16,12 @@ fn main() {
     {
         println!("{}", broker::admin_cli::USAGE);
         return;
+    }
+    if args
+        .first()
+        .is_some_and(|a| a == "topic" || a == "cluster" || a == "group" || a == "dump-log")
+    {
+        init_logging(false);
     }
     if args
         .first()
@@ -63,6 +62,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    init_logging(config.log_format == "json");
     // SIGTERM or SIGINT: stop accepting, let open connections finish, exit 0.
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -83,4 +83,30 @@ fn main() {
     }
     let _ = announcer.join();
     tracing::info!("stopped");
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default info). As `json`
+/// (`log_format`), one JSON object per line, and every span's close as an
+/// event with its busy and idle time: the produce spans
+/// (`RUST_LOG=info,broker::server::handlers::produce=debug`) become traces
+/// any log pipeline can ship (docs/operations.md, "Traces").
+fn init_logging(json: bool) {
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder
+            .json()
+            .with_span_events(FmtSpan::CLOSE)
+            .with_current_span(true)
+            .with_span_list(true)
+            .init();
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }

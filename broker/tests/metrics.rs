@@ -174,7 +174,12 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
 /// that is not PromQL's own (`group_left`, `clamp_min`, ...), so a
 /// misspelt name shows as one the broker does not serve.
 fn metric_names_in(text: &str) -> Vec<String> {
-    const PROMQL: [&str; 4] = ["group_left", "group_right", "clamp_min", "histogram_quantile"];
+    const PROMQL: [&str; 4] = [
+        "group_left",
+        "group_right",
+        "clamp_min",
+        "histogram_quantile",
+    ];
     let mut found = Vec::new();
     let mut word = String::new();
     for c in text.chars().chain(std::iter::once(' ')) {
@@ -265,4 +270,42 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
             "the dashboard uses {name}, not served"
         );
     }
+}
+
+#[test]
+fn produce_spans_are_exported_as_json_logs_tagged_with_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[
+            ("BROKER_LOG_FORMAT", "json"),
+            ("RUST_LOG", "info,broker::server::handlers::produce=debug"),
+        ],
+    );
+    kcat_produce(&broker.bootstrap(), "traced", 100);
+    let started = Instant::now();
+    let closed = |name: &str| {
+        broker
+            .logged("\"message\":\"close\"")
+            .into_iter()
+            .any(|line| {
+                line.contains(&format!("\"name\":\"{name}\"")) && line.contains("\"acks\":\"all\"")
+            })
+    };
+    while !(closed("produce") && closed("partition")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no produce spans in the JSON log: {:?}",
+            broker.logged("produce")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The leader's fdatasync is a child span of the partition's, with its timing.
+    let fdatasync = broker
+        .logged("\"message\":\"close\"")
+        .into_iter()
+        .find(|l| l.contains("\"name\":\"fdatasync\""))
+        .expect("an fdatasync span");
+    assert!(fdatasync.contains("time.busy"), "{fdatasync}");
+    assert!(fdatasync.contains("\"topic\":\"traced\""), "{fdatasync}");
 }

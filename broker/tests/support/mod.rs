@@ -65,7 +65,17 @@ pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
     let keep = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("kafka=").nth(1) {
+            // JSON logs (BROKER_LOG_FORMAT=json) carry the fields quoted.
+            if line.contains("\"kafka\":\"") {
+                let field = |name: &str| {
+                    line.split(&format!("\"{name}\":\""))
+                        .nth(1)
+                        .and_then(|r| r.split('"').next())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let _ = tx.send((field("kafka"), field("http")));
+            } else if let Some(rest) = line.split("kafka=").nth(1) {
                 let kafka = rest.split_whitespace().next().unwrap_or_default();
                 let http = line
                     .split("http=")

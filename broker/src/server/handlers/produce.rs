@@ -12,6 +12,8 @@ use kafka_protocol::ResponseError;
 use storage::batch::{BatchHeader, ValidBatch};
 use storage::{BatchError, StorageError};
 
+use tracing::Instrument;
+
 use super::routing::{on_led_partition, route_by_id, route_by_name, Code, Led};
 use super::{HandlerError, Outcome};
 use crate::kafka::bounds::check_produce;
@@ -67,6 +69,24 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     } else {
         None
     };
+    // One span per request (debug level: free unless enabled), with a
+    // child per partition on the owning shard: append, the leader's
+    // fdatasync, the wait for the ISR (docs/operations.md, "Traces").
+    let acks_tag = match acks {
+        0 => "0",
+        1 => "1",
+        _ => "all",
+    };
+    let span = tracing::debug_span!(
+        "produce",
+        acks = acks_tag,
+        correlation_id = request.header.correlation_id,
+        partitions = decoded
+            .topic_data
+            .iter()
+            .map(|t| t.partition_data.len())
+            .sum::<usize>(),
+    );
     // Every partition's append runs at once, each on its own shard.
     let mut pending = Vec::new();
     for topic in &decoded.topic_data {
@@ -86,17 +106,30 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 Some(code) => Err(code),
                 None => route,
             };
+            let parent = span.clone();
+            let topic_name = topic.name.to_string();
+            let index = data.index;
             pending.push(async move {
                 on_led_partition(&shard, route, Appended::failed, move |owner, led| {
+                    let span = tracing::debug_span!(
+                        parent: &parent,
+                        "partition",
+                        topic = %topic_name,
+                        partition = index,
+                        acks = acks_tag
+                    );
                     Box::pin(
-                        async move { append_on_owner(&owner, led, records, acks, timeout).await },
+                        async move { append_on_owner(&owner, led, records, acks, timeout).await }
+                            .instrument(span),
                     )
                 })
                 .await
             });
         }
     }
-    let results = futures::future::join_all(pending).await;
+    let results = futures::future::join_all(pending)
+        .instrument(span.clone())
+        .await;
     shard.metrics.produce(acks, started.elapsed());
     if results.iter().any(|r| r.error != 0) {
         shard.metrics.request_error(request.header.request_api_key);
@@ -214,6 +247,7 @@ async fn append_on_owner(
     let (Some(first), Some(next)) = (first, next) else {
         return Appended::failed(ResponseError::CorruptMessage.code());
     };
+    tracing::debug!(base = first.0, next = next.0, "appended");
     // Data becomes visible (the high watermark moves) once durable; the
     // flush wakes the fetchers waiting for it.
     let partition = led.partition.clone();
@@ -227,7 +261,7 @@ async fn append_on_owner(
         result
     };
     if acks == -1 {
-        if let Err(e) = flushed.await {
+        if let Err(e) = flushed.instrument(tracing::debug_span!("fdatasync")).await {
             return Appended::failed(storage_error_code(&e));
         }
     } else {
@@ -286,6 +320,7 @@ async fn append_replicated(
     let (Some(first), Some(last)) = (first, last) else {
         return Appended::failed(ResponseError::CorruptMessage.code());
     };
+    tracing::debug!(base = first.0, last = last.0, "appended");
     // Followers waiting at this leader fetch the new records now.
     partition.notify_arrival();
     // The leader's own copy counts once flushed (fsync.before.ack).
@@ -306,14 +341,15 @@ async fn append_replicated(
         .detach();
     } else {
         if led.topic.config.fsync_before_ack {
-            if let Err(e) = flushed.await {
+            if let Err(e) = flushed.instrument(tracing::debug_span!("fdatasync")).await {
                 return Appended::failed(storage_error_code(&e));
             }
         } else {
             glommio::spawn_local(flushed).detach();
         }
-        let acknowledged =
-            replica::wait_acknowledged(&partition, epoch, last, min_insync, timeout).await;
+        let acknowledged = replica::wait_acknowledged(&partition, epoch, last, min_insync, timeout)
+            .instrument(tracing::debug_span!("isr_confirmation", min_insync))
+            .await;
         if let Err(code) = acknowledged {
             return Appended::failed(code);
         }

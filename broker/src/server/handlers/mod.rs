@@ -11,9 +11,9 @@ mod group_admin;
 mod group_offsets;
 mod groups;
 mod offsets;
-mod produce;
+pub mod produce;
 pub mod routing;
-mod topics;
+pub mod topics;
 
 use std::rc::Rc;
 

@@ -180,13 +180,43 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     )?))
 }
 
-fn error_text(code: Code) -> &'static str {
+/// Appends `records` (whole v2 batches) to one partition as a Produce
+/// with `acks` would (the HTTP API's way in): the error code and the base
+/// offset.
+pub async fn produce_to(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+    timeout: std::time::Duration,
+) -> (Code, i64) {
+    let started = std::time::Instant::now();
+    let route = route_by_name(shard, topic, partition);
+    let result = on_led_partition(shard, route, Appended::failed, move |owner, led| {
+        Box::pin(async move { append_on_owner(&owner, led, records, acks, timeout).await })
+    })
+    .await;
+    shard.metrics.produce(acks, started.elapsed());
+    (result.error, result.base_offset)
+}
+
+/// A Kafka error code's text, for answers that carry one.
+pub fn error_text(code: Code) -> &'static str {
     match ResponseError::try_from_code(code) {
         Some(ResponseError::CorruptMessage) => {
             "a batch failed validation (magic, length, CRC or record count)"
         }
         Some(ResponseError::MessageTooLarge) => "a batch exceeds max.message.bytes",
         Some(ResponseError::KafkaStorageError) => "the partition's log failed",
+        Some(ResponseError::UnknownTopicOrPartition) => "no such topic or partition",
+        Some(ResponseError::NotLeaderOrFollower) => "this broker does not lead the partition",
+        Some(ResponseError::NotEnoughReplicas) => "fewer in-sync replicas than min.insync.replicas",
+        Some(ResponseError::NotEnoughReplicasAfterAppend) => {
+            "the in-sync replicas fell below min.insync.replicas after the append"
+        }
+        Some(ResponseError::RequestTimedOut) => "the in-sync replicas did not confirm in time",
+        Some(ResponseError::InvalidRequiredAcks) => "acks must be 0, 1 or all",
         _ => "refused",
     }
 }

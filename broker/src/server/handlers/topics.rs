@@ -242,26 +242,7 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
             )),
-            // The coordinator's state lives there (Kafka refuses too).
-            Some(name) if name == crate::groups::OFFSETS_TOPIC => Err((
-                ResponseError::InvalidTopicException.code(),
-                format!("{name} is internal and cannot be deleted"),
-            )),
-            Some(name) if !shard.view.borrow().metadata.names.contains_key(name) => Err((
-                ResponseError::UnknownTopicOrPartition.code(),
-                format!("no topic {name}"),
-            )),
-            Some(name) => {
-                let request = ControllerRequest::DeleteTopic { name: name.clone() };
-                match call_controller(shard, request).await {
-                    Ok(()) => {
-                        let gone = name.clone();
-                        catch_up(shard, |m| !m.names.contains_key(&gone)).await;
-                        Ok(())
-                    }
-                    Err(e) => Err(controller_error(&e)),
-                }
-            }
+            Some(name) => delete_topic(shard, name).await,
         };
         let mut entry = DeletableTopicResult::default()
             .with_name(name.map(|n| TopicName(StrBytes::from_string(n))));
@@ -282,6 +263,33 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
         version,
         &answer,
     )?))
+}
+
+/// Deletes one topic and waits for this shard to see it gone.
+pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), (Code, String)> {
+    if name == crate::groups::OFFSETS_TOPIC {
+        // The coordinator's state lives there (Kafka refuses too).
+        return Err((
+            ResponseError::InvalidTopicException.code(),
+            format!("{name} is internal and cannot be deleted"),
+        ));
+    }
+    if !shard.view.borrow().metadata.names.contains_key(name) {
+        return Err((
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("no topic {name}"),
+        ));
+    }
+    let request = ControllerRequest::DeleteTopic {
+        name: name.to_string(),
+    };
+    match call_controller(shard, request).await {
+        Ok(()) => {
+            catch_up(shard, |m| !m.names.contains_key(name)).await;
+            Ok(())
+        }
+        Err(e) => Err(controller_error(&e)),
+    }
 }
 
 /// Answers CreatePartitions: grows topics to the counts asked.

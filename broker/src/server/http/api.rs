@@ -1,0 +1,425 @@
+//! The HTTP/JSON API (docs/http-api.md): producing messages and managing
+//! topics, through the same paths as the Kafka protocol (the partition's
+//! owning shard appends; the controller creates and deletes topics).
+//! Values and keys are base64 (or UTF-8 text with `encoding=text`).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafka_protocol::ResponseError;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{HttpRequest, HttpResponse};
+use crate::server::handlers::produce::{error_text, produce_to};
+use crate::server::handlers::routing::{on_led_partition, route_by_name, Code};
+use crate::server::handlers::topics::{create_topic, delete_topic, NewTopic};
+use crate::server::shard::Shard;
+
+/// How long an HTTP produce may wait for its acknowledgement.
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most records one request may carry.
+const RECORDS_PER_REQUEST_MAX: usize = 100_000;
+
+/// Answers an API request (anything but /health and /metrics).
+pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
+    let segments: Vec<&str> = request
+        .path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    match (request.method.as_str(), segments.as_slice()) {
+        ("GET", ["topics"]) => list_topics(shard),
+        ("POST", ["topics"]) => create(shard, &request.body).await,
+        ("GET", ["topics", topic]) => describe(shard, topic),
+        ("DELETE", ["topics", topic]) => delete(shard, topic).await,
+        ("POST", ["topics", topic, "messages"]) => produce(shard, topic, &request).await,
+        ("GET", ["topics", topic, "partitions", partition, "watermark"]) => {
+            watermark(shard, topic, partition).await
+        }
+        (_, ["consumer-groups", ..]) => HttpResponse::error(
+            501,
+            -1,
+            "the HTTP consumer-group endpoints are not built yet; use a Kafka client",
+        ),
+        (_, ["topics"] | ["topics", _] | ["topics", _, "messages"]) => {
+            HttpResponse::error(405, -1, format!("{} not allowed here", request.method))
+        }
+        _ => HttpResponse::error(404, -1, format!("no endpoint {}", request.path)),
+    }
+}
+
+/// The HTTP status for a Kafka error code.
+fn status_for(code: Code) -> u16 {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::UnknownTopicOrPartition) => 404,
+        Some(ResponseError::TopicAlreadyExists) => 409,
+        Some(ResponseError::NotLeaderOrFollower) => 421,
+        Some(ResponseError::NotEnoughReplicas)
+        | Some(ResponseError::NotEnoughReplicasAfterAppend)
+        | Some(ResponseError::NotController) => 503,
+        Some(ResponseError::RequestTimedOut) => 504,
+        Some(ResponseError::MessageTooLarge) | Some(ResponseError::RecordListTooLarge) => 413,
+        Some(ResponseError::KafkaStorageError) => 500,
+        _ => 400,
+    }
+}
+
+fn kafka_error(code: Code, message: impl Into<String>) -> HttpResponse {
+    HttpResponse::error(status_for(code), code, message)
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, HttpResponse> {
+    serde_json::from_slice(body)
+        .map_err(|e| HttpResponse::error(400, -1, format!("bad JSON body: {e}")))
+}
+
+fn list_topics(shard: &Shard) -> HttpResponse {
+    let view = shard.view.borrow();
+    let topics: Vec<Value> = view
+        .metadata
+        .topics
+        .values()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "partitions": t.partitions.len(),
+                "internal": t.name == crate::groups::OFFSETS_TOPIC,
+            })
+        })
+        .collect();
+    HttpResponse::json(200, &Value::Array(topics))
+}
+
+fn describe(shard: &Shard, name: &str) -> HttpResponse {
+    let view = shard.view.borrow();
+    let Ok(topic) = view.metadata.topic_by_name(name) else {
+        return kafka_error(
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("no topic {name}"),
+        );
+    };
+    let partitions: Vec<Value> = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            json!({
+                "partition": i,
+                "leader": p.leader.map(|b| b.0),
+                "leader_epoch": p.leader_epoch.0,
+                "replicas": p.replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                "isr": p.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let configs: BTreeMap<&str, String> = control::config::TOPIC_CONFIG_KEYS
+        .iter()
+        .filter_map(|k| topic.config.get(k).map(|v| (*k, v)))
+        .collect();
+    HttpResponse::json(
+        200,
+        &json!({
+            "name": topic.name,
+            "id": uuid::Uuid::from_bytes(topic.id.0).to_string(),
+            "partitions": partitions,
+            "configs": configs,
+        }),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    name: String,
+    partitions: Option<i32>,
+    replication_factor: Option<i16>,
+    #[serde(default)]
+    configs: BTreeMap<String, String>,
+}
+
+async fn create(shard: &Rc<Shard>, body: &[u8]) -> HttpResponse {
+    let body: CreateBody = match parse(body) {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
+    let new = NewTopic {
+        name: body.name.clone(),
+        partitions: body.partitions.unwrap_or(-1),
+        replication_factor: body.replication_factor.unwrap_or(-1),
+        configs: body
+            .configs
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect(),
+    };
+    match create_topic(shard, new, false).await {
+        Ok((id, _, partitions, replication_factor)) => HttpResponse::json(
+            201,
+            &json!({
+                "name": body.name,
+                "id": uuid::Uuid::from_bytes(id.0).to_string(),
+                "partitions": partitions,
+                "replication_factor": replication_factor,
+            }),
+        ),
+        Err((code, message)) => kafka_error(code, message),
+    }
+}
+
+async fn delete(shard: &Rc<Shard>, name: &str) -> HttpResponse {
+    match delete_topic(shard, name).await {
+        Ok(()) => HttpResponse {
+            status: 204,
+            content_type: "application/json",
+            body: Vec::new(),
+        },
+        Err((code, message)) => kafka_error(code, message),
+    }
+}
+
+async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpResponse {
+    let Ok(partition) = partition.parse::<i32>() else {
+        return HttpResponse::error(400, -1, format!("partition {partition:?} is not a number"));
+    };
+    let route = route_by_name(shard, topic, partition);
+    let result = on_led_partition(
+        shard,
+        route,
+        |code| Err(code),
+        |_, led| {
+            Box::pin(async move {
+                let log = &led.partition.log;
+                Ok((log.log_start().0, log.high_watermark().0))
+            })
+        },
+    )
+    .await;
+    match result {
+        Ok((earliest, latest)) => {
+            HttpResponse::json(200, &json!({"earliest": earliest, "latest": latest}))
+        }
+        Err(code) => kafka_error(code, error_text(code)),
+    }
+}
+
+/// One message as posted.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageIn {
+    key: Option<String>,
+    value: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, Option<String>>,
+    partition: Option<i32>,
+}
+
+/// A message body: one message, or `{"records": [...]}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MessagesIn {
+    Batch { records: Vec<MessageIn> },
+    One(MessageIn),
+}
+
+/// A message decoded, with its partition.
+struct Message {
+    partition: i32,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    headers: IndexMap<StrBytes, Option<Bytes>>,
+}
+
+/// Keyless messages of a request go to one partition, the next one each
+/// request (Kafka's sticky partitioner does the like per batch).
+static KEYLESS_NEXT: AtomicU32 = AtomicU32::new(0);
+
+async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpResponse {
+    let acks: i16 = match request.query.get("acks").map(String::as_str) {
+        None | Some("all") | Some("-1") => -1,
+        Some("1") => 1,
+        Some("0") => 0,
+        Some(other) => {
+            return HttpResponse::error(
+                400,
+                ResponseError::InvalidRequiredAcks.code(),
+                format!("acks must be 0, 1 or all, not {other:?}"),
+            )
+        }
+    };
+    let text = match request.query.get("encoding").map(String::as_str) {
+        None | Some("base64") => false,
+        Some("text") => true,
+        Some(other) => {
+            return HttpResponse::error(
+                400,
+                -1,
+                format!("encoding must be base64 or text, not {other:?}"),
+            )
+        }
+    };
+    let (messages, single) = match parse::<MessagesIn>(&request.body) {
+        Ok(MessagesIn::Batch { records }) => (records, false),
+        Ok(MessagesIn::One(one)) => (vec![one], true),
+        Err(refusal) => return refusal,
+    };
+    if messages.is_empty() || messages.len() > RECORDS_PER_REQUEST_MAX {
+        return HttpResponse::error(
+            400,
+            -1,
+            format!("1 to {RECORDS_PER_REQUEST_MAX} records per request"),
+        );
+    }
+    let partitions = match shard.view.borrow().metadata.topic_by_name(topic) {
+        Ok(t) => t.partitions.len() as u32,
+        Err(_) => {
+            return kafka_error(
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("no topic {topic}"),
+            )
+        }
+    };
+    let keyless = KEYLESS_NEXT.fetch_add(1, Ordering::Relaxed) % partitions.max(1);
+    let mut decoded = Vec::with_capacity(messages.len());
+    for (i, m) in messages.into_iter().enumerate() {
+        match decode_message(m, text, partitions, keyless) {
+            Ok(message) => decoded.push(message),
+            Err(why) => return HttpResponse::error(400, -1, format!("record {i}: {why}")),
+        }
+    }
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    // One batch per partition, in the order the records came.
+    let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, m) in decoded.iter().enumerate() {
+        by_partition.entry(m.partition).or_default().push(i);
+    }
+    let mut answers: Vec<Result<i64, Code>> = vec![Err(-1); decoded.len()];
+    for (partition, indexes) in by_partition {
+        let batch = match encode(&decoded, &indexes, timestamp) {
+            Ok(batch) => batch,
+            Err(why) => return HttpResponse::error(500, -1, why),
+        };
+        let (code, base) = produce_to(shard, topic, partition, batch, acks, PRODUCE_TIMEOUT).await;
+        for (n, i) in indexes.into_iter().enumerate() {
+            answers[i] = if code == 0 {
+                Ok(if acks == 0 { -1 } else { base + n as i64 })
+            } else {
+                Err(code)
+            };
+        }
+    }
+    let entry = |i: usize| match answers[i] {
+        Ok(offset) => json!({
+            "partition": decoded[i].partition,
+            "offset": offset,
+            "timestamp": timestamp,
+        }),
+        Err(code) => json!({
+            "partition": decoded[i].partition,
+            "error_code": code,
+            "message": error_text(code),
+        }),
+    };
+    let failed = answers.iter().find_map(|a| a.err());
+    if single {
+        return match failed {
+            Some(code) => kafka_error(code, error_text(code)),
+            None => HttpResponse::json(200, &entry(0)),
+        };
+    }
+    let status = failed.map_or(200, status_for);
+    let offsets: Vec<Value> = (0..decoded.len()).map(entry).collect();
+    HttpResponse::json(status, &json!({ "offsets": offsets }))
+}
+
+fn decode_message(
+    message: MessageIn,
+    text: bool,
+    partitions: u32,
+    keyless: u32,
+) -> Result<Message, String> {
+    let bytes = |field: &str, value: Option<String>| -> Result<Option<Bytes>, String> {
+        match value {
+            None => Ok(None),
+            Some(v) if text => Ok(Some(Bytes::from(v.into_bytes()))),
+            Some(v) => base64::engine::general_purpose::STANDARD
+                .decode(v.as_bytes())
+                .map(|b| Some(Bytes::from(b)))
+                .map_err(|e| format!("{field} is not base64 ({e}); use encoding=text for text")),
+        }
+    };
+    let key = bytes("key", message.key)?;
+    let value = bytes("value", message.value)?;
+    if key.is_none() && value.is_none() {
+        return Err("a record needs a key or a value".into());
+    }
+    let mut headers = IndexMap::new();
+    for (name, v) in message.headers {
+        headers.insert(StrBytes::from_string(name), bytes("header", v)?);
+    }
+    let partition = match (message.partition, &key) {
+        (Some(p), _) if p < 0 || p as u32 >= partitions => {
+            return Err(format!("partition {p} not in 0..{partitions}"))
+        }
+        (Some(p), _) => p,
+        // As the Java client's default partitioner: Kafka producers and
+        // this API put a key on the same partition.
+        (None, Some(key)) => client::partitioner::partition_for_key(key, partitions) as i32,
+        (None, None) => keyless as i32,
+    };
+    Ok(Message {
+        partition,
+        key,
+        value,
+        headers,
+    })
+}
+
+/// One v2 batch of the messages at `indexes`.
+fn encode(messages: &[Message], indexes: &[usize], timestamp: i64) -> Result<Bytes, String> {
+    let records: Vec<Record> = indexes
+        .iter()
+        .enumerate()
+        .map(|(n, i)| {
+            let m = &messages[*i];
+            Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: n as i64,
+                sequence: -1,
+                timestamp,
+                key: m.key.clone(),
+                value: m.value.clone(),
+                headers: m.headers.clone(),
+            }
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| format!("encoding a batch: {e}"))?;
+    Ok(out.freeze())
+}

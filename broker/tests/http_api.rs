@@ -294,3 +294,43 @@ fn a_key_lands_where_librdkafkas_java_compatible_partitioner_puts_it() {
         assert_eq!(answer["partition"].as_i64(), Some(kafka[key]), "{key}");
     }
 }
+
+#[test]
+fn the_openapi_file_parses_and_describes_every_endpoint() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let file = root.join("docs/openapi.yaml");
+    // scripts/test.sh puts PyYAML in its virtualenv (KAFKA_PYTHON).
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); \
+                  print('\\n'.join(f'{m.upper()} {p}' for p, ops in d['paths'].items() \
+                  for m in ops if m != 'parameters'))";
+    let out = Command::new(&python)
+        .args(["-c", script])
+        .arg(&file)
+        .output()
+        .expect("python (scripts/test.sh sets KAFKA_PYTHON)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let described: std::collections::BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for endpoint in [
+        "GET /health",
+        "GET /metrics",
+        "GET /topics",
+        "POST /topics",
+        "GET /topics/{topic}",
+        "DELETE /topics/{topic}",
+        "POST /topics/{topic}/messages",
+        "GET /topics/{topic}/partitions/{partition}/watermark",
+    ] {
+        assert!(
+            described.contains(endpoint),
+            "{endpoint} not in {described:?}"
+        );
+    }
+}

@@ -221,7 +221,7 @@ fn every_endpoint_with_its_refusals() {
     assert_eq!(call(http, "PUT", "/topics", None).0, 405);
     assert_eq!(
         call(http, "POST", "/consumer-groups/g/join", Some("{}")).0,
-        501
+        400
     );
 
     // Delete; then it is gone.
@@ -327,6 +327,11 @@ fn the_openapi_file_parses_and_describes_every_endpoint() {
         "DELETE /topics/{topic}",
         "POST /topics/{topic}/messages",
         "GET /topics/{topic}/partitions/{partition}/watermark",
+        "POST /consumer-groups/{group}/join",
+        "POST /consumer-groups/{group}/heartbeat",
+        "POST /consumer-groups/{group}/commit",
+        "POST /consumer-groups/{group}/leave",
+        "GET /consumer-groups/{group}/poll",
     ] {
         assert!(
             described.contains(endpoint),

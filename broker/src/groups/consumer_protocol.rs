@@ -73,6 +73,80 @@ impl Reader<'_> {
     }
 }
 
+/// A subscription (version 0) to `topics`, as a consumer's JoinGroup
+/// metadata carries it (the HTTP API's members write these).
+pub fn encode_subscription(topics: &[String]) -> Vec<u8> {
+    let mut out = 0i16.to_be_bytes().to_vec();
+    out.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for topic in topics {
+        put_string(&mut out, topic);
+    }
+    out.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
+    out
+}
+
+/// An assignment (version 0), as SyncGroup carries it to a member.
+pub fn encode_assignment(topics: &[(String, Vec<i32>)]) -> Vec<u8> {
+    let mut out = 0i16.to_be_bytes().to_vec();
+    out.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for (topic, partitions) in topics {
+        put_string(&mut out, topic);
+        out.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+        for p in partitions {
+            out.extend_from_slice(&p.to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
+    out
+}
+
+fn put_string(out: &mut Vec<u8>, text: &str) {
+    out.extend_from_slice(&(text.len() as i16).to_be_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// Kafka's range assignor: for each topic, its partitions in contiguous
+/// ranges over the members subscribed to it (by member id), the first
+/// ones taking one more when they do not divide evenly. `partitions`
+/// gives a topic's partition count (None: unknown, skipped).
+pub fn assign_range(
+    members: &[(String, Vec<String>)],
+    partitions: impl Fn(&str) -> Option<u32>,
+) -> std::collections::BTreeMap<String, Vec<(String, Vec<i32>)>> {
+    let mut out: std::collections::BTreeMap<String, Vec<(String, Vec<i32>)>> = members
+        .iter()
+        .map(|(m, _)| (m.clone(), Vec::new()))
+        .collect();
+    let topics: std::collections::BTreeSet<&String> = members.iter().flat_map(|(_, t)| t).collect();
+    for topic in topics {
+        let Some(count) = partitions(topic) else {
+            continue;
+        };
+        let mut subscribed: Vec<&String> = members
+            .iter()
+            .filter(|(_, t)| t.contains(topic))
+            .map(|(m, _)| m)
+            .collect();
+        subscribed.sort();
+        let (each, extra) = (
+            count / subscribed.len() as u32,
+            count % subscribed.len() as u32,
+        );
+        let mut next = 0;
+        for (i, member) in subscribed.into_iter().enumerate() {
+            let take = each + u32::from((i as u32) < extra);
+            let range: Vec<i32> = (next..next + take).map(|p| p as i32).collect();
+            next += take;
+            if !range.is_empty() {
+                out.get_mut(member)
+                    .expect("every member has an entry")
+                    .push((topic.clone(), range));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +197,38 @@ mod tests {
         assert_eq!(subscribed_topics(&[1]), None);
         assert_eq!(assigned_partitions(&[]), Some(vec![]));
         assert_eq!(assigned_partitions(&[0, 0, 0, 0, 0, 1, 0, 5, b'x']), None);
+    }
+
+    #[test]
+    fn encoded_subscriptions_and_assignments_read_back_and_ranges_split_like_kafkas() {
+        let topics = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(
+            subscribed_topics(&encode_subscription(&topics)),
+            Some(topics)
+        );
+        let assignment = vec![("a".to_string(), vec![0, 1]), ("b".to_string(), vec![2])];
+        assert_eq!(
+            assigned_partitions(&encode_assignment(&assignment)),
+            Some(assignment)
+        );
+        // 5 partitions over 2 members: 3 and 2; a topic only one wants goes whole to it.
+        let members = vec![
+            ("m2".to_string(), vec!["t".to_string()]),
+            ("m1".to_string(), vec!["t".to_string(), "solo".to_string()]),
+        ];
+        let counts = |t: &str| match t {
+            "t" => Some(5),
+            "solo" => Some(2),
+            _ => None,
+        };
+        let assigned = assign_range(&members, counts);
+        assert_eq!(
+            assigned["m1"],
+            vec![
+                ("solo".to_string(), vec![0, 1]),
+                ("t".to_string(), vec![0, 1, 2])
+            ]
+        );
+        assert_eq!(assigned["m2"], vec![("t".to_string(), vec![3, 4])]);
     }
 }

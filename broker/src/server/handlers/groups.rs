@@ -47,7 +47,7 @@ fn text(s: impl Into<String>) -> StrBytes {
 }
 
 /// Creates `__consumer_offsets` (compacted) if it does not exist yet.
-async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Code> {
+pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Code> {
     let live = {
         let view = shard.view.borrow();
         if view.metadata.names.contains_key(OFFSETS_TOPIC) {

@@ -9,7 +9,7 @@ mod epochs;
 mod fetch;
 mod group_admin;
 mod group_offsets;
-mod groups;
+pub mod groups;
 mod offsets;
 pub mod produce;
 pub mod routing;

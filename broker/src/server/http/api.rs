@@ -47,11 +47,9 @@ pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
         ("GET", ["topics", topic, "partitions", partition, "watermark"]) => {
             watermark(shard, topic, partition).await
         }
-        (_, ["consumer-groups", ..]) => HttpResponse::error(
-            501,
-            -1,
-            "the HTTP consumer-group endpoints are not built yet; use a Kafka client",
-        ),
+        (_, ["consumer-groups", group, action]) => {
+            super::groups::route(shard, group, action, &request).await
+        }
         (_, ["topics"] | ["topics", _] | ["topics", _, "messages"]) => {
             HttpResponse::error(405, -1, format!("{} not allowed here", request.method))
         }
@@ -193,17 +191,12 @@ async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpRespo
         return HttpResponse::error(400, -1, format!("partition {partition:?} is not a number"));
     };
     let route = route_by_name(shard, topic, partition);
-    let result = on_led_partition(
-        shard,
-        route,
-        |code| Err(code),
-        |_, led| {
-            Box::pin(async move {
-                let log = &led.partition.log;
-                Ok((log.log_start().0, log.high_watermark().0))
-            })
-        },
-    )
+    let result = on_led_partition(shard, route, Err, |_, led| {
+        Box::pin(async move {
+            let log = &led.partition.log;
+            Ok((log.log_start().0, log.high_watermark().0))
+        })
+    })
     .await;
     match result {
         Ok((earliest, latest)) => {

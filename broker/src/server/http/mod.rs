@@ -9,6 +9,7 @@
 //! closes; the listener carries on.
 
 mod api;
+mod groups;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -129,6 +130,7 @@ fn reason(status: u16) -> &'static str {
         409 => "Conflict",
         411 => "Length Required",
         413 => "Payload Too Large",
+        416 => "Range Not Satisfiable",
         421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

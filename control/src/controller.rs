@@ -148,6 +148,16 @@ impl Controller {
                 "the leader must stay in the ISR".into(),
             ));
         }
+        // Only a live broker joins the ISR: a fenced one (stopping, or
+        // silent past its session) may look caught up to a leader that
+        // heard from it a moment ago, but must not be elected.
+        if let Some(fenced) = request.isr.iter().find(|b| {
+            !partition.isr.contains(b) && metadata.brokers.get(b).is_none_or(|x| x.fenced)
+        }) {
+            return Err(MetadataError::InvalidPartitionChange(format!(
+                "broker {fenced} is fenced and cannot join the ISR"
+            )));
+        }
         let record = MetadataRecord::ChangePartition(PartitionChange {
             topic: request.topic,
             partition: request.partition,

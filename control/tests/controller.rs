@@ -240,6 +240,49 @@ fn stale_and_foreign_isr_changes_are_refused() {
 }
 
 #[test]
+fn a_fenced_broker_cannot_rejoin_the_isr() {
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = cluster(&mut controller);
+    let topic = metadata.topic_by_name("strict").unwrap().id;
+    let p = metadata.partition(topic, PartitionId(0)).unwrap().clone();
+    let leader = p.leader.unwrap();
+    let others: Vec<BrokerId> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|b| *b != leader)
+        .collect();
+    let (follower, stopped) = (others[0], others[1]);
+    let incarnation = metadata.brokers[&stopped].registration.incarnation;
+    for record in control::controller::fence(&metadata, stopped, incarnation) {
+        metadata.apply(&record).unwrap();
+    }
+    let p = metadata.partition(topic, PartitionId(0)).unwrap().clone();
+    assert!(!p.isr.contains(&stopped), "fencing drops it from the ISR");
+    // Its leader still thinks it caught up: asking it back is refused.
+    let expand = AlterIsr {
+        topic,
+        partition: PartitionId(0),
+        leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        isr: vec![leader, follower, stopped],
+    };
+    assert!(matches!(
+        controller.alter_isr(&metadata, &expand),
+        Err(MetadataError::InvalidPartitionChange(_))
+    ));
+    // Once it is live again, it may.
+    let unfence = controller
+        .heartbeat(&metadata, stopped, incarnation, 1)
+        .unwrap();
+    for record in unfence {
+        metadata.apply(&record).unwrap();
+    }
+    assert!(controller.alter_isr(&metadata, &expand).is_ok());
+}
+
+#[test]
 fn controlled_shutdown_moves_leadership_before_fencing() {
     let mut controller = Controller::new(SESSION_MS);
     let mut metadata = cluster(&mut controller);

@@ -329,17 +329,34 @@ async fn controlled_shutdown(shard: &Shard, life: &metadata_view::BrokerLife) {
         broker: control::BrokerId(shard.config.node_id),
         incarnation,
     };
-    let asked = service.request(request);
+    // Retried while refused: a change committed meanwhile (an ISR change,
+    // a controller move) makes the computed records stale.
+    let service = service.clone();
+    let asked = async move {
+        loop {
+            match service.request(request.clone()).await {
+                Ok(()) => return true,
+                Err(control::service::RequestError::Refused(e))
+                    if !matches!(e, control::MetadataError::StalePartitionEpoch { .. }) =>
+                {
+                    tracing::warn!(error = %e, "controlled shutdown refused; stopping anyway");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "controlled shutdown not taken yet; asking again");
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    };
     let timeout = glommio::timer::sleep(CONTROLLED_SHUTDOWN_MAX);
     match futures::future::select(Box::pin(asked), Box::pin(timeout)).await {
-        futures::future::Either::Left((Ok(()), _)) => {
+        futures::future::Either::Left((true, _)) => {
             tracing::info!("controlled shutdown: leaderships moved, broker fenced")
         }
-        futures::future::Either::Left((Err(e), _)) => {
-            tracing::warn!(error = %e, "controlled shutdown refused; stopping anyway")
-        }
+        futures::future::Either::Left((false, _)) => {}
         futures::future::Either::Right(_) => {
-            tracing::warn!("controlled shutdown timed out; stopping anyway")
+            tracing::warn!("controlled shutdown not taken in time; stopping anyway")
         }
     }
 }

@@ -335,10 +335,24 @@ pub async fn isr_loop(shard: Rc<Shard>) {
                 if leading.isr_change_in_flight || !leading.replicated {
                     continue;
                 }
-                let Some(isr) = leading.state.proposed_isr(now) else {
+                let Some(mut isr) = leading.state.proposed_isr(now) else {
                     continue;
                 };
                 let view = shard.view.borrow();
+                // The controller refuses fenced brokers into the ISR:
+                // do not ask (a stopping follower still looks caught up).
+                let current = leading.state.isr().clone();
+                isr.retain(|b| {
+                    current.contains(b)
+                        || view
+                            .metadata
+                            .brokers
+                            .get(&BrokerId(*b))
+                            .is_some_and(|x| !x.fenced)
+                });
+                if isr == current {
+                    continue;
+                }
                 let Some(meta) = view
                     .metadata
                     .topics

@@ -296,3 +296,76 @@ fn sigterm_moves_leaderships_before_the_broker_exits() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// An HTTP call: (status, JSON body).
+fn http_call(
+    http: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    use std::io::Read;
+    let raw = format!(
+        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(http).unwrap();
+    stream.write_all(raw.as_bytes()).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn every_broker_serves_the_http_api_for_partitions_led_elsewhere() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 3, &FAST);
+    cluster.start();
+    create_topic(&cluster, "anywhere", 3);
+    let leaders: Vec<i32> = describe(&cluster, "anywhere")
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    for (partition, leader) in leaders.iter().enumerate() {
+        // Through a broker that does not lead it.
+        let via = (1..=3).find(|b| b != leader).unwrap();
+        let http = cluster.node(via).http;
+        let (status, produced) = http_call(
+            http,
+            "POST",
+            "/topics/anywhere/messages?encoding=text",
+            &format!(r#"{{"value":"via-{via}","partition":{partition}}}"#),
+        );
+        assert_eq!(status, 200, "{produced}");
+        assert_eq!(produced["offset"], 0);
+        let (status, marks) = http_call(
+            http,
+            "GET",
+            &format!("/topics/anywhere/partitions/{partition}/watermark"),
+            "",
+        );
+        assert_eq!(status, 200, "{marks}");
+        assert_eq!(marks["latest"], 1, "acks=all: the high watermark passed it");
+        let (status, polled) = http_call(
+            http,
+            "GET",
+            &format!("/consumer-groups/any/poll?topic=anywhere&partition={partition}&offset=0&encoding=text"),
+            "",
+        );
+        assert_eq!(status, 200, "{polled}");
+        assert_eq!(polled["records"][0]["value"], format!("via-{via}"));
+        // And the leader itself holds it.
+        let (_, at_leader) = http_call(
+            cluster.node(*leader).http,
+            "GET",
+            &format!("/topics/anywhere/partitions/{partition}/watermark"),
+            "",
+        );
+        assert_eq!(at_leader["latest"], 1);
+    }
+}

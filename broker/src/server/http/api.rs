@@ -190,6 +190,14 @@ async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpRespo
     let Ok(partition) = partition.parse::<i32>() else {
         return HttpResponse::error(400, -1, format!("partition {partition:?} is not a number"));
     };
+    if let Some(leader) = super::forward::leader_elsewhere(shard, topic, partition) {
+        return match super::forward::watermarks(leader, topic, partition).await {
+            Ok((earliest, latest)) => {
+                HttpResponse::json(200, &json!({"earliest": earliest, "latest": latest}))
+            }
+            Err(code) => kafka_error(code, error_text(code)),
+        };
+    }
     let route = route_by_name(shard, topic, partition);
     let result = on_led_partition(shard, route, Err, |_, led| {
         Box::pin(async move {
@@ -304,7 +312,13 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
             Ok(batch) => batch,
             Err(why) => return HttpResponse::error(500, -1, why),
         };
-        let (code, base) = produce_to(shard, topic, partition, batch, acks, PRODUCE_TIMEOUT).await;
+        let (code, base) = match super::forward::leader_elsewhere(shard, topic, partition) {
+            Some(leader) => {
+                super::forward::produce(leader, topic, partition, batch, acks, PRODUCE_TIMEOUT)
+                    .await
+            }
+            None => produce_to(shard, topic, partition, batch, acks, PRODUCE_TIMEOUT).await,
+        };
         for (n, i) in indexes.into_iter().enumerate() {
             answers[i] = if code == 0 {
                 Ok(if acks == 0 { -1 } else { base + n as i64 })

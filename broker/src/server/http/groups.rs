@@ -380,8 +380,26 @@ async fn poll(shard: &Rc<Shard>, request: &HttpRequest) -> HttpResponse {
     let max_bytes = max_bytes
         .map_or(1 << 20, |b| b.max(1) as usize)
         .min(POLL_BYTES_MAX);
-    let route = route_by_name(shard, &topic, partition);
-    let read = on_led_partition(shard, route, Err, move |_, led| {
+    let read = match super::forward::leader_elsewhere(shard, &topic, partition) {
+        Some(leader) => {
+            super::forward::fetch(leader, &topic, partition, offset, wait, max_bytes).await
+        }
+        None => local_read(shard, &topic, partition, offset, wait, max_bytes).await,
+    };
+    poll_answer(read, partition, offset, text)
+}
+
+/// A poll's read on this broker, the partition's leader.
+async fn local_read(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    wait: Duration,
+    max_bytes: usize,
+) -> Result<(Bytes, i64), Code> {
+    let route = route_by_name(shard, topic, partition);
+    on_led_partition(shard, route, Err, move |_, led| {
         Box::pin(async move {
             let deadline = Instant::now() + wait;
             let log = led.partition.log.clone();
@@ -413,7 +431,16 @@ async fn poll(shard: &Rc<Shard>, request: &HttpRequest) -> HttpResponse {
             }
         })
     })
-    .await;
+    .await
+}
+
+/// The JSON answer to a poll.
+fn poll_answer(
+    read: Result<(Bytes, i64), Code>,
+    partition: i32,
+    offset: i64,
+    text: bool,
+) -> HttpResponse {
     let (bytes, high_watermark) = match read {
         Ok(read) => read,
         Err(code) if code == ResponseError::OffsetOutOfRange.code() => {

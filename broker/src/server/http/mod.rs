@@ -9,6 +9,7 @@
 //! closes; the listener carries on.
 
 mod api;
+mod forward;
 mod groups;
 
 use std::cell::OnceCell;

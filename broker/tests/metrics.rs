@@ -309,3 +309,76 @@ fn produce_spans_are_exported_as_json_logs_tagged_with_acks() {
     assert!(fdatasync.contains("time.busy"), "{fdatasync}");
     assert!(fdatasync.contains("\"topic\":\"traced\""), "{fdatasync}");
 }
+
+#[test]
+fn scrapes_during_load_see_the_counters_climb() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[]);
+    let http = broker.http;
+    let post = |path: &str, body: &str| {
+        let mut stream = std::net::TcpStream::connect(http).unwrap();
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(raw.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 20"), "{text}");
+    };
+    post("/topics", r#"{"name":"load","partitions":1}"#);
+    // Produce (acks=all, one record per request) until the scraper has
+    // seen the counters part-way, or 5000 requests.
+    let seen_midway = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let seen_midway = seen_midway.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while sent < 5000
+                && (sent < 50 || !seen_midway.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                let mut stream = std::net::TcpStream::connect(http).unwrap();
+                let body = r#"{"value":"eA=="}"#;
+                let raw = format!(
+                    "POST /topics/load/messages HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(raw.as_bytes()).unwrap();
+                let mut text = String::new();
+                stream.read_to_string(&mut text).unwrap();
+                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                sent += 1;
+            }
+            sent
+        })
+    };
+    let count = "produce_latency_seconds_count{acks=\"all\"}";
+    let mark = "partition_high_watermark{topic=\"load\",partition=\"0\"}";
+    let mut last = (0.0, 0.0);
+    while !producer.is_finished() {
+        let samples = scrape(http);
+        let now = (
+            samples.get(count).copied().unwrap_or(0.0),
+            samples.get(mark).copied().unwrap_or(0.0),
+        );
+        assert!(
+            now.0 >= last.0 && now.1 >= last.1,
+            "went back: {last:?} -> {now:?}"
+        );
+        if now.0 > 0.0 && now.1 > 0.0 {
+            seen_midway.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        last = now;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = producer.join().unwrap() as f64;
+    assert!(seen_midway.load(std::sync::atomic::Ordering::SeqCst));
+    let end = scrape(http);
+    assert_eq!(value(&end, count), sent, "one observation per produce");
+    assert_eq!(
+        value(&end, mark),
+        sent,
+        "one record per produce, all acknowledged"
+    );
+    assert!(value(&end, "log_appended_batches_total") >= sent);
+}

@@ -32,12 +32,7 @@ fn exchange(http: SocketAddr, raw: &[u8]) -> (u16, String) {
 }
 
 fn call(http: SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
-    let body = body.unwrap_or("");
-    let raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let (status, text) = exchange(http, raw.as_bytes());
+    let (status, text) = support::http(http, method, path, body.unwrap_or(""));
     let value = if text.is_empty() {
         Value::Null
     } else {

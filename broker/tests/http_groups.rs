@@ -7,7 +7,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 
 use client::cluster::Cluster;
@@ -16,20 +15,11 @@ use support::{on_glommio, start_broker_with};
 
 fn call(http: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = std::net::TcpStream::connect(http).unwrap();
-    stream.write_all(raw.as_bytes()).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    let value = if body.is_empty() {
+    let (status, text) = support::http(http, method, path, &body);
+    let value = if text.is_empty() {
         Value::Null
     } else {
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
     };
     (status, value)
 }

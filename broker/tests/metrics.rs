@@ -5,7 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,13 +15,8 @@ use support::{on_glommio, start_broker_with};
 
 /// Every sample of a scrape: `name{labels}` -> value.
 fn scrape(http: SocketAddr) -> BTreeMap<String, f64> {
-    let mut stream = std::net::TcpStream::connect(http).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let body = text.split("\r\n\r\n").nth(1).expect("a body");
+    let (status, body) = support::http(http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
     body.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
@@ -316,15 +311,8 @@ fn scrapes_during_load_see_the_counters_climb() {
     let broker = start_broker_with(dir.path(), &[]);
     let http = broker.http;
     let post = |path: &str, body: &str| {
-        let mut stream = std::net::TcpStream::connect(http).unwrap();
-        let raw = format!(
-            "POST {path} HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(raw.as_bytes()).unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        assert!(text.starts_with("HTTP/1.1 20"), "{text}");
+        let (status, text) = support::http(http, "POST", path, body);
+        assert!((200..300).contains(&status), "{status} {text}");
     };
     post("/topics", r#"{"name":"load","partitions":1}"#);
     // Produce (acks=all, one record per request) until the scraper has
@@ -337,16 +325,9 @@ fn scrapes_during_load_see_the_counters_climb() {
             while sent < 5000
                 && (sent < 50 || !seen_midway.load(std::sync::atomic::Ordering::SeqCst))
             {
-                let mut stream = std::net::TcpStream::connect(http).unwrap();
-                let body = r#"{"value":"eA=="}"#;
-                let raw = format!(
-                    "POST /topics/load/messages HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                stream.write_all(raw.as_bytes()).unwrap();
-                let mut text = String::new();
-                stream.read_to_string(&mut text).unwrap();
-                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                let (status, text) =
+                    support::http(http, "POST", "/topics/load/messages", r#"{"value":"eA=="}"#);
+                assert_eq!(status, 200, "{text}");
                 sent += 1;
             }
             sent

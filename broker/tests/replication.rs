@@ -304,20 +304,10 @@ fn http_call(
     path: &str,
     body: &str,
 ) -> (u16, serde_json::Value) {
-    use std::io::Read;
-    let raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = std::net::TcpStream::connect(http).unwrap();
-    stream.write_all(raw.as_bytes()).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let (status, text) = support::http(http, method, path, body);
     (
         status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
     )
 }
 

@@ -79,6 +79,23 @@ fn topic_name() -> TopicName {
     TopicName(StrBytes::from_static_str(TOPIC))
 }
 
+/// A consumer's Fetch (v12) of one partition of the test topic.
+fn fetch_request(partition: i32, offset: i64, max_wait_ms: i32, max_bytes: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name())
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(max_bytes)])])
+}
+
 /// Each partition's (leader id, leader address, leader epoch, ISR), from
 /// whichever broker answers first, starting at `first`.
 async fn metadata(
@@ -251,19 +268,8 @@ fn consume(addresses: Vec<SocketAddr>, observed: Arc<Mutex<Observed>>, stop: Arc
                 let Some(address) = leaders[partition as usize].1 else {
                     continue;
                 };
-                let request = FetchRequest::default()
-                    .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-                    .with_max_wait_ms(100)
-                    .with_min_bytes(1)
-                    .with_max_bytes(1 << 20)
-                    .with_session_epoch(-1)
-                    .with_topics(vec![FetchTopic::default()
-                        .with_topic(topic_name())
-                        .with_partitions(vec![FetchPartition::default()
-                            .with_partition(partition)
-                            .with_current_leader_epoch(-1)
-                            .with_fetch_offset(positions[partition as usize])
-                            .with_partition_max_bytes(256 << 10)])]);
+                let request =
+                    fetch_request(partition, positions[partition as usize], 100, 256 << 10);
                 let Some(connection) = connection_to(&mut connections, address).await else {
                     continue;
                 };
@@ -573,18 +579,7 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
             let Some(mut connection) = connect(address).await else {
                 continue;
             };
-            let request = FetchRequest::default()
-                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-                .with_max_wait_ms(0)
-                .with_max_bytes(4 << 20)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(topic_name())
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(partition)
-                        .with_current_leader_epoch(-1)
-                        .with_fetch_offset(positions[p])
-                        .with_partition_max_bytes(4 << 20)])]);
+            let request = fetch_request(partition, positions[p], 0, 4 << 20);
             let Some(Ok(response)) = with_timeout(connection.call(&request, 12)).await else {
                 continue;
             };

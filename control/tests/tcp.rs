@@ -33,31 +33,41 @@ fn leader_of(services: &BTreeMap<u64, MetadataService>) -> Option<u64> {
     leaders.first().copied()
 }
 
+/// Three metadata nodes (ids 1-3) over TCP on 127.0.0.1, their logs in
+/// `dirs`; with `peers`, each knows the others' addresses for forwarding.
+fn three_nodes(dirs: &[tempfile::TempDir], peers: bool) -> BTreeMap<u64, MetadataService> {
+    let ids = [1u64, 2, 3];
+    let listeners: Vec<TcpListener> = ids
+        .iter()
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
+        .iter()
+        .zip(&listeners)
+        .map(|(id, l)| (*id, l.local_addr().unwrap()))
+        .collect();
+    let mut services = BTreeMap::new();
+    for ((id, listener), dir) in ids.iter().zip(listeners).zip(dirs) {
+        let disk = FileRaftDisk::open(dir.path()).unwrap();
+        let node =
+            MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
+        let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
+        let mut config = ServiceConfig::new(TICK);
+        if peers {
+            config.peers = addresses.clone();
+            config.peers.remove(id);
+        }
+        services.insert(*id, MetadataService::start(node, disk, transport, config));
+    }
+    services
+}
+
 #[test]
 fn three_nodes_elect_replicate_and_survive_the_leaders_loss() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     on_glommio(async move {
         let ids = [1u64, 2, 3];
-        let listeners: Vec<TcpListener> = ids
-            .iter()
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
-            .iter()
-            .zip(&listeners)
-            .map(|(id, l)| (*id, l.local_addr().unwrap()))
-            .collect();
-        let mut services = BTreeMap::new();
-        for ((id, listener), dir) in ids.iter().zip(listeners).zip(&dirs) {
-            let disk = FileRaftDisk::open(dir.path()).unwrap();
-            let node =
-                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
-            let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
-            services.insert(
-                *id,
-                MetadataService::start(node, disk, transport, ServiceConfig::new(TICK)),
-            );
-        }
+        let mut services = three_nodes(&dirs, false);
         wait_until_tick("a leader", || leader_of(&services).is_some()).await;
         let leader = leader_of(&services).unwrap();
         let follower = *ids.iter().find(|id| **id != leader).unwrap();
@@ -108,26 +118,7 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     on_glommio(async move {
         let ids = [1u64, 2, 3];
-        let listeners: Vec<TcpListener> = ids
-            .iter()
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        let addresses: BTreeMap<u64, std::net::SocketAddr> = ids
-            .iter()
-            .zip(&listeners)
-            .map(|(id, l)| (*id, l.local_addr().unwrap()))
-            .collect();
-        let mut services = BTreeMap::new();
-        for ((id, listener), dir) in ids.iter().zip(listeners).zip(&dirs) {
-            let disk = FileRaftDisk::open(dir.path()).unwrap();
-            let node =
-                MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
-            let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
-            let mut config = ServiceConfig::new(TICK);
-            config.peers = addresses.clone();
-            config.peers.remove(id);
-            services.insert(*id, MetadataService::start(node, disk, transport, config));
-        }
+        let services = three_nodes(&dirs, true);
         wait_until_tick("a leader", || leader_of(&services).is_some()).await;
         let leader = leader_of(&services).unwrap();
         let follower = *ids.iter().find(|id| **id != leader).unwrap();

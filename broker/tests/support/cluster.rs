@@ -246,15 +246,9 @@ impl Drop for Cluster {
     }
 }
 
-/// A counter from a broker's /metrics.
+/// A counter (or gauge) from a broker's /metrics.
 pub fn counter(http: SocketAddr, name: &str) -> u64 {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(http).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: broker\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
+    let (_, text) = super::http(http, "GET", "/metrics", "");
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
         .and_then(|v| v.trim().parse().ok())

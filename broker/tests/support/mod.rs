@@ -177,3 +177,27 @@ pub fn seed() -> u64 {
     println!("SEED={seed}");
     seed
 }
+
+/// One HTTP/1.1 request (the broker answers and closes): (status, body).
+pub fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let raw = format!(
+        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(address).expect("the HTTP listener");
+    stream.write_all(raw.as_bytes()).unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}

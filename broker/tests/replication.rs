@@ -359,3 +359,74 @@ fn every_broker_serves_the_http_api_for_partitions_led_elsewhere() {
         assert_eq!(at_leader["latest"], 1);
     }
 }
+
+#[test]
+fn http_group_calls_reach_the_coordinator_from_any_broker() {
+    let root = tempfile::tempdir().unwrap();
+    let mut env = FAST.to_vec();
+    env.push(("BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"));
+    let mut cluster = Cluster::new(root.path(), 3, &env);
+    cluster.start();
+    create_topic(&cluster, "tasks", 2);
+    let address = cluster.node(1).kafka;
+    let coordinator = on_glommio(async move {
+        ClientCluster::new(address, "http-group-test")
+            .find_coordinator("far")
+            .await
+            .unwrap()
+    });
+    let via = (1..=3).find(|b| *b != coordinator).unwrap();
+    let http = cluster.node(via).http;
+    let (status, joined) = http_call(
+        http,
+        "POST",
+        "/consumer-groups/far/join",
+        r#"{"consumer_id":"w1","topics":["tasks"],"session_timeout_ms":10000}"#,
+    );
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!(joined["leader"], true);
+    assert_eq!(
+        joined["assigned_partitions"][0]["partitions"],
+        serde_json::json!([0, 1])
+    );
+    let member = joined["member_id"].as_str().unwrap().to_string();
+    let generation = joined["generation_id"].as_i64().unwrap();
+    let who = format!(r#""consumer_id":"w1","member_id":"{member}","generation_id":{generation}"#);
+    let (status, beat) = http_call(
+        http,
+        "POST",
+        "/consumer-groups/far/heartbeat",
+        &format!("{{{who}}}"),
+    );
+    assert_eq!(status, 200, "{beat}");
+    let (status, committed) = http_call(
+        http,
+        "POST",
+        "/consumer-groups/far/commit",
+        &format!(r#"{{{who},"offsets":[{{"topic":"tasks","partition":1,"offset":7}}]}}"#),
+    );
+    assert_eq!(status, 200, "{committed}");
+    let offsets = on_glommio(async move {
+        ClientCluster::new(address, "http-group-test")
+            .committed_offsets("far", None)
+            .await
+            .unwrap()
+    });
+    assert_eq!(offsets.get(&("tasks".to_string(), 1)), Some(&7));
+    // A stale generation is fenced there too, and leaving works.
+    let stale = format!(
+        r#"{{"consumer_id":"w1","member_id":"{member}","generation_id":{}}}"#,
+        generation - 1
+    );
+    assert_eq!(
+        http_call(http, "POST", "/consumer-groups/far/heartbeat", &stale).0,
+        409
+    );
+    let (status, left) = http_call(
+        http,
+        "POST",
+        "/consumer-groups/far/leave",
+        &format!("{{{who}}}"),
+    );
+    assert_eq!(status, 200, "{left}");
+}

@@ -16,13 +16,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use storage::Offset;
 
+use super::group_calls as calls;
 use super::{HttpRequest, HttpResponse};
 use crate::groups::consumer_protocol::{
     assign_range, assigned_partitions, encode_assignment, encode_subscription, subscribed_topics,
 };
 use crate::groups::membership::Join;
 use crate::groups::records::CommittedOffset;
-use crate::server::coordinator::on_coordinator;
 use crate::server::handlers::groups::ensure_offsets_topic;
 use crate::server::handlers::routing::{on_led_partition, route_by_name, Code};
 use crate::server::shard::Shard;
@@ -138,24 +138,21 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
         rebalance_timeout: Duration::from_millis(session),
         require_known_member_id: false,
     };
-    let key = group.to_string();
-    let group_name = group.to_string();
-    let joined = on_coordinator(shard, &key, Err, move |owner, partition| {
-        Box::pin(async move { Ok(partition.join(&owner, &group_name, join).await) })
-    })
-    .await;
-    let joined = match joined {
-        Ok(joined) if joined.error == 0 => joined,
-        Ok(joined) => return refused(joined.error),
+    let at = match calls::coordinator(shard, group) {
+        Ok(at) => at,
+        Err(code) => return refused(code),
+    };
+    let joined = match calls::join(shard, at, group, join).await {
+        Ok(joined) => joined,
         Err(code) => return refused(code),
     };
     // The leader assigns for everyone (the range assignor), others wait
     // for it in the sync.
-    let assignments: Vec<(String, Bytes)> = if joined.leader == joined.member_id {
+    let assignments: Vec<(String, Bytes)> = if joined.leader {
         let members: Vec<(String, Vec<String>)> = joined
             .members
             .iter()
-            .map(|(id, _, metadata)| (id.clone(), subscribed_topics(metadata).unwrap_or_default()))
+            .map(|(id, metadata)| (id.clone(), subscribed_topics(metadata).unwrap_or_default()))
             .collect();
         let view = shard.view.borrow();
         let counts = |topic: &str| {
@@ -171,32 +168,15 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
     } else {
         Vec::new()
     };
-    let (member, generation) = (joined.member_id.clone(), joined.generation);
-    let instance = body.consumer_id.clone();
-    let group_name = group.to_string();
-    let (code, assignment) = on_coordinator(
-        shard,
-        &key,
-        |code| (code, Bytes::new()),
-        move |owner, partition| {
-            Box::pin(async move {
-                partition
-                    .sync(
-                        &owner,
-                        &group_name,
-                        &member,
-                        Some(&instance),
-                        generation,
-                        assignments,
-                    )
-                    .await
-            })
-        },
-    )
-    .await;
-    if code != 0 {
-        return refused(code);
-    }
+    let member = (
+        joined.member_id.as_str(),
+        body.consumer_id.as_str(),
+        joined.generation,
+    );
+    let assignment = match calls::sync(shard, at, group, member, assignments).await {
+        Ok(assignment) => assignment,
+        Err(code) => return refused(code),
+    };
     let assigned: Vec<Value> = assigned_partitions(&assignment)
         .unwrap_or_default()
         .into_iter()
@@ -207,7 +187,7 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
         &json!({
             "member_id": joined.member_id,
             "generation_id": joined.generation,
-            "leader": joined.leader == joined.member_id,
+            "leader": joined.leader,
             "assigned_partitions": assigned,
         }),
     )
@@ -227,23 +207,17 @@ async fn heartbeat(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse 
         Err(refusal) => return refusal,
     };
     let generation = body.generation_id.unwrap_or(-1);
-    let group_name = group.to_string();
-    let code = on_coordinator(
-        shard,
-        group,
-        |code| code,
-        move |_, partition| {
-            Box::pin(async move {
-                partition.heartbeat(
-                    &group_name,
-                    &body.member_id,
-                    Some(&body.consumer_id),
-                    generation,
-                )
-            })
-        },
-    )
-    .await;
+    let code = match calls::coordinator(shard, group) {
+        Ok(at) => {
+            let member = (
+                body.member_id.as_str(),
+                body.consumer_id.as_str(),
+                generation,
+            );
+            calls::heartbeat(shard, at, group, member).await
+        }
+        Err(code) => code,
+    };
     match code {
         0 => HttpResponse::json(200, &json!({})),
         code => refused(code),
@@ -294,26 +268,17 @@ async fn commit(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
             )
         })
         .collect();
-    let group_name = group.to_string();
-    let (member, instance, generation) = (body.member_id, body.consumer_id, body.generation_id);
-    let code = on_coordinator(
-        shard,
-        group,
-        |code| code,
-        move |owner, partition| {
-            Box::pin(async move {
-                partition
-                    .commit(
-                        &owner,
-                        &group_name,
-                        (&member, Some(&instance), generation),
-                        offsets,
-                    )
-                    .await
-            })
-        },
-    )
-    .await;
+    let code = match calls::coordinator(shard, group) {
+        Ok(at) => {
+            let member = (
+                body.member_id.as_str(),
+                body.consumer_id.as_str(),
+                body.generation_id,
+            );
+            calls::commit(shard, at, group, member, offsets).await
+        }
+        Err(code) => code,
+    };
     match code {
         0 => HttpResponse::json(200, &json!({})),
         code => refused(code),
@@ -325,27 +290,13 @@ async fn leave(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
         Ok(body) => body,
         Err(refusal) => return refusal,
     };
-    let group_name = group.to_string();
-    let codes = on_coordinator(
-        shard,
-        group,
-        |code| vec![code],
-        move |owner, partition| {
-            Box::pin(async move {
-                partition
-                    .leave(
-                        &owner,
-                        &group_name,
-                        vec![(body.member_id, Some(body.consumer_id))],
-                    )
-                    .await
-            })
-        },
-    )
-    .await;
-    match codes.iter().find(|c| **c != 0) {
-        None => HttpResponse::json(200, &json!({})),
-        Some(code) => refused(*code),
+    let code = match calls::coordinator(shard, group) {
+        Ok(at) => calls::leave(shard, at, group, &body.member_id, &body.consumer_id).await,
+        Err(code) => code,
+    };
+    match code {
+        0 => HttpResponse::json(200, &json!({})),
+        code => refused(code),
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod api;
 mod forward;
+mod group_calls;
 mod groups;
 
 use std::cell::OnceCell;

@@ -493,8 +493,12 @@ fn run(acks: i16, faults: usize) -> Verdict {
         }
     }
     for ((partition, offset), value) in &observed.consumed {
-        if logs[*partition as usize].get(offset) != Some(value) {
+        let stored = logs[*partition as usize].get(offset);
+        if stored != Some(value) {
             verdict.phantom_reads += 1;
+            if verdict.phantom_reads <= 10 {
+                println!("phantom read: partition {partition} offset {offset}: read {value:?}, stored {stored:?}");
+            }
         }
     }
 
@@ -563,9 +567,19 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
     let mut high_watermarks = vec![-1i64; PARTITIONS as usize];
     let mut positions = vec![0i64; PARTITIONS as usize];
     let started = Instant::now();
-    while (0..PARTITIONS as usize)
-        .any(|p| high_watermarks[p] < 0 || positions[p] < high_watermarks[p])
-    {
+    // Until every partition is read up to a high watermark that has not
+    // moved for a second: after a leader change the new leader's high
+    // watermark catches up only once its followers fetch.
+    let mut last_change = Instant::now();
+    loop {
+        let behind = (0..PARTITIONS as usize)
+            .any(|p| high_watermarks[p] < 0 || positions[p] < high_watermarks[p]);
+        if !behind {
+            if last_change.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "draining did not finish"
@@ -587,7 +601,10 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
             if data.error_code != 0 {
                 continue;
             }
-            high_watermarks[p] = data.high_watermark;
+            if high_watermarks[p] != data.high_watermark {
+                high_watermarks[p] = data.high_watermark;
+                last_change = Instant::now();
+            }
             let records = data.records.clone().unwrap_or_default();
             let decoded = decode_records(partition, &records, positions[p]).unwrap();
             for record in decoded.records {

@@ -128,7 +128,7 @@ impl MetadataService {
             shared_subscribers: Rc::default(),
             controller: Controller::new(config.session_timeout.as_millis() as u64),
             waiters: BTreeMap::new(),
-            controller_pending_until: 0,
+            controller_pending: None,
             started: Instant::now(),
             config,
         };
@@ -276,8 +276,12 @@ struct Driver<T> {
     controller: Controller,
     /// By log index of the request's last record.
     waiters: BTreeMap<u64, Waiter>,
-    /// The controller's own proposals must apply before it decides again.
-    controller_pending_until: u64,
+    /// (term, log index): the controller's last proposals must apply
+    /// before it decides again — in the term it proposed them: entries of
+    /// an older term may never commit (a new leader overwrote them), and
+    /// waiting for their index would stall the controller of a quiet
+    /// cluster forever (found by a coordinator failover test).
+    controller_pending: Option<(u64, u64)>,
     started: Instant,
     config: ServiceConfig,
 }
@@ -344,8 +348,13 @@ impl<T: Transport> Driver<T> {
     }
 
     fn controller_tick(&mut self) {
-        if !self.node.is_leader() || self.node.applied_index() < self.controller_pending_until {
+        if !self.node.is_leader() {
             return;
+        }
+        if let Some((term, index)) = self.controller_pending {
+            if term == self.node.term() && self.node.applied_index() < index {
+                return;
+            }
         }
         let records = self.controller.tick(self.node.metadata(), self.now_ms());
         if !records.is_empty() {
@@ -520,7 +529,7 @@ impl<T: Transport> Driver<T> {
                 ProposeError::Raft(_) => RequestError::Superseded,
             });
         }
-        self.controller_pending_until = self.node.last_index();
+        self.controller_pending = Some((self.node.term(), self.node.last_index()));
         Ok(last)
     }
 

@@ -55,6 +55,12 @@ pub struct LeaderState {
     /// only once it holds everything before it.
     epoch_start: Offset,
     isr: BTreeSet<ReplicaId>,
+    /// An ISR asked of the controller and not answered yet. Until it is,
+    /// the high watermark counts its members too (Kafka's "maximal ISR"):
+    /// a follower being added may already be in the controller's ISR, and
+    /// so electable, before this leader hears of the commit; the high
+    /// watermark must not pass what it holds.
+    pending_isr: Option<BTreeSet<ReplicaId>>,
     followers: BTreeMap<ReplicaId, Progress>,
     high_watermark: Offset,
     lag_max_ms: u64,
@@ -95,6 +101,7 @@ impl LeaderState {
             epoch,
             epoch_start: log_end,
             isr: isr.clone(),
+            pending_isr: None,
             followers,
             high_watermark: high_watermark.min(log_end),
             lag_max_ms,
@@ -163,7 +170,8 @@ impl LeaderState {
     /// since this leadership began holds it where it is.
     pub fn update_high_watermark(&mut self, leader_end: Offset) -> Offset {
         let mut low = leader_end;
-        for member in &self.isr {
+        let pending = self.pending_isr.iter().flatten();
+        for member in self.isr.iter().chain(pending) {
             if *member == self.me {
                 continue;
             }
@@ -221,9 +229,22 @@ impl LeaderState {
         (isr != self.isr).then_some(isr)
     }
 
+    /// The leader asked the controller for `isr`: until the answer, the
+    /// high watermark waits for its members as well.
+    pub fn isr_requested(&mut self, isr: BTreeSet<ReplicaId>) {
+        self.pending_isr = Some(isr);
+    }
+
+    /// The controller refused the ISR change (or it was lost): the high
+    /// watermark follows the committed ISR alone again.
+    pub fn isr_request_failed(&mut self) {
+        self.pending_isr = None;
+    }
+
     /// The controller committed a new ISR for this epoch.
     pub fn isr_committed(&mut self, isr: BTreeSet<ReplicaId>, leader_end: Offset) {
         self.isr = isr;
+        self.pending_isr = None;
         self.update_high_watermark(leader_end);
     }
 }
@@ -258,6 +279,34 @@ mod tests {
         // It never moves back.
         leader.isr_committed(set(&[1, 2, 3]), Offset(12));
         assert_eq!(leader.on_fetch(3, Offset(9), Offset(12), 20), Offset(11));
+    }
+
+    #[test]
+    fn while_an_expansion_is_in_flight_the_high_watermark_waits_for_the_newcomer() {
+        let mut leader = LeaderState::new(
+            1,
+            LeaderEpoch(1),
+            &[1, 2, 3],
+            &set(&[1, 2]),
+            Offset(10),
+            Offset(10),
+            0,
+            1000,
+        );
+        leader.on_fetch(2, Offset(10), Offset(10), 1);
+        leader.on_fetch(3, Offset(10), Offset(10), 1);
+        let expanded = leader.proposed_isr(2).expect("3 caught up");
+        leader.isr_requested(expanded.clone());
+        // New records; 2 has them, 3 (maybe already in the controller's
+        // ISR, so electable) has not: the high watermark stays.
+        assert_eq!(leader.on_fetch(2, Offset(15), Offset(15), 3), Offset(10));
+        assert_eq!(leader.on_fetch(3, Offset(12), Offset(15), 4), Offset(12));
+        // Refused: back to the committed ISR.
+        leader.isr_request_failed();
+        assert_eq!(leader.update_high_watermark(Offset(15)), Offset(15));
+        leader.isr_requested(expanded.clone());
+        leader.isr_committed(expanded, Offset(15));
+        assert_eq!(leader.isr(), &set(&[1, 2, 3]));
     }
 
     #[test]

@@ -237,6 +237,20 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A failing test shows what each broker last said.
+        if std::thread::panicking() {
+            for (i, node) in self.nodes.iter().enumerate() {
+                let log = std::fs::read_to_string(node.dir.join("broker.log")).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(40)..];
+                eprintln!(
+                    "--- broker {} log (last {} lines):\n{}",
+                    i + 1,
+                    tail.len(),
+                    tail.join("\n")
+                );
+            }
+        }
         for node in &mut self.nodes {
             if let Some(mut child) = node.process.take() {
                 let _ = child.kill();

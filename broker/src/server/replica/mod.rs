@@ -362,6 +362,7 @@ pub async fn isr_loop(shard: Rc<Shard>) {
                     continue;
                 };
                 leading.isr_change_in_flight = true;
+                leading.state.isr_requested(isr.clone());
                 control::controller::AlterIsr {
                     topic: key.topic,
                     partition: PartitionId(key.index as i32),
@@ -384,6 +385,7 @@ pub async fn isr_loop(shard: Rc<Shard>) {
                     if let Some(partition) = shard.partitions.get_open(key) {
                         if let Role::Leader(leading) = &mut *partition.role.borrow_mut() {
                             leading.isr_change_in_flight = false;
+                            leading.state.isr_request_failed();
                         }
                     }
                 }

@@ -3,7 +3,9 @@
 //! current leader and epoch, acks=all producers (min.insync.replicas = 2),
 //! followers fetching, and faults at random: crashes, restarts, a leader
 //! paused past its session (deposed while it still believes it leads),
-//! rapid double failovers, followers learning of a new leader late.
+//! rapid double failovers, followers learning of a new leader late, and a
+//! leader learning late that the controller committed its ISR change (and
+//! of fences that shrank its ISR).
 //!
 //! Checked after every step: every acknowledged record is in every live
 //! in-sync replica at its offset; no two replicas differ below both their
@@ -146,6 +148,16 @@ impl Sim {
             return;
         }
         if r.known_epoch == epoch && !matches!(r.role, Role::Idle) {
+            // Same epoch: a leader learns the controller's ISR (its own
+            // committed requests, or fences), as the broker's reconcile does.
+            let end = r.end();
+            if let Role::Leader(state) = &mut r.role {
+                if state.isr() != &isr {
+                    state.isr_committed(isr, end);
+                    r.hw = state.high_watermark();
+                    self.complete_acks(id);
+                }
+            }
             return;
         }
         r.known_epoch = epoch;
@@ -377,13 +389,12 @@ impl Sim {
             println!("t={} {id} commits isr {proposed:?}", self.now_ms);
         }
         self.controller.isr = proposed.clone();
+        // The leader hears of the commit later (its next refresh); until
+        // then its high watermark counts the requested members too.
         let r = self.replica(id);
-        let end = r.end();
         if let Role::Leader(state) = &mut r.role {
-            state.isr_committed(proposed, end);
-            r.hw = state.high_watermark();
+            state.isr_requested(proposed);
         }
-        self.complete_acks(id);
     }
 
     fn fault(&mut self) {

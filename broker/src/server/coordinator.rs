@@ -187,6 +187,25 @@ impl Coordinator {
         Ok(partition)
     }
 
+    /// The partitions whose groups are loaded here in the leadership
+    /// current now (what /metrics reports: a scrape loads nothing).
+    pub fn loaded_current(&self, shard: &Shard) -> Vec<Rc<OffsetsPartition>> {
+        let view = shard.view.borrow();
+        let me = control::BrokerId(shard.config.node_id);
+        self.loaded
+            .borrow()
+            .iter()
+            .filter(|(key, loaded)| {
+                view.metadata
+                    .topics
+                    .get(&key.topic)
+                    .and_then(|t| t.partitions.get(key.index as usize))
+                    .is_some_and(|p| p.leader == Some(me) && p.leader_epoch == loaded.epoch)
+            })
+            .map(|(_, loaded)| loaded.clone())
+            .collect()
+    }
+
     /// The `__consumer_offsets` partitions this shard owns and leads,
     /// loaded (ListGroups must see every group).
     pub async fn all_partitions(&self, shard: &Shard) -> Vec<Rc<OffsetsPartition>> {

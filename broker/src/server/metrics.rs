@@ -5,7 +5,7 @@
 //! writes, so counting costs an uncontended add); a scrape sums every
 //! shard's, and reads the rest where it lives at that moment: storage
 //! counters from each shard's open logs, consumer lag from the groups its
-//! coordinators hold and the high watermarks of the partitions it leads,
+//! coordinators have loaded and the high watermarks of the partitions it leads,
 //! under-replicated partitions from the metadata, disk use from the file
 //! system.
 
@@ -182,7 +182,7 @@ async fn report(shard: Rc<Shard>) -> ShardReport {
             );
         }
     }
-    for partition in shard.coordinator.all_partitions(&shard).await {
+    for partition in shard.coordinator.loaded_current(&shard) {
         for (group, generation, offsets) in partition.offsets_and_generations() {
             for ((topic, index), offset) in offsets {
                 out.committed.insert((group.clone(), topic, index), offset);

@@ -105,9 +105,9 @@ async fn remote<R: kafka_protocol::protocol::Request>(
 pub async fn join(shard: &Rc<Shard>, at: At, group: &str, join: Join) -> Result<Joined, Code> {
     match at {
         At::Here => {
-            let group = group.to_string();
-            let joined = on_coordinator(shard, &group.clone(), Err, move |owner, partition| {
-                Box::pin(async move { Ok(partition.join(&owner, &group, join).await) })
+            let name = group.to_string();
+            let joined = on_coordinator(shard, group, Err, move |owner, partition| {
+                Box::pin(async move { Ok(partition.join(&owner, &name, join).await) })
             })
             .await?;
             if joined.error != 0 {
@@ -171,21 +171,21 @@ pub async fn sync(
     let (member_id, instance, generation) = member;
     match at {
         At::Here => {
-            let (group, member_id, instance) = (
+            let (name, member_id, instance) = (
                 group.to_string(),
                 member_id.to_string(),
                 instance.to_string(),
             );
             let (code, assignment) = on_coordinator(
                 shard,
-                &group.clone(),
+                group,
                 |code| (code, Bytes::new()),
                 move |owner, partition| {
                     Box::pin(async move {
                         partition
                             .sync(
                                 &owner,
-                                &group,
+                                &name,
                                 &member_id,
                                 Some(&instance),
                                 generation,
@@ -231,18 +231,18 @@ pub async fn heartbeat(shard: &Rc<Shard>, at: At, group: &str, member: (&str, &s
     let (member_id, instance, generation) = member;
     match at {
         At::Here => {
-            let (group, member_id, instance) = (
+            let (name, member_id, instance) = (
                 group.to_string(),
                 member_id.to_string(),
                 instance.to_string(),
             );
             on_coordinator(
                 shard,
-                &group.clone(),
+                group,
                 |code| code,
                 move |_, partition| {
                     Box::pin(async move {
-                        partition.heartbeat(&group, &member_id, Some(&instance), generation)
+                        partition.heartbeat(&name, &member_id, Some(&instance), generation)
                     })
                 },
             )
@@ -273,21 +273,21 @@ pub async fn commit(
     let (member_id, instance, generation) = member;
     match at {
         At::Here => {
-            let (group, member_id, instance) = (
+            let (name, member_id, instance) = (
                 group.to_string(),
                 member_id.to_string(),
                 instance.to_string(),
             );
             on_coordinator(
                 shard,
-                &group.clone(),
+                group,
                 |code| code,
                 move |owner, partition| {
                     Box::pin(async move {
                         partition
                             .commit(
                                 &owner,
-                                &group,
+                                &name,
                                 (&member_id, Some(&instance), generation),
                                 offsets,
                             )
@@ -344,19 +344,19 @@ pub async fn leave(
 ) -> Code {
     match at {
         At::Here => {
-            let (group, member_id, instance) = (
+            let (name, member_id, instance) = (
                 group.to_string(),
                 member_id.to_string(),
                 instance.to_string(),
             );
             let codes = on_coordinator(
                 shard,
-                &group.clone(),
+                group,
                 |code| vec![code],
                 move |owner, partition| {
                     Box::pin(async move {
                         partition
-                            .leave(&owner, &group, vec![(member_id, Some(instance))])
+                            .leave(&owner, &name, vec![(member_id, Some(instance))])
                             .await
                     })
                 },

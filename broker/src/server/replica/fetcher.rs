@@ -158,7 +158,9 @@ async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
                 return;
             }
             match round(&shard, &partitions, &mut connection).await {
-                Ok(true) => {}
+                // Cooperative scheduling: a round that never waited must
+                // not keep the shard (its metadata service among others).
+                Ok(true) => glommio::yield_if_needed().await,
                 Ok(false) => glommio::timer::sleep(IDLE).await,
                 Err(e) => {
                     tracing::debug!(leader = leader.0, error = %e, "replica fetch failed; reconnecting");
@@ -176,8 +178,12 @@ fn leader_address(shard: &Shard, leader: BrokerId) -> Option<SocketAddr> {
     broker.registration.listener.parse().ok()
 }
 
-/// One round: truncate what needs it, then one fetch. Returns whether
-/// there was anything to do.
+/// One round: truncate what needs it, then one fetch. Returns whether it
+/// asked the leader anything: partitions waiting for this shard to give
+/// them their follower role are nothing to do yet (counting them as work
+/// made this loop spin without ever yielding, starving the shard, its
+/// metadata service included, until the role change it waited for could
+/// never run).
 async fn round(
     shard: &Rc<Shard>,
     partitions: &FollowedMap,
@@ -189,15 +195,16 @@ async fn round(
         .map(|(k, f)| (*k, f.clone()))
         .collect();
     let untruncated: Vec<_> = snapshot.iter().filter(|(_, f)| !f.truncated).collect();
+    let mut asked = false;
     if !untruncated.is_empty() {
-        truncate(shard, partitions, connection, &untruncated).await?;
+        asked = truncate(shard, partitions, connection, &untruncated).await?;
     }
     let ready: Vec<_> = snapshot
         .iter()
         .filter(|(k, _)| partitions.borrow().get(k).is_some_and(|f| f.truncated))
         .collect();
     if ready.is_empty() {
-        return Ok(!untruncated.is_empty());
+        return Ok(asked);
     }
     fetch(shard, partitions, connection, &ready).await?;
     Ok(true)
@@ -219,12 +226,14 @@ fn still_followed(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoc
         .is_some_and(|f| f.epoch == epoch)
 }
 
+/// Truncates followed logs to where they agree with the leader (one
+/// OffsetForLeaderEpoch round); returns whether the leader was asked.
 async fn truncate(
     shard: &Rc<Shard>,
     partitions: &FollowedMap,
     connection: &mut Connection,
     untruncated: &[&(PartitionKey, Followed)],
-) -> Result<(), RoundError> {
+) -> Result<bool, RoundError> {
     let mut asked = Vec::new();
     let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
     for (key, followed) in untruncated {
@@ -246,7 +255,7 @@ async fn truncate(
         asked.push((*key, followed.clone(), partition));
     }
     if asked.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let request = OffsetForLeaderEpochRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(shard.config.node_id))
@@ -294,7 +303,7 @@ async fn truncate(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn mark_truncated(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoch) {

@@ -35,6 +35,7 @@ pub const USAGE: &str = "usage:
   broker topic delete NAME [--brokers HOST:PORT]
   broker cluster status [--brokers HOST:PORT]
   broker dump-log PARTITION_DIR      (a stopped partition's batches: base last epoch records bytes crc32c)
+  broker dump-metadata METADATA_DIR  (a stopped broker's metadata: snapshot, hard state, log entries)
   broker group list [--brokers HOST:PORT]
   broker group describe NAME [--brokers HOST:PORT]
   broker group reset-offsets NAME (--topic T... | --all-topics)

@@ -76,6 +76,9 @@ pub struct BrokerConfig {
     /// Log lines as `text` (for people) or `json` (one object per line,
     /// span closes included: the traces, docs/operations.md).
     pub log_format: String,
+    /// The metadata node snapshots its state and compacts its log every
+    /// this many applied entries.
+    pub metadata_snapshot_every_entries: u64,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
@@ -110,6 +113,7 @@ impl Default for BrokerConfig {
             default_replication_factor: 1,
             replica_selector: "leader".into(),
             log_format: "text".into(),
+            metadata_snapshot_every_entries: 1_000,
             test_flush_delay_ms: 0,
         }
     }
@@ -268,6 +272,9 @@ impl BrokerConfig {
         }
         if self.default_replication_factor == 0 {
             return invalid("default_replication_factor must be at least 1".into());
+        }
+        if self.metadata_snapshot_every_entries == 0 {
+            return invalid("metadata_snapshot_every_entries must be at least 1".into());
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 pub mod admin_cli;
 pub mod config;
 pub mod dump_log;
+pub mod dump_metadata;
 pub mod group_cli;
 pub mod groups;
 pub mod kafka;

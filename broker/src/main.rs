@@ -1,6 +1,7 @@
 //! The `broker` binary. `broker` alone is `broker serve`; `broker topic ...`
 //! and `broker cluster ...` are the admin subcommands (see `admin_cli`);
-//! `broker dump-log DIR` prints a stopped partition's batches.
+//! `broker dump-log DIR` prints a stopped partition's batches, `broker
+//! dump-metadata DIR` a stopped broker's metadata directory.
 //! SIGTERM stops the server cleanly (exit 0).
 
 use std::sync::atomic::AtomicBool;
@@ -17,10 +18,12 @@ fn main() {
         println!("{}", broker::admin_cli::USAGE);
         return;
     }
-    if args
-        .first()
-        .is_some_and(|a| a == "topic" || a == "cluster" || a == "group" || a == "dump-log")
-    {
+    if args.first().is_some_and(|a| {
+        matches!(
+            a.as_str(),
+            "topic" | "cluster" | "group" | "dump-log" | "dump-metadata"
+        )
+    }) {
         init_logging(false);
     }
     if args
@@ -44,6 +47,20 @@ fn main() {
             std::process::exit(2);
         };
         match broker::dump_log::run(dir.into()) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("broker: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    if args.first().is_some_and(|a| a == "dump-metadata") {
+        let Some(dir) = args.get(1) else {
+            eprintln!("broker: usage: broker dump-metadata METADATA_DIR");
+            std::process::exit(2);
+        };
+        match broker::dump_metadata::run(dir.into()) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("broker: {e}");

@@ -5,21 +5,35 @@
 //! `raft.log` records: `[len u32][crc32c u32][kind u8][payload]`, kind 1 an
 //! entry (protobuf), kind 2 a hard state (protobuf). An entry at index i
 //! replaces every entry at i or above. On open a torn or corrupt tail is
-//! cut at the last whole record. Installing a snapshot writes `snapshot`
-//! (temporary file, fsync, rename, directory fsync) and then rewrites the
-//! log with only the entries after it.
+//! cut at the last whole record.
+//!
+//! Snapshots come two ways, and differ in what happens to the log:
+//! - taken by this node of its own applied state (compaction): the entries
+//!   after it stay;
+//! - received from the leader because this node's log diverged from (or
+//!   fell behind) the leader's: every entry goes, as raft-rs's own storage
+//!   does, since entries after a point where the logs differ belong to a
+//!   history the quorum did not keep.
+//!
+//! Either way `snapshot` is replaced first (temporary file, fsync, rename,
+//! directory fsync), then the log is rewritten. A crash between the two
+//! leaves the new snapshot beside the old log, which opening resolves: the
+//! entries at or below the snapshot's index are dropped, and the ones above
+//! are kept only if the log agrees with the snapshot at its index (same
+//! term) or starts right after it. So whatever the crash point, the log a
+//! node reopens is one raft-rs could have produced.
 //!
 //! The I/O is blocking std I/O with fsync: metadata writes are small and
-//! rare next to the data path. (On the broker's control shard it belongs on
-//! glommio's blocking pool; that adapter comes with the broker.)
+//! rare next to the data path; the service runs it on glommio's blocking
+//! pool.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
 use protobuf::Message as _;
 use raft::eraftpb::{Entry, HardState, Snapshot};
 
+use crate::files::{DirFiles, MetaFiles};
 use crate::node::{Persist, Recovered};
 
 const LOG_FILE: &str = "raft.log";
@@ -30,39 +44,59 @@ const KIND_HARD_STATE: u8 = 2;
 pub const RECORD_BYTES_MAX: usize = 64 << 20;
 
 /// The durable state of one metadata node.
-pub struct FileRaftDisk {
-    dir: PathBuf,
-    log: File,
+pub struct FileRaftDisk<F: MetaFiles = DirFiles> {
+    files: F,
     /// What the files hold, mirrored for rewriting the log.
     state: Recovered,
 }
 
-impl FileRaftDisk {
+/// What reading a metadata directory found, before anything is changed.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The state to start from.
+    pub recovered: Recovered,
+    /// Bytes of `raft.log` that hold whole, valid records.
+    pub log_valid_bytes: usize,
+    /// Bytes of `raft.log` in all.
+    pub log_bytes: usize,
+    /// Entries after the snapshot dropped because the log disagreed with
+    /// the snapshot at its index (a crash while a received snapshot was
+    /// being installed).
+    pub dropped_divergent: usize,
+}
+
+impl FileRaftDisk<DirFiles> {
     /// Opens (or creates) the directory and recovers what it holds.
-    pub fn open(dir: impl Into<PathBuf>) -> io::Result<FileRaftDisk> {
-        let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
-        let mut state = Recovered::default();
-        if let Some(bytes) = read_if_exists(&dir.join(SNAPSHOT_FILE))? {
-            let payload = unframe_snapshot(&bytes).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidData, "snapshot file is damaged")
-            })?;
-            state.snapshot = Some(Snapshot::parse_from_bytes(payload).map_err(invalid)?);
+    pub fn open(dir: impl Into<PathBuf>) -> io::Result<FileRaftDisk<DirFiles>> {
+        FileRaftDisk::open_files(DirFiles::open(dir)?)
+    }
+}
+
+impl<F: MetaFiles> FileRaftDisk<F> {
+    /// Recovers what `files` hold, cutting a torn log tail.
+    pub fn open_files(mut files: F) -> io::Result<FileRaftDisk<F>> {
+        let loaded = load(&mut files)?;
+        if loaded.log_valid_bytes < loaded.log_bytes {
+            tracing::warn!(
+                dir = %files.describe(),
+                valid = loaded.log_valid_bytes,
+                len = loaded.log_bytes,
+                "cutting a torn raft log tail"
+            );
+            files.truncate(LOG_FILE, loaded.log_valid_bytes as u64)?;
+            files.sync(LOG_FILE)?;
         }
-        let log_path = dir.join(LOG_FILE);
-        let bytes = read_if_exists(&log_path)?.unwrap_or_default();
-        let valid = replay(&bytes, &mut state);
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
-        if valid < bytes.len() {
-            tracing::warn!(dir = %dir.display(), valid, len = bytes.len(), "cutting a torn raft log tail");
-            log.set_len(valid as u64)?;
-            log.sync_all()?;
+        if loaded.dropped_divergent > 0 {
+            tracing::warn!(
+                dir = %files.describe(),
+                dropped = loaded.dropped_divergent,
+                "dropping log entries that disagree with the snapshot (an install was interrupted)"
+            );
         }
-        sync_dir(&dir)?;
-        Ok(FileRaftDisk { dir, log, state })
+        Ok(FileRaftDisk {
+            files,
+            state: loaded.recovered,
+        })
     }
 
     /// What the disk held at open, as updated since.
@@ -70,10 +104,16 @@ impl FileRaftDisk {
         self.state.clone()
     }
 
-    /// Makes a ready's [`Persist`] durable.
+    /// The files underneath (a simulation crashes them).
+    pub fn files(&mut self) -> &mut F {
+        &mut self.files
+    }
+
+    /// Makes a [`Persist`] durable: a received snapshot first, then
+    /// entries and hard state, then a snapshot this node took.
     pub fn persist(&mut self, persist: &Persist) -> io::Result<()> {
-        if let Some(snapshot) = &persist.snapshot {
-            self.install_snapshot(snapshot)?;
+        if let Some(snapshot) = &persist.received_snapshot {
+            self.install_received(snapshot)?;
         }
         let mut batch = Vec::new();
         for entry in &persist.entries {
@@ -90,26 +130,47 @@ impl FileRaftDisk {
                 &hard_state.write_to_bytes().map_err(invalid)?,
             );
         }
-        if batch.is_empty() {
-            return Ok(());
+        if !batch.is_empty() {
+            self.files.append(LOG_FILE, &batch)?;
+            self.files.sync(LOG_FILE)?;
+            apply_entries(&mut self.state, &persist.entries);
+            if let Some(hard_state) = &persist.hard_state {
+                self.state.hard_state = hard_state.clone();
+            }
         }
-        self.log.write_all(&batch)?;
-        self.log.sync_data()?;
-        apply_entries(&mut self.state, &persist.entries);
-        if let Some(hard_state) = &persist.hard_state {
-            self.state.hard_state = hard_state.clone();
+        if let Some(snapshot) = &persist.taken_snapshot {
+            self.compact(snapshot)?;
         }
         Ok(())
     }
 
-    /// Makes a snapshot durable and drops the log entries it covers.
-    pub fn install_snapshot(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+    /// Makes a snapshot of this node's own applied state durable and drops
+    /// the log entries it covers.
+    pub fn compact(&mut self, snapshot: &Snapshot) -> io::Result<()> {
         let index = snapshot.get_metadata().index;
-        let payload = snapshot.write_to_bytes().map_err(invalid)?;
-        write_atomic(&self.dir, SNAPSHOT_FILE, &frame_snapshot(&payload))?;
-        self.state.snapshot = Some(snapshot.clone());
+        self.write_snapshot(snapshot)?;
         self.state.entries.retain(|e| e.index > index);
+        // A snapshot holds committed state only.
+        self.state.hard_state.commit = self.state.hard_state.commit.max(index);
         self.rewrite_log()
+    }
+
+    /// Makes a snapshot received from the leader durable; the whole log
+    /// goes (see the module's comment).
+    fn install_received(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+        self.write_snapshot(snapshot)?;
+        self.state.entries.clear();
+        let index = snapshot.get_metadata().index;
+        self.state.hard_state.commit = self.state.hard_state.commit.max(index);
+        self.rewrite_log()
+    }
+
+    fn write_snapshot(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+        let payload = snapshot.write_to_bytes().map_err(invalid)?;
+        self.files
+            .replace(SNAPSHOT_FILE, &frame_snapshot(&payload))?;
+        self.state.snapshot = Some(snapshot.clone());
+        Ok(())
     }
 
     fn rewrite_log(&mut self) -> io::Result<()> {
@@ -126,12 +187,58 @@ impl FileRaftDisk {
             KIND_HARD_STATE,
             &self.state.hard_state.write_to_bytes().map_err(invalid)?,
         );
-        write_atomic(&self.dir, LOG_FILE, &bytes)?;
-        self.log = OpenOptions::new()
-            .append(true)
-            .open(self.dir.join(LOG_FILE))?;
-        Ok(())
+        self.files.replace(LOG_FILE, &bytes)
     }
+}
+
+/// Reads what `files` hold without changing anything: the snapshot, the
+/// valid prefix of the log, and the entries that belong after the snapshot.
+pub fn load(files: &mut impl MetaFiles) -> io::Result<Loaded> {
+    let mut state = Recovered::default();
+    if let Some(bytes) = files.read(SNAPSHOT_FILE)? {
+        let damaged = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}/{SNAPSHOT_FILE} is damaged: {what}", files.describe()),
+            )
+        };
+        let payload = unframe_snapshot(&bytes).ok_or_else(|| damaged("checksum mismatch"))?;
+        let snapshot = Snapshot::parse_from_bytes(payload).map_err(|e| damaged(&e.to_string()))?;
+        state.snapshot = Some(snapshot);
+    }
+    let bytes = files.read(LOG_FILE)?.unwrap_or_default();
+    let valid = replay(&bytes, &mut state);
+    let dropped_divergent = settle_after_snapshot(&mut state);
+    Ok(Loaded {
+        recovered: state,
+        log_valid_bytes: valid,
+        log_bytes: bytes.len(),
+        dropped_divergent,
+    })
+}
+
+/// Drops the entries a snapshot covers, and those after it when the log
+/// disagrees with the snapshot at its index; a snapshot holds only
+/// committed state, so the commit is at least its index. Returns how many
+/// entries after the snapshot were dropped.
+fn settle_after_snapshot(state: &mut Recovered) -> usize {
+    let Some(meta) = state.snapshot.as_ref().map(|s| s.get_metadata().clone()) else {
+        return 0;
+    };
+    let agrees = match state.entries.iter().find(|e| e.index == meta.index) {
+        Some(at) => at.term == meta.term,
+        // No entry at the index: the log was rewritten after the snapshot
+        // (it starts right after it), or it ends before it.
+        None => true,
+    };
+    state.entries.retain(|e| e.index > meta.index);
+    let mut dropped = 0;
+    if !agrees {
+        dropped = state.entries.len();
+        state.entries.clear();
+    }
+    state.hard_state.commit = state.hard_state.commit.max(meta.index);
+    dropped
 }
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {
@@ -161,15 +268,8 @@ fn replay(bytes: &[u8], state: &mut Recovered) -> usize {
             break;
         }
         let applied = match body[0] {
-            KIND_ENTRY => Entry::parse_from_bytes(&body[1..]).map(|entry| {
-                let snapshot_index = state
-                    .snapshot
-                    .as_ref()
-                    .map_or(0, |s| s.get_metadata().index);
-                if entry.index > snapshot_index {
-                    apply_entries(state, std::slice::from_ref(&entry));
-                }
-            }),
+            KIND_ENTRY => Entry::parse_from_bytes(&body[1..])
+                .map(|entry| apply_entries(state, std::slice::from_ref(&entry))),
             KIND_HARD_STATE => {
                 HardState::parse_from_bytes(&body[1..]).map(|hs| state.hard_state = hs)
             }
@@ -199,31 +299,6 @@ fn frame_snapshot(payload: &[u8]) -> Vec<u8> {
 fn unframe_snapshot(bytes: &[u8]) -> Option<&[u8]> {
     let (crc, payload) = bytes.split_at_checked(4)?;
     (crc32c(payload) == u32::from_be_bytes(crc.try_into().ok()?)).then_some(payload)
-}
-
-fn read_if_exists(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match File::open(path) {
-        Ok(mut file) => {
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)?;
-            Ok(Some(bytes))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 fn crc32c(bytes: &[u8]) -> u32 {

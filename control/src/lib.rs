@@ -5,9 +5,11 @@
 
 #![warn(missing_docs)]
 
+pub mod changes;
 pub mod config;
 pub mod controller;
 pub mod disk;
+pub mod files;
 // rkyv's derive generates resolver enums whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod error;
@@ -23,6 +25,7 @@ pub mod record;
 #[allow(missing_docs)]
 pub mod request;
 pub mod service;
+pub mod snapshot_format;
 pub mod tcp;
 pub mod transport;
 pub mod types;

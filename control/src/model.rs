@@ -2,7 +2,7 @@
 //! record is deterministic and all-or-nothing: a record that fails
 //! validation changes nothing, on every replica alike.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rkyv::{Archive, Deserialize, Serialize};
 
@@ -72,6 +72,12 @@ pub struct Metadata {
     pub names: BTreeMap<String, TopicId>,
     /// Leaders elected from outside the ISR (unclean_leader_elections_total).
     pub unclean_leader_elections: u64,
+    /// Ids of deleted topics. A broker that was down while a topic was
+    /// deleted may learn the state from a snapshot, never seeing the
+    /// deletion record: this lets it tell a deleted topic's files (removed)
+    /// from files of a topic it does not know (kept and reported). 16
+    /// bytes per deletion, never pruned.
+    pub deleted_topics: BTreeSet<TopicId>,
 }
 
 impl Metadata {
@@ -134,6 +140,7 @@ impl Metadata {
             MetadataRecord::DeleteTopic { id } => {
                 let topic = self.topics.remove(id).expect("validated");
                 self.names.remove(&topic.name);
+                self.deleted_topics.insert(*id);
             }
             MetadataRecord::CreatePartitions { topic, partitions } => {
                 let new: Vec<Partition> =
@@ -184,19 +191,14 @@ impl Metadata {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
-    /// The snapshot bytes (rkyv).
+    /// The snapshot bytes (see [`crate::snapshot_format`]).
     pub fn encode(&self) -> Vec<u8> {
-        rkyv::to_bytes::<rkyv::rancor::Error>(self)
-            .expect("metadata always serializes")
-            .to_vec()
+        crate::snapshot_format::encode(self)
     }
 
-    /// Decodes and validates a snapshot.
+    /// Decodes and validates a snapshot of any format version.
     pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
-        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
-        aligned.extend_from_slice(bytes);
-        rkyv::from_bytes::<Metadata, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| MetadataError::Decode(e.to_string()))
+        crate::snapshot_format::decode(bytes)
     }
 
     fn broker_mut(&mut self, id: BrokerId) -> &mut Broker {

@@ -24,23 +24,42 @@ use crate::record::MetadataRecord;
 /// A node's id in the quorum (its broker id, as Raft's u64).
 pub type NodeId = u64;
 
-/// What a ready asks to be made durable before its `after_persist`
-/// messages leave.
+/// What the node asks to be made durable (in this order).
 #[derive(Debug, Default, Clone)]
 pub struct Persist {
-    /// A snapshot received from the leader, replacing the log below it.
-    pub snapshot: Option<Snapshot>,
+    /// A snapshot received from the leader: it replaces the whole log
+    /// (this node's entries after a point where its log differs from the
+    /// leader's belong to a history the quorum did not keep).
+    pub received_snapshot: Option<Snapshot>,
     /// Entries to append; an entry at index i replaces any at i or above.
     pub entries: Vec<Entry>,
     /// The new term, vote and commit.
     pub hard_state: Option<HardState>,
+    /// A snapshot this node took of its applied state: the entries at or
+    /// below its index may be dropped, the ones after it stay.
+    pub taken_snapshot: Option<Snapshot>,
 }
 
 impl Persist {
     /// Whether there is nothing to persist.
     pub fn is_empty(&self) -> bool {
-        self.snapshot.is_none() && self.entries.is_empty() && self.hard_state.is_none()
+        self.received_snapshot.is_none()
+            && self.entries.is_empty()
+            && self.hard_state.is_none()
+            && self.taken_snapshot.is_none()
     }
+}
+
+/// The second half of handling a ready.
+#[derive(Debug, Default)]
+pub struct Persisted {
+    /// Send these now.
+    pub send: Vec<Message>,
+    /// Make this durable when convenient: a commit index learned after the
+    /// ready (so a restart knows what it had committed) and a snapshot
+    /// taken of the applied state. Nothing waits on it, and losing it in a
+    /// crash loses nothing the quorum committed.
+    pub persist: Persist,
 }
 
 /// The first half of handling a ready.
@@ -75,6 +94,59 @@ pub struct Recovered {
     pub entries: Vec<Entry>,
     /// The last hard state.
     pub hard_state: HardState,
+}
+
+impl Recovered {
+    /// Checks what raft-rs assumes of a restarted node's storage (it
+    /// panics otherwise): entries contiguous and right after the snapshot,
+    /// the commit index inside the log. Returns what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let snapshot_index = self.snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
+        if let Some(first) = self.entries.first() {
+            if first.index != snapshot_index + 1 {
+                return Err(format!(
+                    "the log starts at index {} but its snapshot ends at {snapshot_index}",
+                    first.index
+                ));
+            }
+        }
+        if let Some(gap) = self
+            .entries
+            .windows(2)
+            .find(|w| w[1].index != w[0].index + 1)
+        {
+            return Err(format!(
+                "the log skips from index {} to {}",
+                gap[0].index, gap[1].index
+            ));
+        }
+        // Terms never go down along a Raft log: a lower term after a higher
+        // one is an entry of a history the quorum replaced.
+        let snapshot_term = self.snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
+        let mut term = snapshot_term;
+        for entry in &self.entries {
+            if entry.term < term {
+                return Err(format!(
+                    "the log's term goes down from {term} to {} at index {}",
+                    entry.term, entry.index
+                ));
+            }
+            term = entry.term;
+        }
+        let last = self.entries.last().map_or(snapshot_index, |e| e.index);
+        let commit = self.hard_state.commit;
+        if commit > last {
+            return Err(format!(
+                "the hard state's commit index {commit} is past the log's last index {last}"
+            ));
+        }
+        if commit < snapshot_index {
+            return Err(format!(
+                "the hard state's commit index {commit} is below the snapshot's index {snapshot_index}"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Why a proposal was not taken.
@@ -162,12 +234,16 @@ impl Storage for NodeStorage {
         self.mem.last_index()
     }
 
-    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         match &*self.snapshot.borrow() {
             Some(snapshot) if snapshot.get_metadata().index >= request_index => {
                 Ok(snapshot.clone())
             }
-            _ => self.mem.snapshot(request_index, to),
+            // Never MemStorage's: it carries no metadata, and a follower
+            // installing it would hold an empty state. raft-rs retries.
+            _ => Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable,
+            )),
         }
     }
 }
@@ -181,7 +257,6 @@ pub struct MetadataNode {
     snapshot_index: u64,
     pending: Option<Ready>,
     snapshot_every_entries: u64,
-    new_snapshot: Option<Snapshot>,
     /// (index, record) applied since last asked, for observers and tests.
     applied_log: Vec<Applied>,
 }
@@ -210,6 +285,7 @@ impl MetadataNode {
     /// Starts a node from what its disk recovered; a node with an empty
     /// disk starts a new quorum of `config.voters`.
     pub fn start(config: &NodeConfig, recovered: Recovered) -> Result<MetadataNode, String> {
+        recovered.check()?;
         let mem = MemStorage::new();
         let mut metadata = Metadata::default();
         let mut applied = 0;
@@ -248,8 +324,7 @@ impl MetadataNode {
             applied,
             snapshot_index: applied,
             pending: None,
-            snapshot_every_entries: config.snapshot_every_entries,
-            new_snapshot: None,
+            snapshot_every_entries: config.snapshot_every_entries.max(1),
             applied_log: Vec::new(),
         })
     }
@@ -344,7 +419,7 @@ impl MetadataNode {
         if !ready.snapshot().is_empty() {
             let snapshot = ready.snapshot().clone();
             self.install_snapshot(&snapshot);
-            output.persist.snapshot = Some(snapshot);
+            output.persist.received_snapshot = Some(snapshot);
         }
         self.apply_entries(ready.take_committed_entries());
         if !ready.entries().is_empty() {
@@ -363,19 +438,24 @@ impl MetadataNode {
         Some(output)
     }
 
-    /// The second half: the last ready's [`Persist`] is durable. Returns
-    /// messages to send.
-    pub fn persisted(&mut self) -> Vec<Message> {
+    /// The second half: the last ready's [`Persist`] is durable.
+    pub fn persisted(&mut self) -> Persisted {
         let ready = self.pending.take().expect("ready() came first");
         let mut light = self.raw.advance(ready);
+        let mut persist = Persist::default();
         if let Some(commit) = light.commit_index() {
-            self.memory().wl().mut_hard_state().commit = commit;
+            // raft-rs leaves persisting this commit to us (a lone voter
+            // learns every commit here): without it a restart would find
+            // a snapshot past its commit index.
+            let mut store = self.memory().wl();
+            store.mut_hard_state().commit = commit;
+            persist.hard_state = Some(store.hard_state().clone());
         }
-        let messages = light.take_messages();
+        let send = light.take_messages();
         self.apply_entries(light.take_committed_entries());
         self.raw.advance_apply();
-        self.maybe_snapshot();
-        messages
+        persist.taken_snapshot = self.maybe_snapshot();
+        Persisted { send, persist }
     }
 
     fn install_snapshot(&mut self, snapshot: &Snapshot) {
@@ -424,17 +504,15 @@ impl MetadataNode {
         }
     }
 
-    /// Snapshots the metadata and compacts the log behind it. The driver
-    /// persists the snapshot ([`MetadataNode::take_new_snapshot`]) before
-    /// dropping the entries it covers from disk.
-    fn maybe_snapshot(&mut self) {
+    /// Every `snapshot_every_entries` applied entries, snapshots the
+    /// metadata and compacts the in-memory log behind it; the driver
+    /// persists the snapshot, and only then drops those entries from disk.
+    fn maybe_snapshot(&mut self) -> Option<Snapshot> {
         if self.applied < self.snapshot_index + self.snapshot_every_entries {
-            return;
+            return None;
         }
         let store = self.raw.raft.raft_log.store.clone();
-        let Ok(term) = store.mem.term(self.applied) else {
-            return;
-        };
+        let term = store.mem.term(self.applied).ok()?;
         let mut snapshot = Snapshot {
             data: self.metadata.encode().into(),
             ..Snapshot::default()
@@ -450,13 +528,7 @@ impl MetadataNode {
             .compact(self.applied)
             .expect("compacting applied entries");
         self.snapshot_index = self.applied;
-        self.new_snapshot = Some(snapshot);
-    }
-
-    /// A snapshot taken since last asked: persist it, then drop the
-    /// entries at or below its index from disk.
-    pub fn take_new_snapshot(&mut self) -> Option<Snapshot> {
-        self.new_snapshot.take()
+        Some(snapshot)
     }
 
     /// The applied metadata.

@@ -17,6 +17,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
 use glommio::{spawn_local, Task};
 
+pub use crate::changes::Change;
 use crate::controller::Controller;
 use crate::disk::FileRaftDisk;
 use crate::error::MetadataError;
@@ -75,20 +76,6 @@ pub struct View {
     pub applied: u64,
 }
 
-/// One committed change, in log order. A subscriber keeps its own copy of
-/// the metadata: it starts from a change carrying the whole state, then
-/// applies each record (refused ones change nothing, as on the node).
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// Its log index.
-    pub index: u64,
-    /// The record, if this change is one.
-    pub record: Option<MetadataRecord>,
-    /// The whole state as of `index`: the first change a shared
-    /// subscriber receives, and whenever a snapshot replaced the state.
-    pub metadata: Option<Box<Metadata>>,
-}
-
 enum Command {
     Propose(MetadataRecord),
     SubscribeShared(SharedSender<Change>),
@@ -115,7 +102,16 @@ impl MetadataService {
         config: ServiceConfig,
     ) -> MetadataService {
         let (commands, command_rx) = local_channel::new_bounded(COMMANDS_QUEUED_MAX);
-        let view = Rc::new(RefCell::new(View::default()));
+        // Subscribers start from this view: it must hold what the node
+        // recovered (its snapshot and the entries it applied at start), not
+        // an empty state that later records would be applied onto.
+        let view = Rc::new(RefCell::new(View {
+            metadata: node.metadata().clone(),
+            leader: node.leader(),
+            is_leader: node.is_leader(),
+            term: node.term(),
+            applied: node.applied_index(),
+        }));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
         let peers = Rc::new(config.peers.clone());
         let call_timeout = config.call_timeout;
@@ -250,14 +246,37 @@ impl MetadataService {
         Ok(rx)
     }
 
-    /// A stream of committed changes from now on. A subscriber that falls
-    /// `capacity` behind is dropped (its receiver ends) and must re-read
-    /// the view and subscribe again.
+    /// A stream of committed changes on this shard: first the whole
+    /// state, then every change in order. A subscriber that falls
+    /// `capacity` behind is dropped (its receiver ends) and must subscribe
+    /// again.
     pub fn subscribe(&self, capacity: usize) -> LocalReceiver<Change> {
-        let (tx, rx) = local_channel::new_bounded(capacity);
-        self.subscribers.borrow_mut().push(tx);
+        let (tx, rx) = local_channel::new_bounded(capacity.max(1));
+        let start = {
+            let view = self.view.borrow();
+            Change::state(view.applied, &view.metadata)
+        };
+        if tx.try_send(start).is_ok() {
+            self.subscribers.borrow_mut().push(tx);
+        }
         rx
     }
+}
+
+/// Every Raft message at trace level (`RUST_LOG=control=trace`): what a
+/// stuck quorum was saying.
+fn trace_message(what: &str, m: &raft::eraftpb::Message) {
+    tracing::trace!(
+        from = m.from,
+        to = m.to,
+        kind = ?m.get_msg_type(),
+        term = m.term,
+        index = m.index,
+        commit = m.commit,
+        reject = m.reject,
+        snapshot = m.get_snapshot().get_metadata().index,
+        "raft message {what}"
+    );
 }
 
 /// A request waiting for its last record to apply.
@@ -321,6 +340,7 @@ impl<T: Transport> Driver<T> {
                     }
                 }
                 Event::Inbound(Some(Inbound::Message(message))) => {
+                    trace_message("received", &message);
                     let _ = self.node.step(message);
                 }
                 Event::Inbound(Some(Inbound::Unreachable { to, snapshot })) => {
@@ -386,11 +406,7 @@ impl<T: Transport> Driver<T> {
                     // Start it from the current state; later changes
                     // follow in order (nothing runs between these lines).
                     let view = view.borrow();
-                    let start = Change {
-                        index: view.applied,
-                        record: None,
-                        metadata: Some(Box::new(view.metadata.clone())),
-                    };
+                    let start = Change::state(view.applied, &view.metadata);
                     if connected.try_send(start).is_ok() {
                         subscribers.borrow_mut().push(connected);
                     }
@@ -537,18 +553,15 @@ impl<T: Transport> Driver<T> {
     /// blocking pool before the messages that depend on it leave.
     async fn drain(&mut self) -> std::io::Result<()> {
         while let Some(output) = self.node.ready() {
+            for message in output.send.iter().chain(&output.after_persist) {
+                trace_message("sending", message);
+            }
             self.transport.send(output.send);
             self.persist(output.persist).await?;
             self.transport.send(output.after_persist);
-            let messages = self.node.persisted();
-            self.transport.send(messages);
-            if let Some(snapshot) = self.node.take_new_snapshot() {
-                self.persist(Persist {
-                    snapshot: Some(snapshot),
-                    ..Persist::default()
-                })
-                .await?;
-            }
+            let persisted = self.node.persisted();
+            self.transport.send(persisted.send);
+            self.persist(persisted.persist).await?;
         }
         Ok(())
     }
@@ -584,16 +597,8 @@ impl<T: Transport> Driver<T> {
             self.answer(applied);
         }
         let mut subscribers = self.subscribers.borrow_mut();
-        for applied in changes {
-            let metadata = applied
-                .record
-                .is_none()
-                .then(|| Box::new(self.node.metadata().clone()));
-            let change = Change {
-                index: applied.index,
-                record: applied.record,
-                metadata,
-            };
+        let index = self.node.applied_index();
+        for change in Change::for_applied(&changes, self.node.metadata(), index) {
             subscribers.retain(|tx| tx.try_send(change.clone()).is_ok());
             self.shared_subscribers
                 .borrow_mut()

@@ -25,6 +25,8 @@ fn what_was_persisted_is_what_reopens() {
     let mut rng = SmallRng::seed_from_u64(7);
     let mut disk = FileRaftDisk::open(tmp.path()).unwrap();
     let mut last = 0u64;
+    // A hard state's commit never goes below the snapshot (it is committed).
+    let mut snapshot_index = 0u64;
     for round in 0..200u64 {
         let first = rng.gen_range(last.saturating_sub(3) + 1..=last + 1);
         let count = rng.gen_range(0..4);
@@ -35,21 +37,22 @@ fn what_was_persisted_is_what_reopens() {
         let hard_state = rng.gen_bool(0.5).then(|| HardState {
             term: round,
             vote: rng.gen_range(0..4),
-            commit: last / 2,
+            commit: (last / 2).max(snapshot_index),
             ..HardState::default()
         });
         disk.persist(&Persist {
-            snapshot: None,
             entries,
             hard_state,
+            ..Persist::default()
         })
         .unwrap();
         if round % 40 == 39 {
             let mut snapshot = Snapshot::default();
-            snapshot.mut_metadata().index = last / 2;
+            snapshot_index = last / 2;
+            snapshot.mut_metadata().index = snapshot_index;
             snapshot.mut_metadata().term = round;
             snapshot.data = vec![round as u8; 10].into();
-            disk.install_snapshot(&snapshot).unwrap();
+            disk.compact(&snapshot).unwrap();
         }
         if round % 7 == 0 {
             let before = disk.recovered();
@@ -79,9 +82,8 @@ fn a_torn_log_tail_is_cut_to_whole_records() {
     let mut disk = FileRaftDisk::open(tmp.path()).unwrap();
     for i in 1..=20 {
         disk.persist(&Persist {
-            snapshot: None,
             entries: vec![entry(i, 1, b"payload")],
-            hard_state: None,
+            ..Persist::default()
         })
         .unwrap();
     }
@@ -154,10 +156,9 @@ impl Cluster {
                     self.mail.extend(output.send);
                     disk.persist(&output.persist).unwrap();
                     self.mail.extend(output.after_persist);
-                    self.mail.extend(node.persisted());
-                    if let Some(snapshot) = node.take_new_snapshot() {
-                        disk.install_snapshot(&snapshot).unwrap();
-                    }
+                    let persisted = node.persisted();
+                    self.mail.extend(persisted.send);
+                    disk.persist(&persisted.persist).unwrap();
                 }
             }
         }

@@ -38,6 +38,8 @@ pub const CHANGES_QUEUED_MAX: usize = 4096;
 pub struct ShardMetadata {
     /// The committed metadata as of the last change applied.
     pub metadata: Metadata,
+    /// The metadata log index it is as of (None until the first state).
+    pub applied_index: Option<u64>,
     /// The active controller (this broker, for a one-voter quorum).
     pub controller_id: i32,
 }
@@ -58,9 +60,17 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     // 500 ms): fencing, and so failover, follows the timeout closely.
     service_config.controller_interval = (service_config.session_timeout / 10)
         .clamp(Duration::from_millis(50), Duration::from_millis(500));
+    let metadata_dir = config.data_dir.join("metadata");
+    let damaged = |e: String| {
+        std::io::Error::other(format!(
+            "the metadata in {} cannot be started from: {e}",
+            metadata_dir.display()
+        ))
+    };
     if voters.is_empty() {
-        let node = MetadataNode::start(&NodeConfig::new(node_id, vec![node_id]), disk.recovered())
-            .map_err(std::io::Error::other)?;
+        let mut node_config = NodeConfig::new(node_id, vec![node_id]);
+        node_config.snapshot_every_entries = config.metadata_snapshot_every_entries;
+        let node = MetadataNode::start(&node_config, disk.recovered()).map_err(damaged)?;
         let network = MemoryNetwork::new();
         return Ok(MetadataService::start(
             node,
@@ -78,8 +88,8 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     // Elections over real networks: 300-600 ms without a leader.
     node_config.election_timeout_ticks = (30, 60);
     node_config.election_ticks = 30;
-    let node =
-        MetadataNode::start(&node_config, disk.recovered()).map_err(std::io::Error::other)?;
+    node_config.snapshot_every_entries = config.metadata_snapshot_every_entries;
+    let node = MetadataNode::start(&node_config, disk.recovered()).map_err(damaged)?;
     let transport = TcpTransport::start(node_id, listen, peers.clone())?;
     service_config.peers = peers.into_iter().filter(|(id, _)| *id != node_id).collect();
     Ok(MetadataService::start(
@@ -99,6 +109,13 @@ pub struct BrokerLife {
     pub incarnation: std::cell::Cell<Option<Incarnation>>,
     /// Set on SIGTERM, before the controlled shutdown.
     pub shutting_down: std::cell::Cell<bool>,
+    /// Set once this life is registered and unfenced (ready to serve).
+    pub live: std::cell::Cell<bool>,
+    /// When ([`now_ms`]) the active controller last acknowledged a heartbeat.
+    pub last_heartbeat_ms: std::cell::Cell<Option<u64>>,
+    /// Why the last call to the controller (registration or heartbeat)
+    /// failed, if it did.
+    pub controller_error: RefCell<Option<String>>,
 }
 
 /// Registers this broker (a new incarnation each start) once the quorum
@@ -143,6 +160,7 @@ pub async fn register_and_heartbeat(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "registering with the controller failed; retrying");
+                *life.controller_error.borrow_mut() = Some(format!("registering: {e}"));
                 glommio::timer::sleep(RETRY_EVERY).await;
             }
         }
@@ -157,15 +175,21 @@ pub async fn register_and_heartbeat(
         }
         let started = std::time::Instant::now();
         let sent_ms = now_ms();
-        if heartbeat(&service, id, incarnation, session / 2).await {
-            // The controller fences a broker silent for a session from
-            // when it last heard it, which is after this was sent.
-            let lease = sent_ms + (session.as_millis() as u64) * 9 / 10;
-            LEASE_UNTIL_MS.fetch_max(lease, Ordering::Relaxed);
+        match heartbeat(&service, id, incarnation, session / 2).await {
+            Ok(()) => {
+                // The controller fences a broker silent for a session from
+                // when it last heard it, which is after this was sent.
+                let lease = sent_ms + (session.as_millis() as u64) * 9 / 10;
+                LEASE_UNTIL_MS.fetch_max(lease, Ordering::Relaxed);
+                life.last_heartbeat_ms.set(Some(now_ms()));
+                *life.controller_error.borrow_mut() = None;
+            }
+            Err(why) => *life.controller_error.borrow_mut() = Some(why),
         }
         // The first heartbeat unfences the new life.
         if on_live.is_some() && is_live(&service, id, incarnation) {
             if let Some(announce) = on_live.take() {
+                life.live.set(true);
                 announce();
             }
         }
@@ -192,13 +216,13 @@ pub fn lease_valid() -> bool {
 }
 
 /// One heartbeat, answered within `timeout`, with this node's metadata
-/// then caught up to where the controller's was when it answered.
+/// then caught up to where the controller's was when it answered; or why not.
 async fn heartbeat(
     service: &MetadataService,
     id: BrokerId,
     incarnation: Incarnation,
     timeout: Duration,
-) -> bool {
+) -> Result<(), String> {
     let deadline = std::time::Instant::now() + timeout;
     let answer = service.heartbeat_acknowledged(id, incarnation);
     let timer = glommio::timer::sleep(timeout);
@@ -206,17 +230,22 @@ async fn heartbeat(
         futures::future::Either::Left((Ok(index), _)) => index,
         futures::future::Either::Left((Err(e), _)) => {
             tracing::debug!(error = %e, "heartbeat not acknowledged");
-            return false;
+            return Err(format!("heartbeat refused: {e}"));
         }
-        futures::future::Either::Right(_) => return false,
+        futures::future::Either::Right(_) => {
+            return Err(format!("heartbeat unanswered within {timeout:?}"))
+        }
     };
     while service.view().applied < index {
         if std::time::Instant::now() >= deadline {
-            return false;
+            return Err(format!(
+                "metadata not caught up to index {index} within {timeout:?} (at {})",
+                service.view().applied
+            ));
         }
         glommio::timer::sleep(METADATA_TICK).await;
     }
-    true
+    Ok(())
 }
 
 fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) -> bool {
@@ -227,21 +256,17 @@ fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) ->
         .is_some_and(|b| !b.fenced && b.registration.incarnation == incarnation)
 }
 
-/// Follows the first shard's local change stream, starting from its view.
+/// Follows the first shard's local change stream (it starts with the
+/// whole state, as a shared one does).
 pub async fn follow_local(
-    service: Rc<MetadataService>,
     changes: LocalReceiver<Change>,
     view: View,
     on_change: impl Fn(Option<&MetadataRecord>),
 ) {
-    view.borrow_mut().metadata = service.view().metadata.clone();
-    on_change(None);
     while let Some(change) = changes.recv().await {
-        let record = change.record.clone();
-        apply(&view, change);
-        on_change(record.as_ref());
+        apply(&view, change, &on_change);
     }
-    tracing::info!("the metadata change stream ended on this shard");
+    tracing::warn!("the metadata change stream ended on this shard");
 }
 
 /// Follows a change stream from another shard (it starts with the state).
@@ -251,19 +276,21 @@ pub async fn follow_shared(
     on_change: impl Fn(Option<&MetadataRecord>),
 ) {
     while let Some(change) = changes.recv().await {
-        let record = change.record.clone();
-        apply(&view, change);
-        on_change(record.as_ref());
+        apply(&view, change, &on_change);
     }
-    tracing::info!("the metadata change stream ended on this shard");
+    tracing::warn!("the metadata change stream ended on this shard");
 }
 
-fn apply(view: &View, change: Change) {
-    let mut shard = view.borrow_mut();
-    if let Some(state) = change.metadata {
-        shard.metadata = *state;
-    } else if let Some(record) = change.record {
-        // Refused records change nothing, as on the quorum.
-        let _ = shard.metadata.apply(&record);
+/// Applies a change to the shard's copy; `on_change` hears of it (with
+/// the record, or None when the whole state was replaced) if it applied.
+fn apply(view: &View, change: Change, on_change: &impl Fn(Option<&MetadataRecord>)) {
+    let record = change.record.clone().filter(|_| change.metadata.is_none());
+    let applied = {
+        let mut shard = view.borrow_mut();
+        let shard = &mut *shard;
+        control::changes::apply_change(&mut shard.metadata, &mut shard.applied_index, change)
+    };
+    if applied {
+        on_change(record.as_ref());
     }
 }

@@ -345,6 +345,44 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         unclean,
     );
 
+    // Health (server::health): what /health answers, as numbers.
+    let health = super::health::check(shard);
+    page.gauge(
+        "broker_healthy",
+        "1 if the broker serves as it should, 0 if /health names a problem",
+        if health.ok() { 1.0 } else { 0.0 },
+    );
+    page.gauge(
+        "broker_partition_replicas",
+        "partitions the metadata gives this broker a replica of",
+        health.replicas as f64,
+    );
+    page.gauge(
+        "partition_dirs_unknown_topic",
+        "topic directories kept on disk whose topic the metadata does not know",
+        health.unknown_topic_dirs.len() as f64,
+    );
+    if let Some(age) = health.heartbeat_age_ms {
+        page.gauge(
+            "controller_heartbeat_age_seconds",
+            "since the active controller last acknowledged this broker's heartbeat",
+            age as f64 / 1000.0,
+        );
+    }
+    if let Some(service) = &shard.controller {
+        let view = service.view();
+        page.gauge(
+            "metadata_leader_id",
+            "the metadata quorum's leader (the active controller) as this node knows it, -1 if none",
+            view.leader.map_or(-1.0, |l| l as f64),
+        );
+        page.gauge(
+            "metadata_applied_index",
+            "the last metadata log index this node applied",
+            view.applied as f64,
+        );
+    }
+
     // Requests, bytes and connections.
     page.header("requests_total", "counter", "requests by Kafka API");
     let mut errors = Vec::new();

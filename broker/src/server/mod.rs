@@ -9,6 +9,7 @@
 mod connection;
 mod coordinator;
 mod handlers;
+mod health;
 mod http;
 mod maintenance;
 pub(crate) mod metadata_view;
@@ -136,8 +137,12 @@ pub fn run(
                     mesh,
                     controller,
                     metrics_registry,
+                    life.clone(),
                 ));
                 let _ = this_shard.set(shard.clone());
+                if index == 0 {
+                    glommio::spawn_local(health::watchdog(shard.clone())).detach();
+                }
                 let shutdown = (index == 0).then_some(life);
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
@@ -193,15 +198,26 @@ async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
             shard
                 .partitions
                 .forget_deleted(&shard.view.borrow().metadata);
-            if let (0, Some(MetadataRecord::DeleteTopic { id })) = (shard.index, record) {
-                partitions::remove_topic_dirs(&shard.partitions_root(), *id);
+            if shard.index == 0 {
+                match record {
+                    Some(MetadataRecord::DeleteTopic { id }) => {
+                        partitions::remove_topic_dirs(&shard.partitions_root(), *id)
+                    }
+                    // The whole state (at start, or a snapshot from the
+                    // leader): deletions it holds may not have been seen.
+                    None => {
+                        let metadata = &shard.view.borrow().metadata;
+                        partitions::reconcile_topic_dirs(&shard.partitions_root(), metadata);
+                    }
+                    Some(_) => {}
+                }
             }
             let _ = wanted.try_send(());
         }
     };
     match changes {
-        Changes::Local(service, local) => {
-            metadata_view::follow_local(service, local, shard.view.clone(), on_change).await
+        Changes::Local(_, local) => {
+            metadata_view::follow_local(local, shard.view.clone(), on_change).await
         }
         Changes::Shared(shared) => {
             metadata_view::follow_shared(shared, shard.view.clone(), on_change).await
@@ -281,8 +297,12 @@ fn first_shard(
     let quorum = service.clone();
     let on_live = move || {
         // This life's registration is committed: the metadata is replayed
-        // up to it, so files of topics it lacks were deleted while down.
-        partitions::remove_unknown_topic_dirs(&root, &quorum.view().metadata);
+        // up to it, so deletions made while it was down are known. Files
+        // of topics it does not know at all stay (and are reported).
+        let unknown = partitions::reconcile_topic_dirs(&root, &quorum.view().metadata);
+        if !unknown.is_empty() {
+            tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
+        }
         let _ = ready.send(Listening {
             kafka: address,
             http,

@@ -204,16 +204,60 @@ pub fn remove_topic_dirs(root: &Path, topic: TopicId) {
     remove_dirs_where(root, |name| name.ends_with(&suffix));
 }
 
-/// Removes the directories of every topic `metadata` does not have.
-/// Only with a complete view: at start, once this broker's own new
-/// registration is committed, the metadata log has been applied up to it.
-pub fn remove_unknown_topic_dirs(root: &Path, metadata: &Metadata) {
-    let known: std::collections::HashSet<String> = metadata
-        .topics
-        .values()
-        .map(|t| format!("{}.{}", t.name, hex(&t.id.0)))
-        .collect();
-    remove_dirs_where(root, |name| !known.contains(name));
+/// The topic directories under `root` that `metadata` has no topic for.
+#[derive(Debug, Default)]
+pub struct StrayDirs {
+    /// Of topics a committed deletion removed (`deleted_topics`, which
+    /// snapshots keep).
+    pub deleted: Vec<TopicId>,
+    /// Of topics the metadata does not know at all, by directory name.
+    pub unknown: Vec<String>,
+}
+
+/// Sorts the topic directories under `root` the metadata has no topic for.
+pub fn stray_topic_dirs(root: &Path, metadata: &Metadata) -> StrayDirs {
+    let mut stray = StrayDirs::default();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return stray;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !entry.path().is_dir() {
+            continue;
+        }
+        match topic_id_of_dir(&name) {
+            Some(id) if metadata.topics.contains_key(&id) => {}
+            Some(id) if metadata.deleted_topics.contains(&id) => stray.deleted.push(id),
+            _ => stray.unknown.push(name),
+        }
+    }
+    stray.unknown.sort();
+    stray
+}
+
+/// Removes the directories of deleted topics under `root`; returns the
+/// names of those whose topic the metadata does not know, which stay: a
+/// metadata view that lacks a topic at some moment is no reason to delete
+/// its data (they are reported instead: logged, counted in /metrics).
+pub fn reconcile_topic_dirs(root: &Path, metadata: &Metadata) -> Vec<String> {
+    let stray = stray_topic_dirs(root, metadata);
+    for id in stray.deleted {
+        remove_topic_dirs(root, id);
+    }
+    stray.unknown
+}
+
+/// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
+fn topic_id_of_dir(name: &str) -> Option<TopicId> {
+    let (_, hex) = name.rsplit_once('.')?;
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, byte) in id.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(TopicId(id))
 }
 
 fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
@@ -231,5 +275,20 @@ fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_name_gives_back_its_topic_id() {
+        let id = TopicId([0xab; 16]);
+        let name = format!("orders.v2.{}", hex(&id.0));
+        assert_eq!(topic_id_of_dir(&name), Some(id));
+        assert_eq!(topic_id_of_dir("orders"), None);
+        assert_eq!(topic_id_of_dir("orders.xyz"), None);
+        assert_eq!(topic_id_of_dir(&format!("t.{}", "g".repeat(32))), None);
     }
 }

@@ -68,6 +68,8 @@ pub struct Shard {
     pub metrics: std::sync::Arc<super::metrics::ShardMetrics>,
     /// Every shard's counters (a scrape sums them).
     pub metrics_registry: super::metrics::Registry,
+    /// This broker's life with the controller (kept by shard 0).
+    pub life: Rc<super::metadata_view::BrokerLife>,
     senders: Mesh,
 }
 
@@ -80,6 +82,7 @@ impl Shard {
         senders: Mesh,
         controller: Option<Rc<MetadataService>>,
         metrics_registry: super::metrics::Registry,
+        life: Rc<super::metadata_view::BrokerLife>,
     ) -> Shard {
         let count = senders.len();
         let partitions = Partitions::new(config.data_dir.join(super::partitions::PARTITIONS_DIR));
@@ -94,6 +97,7 @@ impl Shard {
             fetchers: Default::default(),
             metrics: metrics_registry[index].clone(),
             metrics_registry,
+            life,
             senders,
         }
     }

@@ -157,7 +157,14 @@ async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>) {
 
 async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
     match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/health") => HttpResponse::text(200, "ok\n"),
+        ("GET", "/health") => {
+            let health = super::health::check(shard);
+            if health.ok() {
+                HttpResponse::text(200, "ok\n")
+            } else {
+                HttpResponse::text(503, format!("{}\n", health.problems.join("\n")))
+            }
+        }
         ("GET", "/metrics") => HttpResponse {
             status: 200,
             content_type: "text/plain; version=0.0.4",

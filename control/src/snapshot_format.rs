@@ -1,0 +1,116 @@
+//! The bytes of a metadata snapshot: a versioned envelope around the rkyv
+//! archive of [`Metadata`], so the state can grow fields while snapshots
+//! written by earlier versions still load.
+//!
+//! `[magic: 4 bytes][version u8][rkyv archive]`. Version 1 has no
+//! envelope: the bare archive of the state as it was before
+//! `deleted_topics` (kept below as [`MetadataV1`], never to change).
+//! A new field means a new version number and a frozen copy of the
+//! previous layout here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::error::MetadataError;
+use crate::model::{Broker, Metadata, Topic};
+use crate::types::{BrokerId, TopicId};
+
+/// Marks an enveloped snapshot. The first byte is not printable, so a
+/// version 1 archive (which starts with the bytes of a name or address)
+/// does not begin with it in practice; a misread would fail validation.
+const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
+/// The version written now: [`Metadata`] with `deleted_topics`.
+const VERSION_CURRENT: u8 = 2;
+
+/// The state as version 1 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV1 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+}
+
+impl From<MetadataV1> for Metadata {
+    fn from(v1: MetadataV1) -> Metadata {
+        Metadata {
+            brokers: v1.brokers,
+            topics: v1.topics,
+            names: v1.names,
+            unclean_leader_elections: v1.unclean_leader_elections,
+            deleted_topics: BTreeSet::new(),
+        }
+    }
+}
+
+/// The current version's bytes.
+pub fn encode(metadata: &Metadata) -> Vec<u8> {
+    let archive =
+        rkyv::to_bytes::<rkyv::rancor::Error>(metadata).expect("metadata always serializes");
+    let mut out = Vec::with_capacity(MAGIC.len() + 1 + archive.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION_CURRENT);
+    out.extend_from_slice(&archive);
+    out
+}
+
+/// Decodes and validates a snapshot of any version.
+pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
+    let Some(rest) = bytes.strip_prefix(&MAGIC) else {
+        return archive::<MetadataV1>(bytes).map(Metadata::from);
+    };
+    match rest.split_first() {
+        Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((version, _)) => Err(MetadataError::Decode(format!(
+            "snapshot format version {version} is newer than this broker knows ({VERSION_CURRENT})"
+        ))),
+        None => Err(MetadataError::Decode("empty snapshot envelope".into())),
+    }
+}
+
+fn archive<T>(bytes: &[u8]) -> Result<T, MetadataError>
+where
+    T: Archive,
+    T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
+        + Deserialize<T, rkyv::api::high::HighDeserializer<rkyv::rancor::Error>>,
+{
+    // rkyv needs aligned input; snapshots come from arbitrary buffers.
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+    aligned.extend_from_slice(bytes);
+    rkyv::from_bytes::<T, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| MetadataError::Decode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_archive_decodes_into_the_current_state() {
+        let mut v1 = MetadataV1 {
+            unclean_leader_elections: 3,
+            ..MetadataV1::default()
+        };
+        v1.names.insert("orders".into(), TopicId([7; 16]));
+        let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&v1).unwrap();
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.unclean_leader_elections, 3);
+        assert_eq!(metadata.names["orders"], TopicId([7; 16]));
+        assert!(metadata.deleted_topics.is_empty());
+    }
+
+    #[test]
+    fn the_current_version_round_trips_and_a_newer_one_is_refused() {
+        let mut metadata = Metadata::default();
+        metadata.deleted_topics.insert(TopicId([1; 16]));
+        assert_eq!(decode(&encode(&metadata)).unwrap(), metadata);
+        let mut newer = encode(&metadata);
+        newer[MAGIC.len()] = VERSION_CURRENT + 1;
+        let refused = decode(&newer).unwrap_err().to_string();
+        assert!(refused.contains("newer"), "{refused}");
+        assert!(decode(&[1, 2, 3]).is_err());
+    }
+}

@@ -1,20 +1,28 @@
 //! Replication under faults, with real broker processes on loopback: a
-//! three-broker cluster (every broker a metadata voter), a topic with
-//! RF=3 and min.insync.replicas=2. Producers send unique, sequenced values
-//! one batch at a time (retrying a batch until it is acknowledged); a
-//! consumer reads from the leaders throughout; a nemesis driven by a
-//! printed seed SIGKILLs partition leaders and followers, SIGSTOPs brokers
+//! three-broker cluster (every broker a metadata voter, snapshotting its
+//! metadata every 50 entries so the snapshot path is crossed many times),
+//! a topic with RF=3 and min.insync.replicas=2. Producers send unique,
+//! sequenced values one batch at a time (retrying a batch until it is
+//! acknowledged); a consumer reads from the leaders throughout; a nemesis
+//! driven by a printed seed SIGKILLs partition leaders and followers,
+//! SIGKILLs two brokers at once and restarts both, SIGKILLs the active
+//! controller and a second broker during its failover, SIGSTOPs brokers
 //! for longer than the session timeout, and restarts what it killed.
 //!
-//! Then the cluster heals and every partition is drained and checked:
-//! every acknowledged value is at the offset it was acknowledged at (none
-//! lost), each producer's values appear in send order within a partition,
-//! every value a consumer read during the run is still where it read it
-//! (nothing above the high watermark was served), and the replicas' logs
-//! are byte-identical up to the high watermark (`broker dump-log`). The
-//! acks=1 run reports what it lost instead of failing on it.
+//! Then the cluster heals, and it must serve again within a bound: every
+//! broker lists the topic, every partition has a leader and a full ISR,
+//! and producers are acknowledged again. Every partition is drained and
+//! checked: every acknowledged value is at the offset it was acknowledged
+//! at (none lost), each producer's values appear in send order within a
+//! partition, every value a consumer read during the run is still where it
+//! read it (nothing above the high watermark was served), reads never went
+//! backwards, and the replicas' logs are byte-identical up to the high
+//! watermark (`broker dump-log`). The acks=1 run reports what it lost
+//! instead of failing on it.
 //!
-//! `SEED=n` replays a run; `FAULTS=n` changes the number of faults (20).
+//! The acks=all test runs three seeds of 12 faults; `SEED=n` replays one
+//! run, `FAULTS=n` changes the number of faults; scripts/soak.sh runs it
+//! long (100 faults a seed, several seeds).
 
 mod support;
 
@@ -49,6 +57,8 @@ const BATCH_RECORDS: u64 = 5;
 const SESSION_TIMEOUT_MS: u64 = 1_500;
 /// A call with no answer in this long (a stopped broker) is given up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(4);
+/// After the last fault, the cluster must serve again within this.
+const RECOVERY_MAX: Duration = Duration::from_secs(30);
 
 async fn with_timeout<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
     let timer = glommio::timer::sleep(CALL_TIMEOUT);
@@ -151,6 +161,9 @@ struct Observed {
     ack_times: Vec<(i32, i32, Instant)>,
     /// (partition, offset) -> value, as a consumer read it during the run.
     consumed: BTreeMap<(i32, i64), Bytes>,
+    /// Records a fetch returned below the offset asked for, or out of
+    /// order within the response.
+    nonmonotonic: usize,
 }
 
 fn value(producer: usize, seq: u64) -> Bytes {
@@ -285,7 +298,12 @@ fn consume(addresses: Vec<SocketAddr>, observed: Arc<Mutex<Observed>>, stop: Arc
                 let from = positions[partition as usize];
                 let decoded = decode_records(partition, &records, from).unwrap();
                 let mut seen = observed.lock().unwrap();
+                let mut previous = from - 1;
                 for record in decoded.records {
+                    if record.offset <= previous {
+                        seen.nonmonotonic += 1;
+                    }
+                    previous = record.offset;
                     if let Some(value) = record.value {
                         seen.consumed.insert((partition, record.offset), value);
                     }
@@ -303,6 +321,26 @@ enum Fault {
     KillLeader,
     KillFollower,
     Pause,
+    /// Two brokers at once (a rack's power), both restarted.
+    KillTwo,
+    /// The active controller, and a second broker while the metadata
+    /// quorum elects a new leader; both restarted.
+    KillControllerInFailover,
+}
+
+/// The metadata quorum's leader as a live broker sees it.
+fn active_controller(cluster: &Cluster, rng: &mut StdRng) -> Option<i32> {
+    let first = rng.gen_range(1..=BROKERS);
+    (0..BROKERS)
+        .map(|i| (first - 1 + i) % BROKERS + 1)
+        .filter(|id| cluster.is_running(*id))
+        .find_map(|id| {
+            let leader =
+                support::cluster::try_counter(cluster.node(id).http, "metadata_leader_id")?;
+            (1..=BROKERS as u64)
+                .contains(&leader)
+                .then_some(leader as i32)
+        })
 }
 
 /// The nemesis: `faults` faults at random intervals, one broker down at a
@@ -317,10 +355,12 @@ fn nemesis(
     let addresses = cluster.addresses();
     for _ in 0..faults {
         std::thread::sleep(Duration::from_millis(rng.gen_range(400..1200)));
-        let fault = match rng.gen_range(0..3) {
+        let fault = match rng.gen_range(0..5) {
             0 => Fault::KillLeader,
             1 => Fault::KillFollower,
-            _ => Fault::Pause,
+            2 => Fault::Pause,
+            3 => Fault::KillTwo,
+            _ => Fault::KillControllerInFailover,
         };
         let partition = rng.gen_range(0..PARTITIONS);
         let leaders = support::on_glommio(metadata(&addresses, rng.gen_range(0..3)));
@@ -353,6 +393,29 @@ fn nemesis(
                 std::thread::sleep(Duration::from_millis(pause));
                 cluster.signal(victim, libc::SIGCONT);
             }
+            Fault::KillTwo => {
+                let spared = rng.gen_range(1..=BROKERS);
+                let victims: Vec<i32> = (1..=BROKERS).filter(|b| *b != spared).collect();
+                for victim in &victims {
+                    cluster.kill9(*victim);
+                }
+                *counts.entry("kill-two").or_default() += 1;
+                std::thread::sleep(Duration::from_millis(rng.gen_range(500..3000)));
+                cluster.restart_all(&victims);
+            }
+            Fault::KillControllerInFailover => {
+                let controller =
+                    active_controller(cluster, rng).unwrap_or_else(|| rng.gen_range(1..=BROKERS));
+                cluster.kill9(controller);
+                // Within the metadata election (300-600 ms without a leader).
+                std::thread::sleep(Duration::from_millis(rng.gen_range(50..600)));
+                let others: Vec<i32> = (1..=BROKERS).filter(|b| *b != controller).collect();
+                let second = others[rng.gen_range(0..others.len())];
+                cluster.kill9(second);
+                *counts.entry("kill-controller-in-failover").or_default() += 1;
+                std::thread::sleep(Duration::from_millis(rng.gen_range(500..2500)));
+                cluster.restart_all(&[controller, second]);
+            }
         }
     }
     leader_kills
@@ -366,11 +429,16 @@ struct Verdict {
     duplicated: usize,
     reordered: usize,
     phantom_reads: usize,
+    nonmonotonic: usize,
     divergent: usize,
+    /// From the end of the last fault until the cluster served again
+    /// (every broker lists the topic, leaders and full ISRs, a produce
+    /// acknowledged).
+    recovery: Duration,
 }
 
-fn run(acks: i16, faults: usize) -> Verdict {
-    let seed = support::seed();
+fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
+    println!("SEED={seed}");
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let session = SESSION_TIMEOUT_MS.to_string();
@@ -382,6 +450,7 @@ fn run(acks: i16, faults: usize) -> Verdict {
             ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
             ("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000"),
             ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+            ("BROKER_METADATA_SNAPSHOT_EVERY_ENTRIES", "50"),
         ],
     );
     cluster.start();
@@ -415,24 +484,36 @@ fn run(acks: i16, faults: usize) -> Verdict {
     let mut counts = BTreeMap::new();
     let leader_kills = nemesis(&mut cluster, &mut rng, faults, &mut counts);
 
-    // Heal, let every replica rejoin the ISR, then stop producing.
+    // Heal: the cluster must serve again within RECOVERY_MAX (every
+    // broker lists the topic, every partition has a leader and a full ISR,
+    // producers are acknowledged), then producing stops.
+    let faults_ended = Instant::now();
     cluster.heal();
     let addresses = cluster.addresses();
-    let started = Instant::now();
-    loop {
+    let recovery = loop {
+        let lists_topic = (0..addresses.len())
+            .all(|i| support::on_glommio(metadata(&addresses[i..=i], 0)).is_some());
         let full = support::on_glommio(metadata(&addresses, 0)).is_some_and(|l| {
             l.iter()
                 .all(|(leader, _, _, isr)| *leader > 0 && isr.len() == BROKERS as usize)
         });
-        if full {
-            break;
+        let acknowledged = observed
+            .lock()
+            .unwrap()
+            .ack_times
+            .iter()
+            .any(|(_, _, at)| *at > faults_ended);
+        if lists_topic && full && acknowledged {
+            break faults_ended.elapsed();
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the ISR did not heal"
+            faults_ended.elapsed() < RECOVERY_MAX,
+            "seed {seed}: the cluster did not serve again within {RECOVERY_MAX:?} after the last \
+             fault: every broker lists the topic {lists_topic}, leaders and full ISRs {full}, \
+             produce acknowledged {acknowledged}"
         );
         std::thread::sleep(Duration::from_millis(100));
-    }
+    };
     std::thread::sleep(Duration::from_secs(1));
     // Rejoining the ISR went through the leaders' AlterIsr requests.
     let expands: u64 = (1..=BROKERS)
@@ -458,6 +539,8 @@ fn run(acks: i16, faults: usize) -> Verdict {
     let observed = observed.lock().unwrap();
     let mut verdict = Verdict {
         acked: observed.acked.len(),
+        nonmonotonic: observed.nonmonotonic,
+        recovery,
         ..Verdict::default()
     };
     let mut occurrences: HashMap<Bytes, usize> = HashMap::new();
@@ -541,13 +624,16 @@ fn run(acks: i16, faults: usize) -> Verdict {
     let p50 = failovers.get(failovers.len() / 2).copied();
     println!(
         "acks={acks} seed={seed} faults {counts:?}: acked {} lost {} duplicated {} reordered {} \
-         phantom_reads {} divergent {}; failover after a leader kill (ms): p50 {p50:?} max {:?} over {} kills {failovers:?}",
+         phantom_reads {} nonmonotonic {} divergent {}; served again {:?} after the last fault; \
+         failover after a leader kill (ms): p50 {p50:?} max {:?} over {} kills {failovers:?}",
         verdict.acked,
         verdict.lost,
         verdict.duplicated,
         verdict.reordered,
         verdict.phantom_reads,
+        verdict.nonmonotonic,
         verdict.divergent,
+        verdict.recovery,
         failovers.last(),
         failovers.len(),
     );
@@ -649,20 +735,33 @@ fn dump(node_dir: &Path, partition: i32) -> Vec<String> {
         .collect()
 }
 
-fn faults() -> usize {
+fn faults(default: usize) -> usize {
     std::env::var("FAULTS")
         .ok()
         .and_then(|f| f.parse().ok())
-        .unwrap_or(20)
+        .unwrap_or(default)
+}
+
+/// The seeds to run: `SEED` alone if given, else `runs` from the clock.
+fn seeds(runs: u64) -> Vec<u64> {
+    if std::env::var("SEED").is_ok() {
+        return vec![support::seed()];
+    }
+    let base = support::seed();
+    (0..runs).map(|i| base.wrapping_add(i * 7919)).collect()
 }
 
 #[test]
 fn acks_all_loses_nothing_acknowledged_through_kills_and_pauses() {
-    let verdict = run(-1, faults());
-    assert_eq!(verdict.lost, 0, "{verdict:?}");
-    assert_eq!(verdict.reordered, 0, "{verdict:?}");
-    assert_eq!(verdict.phantom_reads, 0, "{verdict:?}");
-    assert_eq!(verdict.divergent, 0, "{verdict:?}");
+    // Three seeds of 12 faults in the test command (scripts/soak.sh: 100).
+    for seed in seeds(3) {
+        let verdict = run(-1, faults(12), seed);
+        assert_eq!(verdict.lost, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(verdict.reordered, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(verdict.phantom_reads, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(verdict.nonmonotonic, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(verdict.divergent, 0, "seed {seed}: {verdict:?}");
+    }
 }
 
 #[test]
@@ -670,11 +769,13 @@ fn acks_1_reports_what_leader_kills_lose() {
     // The trade-off acks=1 makes: an answer after the leader's own append,
     // so a leader killed before its followers copied loses acknowledged
     // values. Reported, not failed; logs still never diverge.
-    let verdict = run(1, faults() / 2);
+    let seed = seeds(1)[0];
+    let verdict = run(1, faults(10), seed);
     println!(
         "acks=1 lost {} of {} acknowledged",
         verdict.lost, verdict.acked
     );
     assert_eq!(verdict.phantom_reads, 0, "{verdict:?}");
+    assert_eq!(verdict.nonmonotonic, 0, "{verdict:?}");
     assert_eq!(verdict.divergent, 0, "{verdict:?}");
 }

@@ -77,6 +77,10 @@ pub fn run(
     let job_queues = Arc::new(job_queues);
     let next_index = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let drained = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Why the broker could not start, if it could not (the process exits
+    // non-zero with it).
+    let failed: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let failed_start = failed.clone();
     let metrics_registry = metrics::registry(shards);
     let placement = if config.pin_shards {
         PoolPlacement::MaxSpread(shards, None)
@@ -89,6 +93,7 @@ pub fn run(
             let (start_tx, start_rx) = (start_tx.clone(), start_rx.clone());
             let (ready, stop, config) = (ready.clone(), stop.clone(), config.clone());
             let (mesh, drained) = (mesh.clone(), drained.clone());
+            let failed = failed_start.clone();
             let metrics_registry = metrics_registry.clone();
             let index = next_index.fetch_add(1, Ordering::SeqCst);
             let jobs = job_queues[index]
@@ -105,11 +110,15 @@ pub fn run(
                 view.borrow_mut().controller_id = config.node_id;
                 let life = Rc::new(metadata_view::BrokerLife::default());
                 let started = if index == 0 {
+                    let signals = StartSignals {
+                        shards,
+                        to_others: &start_tx,
+                        failed: &failed,
+                    };
                     first_shard(
                         &config,
                         listen,
-                        shards,
-                        &start_tx,
+                        &signals,
                         &ready,
                         life.clone(),
                         this_shard.clone(),
@@ -164,7 +173,11 @@ pub fn run(
         })
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     handles.join_all();
-    Ok(())
+    let why = failed.lock().expect("start failure").take();
+    match why {
+        Some(why) => Err(std::io::Error::other(why)),
+        None => Ok(()),
+    }
 }
 
 /// Where a shard's metadata changes come from.
@@ -240,18 +253,30 @@ struct ShardStart {
     changes: SharedReceiver<Change>,
 }
 
+/// How the first shard tells the other shards, and the process, how its
+/// start went.
+struct StartSignals<'a> {
+    /// Shards in all.
+    shards: usize,
+    /// Each other shard's start (None: give up).
+    to_others: &'a mpsc::Sender<Option<ShardStart>>,
+    /// Why the broker could not start.
+    failed: &'a std::sync::Mutex<Option<String>>,
+}
+
 /// Binds, starts the metadata quorum, and hands the others their start.
 fn first_shard(
     config: &BrokerConfig,
     listen: SocketAddr,
-    shards: usize,
-    start_tx: &mpsc::Sender<Option<ShardStart>>,
+    signals: &StartSignals,
     ready: &mpsc::Sender<Listening>,
     life: Rc<metadata_view::BrokerLife>,
     shard: Rc<std::cell::OnceCell<Rc<Shard>>>,
 ) -> Option<(TcpListener, Changes)> {
+    let (shards, start_tx) = (signals.shards, signals.to_others);
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
+        *signals.failed.lock().expect("start failure") = Some(format!("{what}: {e}"));
         for _ in 1..shards {
             let _ = start_tx.send(None);
         }

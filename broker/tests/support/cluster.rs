@@ -179,9 +179,24 @@ impl Cluster {
 
     /// Starts broker `id` again and waits until it is registered.
     pub fn restart(&mut self, id: i32) {
-        let before = self.lives(id);
-        self.spawn(id);
-        self.wait_listening(id, before);
+        self.restart_all(&[id]);
+    }
+
+    /// Starts brokers `ids` again together and waits until all are
+    /// registered (two voters of three must both be up before either can).
+    pub fn restart_all(&mut self, ids: &[i32]) {
+        let before: Vec<usize> = ids.iter().map(|id| self.lives(*id)).collect();
+        for id in ids {
+            self.spawn(*id);
+        }
+        for (id, before) in ids.iter().zip(before) {
+            self.wait_listening(*id, before);
+        }
+    }
+
+    /// Whether broker `id`'s process runs (paused counts as running).
+    pub fn is_running(&self, id: i32) -> bool {
+        self.node(id).process.is_some()
     }
 
     /// Sends `signal` to broker `id` (SIGSTOP marks it paused).
@@ -258,6 +273,23 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+/// A gauge from a broker's /metrics, if the broker answers and has it
+/// (negative values read as absent).
+pub fn try_counter(http: SocketAddr, name: &str) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&http, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = "GET /metrics HTTP/1.1\r\nhost: broker\r\ncontent-length: 0\r\n\r\n";
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| *v >= 0.0)
+        .map(|v| v as u64)
 }
 
 /// A counter (or gauge) from a broker's /metrics.

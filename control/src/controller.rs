@@ -103,11 +103,20 @@ impl Controller {
             if now_ms.saturating_sub(seen.1) < self.session_timeout_ms {
                 continue;
             }
-            for record in fence(&scratch, id, incarnation) {
-                scratch
-                    .apply(&record)
-                    .expect("records computed from this state apply to it");
-                records.push(record);
+            // The records are computed from `scratch` and meant to apply
+            // to it; if one does not (a state this controller did not
+            // foresee), that broker waits for the next tick rather than
+            // take the quorum's leader down with it.
+            let mut attempt = scratch.clone();
+            let fencing = fence(&scratch, id, incarnation);
+            match fencing.iter().try_for_each(|r| attempt.apply(r)) {
+                Ok(()) => {
+                    scratch = attempt;
+                    records.extend(fencing);
+                }
+                Err(e) => {
+                    tracing::error!(broker = %id, error = %e, "cannot compute a valid fence; trying again next tick")
+                }
             }
         }
         records
@@ -281,8 +290,13 @@ fn move_off(
         isr: isr.clone(),
         unclean: false,
     };
-    if partition.leader != Some(broker) {
-        return change;
+    // The leader stays unless it is the broker leaving, or (in a state
+    // from before fenced brokers were kept from leading) no longer live; a
+    // partition without a leader waits for its last in-sync replica.
+    match partition.leader {
+        None => return change,
+        Some(leader) if leader != broker && live(&leader) => return change,
+        Some(_) => {}
     }
     // Preferred order: the replica list, restricted to live ISR members.
     change.leader = partition

@@ -208,6 +208,18 @@ pub fn load(files: &mut impl MetaFiles) -> io::Result<Loaded> {
     }
     let bytes = files.read(LOG_FILE)?.unwrap_or_default();
     let valid = replay(&bytes, &mut state);
+    if let Some(whole) = whole_record_after(&bytes, valid) {
+        // Not a torn tail (a crash tears only what was never synced, at
+        // the end): cutting here would drop records that were durable.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}/{LOG_FILE} is damaged at byte {valid}: the record there does not check out, \
+                 yet a whole record follows at byte {whole}",
+                files.describe()
+            ),
+        ));
+    }
     let dropped_divergent = settle_after_snapshot(&mut state);
     Ok(Loaded {
         recovered: state,
@@ -252,6 +264,22 @@ fn frame(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&crc32c(&body).to_be_bytes());
     out.extend_from_slice(&body);
+}
+
+/// Where a record that checks out (plausible length, matching crc32c)
+/// starts after the damaged one at `from`, if anywhere: telling damage in
+/// the middle of the log from a torn tail. (Damage inside the last record
+/// looks like a torn write and is cut as one.)
+fn whole_record_after(bytes: &[u8], from: usize) -> Option<usize> {
+    (from + 1..bytes.len().saturating_sub(8)).find(|&at| {
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if len == 0 || len > RECORD_BYTES_MAX || bytes.len() - at - 8 < len {
+            return false;
+        }
+        let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let body = &bytes[at + 8..at + 8 + len];
+        crc32c(body) == crc && matches!(body[0], KIND_ENTRY | KIND_HARD_STATE)
+    })
 }
 
 /// Replays log records into `state`; returns the length of the valid prefix.

@@ -80,4 +80,17 @@ pub enum MetadataError {
     /// A record or snapshot that does not decode.
     #[error("undecodable metadata: {0}")]
     Decode(String),
+    /// The cluster already has an id.
+    #[error("the cluster already has id {0}")]
+    ClusterIdSet(crate::types::ClusterId),
+    /// A broker that still leads partitions cannot be fenced or replaced by
+    /// a new life (its leaderships move first, in the same request; a
+    /// concurrent change refused those moves).
+    #[error("broker {broker} still leads {partitions} partitions")]
+    StillLeads {
+        /// The broker.
+        broker: BrokerId,
+        /// How many partitions it leads.
+        partitions: usize,
+    },
 }

@@ -35,5 +35,5 @@ pub use error::MetadataError;
 pub use model::{Broker, Metadata, Partition, Topic};
 pub use record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
 pub use types::{
-    BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
+    BrokerId, ClusterId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
 };

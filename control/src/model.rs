@@ -10,7 +10,7 @@ use crate::config::TopicConfig;
 use crate::error::MetadataError;
 use crate::record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
 use crate::types::{
-    BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
+    BrokerId, ClusterId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
 };
 
 /// The longest topic name Kafka allows.
@@ -78,6 +78,8 @@ pub struct Metadata {
     /// from files of a topic it does not know (kept and reported). 16
     /// bytes per deletion, never pruned.
     pub deleted_topics: BTreeSet<TopicId>,
+    /// The cluster's id, once its first active controller chose it.
+    pub cluster_id: Option<ClusterId>,
 }
 
 impl Metadata {
@@ -85,8 +87,13 @@ impl Metadata {
     pub fn validate(&self, record: &MetadataRecord) -> Result<(), MetadataError> {
         match record {
             MetadataRecord::RegisterBroker(registration) => self.check_registration(registration),
-            MetadataRecord::FenceBroker { id, incarnation }
-            | MetadataRecord::UnfenceBroker { id, incarnation } => {
+            MetadataRecord::FenceBroker { id, incarnation } => {
+                self.broker_life(*id, *incarnation)?;
+                // Fenced brokers lead nothing: a fence whose leadership
+                // moves were refused is refused too (and asked again).
+                self.check_leads_nothing(*id)
+            }
+            MetadataRecord::UnfenceBroker { id, incarnation } => {
                 self.broker_life(*id, *incarnation).map(|_| ())
             }
             MetadataRecord::CreateTopic {
@@ -105,6 +112,10 @@ impl Metadata {
             }
             MetadataRecord::AlterTopicConfig { topic, .. } => self.topic(*topic).map(|_| ()),
             MetadataRecord::ChangePartition(change) => self.check_change(change),
+            MetadataRecord::SetClusterId { .. } => match self.cluster_id {
+                Some(id) => Err(MetadataError::ClusterIdSet(id)),
+                None => Ok(()),
+            },
         }
     }
 
@@ -155,6 +166,7 @@ impl Metadata {
                 self.topics.get_mut(topic).expect("validated").config = config.clone();
             }
             MetadataRecord::ChangePartition(change) => self.apply_change(change),
+            MetadataRecord::SetClusterId { id } => self.cluster_id = Some(*id),
         }
         Ok(())
     }
@@ -205,6 +217,20 @@ impl Metadata {
         self.brokers.get_mut(&id).expect("validated")
     }
 
+    /// Refuses a broker that leads any partition.
+    fn check_leads_nothing(&self, broker: BrokerId) -> Result<(), MetadataError> {
+        let partitions = self
+            .topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.leader == Some(broker))
+            .count();
+        if partitions > 0 {
+            return Err(MetadataError::StillLeads { broker, partitions });
+        }
+        Ok(())
+    }
+
     fn check_registration(&self, registration: &BrokerRegistration) -> Result<(), MetadataError> {
         if registration.shards == 0 {
             return Err(MetadataError::InvalidPartitionChange(
@@ -219,7 +245,9 @@ impl Metadata {
                     current: current.registration.incarnation,
                 })
             }
-            _ => Ok(()),
+            // A new life starts fenced, so the old one must lead nothing.
+            Some(_) => self.check_leads_nothing(registration.id),
+            None => Ok(()),
         }
     }
 

@@ -98,8 +98,9 @@ pub struct Recovered {
 
 impl Recovered {
     /// Checks what raft-rs assumes of a restarted node's storage (it
-    /// panics otherwise): entries contiguous and right after the snapshot,
-    /// the commit index inside the log. Returns what is wrong.
+    /// panics otherwise, or worse): entries contiguous and right after the
+    /// snapshot, terms never going down, the commit index inside the log.
+    /// Returns what is wrong.
     pub fn check(&self) -> Result<(), String> {
         let snapshot_index = self.snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
         if let Some(first) = self.entries.first() {
@@ -492,8 +493,15 @@ impl MetadataNode {
                 // used yet: the voter set is fixed at start).
                 continue;
             }
-            let record =
-                MetadataRecord::decode(&entry.data).expect("only encoded records are proposed");
+            // Entries passed their checksum and were proposed encoded: one
+            // that does not decode was written by a newer broker.
+            let record = MetadataRecord::decode(&entry.data).unwrap_or_else(|e| {
+                panic!(
+                    "committed metadata record at index {} does not decode ({e}): written by a \
+                     newer broker version?",
+                    entry.index
+                )
+            });
             // Refused records change nothing, identically on every node.
             let refused = self.metadata.apply(&record).err();
             self.applied_log.push(Applied {

@@ -6,7 +6,9 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::config::TopicConfig;
 use crate::error::MetadataError;
-use crate::types::{BrokerId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId};
+use crate::types::{
+    BrokerId, ClusterId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId,
+};
 
 /// A broker announcing itself (a new process: a new incarnation).
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -104,6 +106,12 @@ pub enum MetadataRecord {
     },
     /// A partition's leader or ISR changes.
     ChangePartition(PartitionChange),
+    /// The cluster gets its id (once, from its first active controller).
+    /// Appended last: records written before it decode unchanged.
+    SetClusterId {
+        /// The id.
+        id: ClusterId,
+    },
 }
 
 impl MetadataRecord {

@@ -376,7 +376,15 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         }
-        let records = self.controller.tick(self.node.metadata(), self.now_ms());
+        let mut records = Vec::new();
+        if self.node.metadata().cluster_id.is_none() {
+            // A new quorum (or one from before cluster ids): its first
+            // active controller names it.
+            records.push(MetadataRecord::SetClusterId {
+                id: crate::types::ClusterId(rand::random()),
+            });
+        }
+        records.extend(self.controller.tick(self.node.metadata(), self.now_ms()));
         if !records.is_empty() {
             let _ = self.propose_all(&records);
         }

@@ -4,9 +4,10 @@
 //!
 //! `[magic: 4 bytes][version u8][rkyv archive]`. Version 1 has no
 //! envelope: the bare archive of the state as it was before
-//! `deleted_topics` (kept below as [`MetadataV1`], never to change).
-//! A new field means a new version number and a frozen copy of the
-//! previous layout here.
+//! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
+//! ([`MetadataV2`]); version 3 adds `cluster_id`. The frozen layouts below
+//! never change. A new field means a new version number and a frozen copy
+//! of the previous layout here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,8 +21,10 @@ use crate::types::{BrokerId, TopicId};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with `deleted_topics`.
-const VERSION_CURRENT: u8 = 2;
+/// The version written now: [`Metadata`] with `cluster_id`.
+const VERSION_CURRENT: u8 = 3;
+/// [`MetadataV2`].
+const VERSION_2: u8 = 2;
 
 /// The state as version 1 stored it.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -42,6 +45,32 @@ impl From<MetadataV1> for Metadata {
             names: v1.names,
             unclean_leader_elections: v1.unclean_leader_elections,
             deleted_topics: BTreeSet::new(),
+            cluster_id: None,
+        }
+    }
+}
+
+/// The state as version 2 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV2 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+}
+
+impl From<MetadataV2> for Metadata {
+    fn from(v2: MetadataV2) -> Metadata {
+        Metadata {
+            brokers: v2.brokers,
+            topics: v2.topics,
+            names: v2.names,
+            unclean_leader_elections: v2.unclean_leader_elections,
+            deleted_topics: v2.deleted_topics,
+            cluster_id: None,
         }
     }
 }
@@ -64,6 +93,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_2, archived)) => archive::<MetadataV2>(archived).map(Metadata::from),
         Some((version, _)) => Err(MetadataError::Decode(format!(
             "snapshot format version {version} is newer than this broker knows ({VERSION_CURRENT})"
         ))),
@@ -100,6 +130,18 @@ mod tests {
         assert_eq!(metadata.unclean_leader_elections, 3);
         assert_eq!(metadata.names["orders"], TopicId([7; 16]));
         assert!(metadata.deleted_topics.is_empty());
+    }
+
+    #[test]
+    fn a_version_2_snapshot_decodes_into_the_current_state() {
+        let mut v2 = MetadataV2::default();
+        v2.deleted_topics.insert(TopicId([4; 16]));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_2);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v2).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.deleted_topics.contains(&TopicId([4; 16])));
+        assert_eq!(metadata.cluster_id, None);
     }
 
     #[test]

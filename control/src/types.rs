@@ -55,12 +55,32 @@ pub struct TopicId(pub [u8; 16]);
 
 impl fmt::Display for TopicId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, byte) in self.0.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                f.write_str("-")?;
-            }
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
+        write_uuid(f, &self.0)
     }
+}
+
+/// The cluster's id: chosen at random by the first active controller of a
+/// quorum and committed once; every data directory of the cluster records
+/// it, and clients see it in Metadata.
+#[derive(
+    Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[rkyv(derive(Debug, PartialEq, Eq, PartialOrd, Ord))]
+pub struct ClusterId(pub [u8; 16]);
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_uuid(f, &self.0)
+    }
+}
+
+/// 16 bytes as a UUID (8-4-4-4-12 hex digits).
+fn write_uuid(f: &mut fmt::Formatter<'_>, bytes: &[u8; 16]) -> fmt::Result {
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            f.write_str("-")?;
+        }
+        write!(f, "{byte:02x}")?;
+    }
+    Ok(())
 }

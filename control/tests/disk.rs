@@ -108,8 +108,19 @@ fn a_torn_log_tail_is_cut_to_whole_records() {
     let middle = flipped.len() / 2;
     flipped[middle] ^= 0xff;
     std::fs::write(&log, &flipped).unwrap();
+    // Damage followed by whole records is no torn tail: refused, not cut.
+    let refused = FileRaftDisk::open(tmp.path()).err().expect("refused");
+    assert!(
+        refused.to_string().contains("raft.log is damaged at byte"),
+        "{refused}"
+    );
+    // Damage inside the last record looks like a torn write: cut.
+    let mut last = full.clone();
+    let at = full.len() - 3;
+    last[at] ^= 0xff;
+    std::fs::write(&log, &last).unwrap();
     let entries = FileRaftDisk::open(tmp.path()).unwrap().recovered().entries;
-    assert!(entries.len() < 20 && !entries.is_empty());
+    assert_eq!(entries.len(), 19, "the last record cut");
 }
 
 /// Three nodes on real files, delivering messages in order, no faults.
@@ -297,4 +308,146 @@ fn a_deleted_topic_is_gone_after_a_restart() {
             "the rest survived"
         );
     }
+}
+
+/// Runs a lone voter on `dir` until it has led and applied everything
+/// its log holds (or `ticks` pass); returns it.
+fn run_lone(
+    dir: &std::path::Path,
+    ticks: usize,
+    mut propose: impl FnMut(&mut MetadataNode),
+) -> Result<MetadataNode, String> {
+    let mut disk = FileRaftDisk::open(dir).map_err(|e| e.to_string())?;
+    let config = NodeConfig {
+        snapshot_every_entries: 8,
+        election_ticks: 3,
+        election_timeout_ticks: (3, 4),
+        ..NodeConfig::new(1, vec![1])
+    };
+    let mut node = MetadataNode::start(&config, disk.recovered())?;
+    for _ in 0..ticks {
+        node.tick();
+        if node.is_leader() {
+            propose(&mut node);
+        }
+        while let Some(output) = node.ready() {
+            disk.persist(&output.persist).map_err(|e| e.to_string())?;
+            let persisted = node.persisted();
+            disk.persist(&persisted.persist)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(node)
+}
+
+fn register(id: i32, incarnation: u64) -> MetadataRecord {
+    MetadataRecord::RegisterBroker(BrokerRegistration {
+        id: BrokerId(id),
+        incarnation: Incarnation(incarnation),
+        listener: "127.0.0.1:9092".into(),
+        rack: None,
+        shards: 1,
+    })
+}
+
+/// Damage of every kind to every metadata file, 240 rounds: the node
+/// either refuses to start with an error, or starts with a state that is a
+/// prefix of what was committed (never garbage, never a panic); garbage
+/// appended to the log (a torn tail) loses nothing, and damage inside the
+/// log followed by whole records is always refused.
+#[test]
+fn damaged_metadata_is_refused_or_recovered_never_garbage() {
+    let original = tempfile::tempdir().unwrap();
+    // Commit 40 registrations one at a time, remembering each state.
+    let mut next = 1u64;
+    let mut states: Vec<Vec<u8>> = vec![Metadata::default().encode()];
+    let node = run_lone(original.path(), 300, |leader| {
+        let idle = leader.applied_index() == leader.last_index();
+        if next <= 40 && idle && leader.propose(&register(next as i32 % 7, next)).is_ok() {
+            next += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(next, 41);
+    // Every state the records went through, by replaying them.
+    let mut replay = Metadata::default();
+    for i in 1..=40u64 {
+        replay.apply(&register(i as i32 % 7, i)).unwrap();
+        states.push(replay.encode());
+    }
+    let full = node.metadata().encode();
+    assert_eq!(&full, states.last().unwrap());
+    drop(node);
+    let log = std::fs::read(original.path().join("raft.log")).unwrap();
+    let snapshot = std::fs::read(original.path().join("snapshot")).unwrap();
+    let last_record_at = last_record_start(&log);
+    let mut rng = SmallRng::seed_from_u64(0x5eed);
+    let mut outcomes = BTreeMap::<&str, usize>::new();
+    for round in 0..240 {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, mut snapshot) = (log.clone(), snapshot.clone());
+        let damage_log = rng.gen_bool(0.7);
+        let target = if damage_log { &mut log } else { &mut snapshot };
+        let kind = rng.gen_range(0..3);
+        let mut mid_log_flip = false;
+        match kind {
+            0 => {
+                let at = rng.gen_range(0..target.len());
+                target[at] ^= rng.gen_range(1..=255u8);
+                mid_log_flip = damage_log && at < last_record_at;
+            }
+            1 => {
+                let len = rng.gen_range(0..target.len());
+                target.truncate(len);
+            }
+            _ => {
+                let garbage: Vec<u8> = (0..rng.gen_range(1..64)).map(|_| rng.gen()).collect();
+                target.extend_from_slice(&garbage);
+            }
+        }
+        std::fs::write(dir.path().join("raft.log"), &log).unwrap();
+        std::fs::write(dir.path().join("snapshot"), &snapshot).unwrap();
+        match run_lone(dir.path(), 30, |_| {}) {
+            Err(why) => {
+                assert!(!why.is_empty());
+                assert!(
+                    !(damage_log && kind == 2),
+                    "round {round}: garbage after the log's end is a torn tail, yet refused: {why}"
+                );
+                *outcomes.entry("refused").or_default() += 1;
+            }
+            Ok(node) => {
+                let state = node.metadata().encode();
+                assert!(
+                    states.contains(&state),
+                    "round {round}: started with a state that was never committed"
+                );
+                assert!(
+                    !mid_log_flip,
+                    "round {round}: damage mid-log was cut, not refused"
+                );
+                if damage_log && kind == 2 {
+                    assert_eq!(state, full, "round {round}: a torn tail lost a record");
+                }
+                *outcomes
+                    .entry(if state == full { "whole" } else { "prefix" })
+                    .or_default() += 1;
+            }
+        }
+    }
+    eprintln!("240 damaged directories: {outcomes:?}");
+    assert!(outcomes.get("refused").is_some_and(|n| *n > 0));
+    assert!(outcomes.get("whole").is_some_and(|n| *n > 0));
+}
+
+/// Where the last whole record of a raft.log starts.
+fn last_record_start(log: &[u8]) -> usize {
+    let mut at = 0;
+    let mut last = 0;
+    while at + 8 <= log.len() {
+        let len = u32::from_be_bytes(log[at..at + 4].try_into().unwrap()) as usize;
+        last = at;
+        at += 8 + len;
+    }
+    last
 }

@@ -358,6 +358,18 @@ impl Sim {
 }
 
 fn check_metadata_invariants(seed: u64, id: NodeId, metadata: &Metadata) {
+    for topic in metadata.topics.values() {
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let fenced_leader = partition
+                .leader
+                .is_some_and(|l| metadata.brokers.get(&l).is_none_or(|b| b.fenced));
+            assert!(
+                !fenced_leader,
+                "seed {seed}: node {id}: {}-{p} is led by a fenced broker",
+                topic.name
+            );
+        }
+    }
     {
         for topic in metadata.topics.values() {
             for (p, partition) in topic.partitions.iter().enumerate() {

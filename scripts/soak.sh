@@ -28,6 +28,10 @@ done
 mkdir -p results
 out="results/soak-$(date -u +%Y-%m-%dT%H%M%SZ).txt"
 echo "soak: $seeds seed(s) x $faults faults -> $out"
+# A target directory of its own: every restart of every run uses the
+# broker built here and now, whatever is rebuilt meanwhile.
+export CARGO_TARGET_DIR=target/soak
+echo "building into $CARGO_TARGET_DIR (the first time takes a few minutes)"
 cargo nextest run -p broker --no-run >/dev/null
 failed=0
 for i in $(seq 1 "$seeds"); do

@@ -79,6 +79,15 @@ pub struct BrokerConfig {
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
     pub metadata_snapshot_every_entries: u64,
+    /// After SIGTERM, the process ends within this even if a shard is
+    /// wedged (a clean stop takes controlled shutdown, up to 5 s, and
+    /// draining connections, up to 5 s, first).
+    pub shutdown_timeout_ms: u64,
+    /// Testing only: the last shard panics this long after start (0: never).
+    pub test_panic_after_ms: u64,
+    /// Testing only: the last shard spins without yielding once a stop
+    /// begins (a wedged shard).
+    pub test_wedge_on_stop: bool,
     /// Testing only: a pause before each produce's flush, widening the
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
@@ -114,6 +123,9 @@ impl Default for BrokerConfig {
             replica_selector: "leader".into(),
             log_format: "text".into(),
             metadata_snapshot_every_entries: 1_000,
+            shutdown_timeout_ms: 30_000,
+            test_panic_after_ms: 0,
+            test_wedge_on_stop: false,
             test_flush_delay_ms: 0,
         }
     }
@@ -272,6 +284,9 @@ impl BrokerConfig {
         }
         if self.default_replication_factor == 0 {
             return invalid("default_replication_factor must be at least 1".into());
+        }
+        if self.shutdown_timeout_ms < 1_000 {
+            return invalid("shutdown_timeout_ms must be at least 1000".into());
         }
         if self.metadata_snapshot_every_entries == 0 {
             return invalid("metadata_snapshot_every_entries must be at least 1".into());

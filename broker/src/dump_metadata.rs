@@ -83,6 +83,10 @@ pub fn run(dir: PathBuf) -> Result<String, String> {
 }
 
 fn describe(out: &mut String, metadata: &Metadata) {
+    let cluster = metadata
+        .cluster_id
+        .map_or("(none yet)".into(), |id| id.to_string());
+    let _ = writeln!(out, "  cluster {cluster}");
     for broker in metadata.brokers.values() {
         let r = &broker.registration;
         let _ = writeln!(
@@ -144,6 +148,7 @@ fn summary(record: &MetadataRecord) -> String {
             format!("CreatePartitions {topic} +{}", partitions.len())
         }
         MetadataRecord::AlterTopicConfig { topic, .. } => format!("AlterTopicConfig {topic}"),
+        MetadataRecord::SetClusterId { id } => format!("SetClusterId {id}"),
         MetadataRecord::ChangePartition(c) => format!(
             "ChangePartition {}-{} leader {:?} isr {:?} from epoch {}",
             c.topic,

@@ -5,9 +5,11 @@
 
 pub mod admin_cli;
 pub mod config;
+pub mod data_dir;
 pub mod dump_log;
 pub mod dump_metadata;
 pub mod group_cli;
 pub mod groups;
 pub mod kafka;
+pub mod process;
 pub mod server;

@@ -4,9 +4,6 @@
 //! dump-metadata DIR` a stopped broker's metadata directory.
 //! SIGTERM stops the server cleanly (exit 0).
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc};
-
 use broker::config::{BrokerConfig, CommandLine};
 
 fn main() {
@@ -80,26 +77,7 @@ fn main() {
         }
     };
     init_logging(config.log_format == "json");
-    // SIGTERM or SIGINT: stop accepting, let open connections finish, exit 0.
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
-            eprintln!("broker: cannot handle signal {signal}: {e}");
-            std::process::exit(1);
-        }
-    }
-    let (ready_tx, ready_rx) = mpsc::channel::<broker::server::Listening>();
-    let announcer = std::thread::spawn(move || {
-        if let Ok(listening) = ready_rx.recv() {
-            tracing::info!(kafka = %listening.kafka, http = %listening.http, "listening");
-        }
-    });
-    if let Err(e) = broker::server::run(config, ready_tx, stop) {
-        eprintln!("broker: {e}");
-        std::process::exit(1);
-    }
-    let _ = announcer.join();
-    tracing::info!("stopped");
+    std::process::exit(broker::process::serve(config));
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default info). As `json`

@@ -284,8 +284,11 @@ fn data_of_an_unknown_topic_is_kept_and_reported_and_a_committed_deletion_remove
     create_topic(&broker.bootstrap(), "orphan", 1, 1);
     produce(&broker.bootstrap(), "orphan", &values("orphan", 10));
     assert!(broker.terminate().success());
-    // The metadata forgets the topic (lost, or another cluster's data).
+    // The metadata forgets the topic: an operator starts a new cluster on
+    // the data (the broker refuses to while meta.properties says the
+    // directory belonged to a cluster whose metadata is gone).
     std::fs::remove_dir_all(data.join("metadata")).unwrap();
+    std::fs::remove_file(data.join("meta.properties")).unwrap();
     let broker = start_broker_with(&data, &[SNAPSHOT_EVERY]);
     let partitions = data.join("partitions");
     let kept: Vec<String> = std::fs::read_dir(&partitions)

@@ -76,6 +76,21 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
     assert_eq!(value(&before, "under_replicated_partitions"), 0.0);
     let disk = value(&before, "broker_disk_used_pct");
     assert!(disk > 0.0 && disk <= 100.0, "{disk}");
+    // What df says of the same file system (it rounds up to a whole percent).
+    let df = std::process::Command::new("df")
+        .args(["--output=pcent"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let df: f64 = String::from_utf8_lossy(&df.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().trim_end_matches('%').parse().ok())
+        .expect("df's use%");
+    assert!(
+        (disk - df).abs() <= 1.5,
+        "broker_disk_used_pct {disk} but df says {df}%"
+    );
 
     kcat_produce(&bootstrap, "measured", 2000);
     let produced = scrape(broker.http);

@@ -26,6 +26,9 @@ const WATCH_EVERY: Duration = Duration::from_secs(5);
 pub struct Health {
     /// Why the broker does not serve as it should (empty: healthy).
     pub problems: Vec<String>,
+    /// Partition logs that failed a write (a full disk, an I/O error):
+    /// they take no more writes until the broker restarts; reads go on.
+    pub failed_logs: Vec<String>,
     /// Topic directories whose topic the metadata does not know (kept).
     pub unknown_topic_dirs: Vec<String>,
     /// Partitions this broker holds a replica of, per its metadata.
@@ -41,8 +44,42 @@ impl Health {
     }
 }
 
-/// Checks the broker now.
-pub fn check(shard: &Shard) -> Health {
+/// Checks the broker now (every shard's logs, this shard's metadata).
+pub async fn check(shard: &Rc<Shard>) -> Health {
+    let mut failed_logs = Vec::new();
+    for index in 0..shard.count {
+        let failed = shard
+            .run_on(index, |s| Box::pin(async move { failed_logs_of(&s) }))
+            .await;
+        failed_logs.extend(failed.unwrap_or_default());
+    }
+    let mut health = check_metadata(shard);
+    if let Some(first) = failed_logs.first() {
+        health.problems.push(format!(
+            "{} partition logs failed and take no writes (first: {first}); free space or \
+             repair the disk, then restart the broker",
+            failed_logs.len()
+        ));
+    }
+    health.failed_logs = failed_logs;
+    health
+}
+
+/// The open logs of this shard that failed, with why.
+fn failed_logs_of(shard: &Shard) -> Vec<String> {
+    shard
+        .partitions
+        .open_partitions()
+        .into_iter()
+        .filter_map(|(_, p)| {
+            let reason = p.log.failure()?;
+            Some(format!("{}: {reason}", p.log.dir().display()))
+        })
+        .collect()
+}
+
+/// What shard 0's metadata and the broker's life say.
+fn check_metadata(shard: &Shard) -> Health {
     let view = shard.view.borrow();
     let root = shard.partitions_root();
     let mut health = Health {
@@ -121,7 +158,7 @@ pub async fn watchdog(shard: Rc<Shard>) {
         if shard.life.shutting_down.get() {
             return;
         }
-        let health = check(&shard);
+        let health = check(&shard).await;
         for problem in &health.problems {
             tracing::warn!(problem = %problem, "the broker is not serving as it should");
         }

@@ -210,6 +210,24 @@ pub async fn register_and_heartbeat(
 /// per process, so one lease).
 static LEASE_UNTIL_MS: AtomicU64 = AtomicU64::new(0);
 
+/// The metadata index at which this broker became ready to serve (0: not
+/// yet): its registration committed and unfenced, the cluster named. A
+/// shard accepts connections once its own copy of the metadata reached it,
+/// so the first request on any shard sees at least what the broker went
+/// live with.
+static READY_AT_INDEX: AtomicU64 = AtomicU64::new(0);
+
+/// Marks the broker ready as of metadata `index` (once).
+pub fn mark_ready(index: u64) {
+    let _ = READY_AT_INDEX.compare_exchange(0, index.max(1), Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Whether a shard whose copy of the metadata is at `applied` may serve.
+pub fn ready_to_serve(applied: Option<u64>) -> bool {
+    let ready_at = READY_AT_INDEX.load(Ordering::SeqCst);
+    ready_at > 0 && applied.is_some_and(|a| a >= ready_at)
+}
+
 /// Whether this broker's lease is current (see [`LEASE_UNTIL_MS`]).
 pub fn lease_valid() -> bool {
     now_ms() < LEASE_UNTIL_MS.load(Ordering::Relaxed)
@@ -248,12 +266,16 @@ async fn heartbeat(
     Ok(())
 }
 
+/// Registered, unfenced, and the cluster named (its first controller's
+/// first record).
 fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) -> bool {
     let view = service.view();
-    view.metadata
-        .brokers
-        .get(&id)
-        .is_some_and(|b| !b.fenced && b.registration.incarnation == incarnation)
+    view.metadata.cluster_id.is_some()
+        && view
+            .metadata
+            .brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && b.registration.incarnation == incarnation)
 }
 
 /// Follows the first shard's local change stream (it starts with the

@@ -346,7 +346,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     );
 
     // Health (server::health): what /health answers, as numbers.
-    let health = super::health::check(shard);
+    let health = super::health::check(shard).await;
     page.gauge(
         "broker_healthy",
         "1 if the broker serves as it should, 0 if /health names a problem",
@@ -356,6 +356,11 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         "broker_partition_replicas",
         "partitions the metadata gives this broker a replica of",
         health.replicas as f64,
+    );
+    page.gauge(
+        "log_failed_partitions",
+        "partition logs that failed a write (a full disk, an I/O error) and take no more writes",
+        health.failed_logs.len() as f64,
     );
     page.gauge(
         "partition_dirs_unknown_topic",
@@ -502,13 +507,23 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Used space of the file system holding `dir`, in percent.
+/// Used space as `df` reports it: blocks reserved for root are neither
+/// used nor available to the broker, so they are left out of the whole
+/// (used / (used + available)); counting them as free would let the 80%
+/// alert fire only when the broker's share is nearly gone.
 fn disk_used_pct(dir: &Path) -> Option<f64> {
     let stats = nix::sys::statvfs::statvfs(dir).ok()?;
-    let total = stats.blocks() as f64;
-    if total == 0.0 {
-        return None;
-    }
-    Some((total - stats.blocks_free() as f64) / total * 100.0)
+    used_pct(
+        stats.blocks(),
+        stats.blocks_free(),
+        stats.blocks_available(),
+    )
+}
+
+fn used_pct(blocks: u64, free: u64, available: u64) -> Option<f64> {
+    let used = blocks.saturating_sub(free);
+    let whole = used + available;
+    (whole > 0).then(|| used as f64 / whole as f64 * 100.0)
 }
 
 /// Label values as Prometheus wants them.
@@ -586,6 +601,14 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_use_leaves_the_reserved_blocks_out_as_df_does() {
+        // 1000 blocks, 300 free of which 50 are reserved for root.
+        let pct = used_pct(1000, 300, 250).unwrap();
+        assert!((pct - 73.684).abs() < 0.01, "{pct}");
+        assert_eq!(used_pct(0, 0, 0), None);
+    }
 
     #[test]
     fn histograms_are_cumulative_and_count_everything() {

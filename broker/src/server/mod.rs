@@ -15,6 +15,7 @@ mod maintenance;
 pub(crate) mod metadata_view;
 mod metrics;
 pub mod partitions;
+mod ports;
 mod replica;
 mod shard;
 
@@ -38,14 +39,21 @@ use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
 use metadata_view::View;
 use shard::Shard;
 
-/// The cluster id reported to clients (one per deployment, for now fixed).
-pub const CLUSTER_ID: &str = "commit-log-cluster";
+/// The cluster id reported to clients: the quorum's, once its first
+/// active controller chose it.
+pub fn cluster_id(metadata: &control::Metadata) -> String {
+    metadata
+        .cluster_id
+        .map_or_else(|| "unnamed".to_string(), |id| id.to_string())
+}
 
 /// io_uring buffer memory per shard (locked memory is scarce on many hosts).
 const SHARD_IO_MEMORY_BYTES: usize = 2 << 20;
 
 /// How often a shard looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(20);
+/// How often a starting shard looks whether it may accept connections.
+const READY_POLL: Duration = Duration::from_millis(5);
 /// How long a stopping shard lets open connections finish.
 const DRAIN_MAX: Duration = Duration::from_secs(5);
 
@@ -65,6 +73,7 @@ pub fn run(
         .kafka_listen
         .parse()
         .map_err(|e| std::io::Error::other(format!("kafka_listen: {e}")))?;
+    ports::check_free(&config)?;
     // The first shard binds (resolving port 0) and runs the metadata
     // quorum; it hands every other shard the port and a change stream.
     let (start_tx, start_rx) = mpsc::channel::<Option<ShardStart>>();
@@ -152,6 +161,9 @@ pub fn run(
                 if index == 0 {
                     glommio::spawn_local(health::watchdog(shard.clone())).detach();
                 }
+                if index == shards - 1 {
+                    glommio::spawn_local(test_faults(shard.clone(), stop.clone())).detach();
+                }
                 let shutdown = (index == 0).then_some(life);
                 glommio::spawn_local(shard::serve_jobs(shard.clone(), jobs)).detach();
                 glommio::spawn_local(follow_metadata(shard.clone(), changes)).detach();
@@ -177,6 +189,32 @@ pub fn run(
     match why {
         Some(why) => Err(std::io::Error::other(why)),
         None => Ok(()),
+    }
+}
+
+/// The testing-only faults of the configuration, on the last shard: a
+/// panic some time after start, a shard that never yields once a stop
+/// begins. Neither is set in production.
+async fn test_faults(shard: Rc<Shard>, stop: Arc<AtomicBool>) {
+    let config = &shard.config;
+    if config.test_panic_after_ms > 0 {
+        glommio::timer::sleep(Duration::from_millis(config.test_panic_after_ms)).await;
+        panic!(
+            "test_panic_after_ms: a deliberate panic on shard {}",
+            shard.index
+        );
+    }
+    if config.test_wedge_on_stop {
+        while !stop.load(Ordering::Relaxed) {
+            glommio::timer::sleep(STOP_POLL).await;
+        }
+        tracing::warn!(
+            shard = shard.index,
+            "test_wedge_on_stop: this shard stops yielding"
+        );
+        loop {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -320,7 +358,21 @@ fn first_shard(
     let ready = ready.clone();
     let root = config.data_dir.join(partitions::PARTITIONS_DIR);
     let quorum = service.clone();
+    let data_dir = config.data_dir.clone();
+    let node_id = config.node_id;
     let on_live = move || {
+        // The quorum named the cluster before this life went live: the
+        // directory joins it, or refuses another cluster's.
+        let cluster = quorum
+            .view()
+            .metadata
+            .cluster_id
+            .expect("live after the cluster id");
+        if let Err(e) = crate::data_dir::join_cluster(&data_dir, node_id, &cluster.to_string()) {
+            tracing::error!(error = %e, "refusing to serve");
+            eprintln!("broker: {e}");
+            std::process::exit(1);
+        }
         // This life's registration is committed: the metadata is replayed
         // up to it, so deletions made while it was down are known. Files
         // of topics it does not know at all stay (and are reported).
@@ -328,6 +380,7 @@ fn first_shard(
         if !unknown.is_empty() {
             tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
         }
+        metadata_view::mark_ready(quorum.view().applied);
         let _ = ready.send(Listening {
             kafka: address,
             http,
@@ -381,8 +434,14 @@ async fn controlled_shutdown(shard: &Shard, life: &metadata_view::BrokerLife) {
         loop {
             match service.request(request.clone()).await {
                 Ok(()) => return true,
+                // Retried while a concurrent change made the leadership
+                // moves stale (the fence is then refused with them).
                 Err(control::service::RequestError::Refused(e))
-                    if !matches!(e, control::MetadataError::StalePartitionEpoch { .. }) =>
+                    if !matches!(
+                        e,
+                        control::MetadataError::StalePartitionEpoch { .. }
+                            | control::MetadataError::StillLeads { .. }
+                    ) =>
                 {
                     tracing::warn!(error = %e, "controlled shutdown refused; stopping anyway");
                     return false;
@@ -437,12 +496,21 @@ async fn serve_until_stopped(
     }
 }
 
+/// Accepts connections, once the broker can answer every request it
+/// advertises (see [`metadata_view::ready_to_serve`]): until then the port
+/// is bound and clients' connections wait in its backlog, their first
+/// requests unread, rather than be answered before the broker knows the
+/// cluster (a client connects the moment a restarted broker's port
+/// accepts).
 async fn accept_loop(
     listener: TcpListener,
     shard: Rc<Shard>,
     open: Rc<Cell<usize>>,
     stopping: connection::Stopping,
 ) {
+    while !metadata_view::ready_to_serve(shard.view.borrow().applied_index) {
+        glommio::timer::sleep(READY_POLL).await;
+    }
     loop {
         match listener.accept().await {
             Ok(stream) => {

@@ -76,6 +76,12 @@ pub struct Partitions {
     /// Opening is rare and slow (recovery): one at a time per shard, so a
     /// partition is never opened twice.
     opening: futures::lock::Mutex<()>,
+    /// Set once the shard closes its logs: nothing opens again. (A role
+    /// change arriving during the stop reopened a log being closed, and
+    /// the second open's recovery removed the first's temporary index file
+    /// mid-close: "closing active segment: No such file or directory", the
+    /// partition left without its clean-shutdown marker.)
+    closed: std::cell::Cell<bool>,
 }
 
 /// The shard of `broker` that owns replica `partition`, if `broker` holds one.
@@ -124,6 +130,7 @@ impl Partitions {
             root,
             open: RefCell::new(HashMap::new()),
             opening: futures::lock::Mutex::new(()),
+            closed: std::cell::Cell::new(false),
         }
     }
 
@@ -140,6 +147,11 @@ impl Partitions {
         if let Some(open) = self.open.borrow().get(&key) {
             return Ok(open.clone());
         }
+        if self.closed.get() {
+            return Err(StorageError::InvalidArgument(
+                "the broker is stopping: no partition opens".into(),
+            ));
+        }
         let dir = topic_dir(&self.root, topic).join(key.index.to_string());
         let replicated = topic
             .partitions
@@ -154,6 +166,11 @@ impl Partitions {
         });
         self.open.borrow_mut().insert(key, partition.clone());
         Ok(partition)
+    }
+
+    /// Whether the shard closed its logs (it is stopping).
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
     }
 
     /// The partition if it is open.
@@ -187,8 +204,11 @@ impl Partitions {
         }
     }
 
-    /// Flushes and closes every open log (shutdown).
+    /// Flushes and closes every open log (shutdown); none opens after.
     pub async fn close_all(&self) {
+        // After an open in progress finishes (it is then closed below).
+        let _no_open_in_progress = self.opening.lock().await;
+        self.closed.set(true);
         let open: Vec<_> = self.open.borrow_mut().drain().collect();
         for (key, partition) in open {
             if let Err(e) = partition.log.close().await {

@@ -26,6 +26,8 @@ pub struct Cluster {
     nodes: Vec<Node>,
     voters: String,
     env: Vec<(String, String)>,
+    /// Shards per broker (1 unless set).
+    pub shards: usize,
 }
 
 fn free_port() -> u16 {
@@ -59,6 +61,7 @@ impl Cluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            shards: 1,
         }
     }
 
@@ -95,6 +98,7 @@ impl Cluster {
     pub fn spawn(&mut self, id: i32) {
         let voters = self.voters.clone();
         let env = self.env.clone();
+        let shards = self.shards.to_string();
         let node = self.node_mut(id);
         std::fs::create_dir_all(&node.dir).unwrap();
         let log = File::options()
@@ -104,7 +108,7 @@ impl Cluster {
             .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
         command
-            .args(["serve", "--node-id", &id.to_string(), "--shards", "1"])
+            .args(["serve", "--node-id", &id.to_string(), "--shards", &shards])
             .arg("--data-dir")
             .arg(node.dir.join("data"))
             .args(["--kafka-listen", &node.kafka.to_string()])
@@ -220,6 +224,37 @@ impl Cluster {
                 self.restart(id);
             }
         }
+    }
+
+    /// SIGTERM every broker at once; each one's exit status (None: it had
+    /// to be killed after 30 s).
+    pub fn stop_all(&mut self) -> Vec<Option<std::process::ExitStatus>> {
+        for node in &mut self.nodes {
+            if let Some(child) = &node.process {
+                unsafe {
+                    libc::kill(child.id() as i32, libc::SIGTERM);
+                }
+            }
+        }
+        let mut statuses = Vec::new();
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.process.take() {
+                let started = Instant::now();
+                let status = loop {
+                    if let Some(status) = child.try_wait().unwrap() {
+                        break Some(status);
+                    }
+                    if started.elapsed() > Duration::from_secs(30) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                statuses.push(status);
+            }
+        }
+        statuses
     }
 
     /// SIGTERM every broker and wait for them to exit.

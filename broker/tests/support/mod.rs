@@ -121,6 +121,11 @@ impl Broker {
 
     /// SIGTERM, and wait (bounded) for the exit status.
     pub fn terminate(mut self) -> ExitStatus {
+        self.stop()
+    }
+
+    /// [`Broker::terminate`], keeping the handle (its log stays readable).
+    pub fn stop(&mut self) -> ExitStatus {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
@@ -135,6 +140,11 @@ impl Broker {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process is still running.

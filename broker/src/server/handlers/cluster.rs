@@ -23,9 +23,10 @@ const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 fn answer_metadata(shard: &Shard, request: &Request) -> Result<metadata::Answer, HandlerError> {
     let view = shard.view.borrow();
+    let cluster_id = super::super::cluster_id(&view.metadata);
     let cluster = Cluster {
         metadata: &view.metadata,
-        cluster_id: super::super::CLUSTER_ID,
+        cluster_id: &cluster_id,
         controller_id: view.controller_id,
     };
     metadata::answer(request, &cluster).map_err(|e| match e {
@@ -87,7 +88,9 @@ pub async fn describe_cluster(
         })
         .collect();
     let mut answer = DescribeClusterResponse::default()
-        .with_cluster_id(StrBytes::from_static_str(super::super::CLUSTER_ID))
+        .with_cluster_id(StrBytes::from_string(super::super::cluster_id(
+            &view.metadata,
+        )))
         .with_controller_id(BrokerId(view.controller_id))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(OPERATIONS_UNKNOWN);

@@ -158,7 +158,7 @@ async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>) {
 async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
     match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/health") => {
-            let health = super::health::check(shard);
+            let health = super::health::check(shard).await;
             if health.ok() {
                 HttpResponse::text(200, "ok\n")
             } else {
@@ -170,9 +170,22 @@ async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
             content_type: "text/plain; version=0.0.4",
             body: super::metrics::render(shard).await.into_bytes(),
         },
-        _ => api::route(shard, request).await,
+        _ => {
+            // The API answers once the broker can (as its Kafka port).
+            let started = std::time::Instant::now();
+            while !super::metadata_view::ready_to_serve(shard.view.borrow().applied_index) {
+                if started.elapsed() > API_READY_WAIT_MAX {
+                    return HttpResponse::error(503, -1, "the broker is starting");
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            api::route(shard, request).await
+        }
     }
 }
+
+/// How long an API request made while the broker starts waits for it.
+const API_READY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reads one request: its head (bounded), then a body of Content-Length
 /// bytes (bounded). `Err(Some(..))` answers a bad request; `Err(None)`: the

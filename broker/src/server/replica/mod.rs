@@ -228,8 +228,12 @@ pub async fn reconcile(shard: &Rc<Shard>) {
     let me = BrokerId(shard.config.node_id);
     let mut following = Vec::new();
     for (key, topic, meta) in replicas_here(shard) {
+        if shard.partitions.is_closed() {
+            return; // stopping: roles no longer matter
+        }
         let partition = match shard.partitions.get_or_open(key, &topic).await {
             Ok(partition) => partition,
+            Err(_) if shard.partitions.is_closed() => return,
             Err(e) => {
                 tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a replica");
                 continue;

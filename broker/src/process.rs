@@ -1,0 +1,89 @@
+//! `broker serve` as a process a supervisor can rely on: it is the only
+//! process on its data directory and ports (`data_dir`, `server::ports`),
+//! it is gone rather than half-alive when any thread panics, and a SIGTERM
+//! ends it within `shutdown_timeout_ms` however wedged a shard is.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use crate::config::BrokerConfig;
+
+/// The exit code of a process that gave up (a panic, a stop past its
+/// deadline, a failed start).
+pub const EXIT_FAILED: i32 = 1;
+
+/// Runs the broker until SIGTERM or SIGINT; returns the process's exit code.
+pub fn serve(config: BrokerConfig) -> i32 {
+    exit_on_panic();
+    // One process per data directory, and the directory is this node's;
+    // held until the process ends.
+    let metadata_dir = config.data_dir.join("metadata");
+    let claimed = crate::data_dir::lock(&config.data_dir).and_then(|lock| {
+        crate::data_dir::claim(&config.data_dir, config.node_id, &metadata_dir).map(|_| lock)
+    });
+    let _lock = match claimed {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("broker: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    // SIGTERM or SIGINT: stop accepting, let open connections finish, exit 0.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("broker: cannot handle signal {signal}: {e}");
+            return EXIT_FAILED;
+        }
+    }
+    stop_deadline(
+        stop.clone(),
+        Duration::from_millis(config.shutdown_timeout_ms),
+    );
+    let (ready_tx, ready_rx) = mpsc::channel::<crate::server::Listening>();
+    let announcer = std::thread::spawn(move || {
+        if let Ok(listening) = ready_rx.recv() {
+            tracing::info!(kafka = %listening.kafka, http = %listening.http, "listening");
+        }
+    });
+    if let Err(e) = crate::server::run(config, ready_tx, stop) {
+        tracing::error!(error = %e, "the broker could not run");
+        eprintln!("broker: {e}");
+        return EXIT_FAILED;
+    }
+    let _ = announcer.join();
+    tracing::info!("stopped");
+    0
+}
+
+/// A panic on any thread ends the process (after the panic's message): a
+/// shard that died while the others hold the ports would serve nothing
+/// and keep a supervisor from restarting it.
+fn exit_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        tracing::error!(panic = %info, "a broker thread panicked; exiting");
+        eprintln!("broker: a thread panicked; exiting");
+        std::process::exit(EXIT_FAILED);
+    }));
+}
+
+/// Once `stop` is set, the process has `deadline` to end cleanly; past it,
+/// it exits anyway (everything acknowledged is already durable; the next
+/// start recovers the rest as after a crash).
+fn stop_deadline(stop: Arc<AtomicBool>, deadline: Duration) {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let asked = Instant::now();
+        while asked.elapsed() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::error!(?deadline, "the broker did not stop in time; exiting anyway");
+        eprintln!("broker: did not stop within {deadline:?}; exiting anyway");
+        std::process::exit(EXIT_FAILED);
+    });
+}

@@ -36,6 +36,9 @@ const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const BASE_TIMESTAMP_AT: usize = 27;
 const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
 const RECORDS_COUNT_AT: usize = 57;
 const COMPRESSION_MASK: i16 = 0x07;
 const CONTROL_FLAG: i16 = 0x20;
@@ -68,6 +71,12 @@ pub struct BatchHeader {
     pub max_timestamp: TimestampMs,
     /// Number of records.
     pub records_count: i32,
+    /// The idempotent producer that wrote it (-1: none).
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// Sequence of the first record.
+    pub base_sequence: i32,
 }
 
 impl BatchHeader {
@@ -89,6 +98,16 @@ impl BatchHeader {
     /// Whether this is a transaction control batch.
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG != 0
+    }
+
+    /// The idempotent producer's part, if an idempotent producer wrote it.
+    pub fn producer(&self) -> Option<crate::producers::ProducerBatch> {
+        (self.producer_id >= 0 && !self.is_control()).then_some(crate::producers::ProducerBatch {
+            producer_id: self.producer_id,
+            epoch: self.producer_epoch,
+            first_seq: self.base_sequence,
+            offset_delta: self.last_offset_delta,
+        })
     }
 
     /// Parses the header at the start of `buf` without checking the CRC.
@@ -136,6 +155,9 @@ impl BatchHeader {
             base_timestamp: TimestampMs(read_i64(buf, BASE_TIMESTAMP_AT)),
             max_timestamp: TimestampMs(read_i64(buf, MAX_TIMESTAMP_AT)),
             records_count,
+            producer_id: read_i64(buf, PRODUCER_ID_AT),
+            producer_epoch: read_i16(buf, PRODUCER_EPOCH_AT),
+            base_sequence: read_i32(buf, BASE_SEQUENCE_AT),
         })
     }
 }
@@ -463,6 +485,17 @@ pub fn rebuild(original: &[u8], kept_records: &[&[u8]]) -> BytesMut {
     let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
     buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     buf
+}
+
+/// Marks a batch as an idempotent producer's (producer id, epoch, first
+/// sequence) and recomputes its CRC (the fields lie inside it).
+pub fn stamp_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+    assert!(batch.len() >= HEADER_BYTES, "a whole batch header");
+    batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Builds an uncompressed batch of the given records (offsets from 0, as a producer sends).

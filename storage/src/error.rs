@@ -77,6 +77,10 @@ pub enum StorageError {
         /// The first I/O error seen.
         reason: String,
     },
+    /// An idempotent producer's batch out of sequence or from a fenced
+    /// epoch: refused, nothing appended.
+    #[error(transparent)]
+    Sequence(#[from] crate::producers::SequenceError),
     /// An argument outside what the log allows (e.g. truncating below the log start).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

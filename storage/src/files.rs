@@ -22,6 +22,19 @@ pub const LOG_START_FILE: &str = "log-start-offset";
 /// The leader epoch checkpoint (`epochs::EpochCache::encode`).
 pub const LEADER_EPOCHS_FILE: &str = "leader-epochs";
 
+/// Suffix of producer state snapshots (`<20-digit offset>.snapshot`: the
+/// idempotent producers' state as of that offset).
+pub const PRODUCER_SNAPSHOT_SUFFIX: &str = ".snapshot";
+
+/// The offset of a producer snapshot file name, if it is one.
+pub fn parse_snapshot_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(PRODUCER_SNAPSHOT_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Offset)
+}
+
 /// `<dir>/<20-digit base><suffix>`.
 pub fn segment_path(dir: &Path, base: Offset, suffix: &str) -> PathBuf {
     dir.join(format!("{:020}{suffix}", base.0))

@@ -162,6 +162,8 @@ impl<FS: FileSystem> Log<FS> {
             synced.map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);
         }
+        // A roll left a producer snapshot due; the data below it is now durable.
+        self.write_due_producer_snapshot(target).await;
         self.publish(target, generation, &written);
         critical.finish();
         self.io_lock.notify();

@@ -20,6 +20,8 @@ pub mod io;
 mod io_lock;
 mod log;
 mod maintenance;
+mod producer_log;
+pub mod producers;
 mod read;
 mod recovery;
 mod segment;

@@ -15,6 +15,7 @@ use crate::error::{BatchError, Result, StorageError};
 use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
+use crate::producers::{BatchMeta, Check, ProducerState};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -95,6 +96,9 @@ pub struct AppendInfo {
     pub last_offset: Offset,
     /// The batch's largest timestamp.
     pub max_timestamp: TimestampMs,
+    /// The batch was an idempotent producer's retry of one already in the
+    /// log: nothing was appended, and the offsets are the original's.
+    pub duplicate: bool,
 }
 
 /// The mutable state of a log, borrowed briefly and never across an await.
@@ -120,6 +124,12 @@ pub(crate) struct State<F: DirectFile> {
     /// change writes the checkpoint first, so every durable batch's epoch
     /// is in it.
     pub epochs_checkpointed: EpochCache,
+    /// Idempotent producers' state as of the log end.
+    pub producers: ProducerState,
+    /// A snapshot of `producers` taken when a segment rolled (its offset
+    /// and bytes), written by the next flush once the data below it is
+    /// durable.
+    pub producer_snapshot_due: Option<(Offset, Vec<u8>)>,
 }
 
 /// Counters of a log's write path, for metrics and benchmarks.
@@ -370,6 +380,19 @@ impl<FS: FileSystem> Log<FS> {
         let now = (self.clock)();
         let mut st = self.st();
         self.check_not_failed(&st)?;
+        let producer = header.producer();
+        if let (Some(producer), Some(_)) = (&producer, epoch) {
+            // A leader checks an idempotent producer's batch before it gets
+            // offsets (no await since: nothing can interleave).
+            if let Check::Duplicate(original) = st.producers.check(producer)? {
+                return Ok(AppendInfo {
+                    base_offset: original.first_offset,
+                    last_offset: original.last_offset,
+                    max_timestamp: header.max_timestamp,
+                    duplicate: true,
+                });
+            }
+        }
         let base = match epoch {
             Some(epoch) => {
                 let base = st.log_end;
@@ -406,16 +429,29 @@ impl<FS: FileSystem> Log<FS> {
         st.stats.appended_batches += 1;
         st.cache.push(base, header.next_offset(), data);
         st.log_end = header.next_offset();
+        if let Some(producer) = &producer {
+            let meta = BatchMeta {
+                first_seq: producer.first_seq,
+                last_seq: producer.last_seq(),
+                first_offset: base,
+                last_offset: header.last_offset(),
+            };
+            st.producers.record(producer, meta, header.max_timestamp);
+        }
         Ok(AppendInfo {
             base_offset: base,
             last_offset: header.last_offset(),
             max_timestamp: header.max_timestamp,
+            duplicate: false,
         })
     }
 
     /// Seals the active segment and starts a new one at `base`. The next
     /// flush writes the sealed segment's tail, indexes and trims it.
     pub(crate) fn roll_locked(&self, st: &mut State<FS::File>, base: Offset) {
+        // The producer state as of the new segment's base: restarts and
+        // truncations replay from the newest such snapshot, not the start.
+        st.producer_snapshot_due = Some((base, st.producers.encode(base)));
         st.active_mut().sealed = true;
         let fresh = Segment::new_active(base, &self.fs, self.config.write_chunk_bytes);
         st.segments.push(fresh);
@@ -456,6 +492,7 @@ impl<FS: FileSystem> Log<FS> {
             .await;
             result.map_err(|e| self.fail("closing active segment", e))?;
         }
+        self.snapshot_producers_at_end().await;
         files::write_atomic(&self.fs, &self.dir, files::CLEAN_SHUTDOWN_FILE, b"")
             .await
             .map_err(|e| StorageError::io("writing clean shutdown marker", e))

@@ -90,37 +90,41 @@ impl<FS: FileSystem> Log<FS> {
             .await
             .map_err(io("reading tail block"))?;
 
-        let mut st = self.st();
-        st.segments.truncate(index + 1);
-        let fs = &self.fs;
-        let chunk = self.config.write_chunk_bytes;
-        let segment = st.active_mut();
-        segment.index.truncate_from_position(position as u32);
-        segment
-            .time_index
-            .truncate_from_offset(segment.relative(new_end));
-        segment.size = position;
-        segment.durable_size = position;
-        segment.allocated = position;
-        segment.next_offset = new_end;
-        segment.sealed = false;
-        segment.bytes_since_index = segment
-            .index
-            .last()
-            .map_or(position, |e| position - e.position as u64);
-        segment.max_timestamp = TimestampMs(segment.time_index.max_timestamp().unwrap_or(-1));
-        segment.writer = Some(WriteBuffer::new(position, &tail, chunk, |n| fs.alloc(n)));
-        st.log_end = new_end;
-        st.flushed = new_end;
-        st.taken = new_end;
-        let start = st.log_start;
-        st.epochs.clamp(start, new_end);
-        st.high_watermark = st.high_watermark.min(new_end);
-        st.cache.truncate_from(new_end);
-        st.read_ahead = None;
-        st.generation += 1;
-        drop(st);
+        {
+            let mut st = self.st();
+            st.segments.truncate(index + 1);
+            let fs = &self.fs;
+            let chunk = self.config.write_chunk_bytes;
+            let segment = st.active_mut();
+            segment.index.truncate_from_position(position as u32);
+            segment
+                .time_index
+                .truncate_from_offset(segment.relative(new_end));
+            segment.size = position;
+            segment.durable_size = position;
+            segment.allocated = position;
+            segment.next_offset = new_end;
+            segment.sealed = false;
+            segment.bytes_since_index = segment
+                .index
+                .last()
+                .map_or(position, |e| position - e.position as u64);
+            segment.max_timestamp = TimestampMs(segment.time_index.max_timestamp().unwrap_or(-1));
+            segment.writer = Some(WriteBuffer::new(position, &tail, chunk, |n| fs.alloc(n)));
+            st.log_end = new_end;
+            st.flushed = new_end;
+            st.taken = new_end;
+            let start = st.log_start;
+            st.epochs.clamp(start, new_end);
+            st.high_watermark = st.high_watermark.min(new_end);
+            st.cache.truncate_from(new_end);
+            st.read_ahead = None;
+            st.generation += 1;
+        }
         critical.finish();
+        // The producers' state as of the new end: from the newest snapshot
+        // at or below it (later ones go) and the batches after it.
+        self.rebuild_producers().await?;
         Ok(new_end)
     }
 
@@ -143,6 +147,7 @@ impl<FS: FileSystem> Log<FS> {
             self.set_log_start(offset).await?;
         }
         self.drop_segments_below_start().await?;
+        self.clamp_producers_to_start().await?;
         Ok(self.log_start())
     }
 
@@ -183,6 +188,7 @@ impl<FS: FileSystem> Log<FS> {
             self.set_log_start(new_start).await?;
         }
         self.drop_segments_below_start().await?;
+        self.clamp_producers_to_start().await?;
         Ok(before - self.segment_count())
     }
 

@@ -74,6 +74,8 @@ impl<FS: FileSystem> Log<FS> {
                 taken: Offset(0),
                 epochs: EpochCache::new(),
                 epochs_checkpointed: EpochCache::new(),
+                producers: Default::default(),
+                producer_snapshot_due: None,
             }),
             fs,
             dir,
@@ -144,7 +146,8 @@ impl<FS: FileSystem> Log<FS> {
         }
         self.install(segments, checkpoint);
         self.recover_epochs(&names).await?;
-        self.drop_segments_below_start().await
+        self.drop_segments_below_start().await?;
+        self.rebuild_producers().await
     }
 
     /// Rebuilds the leader epoch cache: the checkpoint, with what recovery's

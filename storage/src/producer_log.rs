@@ -1,0 +1,191 @@
+//! The log's side of producer state (`producers`): rebuilding it at open
+//! from the newest snapshot at or below the log end plus the batch headers
+//! after it, writing snapshots (at segment rolls, once the data below them
+//! is durable, and at a clean close), rebuilding it after a truncation,
+//! clamping it when the log start moves, and expiring silent producers.
+//!
+//! A snapshot is only ever a shortcut: a damaged or missing one is
+//! replaced by replaying more of the log.
+
+use crate::batch::{BatchHeader, HEADER_BYTES};
+use crate::error::{Result, StorageError};
+use crate::files::{self, parse_snapshot_name, PRODUCER_SNAPSHOT_SUFFIX};
+use crate::io::{DirectFile, FileSystem};
+use crate::log::Log;
+use crate::producers::{BatchMeta, ProducerState};
+use crate::types::{Offset, TimestampMs};
+
+impl<FS: FileSystem> Log<FS> {
+    /// The idempotent producers' state as of the log end.
+    pub fn producers(&self) -> ProducerState {
+        self.state.borrow().producers.clone()
+    }
+
+    /// Forgets producers silent (by their batches' timestamps) since
+    /// `now - expiration_ms`; returns how many.
+    pub fn expire_producers(&self, now: TimestampMs, expiration_ms: i64) -> usize {
+        self.st().producers.expire(now, expiration_ms)
+    }
+
+    /// Rebuilds the producer state up to the log end: the newest snapshot
+    /// at or below it that decodes, then the batches after it. Snapshots
+    /// past the log end (their data was cut) are removed. The caller holds
+    /// the I/O lock or has the log to itself (open).
+    pub(crate) async fn rebuild_producers(&self) -> Result<()> {
+        let (log_start, log_end) = (self.log_start(), self.log_end());
+        let mut snapshots = self.producer_snapshots()?;
+        snapshots.sort_unstable();
+        let mut state = ProducerState::default();
+        let mut from = log_start;
+        for &offset in snapshots.iter().rev() {
+            if offset > log_end {
+                self.remove_producer_snapshot(offset).await?;
+                continue;
+            }
+            let path = files::segment_path(&self.dir, offset, PRODUCER_SNAPSHOT_SUFFIX);
+            let bytes = files::read_whole(&self.fs, &path, true)
+                .await
+                .map_err(|e| StorageError::io("reading a producer snapshot", e))?;
+            match bytes.as_deref().and_then(ProducerState::decode) {
+                Some((at, loaded)) if at == offset && offset >= log_start => {
+                    state = loaded;
+                    from = offset;
+                    break;
+                }
+                _ => {
+                    tracing::warn!(dir = %self.dir.display(), %offset, "damaged producer snapshot; replaying the log instead");
+                    self.remove_producer_snapshot(offset).await?;
+                }
+            }
+        }
+        self.replay_producers(&mut state, from, log_end).await?;
+        state.clamp_start(log_start);
+        self.st().producers = state;
+        Ok(())
+    }
+
+    /// Records every idempotent batch of `[from, to)` into `state`.
+    async fn replay_producers(
+        &self,
+        state: &mut ProducerState,
+        from: Offset,
+        to: Offset,
+    ) -> Result<()> {
+        // (base, file, where to start reading, durable bytes) per segment.
+        type Span<F> = (Offset, Option<std::rc::Rc<F>>, u64, u64);
+        let segments: Vec<Span<FS::File>> = {
+            let st = self.state.borrow();
+            st.segments
+                .iter()
+                .filter(|s| s.next_offset > from && s.base < to)
+                .map(|s| {
+                    (
+                        s.base,
+                        s.file.clone(),
+                        s.scan_start(from.max(s.base)),
+                        s.durable_size,
+                    )
+                })
+                .collect()
+        };
+        for (base, file, start, size) in segments {
+            let Some(file) = file else { continue };
+            let mut position = start;
+            while position + HEADER_BYTES as u64 <= size {
+                let head = file
+                    .read_at(position, HEADER_BYTES)
+                    .await
+                    .map_err(|e| StorageError::io(format!("segment {base}: reading header"), e))?;
+                let Ok(header) = BatchHeader::parse(&head, self.config.max_batch_bytes) else {
+                    break;
+                };
+                position += header.total_bytes as u64;
+                if header.next_offset() <= from {
+                    continue;
+                }
+                if header.base_offset >= to {
+                    break;
+                }
+                record(state, &header);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the snapshot a roll left due, once the data below its offset
+    /// is durable (`durable_to`). A failure costs only replay time later:
+    /// logged, not fatal.
+    pub(crate) async fn write_due_producer_snapshot(&self, durable_to: Offset) {
+        let due = {
+            let mut st = self.st();
+            match &st.producer_snapshot_due {
+                Some((offset, _)) if *offset <= durable_to => st.producer_snapshot_due.take(),
+                _ => None,
+            }
+        };
+        if let Some((offset, bytes)) = due {
+            self.write_producer_snapshot(offset, &bytes).await;
+        }
+    }
+
+    /// Writes the state as of the log end (a clean close).
+    pub(crate) async fn snapshot_producers_at_end(&self) {
+        let (offset, bytes) = {
+            let st = self.state.borrow();
+            (st.log_end, st.producers.encode(st.log_end))
+        };
+        self.write_producer_snapshot(offset, &bytes).await;
+    }
+
+    async fn write_producer_snapshot(&self, offset: Offset, bytes: &[u8]) {
+        let name = format!("{:020}{PRODUCER_SNAPSHOT_SUFFIX}", offset.0);
+        if let Err(e) = files::write_atomic(&self.fs, &self.dir, &name, bytes).await {
+            tracing::warn!(dir = %self.dir.display(), %offset, error = %e, "cannot write a producer snapshot");
+        }
+    }
+
+    /// Drops snapshots below the log start and the producers whose batches
+    /// went with the deleted segments.
+    pub(crate) async fn clamp_producers_to_start(&self) -> Result<()> {
+        let log_start = self.log_start();
+        self.st().producers.clamp_start(log_start);
+        for offset in self.producer_snapshots()? {
+            if offset < log_start {
+                self.remove_producer_snapshot(offset).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn producer_snapshots(&self) -> Result<Vec<Offset>> {
+        let names = self
+            .fs
+            .list(&self.dir)
+            .map_err(|e| StorageError::io("listing producer snapshots", e))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| parse_snapshot_name(n))
+            .collect())
+    }
+
+    async fn remove_producer_snapshot(&self, offset: Offset) -> Result<()> {
+        let path = files::segment_path(&self.dir, offset, PRODUCER_SNAPSHOT_SUFFIX);
+        self.fs
+            .remove(&path)
+            .await
+            .map_err(|e| StorageError::io("removing a producer snapshot", e))
+    }
+}
+
+/// Records one batch header's producer part, if it has one.
+pub(crate) fn record(state: &mut ProducerState, header: &BatchHeader) {
+    if let Some(producer) = header.producer() {
+        let meta = BatchMeta {
+            first_seq: producer.first_seq,
+            last_seq: producer.last_seq(),
+            first_offset: header.base_offset,
+            last_offset: header.last_offset(),
+        };
+        state.record(&producer, meta, header.max_timestamp);
+    }
+}

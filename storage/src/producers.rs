@@ -1,0 +1,415 @@
+//! A partition's producer state (idempotent producers, KIP-98): for each
+//! producer id, its epoch, its last five batches' sequences and offsets,
+//! and its last timestamp. A leader checks every idempotent batch against
+//! it before the batch gets offsets: a retried batch (one of the five) is
+//! not appended again but answered with its original offsets; a batch out
+//! of sequence, or from an older epoch, is refused. Followers record the
+//! batches they copy without checking, so a new leader knows what the old
+//! one had accepted.
+//!
+//! Sans I/O: the log feeds it batches and persists its snapshots
+//! (`<offset>.snapshot` beside the segments: the state as of that offset).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::types::{Offset, TimestampMs};
+
+/// Batches remembered per producer (Kafka's, and the most a client keeps
+/// in flight per partition with idempotence on).
+pub const BATCHES_KEPT: usize = 5;
+/// "No producer" in a batch header.
+pub const NO_PRODUCER_ID: i64 = -1;
+
+/// One remembered batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    /// Sequence of its first record.
+    pub first_seq: i32,
+    /// Sequence of its last record.
+    pub last_seq: i32,
+    /// Offset of its first record.
+    pub first_offset: Offset,
+    /// Offset of its last record.
+    pub last_offset: Offset,
+}
+
+/// What is known of one producer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerEntry {
+    /// Its current epoch.
+    pub epoch: i16,
+    /// Its last batches, oldest first (at most [`BATCHES_KEPT`]).
+    pub batches: VecDeque<BatchMeta>,
+    /// The largest timestamp of its last batch.
+    pub last_timestamp: TimestampMs,
+}
+
+impl ProducerEntry {
+    /// The sequence of its last record.
+    pub fn last_seq(&self) -> Option<i32> {
+        self.batches.back().map(|b| b.last_seq)
+    }
+}
+
+/// An idempotent batch, as its header describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerBatch {
+    /// The producer.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// Sequence of the first record.
+    pub first_seq: i32,
+    /// Last offset minus first offset: the last record's sequence is the
+    /// first's plus this (as Kafka's lastSequence).
+    pub offset_delta: i32,
+}
+
+impl ProducerBatch {
+    /// Sequence of its last record (sequences wrap at i32::MAX to 0).
+    pub fn last_seq(&self) -> i32 {
+        add_seq(self.first_seq, self.offset_delta)
+    }
+}
+
+/// `seq + delta`, wrapping at i32::MAX to 0 as Kafka's sequences do.
+pub fn add_seq(seq: i32, delta: i32) -> i32 {
+    ((seq as i64 + delta as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
+/// What to do with an idempotent batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Append it.
+    Append,
+    /// A retry of a batch already in the log: answer with its offsets.
+    Duplicate(BatchMeta),
+}
+
+/// Why an idempotent batch is refused (Kafka's error codes in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SequenceError {
+    /// From an epoch older than the producer's current one
+    /// (INVALID_PRODUCER_EPOCH, 47): a newer instance fenced it.
+    #[error("producer {producer_id} epoch {given} is older than its current epoch {current}")]
+    InvalidEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's epoch.
+        given: i16,
+        /// The state's.
+        current: i16,
+    },
+    /// Not the next sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, 45).
+    #[error("producer {producer_id} sent sequence {given}, expected {expected}")]
+    OutOfOrder {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's first sequence.
+        given: i32,
+        /// What the state expects.
+        expected: i32,
+    },
+}
+
+/// Every producer of a partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerState {
+    producers: BTreeMap<i64, ProducerEntry>,
+}
+
+impl ProducerState {
+    /// Checks a batch a leader is about to append.
+    pub fn check(&self, batch: &ProducerBatch) -> Result<Check, SequenceError> {
+        let Some(entry) = self.producers.get(&batch.producer_id) else {
+            // Never seen, or its state expired (retention, expiration):
+            // accepted from any sequence, as Kafka does.
+            return Ok(Check::Append);
+        };
+        if batch.epoch < entry.epoch {
+            return Err(SequenceError::InvalidEpoch {
+                producer_id: batch.producer_id,
+                given: batch.epoch,
+                current: entry.epoch,
+            });
+        }
+        if batch.epoch > entry.epoch {
+            // A new epoch (a re-initialised producer) starts over at 0.
+            if batch.first_seq != 0 {
+                return Err(SequenceError::OutOfOrder {
+                    producer_id: batch.producer_id,
+                    given: batch.first_seq,
+                    expected: 0,
+                });
+            }
+            return Ok(Check::Append);
+        }
+        let last_seq = batch.last_seq();
+        if let Some(original) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == batch.first_seq && b.last_seq == last_seq)
+        {
+            return Ok(Check::Duplicate(*original));
+        }
+        let expected = entry.last_seq().map_or(0, |last| add_seq(last, 1));
+        if batch.first_seq != expected {
+            return Err(SequenceError::OutOfOrder {
+                producer_id: batch.producer_id,
+                given: batch.first_seq,
+                expected,
+            });
+        }
+        Ok(Check::Append)
+    }
+
+    /// Records an appended batch (a leader's, after its check; a
+    /// follower's, as copied).
+    pub fn record(&mut self, batch: &ProducerBatch, meta: BatchMeta, timestamp: TimestampMs) {
+        let entry = self
+            .producers
+            .entry(batch.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch: batch.epoch,
+                batches: VecDeque::new(),
+                last_timestamp: timestamp,
+            });
+        if batch.epoch != entry.epoch {
+            entry.epoch = batch.epoch;
+            entry.batches.clear();
+        }
+        entry.batches.push_back(meta);
+        while entry.batches.len() > BATCHES_KEPT {
+            entry.batches.pop_front();
+        }
+        entry.last_timestamp = timestamp;
+    }
+
+    /// Forgets producers whose last batch lies below the log start (their
+    /// batches were deleted): their state would no longer be rebuilt.
+    pub fn clamp_start(&mut self, log_start: Offset) {
+        self.producers
+            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
+    }
+
+    /// Forgets producers silent since `now - expiration` (by their batches'
+    /// timestamps, as Kafka's producer.id.expiration.ms); returns how many.
+    pub fn expire(&mut self, now: TimestampMs, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, e| e.last_timestamp.0 >= now.0.saturating_sub(expiration_ms));
+        before - self.producers.len()
+    }
+
+    /// Every producer, by id.
+    pub fn entries(&self) -> &BTreeMap<i64, ProducerEntry> {
+        &self.producers
+    }
+
+    /// The snapshot bytes of this state as of `offset`: `[crc32c u32][body]`,
+    /// body `[version u8][offset i64][count u32]` then per producer
+    /// `[id i64][epoch i16][last timestamp i64][batches u8]` and per batch
+    /// `[first seq i32][last seq i32][first offset i64][last offset i64]`.
+    pub fn encode(&self, offset: Offset) -> Vec<u8> {
+        let mut body = vec![SNAPSHOT_VERSION];
+        body.extend_from_slice(&offset.0.to_be_bytes());
+        body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        for (id, entry) in &self.producers {
+            body.extend_from_slice(&id.to_be_bytes());
+            body.extend_from_slice(&entry.epoch.to_be_bytes());
+            body.extend_from_slice(&entry.last_timestamp.0.to_be_bytes());
+            body.push(entry.batches.len() as u8);
+            for b in &entry.batches {
+                body.extend_from_slice(&b.first_seq.to_be_bytes());
+                body.extend_from_slice(&b.last_seq.to_be_bytes());
+                body.extend_from_slice(&b.first_offset.0.to_be_bytes());
+                body.extend_from_slice(&b.last_offset.0.to_be_bytes());
+            }
+        }
+        let mut out = crc32c::crc32c(&body).to_be_bytes().to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Decodes a snapshot: (the offset it is as of, the state), or None if
+    /// it is damaged (every count is bounded by the bytes left).
+    pub fn decode(bytes: &[u8]) -> Option<(Offset, ProducerState)> {
+        let (crc, body) = bytes.split_at_checked(4)?;
+        if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+            return None;
+        }
+        let mut r = Reader(body);
+        if r.u8()? != SNAPSHOT_VERSION {
+            return None;
+        }
+        let offset = Offset(r.i64()?);
+        let count = r.u32()? as usize;
+        // Each producer takes at least 19 bytes.
+        if count > r.0.len() / 19 {
+            return None;
+        }
+        let mut state = ProducerState::default();
+        for _ in 0..count {
+            let id = r.i64()?;
+            let epoch = r.i16()?;
+            let last_timestamp = TimestampMs(r.i64()?);
+            let n = r.u8()? as usize;
+            if n > BATCHES_KEPT {
+                return None;
+            }
+            let mut batches = VecDeque::with_capacity(n);
+            for _ in 0..n {
+                batches.push_back(BatchMeta {
+                    first_seq: r.i32()?,
+                    last_seq: r.i32()?,
+                    first_offset: Offset(r.i64()?),
+                    last_offset: Offset(r.i64()?),
+                });
+            }
+            state.producers.insert(
+                id,
+                ProducerEntry {
+                    epoch,
+                    batches,
+                    last_timestamp,
+                },
+            );
+        }
+        r.0.is_empty().then_some((offset, state))
+    }
+}
+
+const SNAPSHOT_VERSION: u8 = 1;
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.0.split_at_checked(N)?;
+        self.0 = rest;
+        head.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take::<1>().map(|b| b[0])
+    }
+    fn i16(&mut self) -> Option<i16> {
+        self.take().map(i16::from_be_bytes)
+    }
+    fn i32(&mut self) -> Option<i32> {
+        self.take().map(i32::from_be_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_be_bytes)
+    }
+    fn i64(&mut self) -> Option<i64> {
+        self.take().map(i64::from_be_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(epoch: i16, first_seq: i32, records: i32) -> ProducerBatch {
+        ProducerBatch {
+            producer_id: 7,
+            epoch,
+            first_seq,
+            offset_delta: records - 1,
+        }
+    }
+
+    fn meta(b: &ProducerBatch, first_offset: i64) -> BatchMeta {
+        BatchMeta {
+            first_seq: b.first_seq,
+            last_seq: b.last_seq(),
+            first_offset: Offset(first_offset),
+            last_offset: Offset(first_offset + b.offset_delta as i64),
+        }
+    }
+
+    #[test]
+    fn sequences_continue_duplicates_are_found_and_gaps_refused() {
+        let mut state = ProducerState::default();
+        let first = batch(0, 0, 10);
+        assert_eq!(state.check(&first), Ok(Check::Append));
+        state.record(&first, meta(&first, 100), TimestampMs(1));
+        // The retry of the same batch: its original offsets.
+        assert_eq!(state.check(&first), Ok(Check::Duplicate(meta(&first, 100))));
+        let next = batch(0, 10, 5);
+        assert_eq!(state.check(&next), Ok(Check::Append));
+        state.record(&next, meta(&next, 110), TimestampMs(2));
+        // A gap, and a sequence from the past that is no cached batch.
+        assert!(matches!(
+            state.check(&batch(0, 16, 1)),
+            Err(SequenceError::OutOfOrder { expected: 15, .. })
+        ));
+        assert!(matches!(
+            state.check(&batch(0, 3, 2)),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        // An older epoch is fenced; a newer one must start at 0.
+        state.record(&batch(2, 0, 1), meta(&batch(2, 0, 1), 115), TimestampMs(3));
+        assert!(matches!(
+            state.check(&batch(1, 1, 1)),
+            Err(SequenceError::InvalidEpoch { current: 2, .. })
+        ));
+        assert!(matches!(
+            state.check(&batch(3, 5, 1)),
+            Err(SequenceError::OutOfOrder { expected: 0, .. })
+        ));
+        assert_eq!(state.check(&batch(3, 0, 1)), Ok(Check::Append));
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_remembered_and_sequences_wrap() {
+        let mut state = ProducerState::default();
+        let mut seq = i32::MAX - 3;
+        // Unknown producer: accepted at any sequence.
+        for i in 0..7 {
+            let b = batch(0, seq, 2);
+            assert_eq!(state.check(&b), Ok(Check::Append), "batch {i}");
+            state.record(&b, meta(&b, i * 2), TimestampMs(i));
+            seq = add_seq(b.last_seq(), 1);
+        }
+        assert_eq!(state.entries()[&7].batches.len(), BATCHES_KEPT);
+        assert_eq!(
+            state.entries()[&7].batches[0].first_seq,
+            0,
+            "wrapped past i32::MAX"
+        );
+        assert!(matches!(
+            state.check(&batch(0, i32::MAX - 3, 2)),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_damage_is_refused() {
+        let mut state = ProducerState::default();
+        for (id, seq) in [(1i64, 0), (2, 40), (3, 7)] {
+            let b = ProducerBatch {
+                producer_id: id,
+                epoch: 1,
+                first_seq: seq,
+                offset_delta: 2,
+            };
+            state.record(&b, meta(&b, id * 10), TimestampMs(id));
+        }
+        let bytes = state.encode(Offset(99));
+        assert_eq!(
+            ProducerState::decode(&bytes),
+            Some((Offset(99), state.clone()))
+        );
+        for at in [0, 5, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 1;
+            assert_eq!(ProducerState::decode(&damaged), None, "flip at {at}");
+        }
+        assert_eq!(ProducerState::decode(&bytes[..bytes.len() - 1]), None);
+        // Expiration and the log start.
+        assert_eq!(state.expire(TimestampMs(10), 8), 1);
+        state.clamp_start(Offset(30));
+        assert_eq!(state.entries().keys().copied().collect::<Vec<_>>(), vec![3]);
+    }
+}

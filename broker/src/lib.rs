@@ -10,6 +10,7 @@ pub mod dump_log;
 pub mod dump_metadata;
 pub mod group_cli;
 pub mod groups;
+pub mod http_request;
 pub mod kafka;
 pub mod process;
 pub mod server;

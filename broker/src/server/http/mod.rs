@@ -14,7 +14,6 @@ mod group_calls;
 mod groups;
 
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -23,10 +22,8 @@ use glommio::net::{TcpListener, TcpStream};
 
 use super::shard::Shard;
 
-/// The largest request head read.
-const HEAD_BYTES_MAX: usize = 8 * 1024;
-/// The largest request body accepted (a batch of messages, base64 in JSON).
-pub const BODY_BYTES_MAX: usize = 16 << 20;
+pub use crate::http_request::HttpRequest;
+use crate::http_request::{parse_head, request, Refusal};
 
 /// Binds the HTTP listener; returns it with the address actually bound.
 pub fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
@@ -52,19 +49,6 @@ pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>) {
             }
         }
     }
-}
-
-/// A parsed request.
-#[derive(Debug)]
-pub struct HttpRequest {
-    /// GET, POST, DELETE...
-    pub method: String,
-    /// The path, without the query.
-    pub path: String,
-    /// Query parameters (the last of repeated ones).
-    pub query: BTreeMap<String, String>,
-    /// The body (empty without one).
-    pub body: Vec<u8>,
 }
 
 /// An answer.
@@ -188,120 +172,26 @@ async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
 const API_READY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reads one request: its head (bounded), then a body of Content-Length
-/// bytes (bounded). `Err(Some(..))` answers a bad request; `Err(None)`: the
-/// client hung up.
+/// bytes (bounded), parsed by [`crate::http_request`]. `Err(Some(..))`
+/// answers a bad request; `Err(None)`: the client hung up.
 async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, Option<HttpResponse>> {
+    let refused = |r: Refusal| Some(HttpResponse::error(r.status, -1, r.message));
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        if buffer.len() > HEAD_BYTES_MAX {
-            return Err(Some(HttpResponse::error(431, -1, "request head too large")));
+    let head = loop {
+        if let Some(head) = parse_head(&buffer).map_err(refused)? {
+            break head;
         }
         match stream.read(&mut chunk).await {
             Ok(0) | Err(_) => return Err(None),
             Ok(n) => buffer.extend_from_slice(&chunk[..n]),
         }
     };
-    if head_end > HEAD_BYTES_MAX {
-        return Err(Some(HttpResponse::error(431, -1, "request head too large")));
-    }
-    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let bad = |why: &str| Some(HttpResponse::error(400, -1, why.to_string()));
-    let line = lines.next().unwrap_or_default();
-    let mut words = line.split_whitespace();
-    let (Some(method), Some(target)) = (words.next(), words.next()) else {
-        return Err(bad("malformed request line"));
-    };
-    let mut length = None;
-    for header in lines {
-        let Some((name, value)) = header.split_once(':') else {
-            return Err(bad("malformed header"));
-        };
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-length" => {
-                length = Some(
-                    value
-                        .trim()
-                        .parse::<usize>()
-                        .map_err(|_| bad("bad content-length"))?,
-                )
-            }
-            "transfer-encoding" if !value.trim().eq_ignore_ascii_case("identity") => {
-                return Err(Some(HttpResponse::error(
-                    411,
-                    -1,
-                    "chunked bodies are not accepted: send a content-length",
-                )))
-            }
-            _ => {}
-        }
-    }
-    let length = length.unwrap_or(0);
-    if length > BODY_BYTES_MAX {
-        return Err(Some(HttpResponse::error(
-            413,
-            -1,
-            format!("body of {length} bytes exceeds {BODY_BYTES_MAX}"),
-        )));
-    }
-    let mut body = buffer[head_end + 4..].to_vec();
-    if body.len() > length {
-        return Err(bad("more body than content-length"));
-    }
+    let mut body = buffer.split_off(head.head_bytes);
     let have = body.len();
-    body.resize(length, 0);
+    body.resize(head.content_length, 0);
     if stream.read_exact(&mut body[have..]).await.is_err() {
         return Err(None);
     }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    Ok(HttpRequest {
-        method: method.to_string(),
-        path: percent_decode(path),
-        query: query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .map(|p| {
-                let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                (percent_decode(k), percent_decode(v))
-            })
-            .collect(),
-        body,
-    })
-}
-
-/// Decodes %XX escapes (a `%` not followed by two hex digits stays).
-fn percent_decode(text: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push(high * 16 + low);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_decode_and_bad_ones_stay() {
-        assert_eq!(percent_decode("a%2Fb"), "a/b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-        assert_eq!(percent_decode("é%"), "é%");
-    }
+    Ok(request(&head, body))
 }

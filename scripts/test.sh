@@ -38,6 +38,21 @@ if ! "$venv/bin/python" -c "import kafka, yaml" >/dev/null 2>&1; then
 fi
 export KAFKA_PYTHON="$PWD/$venv/bin/python"
 
+# kafkajs, the JavaScript client of the idempotence tests, under target/
+# with the machine's Node.js (installed from the distribution if missing).
+node_dir=target/test-node
+if [ ! -d "$node_dir/node_modules/kafkajs" ]; then
+    if ! command -v npm >/dev/null; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm
+    fi
+    mkdir -p "$node_dir"
+    (cd "$node_dir" && npm install --silent --no-audit --no-fund kafkajs@2 >/dev/null)
+fi
+export KAFKAJS_NODE_PATH="$PWD/$node_dir/node_modules"
+
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi

@@ -5,6 +5,7 @@
 //! broker topic create NAME [--partitions N] [--replication-factor R] [--config KEY=VALUE]...
 //! broker topic list
 //! broker topic describe NAME
+//! broker topic describe-producers NAME
 //! broker topic alter NAME [--config KEY=VALUE]... [--delete-config KEY]...
 //! broker topic delete NAME
 //! broker cluster status
@@ -31,6 +32,7 @@ pub const USAGE: &str = "usage:
   broker topic create NAME [--partitions N] [--replication-factor R] [--config KEY=VALUE]... [--brokers HOST:PORT]
   broker topic list [--brokers HOST:PORT]
   broker topic describe NAME [--brokers HOST:PORT]
+  broker topic describe-producers NAME [--brokers HOST:PORT]   (idempotent producers per partition)
   broker topic alter NAME [--config KEY=VALUE]... [--delete-config KEY]... [--brokers HOST:PORT]
   broker topic delete NAME [--brokers HOST:PORT]
   broker cluster status [--brokers HOST:PORT]
@@ -61,6 +63,8 @@ pub enum Command {
     List,
     /// `topic describe`.
     Describe(String),
+    /// `topic describe-producers`.
+    DescribeProducers(String),
     /// `topic alter`.
     Alter {
         /// Topic name.
@@ -140,6 +144,7 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
         },
         ["topic", "list"] => Command::List,
         ["topic", "describe", name] => Command::Describe(name.to_string()),
+        ["topic", "describe-producers", name] => Command::DescribeProducers(name.to_string()),
         ["topic", "alter", name] if !sets.is_empty() || !resets.is_empty() => Command::Alter {
             name: name.to_string(),
             changes: sets
@@ -243,6 +248,27 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
                     entry.name,
                     entry.value.unwrap_or_default()
                 );
+            }
+        }
+        Command::DescribeProducers(name) => {
+            for (partition, producers) in cluster.describe_producers(&name).await? {
+                match producers {
+                    Ok(producers) if producers.is_empty() => {
+                        let _ = writeln!(out, "partition {partition}: no idempotent producers");
+                    }
+                    Ok(producers) => {
+                        for p in producers {
+                            let _ = writeln!(
+                                out,
+                                "partition {partition} producer {} epoch {} last sequence {} last timestamp {}",
+                                p.producer_id, p.epoch, p.last_sequence, p.last_timestamp
+                            );
+                        }
+                    }
+                    Err(code) => {
+                        let _ = writeln!(out, "partition {partition}: error code {code}");
+                    }
+                }
             }
         }
         Command::Alter { name, changes } => {

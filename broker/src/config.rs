@@ -76,6 +76,9 @@ pub struct BrokerConfig {
     /// Log lines as `text` (for people) or `json` (one object per line,
     /// span closes included: the traces, docs/operations.md).
     pub log_format: String,
+    /// An idempotent producer silent this long (by its batches'
+    /// timestamps) is forgotten (Kafka's producer.id.expiration.ms).
+    pub producer_id_expiration_ms: u64,
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
     pub metadata_snapshot_every_entries: u64,
@@ -123,6 +126,7 @@ impl Default for BrokerConfig {
             replica_selector: "leader".into(),
             log_format: "text".into(),
             metadata_snapshot_every_entries: 1_000,
+            producer_id_expiration_ms: 86_400_000,
             shutdown_timeout_ms: 30_000,
             test_panic_after_ms: 0,
             test_wedge_on_stop: false,

@@ -149,6 +149,11 @@ fn summary(record: &MetadataRecord) -> String {
         }
         MetadataRecord::AlterTopicConfig { topic, .. } => format!("AlterTopicConfig {topic}"),
         MetadataRecord::SetClusterId { id } => format!("SetClusterId {id}"),
+        MetadataRecord::AllocateProducerIds {
+            broker,
+            first,
+            size,
+        } => format!("AllocateProducerIds {broker} [{first}, +{size})"),
         MetadataRecord::ChangePartition(c) => format!(
             "ChangePartition {}-{} leader {:?} isr {:?} from epoch {}",
             c.topic,

@@ -321,6 +321,7 @@ fn the_openapi_file_parses_and_describes_every_endpoint() {
         "GET /topics/{topic}",
         "DELETE /topics/{topic}",
         "POST /topics/{topic}/messages",
+        "POST /producers",
         "GET /topics/{topic}/partitions/{partition}/watermark",
         "POST /consumer-groups/{group}/join",
         "POST /consumer-groups/{group}/heartbeat",

@@ -1,9 +1,10 @@
 //! Replication under faults, with real broker processes on loopback: a
 //! three-broker cluster (every broker a metadata voter, snapshotting its
 //! metadata every 50 entries so the snapshot path is crossed many times),
-//! a topic with RF=3 and min.insync.replicas=2. Producers send unique,
-//! sequenced values one batch at a time (retrying a batch until it is
-//! acknowledged); a consumer reads from the leaders throughout; a nemesis
+//! a topic with RF=3 and min.insync.replicas=2. Idempotent producers send
+//! unique, sequenced values, up to five batches in flight to a partition,
+//! resending every batch not acknowledged (in order, with its sequence)
+//! until it is; a consumer reads from the leaders throughout; a nemesis
 //! driven by a printed seed SIGKILLs partition leaders and followers,
 //! SIGKILLs two brokers at once and restarts both, SIGKILLs the active
 //! controller and a second broker during its failover, SIGSTOPs brokers
@@ -16,9 +17,10 @@
 //! at (none lost), each producer's values appear in send order within a
 //! partition, every value a consumer read during the run is still where it
 //! read it (nothing above the high watermark was served), reads never went
-//! backwards, and the replicas' logs are byte-identical up to the high
-//! watermark (`broker dump-log`). The acks=1 run reports what it lost
-//! instead of failing on it.
+//! backwards, nothing is stored twice (idempotence), and the replicas'
+//! logs are byte-identical up to the high watermark (`broker dump-log`).
+//! The acks=1 run (plain batches: idempotence needs acks=all) reports what
+//! it lost and duplicated instead of failing on it.
 //!
 //! The acks=all test runs three seeds of 12 faults; `SEED=n` replays one
 //! run, `FAULTS=n` changes the number of faults; scripts/soak.sh runs it
@@ -38,12 +40,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use client::connection::Connection;
-use client::records::{decode_records, encode_batch, ProducerRecord};
+use client::records::{decode_records, encode_batch_as, ProducerRecord, ProducerSequence};
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{FetchRequest, MetadataRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    FetchRequest, InitProducerIdRequest, MetadataRequest, ProduceRequest, ProducerId, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use rand::rngs::StdRng;
@@ -176,9 +180,85 @@ fn parse_value(value: &[u8]) -> Option<(usize, u64)> {
     Some((producer.parse().ok()?, seq.parse().ok()?))
 }
 
-/// Sends batches round-robin over the partitions, one at a time, each
-/// retried (after a metadata refresh) until acknowledged; stops once
-/// `stop` is set and its current batch is settled (at most 20 s more).
+/// Batches a producer keeps in flight to one partition (the Java
+/// client's max.in.flight.requests.per.connection with idempotence).
+const IN_FLIGHT_MAX: usize = 5;
+
+/// One batch on its way: its partition sequence and its values' numbers.
+#[derive(Clone)]
+struct InFlight {
+    first_sequence: i32,
+    seqs: std::ops::Range<u64>,
+}
+
+/// This producer's id and epoch (InitProducerId), asked of any broker
+/// until one answers; None for acks other than all (plain batches).
+async fn producer_identity(
+    addresses: &[SocketAddr],
+    acks: i16,
+    producer: usize,
+) -> Option<(i64, i16)> {
+    if acks != -1 {
+        return None;
+    }
+    for attempt in 0.. {
+        let address = addresses[(producer + attempt) % addresses.len()];
+        if let Some(mut connection) = connect(address).await {
+            let request = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            if let Some(Ok(answer)) = with_timeout(connection.call(&request, 4)).await {
+                if answer.error_code == 0 {
+                    return Some((answer.producer_id.0, answer.producer_epoch));
+                }
+            }
+        }
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+/// A Produce request of one batch, idempotent when `identity` is given.
+fn produce_request(
+    acks: i16,
+    partition: i32,
+    producer: usize,
+    identity: Option<(i64, i16)>,
+    batch: &InFlight,
+) -> ProduceRequest {
+    let records: Vec<ProducerRecord> = batch
+        .seqs
+        .clone()
+        .map(|s| ProducerRecord {
+            key: None,
+            value: Some(value(producer, s)),
+            timestamp: 0,
+        })
+        .collect();
+    let sequence = identity.map(|(producer_id, epoch)| ProducerSequence {
+        producer_id,
+        epoch,
+        first_sequence: batch.first_sequence,
+    });
+    let encoded = encode_batch_as(&records, Compression::None, sequence).unwrap();
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(3_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name())
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(encoded))])])
+}
+
+/// Sends batches round-robin over the partitions, up to IN_FLIGHT_MAX at
+/// a time to one partition's leader (pipelined on one connection), as an
+/// idempotent producer with acks=all: every batch not acknowledged is
+/// resent, in order and with its sequence, after a metadata refresh, until
+/// it is. Stops once `stop` is set and its window is settled (at most
+/// 20 s more).
 fn produce(
     producer: usize,
     acks: i16,
@@ -187,33 +267,28 @@ fn produce(
     stop: Arc<AtomicBool>,
 ) {
     support::on_glommio(async move {
+        let identity = producer_identity(&addresses, acks, producer).await;
         let mut seq = 0u64;
+        let mut next_sequence = vec![0i32; PARTITIONS as usize];
         let mut leaders = None;
         let mut connections: HashMap<SocketAddr, Connection> = HashMap::new();
         let mut turn = 0;
         while !stop.load(Ordering::Relaxed) {
             let partition = (turn % PARTITIONS as usize) as i32;
             turn += 1;
-            let first_seq = seq;
-            seq += BATCH_RECORDS;
-            let records: Vec<ProducerRecord> = (first_seq..seq)
-                .map(|s| ProducerRecord {
-                    key: None,
-                    value: Some(value(producer, s)),
-                    timestamp: 0,
+            let mut window: Vec<InFlight> = (0..IN_FLIGHT_MAX)
+                .map(|_| {
+                    let batch = InFlight {
+                        first_sequence: next_sequence[partition as usize],
+                        seqs: seq..seq + BATCH_RECORDS,
+                    };
+                    seq += BATCH_RECORDS;
+                    next_sequence[partition as usize] += BATCH_RECORDS as i32;
+                    batch
                 })
                 .collect();
-            let batch = encode_batch(&records, Compression::None).unwrap();
-            let request = ProduceRequest::default()
-                .with_acks(acks)
-                .with_timeout_ms(3_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(topic_name())
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch))])]);
             let mut stopping_since = None;
-            loop {
+            while !window.is_empty() {
                 if stop.load(Ordering::Relaxed) {
                     let since = *stopping_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > Duration::from_secs(20) {
@@ -238,23 +313,36 @@ fn produce(
                     glommio::timer::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                let answer = with_timeout(connection.call(&request, 9)).await;
-                match answer {
-                    Some(Ok(response)) => {
-                        let p = &response.responses[0].partition_responses[0];
-                        if p.error_code == 0 {
-                            let mut seen = observed.lock().unwrap();
-                            for (i, s) in (first_seq..seq).enumerate() {
-                                seen.acked
-                                    .insert((producer, s), (partition, p.base_offset + i as i64));
-                            }
-                            seen.ack_times.push((partition, leader_id, Instant::now()));
-                            break;
-                        }
+                let requests: Vec<ProduceRequest> = window
+                    .iter()
+                    .map(|b| produce_request(acks, partition, producer, identity, b))
+                    .collect();
+                let answers = with_timeout(connection.call_many(&requests, 9)).await;
+                let answers = answers.unwrap_or_default();
+                // The acknowledged prefix leaves the window; the rest is
+                // resent (a later batch answered after an earlier failure
+                // is a duplicate the broker recognises).
+                let mut settled = 0;
+                for (batch, answer) in window.iter().zip(&answers) {
+                    let Ok(response) = answer else { break };
+                    let p = &response.responses[0].partition_responses[0];
+                    if p.error_code != 0 {
+                        break;
                     }
-                    _ => {
-                        connections.remove(&address);
+                    let mut seen = observed.lock().unwrap();
+                    for (i, s) in batch.seqs.clone().enumerate() {
+                        seen.acked
+                            .insert((producer, s), (partition, p.base_offset + i as i64));
                     }
+                    seen.ack_times.push((partition, leader_id, Instant::now()));
+                    settled += 1;
+                }
+                window.drain(..settled);
+                if window.is_empty() {
+                    break;
+                }
+                if answers.iter().any(|a| a.is_err()) || answers.len() < requests.len() {
+                    connections.remove(&address);
                 }
                 // Refused (leadership moved, ISR too small, timed out) or
                 // the connection lost: look up the leader again and resend.
@@ -757,6 +845,10 @@ fn acks_all_loses_nothing_acknowledged_through_kills_and_pauses() {
     for seed in seeds(3) {
         let verdict = run(-1, faults(12), seed);
         assert_eq!(verdict.lost, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(
+            verdict.duplicated, 0,
+            "seed {seed}: idempotent: {verdict:?}"
+        );
         assert_eq!(verdict.reordered, 0, "seed {seed}: {verdict:?}");
         assert_eq!(verdict.phantom_reads, 0, "seed {seed}: {verdict:?}");
         assert_eq!(verdict.nonmonotonic, 0, "seed {seed}: {verdict:?}");

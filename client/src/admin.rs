@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use crate::cluster::{BrokerInfo, Cluster, TopicInfo};
 use crate::connection::ClientError;
@@ -39,6 +40,19 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     /// Whether it is the default.
     pub is_default: bool,
+}
+
+/// One idempotent producer's state in a partition (DescribeProducers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerInfo {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i32,
+    /// Its last record's sequence.
+    pub last_sequence: i32,
+    /// Its last batch's largest timestamp.
+    pub last_timestamp: i64,
 }
 
 /// What DescribeCluster says.
@@ -84,6 +98,54 @@ impl Cluster {
             }
         }
         self.refresh(Some(&[name]), false).await
+    }
+
+    /// Each partition's idempotent producers, asked of its leader
+    /// (DescribeProducers): (partition, its producers or the error code).
+    pub async fn describe_producers(
+        &self,
+        topic: &str,
+    ) -> Result<Vec<(i32, Result<Vec<ProducerInfo>, i16>)>, ClientError> {
+        use kafka_protocol::messages::describe_producers_request::TopicRequest;
+        use kafka_protocol::messages::DescribeProducersRequest;
+        self.refresh(Some(&[topic]), false).await?;
+        let info = self.topic(topic).ok_or(ClientError::Broker(
+            ResponseError::UnknownTopicOrPartition.code(),
+        ))?;
+        let mut out = Vec::new();
+        for (index, leader) in info.leaders.iter().enumerate() {
+            let request =
+                DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                    .with_name(TopicName(text(topic)))
+                    .with_partition_indexes(vec![index as i32])]);
+            let answer = match self.broker(*leader).await {
+                Ok(connection) => self.call_on(&connection, &request).await,
+                Err(e) => Err(e),
+            };
+            let partition = answer?
+                .topics
+                .into_iter()
+                .flat_map(|t| t.partitions)
+                .find(|p| p.partition_index == index as i32);
+            out.push((
+                index as i32,
+                match partition {
+                    Some(p) if p.error_code == 0 => Ok(p
+                        .active_producers
+                        .iter()
+                        .map(|s| ProducerInfo {
+                            producer_id: s.producer_id.0,
+                            epoch: s.producer_epoch,
+                            last_sequence: s.last_sequence,
+                            last_timestamp: s.last_timestamp,
+                        })
+                        .collect()),
+                    Some(p) => Err(p.error_code),
+                    None => Err(ResponseError::UnknownServerError.code()),
+                },
+            ));
+        }
+        Ok(out)
     }
 
     /// Deletes a topic.

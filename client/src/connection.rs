@@ -119,6 +119,33 @@ impl Connection {
         self.read_response::<R>(correlation_id, version).await
     }
 
+    /// Sends every request at `version` back to back, then reads their
+    /// answers (Kafka answers a connection's requests in order): up to
+    /// `requests.len()` in flight. After a failed read the rest fail too
+    /// (the connection is no longer usable).
+    pub async fn call_many<R: Request>(
+        &mut self,
+        requests: &[R],
+        version: i16,
+    ) -> Vec<Result<R::Response, ClientError>> {
+        let mut sent = Vec::with_capacity(requests.len());
+        for request in requests {
+            sent.push(self.send_only(request, version).await);
+        }
+        let mut answers = Vec::with_capacity(requests.len());
+        let mut broken = false;
+        for correlation_id in sent {
+            let answer = match correlation_id {
+                Ok(id) if !broken => self.read_response::<R>(id, version).await,
+                Ok(_) => Err(ClientError::Protocol("an earlier answer failed".into())),
+                Err(e) => Err(e),
+            };
+            broken |= answer.is_err();
+            answers.push(answer);
+        }
+        answers
+    }
+
     /// Sends `request` without waiting for a response (Produce with
     /// acks=0 gets none); returns its correlation id.
     pub async fn send_only<R: Request>(

@@ -2,8 +2,14 @@
 //! one sender per broker sends every ready batch of the partitions it
 //! leads in one Produce request at a time, and retriable failures
 //! (leadership moved, connection lost) are retried in order after a
-//! metadata refresh. One request in flight per broker keeps each
-//! partition's records in the order they were sent.
+//! metadata refresh. One batch of a partition in flight at a time keeps
+//! its records in the order they were sent.
+//!
+//! Idempotent by default (as the Java client since 3.0), with acks=all:
+//! the producer gets an id and epoch (InitProducerId) and numbers each
+//! partition's records; a retried batch keeps its numbers, so a broker
+//! that already has it (the answer was lost, the leader moved) answers
+//! with the original offsets instead of writing it twice.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -13,14 +19,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
 use crate::partitioner::partition_for_key;
-use crate::records::{encode_batch, ProducerRecord};
+use crate::records::{encode_batch_as, ProducerRecord, ProducerSequence};
 
 /// How a producer batches and acknowledges.
 #[derive(Debug, Clone)]
@@ -39,6 +45,10 @@ pub struct ProducerConfig {
     pub compression: Compression,
     /// How long the broker may take (the request's timeout).
     pub request_timeout: Duration,
+    /// Idempotent batches (producer id, epoch, sequences): retries never
+    /// duplicate. Applies with acks=all (-1); acks 0 and 1 send plain
+    /// batches, as their acknowledgements promise less anyway.
+    pub idempotence: bool,
 }
 
 impl Default for ProducerConfig {
@@ -51,6 +61,7 @@ impl Default for ProducerConfig {
             retry_backoff: Duration::from_millis(100),
             compression: Compression::None,
             request_timeout: Duration::from_secs(30),
+            idempotence: true,
         }
     }
 }
@@ -98,6 +109,9 @@ struct Batch {
     bytes: usize,
     started: Instant,
     attempts: u32,
+    /// Its first record's sequence, given when it is first sent (then
+    /// kept for every retry).
+    sequence: Option<i32>,
 }
 
 #[derive(Default)]
@@ -107,6 +121,12 @@ struct Queues {
     /// Round-robin position for records without a key.
     next_unkeyed: u32,
     in_flight: usize,
+    /// The idempotent producer's id and epoch, once InitProducerId answered.
+    identity: Option<(i64, i16)>,
+    /// (topic, partition) -> the next record's sequence.
+    next_sequence: BTreeMap<(String, i32), i32>,
+    /// InitProducerId failures in a row.
+    init_failures: u32,
 }
 
 /// A producer on one glommio executor.
@@ -223,6 +243,7 @@ impl Producer {
                     bytes: 0,
                     started: Instant::now(),
                     attempts: 0,
+                    sequence: None,
                 });
             }
             let batch = queue.back_mut().expect("a batch");
@@ -263,6 +284,9 @@ impl Producer {
     /// followed by another), grouped by leader broker.
     fn take_ready(&self) -> (ByLeader, Option<Duration>) {
         let mut queues = self.queues.borrow_mut();
+        let queues = &mut *queues;
+        let queues_identity = queues.identity.filter(|_| self.idempotent());
+        let next_sequences = &mut queues.next_sequence;
         let mut ready = ByLeader::new();
         let mut next_due: Option<Duration> = None;
         let now = Instant::now();
@@ -280,7 +304,13 @@ impl Producer {
                 .topic(topic)
                 .and_then(|t| t.leaders.get(*partition as usize).copied())
                 .unwrap_or(-1);
-            let batch = queue.pop_front().expect("a front batch");
+            let mut batch = queue.pop_front().expect("a front batch");
+            if let (Some(_), None) = (queues_identity, batch.sequence) {
+                let key = (topic.clone(), *partition);
+                let next = next_sequences.entry(key).or_insert(0);
+                batch.sequence = Some(*next);
+                *next = add_sequence(*next, batch.records.len() as i32);
+            }
             ready
                 .entry(leader)
                 .or_default()
@@ -289,6 +319,69 @@ impl Producer {
         let taken: usize = ready.values().map(|v| v.len()).sum();
         queues.in_flight += taken;
         (ready, next_due)
+    }
+
+    /// Whether batches are idempotent (the setting, with acks=all).
+    fn idempotent(&self) -> bool {
+        self.config.idempotence && self.config.acks == -1
+    }
+
+    /// Gets a producer id and epoch (InitProducerId) if batches need one
+    /// and none is held; false if the broker could not give one yet.
+    async fn ensure_identity(&self) -> bool {
+        if !self.idempotent() || self.queues.borrow().identity.is_some() {
+            return true;
+        }
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let failure = match self.cluster.call_any(&request).await {
+            Ok(answer) if answer.error_code == 0 => {
+                let mut queues = self.queues.borrow_mut();
+                queues.identity = Some((answer.producer_id.0, answer.producer_epoch));
+                queues.next_sequence.clear();
+                queues.init_failures = 0;
+                return true;
+            }
+            Ok(answer) => ClientError::Broker(answer.error_code),
+            Err(e) => e,
+        };
+        // Retried like a batch; past the retries, what waits fails with it.
+        let give_up = {
+            let mut queues = self.queues.borrow_mut();
+            queues.init_failures += 1;
+            queues.init_failures > self.config.retries
+        };
+        if give_up {
+            self.queues.borrow_mut().init_failures = 0;
+            let waiting: Vec<Taken> = {
+                let mut queues = self.queues.borrow_mut();
+                let batches = std::mem::take(&mut queues.batches);
+                queues.in_flight += batches.values().map(|q| q.len()).sum::<usize>();
+                batches
+                    .into_iter()
+                    .flat_map(|(key, queue)| queue.into_iter().map(move |b| (key.clone(), b)))
+                    .collect()
+            };
+            self.fail_all(waiting, &format!("no producer id: {failure}"));
+        }
+        false
+    }
+
+    /// After a broker refused a batch's sequence or epoch the producer
+    /// starts over as a new producer (KIP-360's reset for idempotent
+    /// producers): sequences from 0, retried batches renumbered.
+    fn reset_identity(&self) {
+        let mut queues = self.queues.borrow_mut();
+        queues.identity = None;
+        queues.next_sequence.clear();
+        for queue in queues.batches.values_mut() {
+            for batch in queue.iter_mut() {
+                batch.sequence = None;
+            }
+        }
     }
 
     /// Puts batches back at the front of their queues (a retry).
@@ -308,8 +401,17 @@ impl Producer {
     async fn send_to(&self, leader: i32, batches: Vec<Taken>) -> Vec<Taken> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         let mut encode_failed = None;
+        let identity = self.queues.borrow().identity;
         for ((topic, partition), batch) in &batches {
-            match encode_batch(&batch.records, self.config.compression) {
+            let producer = match (identity, batch.sequence) {
+                (Some((producer_id, epoch)), Some(first_sequence)) => Some(ProducerSequence {
+                    producer_id,
+                    epoch,
+                    first_sequence,
+                }),
+                _ => None,
+            };
+            match encode_batch_as(&batch.records, self.config.compression, producer) {
                 Ok(records) => by_topic.entry(topic).or_default().push(
                     PartitionProduceData::default()
                         .with_index(*partition)
@@ -359,6 +461,7 @@ impl Producer {
         };
         let mut retry = Vec::new();
         let mut done = 0;
+        let mut reset = false;
         for ((topic, partition), batch) in batches {
             let id = self.cluster.topic(&topic).map(|t| t.id);
             let answer = response.as_ref().and_then(|r| {
@@ -385,12 +488,21 @@ impl Producer {
                 retry.push(((topic, partition), batch));
             } else {
                 done += 1;
+                if is_sequence_error(error) {
+                    reset = true;
+                }
                 for waiter in batch.waiters {
                     waiter.tell(Err(ClientError::Broker(error)));
                 }
             }
         }
         self.finished(done);
+        if reset {
+            self.reset_identity();
+            for (_, batch) in retry.iter_mut() {
+                batch.sequence = None;
+            }
+        }
         retry
     }
 
@@ -414,7 +526,20 @@ impl Producer {
 
 /// Errors after which the same batch may succeed.
 fn is_retriable(code: i16) -> bool {
-    ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
+    ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable()) && !is_sequence_error(code)
+}
+
+/// A broker refused the batch's numbering: this producer's id and epoch
+/// are done with.
+fn is_sequence_error(code: i16) -> bool {
+    code == ResponseError::OutOfOrderSequenceNumber.code()
+        || code == ResponseError::InvalidProducerEpoch.code()
+        || code == ResponseError::UnknownProducerId.code()
+}
+
+/// `sequence + count`, wrapping at i32::MAX to 0 as Kafka's sequences do.
+fn add_sequence(sequence: i32, count: i32) -> i32 {
+    ((sequence as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
 }
 
 async fn run_sender(producer: std::rc::Weak<Producer>) {
@@ -422,6 +547,11 @@ async fn run_sender(producer: std::rc::Weak<Producer>) {
         let Some(this) = producer.upgrade() else {
             return;
         };
+        if !this.ensure_identity().await {
+            drop(this);
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
         let (ready, next_due) = this.take_ready();
         if ready.is_empty() {
             let (tx, rx) = oneshot::channel();

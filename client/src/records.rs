@@ -40,6 +40,32 @@ pub fn encode_batch(
     records: &[ProducerRecord],
     compression: Compression,
 ) -> Result<Bytes, ClientError> {
+    encode_batch_as(records, compression, None)
+}
+
+/// An idempotent producer's identity on a batch: its id and epoch, and
+/// the sequence of the batch's first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSequence {
+    /// The producer id (InitProducerId).
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The first record's sequence in its partition.
+    pub first_sequence: i32,
+}
+
+/// [`encode_batch`], as an idempotent producer's batch when `producer`
+/// is given (record i gets sequence first + i).
+pub fn encode_batch_as(
+    records: &[ProducerRecord],
+    compression: Compression,
+    producer: Option<ProducerSequence>,
+) -> Result<Bytes, ClientError> {
+    let (producer_id, producer_epoch, first_sequence) = match producer {
+        Some(p) => (p.producer_id, p.epoch, p.first_sequence),
+        None => (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
+    };
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -48,11 +74,15 @@ pub fn encode_batch(
             control: false,
             delete_horizon: false,
             partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: NO_SEQUENCE,
+            sequence: if producer.is_some() {
+                ((first_sequence as i64 + i as i64) % (i32::MAX as i64 + 1)) as i32
+            } else {
+                NO_SEQUENCE
+            },
             timestamp: r.timestamp,
             key: r.key.clone(),
             value: r.value.clone(),

@@ -17,6 +17,11 @@ use crate::types::{
 pub const TOPIC_NAME_MAX_CHARS: usize = 249;
 /// The most partitions one topic may have.
 pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+/// The largest block of producer ids one record hands out.
+pub const PRODUCER_ID_BLOCK_MAX: i64 = 1_000_000;
+/// The block a broker asks for (Kafka's size): one metadata record per
+/// thousand producers started on it.
+pub const PRODUCER_ID_BLOCK: i64 = 1_000;
 
 /// A registered broker.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -80,6 +85,10 @@ pub struct Metadata {
     pub deleted_topics: BTreeSet<TopicId>,
     /// The cluster's id, once its first active controller chose it.
     pub cluster_id: Option<ClusterId>,
+    /// The next producer id no broker was given yet.
+    pub next_producer_id: i64,
+    /// Each broker's latest block of producer ids (first, size).
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
 }
 
 impl Metadata {
@@ -112,6 +121,25 @@ impl Metadata {
             }
             MetadataRecord::AlterTopicConfig { topic, .. } => self.topic(*topic).map(|_| ()),
             MetadataRecord::ChangePartition(change) => self.check_change(change),
+            MetadataRecord::AllocateProducerIds {
+                broker,
+                first,
+                size,
+            } => {
+                if !self.brokers.contains_key(broker) {
+                    return Err(MetadataError::UnknownBroker(*broker));
+                }
+                if *first != self.next_producer_id
+                    || !(1..=PRODUCER_ID_BLOCK_MAX).contains(size)
+                    || first.checked_add(*size).is_none()
+                {
+                    return Err(MetadataError::InvalidPartitionChange(format!(
+                        "producer id block [{first}, +{size}) is not the next one ({})",
+                        self.next_producer_id
+                    )));
+                }
+                Ok(())
+            }
             MetadataRecord::SetClusterId { .. } => match self.cluster_id {
                 Some(id) => Err(MetadataError::ClusterIdSet(id)),
                 None => Ok(()),
@@ -167,6 +195,14 @@ impl Metadata {
             }
             MetadataRecord::ChangePartition(change) => self.apply_change(change),
             MetadataRecord::SetClusterId { id } => self.cluster_id = Some(*id),
+            MetadataRecord::AllocateProducerIds {
+                broker,
+                first,
+                size,
+            } => {
+                self.next_producer_id = first + size;
+                self.producer_id_blocks.insert(*broker, (*first, *size));
+            }
         }
         Ok(())
     }

@@ -112,6 +112,17 @@ pub enum MetadataRecord {
         /// The id.
         id: ClusterId,
     },
+    /// A block of producer ids `[first, first + size)` goes to a broker:
+    /// the cluster's next free id moves past it, so no id is handed out
+    /// twice, even by a broker that restarts and asks again.
+    AllocateProducerIds {
+        /// The broker that hands them out.
+        broker: BrokerId,
+        /// The first id: the cluster's next free one.
+        first: i64,
+        /// How many.
+        size: i64,
+    },
 }
 
 impl MetadataRecord {

@@ -56,6 +56,12 @@ pub enum ControllerRequest {
     },
     /// A partition leader's ISR change.
     AlterIsr(AlterIsr),
+    /// A block of producer ids for a broker to hand out (Kafka's
+    /// AllocateProducerIds): ids unique across the cluster, never reused.
+    AllocateProducerIds {
+        /// The broker asking.
+        broker: BrokerId,
+    },
 }
 
 /// Why a controller request failed.

@@ -201,12 +201,17 @@ impl MetadataService {
     /// are committed and applied, or with why not. Forwarded to the leader
     /// when this node does not lead.
     pub async fn request(&self, request: ControllerRequest) -> Result<(), RequestError> {
+        self.request_applied(request).await.map(|_| ())
+    }
+
+    /// [`MetadataService::request`], answering the metadata log index its
+    /// last record was applied at on the controller: once this node's
+    /// view reaches it, the change is visible here too.
+    pub async fn request_applied(&self, request: ControllerRequest) -> Result<u64, RequestError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Request(request.clone(), tx))?;
         let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
-        self.or_forwarded(local, Call::Request(request))
-            .await
-            .map(|_| ())
+        self.or_forwarded(local, Call::Request(request)).await
     }
 
     /// The local answer, unless it says another node leads: then that
@@ -538,6 +543,13 @@ impl<T: Transport> Driver<T> {
                 crate::controller::fence_checked(metadata, broker, incarnation)?
             }
             ControllerRequest::AlterIsr(request) => vec![controller.alter_isr(metadata, &request)?],
+            ControllerRequest::AllocateProducerIds { broker } => {
+                vec![MetadataRecord::AllocateProducerIds {
+                    broker,
+                    first: metadata.next_producer_id,
+                    size: crate::model::PRODUCER_ID_BLOCK,
+                }]
+            }
         })
     }
 

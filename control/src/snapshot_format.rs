@@ -5,8 +5,8 @@
 //! `[magic: 4 bytes][version u8][rkyv archive]`. Version 1 has no
 //! envelope: the bare archive of the state as it was before
 //! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
-//! ([`MetadataV2`]); version 3 adds `cluster_id`. The frozen layouts below
-//! never change. A new field means a new version number and a frozen copy
+//! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
+//! 4 adds the producer id blocks. The frozen layouts below never change. A new field means a new version number and a frozen copy
 //! of the previous layout here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,16 +15,18 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::error::MetadataError;
 use crate::model::{Broker, Metadata, Topic};
-use crate::types::{BrokerId, TopicId};
+use crate::types::{BrokerId, ClusterId, TopicId};
 
 /// Marks an enveloped snapshot. The first byte is not printable, so a
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with `cluster_id`.
-const VERSION_CURRENT: u8 = 3;
+/// The version written now: [`Metadata`] with the producer id blocks.
+const VERSION_CURRENT: u8 = 4;
 /// [`MetadataV2`].
 const VERSION_2: u8 = 2;
+/// [`MetadataV3`].
+const VERSION_3: u8 = 3;
 
 /// The state as version 1 stored it.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -46,6 +48,8 @@ impl From<MetadataV1> for Metadata {
             unclean_leader_elections: v1.unclean_leader_elections,
             deleted_topics: BTreeSet::new(),
             cluster_id: None,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
         }
     }
 }
@@ -71,6 +75,36 @@ impl From<MetadataV2> for Metadata {
             unclean_leader_elections: v2.unclean_leader_elections,
             deleted_topics: v2.deleted_topics,
             cluster_id: None,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 3 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV3 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+}
+
+impl From<MetadataV3> for Metadata {
+    fn from(v3: MetadataV3) -> Metadata {
+        Metadata {
+            brokers: v3.brokers,
+            topics: v3.topics,
+            names: v3.names,
+            unclean_leader_elections: v3.unclean_leader_elections,
+            deleted_topics: v3.deleted_topics,
+            cluster_id: v3.cluster_id,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
         }
     }
 }
@@ -93,6 +127,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_3, archived)) => archive::<MetadataV3>(archived).map(Metadata::from),
         Some((&VERSION_2, archived)) => archive::<MetadataV2>(archived).map(Metadata::from),
         Some((version, _)) => Err(MetadataError::Decode(format!(
             "snapshot format version {version} is newer than this broker knows ({VERSION_CURRENT})"

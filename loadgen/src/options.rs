@@ -51,6 +51,8 @@ pub struct Options {
     pub linger: Duration,
     /// 0, 1 or -1 (all).
     pub acks: i16,
+    /// Idempotent producers (the default, as Kafka clients'; with acks=all).
+    pub idempotence: bool,
     /// Batch compression.
     pub compression: Compression,
     /// Messages per second over all producers (None: as fast as possible).
@@ -90,6 +92,7 @@ impl Default for Options {
             batch_bytes: 256 * 1024,
             linger: Duration::from_millis(2),
             acks: -1,
+            idempotence: true,
             compression: Compression::None,
             rate: None,
             duration: Duration::from_secs(10),
@@ -118,7 +121,7 @@ options (defaults in brackets):
   --bootstrap HOST:PORT [127.0.0.1:9092]   --topic NAME [loadgen]   --partitions N [8]
   --producers N [1]   --consumers N [1]   --groups N [1] (independent readers of the whole topic)
   --message-bytes N [100]   --keys N [0: no keys]   --batch-bytes N [262144]   --linger-ms N [2]
-  --acks 0|1|all [all]   --compression none|gzip|snappy|lz4|zstd [none]
+  --acks 0|1|all [all]   --idempotence on|off [on]   --compression none|gzip|snappy|lz4|zstd [none]
   --rate MSGS_PER_S [as fast as possible]   --duration S [10] | --messages N (per producer)
   --warmup S [2]   --max-in-flight-bytes N [67108864]
   --out DIR (writes NAME-produce.hlog, NAME-e2e.hlog, NAME.json)   --name NAME [run]
@@ -168,6 +171,13 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     "1" => 1,
                     "0" => 0,
                     _ => return Err(format!("--acks {value}: 0, 1 or all")),
+                }
+            }
+            "--idempotence" => {
+                options.idempotence = match value.as_str() {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => return Err(format!("--idempotence {value}: on or off")),
                 }
             }
             "--compression" => {

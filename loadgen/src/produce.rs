@@ -49,6 +49,7 @@ pub async fn run(
         cluster,
         ProducerConfig {
             acks: options.acks,
+            idempotence: options.idempotence,
             batch_bytes: options.batch_bytes,
             linger: options.linger,
             compression: options.compression,

@@ -5,11 +5,11 @@
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
     DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    SyncGroupRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -122,6 +122,12 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         ApiKey::OffsetForLeaderEpoch => {
             checked::<OffsetForLeaderEpochRequest>(request, bounds::check_offset_for_leader_epoch)
                 .map(drop)
+        }
+        ApiKey::InitProducerId => {
+            checked::<InitProducerIdRequest>(request, bounds::check_init_producer_id).map(drop)
+        }
+        ApiKey::DescribeProducers => {
+            checked::<DescribeProducersRequest>(request, bounds::check_describe_producers).map(drop)
         }
         other => Err(DecodeError::NoWalker(other, version)),
     }

@@ -5,8 +5,10 @@
 //! (opening those not yet open, so a restarted broker cleans up too) and,
 //! by the topic's current `cleanup.policy`, deletes whole sealed segments
 //! past `retention.ms` / `retention.bytes` and compacts compacted topics.
-//! The work runs in a task queue with few shares and latency not
-//! important, so produce and fetch traffic go first.
+//! It also forgets idempotent producers silent for longer than
+//! `producer_id_expiration_ms` (by their batches' timestamps), in every
+//! replica it holds. The work runs in a task queue with few shares and
+//! latency not important, so produce and fetch traffic go first.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -41,6 +43,28 @@ pub async fn run(shard: Rc<Shard>) {
                 Ok(task) => task.await,
                 Err(e) => tracing::error!(error = %e, "cannot schedule maintenance"),
             }
+        }
+        expire_producers(&shard);
+    }
+}
+
+/// Forgets producers silent past `producer_id_expiration_ms` in every
+/// replica open on this shard (leaders and followers alike).
+fn expire_producers(shard: &Shard) {
+    let expiration = shard.config.producer_id_expiration_ms as i64;
+    let now = storage::TimestampMs(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+    );
+    for (key, partition) in shard.partitions.open_partitions() {
+        let expired = partition.log.expire_producers(now, expiration);
+        if expired > 0 {
+            tracing::debug!(
+                partition = key.index,
+                expired,
+                "expired idempotent producers"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod metadata_view;
 mod metrics;
 pub mod partitions;
 mod ports;
+mod producer_ids;
 mod replica;
 mod shard;
 

@@ -70,6 +70,8 @@ pub struct Shard {
     pub metrics_registry: super::metrics::Registry,
     /// This broker's life with the controller (kept by shard 0).
     pub life: Rc<super::metadata_view::BrokerLife>,
+    /// Producer ids to hand out (shard 0's).
+    pub producer_ids: super::producer_ids::ProducerIds,
     senders: Mesh,
 }
 
@@ -98,6 +100,7 @@ impl Shard {
             metrics: metrics_registry[index].clone(),
             metrics_registry,
             life,
+            producer_ids: Default::default(),
             senders,
         }
     }

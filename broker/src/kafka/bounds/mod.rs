@@ -11,8 +11,10 @@
 //! APIs' walkers are in `groups`.
 
 mod groups;
+mod producers;
 
 pub use groups::*;
+pub use producers::*;
 
 /// Why a body was refused before decoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,6 +12,7 @@ mod group_offsets;
 pub mod groups;
 mod offsets;
 pub mod produce;
+mod producers;
 pub mod routing;
 pub mod topics;
 
@@ -101,6 +102,11 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
     ),
     (ApiKey::DeleteGroups, group_admin::DELETE_GROUPS_VERSIONS),
     (ApiKey::OffsetForLeaderEpoch, epochs::VERSIONS),
+    (ApiKey::InitProducerId, producers::INIT_PRODUCER_ID_VERSIONS),
+    (
+        ApiKey::DescribeProducers,
+        producers::DESCRIBE_PRODUCERS_VERSIONS,
+    ),
 ];
 
 /// Answers one request from a client at `client_host` ("/ip", as
@@ -148,6 +154,8 @@ pub async fn handle(
         ApiKey::DescribeGroups => group_admin::describe_groups(shard, request).await,
         ApiKey::DeleteGroups => group_admin::delete_groups(shard, request).await,
         ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request).await,
+        ApiKey::InitProducerId => producers::init_producer_id(shard, request).await,
+        ApiKey::DescribeProducers => producers::describe_producers(shard, request).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

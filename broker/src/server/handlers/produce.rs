@@ -64,7 +64,8 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     let refuse_all = if !matches!(acks, -1..=1) {
         Some(ResponseError::InvalidRequiredAcks.code())
     } else if decoded.transactional_id.is_some() {
-        // Transactions are not served (InitProducerId is not advertised).
+        // Transactions are not served yet (InitProducerId refuses a
+        // transactional id).
         Some(ResponseError::TransactionalIdAuthorizationFailed.code())
     } else {
         None
@@ -217,6 +218,12 @@ pub fn error_text(code: Code) -> &'static str {
         }
         Some(ResponseError::RequestTimedOut) => "the in-sync replicas did not confirm in time",
         Some(ResponseError::InvalidRequiredAcks) => "acks must be 0, 1 or all",
+        Some(ResponseError::OutOfOrderSequenceNumber) => {
+            "the batch's sequence does not follow the producer's last one"
+        }
+        Some(ResponseError::InvalidProducerEpoch) => {
+            "the producer's epoch is older than its current one (a newer instance fenced it)"
+        }
         _ => "refused",
     }
 }
@@ -425,8 +432,15 @@ fn batch_error_code(error: &BatchError) -> Code {
 }
 
 fn storage_error_code(error: &StorageError) -> Code {
+    use storage::producers::SequenceError;
     match error {
         StorageError::InvalidBatch(e) => batch_error_code(e),
+        StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber.code()
+        }
         _ => ResponseError::KafkaStorageError.code(),
     }
 }

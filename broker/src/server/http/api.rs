@@ -44,6 +44,7 @@ pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
         ("GET", ["topics", topic]) => describe(shard, topic),
         ("DELETE", ["topics", topic]) => delete(shard, topic).await,
         ("POST", ["topics", topic, "messages"]) => produce(shard, topic, &request).await,
+        ("POST", ["producers"]) => new_producer(shard).await,
         ("GET", ["topics", topic, "partitions", partition, "watermark"]) => {
             watermark(shard, topic, partition).await
         }
@@ -61,11 +62,14 @@ pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
 fn status_for(code: Code) -> u16 {
     match ResponseError::try_from_code(code) {
         Some(ResponseError::UnknownTopicOrPartition) => 404,
-        Some(ResponseError::TopicAlreadyExists) => 409,
+        Some(ResponseError::TopicAlreadyExists)
+        | Some(ResponseError::OutOfOrderSequenceNumber)
+        | Some(ResponseError::InvalidProducerEpoch) => 409,
         Some(ResponseError::NotLeaderOrFollower) => 421,
         Some(ResponseError::NotEnoughReplicas)
         | Some(ResponseError::NotEnoughReplicasAfterAppend)
-        | Some(ResponseError::NotController) => 503,
+        | Some(ResponseError::NotController)
+        | Some(ResponseError::CoordinatorNotAvailable) => 503,
         Some(ResponseError::RequestTimedOut) => 504,
         Some(ResponseError::MessageTooLarge) | Some(ResponseError::RecordListTooLarge) => 413,
         Some(ResponseError::KafkaStorageError) => 500,
@@ -233,6 +237,56 @@ enum MessagesIn {
     One(MessageIn),
 }
 
+/// An idempotent producer's numbering of a request's records, from the
+/// query (`producer_id`, `producer_epoch`, `sequence`: the first record's
+/// sequence in its partition). All three or none.
+fn producer_of(request: &HttpRequest) -> Result<Option<(i64, i16, i32)>, HttpResponse> {
+    let get = |name: &str| request.query.get(name);
+    match (get("producer_id"), get("producer_epoch"), get("sequence")) {
+        (None, None, None) => Ok(None),
+        (Some(id), Some(epoch), Some(sequence)) => {
+            let parsed = (
+                id.parse::<i64>(),
+                epoch.parse::<i16>(),
+                sequence.parse::<i32>(),
+            );
+            match parsed {
+                (Ok(id), Ok(epoch), Ok(sequence)) if id >= 0 && epoch >= 0 && sequence >= 0 => {
+                    Ok(Some((id, epoch, sequence)))
+                }
+                _ => Err(HttpResponse::error(
+                    400,
+                    -1,
+                    "producer_id, producer_epoch and sequence must be non-negative numbers",
+                )),
+            }
+        }
+        _ => Err(HttpResponse::error(
+            400,
+            -1,
+            "an idempotent request names producer_id, producer_epoch and sequence together",
+        )),
+    }
+}
+
+/// `POST /producers`: a producer id and epoch for idempotent requests
+/// (what InitProducerId gives a Kafka producer).
+async fn new_producer(shard: &Rc<Shard>) -> HttpResponse {
+    let id = shard
+        .run_on(0, |first| {
+            Box::pin(async move { first.producer_ids.next(&first).await })
+        })
+        .await;
+    match id {
+        Ok(Ok(id)) => HttpResponse::json(200, &json!({"producer_id": id, "producer_epoch": 0})),
+        Ok(Err(code)) => kafka_error(code, "no producer id available now; retry"),
+        Err(_) => kafka_error(
+            ResponseError::CoordinatorNotAvailable.code(),
+            "shard 0 is gone",
+        ),
+    }
+}
+
 /// A message decoded, with its partition.
 struct Message {
     partition: i32,
@@ -269,6 +323,17 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
             )
         }
     };
+    let producer = match producer_of(request) {
+        Ok(producer) => producer,
+        Err(refusal) => return refusal,
+    };
+    if producer.is_some() && acks != -1 {
+        return HttpResponse::error(
+            400,
+            ResponseError::InvalidRequiredAcks.code(),
+            "an idempotent request needs acks=all",
+        );
+    }
     let (messages, single) = match parse::<MessagesIn>(&request.body) {
         Ok(MessagesIn::Batch { records }) => (records, false),
         Ok(MessagesIn::One(one)) => (vec![one], true),
@@ -306,9 +371,16 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
     for (i, m) in decoded.iter().enumerate() {
         by_partition.entry(m.partition).or_default().push(i);
     }
+    if producer.is_some() && by_partition.len() > 1 {
+        return HttpResponse::error(
+            400,
+            -1,
+            "an idempotent request writes to one partition (its sequence is that partition's)",
+        );
+    }
     let mut answers: Vec<Result<i64, Code>> = vec![Err(-1); decoded.len()];
     for (partition, indexes) in by_partition {
-        let batch = match encode(&decoded, &indexes, timestamp) {
+        let batch = match encode(&decoded, &indexes, timestamp, producer) {
             Ok(batch) => batch,
             Err(why) => return HttpResponse::error(500, -1, why),
         };
@@ -394,8 +466,15 @@ fn decode_message(
     })
 }
 
-/// One v2 batch of the messages at `indexes`.
-fn encode(messages: &[Message], indexes: &[usize], timestamp: i64) -> Result<Bytes, String> {
+/// One v2 batch of the messages at `indexes`, an idempotent producer's
+/// when `producer` (id, epoch, first sequence) is given.
+fn encode(
+    messages: &[Message],
+    indexes: &[usize],
+    timestamp: i64,
+    producer: Option<(i64, i16, i32)>,
+) -> Result<Bytes, String> {
+    let (producer_id, producer_epoch, first_sequence) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = indexes
         .iter()
         .enumerate()
@@ -406,11 +485,16 @@ fn encode(messages: &[Message], indexes: &[usize], timestamp: i64) -> Result<Byt
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
+                producer_id,
+                producer_epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: n as i64,
-                sequence: -1,
+                // Sequences wrap at i32::MAX to 0, as Kafka's do.
+                sequence: if producer.is_some() {
+                    ((first_sequence as i64 + n as i64) % (i32::MAX as i64 + 1)) as i32
+                } else {
+                    -1
+                },
                 timestamp,
                 key: m.key.clone(),
                 value: m.value.clone(),

@@ -1,0 +1,125 @@
+//! The idempotent producer's APIs: InitProducerId (a producer id and
+//! epoch; without a transactional id) and DescribeProducers (each
+//! partition's producer state, from its leader).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState as ProducerStateEntry, TopicResponse,
+};
+use kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeProducersResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProducerId,
+};
+use kafka_protocol::ResponseError;
+
+use super::routing::{on_led_partition, route_by_name, Code};
+use super::{respond, HandlerError, Outcome};
+use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
+use crate::kafka::decode::checked;
+use crate::kafka::request::Request;
+use crate::server::shard::Shard;
+
+/// InitProducerId versions served.
+pub const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 5);
+/// DescribeProducers versions served.
+pub const DESCRIBE_PRODUCERS_VERSIONS: (i16, i16) = (0, 0);
+
+/// Answers InitProducerId: a new producer id at epoch 0, or (KIP-360) the
+/// same id one epoch on when the producer names its current id and epoch.
+/// Transactions are not served yet: a transactional id is refused.
+pub async fn init_producer_id(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let decoded: InitProducerIdRequest = checked(request, check_init_producer_id)?;
+    let answer = match decided(shard, &decoded).await {
+        Ok((id, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
+        Err(code) => InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    };
+    respond(request, &answer)
+}
+
+async fn decided(shard: &Rc<Shard>, request: &InitProducerIdRequest) -> Result<(i64, i16), Code> {
+    // (An empty transactional id is taken as none: some encoders default
+    // the nullable string to "".)
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.0.is_empty())
+    {
+        return Err(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    let (current, epoch) = (request.producer_id.0, request.producer_epoch);
+    let issued = current >= 0
+        && current < shard.view.borrow().metadata.next_producer_id
+        && (0..i16::MAX - 1).contains(&epoch);
+    if issued {
+        // The producer fences its own earlier incarnation.
+        return Ok((current, epoch + 1));
+    }
+    let id = shard
+        .run_on(0, |first| {
+            Box::pin(async move { first.producer_ids.next(&first).await })
+        })
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())??;
+    Ok((id, 0))
+}
+
+/// One partition's producers, or why not.
+type Described = Result<Vec<ProducerStateEntry>, Code>;
+
+/// Answers DescribeProducers from each partition's leader.
+pub async fn describe_producers(
+    shard: &Rc<Shard>,
+    request: &Request,
+) -> Result<Outcome, HandlerError> {
+    let decoded: DescribeProducersRequest = checked(request, check_describe_producers)?;
+    let mut topics = Vec::new();
+    for topic in &decoded.topics {
+        let mut partitions = Vec::new();
+        for &index in &topic.partition_indexes {
+            let route = route_by_name(shard, topic.name.as_str(), index);
+            let described: Described = on_led_partition(shard, route, Err, |_, led| {
+                Box::pin(async move { Ok(producers_of(&led.partition.log.producers())) })
+            })
+            .await;
+            let entry = PartitionResponse::default().with_partition_index(index);
+            partitions.push(match described {
+                Ok(active) => entry.with_active_producers(active),
+                Err(code) => entry.with_error_code(code),
+            });
+        }
+        topics.push(
+            TopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    respond(
+        request,
+        &DescribeProducersResponse::default().with_topics(topics),
+    )
+}
+
+fn producers_of(state: &storage::producers::ProducerState) -> Vec<ProducerStateEntry> {
+    state
+        .entries()
+        .iter()
+        .map(|(id, entry)| {
+            ProducerStateEntry::default()
+                .with_producer_id(ProducerId(*id))
+                .with_producer_epoch(entry.epoch as i32)
+                .with_last_sequence(entry.last_seq().unwrap_or(-1))
+                .with_last_timestamp(entry.last_timestamp.0)
+                .with_coordinator_epoch(-1)
+                .with_current_txn_start_offset(-1)
+        })
+        .collect()
+}

@@ -239,16 +239,6 @@ impl Metadata {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
-    /// The snapshot bytes (see [`crate::snapshot_format`]).
-    pub fn encode(&self) -> Vec<u8> {
-        crate::snapshot_format::encode(self)
-    }
-
-    /// Decodes and validates a snapshot of any format version.
-    pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
-        crate::snapshot_format::decode(bytes)
-    }
-
     fn broker_mut(&mut self, id: BrokerId) -> &mut Broker {
         self.brokers.get_mut(&id).expect("validated")
     }

@@ -109,6 +109,20 @@ impl From<MetadataV3> for Metadata {
     }
 }
 
+// The snapshot methods of the state live here, with the format (the
+// model does not depend on its encoding).
+impl Metadata {
+    /// The snapshot bytes, in the current version.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes and validates a snapshot of any format version.
+    pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
+        decode(bytes)
+    }
+}
+
 /// The current version's bytes.
 pub fn encode(metadata: &Metadata) -> Vec<u8> {
     let archive =

@@ -6,6 +6,8 @@
 #   B  1 KiB messages, as fast as possible (acks=all)
 #   C  latency at half of A's rate (open loop, end to end)
 #   D  fan-out: five readers of one topic at a quarter of A's rate
+# A and B run with idempotent producers (every Kafka client's default) and
+# again right after with plain ones (A0, B0): the cost of idempotence.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard. Throughput runs use one producer
 # per core with 1 MiB batches (linger 5 ms); the latency run one producer
@@ -98,6 +100,9 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 echo "== A: 100 B messages, max throughput"
 "$bin/loadgen" produce "${common[@]}" --name A --topic bench-a --message-bytes 100 "${throughput[@]}"
 rate_a=$(json "$results/A.json" "int(produce_msgs_per_s)")
+sleep "$settle"
+echo "== A0: as A, producers not idempotent"
+"$bin/loadgen" produce "${common[@]}" --name A0 --topic bench-a0 --message-bytes 100 --idempotence off "${throughput[@]}"
 
 
 # The disk absorbs the writes before it: latency runs start from a quiet disk.
@@ -113,6 +118,9 @@ echo "== D: fan-out, five readers at a quarter of A's rate ($((rate_a / 4)) msg/
 sleep "$settle"
 echo "== B: 1 KiB messages, max throughput"
 "$bin/loadgen" produce "${common[@]}" --name B --topic bench-b --message-bytes 1024 "${throughput[@]}"
+sleep "$settle"
+echo "== B0: as B, producers not idempotent"
+"$bin/loadgen" produce "${common[@]}" --name B0 --topic bench-b0 --message-bytes 1024 --idempotence off "${throughput[@]}"
 
 kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; broker_pid=""
 
@@ -127,6 +135,7 @@ results, disk, tcp, sync = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), 
 sync = sync.split("latency: ")[-1]
 load = lambda n: json.load(open(f"{results}/{n}.json"))
 a, b, c, d = load("A"), load("B"), load("C"), load("D")
+a0, b0 = load("A0"), load("B0")
 ms = lambda us: us / 1000.0
 rows = [
     ("A 100 B, acks=all", f"{a['produce_msgs_per_s']:,.0f} msg/s ({a['produce_mb_per_s']:.0f} MB/s)",
@@ -137,6 +146,10 @@ rows = [
     (f"C at {c['produce_msgs_per_s']:,.0f} msg/s", 
      f"produce p50 {ms(c['produce_latency_us']['p50']):.2f} p99 {ms(c['produce_latency_us']['p99']):.2f} p99.9 {ms(c['produce_latency_us']['p99.9']):.2f} ms",
      f"disk sync {sync}", "-", "target p99 <= 5 ms, p99.9 <= 20 ms"),
+    ("A0 as A, not idempotent", f"{a0['produce_msgs_per_s']:,.0f} msg/s", "A idempotent",
+     f"A/A0 {a['produce_msgs_per_s'] / a0['produce_msgs_per_s']:.0%}", "idempotence's cost"),
+    ("B0 as B, not idempotent", f"{b0['produce_mb_per_s']:.0f} MB/s", "B idempotent",
+     f"B/B0 {b['produce_mb_per_s'] / b0['produce_mb_per_s']:.0%}", "idempotence's cost"),
     ("D fan-out x5", f"reads {d['consume_msgs_per_s']:,.0f} msg/s = {d['consume_msgs_per_s'] / max(d['produce_msgs_per_s'], 1):.1f}x ingest ({d['consume_mb_per_s']:.0f} MB/s); e2e p99 {ms(d['e2e_latency_us']['p99']):.2f} ms",
      f"TCP {tcp:.0f} MB/s", f"{d['consume_mb_per_s'] / tcp:.0%}", "target 3x ingest"),
 ]

@@ -55,6 +55,22 @@ pub struct ProducerSequence {
     pub first_sequence: i32,
 }
 
+/// Record `i`'s sequence as kafka-protocol's encoder wants it: it keeps
+/// records in one batch only while offset minus sequence stays the same,
+/// and writes the first record's as the batch's base sequence. So an
+/// idempotent batch numbers its records from `first` (wrapping at
+/// i32::MAX, as Kafka's sequences do), and a plain one gives record i the
+/// sequence i - 1: the header still says NO_SEQUENCE (-1), and the records
+/// stay one batch (with NO_SEQUENCE on every record, each record became a
+/// batch of its own: plain producers sent N one-record batches).
+pub fn batch_sequence(idempotent: bool, first: i32, i: usize) -> i32 {
+    if idempotent {
+        ((first as i64 + i as i64) % (i32::MAX as i64 + 1)) as i32
+    } else {
+        NO_SEQUENCE.wrapping_add(i as i32)
+    }
+}
+
 /// [`encode_batch`], as an idempotent producer's batch when `producer`
 /// is given (record i gets sequence first + i).
 pub fn encode_batch_as(
@@ -78,11 +94,7 @@ pub fn encode_batch_as(
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if producer.is_some() {
-                ((first_sequence as i64 + i as i64) % (i32::MAX as i64 + 1)) as i32
-            } else {
-                NO_SEQUENCE
-            },
+            sequence: batch_sequence(producer.is_some(), first_sequence, i),
             timestamp: r.timestamp,
             key: r.key.clone(),
             value: r.value.clone(),
@@ -187,6 +199,34 @@ mod tests {
                 timestamp: 1_000 + i as i64,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_plain_batch_is_one_batch_with_no_sequence() {
+        let records: Vec<ProducerRecord> = (0..50)
+            .map(|i| ProducerRecord {
+                key: None,
+                value: Some(Bytes::from(format!("v{i}"))),
+                timestamp: 1,
+            })
+            .collect();
+        for producer in [
+            None,
+            Some(ProducerSequence {
+                producer_id: 3,
+                epoch: 0,
+                first_sequence: 7,
+            }),
+        ] {
+            let bytes = encode_batch_as(&records, Compression::None, producer).unwrap();
+            // One batch: its length covers everything.
+            let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+            assert_eq!(length + 12, bytes.len(), "{producer:?}");
+            let base_sequence = i32::from_be_bytes(bytes[53..57].try_into().unwrap());
+            assert_eq!(base_sequence, producer.map_or(-1, |p| p.first_sequence));
+            let decoded = decode_records(0, &bytes, 0).unwrap();
+            assert_eq!(decoded.records.len(), 50);
+        }
     }
 
     #[test]

@@ -489,12 +489,8 @@ fn encode(
                 producer_epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: n as i64,
-                // Sequences wrap at i32::MAX to 0, as Kafka's do.
-                sequence: if producer.is_some() {
-                    ((first_sequence as i64 + n as i64) % (i32::MAX as i64 + 1)) as i32
-                } else {
-                    -1
-                },
+                // One batch, with its base sequence (see batch_sequence).
+                sequence: client::records::batch_sequence(producer.is_some(), first_sequence, n),
                 timestamp,
                 key: m.key.clone(),
                 value: m.value.clone(),

@@ -26,7 +26,7 @@ use kafka_protocol::ResponseError;
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
 use crate::partitioner::partition_for_key;
-use crate::records::{encode_batch_as, ProducerRecord, ProducerSequence};
+use crate::records::{add_sequence, encode_batch_as, ProducerRecord, ProducerSequence};
 
 /// How a producer batches and acknowledges.
 #[derive(Debug, Clone)]
@@ -109,9 +109,11 @@ struct Batch {
     bytes: usize,
     started: Instant,
     attempts: u32,
-    /// Its first record's sequence, given when it is first sent (then
-    /// kept for every retry).
-    sequence: Option<i32>,
+    /// The producer identity (id, epoch) it was numbered under and its
+    /// first record's sequence: given when it is first sent, kept for
+    /// every retry under that identity, renumbered if the producer
+    /// started over meanwhile.
+    sequence: Option<((i64, i16), i32)>,
 }
 
 #[derive(Default)]
@@ -305,11 +307,16 @@ impl Producer {
                 .and_then(|t| t.leaders.get(*partition as usize).copied())
                 .unwrap_or(-1);
             let mut batch = queue.pop_front().expect("a front batch");
-            if let (Some(_), None) = (queues_identity, batch.sequence) {
-                let key = (topic.clone(), *partition);
-                let next = next_sequences.entry(key).or_insert(0);
-                batch.sequence = Some(*next);
-                *next = add_sequence(*next, batch.records.len() as i32);
+            if let Some(identity) = queues_identity {
+                if batch
+                    .sequence
+                    .is_none_or(|(numbered, _)| numbered != identity)
+                {
+                    let key = (topic.clone(), *partition);
+                    let next = next_sequences.entry(key).or_insert(0);
+                    batch.sequence = Some((identity, *next));
+                    *next = add_sequence(*next, batch.records.len() as i32);
+                }
             }
             ready
                 .entry(leader)
@@ -370,18 +377,17 @@ impl Producer {
         false
     }
 
-    /// After a broker refused a batch's sequence or epoch the producer
-    /// starts over as a new producer (KIP-360's reset for idempotent
-    /// producers): sequences from 0, retried batches renumbered.
+    /// The producer starts over as a new producer (KIP-360's reset for
+    /// idempotent producers): after a broker refused a batch's sequence or
+    /// epoch, or after a numbered batch failed for good (its numbers would
+    /// leave a gap that refuses the next batch). Sequences restart at 0
+    /// under the new identity; batches numbered under the old one are
+    /// renumbered when next sent (a retried batch may then be written
+    /// twice, the price of starting over).
     fn reset_identity(&self) {
         let mut queues = self.queues.borrow_mut();
         queues.identity = None;
         queues.next_sequence.clear();
-        for queue in queues.batches.values_mut() {
-            for batch in queue.iter_mut() {
-                batch.sequence = None;
-            }
-        }
     }
 
     /// Puts batches back at the front of their queues (a retry).
@@ -401,16 +407,14 @@ impl Producer {
     async fn send_to(&self, leader: i32, batches: Vec<Taken>) -> Vec<Taken> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         let mut encode_failed = None;
-        let identity = self.queues.borrow().identity;
         for ((topic, partition), batch) in &batches {
-            let producer = match (identity, batch.sequence) {
-                (Some((producer_id, epoch)), Some(first_sequence)) => Some(ProducerSequence {
+            let producer = batch
+                .sequence
+                .map(|((producer_id, epoch), first_sequence)| ProducerSequence {
                     producer_id,
                     epoch,
                     first_sequence,
-                }),
-                _ => None,
-            };
+                });
             match encode_batch_as(&batch.records, self.config.compression, producer) {
                 Ok(records) => by_topic.entry(topic).or_default().push(
                     PartitionProduceData::default()
@@ -488,9 +492,8 @@ impl Producer {
                 retry.push(((topic, partition), batch));
             } else {
                 done += 1;
-                if is_sequence_error(error) {
-                    reset = true;
-                }
+                // Refused numbering, or numbers that now leave a gap.
+                reset |= batch.sequence.is_some();
                 for waiter in batch.waiters {
                     waiter.tell(Err(ClientError::Broker(error)));
                 }
@@ -499,9 +502,6 @@ impl Producer {
         self.finished(done);
         if reset {
             self.reset_identity();
-            for (_, batch) in retry.iter_mut() {
-                batch.sequence = None;
-            }
         }
         retry
     }
@@ -516,6 +516,9 @@ impl Producer {
 
     fn fail_all(&self, batches: Vec<Taken>, why: &str) {
         self.finished(batches.len());
+        if batches.iter().any(|(_, b)| b.sequence.is_some()) {
+            self.reset_identity();
+        }
         for (_, batch) in batches {
             for waiter in batch.waiters {
                 waiter.tell(Err(ClientError::Protocol(why.to_string())));
@@ -535,11 +538,6 @@ fn is_sequence_error(code: i16) -> bool {
     code == ResponseError::OutOfOrderSequenceNumber.code()
         || code == ResponseError::InvalidProducerEpoch.code()
         || code == ResponseError::UnknownProducerId.code()
-}
-
-/// `sequence + count`, wrapping at i32::MAX to 0 as Kafka's sequences do.
-fn add_sequence(sequence: i32, count: i32) -> i32 {
-    ((sequence as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
 }
 
 async fn run_sender(producer: std::rc::Weak<Producer>) {

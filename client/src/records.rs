@@ -55,6 +55,11 @@ pub struct ProducerSequence {
     pub first_sequence: i32,
 }
 
+/// `sequence + count`, wrapping past i32::MAX to 0 as Kafka's sequences do.
+pub fn add_sequence(sequence: i32, count: i32) -> i32 {
+    ((sequence as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
 /// Record `i`'s sequence as kafka-protocol's encoder wants it: it keeps
 /// records in one batch only while offset minus sequence stays the same,
 /// and writes the first record's as the batch's base sequence. So an
@@ -65,7 +70,7 @@ pub struct ProducerSequence {
 /// batch of its own: plain producers sent N one-record batches).
 pub fn batch_sequence(idempotent: bool, first: i32, i: usize) -> i32 {
     if idempotent {
-        ((first as i64 + i as i64) % (i32::MAX as i64 + 1)) as i32
+        add_sequence(first, i as i32)
     } else {
         NO_SEQUENCE.wrapping_add(i as i32)
     }

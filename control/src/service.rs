@@ -74,6 +74,11 @@ pub struct View {
     pub term: u64,
     /// The last applied index.
     pub applied: u64,
+    /// The index of the last change sent to subscribers: every follower
+    /// of the change stream reaches it. `applied` may be past it (entries
+    /// that carry no record, as a new leader's first, send no change), so
+    /// a follower waiting for `applied` could wait for the next record.
+    pub published: u64,
 }
 
 enum Command {
@@ -111,6 +116,7 @@ impl MetadataService {
             is_leader: node.is_leader(),
             term: node.term(),
             applied: node.applied_index(),
+            published: node.applied_index(),
         }));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
         let peers = Rc::new(config.peers.clone());
@@ -618,7 +624,11 @@ impl<T: Transport> Driver<T> {
         }
         let mut subscribers = self.subscribers.borrow_mut();
         let index = self.node.applied_index();
-        for change in Change::for_applied(&changes, self.node.metadata(), index) {
+        let published = Change::for_applied(&changes, self.node.metadata(), index);
+        if let Some(last) = published.last() {
+            self.view.borrow_mut().published = last.index;
+        }
+        for change in published {
             subscribers.retain(|tx| tx.try_send(change.clone()).is_ok());
             self.shared_subscribers
                 .borrow_mut()

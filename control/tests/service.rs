@@ -4,6 +4,8 @@
 mod support;
 
 use std::collections::BTreeMap;
+
+use futures::FutureExt;
 use std::time::{Duration, Instant};
 
 use control::disk::FileRaftDisk;
@@ -241,6 +243,49 @@ fn another_shard_receives_the_committed_changes() {
     done_tx.send(()).unwrap();
     control_shard.join().unwrap();
     assert_eq!(brokers, vec![BrokerId(1), BrokerId(2)]);
+}
+
+/// A follower of the change stream reaches `published`, though `applied`
+/// may be past it: a new leader's first entry carries no record and sends
+/// no change. (The broker once waited for `applied` before serving and
+/// could wait until the next record.)
+#[test]
+fn a_follower_reaches_the_published_index_though_applied_is_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async move {
+        let disk = FileRaftDisk::open(dir.path()).unwrap();
+        let node = MetadataNode::start(&NodeConfig::new(1, vec![1]), disk.recovered()).unwrap();
+        let network = MemoryNetwork::new();
+        let service = MetadataService::start(node, disk, network.join(1), ServiceConfig::new(TICK));
+        let changes = service.subscribe(16);
+        let mut copy = control::changes::MetadataCopy::default();
+        copy.apply(changes.recv().await.expect("the state first"));
+        wait_until_tick("leadership", || service.view().is_leader).await;
+        wait_until_tick("the leader's first entry applied", || {
+            service.view().applied > 0
+        })
+        .await;
+        let (applied, published) = (service.view().applied, service.view().published);
+        assert!(
+            applied > published,
+            "the leader's empty entry is applied ({applied}) but not published ({published})"
+        );
+        while let Some(Some(change)) = changes.recv().now_or_never() {
+            copy.apply(change);
+        }
+        assert!(copy.index.is_some_and(|i| i >= published));
+        service.propose(register(1)).unwrap();
+        wait_until_tick("the record published", || {
+            service.view().published > published
+        })
+        .await;
+        let published = service.view().published;
+        while copy.index.is_none_or(|i| i < published) {
+            copy.apply(changes.recv().await.expect("stream open"));
+        }
+        assert_eq!(copy.index, Some(published));
+        assert!(copy.metadata.brokers.contains_key(&BrokerId(1)));
+    });
 }
 
 async fn wait_until_tick(what: &str, check: impl FnMut() -> bool) {

@@ -381,7 +381,9 @@ fn first_shard(
         if !unknown.is_empty() {
             tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
         }
-        metadata_view::mark_ready(quorum.view().applied);
+        // Ready as of the last change the shards were sent: a trailing
+        // entry with no record would never reach their copies.
+        metadata_view::mark_ready(quorum.view().published);
         let _ = ready.send(Listening {
             kafka: address,
             http,

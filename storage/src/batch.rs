@@ -207,9 +207,20 @@ pub struct ValidBatch {
 }
 
 impl ValidBatch {
-    /// Validates `bytes` as exactly one producer batch of at most `max_batch_bytes`.
+    /// Validates `bytes` as exactly one producer batch of at most
+    /// `max_batch_bytes`; an idempotent one must carry a usable epoch and
+    /// sequence (as Kafka refuses them, INVALID_RECORD).
     pub fn new(bytes: BytesMut, max_batch_bytes: usize) -> Result<ValidBatch, BatchError> {
         let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
+        if let Some(p) = header.producer() {
+            if p.epoch < 0 || p.first_seq < 0 {
+                return Err(BatchError::InvalidProducerFields {
+                    producer_id: p.producer_id,
+                    epoch: p.epoch,
+                    first_seq: p.first_seq,
+                });
+            }
+        }
         Ok(ValidBatch { bytes, header })
     }
 
@@ -640,6 +651,29 @@ mod tests {
             validate(&magic, MAX, CountRule::Exact),
             Err(BatchError::UnsupportedMagic(1))
         );
+    }
+
+    #[test]
+    fn an_idempotent_batch_with_a_negative_epoch_or_sequence_is_refused() {
+        let mut good = sample();
+        stamp_producer(&mut good, 7, 0, 0);
+        assert!(ValidBatch::new(good, MAX).is_ok());
+        for (epoch, first_seq) in [(-1, 0), (0, -1), (-3, -7)] {
+            let mut bad = sample();
+            stamp_producer(&mut bad, 7, epoch, first_seq);
+            assert_eq!(
+                ValidBatch::new(bad, MAX).unwrap_err(),
+                BatchError::InvalidProducerFields {
+                    producer_id: 7,
+                    epoch,
+                    first_seq
+                }
+            );
+        }
+        // Without a producer id the fields mean nothing (-1 as clients send).
+        let mut plain = sample();
+        stamp_producer(&mut plain, -1, -1, -1);
+        assert!(ValidBatch::new(plain, MAX).is_ok());
     }
 
     #[test]

@@ -46,6 +46,18 @@ pub struct CompactionStats {
 /// The newest offset of every key in the log.
 type KeyMap = HashMap<Bytes, Offset>;
 
+/// What one read of the whole log tells a compaction pass.
+#[derive(Default)]
+struct Survey {
+    /// Each key's newest offset.
+    keys: KeyMap,
+    /// Each idempotent producer's last batch (its base offset): kept even
+    /// when compaction empties it, as Kafka's cleaner keeps it, so the
+    /// producer state rebuilt from the log still knows the producer's last
+    /// sequence (else its next batch would be refused as a gap).
+    last_batches: HashMap<i64, Offset>,
+}
+
 impl<FS: FileSystem> Log<FS> {
     /// Compacts the sealed segments. Records without a key, compressed
     /// batches and control batches are kept as they are (compressed
@@ -53,7 +65,7 @@ impl<FS: FileSystem> Log<FS> {
     pub async fn compact(&self, policy: CompactionPolicy) -> Result<CompactionStats> {
         let _io = self.io_lock.lock().await;
         self.flush_locked().await?;
-        let keys = self.newest_offsets().await?;
+        let survey = self.survey().await?;
         let now = (self.clock)();
         let sealed: Vec<(Offset, Rc<FS::File>, u64)> = {
             let st = self.state.borrow();
@@ -69,7 +81,7 @@ impl<FS: FileSystem> Log<FS> {
                 .read_at(0, size as usize)
                 .await
                 .map_err(|e| StorageError::io(format!("compaction reading segment {base}"), e))?;
-            let (cleaned, removed) = self.clean(&content, &keys, policy, now)?;
+            let (cleaned, removed) = self.clean(&content, &survey, policy, now)?;
             if removed == 0 {
                 continue;
             }
@@ -91,9 +103,10 @@ impl<FS: FileSystem> Log<FS> {
         Ok(stats)
     }
 
-    /// Reads the whole log once and records each key's newest offset.
-    async fn newest_offsets(&self) -> Result<KeyMap> {
-        let mut keys = KeyMap::new();
+    /// Reads the whole log once: each key's newest offset, each
+    /// producer's last batch.
+    async fn survey(&self) -> Result<Survey> {
+        let mut survey = Survey::default();
         let mut offset = self.log_start();
         let end = self.log_end();
         while offset < end {
@@ -104,27 +117,35 @@ impl<FS: FileSystem> Log<FS> {
             for chunk in &outcome.chunks {
                 for (header, bytes) in split(chunk, self.config.max_batch_bytes)? {
                     offset = header.next_offset();
+                    if let Some(producer) = header.producer() {
+                        survey
+                            .last_batches
+                            .insert(producer.producer_id, header.base_offset);
+                    }
                     if header.is_compressed() || header.is_control() {
                         continue;
                     }
                     for record in batch::records(&bytes, header)? {
                         let record = record?;
                         if let Some(key) = record.key {
-                            keys.insert(Bytes::copy_from_slice(key), record.offset);
+                            survey
+                                .keys
+                                .insert(Bytes::copy_from_slice(key), record.offset);
                         }
                     }
                 }
             }
         }
-        Ok(keys)
+        Ok(survey)
     }
 
     /// The segment's content with superseded records and old tombstones
-    /// removed, and how many records went.
+    /// removed, and how many records went. A producer's last batch stays
+    /// (empty, if none of its records did).
     fn clean(
         &self,
         content: &Bytes,
-        keys: &KeyMap,
+        survey: &Survey,
         policy: CompactionPolicy,
         now: TimestampMs,
     ) -> Result<(Vec<u8>, u64)> {
@@ -141,7 +162,7 @@ impl<FS: FileSystem> Log<FS> {
                 let record = record?;
                 let newest = match record.key {
                     None => true,
-                    Some(key) => keys.get(key) == Some(&record.offset),
+                    Some(key) => survey.keys.get(key) == Some(&record.offset),
                 };
                 let expired_tombstone =
                     record.value.is_none() && record.timestamp.0 < tombstone_horizon;
@@ -153,7 +174,7 @@ impl<FS: FileSystem> Log<FS> {
             }
             if kept.len() == header.records_count as usize {
                 out.extend_from_slice(&bytes);
-            } else if !kept.is_empty() {
+            } else if !kept.is_empty() || survey.is_last_batch(&header) {
                 out.extend_from_slice(&batch::rebuild(&bytes, &kept));
             }
         }
@@ -240,6 +261,14 @@ impl<FS: FileSystem> Log<FS> {
             *slot = segment;
         }
         Ok(())
+    }
+}
+
+impl Survey {
+    fn is_last_batch(&self, header: &BatchHeader) -> bool {
+        header
+            .producer()
+            .is_some_and(|p| self.last_batches.get(&p.producer_id) == Some(&header.base_offset))
     }
 }
 

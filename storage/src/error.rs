@@ -51,6 +51,17 @@ pub enum BatchError {
     /// A record inside the batch could not be parsed.
     #[error("malformed record: {0}")]
     MalformedRecord(&'static str),
+    /// A producer id with a negative epoch or first sequence: the batch
+    /// claims an idempotent producer but cannot be checked as one.
+    #[error("producer {producer_id} sent epoch {epoch} and first sequence {first_seq}; neither may be negative")]
+    InvalidProducerFields {
+        /// The producer id.
+        producer_id: i64,
+        /// Its epoch.
+        epoch: i16,
+        /// The batch's first sequence.
+        first_seq: i32,
+    },
 }
 
 /// Errors of the partition log.

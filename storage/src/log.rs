@@ -15,7 +15,7 @@ use crate::error::{BatchError, Result, StorageError};
 use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
-use crate::producers::{BatchMeta, Check, ProducerState};
+use crate::producers::{Check, ProducerState};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -429,15 +429,7 @@ impl<FS: FileSystem> Log<FS> {
         st.stats.appended_batches += 1;
         st.cache.push(base, header.next_offset(), data);
         st.log_end = header.next_offset();
-        if let Some(producer) = &producer {
-            let meta = BatchMeta {
-                first_seq: producer.first_seq,
-                last_seq: producer.last_seq(),
-                first_offset: base,
-                last_offset: header.last_offset(),
-            };
-            st.producers.record(producer, meta, header.max_timestamp);
-        }
+        crate::producer_log::record(&mut st.producers, &header, now);
         Ok(AppendInfo {
             base_offset: base,
             last_offset: header.last_offset(),

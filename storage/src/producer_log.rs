@@ -12,7 +12,7 @@ use crate::error::{Result, StorageError};
 use crate::files::{self, parse_snapshot_name, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::io::{DirectFile, FileSystem};
 use crate::log::Log;
-use crate::producers::{BatchMeta, ProducerState};
+use crate::producers::{BatchMeta, ProducerState, PRODUCER_SNAPSHOTS_KEPT};
 use crate::types::{Offset, TimestampMs};
 
 impl<FS: FileSystem> Log<FS> {
@@ -21,8 +21,8 @@ impl<FS: FileSystem> Log<FS> {
         self.state.borrow().producers.clone()
     }
 
-    /// Forgets producers silent (by their batches' timestamps) since
-    /// `now - expiration_ms`; returns how many.
+    /// Forgets producers this broker has not seen (appended a batch of,
+    /// or rebuilt at open) since `now - expiration_ms`; returns how many.
     pub fn expire_producers(&self, now: TimestampMs, expiration_ms: i64) -> usize {
         self.st().producers.expire(now, expiration_ms)
     }
@@ -60,6 +60,7 @@ impl<FS: FileSystem> Log<FS> {
         }
         self.replay_producers(&mut state, from, log_end).await?;
         state.clamp_start(log_start);
+        state.seen_at((self.clock)());
         self.st().producers = state;
         Ok(())
     }
@@ -88,6 +89,9 @@ impl<FS: FileSystem> Log<FS> {
                 })
                 .collect()
         };
+        // The log does not say when the broker appended these batches:
+        // the rebuilt state counts as seen now (see `seen_at`).
+        let now = (self.clock)();
         for (base, file, start, size) in segments {
             let Some(file) = file else { continue };
             let mut position = start;
@@ -106,7 +110,7 @@ impl<FS: FileSystem> Log<FS> {
                 if header.base_offset >= to {
                     break;
                 }
-                record(state, &header);
+                record(state, &header, now);
             }
         }
         Ok(())
@@ -141,7 +145,23 @@ impl<FS: FileSystem> Log<FS> {
         let name = format!("{:020}{PRODUCER_SNAPSHOT_SUFFIX}", offset.0);
         if let Err(e) = files::write_atomic(&self.fs, &self.dir, &name, bytes).await {
             tracing::warn!(dir = %self.dir.display(), %offset, error = %e, "cannot write a producer snapshot");
+            return;
         }
+        if let Err(e) = self.prune_producer_snapshots().await {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot prune producer snapshots");
+        }
+    }
+
+    /// Keeps the newest [`PRODUCER_SNAPSHOTS_KEPT`] snapshots: older ones
+    /// would only shorten a replay after a truncation below all of those.
+    async fn prune_producer_snapshots(&self) -> Result<()> {
+        let mut offsets = self.producer_snapshots()?;
+        offsets.sort_unstable();
+        let excess = offsets.len().saturating_sub(PRODUCER_SNAPSHOTS_KEPT);
+        for &offset in &offsets[..excess] {
+            self.remove_producer_snapshot(offset).await?;
+        }
+        Ok(())
     }
 
     /// Drops snapshots below the log start and the producers whose batches
@@ -177,8 +197,9 @@ impl<FS: FileSystem> Log<FS> {
     }
 }
 
-/// Records one batch header's producer part, if it has one.
-pub(crate) fn record(state: &mut ProducerState, header: &BatchHeader) {
+/// Records one batch header's producer part, if it has one, as seen at
+/// `now`.
+pub(crate) fn record(state: &mut ProducerState, header: &BatchHeader, now: TimestampMs) {
     if let Some(producer) = header.producer() {
         let meta = BatchMeta {
             first_seq: producer.first_seq,
@@ -186,6 +207,6 @@ pub(crate) fn record(state: &mut ProducerState, header: &BatchHeader) {
             first_offset: header.base_offset,
             last_offset: header.last_offset(),
         };
-        state.record(&producer, meta, header.max_timestamp);
+        state.record(&producer, meta, header.max_timestamp, now);
     }
 }

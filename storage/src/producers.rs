@@ -17,6 +17,8 @@ use crate::types::{Offset, TimestampMs};
 /// Batches remembered per producer (Kafka's, and the most a client keeps
 /// in flight per partition with idempotence on).
 pub const BATCHES_KEPT: usize = 5;
+/// Producer snapshots a log keeps (writing one removes the oldest).
+pub const PRODUCER_SNAPSHOTS_KEPT: usize = 3;
 /// "No producer" in a batch header.
 pub const NO_PRODUCER_ID: i64 = -1;
 
@@ -40,8 +42,14 @@ pub struct ProducerEntry {
     pub epoch: i16,
     /// Its last batches, oldest first (at most [`BATCHES_KEPT`]).
     pub batches: VecDeque<BatchMeta>,
-    /// The largest timestamp of its last batch.
+    /// The largest timestamp of its last batch (the client's clock, as
+    /// DescribeProducers reports it).
     pub last_timestamp: TimestampMs,
+    /// When this broker last appended one of its batches (or rebuilt its
+    /// state at open), on the broker's clock: what expiration counts from,
+    /// so a client's clock running fast or slow neither keeps its state
+    /// forever nor drops it while it still retries.
+    pub last_seen: TimestampMs,
 }
 
 impl ProducerEntry {
@@ -164,8 +172,15 @@ impl ProducerState {
     }
 
     /// Records an appended batch (a leader's, after its check; a
-    /// follower's, as copied).
-    pub fn record(&mut self, batch: &ProducerBatch, meta: BatchMeta, timestamp: TimestampMs) {
+    /// follower's, as copied) with its largest timestamp, at `now` on the
+    /// broker's clock.
+    pub fn record(
+        &mut self,
+        batch: &ProducerBatch,
+        meta: BatchMeta,
+        timestamp: TimestampMs,
+        now: TimestampMs,
+    ) {
         let entry = self
             .producers
             .entry(batch.producer_id)
@@ -173,6 +188,7 @@ impl ProducerState {
                 epoch: batch.epoch,
                 batches: VecDeque::new(),
                 last_timestamp: timestamp,
+                last_seen: now,
             });
         if batch.epoch != entry.epoch {
             entry.epoch = batch.epoch;
@@ -183,6 +199,7 @@ impl ProducerState {
             entry.batches.pop_front();
         }
         entry.last_timestamp = timestamp;
+        entry.last_seen = entry.last_seen.max(now);
     }
 
     /// Forgets producers whose last batch lies below the log start (their
@@ -192,13 +209,23 @@ impl ProducerState {
             .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
     }
 
-    /// Forgets producers silent since `now - expiration` (by their batches'
-    /// timestamps, as Kafka's producer.id.expiration.ms); returns how many.
+    /// Forgets producers this broker has not seen since
+    /// `now - expiration_ms` (Kafka's producer.id.expiration.ms, counted on
+    /// the broker's clock rather than the batches' timestamps); returns
+    /// how many.
     pub fn expire(&mut self, now: TimestampMs, expiration_ms: i64) -> usize {
         let before = self.producers.len();
         self.producers
-            .retain(|_, e| e.last_timestamp.0 >= now.0.saturating_sub(expiration_ms));
+            .retain(|_, e| e.last_seen.0 >= now.0.saturating_sub(expiration_ms));
         before - self.producers.len()
+    }
+
+    /// Counts every producer as seen at `now` (a rebuilt state: how long
+    /// the broker was down says nothing of its producers).
+    pub fn seen_at(&mut self, now: TimestampMs) {
+        for entry in self.producers.values_mut() {
+            entry.last_seen = entry.last_seen.max(now);
+        }
     }
 
     /// Every producer, by id.
@@ -208,7 +235,7 @@ impl ProducerState {
 
     /// The snapshot bytes of this state as of `offset`: `[crc32c u32][body]`,
     /// body `[version u8][offset i64][count u32]` then per producer
-    /// `[id i64][epoch i16][last timestamp i64][batches u8]` and per batch
+    /// `[id i64][epoch i16][last timestamp i64][last seen i64][batches u8]` and per batch
     /// `[first seq i32][last seq i32][first offset i64][last offset i64]`.
     pub fn encode(&self, offset: Offset) -> Vec<u8> {
         let mut body = vec![SNAPSHOT_VERSION];
@@ -218,6 +245,7 @@ impl ProducerState {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&entry.epoch.to_be_bytes());
             body.extend_from_slice(&entry.last_timestamp.0.to_be_bytes());
+            body.extend_from_slice(&entry.last_seen.0.to_be_bytes());
             body.push(entry.batches.len() as u8);
             for b in &entry.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -244,8 +272,8 @@ impl ProducerState {
         }
         let offset = Offset(r.i64()?);
         let count = r.u32()? as usize;
-        // Each producer takes at least 19 bytes.
-        if count > r.0.len() / 19 {
+        // Each producer takes at least 27 bytes.
+        if count > r.0.len() / 27 {
             return None;
         }
         let mut state = ProducerState::default();
@@ -253,6 +281,7 @@ impl ProducerState {
             let id = r.i64()?;
             let epoch = r.i16()?;
             let last_timestamp = TimestampMs(r.i64()?);
+            let last_seen = TimestampMs(r.i64()?);
             let n = r.u8()? as usize;
             if n > BATCHES_KEPT {
                 return None;
@@ -272,6 +301,7 @@ impl ProducerState {
                     epoch,
                     batches,
                     last_timestamp,
+                    last_seen,
                 },
             );
         }
@@ -279,7 +309,9 @@ impl ProducerState {
     }
 }
 
-const SNAPSHOT_VERSION: u8 = 1;
+/// 2 added `last seen`; a version-1 snapshot is not read (the log is
+/// replayed instead, as for a damaged one).
+const SNAPSHOT_VERSION: u8 = 2;
 
 struct Reader<'a>(&'a [u8]);
 
@@ -333,12 +365,12 @@ mod tests {
         let mut state = ProducerState::default();
         let first = batch(0, 0, 10);
         assert_eq!(state.check(&first), Ok(Check::Append));
-        state.record(&first, meta(&first, 100), TimestampMs(1));
+        state.record(&first, meta(&first, 100), TimestampMs(1), TimestampMs(1));
         // The retry of the same batch: its original offsets.
         assert_eq!(state.check(&first), Ok(Check::Duplicate(meta(&first, 100))));
         let next = batch(0, 10, 5);
         assert_eq!(state.check(&next), Ok(Check::Append));
-        state.record(&next, meta(&next, 110), TimestampMs(2));
+        state.record(&next, meta(&next, 110), TimestampMs(2), TimestampMs(2));
         // A gap, and a sequence from the past that is no cached batch.
         assert!(matches!(
             state.check(&batch(0, 16, 1)),
@@ -349,7 +381,12 @@ mod tests {
             Err(SequenceError::OutOfOrder { .. })
         ));
         // An older epoch is fenced; a newer one must start at 0.
-        state.record(&batch(2, 0, 1), meta(&batch(2, 0, 1), 115), TimestampMs(3));
+        state.record(
+            &batch(2, 0, 1),
+            meta(&batch(2, 0, 1), 115),
+            TimestampMs(3),
+            TimestampMs(3),
+        );
         assert!(matches!(
             state.check(&batch(1, 1, 1)),
             Err(SequenceError::InvalidEpoch { current: 2, .. })
@@ -369,7 +406,7 @@ mod tests {
         for i in 0..7 {
             let b = batch(0, seq, 2);
             assert_eq!(state.check(&b), Ok(Check::Append), "batch {i}");
-            state.record(&b, meta(&b, i * 2), TimestampMs(i));
+            state.record(&b, meta(&b, i * 2), TimestampMs(i), TimestampMs(i));
             seq = add_seq(b.last_seq(), 1);
         }
         assert_eq!(state.entries()[&7].batches.len(), BATCHES_KEPT);
@@ -394,7 +431,9 @@ mod tests {
                 first_seq: seq,
                 offset_delta: 2,
             };
-            state.record(&b, meta(&b, id * 10), TimestampMs(id));
+            // The clients' clocks run far ahead: expiration counts on the
+            // broker's.
+            state.record(&b, meta(&b, id * 10), TimestampMs(1 << 40), TimestampMs(id));
         }
         let bytes = state.encode(Offset(99));
         assert_eq!(
@@ -407,6 +446,12 @@ mod tests {
             assert_eq!(ProducerState::decode(&damaged), None, "flip at {at}");
         }
         assert_eq!(ProducerState::decode(&bytes[..bytes.len() - 1]), None);
+        // Another version, its checksum right, is not read.
+        let mut other = bytes[4..].to_vec();
+        other[0] = 1;
+        let mut resealed = crc32c::crc32c(&other).to_be_bytes().to_vec();
+        resealed.extend_from_slice(&other);
+        assert_eq!(ProducerState::decode(&resealed), None);
         // Expiration and the log start.
         assert_eq!(state.expire(TimestampMs(10), 8), 1);
         state.clamp_start(Offset(30));

@@ -10,9 +10,10 @@ use std::path::Path;
 use bytes::BytesMut;
 use storage::batch::stamp_producer;
 use storage::io::dma::DmaFs;
-use storage::producers::SequenceError;
-use storage::{LeaderEpoch, Log, LogConfig, Offset, StorageError};
-use support::{batch_of, on_glommio, small_config};
+use storage::producers::{BatchMeta, SequenceError, PRODUCER_SNAPSHOTS_KEPT};
+use storage::CompactionPolicy;
+use storage::{LeaderEpoch, Log, LogConfig, Offset, StorageError, TimestampMs};
+use support::{batch_of, keyed, on_glommio, small_config};
 
 /// `count` records of producer `pid` in `epoch` from sequence `seq`.
 fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize, tag: u64) -> BytesMut {
@@ -79,6 +80,23 @@ async fn two_batches(log: &Log<DmaFs>) -> [(Offset, Offset); 2] {
     ]
 }
 
+/// What a log knows of its producers, but when it last saw them (the
+/// broker's clock: a rebuilt state counts as seen at open).
+fn known(log: &Log<DmaFs>) -> Vec<(i64, i16, Vec<BatchMeta>, TimestampMs)> {
+    log.producers()
+        .entries()
+        .iter()
+        .map(|(id, e)| {
+            (
+                *id,
+                e.epoch,
+                e.batches.iter().copied().collect(),
+                e.last_timestamp,
+            )
+        })
+        .collect()
+}
+
 async fn retry_is_duplicate(log: &Log<DmaFs>, seq: i32, tag: u64, offsets: (Offset, Offset)) {
     let again = log.append(idempotent(7, 0, seq, 5, tag), E).await.unwrap();
     assert!(again.duplicate, "seq {seq} recognised");
@@ -91,16 +109,20 @@ fn the_state_survives_a_clean_close_and_a_crash() {
     on_glommio(async {
         let log = open(dir.path()).await;
         let [a, b] = two_batches(&log).await;
+        let before = known(&log);
         log.close().await.unwrap();
         drop(log);
         let log = open(dir.path()).await;
+        assert_eq!(known(&log), before);
         retry_is_duplicate(&log, 5, 2, b).await;
         retry_is_duplicate(&log, 0, 1, a).await;
         // A crash: the log dropped without closing (everything flushed).
         let c = log.append(idempotent(7, 0, 10, 5, 3), E).await.unwrap();
         log.flush().await.unwrap();
+        let before = known(&log);
         drop(log);
         let log = open(dir.path()).await;
+        assert_eq!(known(&log), before);
         retry_is_duplicate(&log, 10, 3, (c.base_offset, c.last_offset)).await;
         log.close().await.unwrap();
     });
@@ -122,14 +144,21 @@ fn damaged_or_missing_snapshots_are_rebuilt_from_the_log() {
     let dir = tempfile::tempdir().unwrap();
     on_glommio(async {
         let log = open(dir.path()).await;
-        // Enough to roll the 64 KiB segments several times.
+        // Enough to roll the 64 KiB segments more often than snapshots
+        // are kept.
+        const BATCHES: u64 = 500;
         let mut last = (Offset(0), Offset(0));
-        for i in 0..300u64 {
+        for i in 0..BATCHES {
             let info = log
                 .append(idempotent(7, 0, (i * 5) as i32, 5, i), E)
                 .await
                 .unwrap();
             last = (info.base_offset, info.last_offset);
+            if i % 10 == 0 {
+                // A second producer, so the snapshots hold more than one.
+                let seq = (i / 10 * 2) as i32;
+                log.append(idempotent(8, 3, seq, 2, i), E).await.unwrap();
+            }
             if i % 25 == 24 {
                 log.flush().await.unwrap();
             }
@@ -138,6 +167,14 @@ fn damaged_or_missing_snapshots_are_rebuilt_from_the_log() {
         assert!(log.segment_count() > 2);
         let rolled = snapshots(dir.path());
         assert!(rolled.len() >= 2, "a snapshot per roll: {rolled:?}");
+        assert!(
+            log.segment_count() > PRODUCER_SNAPSHOTS_KEPT + 1
+                && rolled.len() <= PRODUCER_SNAPSHOTS_KEPT,
+            "rolled {} segments, kept the newest snapshots only: {rolled:?}",
+            log.segment_count()
+        );
+        let before = known(&log);
+        assert_eq!(before.len(), 2);
         log.close().await.unwrap();
         drop(log);
         // Damage the newest, remove the one before.
@@ -148,8 +185,12 @@ fn damaged_or_missing_snapshots_are_rebuilt_from_the_log() {
         std::fs::write(newest, &bytes).unwrap();
         std::fs::remove_file(&all[all.len() - 2]).unwrap();
         let log = open(dir.path()).await;
-        retry_is_duplicate(&log, 299 * 5, 299, last).await;
-        let next = log.append(idempotent(7, 0, 1500, 1, 999), E).await.unwrap();
+        assert_eq!(known(&log), before);
+        retry_is_duplicate(&log, (BATCHES as i32 - 1) * 5, BATCHES - 1, last).await;
+        let next = log
+            .append(idempotent(7, 0, BATCHES as i32 * 5, 1, 9_999), E)
+            .await
+            .unwrap();
         assert!(!next.duplicate);
         log.close().await.unwrap();
     });
@@ -191,7 +232,7 @@ fn a_follower_copying_the_batches_knows_what_its_leader_knew() {
                 .await
                 .unwrap();
         }
-        assert_eq!(follower.producers(), leader.producers());
+        assert_eq!(known(&follower), known(&leader));
         assert_eq!(follower.producers().entries()[&7].last_seq(), Some(9));
         leader.close().await.unwrap();
         follower.close().await.unwrap();
@@ -213,6 +254,118 @@ fn moving_the_log_start_past_a_producer_forgets_it() {
         log.delete_records_below(other.base_offset).await.unwrap();
         let left: Vec<i64> = log.producers().entries().keys().copied().collect();
         assert_eq!(left, vec![8]);
+        log.close().await.unwrap();
+    });
+}
+
+/// Expiration counts on the broker's clock: a client whose clock is far
+/// behind (its batches' timestamps) keeps its state while it produces, and
+/// a reopened log counts its replayed producers as seen at open.
+#[test]
+fn expiration_counts_on_the_brokers_clock_not_the_batches_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        const EXPIRATION: i64 = 60_000;
+        let now = std::rc::Rc::new(std::cell::Cell::new(10_000_000i64));
+        let clock = {
+            let now = now.clone();
+            std::rc::Rc::new(move || TimestampMs(now.get()))
+        };
+        let log = Log::open_with_clock(DmaFs, dir.path(), small_config(), clock.clone())
+            .await
+            .unwrap();
+        // Timestamps around 1_000: nine million ms behind the broker.
+        log.append(idempotent(7, 0, 0, 3, 1), E).await.unwrap();
+        assert_eq!(log.expire_producers(clock(), EXPIRATION), 0);
+        now.set(now.get() + EXPIRATION / 2);
+        log.append(idempotent(7, 0, 3, 3, 2), E).await.unwrap();
+        now.set(now.get() + EXPIRATION - 1);
+        assert_eq!(
+            log.expire_producers(clock(), EXPIRATION),
+            0,
+            "seen at the second batch"
+        );
+        log.close().await.unwrap();
+
+        now.set(now.get() + 10 * EXPIRATION);
+        let log = Log::open_with_clock(DmaFs, dir.path(), small_config(), clock.clone())
+            .await
+            .unwrap();
+        assert_eq!(log.expire_producers(clock(), EXPIRATION), 0, "seen at open");
+        assert!(log.producers().entries().contains_key(&7));
+        now.set(now.get() + EXPIRATION + 1);
+        assert_eq!(log.expire_producers(clock(), EXPIRATION), 1);
+        assert!(log.producers().entries().is_empty());
+    });
+}
+
+/// Compaction keeps each producer's last batch, emptied if none of its
+/// records survive (as Kafka's cleaner does): the state rebuilt from the
+/// log alone still knows the producer's last sequence, so its next batch
+/// is not refused as a gap and a retry is still recognised.
+#[test]
+fn compaction_keeps_a_producers_last_batch_even_when_it_empties_it() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        let pad = "x".repeat(2_000);
+        let of = |keys: &[&'static str]| -> Vec<(&'static str, Option<&str>)> {
+            keys.iter().map(|k| (*k, Some(pad.as_str()))).collect()
+        };
+        let producer_batch = |keys: &[&'static str], seq: i32| {
+            let mut b = keyed(&of(keys), 1_000);
+            stamp_producer(&mut b, 7, 0, seq);
+            b
+        };
+        // A: a key nobody overwrites; B: keys a plain producer overwrites.
+        log.append(producer_batch(&["only-a"], 0), E).await.unwrap();
+        let b = log
+            .append(producer_batch(&["k0", "k1", "k2"], 1), E)
+            .await
+            .unwrap();
+        for i in 0..100 {
+            log.append(keyed(&of(&["k0", "k1", "k2"]), 2_000 + i), E)
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        assert!(log.segment_count() > 2);
+        let stats = log.compact(CompactionPolicy::default()).await.unwrap();
+        assert!(stats.records_removed >= 3, "{stats:?}");
+        let kept = log
+            .read(b.base_offset, 1 << 20, log.log_end())
+            .await
+            .unwrap();
+        let (header, _) =
+            storage::batch::split_stored(&kept.to_bytes(), 1 << 20).unwrap()[0].clone();
+        assert_eq!(
+            (
+                header.base_offset,
+                header.records_count,
+                header.last_offset()
+            ),
+            (b.base_offset, 0, b.last_offset),
+            "B stays, empty, its offsets and sequences in its header"
+        );
+        let before = known(&log);
+        log.close().await.unwrap();
+        drop(log);
+        for snapshot in snapshots(dir.path()) {
+            std::fs::remove_file(snapshot).unwrap();
+        }
+        let log = open(dir.path()).await;
+        assert_eq!(known(&log), before, "rebuilt from the log alone");
+        let retry = log
+            .append(producer_batch(&["k0", "k1", "k2"], 1), E)
+            .await
+            .unwrap();
+        assert!(retry.duplicate);
+        assert_eq!(
+            (retry.base_offset, retry.last_offset),
+            (b.base_offset, b.last_offset)
+        );
+        let next = log.append(producer_batch(&["k3"], 4), E).await.unwrap();
+        assert!(!next.duplicate);
         log.close().await.unwrap();
     });
 }

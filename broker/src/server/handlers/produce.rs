@@ -427,6 +427,7 @@ fn batch_error_code(error: &BatchError) -> Code {
     match error {
         BatchError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
         BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat.code(),
+        BatchError::InvalidProducerFields { .. } => ResponseError::InvalidRecord.code(),
         _ => ResponseError::CorruptMessage.code(),
     }
 }

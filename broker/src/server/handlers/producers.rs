@@ -25,9 +25,13 @@ pub const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 5);
 /// DescribeProducers versions served.
 pub const DESCRIBE_PRODUCERS_VERSIONS: (i16, i16) = (0, 0);
 
-/// Answers InitProducerId: a new producer id at epoch 0, or (KIP-360) the
-/// same id one epoch on when the producer names its current id and epoch.
-/// Transactions are not served yet: a transactional id is refused.
+/// Answers InitProducerId: a new producer id at epoch 0, every time, as
+/// Kafka answers a producer without a transactional id. A producer that
+/// names its current id and epoch (KIP-360's reset) gets a new id too: one
+/// epoch on would be unsafe, since nothing records that epoch as taken
+/// (two such requests would get the same identity, and each producer's
+/// batches would be taken for the other's retries). Transactions are not
+/// served yet: a transactional id is refused.
 pub async fn init_producer_id(
     shard: &Rc<Shard>,
     request: &Request,
@@ -54,14 +58,6 @@ async fn decided(shard: &Rc<Shard>, request: &InitProducerIdRequest) -> Result<(
         .is_some_and(|t| !t.0.is_empty())
     {
         return Err(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
-    let (current, epoch) = (request.producer_id.0, request.producer_epoch);
-    let issued = current >= 0
-        && current < shard.view.borrow().metadata.next_producer_id
-        && (0..i16::MAX - 1).contains(&epoch);
-    if issued {
-        // The producer fences its own earlier incarnation.
-        return Ok((current, epoch + 1));
     }
     let id = shard
         .run_on(0, |first| {

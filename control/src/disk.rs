@@ -3,9 +3,18 @@
 //! snapshot in a file replaced atomically.
 //!
 //! `raft.log` records: `[len u32][crc32c u32][kind u8][payload]`, kind 1 an
-//! entry (protobuf), kind 2 a hard state (protobuf). An entry at index i
-//! replaces every entry at i or above. On open a torn or corrupt tail is
-//! cut at the last whole record.
+//! entry (protobuf), kind 2 a hard state (protobuf), kind 3 a group: what
+//! one `persist` wrote, as `[kind u8][len u32][payload]` items with no
+//! checksum of their own. An entry at index i replaces every entry at i or
+//! above. On open a torn or corrupt tail is cut at the last whole record.
+//!
+//! Why groups: a write that was never synced can land out of order (a
+//! later page durable, an earlier one not). Were a persist's records
+//! checksummed one by one, a crash could leave a damaged record followed
+//! by a whole one from the same write, which reads as damage in the
+//! middle of the log (refused) though it is only a torn tail. A group
+//! checks out whole or not at all, and holds nothing that checks out on
+//! its own.
 //!
 //! Snapshots come two ways, and differ in what happens to the log:
 //! - taken by this node of its own applied state (compaction): the entries
@@ -40,6 +49,7 @@ const LOG_FILE: &str = "raft.log";
 const SNAPSHOT_FILE: &str = "snapshot";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
+const KIND_GROUP: u8 = 3;
 /// The largest record accepted when reading (a bound before allocating).
 pub const RECORD_BYTES_MAX: usize = 64 << 20;
 
@@ -115,23 +125,27 @@ impl<F: MetaFiles> FileRaftDisk<F> {
         if let Some(snapshot) = &persist.received_snapshot {
             self.install_received(snapshot)?;
         }
-        let mut batch = Vec::new();
+        let mut items = Vec::new();
         for entry in &persist.entries {
-            frame(
-                &mut batch,
-                KIND_ENTRY,
-                &entry.write_to_bytes().map_err(invalid)?,
-            );
+            items.push((KIND_ENTRY, entry.write_to_bytes().map_err(invalid)?));
         }
         if let Some(hard_state) = &persist.hard_state {
-            frame(
-                &mut batch,
+            items.push((
                 KIND_HARD_STATE,
-                &hard_state.write_to_bytes().map_err(invalid)?,
-            );
+                hard_state.write_to_bytes().map_err(invalid)?,
+            ));
         }
-        if !batch.is_empty() {
-            self.files.append(LOG_FILE, &batch)?;
+        if !items.is_empty() {
+            let group = encode_group(&items);
+            if group.len() > RECORD_BYTES_MAX {
+                return Err(invalid(format!(
+                    "{} bytes of metadata in one write, more than the {RECORD_BYTES_MAX} a record may hold",
+                    group.len()
+                )));
+            }
+            let mut record = Vec::with_capacity(group.len() + 9);
+            frame(&mut record, KIND_GROUP, &group);
+            self.files.append(LOG_FILE, &record)?;
             self.files.sync(LOG_FILE)?;
             apply_entries(&mut self.state, &persist.entries);
             if let Some(hard_state) = &persist.hard_state {
@@ -266,49 +280,100 @@ fn frame(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(&body);
 }
 
-/// Where a record that checks out (plausible length, matching crc32c)
-/// starts after the damaged one at `from`, if anywhere: telling damage in
-/// the middle of the log from a torn tail. (Damage inside the last record
-/// looks like a torn write and is cut as one.)
+/// The body (`[kind][payload]`) of the record at `at`, if one checks out
+/// there: a plausible length, within the bytes, a matching crc32c.
+fn record_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+    let header = bytes.get(at..at + 8)?;
+    let len = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_be_bytes(header[4..].try_into().expect("4 bytes"));
+    if len == 0 || len > RECORD_BYTES_MAX {
+        return None;
+    }
+    let body = bytes.get(at + 8..at + 8 + len)?;
+    (crc32c(body) == crc).then_some(body)
+}
+
+/// Where a record that checks out starts after the damaged one at `from`,
+/// if anywhere: telling damage in the middle of the log from a torn tail.
+/// (Damage inside the last record looks like a torn write and is cut as
+/// one.)
 fn whole_record_after(bytes: &[u8], from: usize) -> Option<usize> {
-    (from + 1..bytes.len().saturating_sub(8)).find(|&at| {
-        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        if len == 0 || len > RECORD_BYTES_MAX || bytes.len() - at - 8 < len {
-            return false;
-        }
-        let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let body = &bytes[at + 8..at + 8 + len];
-        crc32c(body) == crc && matches!(body[0], KIND_ENTRY | KIND_HARD_STATE)
+    (from + 1..bytes.len()).find(|&at| {
+        record_at(bytes, at)
+            .is_some_and(|body| matches!(body[0], KIND_ENTRY | KIND_HARD_STATE | KIND_GROUP))
     })
 }
 
 /// Replays log records into `state`; returns the length of the valid prefix.
 fn replay(bytes: &[u8], state: &mut Recovered) -> usize {
     let mut at = 0;
-    while bytes.len() - at >= 8 {
-        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        if len == 0 || len > RECORD_BYTES_MAX || bytes.len() - at - 8 < len {
-            break;
-        }
-        let body = &bytes[at + 8..at + 8 + len];
-        if crc32c(body) != crc {
-            break;
-        }
-        let applied = match body[0] {
-            KIND_ENTRY => Entry::parse_from_bytes(&body[1..])
-                .map(|entry| apply_entries(state, std::slice::from_ref(&entry))),
-            KIND_HARD_STATE => {
-                HardState::parse_from_bytes(&body[1..]).map(|hs| state.hard_state = hs)
-            }
-            _ => break,
+    while let Some(body) = record_at(bytes, at) {
+        let items = match body[0] {
+            KIND_GROUP => decode_group(&body[1..]),
+            kind => Some(vec![(kind, &body[1..])]),
         };
-        if applied.is_err() {
-            break;
+        // A record that checks out yet does not parse is treated as the
+        // end (it cannot be applied), whole or not.
+        match items.and_then(|items| parse_items(&items)) {
+            Some(parsed) => parsed.into_iter().for_each(|item| item.apply(state)),
+            None => break,
         }
-        at += 8 + len;
+        at += 8 + body.len();
     }
     at
+}
+
+/// One item of the log, parsed.
+enum Item {
+    Entry(Entry),
+    HardState(HardState),
+}
+
+impl Item {
+    fn apply(self, state: &mut Recovered) {
+        match self {
+            Item::Entry(entry) => apply_entries(state, std::slice::from_ref(&entry)),
+            Item::HardState(hard_state) => state.hard_state = hard_state,
+        }
+    }
+}
+
+/// Every item parsed, or None if one does not (nothing of a group is
+/// applied unless all of it is).
+fn parse_items(items: &[(u8, &[u8])]) -> Option<Vec<Item>> {
+    items
+        .iter()
+        .map(|&(kind, payload)| match kind {
+            KIND_ENTRY => Entry::parse_from_bytes(payload).ok().map(Item::Entry),
+            KIND_HARD_STATE => HardState::parse_from_bytes(payload)
+                .ok()
+                .map(Item::HardState),
+            _ => None,
+        })
+        .collect()
+}
+
+fn encode_group(items: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.iter().map(|(_, p)| 5 + p.len()).sum());
+    for (kind, payload) in items {
+        out.push(*kind);
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// The items of a group (lengths bounded by the group's bytes).
+fn decode_group(mut bytes: &[u8]) -> Option<Vec<(u8, &[u8])>> {
+    let mut items = Vec::new();
+    while !bytes.is_empty() {
+        let (head, rest) = bytes.split_at_checked(5)?;
+        let len = u32::from_be_bytes(head[1..5].try_into().ok()?) as usize;
+        let (payload, rest) = rest.split_at_checked(len)?;
+        items.push((head[0], payload));
+        bytes = rest;
+    }
+    Some(items)
 }
 
 fn apply_entries(state: &mut Recovered, entries: &[Entry]) {

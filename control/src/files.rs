@@ -54,10 +54,14 @@ impl DirFiles {
 
     fn appender(&mut self, name: &str) -> io::Result<&mut File> {
         if !self.appending.contains_key(name) {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.dir.join(name))?;
+            let path = self.dir.join(name);
+            let created = !path.exists();
+            let file = OpenOptions::new().create(true).append(true).open(&path)?;
+            if created {
+                // The new file's name must be durable before anything
+                // synced into it counts as durable.
+                File::open(&self.dir)?.sync_all()?;
+            }
             self.appending.insert(name.to_string(), file);
         }
         Ok(self.appending.get_mut(name).expect("just opened"))

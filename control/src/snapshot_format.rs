@@ -6,8 +6,15 @@
 //! envelope: the bare archive of the state as it was before
 //! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
 //! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
-//! 4 adds the producer id blocks. The frozen layouts below never change. A new field means a new version number and a frozen copy
-//! of the previous layout here.
+//! 4 adds the producer id blocks. The frozen layouts below never change.
+//! A new field means a new version number and a frozen copy of the
+//! previous layout here.
+//!
+//! Caution: every frozen layout holds the live [`Broker`] and [`Topic`],
+//! so changing either changes them all. The fixtures under
+//! broker/tests/fixtures (snapshots an earlier version wrote, with brokers
+//! and topics) stop loading if that happens; freeze copies of the two
+//! here before changing them.
 
 use std::collections::{BTreeMap, BTreeSet};
 

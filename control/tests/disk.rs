@@ -123,6 +123,53 @@ fn a_torn_log_tail_is_cut_to_whole_records() {
     assert_eq!(entries.len(), 19, "the last record cut");
 }
 
+/// What one persist wrote lands whole or not at all: a crash that kept a
+/// later page of the write but not an earlier one (unsynced writes land in
+/// any order) is a torn tail, cut, not damage in the middle of the log.
+#[test]
+fn a_write_torn_in_its_middle_is_cut_as_a_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut disk = FileRaftDisk::open(tmp.path()).unwrap();
+    for i in 1..=10 {
+        disk.persist(&Persist {
+            entries: vec![entry(i, 1, b"payload")],
+            ..Persist::default()
+        })
+        .unwrap();
+    }
+    let before_last = std::fs::metadata(tmp.path().join("raft.log"))
+        .unwrap()
+        .len() as usize;
+    disk.persist(&Persist {
+        entries: (11..=15).map(|i| entry(i, 2, &[i as u8; 300])).collect(),
+        hard_state: Some(HardState {
+            term: 2,
+            vote: 1,
+            commit: 12,
+            ..HardState::default()
+        }),
+        ..Persist::default()
+    })
+    .unwrap();
+    drop(disk);
+    let log = tmp.path().join("raft.log");
+    let full = std::fs::read(&log).unwrap();
+    assert_eq!(
+        last_record_start(&full),
+        before_last,
+        "one record per persist"
+    );
+    // The write's first bytes lost (zeroed), its last ones durable.
+    let mut torn = full.clone();
+    torn[before_last..before_last + 600].fill(0);
+    std::fs::write(&log, &torn).unwrap();
+    let recovered = FileRaftDisk::open(tmp.path()).unwrap().recovered();
+    let indexes: Vec<u64> = recovered.entries.iter().map(|e| e.index).collect();
+    assert_eq!(indexes, (1..=10).collect::<Vec<_>>());
+    assert_eq!(recovered.hard_state, HardState::default());
+    assert_eq!(std::fs::metadata(&log).unwrap().len() as usize, before_last);
+}
+
 /// Three nodes on real files, delivering messages in order, no faults.
 struct Cluster {
     dirs: Vec<tempfile::TempDir>,

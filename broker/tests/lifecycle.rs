@@ -280,7 +280,7 @@ impl Drop for TailOnPanic<'_> {
 }
 
 #[test]
-fn health_answers_503_until_the_broker_serves() {
+fn health_answers_503_while_the_broker_cannot_serve() {
     let dir = tempfile::tempdir().unwrap();
     let (kafka, http_address) = addresses();
     // A voter of a quorum of two whose other voter never comes: it can
@@ -502,6 +502,11 @@ fn a_broker_on_damaged_metadata_exits_naming_it_or_recovers() {
                     topics.iter().all(|t| t.name.starts_with("kept-")),
                     "round {round}: {topics:?}"
                 );
+                if round % 4 == 3 && file == "raft.log" {
+                    // Garbage after the log's end is a torn tail: cut,
+                    // nothing committed lost.
+                    assert_eq!(topics.len(), 20, "round {round}: {topics:?}");
+                }
                 recovered_count += 1;
                 sigterm(&child);
                 assert!(wait_exit(&mut child, Duration::from_secs(30)).success());

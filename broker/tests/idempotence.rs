@@ -210,10 +210,23 @@ fn a_batch_resent_after_a_sigkill_and_a_restart_is_not_written_twice() {
     let broker = start_broker(&data);
     resend_last_two(broker.address, id, "after a SIGKILL");
     assert_eq!(values(&broker.bootstrap(), "survives").len(), 100);
+    // Ids are never handed out twice: a restarted broker takes a new block.
+    let after_kill = fresh_id(broker.address);
+    assert!(after_kill > id, "{after_kill} after {id}");
     assert!(broker.terminate().success());
     let broker = start_broker(&data);
     resend_last_two(broker.address, id, "after a clean stop");
     assert_eq!(values(&broker.bootstrap(), "survives").len(), 100);
+    let after_stop = fresh_id(broker.address);
+    assert!(after_stop > after_kill, "{after_stop} after {after_kill}");
+}
+
+fn fresh_id(address: SocketAddr) -> i64 {
+    on_glommio(async move {
+        let (error, id, epoch) = init_producer_id(address, None).await;
+        assert_eq!((error, epoch), (0, 0));
+        id
+    })
 }
 
 /// The producer's last two batches again: answered with their offsets.

@@ -56,6 +56,17 @@ pub enum MetadataError {
     /// A replica list, ISR or leader that breaks the partition's rules.
     #[error("invalid partition change: {0}")]
     InvalidPartitionChange(String),
+    /// A producer id block that is not the next one (or of a size out of
+    /// bounds): ids would repeat or skip.
+    #[error("producer id block [{first}, +{size}) is not the next one ({next})")]
+    InvalidProducerIdBlock {
+        /// The block's first id.
+        first: i64,
+        /// Its size.
+        size: i64,
+        /// The next id the metadata would hand out.
+        next: i64,
+    },
     /// Not enough unfenced brokers for the replication factor.
     #[error("replication factor {wanted} exceeds the {available} available brokers")]
     NotEnoughBrokers {

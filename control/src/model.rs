@@ -133,10 +133,11 @@ impl Metadata {
                     || !(1..=PRODUCER_ID_BLOCK_MAX).contains(size)
                     || first.checked_add(*size).is_none()
                 {
-                    return Err(MetadataError::InvalidPartitionChange(format!(
-                        "producer id block [{first}, +{size}) is not the next one ({})",
-                        self.next_producer_id
-                    )));
+                    return Err(MetadataError::InvalidProducerIdBlock {
+                        first: *first,
+                        size: *size,
+                        next: self.next_producer_id,
+                    });
                 }
                 Ok(())
             }

@@ -315,3 +315,36 @@ fn records_and_snapshots_round_trip_and_garbage_is_an_error() {
     }
     assert!(MetadataRecord::decode(&[]).is_err());
 }
+
+/// Producer id blocks follow one another: a block that repeats, skips or
+/// is out of bounds is refused and changes nothing, and the next free id
+/// survives a snapshot (so ids are never handed out twice after a restart).
+#[test]
+fn producer_id_blocks_follow_one_another_and_survive_a_snapshot() {
+    let mut metadata = cluster(2);
+    let block = |broker: i32, first: i64, size: i64| MetadataRecord::AllocateProducerIds {
+        broker: BrokerId(broker),
+        first,
+        size,
+    };
+    metadata.apply(&block(1, 0, 1000)).unwrap();
+    metadata.apply(&block(2, 1000, 1000)).unwrap();
+    let before = metadata.clone();
+    for (refused, why) in [
+        (block(1, 1000, 1000), "repeats"),
+        (block(1, 2500, 1000), "skips"),
+        (block(1, 2000, 0), "empty"),
+        (block(1, 2000, -5), "negative"),
+        (block(9, 2000, 1000), "unknown broker"),
+    ] {
+        assert!(metadata.apply(&refused).is_err(), "{why}");
+        assert_eq!(metadata, before, "{why}: nothing changed");
+    }
+    assert!(matches!(
+        metadata.apply(&block(1, 1000, 1000)),
+        Err(MetadataError::InvalidProducerIdBlock { next: 2000, .. })
+    ));
+    let restored = Metadata::decode(&metadata.encode()).unwrap();
+    assert_eq!(restored.next_producer_id, 2000);
+    assert_eq!(restored.producer_id_blocks, metadata.producer_id_blocks);
+}

@@ -429,7 +429,10 @@ impl<FS: FileSystem> Log<FS> {
         st.stats.appended_batches += 1;
         st.cache.push(base, header.next_offset(), data);
         st.log_end = header.next_offset();
-        crate::producer_log::record(&mut st.producers, &header, now);
+        if let Some(producer) = &producer {
+            st.producers
+                .record_batch(producer, base, header.max_timestamp, now);
+        }
         Ok(AppendInfo {
             base_offset: base,
             last_offset: header.last_offset(),

@@ -12,7 +12,7 @@ use crate::error::{Result, StorageError};
 use crate::files::{self, parse_snapshot_name, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::io::{DirectFile, FileSystem};
 use crate::log::Log;
-use crate::producers::{BatchMeta, ProducerState, PRODUCER_SNAPSHOTS_KEPT};
+use crate::producers::{ProducerState, PRODUCER_SNAPSHOTS_KEPT};
 use crate::types::{Offset, TimestampMs};
 
 impl<FS: FileSystem> Log<FS> {
@@ -110,7 +110,9 @@ impl<FS: FileSystem> Log<FS> {
                 if header.base_offset >= to {
                     break;
                 }
-                record(state, &header, now);
+                if let Some(producer) = header.producer() {
+                    state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
+                }
             }
         }
         Ok(())
@@ -194,19 +196,5 @@ impl<FS: FileSystem> Log<FS> {
             .remove(&path)
             .await
             .map_err(|e| StorageError::io("removing a producer snapshot", e))
-    }
-}
-
-/// Records one batch header's producer part, if it has one, as seen at
-/// `now`.
-pub(crate) fn record(state: &mut ProducerState, header: &BatchHeader, now: TimestampMs) {
-    if let Some(producer) = header.producer() {
-        let meta = BatchMeta {
-            first_seq: producer.first_seq,
-            last_seq: producer.last_seq(),
-            first_offset: header.base_offset,
-            last_offset: header.last_offset(),
-        };
-        state.record(&producer, meta, header.max_timestamp, now);
     }
 }

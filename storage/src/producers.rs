@@ -172,9 +172,26 @@ impl ProducerState {
     }
 
     /// Records an appended batch (a leader's, after its check; a
-    /// follower's, as copied) with its largest timestamp, at `now` on the
+    /// follower's, as copied; a replayed one) that starts at
+    /// `first_offset`, with its largest timestamp, at `now` on the
     /// broker's clock.
-    pub fn record(
+    pub fn record_batch(
+        &mut self,
+        batch: &ProducerBatch,
+        first_offset: Offset,
+        timestamp: TimestampMs,
+        now: TimestampMs,
+    ) {
+        let meta = BatchMeta {
+            first_seq: batch.first_seq,
+            last_seq: batch.last_seq(),
+            first_offset,
+            last_offset: Offset(first_offset.0 + batch.offset_delta as i64),
+        };
+        self.record(batch, meta, timestamp, now);
+    }
+
+    fn record(
         &mut self,
         batch: &ProducerBatch,
         meta: BatchMeta,

@@ -15,11 +15,9 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
-use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::service::{ControllerRequest, RequestError};
+use crate::request::{Call, Reply, RequestError};
 use crate::transport::FrameError;
-use crate::types::{BrokerId, Incarnation};
 
 /// The first bytes of a connection carrying Raft messages.
 pub const RAFT_PREAMBLE: [u8; 4] = *b"RAFT";
@@ -28,26 +26,6 @@ pub const CALL_PREAMBLE: [u8; 4] = *b"CALL";
 /// The largest call or reply (a CreateTopic with its configuration fits
 /// many times over).
 pub const CALL_BYTES_MAX: usize = 1 << 20;
-
-/// What a broker asks of the active controller.
-#[derive(Archive, Serialize, Deserialize, Debug, Clone)]
-#[rkyv(attr(allow(missing_docs)))]
-pub enum Call {
-    /// The broker is alive.
-    Heartbeat {
-        /// The broker.
-        broker: BrokerId,
-        /// Its current life.
-        incarnation: Incarnation,
-    },
-    /// A change to commit.
-    Request(ControllerRequest),
-}
-
-/// The controller's answer to a call: on success, the metadata log index
-/// the caller's own node must apply before it acts on the answer (a
-/// request's last record; for a heartbeat, the log's end when answered).
-pub type Reply = Result<u64, RequestError>;
 
 /// Encodes a call as a frame.
 pub fn encode_call(call: &Call) -> Vec<u8> {

@@ -1,6 +1,8 @@
 //! What brokers ask of the active controller, and why it may refuse: the
 //! requests a broker's metadata service takes, or forwards to the node
-//! that leads ([`crate::forward`]).
+//! that leads ([`crate::forward`]), and the calls and replies that carry
+//! them there. They live below both the service and the transports, so
+//! neither needs the other's types.
 
 use crate::config::TopicConfig;
 use crate::controller::AlterIsr;
@@ -86,3 +88,23 @@ pub enum RequestError {
     #[error("metadata service unavailable")]
     Unavailable,
 }
+
+/// What a broker asks of the active controller.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone)]
+#[rkyv(attr(allow(missing_docs)))]
+pub enum Call {
+    /// The broker is alive.
+    Heartbeat {
+        /// The broker.
+        broker: BrokerId,
+        /// Its current life.
+        incarnation: Incarnation,
+    },
+    /// A change to commit.
+    Request(ControllerRequest),
+}
+
+/// The controller's answer to a call: on success, the metadata log index
+/// the caller's own node must apply before it acts on the answer (a
+/// request's last record; for a heartbeat, the log's end when answered).
+pub type Reply = Result<u64, RequestError>;

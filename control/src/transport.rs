@@ -33,9 +33,9 @@ pub enum Inbound {
     /// the answer goes back through `reply`.
     Call {
         /// What is asked.
-        call: crate::forward::Call,
+        call: crate::request::Call,
         /// Where the answer goes.
-        reply: futures::channel::oneshot::Sender<crate::forward::Reply>,
+        reply: futures::channel::oneshot::Sender<crate::request::Reply>,
     },
 }
 

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Fails when modules of a crate import each other in a circle.
+
+Why: layers are only layers while their dependencies point one way. The
+compiler allows cycles between the modules of one crate, so the test
+command runs this check (scripts/test.sh).
+
+What counts as an import: every `crate::`, `super::` and `self::` path in
+a module's code (in `use` lines, brace groups included, and inline), up to
+its first `#[cfg(test)]` line (unit tests may reach anywhere). A path
+resolves to the deepest module file it names. A child naming one of its
+ancestors is not counted (a `mod.rs` holds what its children share).
+
+Usage: scripts/import-cycles.py [REPO] ; prints each cycle with the
+imports that close it, exits 1 if there is one.
+"""
+import os
+import re
+import sys
+
+PATH_START = re.compile(r"\b(crate|super|self)::")
+IDENT = re.compile(r"\w+")
+
+
+def module_files(src):
+    """{module path tuple: file} for a crate's src/ (binaries under
+    src/bin are crates of their own and left out)."""
+    found = {}
+    for root, dirs, names in os.walk(src):
+        if os.path.relpath(root, src).split(os.sep)[0] == "bin":
+            continue
+        for name in names:
+            if name.endswith(".rs"):
+                path = os.path.join(root, name)
+                parts = os.path.relpath(path, src)[:-3].split(os.sep)
+                if parts[-1] in ("mod", "lib", "main"):
+                    parts = parts[:-1]
+                found[tuple(parts)] = path
+    return found
+
+
+def code_of(path):
+    """The file's code before its unit tests, without comments or strings."""
+    kept = []
+    for line in open(path, encoding="utf-8", errors="replace"):
+        if line.lstrip().startswith("#[cfg(test)]"):
+            break
+        kept.append(line)
+    text = "".join(kept)
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    return text
+
+
+def expand(text, at):
+    """The paths a path starting at `at` names: `a::b::{c, d::e}` gives
+    [a::b::c, a::b::d::e]. Returns (paths, end)."""
+    prefix = []
+    i = at
+    while True:
+        m = IDENT.match(text, i)
+        if m:
+            prefix.append(m.group(0))
+            i = m.end()
+        elif text.startswith("{", i):
+            paths, i = group(text, i + 1)
+            return [prefix + p for p in paths], i
+        else:
+            return [prefix], i
+        if text.startswith("::", i):
+            i += 2
+        else:
+            return [prefix], i
+
+
+def group(text, i):
+    """The paths of a brace group whose `{` is just before `i`."""
+    paths = []
+    while i < len(text):
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if text.startswith("}", i):
+            return paths, i + 1
+        sub, j = expand(text, i)
+        paths.extend(sub)
+        # Skip `as name` and anything else up to the next item.
+        while j < len(text) and text[j] not in ",}":
+            if text[j] == "{":
+                return paths, j
+            j += 1
+        i = j
+    return paths, i
+
+
+def imports(text):
+    """Every (kind, rest-of-path) a module's code names."""
+    for m in PATH_START.finditer(text):
+        kind = m.group(1)
+        for rest in expand(text, m.end())[0]:
+            yield kind, rest
+
+
+def resolve(module, kind, rest, files):
+    if kind == "crate":
+        base = []
+    elif kind == "self":
+        base = list(module)
+    else:
+        base = list(module[:-1])
+        while rest and rest[0] == "super":
+            base, rest = base[:-1], rest[1:]
+    full = base + [p for p in rest if p != "self"]
+    for n in range(len(full), 0, -1):
+        if tuple(full[:n]) in files:
+            return tuple(full[:n])
+    return None
+
+
+def graph_of(files):
+    """{module: {imported module: an item named, for the message}}."""
+    graph = {}
+    for module, path in files.items():
+        edges = {}
+        for kind, rest in imports(code_of(path)):
+            target = resolve(module, kind, rest, files)
+            is_ancestor = target is not None and module[: len(target)] == target
+            if target is not None and target != module and not is_ancestor:
+                edges.setdefault(target, "::".join([kind] + rest))
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph):
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                groups.append(sorted(members))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def crates(repo):
+    for name in sorted(os.listdir(repo)):
+        src = os.path.join(repo, name, "src")
+        if os.path.isfile(os.path.join(repo, name, "Cargo.toml")) and os.path.isdir(src):
+            yield name, src
+
+
+def main():
+    repo = sys.argv[1] if len(sys.argv) > 1 else "."
+    found = 0
+    for crate, src in crates(repo):
+        files = module_files(src)
+        graph = graph_of(files)
+        for members in cycles(graph):
+            found += 1
+            names = lambda m: "::".join(m) or "(root)"
+            print(f"{crate}: import cycle of {len(members)} modules:")
+            inside = set(members)
+            for m in members:
+                for target, item in sorted(graph[m].items()):
+                    if target in inside:
+                        print(f"  {names(m)} -> {names(target)}  ({item})")
+    print(f"{found} import cycle(s)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

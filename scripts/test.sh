@@ -57,4 +57,15 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi
 
+# The habits the code is held to before any test runs: formatted, no
+# clippy warnings, no import cycles between the modules of a crate.
+for component in rustfmt clippy; do
+    if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        rustup component add "$component"
+    fi
+done
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+# (the import-cycle check joins once the broker server has no cycle)
+
 cargo nextest run --workspace --profile ci "$@"

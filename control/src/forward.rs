@@ -112,6 +112,8 @@ mod tests {
     use super::*;
     use crate::error::MetadataError;
     use crate::record::BrokerRegistration;
+    use crate::request::ControllerRequest;
+    use crate::types::{BrokerId, Incarnation};
 
     #[test]
     fn calls_and_replies_round_trip_and_damage_is_refused() {

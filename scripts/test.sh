@@ -66,6 +66,6 @@ for component in rustfmt clippy; do
 done
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
-# (the import-cycle check joins once the broker server has no cycle)
+python3 scripts/import-cycles.py .
 
 cargo nextest run --workspace --profile ci "$@"

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use storage::io::dma::DmaFs;
 use storage::{batch, Log, LogConfig, Offset};
 
-use crate::server::partitions::BATCH_BYTES_CAP;
+use crate::partition::table::BATCH_BYTES_CAP;
 
 /// Dumps the log in `dir`.
 pub fn run(dir: PathBuf) -> Result<String, String> {

@@ -4,7 +4,10 @@
 #![warn(missing_docs)]
 
 pub mod admin_cli;
+pub mod cluster;
 pub mod config;
+pub mod coordinator;
+pub mod counters;
 pub mod data_dir;
 pub mod dump_log;
 pub mod dump_metadata;
@@ -12,5 +15,8 @@ pub mod group_cli;
 pub mod groups;
 pub mod http_request;
 pub mod kafka;
+pub mod partition;
 pub mod process;
+pub mod replica;
+pub mod runtime;
 pub mod server;

@@ -95,6 +95,7 @@ async fn produce_batch(
                 producer.first_sequence as usize + i
             ))),
             timestamp: 1_000,
+            headers: Vec::new(),
         })
         .collect();
     let batch = encode_batch_as(&records, Compression::None, Some(producer)).unwrap();
@@ -348,6 +349,7 @@ fn the_projects_client_is_idempotent_by_default() {
                 key: None,
                 value: Some(Bytes::from(format!("value-{i}"))),
                 timestamp: 1_000,
+                headers: Vec::new(),
             };
             deliveries.push(producer.send_record("own", record).await.unwrap());
         }

@@ -328,6 +328,7 @@ fn fetch_long_poll_wakes_when_data_arrives_and_list_offsets_finds_times() {
                 key: None,
                 value: Some(Bytes::from(format!("at {i}"))),
                 timestamp: i * 1000,
+                headers: Vec::new(),
             };
             producer
                 .send_record("times", record)

@@ -290,7 +290,10 @@ fn produce_spans_are_exported_as_json_logs_tagged_with_acks() {
         dir.path(),
         &[
             ("BROKER_LOG_FORMAT", "json"),
-            ("RUST_LOG", "info,broker::server::handlers::produce=debug"),
+            (
+                "RUST_LOG",
+                "info,broker::server::handlers::produce=debug,broker::partition=debug",
+            ),
         ],
     );
     kcat_produce(&broker.bootstrap(), "traced", 100);

@@ -235,6 +235,7 @@ fn produce_request(
             key: None,
             value: Some(value(producer, s)),
             timestamp: 0,
+            headers: Vec::new(),
         })
         .collect();
     let sequence = identity.map(|(producer_id, epoch)| ProducerSequence {

@@ -170,6 +170,7 @@ impl Producer {
                 key,
                 value,
                 timestamp,
+                headers: Vec::new(),
             },
         )
         .await
@@ -208,11 +209,6 @@ impl Producer {
         record: ProducerRecord,
         waiter: Waiter,
     ) -> Result<(), ClientError> {
-        let ProducerRecord {
-            key,
-            value,
-            timestamp,
-        } = record;
         let info = self.cluster.topic_info(topic, true).await?;
         let partitions = info.leaders.len() as u32;
         if partitions == 0 {
@@ -222,15 +218,14 @@ impl Producer {
         }
         {
             let mut queues = self.queues.borrow_mut();
-            let partition = match &key {
+            let partition = match &record.key {
                 Some(key) => partition_for_key(key, partitions),
                 None => {
                     queues.next_unkeyed = queues.next_unkeyed.wrapping_add(1);
                     queues.next_unkeyed % partitions
                 }
             } as i32;
-            let size =
-                key.as_ref().map_or(0, |k| k.len()) + value.as_ref().map_or(0, |v| v.len()) + 16;
+            let size = record_size(&record);
             let queue = queues
                 .batches
                 .entry((topic.to_string(), partition))
@@ -249,11 +244,7 @@ impl Producer {
                 });
             }
             let batch = queue.back_mut().expect("a batch");
-            batch.records.push(ProducerRecord {
-                key,
-                value,
-                timestamp,
-            });
+            batch.records.push(record);
             batch.waiters.push(waiter);
             batch.bytes += size;
         }
@@ -525,6 +516,17 @@ impl Producer {
             }
         }
     }
+}
+
+/// A record's bytes, about (for the batch size limit).
+fn record_size(record: &ProducerRecord) -> usize {
+    let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len());
+    let headers: usize = record
+        .headers
+        .iter()
+        .map(|(name, value)| name.len() + bytes(value) + 2)
+        .sum();
+    bytes(&record.key) + bytes(&record.value) + headers + 16
 }
 
 /// Errors after which the same batch may succeed.

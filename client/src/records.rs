@@ -2,6 +2,7 @@
 //! one v2 batch (optionally compressed), and decoding fetched batches.
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
@@ -10,7 +11,7 @@ use kafka_protocol::records::{
 use crate::connection::ClientError;
 
 /// A record as produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerRecord {
     /// The key (routes the record to a partition), if any.
     pub key: Option<Bytes>,
@@ -18,6 +19,9 @@ pub struct ProducerRecord {
     pub value: Option<Bytes>,
     /// Milliseconds since the epoch.
     pub timestamp: i64,
+    /// Headers, in order (the encoder keeps them in a map: a repeated
+    /// name keeps its last value).
+    pub headers: Vec<(String, Option<Bytes>)>,
 }
 
 /// A record as consumed.
@@ -103,7 +107,11 @@ pub fn encode_batch_as(
             timestamp: r.timestamp,
             key: r.key.clone(),
             value: r.value.clone(),
-            headers: Default::default(),
+            headers: r
+                .headers
+                .iter()
+                .map(|(name, value)| (StrBytes::from_string(name.clone()), value.clone()))
+                .collect(),
         })
         .collect();
     let mut out = BytesMut::new();
@@ -202,6 +210,7 @@ mod tests {
                 key: Some(Bytes::from(format!("k{i}"))),
                 value: Some(Bytes::from(vec![b'v'; i % 50])),
                 timestamp: 1_000 + i as i64,
+                headers: Vec::new(),
             })
             .collect()
     }
@@ -213,6 +222,7 @@ mod tests {
                 key: None,
                 value: Some(Bytes::from(format!("v{i}"))),
                 timestamp: 1,
+                headers: Vec::new(),
             })
             .collect();
         for producer in [

@@ -109,6 +109,7 @@ pub async fn run(
             key,
             value: Some(Bytes::from(payload::encode(stamp, size))),
             timestamp: (intended_ns / 1_000_000) as i64,
+            headers: Vec::new(),
         };
         let (current, window, acked) = (current.clone(), window.clone(), acked.clone());
         producer

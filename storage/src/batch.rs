@@ -549,6 +549,27 @@ pub fn split_stored(
     Ok(out)
 }
 
+/// The length of the stored batch at the start of `bytes` by its framing
+/// (`[base offset i64][batchLength i32]`), if that much is there to say.
+pub fn stored_batch_len(bytes: &[u8]) -> Option<usize> {
+    (bytes.len() >= LOG_OVERHEAD_BYTES)
+        .then(|| LOG_OVERHEAD_BYTES + read_i32(bytes, LENGTH_AT).max(0) as usize)
+}
+
+/// The length of the longest prefix of `bytes` made of whole stored
+/// batches and at most `limit` long (what a response may carry).
+pub fn whole_batches_within(bytes: &[u8], limit: usize) -> usize {
+    let limit = limit.min(bytes.len());
+    let mut at = 0;
+    while let Some(len) = stored_batch_len(&bytes[at..]) {
+        if len <= LOG_OVERHEAD_BYTES || at + len > limit {
+            break;
+        }
+        at += len;
+    }
+    at
+}
+
 fn read_i16(buf: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(buf[at..at + 2].try_into().expect("2 bytes"))
 }
@@ -674,6 +695,29 @@ mod tests {
         let mut plain = sample();
         stamp_producer(&mut plain, -1, -1, -1);
         assert!(ValidBatch::new(plain, MAX).is_ok());
+    }
+
+    #[test]
+    fn whole_batches_are_found_by_their_framing() {
+        let one = sample();
+        let mut three = one.clone();
+        three.extend_from_slice(&one);
+        three.extend_from_slice(&one);
+        let len = one.len();
+        assert_eq!(stored_batch_len(&three), Some(len));
+        assert_eq!(stored_batch_len(&three[..11]), None);
+        assert_eq!(whole_batches_within(&three, usize::MAX), 3 * len);
+        assert_eq!(whole_batches_within(&three, 2 * len + 5), 2 * len);
+        assert_eq!(whole_batches_within(&three, len - 1), 0);
+        // A cut last batch is not whole.
+        assert_eq!(
+            whole_batches_within(&three[..3 * len - 1], usize::MAX),
+            2 * len
+        );
+        // A zero or negative length is no batch.
+        let mut bogus = one.to_vec();
+        bogus[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&(-7i32).to_be_bytes());
+        assert_eq!(whole_batches_within(&bogus, usize::MAX), 0);
     }
 
     #[test]

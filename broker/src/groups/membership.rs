@@ -21,7 +21,7 @@ use kafka_protocol::ResponseError;
 pub type MemberId = String;
 
 /// A Kafka error code (0: none).
-pub type Code = i16;
+use crate::kafka::Code;
 
 /// The group's state, as DescribeGroups names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
     let peer = address.map(|a| a.to_string()).unwrap_or_default();
     // How DescribeGroups shows a member's host, as Kafka does.
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
-    let mut reader = FrameReader::new(shard.config.socket_request_max_bytes);
+    let mut reader = FrameReader::new(shard.cluster.config.socket_request_max_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         loop {

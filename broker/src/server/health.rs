@@ -13,10 +13,13 @@ use std::time::Duration;
 
 use control::{BrokerId, Metadata};
 
-use super::metadata_view::{lease_valid, BrokerLife};
-use super::partitions::stray_topic_dirs;
-use super::replica::now_ms;
 use super::shard::Shard;
+use crate::cluster::lease::lease_valid;
+use crate::cluster::quorum::BrokerLife;
+use crate::cluster::Cluster;
+use crate::partition::dirs::stray_topic_dirs;
+use crate::partition::Partitions;
+use crate::runtime::clock::monotonic_ms;
 
 /// How often the watchdog looks, and logs what is wrong.
 const WATCH_EVERY: Duration = Duration::from_secs(5);
@@ -46,14 +49,14 @@ impl Health {
 
 /// Checks the broker now (every shard's logs, this shard's metadata).
 pub async fn check(shard: &Rc<Shard>) -> Health {
-    let mut failed_logs = Vec::new();
-    for index in 0..shard.count {
-        let failed = shard
-            .run_on(index, |s| Box::pin(async move { failed_logs_of(&s) }))
-            .await;
-        failed_logs.extend(failed.unwrap_or_default());
-    }
-    let mut health = check_metadata(shard);
+    let failed_logs: Vec<String> = shard
+        .partitions
+        .on_every_shard(|partitions| Box::pin(async move { failed_logs_of(&partitions) }))
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap_or_default)
+        .collect();
+    let mut health = check_metadata(&shard.cluster);
     if let Some(first) = failed_logs.first() {
         health.problems.push(format!(
             "{} partition logs failed and take no writes (first: {first}); free space or \
@@ -66,9 +69,9 @@ pub async fn check(shard: &Rc<Shard>) -> Health {
 }
 
 /// The open logs of this shard that failed, with why.
-fn failed_logs_of(shard: &Shard) -> Vec<String> {
-    shard
-        .partitions
+fn failed_logs_of(partitions: &Partitions) -> Vec<String> {
+    partitions
+        .table
         .open_partitions()
         .into_iter()
         .filter_map(|(_, p)| {
@@ -79,24 +82,24 @@ fn failed_logs_of(shard: &Shard) -> Vec<String> {
 }
 
 /// What shard 0's metadata and the broker's life say.
-fn check_metadata(shard: &Shard) -> Health {
-    let view = shard.view.borrow();
-    let root = shard.partitions_root();
+fn check_metadata(cluster: &Cluster) -> Health {
+    let view = cluster.view.borrow();
+    let root = cluster.partitions_root();
     let mut health = Health {
         unknown_topic_dirs: stray_topic_dirs(&root, &view.metadata).unknown,
-        replicas: replicas_of(&view.metadata, BrokerId(shard.config.node_id)),
-        heartbeat_age_ms: shard
+        replicas: replicas_of(&view.metadata, cluster.me),
+        heartbeat_age_ms: cluster
             .life
             .last_heartbeat_ms
             .get()
-            .map(|at| now_ms().saturating_sub(at)),
+            .map(|at| monotonic_ms().saturating_sub(at)),
         ..Health::default()
     };
     health.problems = problems(
-        &shard.life,
+        &cluster.life,
         &health,
         &root,
-        shard.config.broker_session_timeout_ms,
+        cluster.config.broker_session_timeout_ms,
     );
     health
 }
@@ -155,7 +158,7 @@ pub async fn watchdog(shard: Rc<Shard>) {
     loop {
         round += 1;
         glommio::timer::sleep(WATCH_EVERY).await;
-        if shard.life.shutting_down.get() {
+        if shard.cluster.life.shutting_down.get() {
             return;
         }
         let health = check(&shard).await;
@@ -168,7 +171,7 @@ pub async fn watchdog(shard: Rc<Shard>) {
         if !health.unknown_topic_dirs.is_empty() && remind {
             unknown_reported = health.unknown_topic_dirs.clone();
             tracing::warn!(
-                dir = %shard.partitions_root().display(),
+                dir = %shard.cluster.partitions_root().display(),
                 unknown = ?health.unknown_topic_dirs,
                 "partition data of topics the metadata does not know: kept, not served \
                  (remove it by hand if those topics are gone for good)"

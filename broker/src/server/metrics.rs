@@ -9,137 +9,17 @@
 //! under-replicated partitions from the metadata, disk use from the file
 //! system.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
-use control::BrokerId;
-
-use super::replica::Role;
 use super::shard::Shard;
-
-/// Upper bounds of the latency histograms' buckets, in seconds.
-pub const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// The largest Kafka API key counted (larger ones count as this one).
-const API_KEYS: usize = 128;
-
-/// A latency histogram with Prometheus's cumulative buckets.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len()],
-    count: AtomicU64,
-    sum_nanos: AtomicU64,
-}
-
-impl Histogram {
-    /// Counts one observation.
-    pub fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos
-            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
-    }
-
-    fn add_to(&self, total: &mut HistogramTotal) {
-        for (t, b) in total.buckets.iter_mut().zip(&self.buckets) {
-            *t += b.load(Ordering::Relaxed);
-        }
-        total.count += self.count.load(Ordering::Relaxed);
-        total.sum_nanos += self.sum_nanos.load(Ordering::Relaxed);
-    }
-}
-
-#[derive(Debug, Default, Clone)]
-struct HistogramTotal {
-    buckets: [u64; LATENCY_BUCKETS_SECONDS.len()],
-    count: u64,
-    sum_nanos: u64,
-}
-
-/// One shard's counters.
-#[derive(Debug)]
-pub struct ShardMetrics {
-    requests: Vec<AtomicU64>,
-    request_errors: Vec<AtomicU64>,
-    /// Request bytes read (frames, size prefixes included).
-    pub bytes_in: AtomicU64,
-    /// Response bytes written.
-    pub bytes_out: AtomicU64,
-    /// Open client connections.
-    pub connections: AtomicI64,
-    /// Produce request latency by acks: 0, 1, all.
-    pub produce_latency: [Histogram; 3],
-    /// Consumer fetch latency (long-poll waits included, as Kafka's).
-    pub fetch_latency: Histogram,
-    /// ISR shrinks of partitions this shard leads, as committed.
-    pub isr_shrinks: AtomicU64,
-    /// ISR expansions, likewise.
-    pub isr_expands: AtomicU64,
-    /// Consumer fetches served as a follower (rack-aware reads).
-    pub follower_reads: AtomicU64,
-}
-
-impl Default for ShardMetrics {
-    fn default() -> Self {
-        ShardMetrics {
-            requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
-            request_errors: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
-            bytes_in: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
-            connections: AtomicI64::new(0),
-            produce_latency: Default::default(),
-            fetch_latency: Histogram::default(),
-            isr_shrinks: AtomicU64::new(0),
-            isr_expands: AtomicU64::new(0),
-            follower_reads: AtomicU64::new(0),
-        }
-    }
-}
-
-impl ShardMetrics {
-    /// A request of `api_key` arrived.
-    pub fn request(&self, api_key: i16) {
-        self.requests[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A request of `api_key` failed (the connection closed, or a
-    /// partition answered with an error).
-    pub fn request_error(&self, api_key: i16) {
-        self.request_errors[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A produce with `acks` took `elapsed`.
-    pub fn produce(&self, acks: i16, elapsed: Duration) {
-        let i = match acks {
-            0 => 0,
-            1 => 1,
-            _ => 2,
-        };
-        self.produce_latency[i].observe(elapsed);
-    }
-}
-
-fn api_index(api_key: i16) -> usize {
-    (api_key.max(0) as usize).min(API_KEYS - 1)
-}
-
-/// Every shard's counters, by shard index.
-pub type Registry = Arc<Vec<Arc<ShardMetrics>>>;
-
-/// A registry for `shards` shards.
-pub fn registry(shards: usize) -> Registry {
-    Arc::new((0..shards).map(|_| Arc::default()).collect())
-}
+use crate::cluster::Cluster;
+use crate::coordinator::Coordinator;
+use crate::counters::{HistogramTotal, Registry, ShardMetrics, API_KEYS, LATENCY_BUCKETS_SECONDS};
+use crate::partition::role::Role;
 
 /// What one shard reports at a scrape.
 #[derive(Debug, Default)]
@@ -153,9 +33,11 @@ struct ShardReport {
     generations: BTreeMap<String, i32>,
 }
 
-async fn report(shard: Rc<Shard>) -> ShardReport {
+async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
     let mut out = ShardReport::default();
-    let names: BTreeMap<control::TopicId, String> = shard
+    let partitions = &coordinator.partitions;
+    let names: BTreeMap<control::TopicId, String> = partitions
+        .cluster
         .view
         .borrow()
         .metadata
@@ -163,16 +45,8 @@ async fn report(shard: Rc<Shard>) -> ShardReport {
         .values()
         .map(|t| (t.id, t.name.clone()))
         .collect();
-    for (key, partition) in shard.partitions.open_partitions() {
-        let stats = partition.log.stats();
-        let s = &mut out.storage;
-        s.flushes += stats.flushes;
-        s.flushed_bytes += stats.flushed_bytes;
-        s.appended_batches += stats.appended_batches;
-        s.fdatasyncs += stats.fdatasyncs;
-        s.fdatasync_nanos += stats.fdatasync_nanos;
-        s.cache_reads += stats.cache_reads;
-        s.disk_reads += stats.disk_reads;
+    for (key, partition) in partitions.table.open_partitions() {
+        add_stats(&mut out.storage, &partition.log.stats());
         let leads = matches!(&*partition.role.borrow(), Role::Leader(_));
         if let (true, Some(name)) = (leads, names.get(&key.topic)) {
             let log = &partition.log;
@@ -182,7 +56,7 @@ async fn report(shard: Rc<Shard>) -> ShardReport {
             );
         }
     }
-    for partition in shard.coordinator.loaded_current(&shard) {
+    for partition in coordinator.loaded_current() {
         for (group, generation, offsets) in partition.offsets_and_generations() {
             for ((topic, index), offset) in offsets {
                 out.committed.insert((group.clone(), topic, index), offset);
@@ -193,22 +67,56 @@ async fn report(shard: Rc<Shard>) -> ShardReport {
     out
 }
 
-/// The whole /metrics page, rendered on shard 0.
-pub async fn render(shard: &Rc<Shard>) -> String {
-    let mut reports = Vec::new();
-    for index in 0..shard.count {
-        let gathered = shard
-            .run_on(index, |s| Box::pin(async move { report(s).await }))
-            .await;
-        if let Ok(report) = gathered {
-            reports.push(report);
-        }
-    }
-    let mut page = Page::default();
-    let all = &shard.metrics_registry;
-    let sum = |f: &dyn Fn(&ShardMetrics) -> u64| all.iter().map(|m| f(m)).sum::<u64>();
+fn add_stats(total: &mut storage::LogStats, stats: &storage::LogStats) {
+    total.flushes += stats.flushes;
+    total.flushed_bytes += stats.flushed_bytes;
+    total.appended_batches += stats.appended_batches;
+    total.fdatasyncs += stats.fdatasyncs;
+    total.fdatasync_nanos += stats.fdatasync_nanos;
+    total.cache_reads += stats.cache_reads;
+    total.disk_reads += stats.disk_reads;
+}
 
+/// The whole /metrics page, rendered on shard 0: one function per family.
+pub async fn render(shard: &Rc<Shard>) -> String {
+    let reports: Vec<ShardReport> = shard
+        .coordinator
+        .on_every_shard(|coordinator| Box::pin(report(coordinator)))
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let all = &shard.metrics_registry;
+    let cluster = &shard.cluster;
+    let mut page = Page::default();
     // The design's metrics (seed section 15).
+    produce_latency(&mut page, all);
+    let ends = led_partitions(&reports);
+    consumer_lag(&mut page, &reports, &ends);
+    partitions_led(&mut page, cluster, &ends);
+    replication(&mut page, cluster, all);
+    if let Some(pct) = disk_used_pct(&cluster.config.data_dir) {
+        page.gauge(
+            "broker_disk_used_pct",
+            "used space of the file system holding the data directory, in percent",
+            pct,
+        );
+    }
+    rebalances(&mut page, &reports);
+    health(&mut page, &super::health::check(shard).await);
+    controller(&mut page, cluster);
+    requests(&mut page, all);
+    fetches(&mut page, all);
+    storage_counters(&mut page, &reports);
+    page.text
+}
+
+/// Sums a counter over every shard.
+fn sum(all: &Registry, f: impl Fn(&ShardMetrics) -> u64) -> u64 {
+    all.iter().map(|m| f(m)).sum()
+}
+
+fn produce_latency(page: &mut Page, all: &Registry) {
     let mut produce = [
         HistogramTotal::default(),
         HistogramTotal::default(),
@@ -225,83 +133,83 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         "produce requests from arrival to answer, by acks",
     );
     for (acks, total) in ["0", "1", "all"].iter().zip(&produce) {
-        page.histogram(
-            "produce_latency_seconds",
-            &format!("acks=\"{acks}\""),
-            total,
-        );
+        let labels = format!("acks=\"{acks}\"");
+        page.histogram("produce_latency_seconds", &labels, total);
     }
-    let ends: BTreeMap<(String, i32), (i64, i64)> = reports
+}
+
+/// (topic, partition) -> (log start, high watermark) of every partition led here.
+type Ends = BTreeMap<(String, i32), (i64, i64)>;
+
+fn led_partitions(reports: &[ShardReport]) -> Ends {
+    reports
         .iter()
         .flat_map(|r| r.ends.iter().map(|(k, v)| (k.clone(), *v)))
-        .collect();
+        .collect()
+}
+
+fn consumer_lag(page: &mut Page, reports: &[ShardReport], ends: &Ends) {
     page.header(
         "consumer_lag_messages",
         "gauge",
         "records a group has not committed yet, for partitions this broker leads",
     );
-    for r in &reports {
-        for ((group, topic, partition), committed) in &r.committed {
-            if let Some((log_start, high_watermark)) = ends.get(&(topic.clone(), *partition)) {
-                let lag = crate::groups::lag::PartitionLag {
-                    committed: Some(*committed),
-                    log_start: *log_start,
-                    log_end: *high_watermark,
-                }
-                .lag();
-                page.sample(
-                    "consumer_lag_messages",
-                    &format!(
-                        "group=\"{}\",topic=\"{}\",partition=\"{partition}\"",
-                        escape(group),
-                        escape(topic)
-                    ),
-                    lag as f64,
-                );
-            }
+    for ((group, topic, partition), committed) in reports.iter().flat_map(|r| &r.committed) {
+        let Some((log_start, high_watermark)) = ends.get(&(topic.clone(), *partition)) else {
+            continue;
+        };
+        let lag = crate::groups::lag::PartitionLag {
+            committed: Some(*committed),
+            log_start: *log_start,
+            log_end: *high_watermark,
         }
+        .lag();
+        let labels = format!(
+            "group=\"{}\",topic=\"{}\",partition=\"{partition}\"",
+            escape(group),
+            escape(topic)
+        );
+        page.sample("consumer_lag_messages", &labels, lag as f64);
     }
+}
+
+fn partitions_led(page: &mut Page, cluster: &Cluster, ends: &Ends) {
     page.header(
         "partition_high_watermark",
         "gauge",
         "the high watermark of each partition this broker leads (its rate is the ingest rate)",
     );
-    for ((topic, partition), (_, high_watermark)) in &ends {
-        page.sample(
-            "partition_high_watermark",
-            &format!("topic=\"{}\",partition=\"{partition}\"", escape(topic)),
-            *high_watermark as f64,
-        );
+    for ((topic, partition), (_, high_watermark)) in ends {
+        let labels = format!("topic=\"{}\",partition=\"{partition}\"", escape(topic));
+        page.sample("partition_high_watermark", &labels, *high_watermark as f64);
     }
     page.header(
         "topic_retention_seconds",
         "gauge",
         "retention.ms of each topic this broker leads a partition of, in seconds (none: unlimited)",
     );
-    let led_topics: std::collections::BTreeSet<&String> = ends.keys().map(|(t, _)| t).collect();
-    {
-        let view = shard.view.borrow();
-        for topic in view.metadata.topics.values() {
-            if led_topics.contains(&topic.name) && topic.config.retention_ms >= 0 {
-                page.sample(
-                    "topic_retention_seconds",
-                    &format!("topic=\"{}\"", escape(&topic.name)),
-                    topic.config.retention_ms as f64 / 1000.0,
-                );
-            }
+    let led_topics: BTreeSet<&String> = ends.keys().map(|(t, _)| t).collect();
+    let view = cluster.view.borrow();
+    for topic in view.metadata.topics.values() {
+        if led_topics.contains(&topic.name) && topic.config.retention_ms >= 0 {
+            page.sample(
+                "topic_retention_seconds",
+                &format!("topic=\"{}\"", escape(&topic.name)),
+                topic.config.retention_ms as f64 / 1000.0,
+            );
         }
     }
-    let (under_replicated, unclean) = {
-        let view = shard.view.borrow();
-        let me = BrokerId(shard.config.node_id);
-        let under = view
-            .metadata
+}
+
+fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
+    let under_replicated = {
+        let view = cluster.view.borrow();
+        view.metadata
             .topics
             .values()
             .flat_map(|t| &t.partitions)
-            .filter(|p| p.leader == Some(me) && p.isr.len() < p.replicas.len())
-            .count();
-        (under, view.metadata.unclean_leader_elections)
+            .filter(|p| p.leader == Some(cluster.me) && p.isr.len() < p.replicas.len())
+            .count()
     };
     page.gauge(
         "under_replicated_partitions",
@@ -311,42 +219,37 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     page.counter(
         "isr_shrink_count",
         "ISR shrinks of partitions this broker leads",
-        sum(&|m| m.isr_shrinks.load(Ordering::Relaxed)),
+        sum(all, |m| m.isr_shrinks.load(Ordering::Relaxed)),
     );
     page.counter(
         "isr_expand_count",
         "ISR expansions of partitions this broker leads",
-        sum(&|m| m.isr_expands.load(Ordering::Relaxed)),
+        sum(all, |m| m.isr_expands.load(Ordering::Relaxed)),
     );
-    if let Some(pct) = disk_used_pct(&shard.config.data_dir) {
-        page.gauge(
-            "broker_disk_used_pct",
-            "used space of the file system holding the data directory, in percent",
-            pct,
-        );
-    }
+    page.counter(
+        "unclean_leader_elections_total",
+        "leaders elected from outside the ISR, cluster-wide",
+        cluster.view.borrow().metadata.unclean_leader_elections,
+    );
+}
+
+fn rebalances(page: &mut Page, reports: &[ShardReport]) {
     page.header(
         "rebalance_count",
         "counter",
         "rebalances a group completed (its generation), for groups coordinated here",
     );
-    for r in &reports {
-        for (group, generation) in &r.generations {
-            page.sample(
-                "rebalance_count",
-                &format!("group=\"{}\"", escape(group)),
-                (*generation).max(0) as f64,
-            );
-        }
+    for (group, generation) in reports.iter().flat_map(|r| &r.generations) {
+        page.sample(
+            "rebalance_count",
+            &format!("group=\"{}\"", escape(group)),
+            (*generation).max(0) as f64,
+        );
     }
-    page.counter(
-        "unclean_leader_elections_total",
-        "leaders elected from outside the ISR, cluster-wide",
-        unclean,
-    );
+}
 
-    // Health (server::health): what /health answers, as numbers.
-    let health = super::health::check(shard).await;
+/// Health (server::health): what /health answers, as numbers.
+fn health(page: &mut Page, health: &super::health::Health) {
     page.gauge(
         "broker_healthy",
         "1 if the broker serves as it should, 0 if /health names a problem",
@@ -374,26 +277,32 @@ pub async fn render(shard: &Rc<Shard>) -> String {
             age as f64 / 1000.0,
         );
     }
-    if let Some(service) = &shard.controller {
-        let view = service.view();
-        page.gauge(
-            "metadata_leader_id",
-            "the metadata quorum's leader (the active controller) as this node knows it, -1 if none",
-            view.leader.map_or(-1.0, |l| l as f64),
-        );
-        page.gauge(
-            "metadata_applied_index",
-            "the last metadata log index this node applied",
-            view.applied as f64,
-        );
-    }
+}
 
-    // Requests, bytes and connections.
+fn controller(page: &mut Page, cluster: &Cluster) {
+    let Some(service) = cluster.controller_here() else {
+        return;
+    };
+    let view = service.view();
+    page.gauge(
+        "metadata_leader_id",
+        "the metadata quorum's leader (the active controller) as this node knows it, -1 if none",
+        view.leader.map_or(-1.0, |l| l as f64),
+    );
+    page.gauge(
+        "metadata_applied_index",
+        "the last metadata log index this node applied",
+        view.applied as f64,
+    );
+}
+
+/// Requests, bytes and connections.
+fn requests(page: &mut Page, all: &Registry) {
     page.header("requests_total", "counter", "requests by Kafka API");
     let mut errors = Vec::new();
     for key in 0..API_KEYS {
-        let count = sum(&|m| m.requests[key].load(Ordering::Relaxed));
-        let failed = sum(&|m| m.request_errors[key].load(Ordering::Relaxed));
+        let count = sum(all, |m| m.requests_of(key));
+        let failed = sum(all, |m| m.request_errors_of(key));
         if count == 0 && failed == 0 {
             continue;
         }
@@ -407,29 +316,27 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         "requests that closed their connection or answered a partition with an error, by API",
     );
     for (api, failed) in errors {
-        page.sample(
-            "request_errors_total",
-            &format!("api=\"{api}\""),
-            failed as f64,
-        );
+        let labels = format!("api=\"{api}\"");
+        page.sample("request_errors_total", &labels, failed as f64);
     }
     page.counter(
         "bytes_in_total",
         "request bytes read",
-        sum(&|m| m.bytes_in.load(Ordering::Relaxed)),
+        sum(all, |m| m.bytes_in.load(Ordering::Relaxed)),
     );
     page.counter(
         "bytes_out_total",
         "response bytes written",
-        sum(&|m| m.bytes_out.load(Ordering::Relaxed)),
+        sum(all, |m| m.bytes_out.load(Ordering::Relaxed)),
     );
-    page.gauge(
-        "connections",
-        "open client connections",
-        all.iter()
-            .map(|m| m.connections.load(Ordering::Relaxed))
-            .sum::<i64>() as f64,
-    );
+    let connections: i64 = all
+        .iter()
+        .map(|m| m.connections.load(Ordering::Relaxed))
+        .sum();
+    page.gauge("connections", "open client connections", connections as f64);
+}
+
+fn fetches(page: &mut Page, all: &Registry) {
     let mut fetch = HistogramTotal::default();
     for m in all.iter() {
         m.fetch_latency.add_to(&mut fetch);
@@ -443,19 +350,14 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     page.counter(
         "follower_consumer_fetches_total",
         "consumer fetches served by this broker as a follower (rack-aware reads)",
-        sum(&|m| m.follower_reads.load(Ordering::Relaxed)),
+        sum(all, |m| m.follower_reads.load(Ordering::Relaxed)),
     );
+}
 
-    // Storage.
+fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
     let mut storage = storage::LogStats::default();
-    for r in &reports {
-        storage.flushes += r.storage.flushes;
-        storage.flushed_bytes += r.storage.flushed_bytes;
-        storage.appended_batches += r.storage.appended_batches;
-        storage.fdatasyncs += r.storage.fdatasyncs;
-        storage.fdatasync_nanos += r.storage.fdatasync_nanos;
-        storage.cache_reads += r.storage.cache_reads;
-        storage.disk_reads += r.storage.disk_reads;
+    for r in reports {
+        add_stats(&mut storage, &r.storage);
     }
     page.counter(
         "log_flushes_total",
@@ -482,11 +384,8 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         "counter",
         "time spent in those fdatasync calls",
     );
-    page.sample(
-        "log_fdatasync_seconds_total",
-        "",
-        storage.fdatasync_nanos as f64 / 1e9,
-    );
+    let seconds = storage.fdatasync_nanos as f64 / 1e9;
+    page.sample("log_fdatasync_seconds_total", "", seconds);
     page.gauge(
         "log_read_cache_hit_ratio",
         "reads served from the in-memory tail rather than the files, since start",
@@ -495,7 +394,6 @@ pub async fn render(shard: &Rc<Shard>) -> String {
             storage.cache_reads + storage.disk_reads,
         ),
     );
-    page.text
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -612,7 +510,8 @@ mod tests {
 
     #[test]
     fn histograms_are_cumulative_and_count_everything() {
-        let h = Histogram::default();
+        use std::time::Duration;
+        let h = crate::counters::Histogram::default();
         h.observe(Duration::from_micros(300));
         h.observe(Duration::from_millis(3));
         h.observe(Duration::from_secs(60)); // above every bucket: +Inf only

@@ -6,8 +6,8 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::topics::{create_topic, NewTopic};
 use super::{HandlerError, Outcome};
+use crate::cluster::topics::NewTopic;
 use crate::kafka::bounds::check_describe_cluster;
 use crate::kafka::decode::checked;
 use crate::kafka::metadata::{self, Cluster, MetadataError};
@@ -22,7 +22,7 @@ pub const DESCRIBE_CLUSTER_VERSIONS: (i16, i16) = (0, 2);
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 fn answer_metadata(shard: &Shard, request: &Request) -> Result<metadata::Answer, HandlerError> {
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     let cluster_id = super::super::cluster_id(&view.metadata);
     let cluster = Cluster {
         metadata: &view.metadata,
@@ -41,7 +41,7 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
     let answer = answer_metadata(shard, request)?;
     if answer.missing_topics.is_empty()
         || !answer.allow_auto_create
-        || !shard.config.auto_create_topics
+        || !shard.cluster.config.auto_create_topics
     {
         return Ok(Outcome::Respond(answer.response));
     }
@@ -52,7 +52,7 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
             replication_factor: -1,
             configs: vec![],
         };
-        if let Err((code, why)) = create_topic(shard, topic, false).await {
+        if let Err((code, why)) = shard.cluster.create_topic(topic, false).await {
             // Another client may have created it meanwhile; anything else
             // shows in the answer as the topic's error.
             tracing::debug!(topic = %name, code, %why, "auto-creating a topic failed");
@@ -68,7 +68,7 @@ pub async fn describe_cluster(
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DescribeClusterRequest = checked(request, check_describe_cluster)?;
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     let brokers = view
         .metadata
         .brokers

@@ -19,14 +19,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::routing::{call_controller, catch_up, controller_error, Code};
 use super::{HandlerError, Outcome};
+use crate::cluster::controller::controller_error;
 use crate::kafka::bounds::{
     check_alter_configs, check_describe_configs, check_incremental_alter_configs,
 };
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
+use crate::kafka::Code;
 use crate::server::shard::Shard;
 
 /// DescribeConfigs versions served.
@@ -49,7 +50,7 @@ pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
     let version = request.header.request_api_version;
     let decoded: DescribeConfigsRequest = checked(request, check_describe_configs)?;
     let defaults = TopicConfig::default();
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     let results = decoded
         .resources
         .iter()
@@ -125,6 +126,7 @@ async fn alter_topic(
     validate_only: bool,
 ) -> Result<(), Failure> {
     let current = shard
+        .cluster
         .view
         .borrow()
         .metadata
@@ -159,13 +161,15 @@ async fn alter_topic(
         name: name.to_string(),
         config: config.clone(),
     };
-    call_controller(shard, request)
+    shard
+        .cluster
+        .call_controller(request)
         .await
         .map_err(|e| controller_error(&e))?;
-    catch_up(shard, |m| {
-        m.topic_by_name(name).is_ok_and(|t| t.config == config)
-    })
-    .await;
+    shard
+        .cluster
+        .catch_up(|m| m.topic_by_name(name).is_ok_and(|t| t.config == config))
+        .await;
     Ok(())
 }
 

@@ -10,53 +10,52 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use storage::LeaderEpoch;
 
-use super::routing::{check_leader_epoch, on_led_partition, route_by_name, Code};
 use super::{respond, HandlerError, Outcome};
+use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_offset_for_leader_epoch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
+use crate::kafka::Code;
+use crate::partition::led::{check_leader_epoch, Led};
+use crate::partition::Partitions;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
 /// OffsetForLeaderEpoch versions served.
 pub const VERSIONS: (i16, i16) = (2, 4);
 
-/// Kafka's "no such epoch here" answer.
+/// Kafka's "no such epoch here" answer: (epoch, end offset).
 const UNDEFINED: (i32, i64) = (-1, -1);
-
-/// (error, epoch, end offset) of one partition.
-type Answer = (Code, i32, i64);
 
 /// Answers OffsetForLeaderEpoch.
 pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let decoded: OffsetForLeaderEpochRequest = checked(request, check_offset_for_leader_epoch)?;
-    let mut pending = Vec::new();
-    for topic in &decoded.topics {
-        for p in &topic.partitions {
-            let route = route_by_name(shard, topic.topic.as_str(), p.partition);
-            let (shard, current, wanted) = (shard.clone(), p.current_leader_epoch, p.leader_epoch);
-            pending.push(async move {
-                on_led_partition(
-                    &shard,
-                    route,
-                    |code| (code, UNDEFINED.0, UNDEFINED.1),
-                    move |_, led| {
-                        Box::pin(async move {
-                            if let Err(code) = check_leader_epoch(current, led.epoch) {
-                                return (code, UNDEFINED.0, UNDEFINED.1);
-                            }
-                            match led.partition.log.end_offset_for_epoch(LeaderEpoch(wanted)) {
-                                Some((epoch, end)) => (0, epoch.0, end.0),
-                                None => (0, UNDEFINED.0, UNDEFINED.1),
-                            }
-                        })
-                    },
-                )
-                .await
-            });
-        }
-    }
-    let mut answers: std::vec::IntoIter<Answer> =
-        futures::future::join_all(pending).await.into_iter();
+    let asked: Vec<(Route, (i32, i32))> = decoded
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                let route = shard
+                    .cluster
+                    .route_by_name(topic.topic.as_str(), p.partition);
+                (route, (p.current_leader_epoch, p.leader_epoch))
+            })
+        })
+        .collect();
+    let work = |_: Rc<Partitions>, led: Led, (current, wanted): (i32, i32)| -> LocalFuture<_> {
+        Box::pin(async move {
+            check_leader_epoch(current, led.epoch)?;
+            let log = &led.partition.log;
+            Ok(log
+                .end_offset_for_epoch(LeaderEpoch(wanted))
+                .map_or(UNDEFINED, |(epoch, end)| (epoch.0, end.0)))
+        })
+    };
+    let mut answers = shard
+        .partitions
+        .fan_out(asked, true, work)
+        .await
+        .into_iter();
     let topics = decoded
         .topics
         .iter()
@@ -65,7 +64,12 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, epoch, end) = answers.next().expect("one answer per partition");
+                    let answer: Result<(i32, i64), Code> =
+                        answers.next().expect("one answer per partition");
+                    let (error, (epoch, end)) = match answer {
+                        Ok(found) => (0, found),
+                        Err(code) => (code, UNDEFINED),
+                    };
                     EpochEndOffset::default()
                         .with_partition(p.partition)
                         .with_error_code(error)

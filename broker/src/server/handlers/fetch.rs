@@ -1,5 +1,6 @@
-//! Fetch v4-18: read each partition on its shard, below the high
-//! watermark, and long-poll (min_bytes / max_wait_ms) until data arrives.
+//! Fetch v4-18: decode, read each partition on its shard (below the high
+//! watermark; a follower below the log end), long-poll (min_bytes /
+//! max_wait_ms) until data arrives, encode.
 //!
 //! A response holds whole batches, starting with the one containing the
 //! fetch offset, within each partition's limit and the response's
@@ -10,22 +11,26 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::{select, select_all};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
+use storage::batch::{stored_batch_len, whole_batches_within};
 use storage::Offset;
 
-use super::routing::{
-    check_leader_epoch, on_partition, route_by_id, route_by_name, Code, Led, Route,
-};
 use super::{HandlerError, Outcome};
+use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
-use crate::kafka::response;
-use crate::server::replica;
+use crate::kafka::{response, Code};
+use crate::partition::leader::on_replica_fetch;
+use crate::partition::led::{check_leader_epoch, Led};
+use crate::partition::read::{Bound, Read};
+use crate::partition::role::Role;
+use crate::partition::Partitions;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
 /// Fetch versions served.
@@ -34,51 +39,48 @@ pub const VERSIONS: (i16, i16) = (4, 18);
 /// The longest a fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
-/// One partition's read.
-#[derive(Debug, Clone)]
+/// One partition's read: what was read, or where to read instead.
+#[derive(Debug, Clone, Default)]
 struct PartitionRead {
-    error: Code,
-    high_watermark: i64,
-    /// What a long poll waits to see move: the high watermark for a
-    /// consumer, the log end for a follower.
-    seen: i64,
-    log_start: i64,
-    records: Vec<Bytes>,
-    bytes: usize,
+    read: Read,
+    /// The high watermark to send (a follower's is the leader's).
+    high_watermark: Offset,
     /// A follower in the consumer's rack to read from instead (-1: none).
     preferred_read_replica: i32,
 }
 
-impl Default for PartitionRead {
-    fn default() -> Self {
-        PartitionRead {
-            error: 0,
-            high_watermark: -1,
-            seen: -1,
-            log_start: -1,
-            records: Vec::new(),
-            bytes: 0,
-            preferred_read_replica: -1,
-        }
-    }
-}
-
-impl PartitionRead {
-    fn failed(error: Code) -> PartitionRead {
-        PartitionRead {
-            error,
-            ..PartitionRead::default()
-        }
-    }
-}
-
-/// A partition asked for, where it lives, and from where to read it.
+/// A partition asked for, and from where to read it.
+#[derive(Debug, Clone, Copy)]
 struct Wanted {
-    route: Route,
     offset: i64,
     max_bytes: usize,
     /// The leader epoch the client believes in (v9+; -1: unchecked).
     current_leader_epoch: i32,
+}
+
+/// Who is fetching.
+#[derive(Debug, Clone)]
+enum Reader {
+    /// A consumer, served by leaders only.
+    Consumer,
+    /// A consumer on a rack-aware broker, in this rack if it said so:
+    /// followers serve it, leaders may send it to a follower in its rack.
+    RackAware(Option<String>),
+    /// A follower broker copying the leader's log.
+    Follower(i32),
+}
+
+impl Reader {
+    fn leader_only(&self) -> bool {
+        !matches!(self, Reader::RackAware(_))
+    }
+
+    fn bound(&self) -> Bound {
+        match self {
+            Reader::Follower(_) => Bound::LogEnd,
+            _ => Bound::HighWatermark,
+        }
+    }
 }
 
 /// Answers a Fetch request, waiting up to max_wait_ms for min_bytes.
@@ -96,69 +98,295 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             &answer,
         )?));
     }
-    let wanted: Vec<Wanted> = decoded
+    let asked = wanted(shard, &decoded, version);
+    let reader = reader(shard, &decoded, version);
+    let reads = long_poll(shard, &decoded, &asked, &reader).await;
+    if !matches!(reader, Reader::Follower(_)) {
+        shard.metrics.fetch_latency.observe(started.elapsed());
+    }
+    if reads.iter().any(Result::is_err) {
+        shard.metrics.request_error(request.header.request_api_key);
+    }
+    let answer = encode(&decoded, reads, version);
+    Ok(Outcome::Respond(response::encode(
+        request.header.correlation_id,
+        version,
+        &answer,
+    )?))
+}
+
+/// Every partition asked for, in the request's order, with its route.
+fn wanted(shard: &Shard, decoded: &FetchRequest, version: i16) -> Vec<(Route, Wanted)> {
+    let cluster = &shard.cluster;
+    decoded
         .topics
         .iter()
         .flat_map(|topic| {
-            topic.partitions.iter().map(move |p| Wanted {
-                route: if version >= 13 {
-                    route_by_id(
-                        shard,
-                        control::TopicId(*topic.topic_id.as_bytes()),
-                        p.partition,
-                    )
+            topic.partitions.iter().map(move |p| {
+                let route = if version >= 13 {
+                    cluster.route_by_id(control::TopicId(*topic.topic_id.as_bytes()), p.partition)
                 } else {
-                    route_by_name(shard, topic.topic.as_str(), p.partition)
-                },
-                offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
-                current_leader_epoch: if version >= 9 {
-                    p.current_leader_epoch
-                } else {
-                    -1
-                },
+                    cluster.route_by_name(topic.topic.as_str(), p.partition)
+                };
+                let wanted = Wanted {
+                    offset: p.fetch_offset,
+                    max_bytes: p.partition_max_bytes.max(0) as usize,
+                    current_leader_epoch: if version >= 9 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    },
+                };
+                (route, wanted)
             })
         })
-        .collect();
-    // A follower's fetch names its broker (v15+ in the replica state).
+        .collect()
+}
+
+/// Who fetches: a follower names its broker (v15+ in the replica state);
+/// a consumer naming its rack (v11+) may be sent to a follower there.
+fn reader(shard: &Shard, decoded: &FetchRequest, version: i16) -> Reader {
     let replica = if version <= 14 {
         decoded.replica_id.0
     } else {
         decoded.replica_state.replica_id.0
     };
-    let replica = (replica >= 0).then_some(replica);
-    // A consumer naming its rack (v11+) may be sent to a follower there.
-    let reader = match replica {
-        Some(follower) => Reader::Follower(follower),
-        None if shard.config.rack_aware_reads() => {
-            let rack = decoded.rack_id.as_str();
-            Reader::RackAware((version >= 11 && !rack.is_empty()).then(|| rack.to_string()))
-        }
-        None => Reader::Consumer,
-    };
+    if replica >= 0 {
+        return Reader::Follower(replica);
+    }
+    if !shard.cluster.config.rack_aware_reads() {
+        return Reader::Consumer;
+    }
+    let rack = decoded.rack_id.as_str();
+    Reader::RackAware((version >= 11 && !rack.is_empty()).then(|| rack.to_string()))
+}
+
+/// Reads until min_bytes are there, an error or a redirection comes, or
+/// max_wait_ms passes; the reads trimmed to max_bytes.
+async fn long_poll(
+    shard: &Shard,
+    decoded: &FetchRequest,
+    asked: &[(Route, Wanted)],
+    reader: &Reader,
+) -> Vec<Result<PartitionRead, Code>> {
     let max_bytes = decoded.max_bytes.max(0) as usize;
     let min_bytes = decoded.min_bytes.max(0) as usize;
-    let deadline =
-        Instant::now() + Duration::from_millis(decoded.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let reads = loop {
-        let reads = fit_response(read_all(shard, &wanted, &reader).await, max_bytes);
-        let total: usize = reads.iter().map(|r| r.bytes).sum();
-        let any_error = reads
+    let wait = Duration::from_millis(decoded.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
+    let deadline = Instant::now() + wait;
+    loop {
+        let reads = fit_response(read_all(shard, asked, reader).await, max_bytes);
+        let total: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
+        let stop = reads
             .iter()
-            .any(|r| r.error != 0 || r.preferred_read_replica >= 0);
+            .any(|r| r.as_ref().map_or(true, |r| r.preferred_read_replica >= 0));
         let now = Instant::now();
-        if total >= min_bytes.max(1) || any_error || now >= deadline || wanted.is_empty() {
-            break reads;
+        if total >= min_bytes.max(1) || stop || now >= deadline || asked.is_empty() {
+            return reads;
         }
         // Read again once data arrives anywhere, or at the deadline.
-        wait_for_any(shard, &wanted, &reads, &reader, deadline - now).await;
+        wait_for_any(shard, asked, &reads, reader, deadline - now).await;
+    }
+}
+
+/// Reads every partition at once, each on its own shard.
+async fn read_all(
+    shard: &Shard,
+    asked: &[(Route, Wanted)],
+    reader: &Reader,
+) -> Vec<Result<PartitionRead, Code>> {
+    let work = {
+        let reader = reader.clone();
+        move |owner: Rc<Partitions>, led: Led, wanted: Wanted| -> LocalFuture<_> {
+            let reader = reader.clone();
+            Box::pin(async move { read_one(&owner, led, wanted, reader).await })
+        }
     };
-    if !matches!(reader, Reader::Follower(_)) {
-        shard.metrics.fetch_latency.observe(started.elapsed());
+    let asked = asked.iter().copied();
+    shard
+        .partitions
+        .fan_out(asked, reader.leader_only(), work)
+        .await
+}
+
+/// One partition's read on its shard.
+async fn read_one(
+    owner: &Partitions,
+    led: Led,
+    wanted: Wanted,
+    reader: Reader,
+) -> Result<PartitionRead, Code> {
+    check_leader_epoch(wanted.current_leader_epoch, led.epoch)?;
+    let follower = match reader {
+        Reader::Consumer => return consumer_read(&led, wanted).await,
+        Reader::RackAware(rack) => return read_rack_aware(owner, &led, rack, wanted).await,
+        Reader::Follower(follower) => follower,
+    };
+    if wanted.offset > led.partition.log.log_end().0 {
+        // Its log is longer: it must truncate first.
+        return Err(ResponseError::OffsetOutOfRange.code());
     }
-    if reads.iter().any(|r| r.error != 0) {
-        shard.metrics.request_error(request.header.request_api_key);
+    let high_watermark = on_replica_fetch(
+        &led.partition,
+        follower,
+        wanted.offset,
+        wanted.current_leader_epoch,
+    )?;
+    let read = led
+        .read(wanted.offset, wanted.max_bytes, Bound::LogEnd)
+        .await?;
+    Ok(PartitionRead {
+        read,
+        high_watermark: Offset(high_watermark),
+        preferred_read_replica: -1,
+    })
+}
+
+async fn consumer_read(led: &Led, wanted: Wanted) -> Result<PartitionRead, Code> {
+    let read = led
+        .read(wanted.offset, wanted.max_bytes, Bound::HighWatermark)
+        .await?;
+    Ok(PartitionRead {
+        high_watermark: read.high_watermark,
+        read,
+        preferred_read_replica: -1,
+    })
+}
+
+/// A consumer's read on a rack-aware broker: a follower serves it below
+/// its own high watermark; a leader points a consumer from another rack
+/// at an in-sync follower in that rack, or serves it itself.
+async fn read_rack_aware(
+    owner: &Partitions,
+    led: &Led,
+    rack: Option<String>,
+    wanted: Wanted,
+) -> Result<PartitionRead, Code> {
+    let leads = match &*led.partition.role.borrow() {
+        Role::Leader(_) => true,
+        Role::Follower { .. } => false,
+        Role::None => return Err(ResponseError::NotLeaderOrFollower.code()),
+    };
+    if !leads {
+        owner
+            .metrics
+            .follower_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return consumer_read(led, wanted).await;
     }
+    let Some(preferred) = rack.and_then(|rack| replica_in_rack(owner, led, &rack)) else {
+        return consumer_read(led, wanted).await;
+    };
+    let log = &led.partition.log;
+    Ok(PartitionRead {
+        read: Read {
+            bound: log.high_watermark(),
+            high_watermark: log.high_watermark(),
+            log_start: log.log_start(),
+            ..Read::default()
+        },
+        high_watermark: log.high_watermark(),
+        preferred_read_replica: preferred,
+    })
+}
+
+/// An in-sync, live follower in `rack`, unless this broker is there.
+fn replica_in_rack(owner: &Partitions, led: &Led, rack: &str) -> Option<i32> {
+    let cluster = &owner.cluster;
+    if cluster.config.rack.as_deref() == Some(rack) {
+        return None;
+    }
+    let view = cluster.view.borrow();
+    let partition = led.topic.partitions.get(led.index as usize)?;
+    partition
+        .isr
+        .iter()
+        .filter(|r| **r != cluster.me)
+        .find(|r| {
+            view.metadata
+                .brokers
+                .get(r)
+                .is_some_and(|b| !b.fenced && b.registration.rack.as_deref() == Some(rack))
+        })
+        .map(|r| r.0)
+}
+
+/// Trims reads to whole batches within the response's `max_bytes`; the
+/// first partition with data keeps at least its first batch.
+fn fit_response(
+    mut reads: Vec<Result<PartitionRead, Code>>,
+    max_bytes: usize,
+) -> Vec<Result<PartitionRead, Code>> {
+    let mut budget = max_bytes;
+    let mut first = true;
+    for read in reads.iter_mut().flatten().map(|r| &mut r.read) {
+        if read.bytes == 0 {
+            continue;
+        }
+        let floor = match first {
+            true => read
+                .chunks
+                .first()
+                .and_then(|c| stored_batch_len(c))
+                .unwrap_or(0),
+            false => 0,
+        };
+        first = false;
+        let limit = budget.max(floor);
+        if read.bytes > limit {
+            let joined = read.joined();
+            let whole = whole_batches_within(&joined, limit);
+            read.chunks = match whole {
+                0 => vec![],
+                _ => vec![joined.slice(..whole)],
+            };
+            read.bytes = whole;
+        }
+        budget = budget.saturating_sub(read.bytes);
+    }
+    reads
+}
+
+/// Waits until any partition's bound moves past what the reads saw, or
+/// `left` passes.
+async fn wait_for_any(
+    shard: &Shard,
+    asked: &[(Route, Wanted)],
+    reads: &[Result<PartitionRead, Code>],
+    reader: &Reader,
+    left: Duration,
+) {
+    let bound = reader.bound();
+    let waits: Vec<_> = asked
+        .iter()
+        .zip(reads)
+        .filter_map(|((route, _), read)| Some((*route, read.as_ref().ok()?.read.bound)))
+        .map(|(route, seen)| {
+            let wait = move |_: Rc<Partitions>, led: Led| -> LocalFuture<Result<(), Code>> {
+                Box::pin(async move {
+                    led.wait_past(seen, bound, left).await;
+                    Ok(())
+                })
+            };
+            Box::pin(
+                shard
+                    .partitions
+                    .on_partition(route, reader.leader_only(), wait),
+            )
+        })
+        .collect();
+    if waits.is_empty() {
+        glommio::timer::sleep(left).await;
+        return;
+    }
+    let _ = select(select_all(waits), Box::pin(glommio::timer::sleep(left))).await;
+}
+
+/// The response, in the request's order.
+fn encode(
+    decoded: &FetchRequest,
+    reads: Vec<Result<PartitionRead, Code>>,
+    version: i16,
+) -> FetchResponse {
     let mut reads = reads.into_iter();
     let topics = decoded
         .topics
@@ -169,320 +397,53 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 .iter()
                 .map(|p| {
                     let read = reads.next().expect("one read per partition");
-                    let records = match read.records.len() {
-                        0 => Bytes::new(),
-                        1 => read.records[0].clone(),
-                        _ => {
-                            let mut joined = BytesMut::with_capacity(read.bytes);
-                            read.records
-                                .iter()
-                                .for_each(|r| joined.extend_from_slice(r));
-                            joined.freeze()
-                        }
-                    };
-                    let mut entry = PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_error_code(read.error)
-                        .with_high_watermark(read.high_watermark)
-                        .with_last_stable_offset(read.high_watermark)
-                        .with_aborted_transactions(Some(vec![]))
-                        .with_records(Some(records));
-                    if version >= 5 {
-                        entry = entry.with_log_start_offset(read.log_start);
-                    }
-                    if version >= 11 {
-                        entry = entry.with_preferred_read_replica(
-                            kafka_protocol::messages::BrokerId(read.preferred_read_replica),
-                        );
-                    }
-                    entry
+                    partition_data(p.partition, read, version)
                 })
                 .collect();
-            let mut entry = FetchableTopicResponse::default().with_partitions(partitions);
+            let entry = FetchableTopicResponse::default().with_partitions(partitions);
             if version >= 13 {
-                entry = entry.with_topic_id(topic.topic_id);
+                entry.with_topic_id(topic.topic_id)
             } else {
-                entry = entry.with_topic(topic.topic.clone());
+                entry.with_topic(topic.topic.clone())
             }
-            entry
         })
         .collect();
-    let answer = FetchResponse::default().with_responses(topics);
-    Ok(Outcome::Respond(response::encode(
-        request.header.correlation_id,
-        version,
-        &answer,
-    )?))
+    FetchResponse::default().with_responses(topics)
 }
 
-/// Who is fetching.
-#[derive(Debug, Clone)]
-enum Reader {
-    /// A consumer, served by leaders only.
-    Consumer,
-    /// A consumer on a rack-aware broker, in this rack if it said so:
-    /// followers serve it, leaders may send it to a follower in its rack.
-    RackAware(Option<String>),
-    /// A follower broker copying the leader's log.
-    Follower(i32),
-}
-
-/// Reads every partition at once, each on its own shard; for a follower
-/// broker, up to the log end, noting its progress on the way.
-async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], reader: &Reader) -> Vec<PartitionRead> {
-    let reads = wanted.iter().map(|w| {
-        let shard = shard.clone();
-        let (route, offset, max_bytes) = (w.route, w.offset, w.max_bytes);
-        let current_leader_epoch = w.current_leader_epoch;
-        let reader = reader.clone();
-        let leader_only = !matches!(reader, Reader::RackAware(_));
-        async move {
-            on_partition(
-                &shard,
-                route,
-                leader_only,
-                PartitionRead::failed,
-                move |owner, led| {
-                    Box::pin(async move {
-                        if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
-                            return PartitionRead::failed(code);
-                        }
-                        let follower = match reader {
-                            Reader::Consumer => {
-                                return read_on_owner(led, offset, max_bytes, None).await
-                            }
-                            Reader::RackAware(rack) => {
-                                return read_rack_aware(&owner, led, rack, offset, max_bytes).await
-                            }
-                            Reader::Follower(follower) => follower,
-                        };
-                        if offset > led.partition.log.log_end().0 {
-                            // Its log is longer: it must truncate first.
-                            return PartitionRead::failed(ResponseError::OffsetOutOfRange.code());
-                        }
-                        match replica::on_replica_fetch(
-                            &led.partition,
-                            follower,
-                            offset,
-                            current_leader_epoch,
-                        ) {
-                            Ok(high_watermark) => {
-                                read_on_owner(led, offset, max_bytes, Some(high_watermark)).await
-                            }
-                            Err(code) => PartitionRead::failed(code),
-                        }
-                    })
+fn partition_data(index: i32, read: Result<PartitionRead, Code>, version: i16) -> PartitionData {
+    let (error, read) = match read {
+        Ok(read) => (0, read),
+        Err(code) => {
+            let none = PartitionRead {
+                high_watermark: Offset(-1),
+                read: Read {
+                    log_start: Offset(-1),
+                    ..Read::default()
                 },
-            )
-            .await
-        }
-    });
-    futures::future::join_all(reads).await
-}
-
-/// A consumer's read on a rack-aware broker: a follower serves it below
-/// its own high watermark; a leader points a consumer from another rack
-/// at an in-sync follower in that rack, or serves it itself.
-async fn read_rack_aware(
-    shard: &Shard,
-    led: Led,
-    rack: Option<String>,
-    offset: i64,
-    max_bytes: usize,
-) -> PartitionRead {
-    let leads = match &*led.partition.role.borrow() {
-        replica::Role::Leader(_) => true,
-        replica::Role::Follower { .. } => false,
-        replica::Role::None => {
-            return PartitionRead::failed(ResponseError::NotLeaderOrFollower.code())
-        }
-    };
-    if !leads {
-        shard
-            .metrics
-            .follower_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return read_on_owner(led, offset, max_bytes, None).await;
-    }
-    if let Some(preferred) = rack.and_then(|rack| replica_in_rack(shard, &led, &rack)) {
-        let log = &led.partition.log;
-        return PartitionRead {
-            high_watermark: log.high_watermark().0,
-            seen: log.high_watermark().0,
-            log_start: log.log_start().0,
-            preferred_read_replica: preferred,
-            ..PartitionRead::default()
-        };
-    }
-    read_on_owner(led, offset, max_bytes, None).await
-}
-
-/// An in-sync, live follower in `rack`, unless this broker is there.
-fn replica_in_rack(shard: &Shard, led: &Led, rack: &str) -> Option<i32> {
-    if shard.config.rack.as_deref() == Some(rack) {
-        return None;
-    }
-    let view = shard.view.borrow();
-    let partition = led.topic.partitions.get(led.index as usize)?;
-    partition
-        .isr
-        .iter()
-        .filter(|r| r.0 != shard.config.node_id)
-        .find(|r| {
-            view.metadata
-                .brokers
-                .get(r)
-                .is_some_and(|b| !b.fenced && b.registration.rack.as_deref() == Some(rack))
-        })
-        .map(|r| r.0)
-}
-
-/// Reads below the high watermark, or (for a follower, which is sent the
-/// high watermark `follower_high_watermark`) below the log end.
-async fn read_on_owner(
-    led: Led,
-    offset: i64,
-    max_bytes: usize,
-    follower_high_watermark: Option<i64>,
-) -> PartitionRead {
-    let log = &led.partition.log;
-    let (log_start, log_end, high_watermark) =
-        (log.log_start().0, log.log_end().0, log.high_watermark());
-    let bound = match follower_high_watermark {
-        Some(_) => Offset(log_end),
-        None => high_watermark,
-    };
-    let mut read = PartitionRead {
-        error: 0,
-        high_watermark: follower_high_watermark.unwrap_or(high_watermark.0),
-        seen: bound.0,
-        log_start,
-        ..PartitionRead::default()
-    };
-    if offset < log_start || offset > log_end {
-        read.error = ResponseError::OffsetOutOfRange.code();
-        return read;
-    }
-    if offset >= bound.0 {
-        return read; // nothing visible yet: the caller may wait
-    }
-    match log.read(Offset(offset), max_bytes.max(1), bound).await {
-        Ok(outcome) => {
-            read.bytes = outcome.bytes;
-            read.records = outcome.chunks;
-        }
-        Err(storage::StorageError::OffsetOutOfRange { .. }) => {
-            read.error = ResponseError::OffsetOutOfRange.code();
-        }
-        Err(e) => {
-            tracing::error!(topic = %led.topic.name, error = %e, "reading a partition failed");
-            read.error = ResponseError::KafkaStorageError.code();
-        }
-    }
-    read
-}
-
-/// Trims reads to whole batches within the response's `max_bytes`; the
-/// first partition with data keeps at least its first batch.
-fn fit_response(mut reads: Vec<PartitionRead>, max_bytes: usize) -> Vec<PartitionRead> {
-    let mut budget = max_bytes;
-    let mut first = true;
-    for read in reads.iter_mut().filter(|r| r.bytes > 0) {
-        let floor = if first {
-            first_batch_len(&read.records)
-        } else {
-            0
-        };
-        first = false;
-        let limit = budget.max(floor);
-        if read.bytes > limit {
-            let joined = Bytes::from(read.records.concat());
-            let whole = whole_batches_within(&joined, limit);
-            read.records = if whole == 0 {
-                vec![]
-            } else {
-                vec![joined.slice(..whole)]
+                preferred_read_replica: -1,
             };
-            read.bytes = whole;
+            (code, none)
         }
-        budget = budget.saturating_sub(read.bytes);
-    }
-    reads
-}
-
-/// The length of the first batch of a read.
-fn first_batch_len(records: &[Bytes]) -> usize {
-    records.first().filter(|r| r.len() >= 12).map_or(0, |r| {
-        12 + i32::from_be_bytes([r[8], r[9], r[10], r[11]]).max(0) as usize
-    })
-}
-
-/// The length of the longest prefix of whole batches within `limit`.
-fn whole_batches_within(bytes: &[u8], limit: usize) -> usize {
-    let mut at = 0;
-    while at + 12 <= bytes.len() {
-        let len = 12
-            + i32::from_be_bytes([bytes[at + 8], bytes[at + 9], bytes[at + 10], bytes[at + 11]])
-                .max(0) as usize;
-        if at + len > limit.min(bytes.len()) {
-            break;
-        }
-        at += len;
-    }
-    at
-}
-
-/// Waits until any partition's high watermark moves past what the reads
-/// saw, or `left` passes.
-async fn wait_for_any(
-    shard: &Rc<Shard>,
-    wanted: &[Wanted],
-    reads: &[PartitionRead],
-    reader: &Reader,
-    left: Duration,
-) {
-    let follower = matches!(reader, Reader::Follower(_));
-    let leader_only = !matches!(reader, Reader::RackAware(_));
-    let waits: Vec<_> = wanted
-        .iter()
-        .zip(reads)
-        .filter(|(w, _)| w.route.is_ok())
-        .map(|(w, r)| {
-            let (shard, route, seen) = (shard.clone(), w.route, r.seen);
-            Box::pin(async move {
-                on_partition(
-                    &shard,
-                    route,
-                    leader_only,
-                    |_| (),
-                    move |_, led| {
-                        Box::pin(async move { wait_on_owner(led, seen, follower, left).await })
-                    },
-                )
-                .await
-            })
-        })
-        .collect();
-    if waits.is_empty() {
-        glommio::timer::sleep(left).await;
-        return;
-    }
-    let _ = select(select_all(waits), Box::pin(glommio::timer::sleep(left))).await;
-}
-
-async fn wait_on_owner(led: Led, seen: i64, follower: bool, left: Duration) {
-    let log = &led.partition.log;
-    let now = if follower {
-        log.log_end().0
-    } else {
-        log.high_watermark().0
     };
-    if now != seen {
-        return;
+    let records: Bytes = read.read.joined();
+    let high_watermark = read.high_watermark.0;
+    let mut entry = PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error)
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(high_watermark)
+        .with_aborted_transactions(Some(vec![]))
+        .with_records(Some(records));
+    if version >= 5 {
+        entry = entry.with_log_start_offset(read.read.log_start.0);
     }
-    // Dropped with the timeout: a partition deleted meanwhile wakes it too.
-    let arrival = led.partition.next_arrival();
-    let _ = select(arrival, Box::pin(glommio::timer::sleep(left))).await;
+    if version >= 11 {
+        entry = entry.with_preferred_read_replica(kafka_protocol::messages::BrokerId(
+            read.preferred_read_replica,
+        ));
+    }
+    entry
 }
 
 #[cfg(test)]
@@ -495,28 +456,37 @@ mod tests {
         b
     }
 
-    fn read(batches: &[usize]) -> PartitionRead {
+    fn read(batches: &[usize]) -> Result<PartitionRead, Code> {
         let bytes: Vec<u8> = batches.iter().flat_map(|&l| batch(l)).collect();
-        PartitionRead {
-            bytes: bytes.len(),
-            records: vec![Bytes::from(bytes)],
+        Ok(PartitionRead {
+            read: Read {
+                bytes: bytes.len(),
+                chunks: vec![Bytes::from(bytes)],
+                ..Read::default()
+            },
             ..PartitionRead::default()
-        }
+        })
+    }
+
+    fn bytes(read: &Result<PartitionRead, Code>) -> usize {
+        read.as_ref().unwrap().read.bytes
     }
 
     #[test]
     fn the_response_budget_keeps_whole_batches_and_the_first_batch_always() {
         // The first partition's first batch (100) exceeds the budget (60): kept alone.
         let fitted = fit_response(vec![read(&[100, 50]), read(&[30])], 60);
-        assert_eq!(fitted[0].bytes, 100);
-        assert_eq!(fitted[1].bytes, 0);
+        assert_eq!(bytes(&fitted[0]), 100);
+        assert_eq!(bytes(&fitted[1]), 0);
         // Whole batches up to the budget, across partitions.
         let fitted = fit_response(vec![read(&[40, 40, 40]), read(&[30, 30])], 110);
-        assert_eq!(fitted[0].bytes, 80);
-        assert_eq!(fitted[1].bytes, 30);
-        assert_eq!(fitted[1].records[0].len(), 30);
-        // Partitions without data do not count as the first.
-        let fitted = fit_response(vec![PartitionRead::default(), read(&[70])], 10);
-        assert_eq!(fitted[1].bytes, 70);
+        assert_eq!(bytes(&fitted[0]), 80);
+        assert_eq!(bytes(&fitted[1]), 30);
+        assert_eq!(fitted[1].as_ref().unwrap().read.chunks[0].len(), 30);
+        // Partitions without data, or failed, do not count as the first.
+        let nothing = Ok(PartitionRead::default());
+        let failed = Err(ResponseError::NotLeaderOrFollower.code());
+        let fitted = fit_response(vec![nothing, failed, read(&[70])], 10);
+        assert_eq!(bytes(&fitted[2]), 70);
     }
 }

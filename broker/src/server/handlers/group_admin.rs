@@ -13,13 +13,13 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::routing::Code;
 use super::{respond, HandlerError, Outcome};
+use crate::coordinator::Listed;
 use crate::groups::membership::GroupSnapshot;
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
-use crate::server::coordinator::{on_coordinator, Listed};
+use crate::kafka::Code;
 use crate::server::shard::Shard;
 
 /// ListGroups versions served (state filter from v4, type filter from v5).
@@ -41,21 +41,22 @@ fn text(s: impl Into<String>) -> StrBytes {
 }
 
 /// Every group of every shard.
-async fn all_groups(shard: &Rc<Shard>) -> Vec<Listed> {
-    let mut all = Vec::new();
-    for target in 0..shard.count {
-        let listed = shard
-            .run_on(target, |owner| {
-                Box::pin(async move {
-                    let mut listed = Vec::new();
-                    for partition in owner.coordinator.all_partitions(&owner).await {
-                        listed.extend(partition.list());
-                    }
-                    listed
-                })
+async fn all_groups(shard: &Shard) -> Vec<Listed> {
+    let listed = shard
+        .coordinator
+        .on_every_shard(|coordinator| {
+            Box::pin(async move {
+                let mut listed = Vec::new();
+                for partition in coordinator.all_partitions().await {
+                    listed.extend(partition.list());
+                }
+                listed
             })
-            .await;
-        match listed {
+        })
+        .await;
+    let mut all = Vec::new();
+    for shard_listed in listed {
+        match shard_listed {
             Ok(listed) => all.extend(listed),
             Err(e) => tracing::warn!(error = %e, "cannot list a shard's groups"),
         }
@@ -110,8 +111,9 @@ pub async fn describe_groups(
     for group in &decoded.groups {
         let id = group.to_string();
         let key = id.clone();
-        let found: Result<Option<GroupSnapshot>, Code> =
-            on_coordinator(shard, &key, Err, move |_, partition| {
+        let found: Result<Option<GroupSnapshot>, Code> = shard
+            .coordinator
+            .on_group(&key, Err, move |partition| {
                 Box::pin(async move { Ok(partition.describe(&id)) })
             })
             .await;
@@ -164,15 +166,14 @@ pub async fn delete_groups(shard: &Rc<Shard>, request: &Request) -> Result<Outco
             ResponseError::InvalidGroupId.code()
         } else {
             let key = id.clone();
-            on_coordinator(
-                shard,
-                &key,
-                |code| code,
-                move |owner, partition| {
-                    Box::pin(async move { partition.delete_group(&owner, &id).await })
-                },
-            )
-            .await
+            shard
+                .coordinator
+                .on_group(
+                    &key,
+                    |code| code,
+                    move |partition| Box::pin(async move { partition.delete_group(&id).await }),
+                )
+                .await
         };
         results.push(
             DeletableGroupResult::default()

@@ -2,7 +2,6 @@
 //! OffsetDelete, run on each group's coordinator shard.
 
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -21,13 +20,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::routing::Code;
 use super::{respond, HandlerError, Outcome};
 use crate::groups::records::CommittedOffset;
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
-use crate::server::coordinator::on_coordinator;
+use crate::kafka::Code;
 use crate::server::shard::Shard;
 
 /// OffsetCommit versions served.
@@ -47,7 +45,7 @@ fn topic_name(name: &str) -> TopicName {
 /// Whether `topic` has partition `index` (commits to anything else are
 /// refused, as Kafka does).
 fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     view.metadata
         .topic_by_name(topic)
         .is_ok_and(|t| index >= 0 && (index as usize) < t.partitions.len())
@@ -59,9 +57,7 @@ pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outco
     let version = request.header.request_api_version;
     let decoded: OffsetCommitRequest = checked(request, bounds::check_offset_commit)?;
     let group = decoded.group_id.to_string();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::runtime::clock::wall_ms();
     // Per partition: refused up front (code), or to store.
     let mut codes: Vec<Vec<Code>> = Vec::new();
     let mut offsets = Vec::new();
@@ -107,24 +103,20 @@ pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outco
         let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
         let generation = decoded.generation_id_or_member_epoch;
         let key = group.clone();
-        on_coordinator(
-            shard,
-            &key,
-            |code| code,
-            move |owner, partition| {
-                Box::pin(async move {
-                    partition
-                        .commit(
-                            &owner,
-                            &group,
-                            (&member, instance.as_deref(), generation),
-                            offsets,
-                        )
-                        .await
-                })
-            },
-        )
-        .await
+        shard
+            .coordinator
+            .on_group(
+                &key,
+                |code| code,
+                move |partition| {
+                    Box::pin(async move {
+                        partition
+                            .commit(&group, (&member, instance.as_deref(), generation), offsets)
+                            .await
+                    })
+                },
+            )
+            .await
     };
     let topics = decoded
         .topics
@@ -165,10 +157,12 @@ async fn fetch_group(
         return Err(ResponseError::InvalidGroupId.code());
     }
     let key = group.clone();
-    on_coordinator(shard, &key, Err, move |_, partition| {
-        Box::pin(async move { Ok(partition.fetch(&group, wanted)) })
-    })
-    .await
+    shard
+        .coordinator
+        .on_group(&key, Err, move |partition| {
+            Box::pin(async move { Ok(partition.fetch(&group, wanted)) })
+        })
+        .await
 }
 
 /// A topic's committed offsets: (partition, offset if any).
@@ -295,15 +289,16 @@ pub async fn offset_delete(shard: &Rc<Shard>, request: &Request) -> Result<Outco
         .collect();
     let count = partitions.len();
     let key = group.clone();
-    let (group_code, codes) = on_coordinator(
-        shard,
-        &key,
-        |code| (code, vec![]),
-        move |owner, partition| {
-            Box::pin(async move { partition.delete_offsets(&owner, &group, partitions).await })
-        },
-    )
-    .await;
+    let (group_code, codes) = shard
+        .coordinator
+        .on_group(
+            &key,
+            |code| (code, vec![]),
+            move |partition| {
+                Box::pin(async move { partition.delete_offsets(&group, partitions).await })
+            },
+        )
+        .await;
     let mut codes = if codes.len() == count {
         codes.into_iter()
     } else {

@@ -17,15 +17,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::routing::Code;
-use super::topics::{create_topic, NewTopic};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::membership::{Join, Joined};
-use crate::groups::{offsets_partition, OFFSETS_TOPIC};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
-use crate::server::coordinator::on_coordinator;
+use crate::kafka::Code;
 use crate::server::shard::Shard;
 
 /// FindCoordinator versions served (batched keys from v4).
@@ -39,43 +36,8 @@ pub const HEARTBEAT_VERSIONS: (i16, i16) = (0, 4);
 /// LeaveGroup versions served (batched members from v3).
 pub const LEAVE_GROUP_VERSIONS: (i16, i16) = (0, 5);
 
-/// Segment size of `__consumer_offsets` (Kafka's offsets.topic.segment.bytes).
-const OFFSETS_SEGMENT_BYTES: &str = "104857600";
-
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
-}
-
-/// Creates `__consumer_offsets` (compacted) if it does not exist yet.
-pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Code> {
-    let live = {
-        let view = shard.view.borrow();
-        if view.metadata.names.contains_key(OFFSETS_TOPIC) {
-            return Ok(());
-        }
-        view.metadata.live_brokers().count()
-    };
-    let topic = NewTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        partitions: shard.config.offsets_topic_partitions.max(1) as i32,
-        // Kafka's offsets.topic.replication.factor is 3; fewer brokers, fewer copies.
-        replication_factor: live.clamp(1, 3) as i16,
-        configs: vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("segment.bytes".into(), Some(OFFSETS_SEGMENT_BYTES.into())),
-        ],
-    };
-    match create_topic(shard, topic, false).await {
-        Ok(_) => {
-            tracing::info!("created {OFFSETS_TOPIC}");
-            Ok(())
-        }
-        Err((code, _)) if code == ResponseError::TopicAlreadyExists.code() => Ok(()),
-        Err((code, why)) => {
-            tracing::warn!(code, %why, "cannot create {OFFSETS_TOPIC}");
-            Err(ResponseError::CoordinatorNotAvailable.code())
-        }
-    }
 }
 
 /// A broker's id, host and port.
@@ -83,28 +45,12 @@ type Endpoint = (i32, String, i32);
 
 /// The broker coordinating `group`.
 fn coordinator_of(shard: &Shard, group: &str) -> Result<Endpoint, Code> {
-    let view = shard.view.borrow();
-    let topic = view
-        .metadata
-        .topic_by_name(OFFSETS_TOPIC)
-        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
-    let index = offsets_partition(group, topic.partitions.len() as u32);
-    let leader = topic.partitions[index as usize]
-        .leader
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-    let broker = view
-        .metadata
-        .brokers
-        .get(&leader)
-        .filter(|b| !b.fenced)
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-    let (host, port) = broker
-        .registration
-        .listener
+    let (broker, listener) = shard.cluster.group_coordinator(group)?;
+    let (host, port) = listener
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
         .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-    Ok((leader.0, host, port))
+    Ok((broker.0, host, port))
 }
 
 /// Answers FindCoordinator: groups only (transactions are not served).
@@ -124,7 +70,7 @@ pub async fn find_coordinator(
         vec![decoded.key.to_string()]
     };
     let ensured = if decoded.key_type == 0 {
-        ensure_offsets_topic(shard).await
+        crate::coordinator::ensure_offsets_topic(&shard.cluster).await
     } else {
         Ok(())
     };
@@ -204,7 +150,7 @@ pub async fn join_group(
     } else {
         session
     };
-    let config = &shard.config;
+    let config = &shard.cluster.config;
     let session_range =
         config.group_min_session_timeout_ms as i64..=config.group_max_session_timeout_ms as i64;
     let joined = if group.is_empty() {
@@ -233,10 +179,12 @@ pub async fn join_group(
             require_known_member_id: version >= 4,
         };
         let key = group.clone();
-        on_coordinator(shard, &key, failed_join, move |owner, partition| {
-            Box::pin(async move { partition.join(&owner, &group, join).await })
-        })
-        .await
+        shard
+            .coordinator
+            .on_group(&key, failed_join, move |partition| {
+                Box::pin(async move { partition.join(&group, join).await })
+            })
+            .await
     };
     let skip_assignment = joined.skip_assignment;
     let members = joined
@@ -282,26 +230,26 @@ pub async fn sync_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome,
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
     let key = group.clone();
-    let (code, assignment) = on_coordinator(
-        shard,
-        &key,
-        |code| (code, Bytes::new()),
-        move |owner, partition| {
-            Box::pin(async move {
-                partition
-                    .sync(
-                        &owner,
-                        &group,
-                        &member,
-                        instance.as_deref(),
-                        generation,
-                        assignments,
-                    )
-                    .await
-            })
-        },
-    )
-    .await;
+    let (code, assignment) = shard
+        .coordinator
+        .on_group(
+            &key,
+            |code| (code, Bytes::new()),
+            move |partition| {
+                Box::pin(async move {
+                    partition
+                        .sync(
+                            &group,
+                            &member,
+                            instance.as_deref(),
+                            generation,
+                            assignments,
+                        )
+                        .await
+                })
+            },
+        )
+        .await;
     let mut answer = SyncGroupResponse::default()
         .with_error_code(code)
         .with_assignment(assignment);
@@ -321,17 +269,18 @@ pub async fn heartbeat(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, 
     let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
     let generation = decoded.generation_id;
     let key = group.clone();
-    let code = on_coordinator(
-        shard,
-        &key,
-        |code| code,
-        move |_, partition| {
-            Box::pin(async move {
-                partition.heartbeat(&group, &member, instance.as_deref(), generation)
-            })
-        },
-    )
-    .await;
+    let code = shard
+        .coordinator
+        .on_group(
+            &key,
+            |code| code,
+            move |partition| {
+                Box::pin(async move {
+                    partition.heartbeat(&group, &member, instance.as_deref(), generation)
+                })
+            },
+        )
+        .await;
     respond(request, &HeartbeatResponse::default().with_error_code(code))
 }
 
@@ -357,9 +306,10 @@ pub async fn leave_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome
     let count = members.len();
     let asked = members.clone();
     let key = group.clone();
-    let codes: Result<Vec<Code>, Code> =
-        on_coordinator(shard, &key, Err, move |owner, partition| {
-            Box::pin(async move { Ok(partition.leave(&owner, &group, members).await) })
+    let codes: Result<Vec<Code>, Code> = shard
+        .coordinator
+        .on_group(&key, Err, move |partition| {
+            Box::pin(async move { Ok(partition.leave(&group, members).await) })
         })
         .await;
     let mut answer = LeaveGroupResponse::default();

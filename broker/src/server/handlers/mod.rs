@@ -9,12 +9,11 @@ mod epochs;
 mod fetch;
 mod group_admin;
 mod group_offsets;
-pub mod groups;
+mod groups;
 mod offsets;
-pub mod produce;
+mod produce;
 mod producers;
-pub mod routing;
-pub mod topics;
+mod topics;
 
 use std::rc::Rc;
 

@@ -15,12 +15,16 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
-use super::routing::{check_leader_epoch, on_led_partition, route_by_name, Code, Led};
 use super::{HandlerError, Outcome};
+use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
+use crate::kafka::Code;
+use crate::partition::led::{check_leader_epoch, Led};
+use crate::partition::Partitions;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
 /// ListOffsets versions served. v7+ adds the max-timestamp query (-3),
@@ -33,42 +37,46 @@ pub const DELETE_RECORDS_VERSIONS: (i16, i16) = (0, 2);
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-/// One partition's ListOffsets answer: (error, timestamp, offset, leader epoch).
-type Listed = (Code, i64, i64, i32);
+/// One partition's ListOffsets answer.
+#[derive(Debug, Clone, Copy)]
+struct Listed {
+    timestamp: i64,
+    offset: i64,
+    leader_epoch: i32,
+}
 
 /// Answers ListOffsets.
 pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: ListOffsetsRequest = checked(request, check_list_offsets)?;
-    let mut pending = Vec::new();
-    for topic in &decoded.topics {
-        for p in &topic.partitions {
-            let route = route_by_name(shard, topic.name.as_str(), p.partition_index);
-            let (shard, timestamp) = (shard.clone(), p.timestamp);
-            let current_leader_epoch = if version >= 4 {
-                p.current_leader_epoch
-            } else {
-                -1
-            };
-            pending.push(async move {
-                on_led_partition(
-                    &shard,
-                    route,
-                    |code| (code, -1, -1, -1),
-                    move |_, led| {
-                        Box::pin(async move {
-                            if let Err(code) = check_leader_epoch(current_leader_epoch, led.epoch) {
-                                return (code, -1, -1, -1);
-                            }
-                            list_on_owner(led, timestamp).await
-                        })
-                    },
-                )
-                .await
-            });
-        }
-    }
-    let mut results = futures::future::join_all(pending).await.into_iter();
+    let asked: Vec<(Route, (i64, i32))> = decoded
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                let route = shard
+                    .cluster
+                    .route_by_name(topic.name.as_str(), p.partition_index);
+                let epoch = if version >= 4 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                };
+                (route, (p.timestamp, epoch))
+            })
+        })
+        .collect();
+    let work = |_: Rc<Partitions>, led: Led, (timestamp, epoch): (i64, i32)| -> LocalFuture<_> {
+        Box::pin(async move {
+            check_leader_epoch(epoch, led.epoch)?;
+            list_on_owner(&led, timestamp).await
+        })
+    };
+    let mut results = shard
+        .partitions
+        .fan_out(asked, true, work)
+        .await
+        .into_iter();
     let topics = decoded
         .topics
         .iter()
@@ -77,17 +85,8 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, timestamp, offset, epoch): Listed =
-                        results.next().expect("one result per partition");
-                    let mut entry = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(error)
-                        .with_timestamp(timestamp)
-                        .with_offset(offset);
-                    if version >= 4 {
-                        entry = entry.with_leader_epoch(epoch);
-                    }
-                    entry
+                    let result = results.next().expect("one result per partition");
+                    listed_response(p.partition_index, result, version)
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
@@ -103,28 +102,57 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
     )?))
 }
 
+fn listed_response(
+    index: i32,
+    result: Result<Listed, Code>,
+    version: i16,
+) -> ListOffsetsPartitionResponse {
+    let none = Listed {
+        timestamp: -1,
+        offset: -1,
+        leader_epoch: -1,
+    };
+    let (error, listed) = match result {
+        Ok(listed) => (0, listed),
+        Err(code) => (code, none),
+    };
+    let entry = ListOffsetsPartitionResponse::default()
+        .with_partition_index(index)
+        .with_error_code(error)
+        .with_timestamp(listed.timestamp)
+        .with_offset(listed.offset);
+    if version >= 4 {
+        entry.with_leader_epoch(listed.leader_epoch)
+    } else {
+        entry
+    }
+}
+
 /// Answers DeleteRecords: each partition's log start moves up to the
 /// offset given (-1: the high watermark), never past the high watermark.
 pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DeleteRecordsRequest = checked(request, check_delete_records)?;
-    let mut pending = Vec::new();
-    for topic in &decoded.topics {
-        for p in &topic.partitions {
-            let route = route_by_name(shard, topic.name.as_str(), p.partition_index);
-            let (shard, offset) = (shard.clone(), p.offset);
-            pending.push(async move {
-                on_led_partition(
-                    &shard,
-                    route,
-                    |code| (code, -1),
-                    move |_, led| Box::pin(async move { delete_on_owner(led, offset).await }),
-                )
-                .await
-            });
-        }
-    }
-    let mut results = futures::future::join_all(pending).await.into_iter();
+    let asked: Vec<(Route, i64)> = decoded
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                let route = shard
+                    .cluster
+                    .route_by_name(topic.name.as_str(), p.partition_index);
+                (route, p.offset)
+            })
+        })
+        .collect();
+    let work = |_: Rc<Partitions>, led: Led, offset: i64| -> LocalFuture<_> {
+        Box::pin(async move { delete_on_owner(&led, offset).await })
+    };
+    let mut results = shard
+        .partitions
+        .fan_out(asked, true, work)
+        .await
+        .into_iter();
     let topics = decoded
         .topics
         .iter()
@@ -133,7 +161,11 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, low_watermark) = results.next().expect("one result per partition");
+                    let result = results.next().expect("one result per partition");
+                    let (error, low_watermark) = match result {
+                        Ok(low_watermark) => (0, low_watermark),
+                        Err(code) => (code, -1),
+                    };
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)
@@ -153,28 +185,34 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
     )?))
 }
 
-async fn list_on_owner(led: Led, timestamp: i64) -> Listed {
+async fn list_on_owner(led: &Led, timestamp: i64) -> Result<Listed, Code> {
     let log = &led.partition.log;
-    let epoch = led.epoch.0;
+    let leader_epoch = led.epoch.0;
+    let at = |offset: i64, timestamp: i64| Listed {
+        timestamp,
+        offset,
+        leader_epoch,
+    };
     match timestamp {
-        LATEST => (0, -1, log.high_watermark().0, epoch),
-        EARLIEST => (0, -1, log.log_start().0, epoch),
-        t if t < 0 => (ResponseError::InvalidRequest.code(), -1, -1, -1),
+        LATEST => Ok(at(log.high_watermark().0, -1)),
+        EARLIEST => Ok(at(log.log_start().0, -1)),
+        t if t < 0 => Err(ResponseError::InvalidRequest.code()),
         t => match log
             .offset_for_timestamp(TimestampMs(t), log.high_watermark())
             .await
         {
-            Ok(Some((offset, at))) => (0, at.0, offset.0, epoch),
-            Ok(None) => (0, -1, -1, epoch),
+            Ok(Some((offset, found))) => Ok(at(offset.0, found.0)),
+            Ok(None) => Ok(at(-1, -1)),
             Err(e) => {
                 tracing::error!(error = %e, "offset for timestamp failed");
-                (ResponseError::KafkaStorageError.code(), -1, -1, -1)
+                Err(ResponseError::KafkaStorageError.code())
             }
         },
     }
 }
 
-async fn delete_on_owner(led: Led, offset: i64) -> (Code, i64) {
+/// Moves the log start; the new one (the low watermark).
+async fn delete_on_owner(led: &Led, offset: i64) -> Result<i64, Code> {
     let log = &led.partition.log;
     let target = if offset == -1 {
         log.high_watermark()
@@ -182,16 +220,14 @@ async fn delete_on_owner(led: Led, offset: i64) -> (Code, i64) {
         Offset(offset)
     };
     if target.0 < 0 {
-        return (ResponseError::OffsetOutOfRange.code(), log.log_start().0);
+        return Err(ResponseError::OffsetOutOfRange.code());
     }
     match log.delete_records_below(target).await {
-        Ok(start) => (0, start.0),
-        Err(StorageError::OffsetOutOfRange { .. }) => {
-            (ResponseError::OffsetOutOfRange.code(), log.log_start().0)
-        }
+        Ok(start) => Ok(start.0),
+        Err(StorageError::OffsetOutOfRange { .. }) => Err(ResponseError::OffsetOutOfRange.code()),
         Err(e) => {
             tracing::error!(error = %e, "deleting records failed");
-            (ResponseError::KafkaStorageError.code(), -1)
+            Err(ResponseError::KafkaStorageError.code())
         }
     }
 }

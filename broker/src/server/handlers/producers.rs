@@ -13,11 +13,15 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::routing::{on_led_partition, route_by_name, Code};
 use super::{respond, HandlerError, Outcome};
+use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
+use crate::kafka::Code;
+use crate::partition::led::Led;
+use crate::partition::Partitions;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
 /// InitProducerId versions served.
@@ -59,17 +63,9 @@ async fn decided(shard: &Rc<Shard>, request: &InitProducerIdRequest) -> Result<(
     {
         return Err(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    let id = shard
-        .run_on(0, |first| {
-            Box::pin(async move { first.producer_ids.next(&first).await })
-        })
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())??;
+    let id = shard.cluster.next_producer_id().await?;
     Ok((id, 0))
 }
-
-/// One partition's producers, or why not.
-type Described = Result<Vec<ProducerStateEntry>, Code>;
 
 /// Answers DescribeProducers from each partition's leader.
 pub async fn describe_producers(
@@ -77,27 +73,44 @@ pub async fn describe_producers(
     request: &Request,
 ) -> Result<Outcome, HandlerError> {
     let decoded: DescribeProducersRequest = checked(request, check_describe_producers)?;
-    let mut topics = Vec::new();
-    for topic in &decoded.topics {
-        let mut partitions = Vec::new();
-        for &index in &topic.partition_indexes {
-            let route = route_by_name(shard, topic.name.as_str(), index);
-            let described: Described = on_led_partition(shard, route, Err, |_, led| {
-                Box::pin(async move { Ok(producers_of(&led.partition.log.producers())) })
-            })
-            .await;
-            let entry = PartitionResponse::default().with_partition_index(index);
-            partitions.push(match described {
-                Ok(active) => entry.with_active_producers(active),
-                Err(code) => entry.with_error_code(code),
-            });
-        }
-        topics.push(
+    let asked: Vec<(Route, ())> = decoded
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partition_indexes
+                .iter()
+                .map(move |&index| (shard.cluster.route_by_name(topic.name.as_str(), index), ()))
+        })
+        .collect();
+    let work = |_: Rc<Partitions>, led: Led, (): ()| -> LocalFuture<_> {
+        Box::pin(async move { Ok(producers_of(&led.partition.log.producers())) })
+    };
+    let mut described = shard
+        .partitions
+        .fan_out(asked, true, work)
+        .await
+        .into_iter();
+    let topics = decoded
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let entry = PartitionResponse::default().with_partition_index(index);
+                    match described.next().expect("one answer per partition") {
+                        Ok(active) => entry.with_active_producers(active),
+                        Err(code) => entry.with_error_code(code),
+                    }
+                })
+                .collect();
             TopicResponse::default()
                 .with_name(topic.name.clone())
-                .with_partitions(partitions),
-        );
-    }
+                .with_partitions(partitions)
+        })
+        .collect();
     respond(
         request,
         &DescribeProducersResponse::default().with_topics(topics),

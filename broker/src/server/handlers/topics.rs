@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use control::service::ControllerRequest;
-use control::{TopicConfig, TopicId};
+use control::TopicId;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -19,8 +19,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::routing::{call_controller, catch_up, controller_error, Code};
 use super::{HandlerError, Outcome};
+use crate::cluster::controller::controller_error;
+use crate::cluster::topics::{Created, NewTopic};
 use crate::kafka::bounds::{check_create_partitions, check_create_topics, check_delete_topics};
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -33,104 +34,6 @@ pub const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 7);
 pub const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 6);
 /// CreatePartitions versions served.
 pub const CREATE_PARTITIONS_VERSIONS: (i16, i16) = (0, 3);
-
-/// A topic to create, as asked.
-pub struct NewTopic {
-    /// Its name.
-    pub name: String,
-    /// Partitions (-1: the broker's default).
-    pub partitions: i32,
-    /// Replication factor (-1: default_replication_factor, at most the live brokers).
-    pub replication_factor: i16,
-    /// Configuration overrides, `key = value`.
-    pub configs: Vec<(String, Option<String>)>,
-}
-
-/// What creating a topic gave: its id and config, or an error.
-type Created = Result<(TopicId, TopicConfig, usize, usize), (Code, String)>;
-
-/// Creates one topic (or only validates it) and waits for this shard to see it.
-pub async fn create_topic(shard: &Rc<Shard>, topic: NewTopic, validate_only: bool) -> Created {
-    let partitions = match topic.partitions {
-        -1 => shard.config.default_partitions as i32,
-        n => n,
-    };
-    let replication_factor = match topic.replication_factor {
-        // The configured default, as far as live brokers allow.
-        -1 => {
-            let live = shard.view.borrow().metadata.live_brokers().count().max(1);
-            (shard.config.default_replication_factor as usize).min(live) as i16
-        }
-        n => n,
-    };
-    if partitions <= 0 {
-        return Err((
-            ResponseError::InvalidPartitions.code(),
-            format!("{partitions} partitions"),
-        ));
-    }
-    if replication_factor <= 0 {
-        return Err((
-            ResponseError::InvalidReplicationFactor.code(),
-            format!("replication factor {replication_factor}"),
-        ));
-    }
-    let mut config = TopicConfig::default();
-    for (key, value) in &topic.configs {
-        let Some(value) = value else { continue };
-        if let Err(e) = config.set(key, value) {
-            return Err((ResponseError::InvalidConfig.code(), e.to_string()));
-        }
-    }
-    {
-        let view = shard.view.borrow();
-        if let Err(e) = control::model::check_topic_name(&topic.name) {
-            return Err((ResponseError::InvalidTopicException.code(), e.to_string()));
-        }
-        if view.metadata.names.contains_key(&topic.name) {
-            return Err((
-                ResponseError::TopicAlreadyExists.code(),
-                format!("topic {} already exists", topic.name),
-            ));
-        }
-        let live = view.metadata.live_brokers().count();
-        if replication_factor as usize > live {
-            return Err((
-                ResponseError::InvalidReplicationFactor.code(),
-                format!("replication factor {replication_factor} exceeds the {live} live brokers"),
-            ));
-        }
-    }
-    let id = TopicId(rand::random());
-    if !validate_only {
-        let request = ControllerRequest::CreateTopic {
-            id,
-            name: topic.name.clone(),
-            partitions: partitions as usize,
-            replication_factor: replication_factor as usize,
-            config: config.clone(),
-        };
-        call_controller(shard, request)
-            .await
-            .map_err(|e| controller_error(&e))?;
-        let name = topic.name.clone();
-        if !catch_up(shard, |m| m.names.contains_key(&name)).await {
-            return Err((
-                ResponseError::RequestTimedOut.code(),
-                "created, not yet visible".into(),
-            ));
-        }
-    }
-    let id = shard
-        .view
-        .borrow()
-        .metadata
-        .names
-        .get(&topic.name)
-        .copied()
-        .unwrap_or(id);
-    Ok((id, config, partitions as usize, replication_factor as usize))
-}
 
 /// Answers CreateTopics.
 pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
@@ -161,11 +64,16 @@ pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                     })
                     .collect(),
             };
-            create_topic(shard, new, decoded.validate_only).await
+            shard.cluster.create_topic(new, decoded.validate_only).await
         };
         let mut entry = CreatableTopicResult::default().with_name(name);
         match outcome {
-            Ok((id, config, partitions, replication_factor)) => {
+            Ok(Created {
+                id,
+                config,
+                partitions,
+                replication_factor,
+            }) => {
                 if version >= 7 {
                     entry = entry.with_topic_id(uuid::Uuid::from_bytes(id.0));
                 }
@@ -218,7 +126,7 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 let id = (!t.topic_id.is_nil()).then_some(t.topic_id);
                 let name = t.name.as_ref().map(|n| n.as_str().to_string()).or_else(|| {
                     id.and_then(|id| {
-                        let view = shard.view.borrow();
+                        let view = shard.cluster.view.borrow();
                         view.metadata
                             .topic(TopicId(*id.as_bytes()))
                             .ok()
@@ -242,7 +150,7 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
             )),
-            Some(name) => delete_topic(shard, name).await,
+            Some(name) => shard.cluster.delete_topic(name).await,
         };
         let mut entry = DeletableTopicResult::default()
             .with_name(name.map(|n| TopicName(StrBytes::from_string(n))));
@@ -265,33 +173,6 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
     )?))
 }
 
-/// Deletes one topic and waits for this shard to see it gone.
-pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), (Code, String)> {
-    if name == crate::groups::OFFSETS_TOPIC {
-        // The coordinator's state lives there (Kafka refuses too).
-        return Err((
-            ResponseError::InvalidTopicException.code(),
-            format!("{name} is internal and cannot be deleted"),
-        ));
-    }
-    if !shard.view.borrow().metadata.names.contains_key(name) {
-        return Err((
-            ResponseError::UnknownTopicOrPartition.code(),
-            format!("no topic {name}"),
-        ));
-    }
-    let request = ControllerRequest::DeleteTopic {
-        name: name.to_string(),
-    };
-    match call_controller(shard, request).await {
-        Ok(()) => {
-            catch_up(shard, |m| !m.names.contains_key(name)).await;
-            Ok(())
-        }
-        Err(e) => Err(controller_error(&e)),
-    }
-}
-
 /// Answers CreatePartitions: grows topics to the counts asked.
 pub async fn create_partitions(
     shard: &Rc<Shard>,
@@ -303,6 +184,7 @@ pub async fn create_partitions(
     for topic in decoded.topics {
         let name = topic.name.as_str().to_string();
         let current = shard
+            .cluster
             .view
             .borrow()
             .metadata
@@ -328,13 +210,15 @@ pub async fn create_partitions(
                     name: name.clone(),
                     total,
                 };
-                match call_controller(shard, request).await {
+                match shard.cluster.call_controller(request).await {
                     Ok(()) => {
-                        catch_up(shard, |m| {
-                            m.topic_by_name(&name)
-                                .is_ok_and(|t| t.partitions.len() >= total)
-                        })
-                        .await;
+                        shard
+                            .cluster
+                            .catch_up(|m| {
+                                m.topic_by_name(&name)
+                                    .is_ok_and(|t| t.partitions.len() >= total)
+                            })
+                            .await;
                         Ok(())
                     }
                     Err(e) => Err(controller_error(&e)),

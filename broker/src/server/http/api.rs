@@ -9,20 +9,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
+use client::records::{encode_batch_as, ProducerRecord, ProducerSequence};
+use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{HttpRequest, HttpResponse};
-use crate::server::handlers::produce::{error_text, produce_to};
-use crate::server::handlers::routing::{on_led_partition, route_by_name, Code};
-use crate::server::handlers::topics::{create_topic, delete_topic, NewTopic};
+use crate::cluster::topics::{Created, NewTopic};
+use crate::kafka::{error_text, Code};
+use crate::partition::append::Acks;
 use crate::server::shard::Shard;
 
 /// How long an HTTP produce may wait for its acknowledgement.
@@ -87,7 +84,7 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, HttpResponse> {
 }
 
 fn list_topics(shard: &Shard) -> HttpResponse {
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     let topics: Vec<Value> = view
         .metadata
         .topics
@@ -104,7 +101,7 @@ fn list_topics(shard: &Shard) -> HttpResponse {
 }
 
 fn describe(shard: &Shard, name: &str) -> HttpResponse {
-    let view = shard.view.borrow();
+    let view = shard.cluster.view.borrow();
     let Ok(topic) = view.metadata.topic_by_name(name) else {
         return kafka_error(
             ResponseError::UnknownTopicOrPartition.code(),
@@ -165,8 +162,13 @@ async fn create(shard: &Rc<Shard>, body: &[u8]) -> HttpResponse {
             .map(|(k, v)| (k, Some(v)))
             .collect(),
     };
-    match create_topic(shard, new, false).await {
-        Ok((id, _, partitions, replication_factor)) => HttpResponse::json(
+    match shard.cluster.create_topic(new, false).await {
+        Ok(Created {
+            id,
+            partitions,
+            replication_factor,
+            ..
+        }) => HttpResponse::json(
             201,
             &json!({
                 "name": body.name,
@@ -180,7 +182,7 @@ async fn create(shard: &Rc<Shard>, body: &[u8]) -> HttpResponse {
 }
 
 async fn delete(shard: &Rc<Shard>, name: &str) -> HttpResponse {
-    match delete_topic(shard, name).await {
+    match shard.cluster.delete_topic(name).await {
         Ok(()) => HttpResponse {
             status: 204,
             content_type: "application/json",
@@ -194,7 +196,7 @@ async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpRespo
     let Ok(partition) = partition.parse::<i32>() else {
         return HttpResponse::error(400, -1, format!("partition {partition:?} is not a number"));
     };
-    if let Some(leader) = super::forward::leader_elsewhere(shard, topic, partition) {
+    if let Some(leader) = shard.cluster.leader_elsewhere(topic, partition) {
         return match super::forward::watermarks(leader, topic, partition).await {
             Ok((earliest, latest)) => {
                 HttpResponse::json(200, &json!({"earliest": earliest, "latest": latest}))
@@ -202,14 +204,16 @@ async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpRespo
             Err(code) => kafka_error(code, error_text(code)),
         };
     }
-    let route = route_by_name(shard, topic, partition);
-    let result = on_led_partition(shard, route, Err, |_, led| {
-        Box::pin(async move {
-            let log = &led.partition.log;
-            Ok((log.log_start().0, log.high_watermark().0))
+    let route = shard.cluster.route_by_name(topic, partition);
+    let result = shard
+        .partitions
+        .on_led_partition(route, |_, led| {
+            Box::pin(async move {
+                let log = &led.partition.log;
+                Ok((log.log_start().0, log.high_watermark().0))
+            })
         })
-    })
-    .await;
+        .await;
     match result {
         Ok((earliest, latest)) => {
             HttpResponse::json(200, &json!({"earliest": earliest, "latest": latest}))
@@ -272,27 +276,16 @@ fn producer_of(request: &HttpRequest) -> Result<Option<(i64, i16, i32)>, HttpRes
 /// `POST /producers`: a producer id and epoch for idempotent requests
 /// (what InitProducerId gives a Kafka producer).
 async fn new_producer(shard: &Rc<Shard>) -> HttpResponse {
-    let id = shard
-        .run_on(0, |first| {
-            Box::pin(async move { first.producer_ids.next(&first).await })
-        })
-        .await;
-    match id {
-        Ok(Ok(id)) => HttpResponse::json(200, &json!({"producer_id": id, "producer_epoch": 0})),
-        Ok(Err(code)) => kafka_error(code, "no producer id available now; retry"),
-        Err(_) => kafka_error(
-            ResponseError::CoordinatorNotAvailable.code(),
-            "shard 0 is gone",
-        ),
+    match shard.cluster.next_producer_id().await {
+        Ok(id) => HttpResponse::json(200, &json!({"producer_id": id, "producer_epoch": 0})),
+        Err(code) => kafka_error(code, "no producer id available now; retry"),
     }
 }
 
 /// A message decoded, with its partition.
 struct Message {
     partition: i32,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
-    headers: IndexMap<StrBytes, Option<Bytes>>,
+    record: ProducerRecord,
 }
 
 /// Keyless messages of a request go to one partition, the next one each
@@ -346,7 +339,7 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
             format!("1 to {RECORDS_PER_REQUEST_MAX} records per request"),
         );
     }
-    let partitions = match shard.view.borrow().metadata.topic_by_name(topic) {
+    let partitions = match shard.cluster.view.borrow().metadata.topic_by_name(topic) {
         Ok(t) => t.partitions.len() as u32,
         Err(_) => {
             return kafka_error(
@@ -356,16 +349,14 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
         }
     };
     let keyless = KEYLESS_NEXT.fetch_add(1, Ordering::Relaxed) % partitions.max(1);
+    let timestamp = crate::runtime::clock::wall_ms();
     let mut decoded = Vec::with_capacity(messages.len());
     for (i, m) in messages.into_iter().enumerate() {
-        match decode_message(m, text, partitions, keyless) {
+        match decode_message(m, text, (partitions, keyless), timestamp) {
             Ok(message) => decoded.push(message),
             Err(why) => return HttpResponse::error(400, -1, format!("record {i}: {why}")),
         }
     }
-    let timestamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
     // One batch per partition, in the order the records came.
     let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, m) in decoded.iter().enumerate() {
@@ -380,16 +371,16 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
     }
     let mut answers: Vec<Result<i64, Code>> = vec![Err(-1); decoded.len()];
     for (partition, indexes) in by_partition {
-        let batch = match encode(&decoded, &indexes, timestamp, producer) {
+        let batch = match encode(&decoded, &indexes, producer) {
             Ok(batch) => batch,
             Err(why) => return HttpResponse::error(500, -1, why),
         };
-        let (code, base) = match super::forward::leader_elsewhere(shard, topic, partition) {
+        let (code, base) = match shard.cluster.leader_elsewhere(topic, partition) {
             Some(leader) => {
                 super::forward::produce(leader, topic, partition, batch, acks, PRODUCE_TIMEOUT)
                     .await
             }
-            None => produce_to(shard, topic, partition, batch, acks, PRODUCE_TIMEOUT).await,
+            None => produce_here(shard, topic, partition, batch, acks).await,
         };
         for (n, i) in indexes.into_iter().enumerate() {
             answers[i] = if code == 0 {
@@ -426,8 +417,8 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
 fn decode_message(
     message: MessageIn,
     text: bool,
-    partitions: u32,
-    keyless: u32,
+    (partitions, keyless): (u32, u32),
+    timestamp: i64,
 ) -> Result<Message, String> {
     let bytes = |field: &str, value: Option<String>| -> Result<Option<Bytes>, String> {
         match value {
@@ -444,9 +435,9 @@ fn decode_message(
     if key.is_none() && value.is_none() {
         return Err("a record needs a key or a value".into());
     }
-    let mut headers = IndexMap::new();
+    let mut headers = Vec::with_capacity(message.headers.len());
     for (name, v) in message.headers {
-        headers.insert(StrBytes::from_string(name), bytes("header", v)?);
+        headers.push((name, bytes("header", v)?));
     }
     let partition = match (message.partition, &key) {
         (Some(p), _) if p < 0 || p as u32 >= partitions => {
@@ -460,53 +451,59 @@ fn decode_message(
     };
     Ok(Message {
         partition,
-        key,
-        value,
-        headers,
+        record: ProducerRecord {
+            key,
+            value,
+            timestamp,
+            headers,
+        },
     })
 }
 
-/// One v2 batch of the messages at `indexes`, an idempotent producer's
-/// when `producer` (id, epoch, first sequence) is given.
+/// One v2 batch of the messages at `indexes` (the client's encoder), an
+/// idempotent producer's when `producer` (id, epoch, first sequence) is
+/// given.
 fn encode(
     messages: &[Message],
     indexes: &[usize],
-    timestamp: i64,
     producer: Option<(i64, i16, i32)>,
 ) -> Result<Bytes, String> {
-    let (producer_id, producer_epoch, first_sequence) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = indexes
+    let records: Vec<ProducerRecord> = indexes
         .iter()
-        .enumerate()
-        .map(|(n, i)| {
-            let m = &messages[*i];
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id,
-                producer_epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: n as i64,
-                // One batch, with its base sequence (see batch_sequence).
-                sequence: client::records::batch_sequence(producer.is_some(), first_sequence, n),
-                timestamp,
-                key: m.key.clone(),
-                value: m.value.clone(),
-                headers: m.headers.clone(),
-            }
-        })
+        .map(|i| messages[*i].record.clone())
         .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| format!("encoding a batch: {e}"))?;
-    Ok(out.freeze())
+    let producer = producer.map(|(producer_id, epoch, first_sequence)| ProducerSequence {
+        producer_id,
+        epoch,
+        first_sequence,
+    });
+    encode_batch_as(&records, Compression::None, producer).map_err(|e| e.to_string())
+}
+
+/// Appends a batch to a partition this broker leads: (error code, base offset).
+async fn produce_here(
+    shard: &Shard,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> (Code, i64) {
+    let started = std::time::Instant::now();
+    let route = shard.cluster.route_by_name(topic, partition);
+    let acks_wanted = Acks::from_field(acks).unwrap_or(Acks::All);
+    let appended = shard
+        .partitions
+        .on_led_partition(route, move |owner, led| {
+            Box::pin(async move {
+                owner
+                    .produce(led, records, acks_wanted, PRODUCE_TIMEOUT)
+                    .await
+            })
+        })
+        .await;
+    shard.metrics.produce(acks, started.elapsed());
+    match appended {
+        Ok(appended) => (0, appended.base_offset.0),
+        Err(code) => (code, -1),
+    }
 }

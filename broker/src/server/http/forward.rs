@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use client::connection::Connection;
-use control::BrokerId;
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -16,28 +15,10 @@ use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, ProduceRequest,
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::server::handlers::routing::Code;
-use crate::server::shard::Shard;
+use crate::kafka::Code;
 
 /// Calls to another broker give up after this long beyond their own wait.
 const CALL_MARGIN: Duration = Duration::from_secs(5);
-
-/// The Kafka listener of the partition's leader, if another broker leads it.
-pub fn leader_elsewhere(shard: &Shard, topic: &str, partition: i32) -> Option<SocketAddr> {
-    let view = shard.view.borrow();
-    let leader = view
-        .metadata
-        .topic_by_name(topic)
-        .ok()?
-        .partitions
-        .get(usize::try_from(partition).ok()?)?
-        .leader?;
-    if leader == BrokerId(shard.config.node_id) {
-        return None;
-    }
-    let broker = view.metadata.brokers.get(&leader)?;
-    broker.registration.listener.parse().ok()
-}
 
 fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))

@@ -26,9 +26,8 @@ use kafka_protocol::ResponseError;
 
 use crate::groups::membership::Join;
 use crate::groups::records::CommittedOffset;
-use crate::groups::{offsets_partition, OFFSETS_TOPIC};
-use crate::server::coordinator::on_coordinator;
-use crate::server::handlers::routing::Code;
+
+use crate::kafka::Code;
 use crate::server::shard::Shard;
 
 /// Where a group's coordinator runs.
@@ -42,25 +41,14 @@ pub enum At {
 
 /// Where `group`'s coordinator runs, or why it is not known.
 pub fn coordinator(shard: &Shard, group: &str) -> Result<At, Code> {
-    let view = shard.view.borrow();
-    let topic = view
-        .metadata
-        .topic_by_name(OFFSETS_TOPIC)
-        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
-    let index = offsets_partition(group, topic.partitions.len() as u32);
-    let leader = topic.partitions[index as usize]
-        .leader
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-    if leader == control::BrokerId(shard.config.node_id) {
+    let (broker, listener) = shard.cluster.group_coordinator(group)?;
+    if broker == shard.cluster.me {
         return Ok(At::Here);
     }
-    view.metadata
-        .brokers
-        .get(&leader)
-        .filter(|b| !b.fenced)
-        .and_then(|b| b.registration.listener.parse().ok())
+    listener
+        .parse()
         .map(At::There)
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())
+        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
 }
 
 /// A join's outcome.
@@ -106,10 +94,12 @@ pub async fn join(shard: &Rc<Shard>, at: At, group: &str, join: Join) -> Result<
     match at {
         At::Here => {
             let name = group.to_string();
-            let joined = on_coordinator(shard, group, Err, move |owner, partition| {
-                Box::pin(async move { Ok(partition.join(&owner, &name, join).await) })
-            })
-            .await?;
+            let joined = shard
+                .coordinator
+                .on_group(group, Err, move |partition| {
+                    Box::pin(async move { Ok(partition.join(&name, join).await) })
+                })
+                .await?;
             if joined.error != 0 {
                 return Err(joined.error);
             }
@@ -176,26 +166,20 @@ pub async fn sync(
                 member_id.to_string(),
                 instance.to_string(),
             );
-            let (code, assignment) = on_coordinator(
-                shard,
-                group,
-                |code| (code, Bytes::new()),
-                move |owner, partition| {
-                    Box::pin(async move {
-                        partition
-                            .sync(
-                                &owner,
-                                &name,
-                                &member_id,
-                                Some(&instance),
-                                generation,
-                                assignments,
-                            )
-                            .await
-                    })
-                },
-            )
-            .await;
+            let (code, assignment) = shard
+                .coordinator
+                .on_group(
+                    group,
+                    |code| (code, Bytes::new()),
+                    move |partition| {
+                        Box::pin(async move {
+                            partition
+                                .sync(&name, &member_id, Some(&instance), generation, assignments)
+                                .await
+                        })
+                    },
+                )
+                .await;
             if code != 0 {
                 return Err(code);
             }
@@ -236,17 +220,18 @@ pub async fn heartbeat(shard: &Rc<Shard>, at: At, group: &str, member: (&str, &s
                 member_id.to_string(),
                 instance.to_string(),
             );
-            on_coordinator(
-                shard,
-                group,
-                |code| code,
-                move |_, partition| {
-                    Box::pin(async move {
-                        partition.heartbeat(&name, &member_id, Some(&instance), generation)
-                    })
-                },
-            )
-            .await
+            shard
+                .coordinator
+                .on_group(
+                    group,
+                    |code| code,
+                    move |partition| {
+                        Box::pin(async move {
+                            partition.heartbeat(&name, &member_id, Some(&instance), generation)
+                        })
+                    },
+                )
+                .await
         }
         At::There(address) => {
             let request = HeartbeatRequest::default()
@@ -278,24 +263,20 @@ pub async fn commit(
                 member_id.to_string(),
                 instance.to_string(),
             );
-            on_coordinator(
-                shard,
-                group,
-                |code| code,
-                move |owner, partition| {
-                    Box::pin(async move {
-                        partition
-                            .commit(
-                                &owner,
-                                &name,
-                                (&member_id, Some(&instance), generation),
-                                offsets,
-                            )
-                            .await
-                    })
-                },
-            )
-            .await
+            shard
+                .coordinator
+                .on_group(
+                    group,
+                    |code| code,
+                    move |partition| {
+                        Box::pin(async move {
+                            partition
+                                .commit(&name, (&member_id, Some(&instance), generation), offsets)
+                                .await
+                        })
+                    },
+                )
+                .await
         }
         At::There(address) => {
             let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
@@ -349,19 +330,20 @@ pub async fn leave(
                 member_id.to_string(),
                 instance.to_string(),
             );
-            let codes = on_coordinator(
-                shard,
-                group,
-                |code| vec![code],
-                move |owner, partition| {
-                    Box::pin(async move {
-                        partition
-                            .leave(&owner, &name, vec![(member_id, Some(instance))])
-                            .await
-                    })
-                },
-            )
-            .await;
+            let codes = shard
+                .coordinator
+                .on_group(
+                    group,
+                    |code| vec![code],
+                    move |partition| {
+                        Box::pin(async move {
+                            partition
+                                .leave(&name, vec![(member_id, Some(instance))])
+                                .await
+                        })
+                    },
+                )
+                .await;
             codes.into_iter().find(|c| *c != 0).unwrap_or(0)
         }
         At::There(address) => {

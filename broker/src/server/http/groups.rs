@@ -6,15 +6,13 @@
 //! assignor, so HTTP and Kafka consumers can share a group.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use futures::future::{select, Either};
 use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use storage::Offset;
 
 use super::group_calls as calls;
 use super::{HttpRequest, HttpResponse};
@@ -23,8 +21,10 @@ use crate::groups::consumer_protocol::{
 };
 use crate::groups::membership::Join;
 use crate::groups::records::CommittedOffset;
-use crate::server::handlers::groups::ensure_offsets_topic;
-use crate::server::handlers::routing::{on_led_partition, route_by_name, Code};
+use crate::kafka::Code;
+use crate::partition::led::Led;
+use crate::partition::read::Bound;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
 /// The session of an HTTP member unless it asks for another.
@@ -115,13 +115,13 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
     let session = body
         .session_timeout_ms
         .unwrap_or(SESSION_TIMEOUT_DEFAULT_MS);
-    let config = &shard.config;
+    let config = &shard.cluster.config;
     if !(config.group_min_session_timeout_ms..=config.group_max_session_timeout_ms)
         .contains(&session)
     {
         return refused(ResponseError::InvalidSessionTimeout.code());
     }
-    if let Err(code) = ensure_offsets_topic(shard).await {
+    if let Err(code) = crate::coordinator::ensure_offsets_topic(&shard.cluster).await {
         return refused(code);
     }
     let join = Join {
@@ -154,7 +154,7 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
             .iter()
             .map(|(id, metadata)| (id.clone(), subscribed_topics(metadata).unwrap_or_default()))
             .collect();
-        let view = shard.view.borrow();
+        let view = shard.cluster.view.borrow();
         let counts = |topic: &str| {
             view.metadata
                 .topic_by_name(topic)
@@ -249,9 +249,7 @@ async fn commit(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
     if body.offsets.is_empty() || body.offsets.iter().any(|o| o.offset < 0 || o.partition < 0) {
         return HttpResponse::error(400, -1, "offsets: one or more, none negative");
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::runtime::clock::wall_ms();
     let offsets: Vec<(String, i32, CommittedOffset)> = body
         .offsets
         .into_iter()
@@ -331,7 +329,7 @@ async fn poll(shard: &Rc<Shard>, request: &HttpRequest) -> HttpResponse {
     let max_bytes = max_bytes
         .map_or(1 << 20, |b| b.max(1) as usize)
         .min(POLL_BYTES_MAX);
-    let read = match super::forward::leader_elsewhere(shard, &topic, partition) {
+    let read = match shard.cluster.leader_elsewhere(&topic, partition) {
         Some(leader) => {
             super::forward::fetch(leader, &topic, partition, offset, wait, max_bytes).await
         }
@@ -342,47 +340,23 @@ async fn poll(shard: &Rc<Shard>, request: &HttpRequest) -> HttpResponse {
 
 /// A poll's read on this broker, the partition's leader.
 async fn local_read(
-    shard: &Rc<Shard>,
+    shard: &Shard,
     topic: &str,
     partition: i32,
     offset: i64,
     wait: Duration,
     max_bytes: usize,
 ) -> Result<(Bytes, i64), Code> {
-    let route = route_by_name(shard, topic, partition);
-    on_led_partition(shard, route, Err, move |_, led| {
+    let route = shard.cluster.route_by_name(topic, partition);
+    let poll = move |_, led: Led| -> LocalFuture<_> {
         Box::pin(async move {
-            let deadline = Instant::now() + wait;
-            let log = led.partition.log.clone();
-            loop {
-                let (start, end, high_watermark) =
-                    (log.log_start().0, log.log_end().0, log.high_watermark());
-                if offset < start || offset > end {
-                    return Err(ResponseError::OffsetOutOfRange.code());
-                }
-                if offset < high_watermark.0 {
-                    let read = log
-                        .read(Offset(offset), max_bytes, high_watermark)
-                        .await
-                        .map_err(|_| ResponseError::KafkaStorageError.code())?;
-                    let mut joined = bytes::BytesMut::with_capacity(read.bytes);
-                    read.chunks.iter().for_each(|c| joined.extend_from_slice(c));
-                    return Ok((joined.freeze(), high_watermark.0));
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok((Bytes::new(), high_watermark.0));
-                }
-                let arrival = led.partition.next_arrival();
-                if let Either::Right(_) =
-                    select(arrival, Box::pin(glommio::timer::sleep(left))).await
-                {
-                    return Ok((Bytes::new(), log.high_watermark().0));
-                }
-            }
+            let read = led
+                .read_waiting(offset, max_bytes, Bound::HighWatermark, wait)
+                .await?;
+            Ok((read.joined(), read.high_watermark.0))
         })
-    })
-    .await
+    };
+    shard.partitions.on_led_partition(route, poll).await
 }
 
 /// The JSON answer to a poll.

@@ -157,7 +157,8 @@ async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
         _ => {
             // The API answers once the broker can (as its Kafka port).
             let started = std::time::Instant::now();
-            while !super::metadata_view::ready_to_serve(shard.view.borrow().applied_index) {
+            while !crate::cluster::lease::ready_to_serve(shard.cluster.view.borrow().applied_index)
+            {
                 if started.elapsed() > API_READY_WAIT_MAX {
                     return HttpResponse::error(503, -1, "the broker is starting");
                 }

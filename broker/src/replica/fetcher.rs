@@ -12,7 +12,6 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -29,9 +28,11 @@ use kafka_protocol::ResponseError;
 use replication::follower::{truncation_step, Truncation};
 use storage::{LeaderEpoch, Offset};
 
-use super::Role;
-use crate::server::partitions::{OpenPartition, PartitionKey};
-use crate::server::shard::Shard;
+use super::Replication;
+use crate::cluster::routing::PartitionKey;
+use crate::partition::role::Role;
+use crate::partition::table::{OpenPartition, BATCH_BYTES_CAP};
+use crate::partition::Partitions;
 
 /// The most a follower asks for per partition and per fetch.
 const PARTITION_BYTES_MAX: i32 = 1 << 20;
@@ -71,22 +72,31 @@ pub struct Fetchers {
     by_leader: RefCell<HashMap<BrokerId, Fetcher>>,
 }
 
-/// Points this shard's fetchers at what it now follows: (leader,
-/// partition, topic name, leader epoch). Fetchers of leaders it no longer
-/// follows stop; a partition whose epoch changed is truncated again.
-pub fn follow(
-    shard: &Rc<Shard>,
-    following: Vec<(BrokerId, PartitionKey, String, control::LeaderEpoch)>,
-) {
+/// A partition this shard follows.
+pub struct Following {
+    /// The broker leading it.
+    pub leader: BrokerId,
+    /// The partition.
+    pub key: PartitionKey,
+    /// Its topic's name (fetches name topics).
+    pub topic: String,
+    /// The leader epoch followed.
+    pub epoch: LeaderEpoch,
+}
+
+/// Points this shard's fetchers at what it now follows. Fetchers of
+/// leaders it no longer follows stop; a partition whose epoch changed is
+/// truncated again.
+pub fn follow(replication: &Replication, following: Vec<Following>) {
     let mut wanted: HashMap<BrokerId, BTreeMap<PartitionKey, (String, LeaderEpoch)>> =
         HashMap::new();
-    for (leader, key, topic, epoch) in following {
+    for f in following {
         wanted
-            .entry(leader)
+            .entry(f.leader)
             .or_default()
-            .insert(key, (topic, LeaderEpoch(epoch.0)));
+            .insert(f.key, (f.topic, f.epoch));
     }
-    let mut fetchers = shard.fetchers.by_leader.borrow_mut();
+    let mut fetchers = replication.fetchers.by_leader.borrow_mut();
     fetchers.retain(|leader, fetcher| {
         let keep = wanted.contains_key(leader);
         if !keep {
@@ -97,7 +107,8 @@ pub fn follow(
     for (leader, partitions) in wanted {
         let fetcher = fetchers.entry(leader).or_insert_with(|| {
             let map: FollowedMap = Rc::default();
-            glommio::spawn_local(run(shard.clone(), leader, map.clone())).detach();
+            let partitions = replication.partitions.clone();
+            glommio::spawn_local(run(partitions, leader, map.clone())).detach();
             Fetcher { partitions: map }
         });
         let mut map = fetcher.partitions.borrow_mut();
@@ -129,7 +140,7 @@ enum RoundError {
     Storage(#[from] storage::StorageError),
 }
 
-async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
+async fn run(shard: Rc<Partitions>, leader: BrokerId, partitions: FollowedMap) {
     let mut backoff = BACKOFF_MIN;
     // Ends once it follows nothing there (a fetcher for that leader, if
     // wanted again, is a new one with a new map).
@@ -138,11 +149,15 @@ async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
         if stopped(&partitions) {
             return;
         }
-        let Some(address) = leader_address(&shard, leader) else {
+        let Some(address) = shard.cluster.address_of(leader) else {
             glommio::timer::sleep(backoff).await;
             continue;
         };
-        let client_id = format!("replica-{}-shard-{}", shard.config.node_id, shard.index);
+        let client_id = format!(
+            "replica-{}-shard-{}",
+            shard.cluster.me.0,
+            shard.cluster.shard()
+        );
         let mut connection = match Connection::connect(address, &client_id).await {
             Ok(connection) => connection,
             Err(e) => {
@@ -172,12 +187,6 @@ async fn run(shard: Rc<Shard>, leader: BrokerId, partitions: FollowedMap) {
     }
 }
 
-fn leader_address(shard: &Shard, leader: BrokerId) -> Option<SocketAddr> {
-    let view = shard.view.borrow();
-    let broker = view.metadata.brokers.get(&leader)?;
-    broker.registration.listener.parse().ok()
-}
-
 /// One round: truncate what needs it, then one fetch. Returns whether it
 /// asked the leader anything: partitions waiting for this shard to give
 /// them their follower role are nothing to do yet (counting them as work
@@ -185,7 +194,7 @@ fn leader_address(shard: &Shard, leader: BrokerId) -> Option<SocketAddr> {
 /// metadata service included, until the role change it waited for could
 /// never run).
 async fn round(
-    shard: &Rc<Shard>,
+    shard: &Partitions,
     partitions: &FollowedMap,
     connection: &mut Connection,
 ) -> Result<bool, RoundError> {
@@ -212,8 +221,12 @@ async fn round(
 
 /// The open log of a partition this shard follows in `epoch`, if that
 /// still holds.
-fn followed_log(shard: &Shard, key: PartitionKey, epoch: LeaderEpoch) -> Option<Rc<OpenPartition>> {
-    let partition = shard.partitions.get_open(key)?;
+fn followed_log(
+    shard: &Partitions,
+    key: PartitionKey,
+    epoch: LeaderEpoch,
+) -> Option<Rc<OpenPartition>> {
+    let partition = shard.table.get_open(key)?;
     let follows =
         matches!(&*partition.role.borrow(), Role::Follower { epoch: e, .. } if *e == epoch);
     follows.then_some(partition)
@@ -229,7 +242,7 @@ fn still_followed(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoc
 /// Truncates followed logs to where they agree with the leader (one
 /// OffsetForLeaderEpoch round); returns whether the leader was asked.
 async fn truncate(
-    shard: &Rc<Shard>,
+    shard: &Partitions,
     partitions: &FollowedMap,
     connection: &mut Connection,
     untruncated: &[&(PartitionKey, Followed)],
@@ -258,7 +271,7 @@ async fn truncate(
         return Ok(false);
     }
     let request = OffsetForLeaderEpochRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(shard.config.node_id))
+        .with_replica_id(kafka_protocol::messages::BrokerId(shard.cluster.me.0))
         .with_topics(
             topics
                 .into_iter()
@@ -315,7 +328,7 @@ fn mark_truncated(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoc
 }
 
 async fn fetch(
-    shard: &Rc<Shard>,
+    shard: &Partitions,
     partitions: &FollowedMap,
     connection: &mut Connection,
     ready: &[&(PartitionKey, Followed)],
@@ -342,9 +355,9 @@ async fn fetch(
         return Ok(());
     }
     let request = FetchRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(shard.config.node_id))
+        .with_replica_id(kafka_protocol::messages::BrokerId(shard.cluster.me.0))
         .with_replica_state(ReplicaState::default())
-        .with_max_wait_ms(shard.config.replica_fetch_wait_max_ms as i32)
+        .with_max_wait_ms(shard.cluster.config.replica_fetch_wait_max_ms as i32)
         .with_min_bytes(1)
         .with_max_bytes(FETCH_BYTES_MAX)
         .with_session_epoch(-1)
@@ -401,6 +414,7 @@ async fn fetch(
             append_batches(partition, &records).await?;
             let log = &partition.log;
             let fsync = shard
+                .cluster
                 .view
                 .borrow()
                 .metadata
@@ -420,22 +434,19 @@ async fn fetch(
     Ok(())
 }
 
-/// Appends the whole batches of a fetch response at their offsets; a
-/// batch already held (below the log end) is skipped.
+/// Appends the whole batches of a fetch response at their offsets (a
+/// partial batch at its end is left for the next fetch); a batch already
+/// held (below the log end) is skipped.
 async fn append_batches(partition: &OpenPartition, records: &Bytes) -> Result<(), RoundError> {
-    let mut at = 0;
-    while at + 12 <= records.len() {
-        let base = i64::from_be_bytes(records[at..at + 8].try_into().expect("8 bytes"));
-        let length = i32::from_be_bytes(records[at + 8..at + 12].try_into().expect("4 bytes"));
-        let end = at + 12 + length.max(0) as usize;
-        if length <= 0 || end > records.len() {
-            break; // a partial batch at the end of the response
+    let batches = storage::batch::split_stored(records, BATCH_BYTES_CAP)
+        .map_err(storage::StorageError::from)?;
+    for (header, batch) in batches {
+        if header.base_offset >= partition.log.log_end() {
+            partition
+                .log
+                .append_replica(BytesMut::from(&batch[..]))
+                .await?;
         }
-        if base >= partition.log.log_end().0 {
-            let batch = BytesMut::from(&records[at..end]);
-            partition.log.append_replica(batch).await?;
-        }
-        at = end;
     }
     Ok(())
 }

@@ -1,37 +1,24 @@
-//! The partitions a shard owns: their logs, opened on first use, and the
-//! fetchers waiting for data to arrive in them.
-//!
-//! Which shard owns a partition is a pure function of the metadata (the
-//! shard the controller placed this broker's replica on), so every shard
-//! routes without asking. A partition's directory is
-//! `DATA_DIR/partitions/<topic name>.<topic id>/<index>`: the id keeps a
-//! deleted topic's files apart from a new topic of the same name.
+//! The table of a shard's open partitions: their logs, opened (and
+//! recovered) on first use, each with this broker's role for it and the
+//! tasks waiting for data to arrive in it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
-use control::{BrokerId, Metadata, Partition as PartitionMeta, Topic, TopicConfig, TopicId};
+use control::{Metadata, Topic, TopicConfig};
 use futures::channel::oneshot;
 use storage::io::dma::DmaFs;
 use storage::{Log, LogConfig, StorageError};
 
-/// The directory under the data directory holding the partitions.
-pub const PARTITIONS_DIR: &str = "partitions";
+use super::dirs::topic_dir;
+use super::role::Role;
+use crate::cluster::routing::PartitionKey;
 
 /// The largest batch any log accepts, whatever its topic's
 /// max.message.bytes says (the topic's limit is checked before appending).
 pub const BATCH_BYTES_CAP: usize = 8 << 20;
-
-/// A partition: topic and index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PartitionKey {
-    /// The topic's id.
-    pub topic: TopicId,
-    /// The partition index.
-    pub index: u32,
-}
 
 /// One open partition on its owning shard.
 pub struct OpenPartition {
@@ -39,7 +26,7 @@ pub struct OpenPartition {
     pub log: Rc<Log<DmaFs>>,
     /// This broker's role for it (leader, follower), from the metadata.
     /// Changed only with `replica_writes` held.
-    pub role: RefCell<super::replica::Role>,
+    pub role: RefCell<Role>,
     /// Held by a follower's truncation or append (from checking its role
     /// to the end of the write) and by a role change: an append fetched
     /// from a deposed leader can then never land after the truncation
@@ -70,7 +57,7 @@ impl OpenPartition {
 }
 
 /// The partitions of one shard.
-pub struct Partitions {
+pub struct PartitionTable {
     root: PathBuf,
     open: RefCell<HashMap<PartitionKey, Rc<OpenPartition>>>,
     /// Opening is rare and slow (recovery): one at a time per shard, so a
@@ -82,24 +69,6 @@ pub struct Partitions {
     /// mid-close: "closing active segment: No such file or directory", the
     /// partition left without its clean-shutdown marker.)
     closed: std::cell::Cell<bool>,
-}
-
-/// The shard of `broker` that owns replica `partition`, if `broker` holds one.
-pub fn owner_shard(partition: &PartitionMeta, broker: BrokerId, shards: usize) -> Option<usize> {
-    let at = partition.replicas.iter().position(|r| *r == broker)?;
-    let shard = partition.shards.get(at).map_or(0, |s| s.0 as usize);
-    // The placement used the shard count the broker registered with; a
-    // restart with fewer shards folds the rest onto the ones it has.
-    Some(shard % shards.max(1))
-}
-
-/// The directory of a topic's partitions under `root`.
-pub fn topic_dir(root: &Path, topic: &Topic) -> PathBuf {
-    root.join(format!("{}.{}", topic.name, hex(&topic.id.0)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The log settings for a topic's partitions. A replicated partition's
@@ -123,10 +92,10 @@ pub fn log_config(config: &TopicConfig, replicated: bool) -> LogConfig {
     }
 }
 
-impl Partitions {
+impl PartitionTable {
     /// No partitions open yet; their files live under `root`.
-    pub fn new(root: PathBuf) -> Partitions {
-        Partitions {
+    pub fn new(root: PathBuf) -> PartitionTable {
+        PartitionTable {
             root,
             open: RefCell::new(HashMap::new()),
             opening: futures::lock::Mutex::new(()),
@@ -215,100 +184,5 @@ impl Partitions {
                 tracing::error!(topic = ?key.topic, partition = key.index, error = %e, "closing a partition log failed");
             }
         }
-    }
-}
-
-/// Removes the files of one deleted topic (its directory ends with its id).
-pub fn remove_topic_dirs(root: &Path, topic: TopicId) {
-    let suffix = format!(".{}", hex(&topic.0));
-    remove_dirs_where(root, |name| name.ends_with(&suffix));
-}
-
-/// The topic directories under `root` that `metadata` has no topic for.
-#[derive(Debug, Default)]
-pub struct StrayDirs {
-    /// Of topics a committed deletion removed (`deleted_topics`, which
-    /// snapshots keep).
-    pub deleted: Vec<TopicId>,
-    /// Of topics the metadata does not know at all, by directory name.
-    pub unknown: Vec<String>,
-}
-
-/// Sorts the topic directories under `root` the metadata has no topic for.
-pub fn stray_topic_dirs(root: &Path, metadata: &Metadata) -> StrayDirs {
-    let mut stray = StrayDirs::default();
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return stray;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if !entry.path().is_dir() {
-            continue;
-        }
-        match topic_id_of_dir(&name) {
-            Some(id) if metadata.topics.contains_key(&id) => {}
-            Some(id) if metadata.deleted_topics.contains(&id) => stray.deleted.push(id),
-            _ => stray.unknown.push(name),
-        }
-    }
-    stray.unknown.sort();
-    stray
-}
-
-/// Removes the directories of deleted topics under `root`; returns the
-/// names of those whose topic the metadata does not know, which stay: a
-/// metadata view that lacks a topic at some moment is no reason to delete
-/// its data (they are reported instead: logged, counted in /metrics).
-pub fn reconcile_topic_dirs(root: &Path, metadata: &Metadata) -> Vec<String> {
-    let stray = stray_topic_dirs(root, metadata);
-    for id in stray.deleted {
-        remove_topic_dirs(root, id);
-    }
-    stray.unknown
-}
-
-/// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
-fn topic_id_of_dir(name: &str) -> Option<TopicId> {
-    let (_, hex) = name.rsplit_once('.')?;
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (i, byte) in id.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(TopicId(id))
-}
-
-fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().to_string();
-        if path.is_dir() && doomed(&name) {
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => tracing::info!(dir = %path.display(), "removed a deleted topic's files"),
-                Err(e) => {
-                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_directory_name_gives_back_its_topic_id() {
-        let id = TopicId([0xab; 16]);
-        let name = format!("orders.v2.{}", hex(&id.0));
-        assert_eq!(topic_id_of_dir(&name), Some(id));
-        assert_eq!(topic_id_of_dir("orders"), None);
-        assert_eq!(topic_id_of_dir("orders.xyz"), None);
-        assert_eq!(topic_id_of_dir(&format!("t.{}", "g".repeat(32))), None);
     }
 }

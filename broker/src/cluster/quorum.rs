@@ -1,51 +1,30 @@
-//! Every shard's copy of the committed metadata, and the one-voter
-//! metadata quorum on the first shard that produces it.
-//!
-//! The first shard runs the control crate's `MetadataService` (this
-//! broker is the only voter, so its topics survive restarts through the
-//! same Raft log a cluster uses), registers the broker and heartbeats it.
-//! Every shard, the first included, follows the stream of committed
-//! changes into its own `ShardMetadata`; no state is shared between shards.
+//! The metadata quorum as this broker runs it: its node started from the
+//! data directory (alone, or one voter of a configured quorum), its
+//! registration with the active controller (a new incarnation each start)
+//! and the heartbeats that keep it unfenced and its lease current.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use control::disk::FileRaftDisk;
 use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
-use control::service::{Change, ControllerRequest, MetadataService, RequestError, ServiceConfig};
+use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
 use control::tcp::TcpTransport;
-use control::{BrokerId, BrokerRegistration, Incarnation, Metadata, MetadataError, MetadataRecord};
-use glommio::channels::local_channel::LocalReceiver;
-use glommio::channels::shared_channel::ConnectedReceiver;
+use control::{BrokerId, BrokerRegistration, Incarnation, MetadataError};
 
-use super::replica::now_ms;
+use super::lease::extend_lease;
 use crate::config::BrokerConfig;
+use crate::runtime::clock::{monotonic_ms, wall_ms};
+use crate::runtime::wait;
 
 /// One Raft tick of the metadata quorum.
 const METADATA_TICK: Duration = Duration::from_millis(10);
 /// How long a broker waits before asking the controller again.
 const RETRY_EVERY: Duration = Duration::from_millis(250);
-/// Changes a shard may fall behind before it must resubscribe.
-pub const CHANGES_QUEUED_MAX: usize = 4096;
-
-/// A shard's view of the cluster.
-#[derive(Debug, Default)]
-pub struct ShardMetadata {
-    /// The committed metadata as of the last change applied.
-    pub metadata: Metadata,
-    /// The metadata log index it is as of (None until the first state).
-    pub applied_index: Option<u64>,
-    /// The active controller (this broker, for a one-voter quorum).
-    pub controller_id: i32,
-}
-
-/// Shared by the tasks of one shard.
-pub type View = Rc<RefCell<ShardMetadata>>;
 
 /// Starts this broker's metadata node with its log under the data
 /// directory: alone (a one-voter quorum) when no voters are configured,
@@ -111,7 +90,7 @@ pub struct BrokerLife {
     pub shutting_down: std::cell::Cell<bool>,
     /// Set once this life is registered and unfenced (ready to serve).
     pub live: std::cell::Cell<bool>,
-    /// When ([`now_ms`]) the active controller last acknowledged a heartbeat.
+    /// When ([`monotonic_ms`]) the active controller last acknowledged a heartbeat.
     pub last_heartbeat_ms: std::cell::Cell<Option<u64>>,
     /// Why the last call to the controller (registration or heartbeat)
     /// failed, if it did.
@@ -131,11 +110,7 @@ pub async fn register_and_heartbeat(
 ) {
     let id = BrokerId(config.node_id);
     // Each start registers a larger incarnation: the wall clock in ms.
-    let incarnation = Incarnation(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_millis() as u64),
-    );
+    let incarnation = Incarnation(wall_ms().max(1) as u64);
     let mut registration = BrokerRegistration {
         id,
         incarnation,
@@ -174,14 +149,14 @@ pub async fn register_and_heartbeat(
             return;
         }
         let started = std::time::Instant::now();
-        let sent_ms = now_ms();
+        let sent_ms = monotonic_ms();
         match heartbeat(&service, id, incarnation, session / 2).await {
             Ok(()) => {
                 // The controller fences a broker silent for a session from
                 // when it last heard it, which is after this was sent.
                 let lease = sent_ms + (session.as_millis() as u64) * 9 / 10;
-                LEASE_UNTIL_MS.fetch_max(lease, Ordering::Relaxed);
-                life.last_heartbeat_ms.set(Some(now_ms()));
+                extend_lease(lease);
+                life.last_heartbeat_ms.set(Some(monotonic_ms()));
                 *life.controller_error.borrow_mut() = None;
             }
             Err(why) => *life.controller_error.borrow_mut() = Some(why),
@@ -202,37 +177,6 @@ pub async fn register_and_heartbeat(
     }
 }
 
-/// Until when (on [`now_ms`]'s clock) this broker may act as a leader:
-/// while its last acknowledged heartbeat keeps it from being fenced. A
-/// broker that stalled (paused, partitioned) past its session may have
-/// been fenced and replaced without knowing it; until a heartbeat is
-/// answered again and its metadata caught up, it leads nothing (one broker
-/// per process, so one lease).
-static LEASE_UNTIL_MS: AtomicU64 = AtomicU64::new(0);
-
-/// The metadata index at which this broker became ready to serve (0: not
-/// yet): its registration committed and unfenced, the cluster named. A
-/// shard accepts connections once its own copy of the metadata reached it,
-/// so the first request on any shard sees at least what the broker went
-/// live with.
-static READY_AT_INDEX: AtomicU64 = AtomicU64::new(0);
-
-/// Marks the broker ready as of metadata `index` (once).
-pub fn mark_ready(index: u64) {
-    let _ = READY_AT_INDEX.compare_exchange(0, index.max(1), Ordering::SeqCst, Ordering::SeqCst);
-}
-
-/// Whether a shard whose copy of the metadata is at `applied` may serve.
-pub fn ready_to_serve(applied: Option<u64>) -> bool {
-    let ready_at = READY_AT_INDEX.load(Ordering::SeqCst);
-    ready_at > 0 && applied.is_some_and(|a| a >= ready_at)
-}
-
-/// Whether this broker's lease is current (see [`LEASE_UNTIL_MS`]).
-pub fn lease_valid() -> bool {
-    now_ms() < LEASE_UNTIL_MS.load(Ordering::Relaxed)
-}
-
 /// One heartbeat, answered within `timeout`, with this node's metadata
 /// then caught up to where the controller's was when it answered; or why not.
 async fn heartbeat(
@@ -241,27 +185,22 @@ async fn heartbeat(
     incarnation: Incarnation,
     timeout: Duration,
 ) -> Result<(), String> {
-    let deadline = std::time::Instant::now() + timeout;
+    let started = std::time::Instant::now();
     let answer = service.heartbeat_acknowledged(id, incarnation);
-    let timer = glommio::timer::sleep(timeout);
-    let index = match futures::future::select(Box::pin(answer), Box::pin(timer)).await {
-        futures::future::Either::Left((Ok(index), _)) => index,
-        futures::future::Either::Left((Err(e), _)) => {
+    let index = match wait::within(timeout, answer).await {
+        Some(Ok(index)) => index,
+        Some(Err(e)) => {
             tracing::debug!(error = %e, "heartbeat not acknowledged");
             return Err(format!("heartbeat refused: {e}"));
         }
-        futures::future::Either::Right(_) => {
-            return Err(format!("heartbeat unanswered within {timeout:?}"))
-        }
+        None => return Err(format!("heartbeat unanswered within {timeout:?}")),
     };
-    while service.view().applied < index {
-        if std::time::Instant::now() >= deadline {
-            return Err(format!(
-                "metadata not caught up to index {index} within {timeout:?} (at {})",
-                service.view().applied
-            ));
-        }
-        glommio::timer::sleep(METADATA_TICK).await;
+    let left = timeout.saturating_sub(started.elapsed());
+    if !wait::until(METADATA_TICK, left, || service.view().applied >= index).await {
+        return Err(format!(
+            "metadata not caught up to index {index} within {timeout:?} (at {})",
+            service.view().applied
+        ));
     }
     Ok(())
 }
@@ -276,43 +215,4 @@ fn is_live(service: &MetadataService, id: BrokerId, incarnation: Incarnation) ->
             .brokers
             .get(&id)
             .is_some_and(|b| !b.fenced && b.registration.incarnation == incarnation)
-}
-
-/// Follows the first shard's local change stream (it starts with the
-/// whole state, as a shared one does).
-pub async fn follow_local(
-    changes: LocalReceiver<Change>,
-    view: View,
-    on_change: impl Fn(Option<&MetadataRecord>),
-) {
-    while let Some(change) = changes.recv().await {
-        apply(&view, change, &on_change);
-    }
-    tracing::warn!("the metadata change stream ended on this shard");
-}
-
-/// Follows a change stream from another shard (it starts with the state).
-pub async fn follow_shared(
-    changes: ConnectedReceiver<Change>,
-    view: View,
-    on_change: impl Fn(Option<&MetadataRecord>),
-) {
-    while let Some(change) = changes.recv().await {
-        apply(&view, change, &on_change);
-    }
-    tracing::warn!("the metadata change stream ended on this shard");
-}
-
-/// Applies a change to the shard's copy; `on_change` hears of it (with
-/// the record, or None when the whole state was replaced) if it applied.
-fn apply(view: &View, change: Change, on_change: &impl Fn(Option<&MetadataRecord>)) {
-    let record = change.record.clone().filter(|_| change.metadata.is_none());
-    let applied = {
-        let mut shard = view.borrow_mut();
-        let shard = &mut *shard;
-        control::changes::apply_change(&mut shard.metadata, &mut shard.applied_index, change)
-    };
-    if applied {
-        on_change(record.as_ref());
-    }
 }

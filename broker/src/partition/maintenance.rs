@@ -6,27 +6,27 @@
 //! by the topic's current `cleanup.policy`, deletes whole sealed segments
 //! past `retention.ms` / `retention.bytes` and compacts compacted topics.
 //! It also forgets idempotent producers silent for longer than
-//! `producer_id_expiration_ms` (by their batches' timestamps), in every
+//! `producer_id_expiration_ms` (on the broker's clock), in every
 //! replica it holds. The work runs in a task queue with few shares and
 //! latency not important, so produce and fetch traffic go first.
 
 use std::rc::Rc;
 use std::time::Duration;
 
-use control::{BrokerId, CleanupPolicy, Topic};
+use control::{CleanupPolicy, Topic};
 use glommio::{Latency, Shares};
 use storage::{CompactionPolicy, RetentionPolicy};
 
-use super::handlers::routing::open_led;
-use super::partitions::{owner_shard, PartitionKey};
-use super::shard::Shard;
+use super::Partitions;
+use crate::cluster::routing::{PartitionKey, Replica};
 
 /// The maintenance queue's shares (request handling has the default 1000).
 const BACKGROUND_SHARES: usize = 100;
 
 /// Runs for as long as the shard does.
-pub async fn run(shard: Rc<Shard>) {
-    let interval = Duration::from_millis(shard.config.retention_check_interval_ms.max(10));
+pub async fn run(partitions: Rc<Partitions>) {
+    let config = &partitions.cluster.config;
+    let interval = Duration::from_millis(config.retention_check_interval_ms.max(10));
     let queue = glommio::executor().create_task_queue(
         Shares::Static(BACKGROUND_SHARES),
         Latency::NotImportant,
@@ -34,30 +34,26 @@ pub async fn run(shard: Rc<Shard>) {
     );
     loop {
         glommio::timer::sleep(interval).await;
-        for (key, topic) in partitions_to_maintain(&shard) {
-            let shard = shard.clone();
+        for Replica { key, topic, .. } in partitions.cluster.led_here() {
+            let partitions = partitions.clone();
             match glommio::spawn_local_into(
-                async move { maintain(&shard, key, &topic).await },
+                async move { maintain(&partitions, key, &topic).await },
                 queue,
             ) {
                 Ok(task) => task.await,
                 Err(e) => tracing::error!(error = %e, "cannot schedule maintenance"),
             }
         }
-        expire_producers(&shard);
+        expire_producers(&partitions);
     }
 }
 
 /// Forgets producers silent past `producer_id_expiration_ms` in every
 /// replica open on this shard (leaders and followers alike).
-fn expire_producers(shard: &Shard) {
-    let expiration = shard.config.producer_id_expiration_ms as i64;
-    let now = storage::TimestampMs(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64),
-    );
-    for (key, partition) in shard.partitions.open_partitions() {
+fn expire_producers(partitions: &Partitions) {
+    let expiration = partitions.cluster.config.producer_id_expiration_ms as i64;
+    let now = storage::TimestampMs(crate::runtime::clock::wall_ms());
+    for (key, partition) in partitions.table.open_partitions() {
         let expired = partition.log.expire_producers(now, expiration);
         if expired > 0 {
             tracing::debug!(
@@ -69,33 +65,6 @@ fn expire_producers(shard: &Shard) {
     }
 }
 
-/// The partitions this shard owns and this broker leads, with their topic.
-fn partitions_to_maintain(shard: &Shard) -> Vec<(PartitionKey, Topic)> {
-    let me = BrokerId(shard.config.node_id);
-    let view = shard.view.borrow();
-    view.metadata
-        .topics
-        .values()
-        .flat_map(|topic| {
-            topic
-                .partitions
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| {
-                    p.leader == Some(me) && owner_shard(p, me, shard.count) == Some(shard.index)
-                })
-                .map(|(index, _)| {
-                    let key = PartitionKey {
-                        topic: topic.id,
-                        index: index as u32,
-                    };
-                    (key, topic.clone())
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// The retention settings of a topic's config (negative: unlimited).
 pub fn retention_policy(topic: &Topic) -> RetentionPolicy {
     let config = &topic.config;
@@ -105,8 +74,8 @@ pub fn retention_policy(topic: &Topic) -> RetentionPolicy {
     }
 }
 
-async fn maintain(shard: &Shard, key: PartitionKey, topic: &Topic) {
-    let Ok(led) = open_led(shard, key).await else {
+async fn maintain(partitions: &Partitions, key: PartitionKey, topic: &Topic) {
+    let Ok(led) = partitions.open_led(key).await else {
         return;
     };
     let log = &led.partition.log;

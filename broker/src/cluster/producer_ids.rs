@@ -5,14 +5,15 @@
 //! What is left of a block when the broker stops is never handed out.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use control::service::ControllerRequest;
+use control::service::{ControllerRequest, MetadataService};
 use control::BrokerId;
 use kafka_protocol::ResponseError;
 
-use super::handlers::routing::Code;
-use super::shard::Shard;
+use super::Cluster;
+use crate::kafka::Code;
+use crate::runtime::wait;
 
 /// How long a caller waits for this node's metadata to show its new block.
 const BLOCK_VISIBLE_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -27,9 +28,26 @@ pub struct ProducerIds {
     refilling: futures::lock::Mutex<()>,
 }
 
+impl Cluster {
+    /// A fresh producer id, from shard 0's block (refilled from the
+    /// controller when it runs out).
+    pub async fn next_producer_id(&self) -> Result<i64, Code> {
+        let unavailable = ResponseError::CoordinatorNotAvailable.code();
+        let me = self.me;
+        self.peers
+            .invoke_on(0, move |first| {
+                Box::pin(async move {
+                    let service = first.controller.as_ref().ok_or(unavailable)?;
+                    first.producer_ids.next(service, me).await
+                })
+            })
+            .await
+            .map_err(|_| unavailable)?
+    }
+}
+
 impl ProducerIds {
-    /// A fresh producer id (on shard 0, which runs the metadata service).
-    pub async fn next(&self, shard: &Shard) -> Result<i64, Code> {
+    async fn next(&self, service: &MetadataService, me: BrokerId) -> Result<i64, Code> {
         loop {
             if let Some(id) = self.take() {
                 return Ok(id);
@@ -38,7 +56,7 @@ impl ProducerIds {
             if self.next.get() < self.end.get() {
                 continue;
             }
-            let (first, size) = allocate(shard).await?;
+            let (first, size) = allocate(service, me).await?;
             self.next.set(first);
             self.end.set(first + size);
         }
@@ -54,10 +72,8 @@ impl ProducerIds {
 }
 
 /// Asks the controller for a block and waits until this node applied it.
-async fn allocate(shard: &Shard) -> Result<(i64, i64), Code> {
+async fn allocate(service: &MetadataService, me: BrokerId) -> Result<(i64, i64), Code> {
     let unavailable = ResponseError::CoordinatorNotAvailable.code();
-    let service = shard.controller.as_ref().ok_or(unavailable)?;
-    let me = BrokerId(shard.config.node_id);
     let index = service
         .request_applied(ControllerRequest::AllocateProducerIds { broker: me })
         .await
@@ -65,12 +81,13 @@ async fn allocate(shard: &Shard) -> Result<(i64, i64), Code> {
             tracing::warn!(error = %e, "no block of producer ids from the controller");
             unavailable
         })?;
-    let started = Instant::now();
-    while service.view().applied < index {
-        if started.elapsed() > BLOCK_VISIBLE_WAIT_MAX {
-            return Err(unavailable);
-        }
-        glommio::timer::sleep(Duration::from_millis(2)).await;
+    let tick = Duration::from_millis(2);
+    if !wait::until(tick, BLOCK_VISIBLE_WAIT_MAX, || {
+        service.view().applied >= index
+    })
+    .await
+    {
+        return Err(unavailable);
     }
     service
         .view()

@@ -1,0 +1,77 @@
+//! The link to the active controller: requests go to the metadata service
+//! on shard 0 (which forwards them if another broker's node leads), and a
+//! shard waits until its own copy of the metadata shows what was
+//! committed.
+
+use std::time::Duration;
+
+use control::service::{ControllerRequest, RequestError};
+use control::MetadataError;
+use kafka_protocol::ResponseError;
+
+use super::Cluster;
+use crate::kafka::Code;
+use crate::runtime::wait;
+
+/// How long a shard waits for its metadata to show a change the
+/// controller committed.
+const VIEW_CATCH_UP_MAX: Duration = Duration::from_secs(5);
+
+impl Cluster {
+    /// Sends a request to the controller (through the metadata service on
+    /// shard 0).
+    pub async fn call_controller(&self, request: ControllerRequest) -> Result<(), RequestError> {
+        let result = self
+            .peers
+            .invoke_on(0, move |first| {
+                Box::pin(async move {
+                    match &first.controller {
+                        Some(service) => service.request(request).await,
+                        None => Err(RequestError::NotController { leader: None }),
+                    }
+                })
+            })
+            .await;
+        result.unwrap_or(Err(RequestError::Unavailable))
+    }
+
+    /// Waits (bounded) until this shard's metadata satisfies `done`: after
+    /// the controller commits a change, the next request on this
+    /// connection sees it.
+    pub async fn catch_up(&self, done: impl Fn(&control::Metadata) -> bool) -> bool {
+        let tick = Duration::from_millis(1);
+        wait::until(tick, VIEW_CATCH_UP_MAX, || {
+            done(&self.view.borrow().metadata)
+        })
+        .await
+    }
+}
+
+/// The Kafka error code (and message) for a refused controller request.
+pub fn controller_error(error: &RequestError) -> (Code, String) {
+    let code = match error {
+        RequestError::NotController { .. } => ResponseError::NotController.code(),
+        RequestError::Superseded | RequestError::Unavailable => {
+            ResponseError::RequestTimedOut.code()
+        }
+        RequestError::Refused(refused) => refused_code(refused),
+    };
+    (code, error.to_string())
+}
+
+fn refused_code(refused: &MetadataError) -> Code {
+    match refused {
+        MetadataError::UnknownTopic(_) | MetadataError::UnknownTopicId(_) => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        MetadataError::TopicExists(_) => ResponseError::TopicAlreadyExists.code(),
+        MetadataError::InvalidTopicName(_) => ResponseError::InvalidTopicException.code(),
+        MetadataError::UnknownPartition { .. } => ResponseError::InvalidPartitions.code(),
+        MetadataError::NotEnoughBrokers { .. } => ResponseError::InvalidReplicationFactor.code(),
+        MetadataError::UnknownConfig(_) | MetadataError::InvalidConfig { .. } => {
+            ResponseError::InvalidConfig.code()
+        }
+        MetadataError::InvalidPartitionChange(_) => ResponseError::InvalidPartitions.code(),
+        _ => ResponseError::InvalidRequest.code(),
+    }
+}

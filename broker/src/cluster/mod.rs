@@ -1,0 +1,90 @@
+//! The cluster layer: this broker's part in the cluster, one [`Cluster`]
+//! per shard. Its copy of the metadata ([`view`]), where work for a topic,
+//! partition or group runs ([`routing`]), the link to the active
+//! controller ([`controller`]) and the producer ids it hands out
+//! ([`producer_ids`]), the quorum it runs and its life with the controller
+//! ([`quorum`]), its lease and readiness ([`lease`]). Built on the runtime
+//! layer; knows nothing of partitions' data.
+
+pub mod controller;
+pub mod lease;
+pub mod producer_ids;
+pub mod quorum;
+pub mod routing;
+pub mod topics;
+pub mod view;
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use control::service::MetadataService;
+use control::BrokerId;
+
+use crate::config::BrokerConfig;
+use crate::runtime::sharded::{Mesh, Sharded};
+use producer_ids::ProducerIds;
+use quorum::BrokerLife;
+use view::View;
+
+/// The directory under the data directory holding the partitions.
+pub const PARTITIONS_DIR: &str = "partitions";
+
+/// One shard's part in the cluster.
+pub struct Cluster {
+    /// This broker.
+    pub me: BrokerId,
+    /// The broker's configuration.
+    pub config: BrokerConfig,
+    /// This shard's copy of the cluster metadata.
+    pub view: View,
+    /// This broker's life with the controller (kept by shard 0).
+    pub life: Rc<BrokerLife>,
+    /// The metadata service (on shard 0 only).
+    controller: Option<Rc<MetadataService>>,
+    /// Producer ids to hand out (shard 0's).
+    producer_ids: ProducerIds,
+    peers: Sharded<Cluster>,
+}
+
+impl Cluster {
+    /// Shard `index`'s part; `mesh` reaches every shard's; `controller`
+    /// is the metadata service, on the shard that runs it.
+    pub fn new(
+        index: usize,
+        config: BrokerConfig,
+        view: View,
+        life: Rc<BrokerLife>,
+        controller: Option<Rc<MetadataService>>,
+        mesh: Mesh<Cluster>,
+    ) -> Rc<Cluster> {
+        Rc::new_cyclic(|this| Cluster {
+            me: BrokerId(config.node_id),
+            config,
+            view,
+            life,
+            controller,
+            producer_ids: ProducerIds::default(),
+            peers: Sharded::new(index, this.clone(), mesh),
+        })
+    }
+
+    /// This shard's index (0 runs the metadata service).
+    pub fn shard(&self) -> usize {
+        self.peers.index()
+    }
+
+    /// How many shards the broker runs.
+    pub fn shards(&self) -> usize {
+        self.peers.count()
+    }
+
+    /// The metadata service, if this shard runs it.
+    pub fn controller_here(&self) -> Option<&Rc<MetadataService>> {
+        self.controller.as_ref()
+    }
+
+    /// Where the partitions' directories are.
+    pub fn partitions_root(&self) -> PathBuf {
+        self.config.data_dir.join(PARTITIONS_DIR)
+    }
+}

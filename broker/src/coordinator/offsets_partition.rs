@@ -1,0 +1,256 @@
+//! The groups of one `__consumer_offsets` partition, loaded on the shard
+//! owning it: every change that must survive a restart (a committed
+//! offset, a settled membership, a deletion) is appended to the partition
+//! like any produce with acks=all, and answered once it is durable. Joins
+//! and syncs that must wait are parked as oneshot senders and answered
+//! when the group's state machine says so ([`OffsetsPartition::settle`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use kafka_protocol::ResponseError;
+use storage::batch::{self, RecordSpec, ValidBatch};
+use storage::{LeaderEpoch, TimestampMs};
+
+use crate::cluster::routing::PartitionKey;
+use crate::groups::membership::{Joined, MemberId};
+use crate::groups::records::{encode_key, encode_value, Key, Value};
+use crate::groups::store::PartitionGroups;
+use crate::kafka::Code;
+use crate::partition::append::Acks;
+use crate::partition::table::BATCH_BYTES_CAP;
+use crate::partition::Partitions;
+use crate::runtime::clock::wall_ms;
+
+/// A parked JoinGroup or SyncGroup, by (group, member).
+type Parked<T> = RefCell<HashMap<(String, MemberId), oneshot::Sender<T>>>;
+
+/// The groups of one `__consumer_offsets` partition.
+pub struct OffsetsPartition {
+    /// The shard's partitions (this one is among them).
+    partitions: Rc<Partitions>,
+    key: PartitionKey,
+    /// The leader epoch its groups were loaded in: leadership that moved
+    /// away and back means another leader appended meanwhile.
+    epoch: LeaderEpoch,
+    pub(super) groups: RefCell<PartitionGroups>,
+    pub(super) joins: Parked<Joined>,
+    pub(super) syncs: Parked<(Code, Bytes)>,
+    /// Held while choosing what to append and appending it, so records
+    /// reach the log in the order their contents were decided.
+    append: futures::lock::Mutex<()>,
+}
+
+impl OffsetsPartition {
+    /// The groups of partition `key`, loaded in leader epoch `epoch`.
+    pub fn new(
+        partitions: Rc<Partitions>,
+        key: PartitionKey,
+        epoch: LeaderEpoch,
+        groups: PartitionGroups,
+    ) -> OffsetsPartition {
+        OffsetsPartition {
+            partitions,
+            key,
+            epoch,
+            groups: RefCell::new(groups),
+            joins: RefCell::new(HashMap::new()),
+            syncs: RefCell::new(HashMap::new()),
+            append: futures::lock::Mutex::new(()),
+        }
+    }
+
+    /// The leader epoch its groups were loaded in.
+    pub fn epoch(&self) -> LeaderEpoch {
+        self.epoch
+    }
+}
+
+/// A group as /metrics sees it: id, generation, committed offset by
+/// (topic, partition).
+pub type GroupPositions = (String, i32, Vec<((String, i32), i64)>);
+
+impl OffsetsPartition {
+    /// Each group's id, generation and committed offsets (for /metrics).
+    pub fn offsets_and_generations(&self) -> Vec<GroupPositions> {
+        let groups = self.groups.borrow();
+        groups
+            .ids()
+            .into_iter()
+            .filter_map(|id| {
+                let entry = groups.get(&id)?;
+                let offsets = entry
+                    .offsets
+                    .iter()
+                    .map(|(k, stored)| (k.clone(), stored.committed.offset))
+                    .collect();
+                Some((id, entry.membership.generation(), offsets))
+            })
+            .collect()
+    }
+}
+
+/// How long a group write waits for the in-sync replicas.
+const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
+
+impl OffsetsPartition {
+    /// Appends the records `choose` picks (given the groups as they are at
+    /// that moment) and waits until they are durable (acks=all). Returns
+    /// the offset of the first record (None if there was nothing to write).
+    pub(super) async fn append<R>(
+        &self,
+        choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
+    ) -> Result<(Option<i64>, R), Code> {
+        let _in_order = self.append.lock().await;
+        let led = self
+            .partitions
+            .open_led(self.key)
+            .await
+            .map_err(coordinator_code)?;
+        if led.epoch != self.epoch {
+            // Leadership moved away and back: these groups are stale.
+            return Err(ResponseError::NotCoordinator.code());
+        }
+        let (records, chosen) = choose(&mut self.groups.borrow_mut());
+        if records.is_empty() {
+            return Ok((None, chosen));
+        }
+        let batch = group_batch(&records)?;
+        let appended = led
+            .append(
+                &self.partitions,
+                vec![batch],
+                Acks::All,
+                REPLICATION_WAIT_MAX,
+            )
+            .await
+            .map_err(|code| {
+                tracing::warn!(code, "a __consumer_offsets append failed");
+                coordinator_code(code)
+            })?;
+        Ok((Some(appended.base_offset.0), chosen))
+    }
+
+    /// Writes the group's membership if it settled into a state not yet
+    /// stored.
+    pub(super) async fn persist_membership(&self, group: &str) -> Result<(), Code> {
+        let group = group.to_string();
+        let (_, written) = self
+            .append(|groups| match groups.get(&group) {
+                Some(entry) => match entry.membership_to_write() {
+                    Some(value) => (
+                        vec![(Key::Group(group.clone()), Some(value.clone()))],
+                        Some(value),
+                    ),
+                    None => (vec![], None),
+                },
+                None => (vec![], None),
+            })
+            .await?;
+        if let Some(value) = written {
+            let mut groups = self.groups.borrow_mut();
+            if let Some(entry) = groups.get_mut(&group) {
+                entry.written(&value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles every group (timeouts) and stores the memberships that
+    /// changed.
+    pub(super) async fn settle_all(&self) {
+        let groups = self.groups.borrow().ids();
+        for group in groups {
+            self.settle(&group);
+            let changed = self
+                .groups
+                .borrow()
+                .get(&group)
+                .is_some_and(|e| e.membership_to_write().is_some());
+            if !changed {
+                continue;
+            }
+            if let Err(code) = self.persist_membership(&group).await {
+                tracing::warn!(group, code, "cannot store a group's membership");
+            }
+        }
+    }
+
+    /// Lets the group's state machine act on time and on what just
+    /// happened, and answers the parked requests it released or ended.
+    pub(super) fn settle(&self, group: &str) {
+        let now = Instant::now();
+        let mut groups = self.groups.borrow_mut();
+        let Some(entry) = groups.get_mut(group) else {
+            return;
+        };
+        let membership = &mut entry.membership;
+        let (answers, failed_syncs) = membership.poll(now);
+        let mut joins = self.joins.borrow_mut();
+        let mut syncs = self.syncs.borrow_mut();
+        for answer in answers {
+            if let Some(parked) = joins.remove(&(group.to_string(), answer.member_id.clone())) {
+                let _ = parked.send(answer);
+            }
+        }
+        for member in failed_syncs {
+            if let Some(parked) = syncs.remove(&(group.to_string(), member)) {
+                let _ = parked.send((ResponseError::RebalanceInProgress.code(), Bytes::new()));
+            }
+        }
+        // Parked requests of members that left, were replaced or whose
+        // sync a new rebalance ended.
+        let gone: Vec<_> = joins
+            .keys()
+            .filter(|(g, m)| g == group && !membership.has_member(m))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(parked) = joins.remove(&key) {
+                let _ = parked.send(Joined::failed(
+                    ResponseError::UnknownMemberId.code(),
+                    &key.1,
+                ));
+            }
+        }
+        let ended: Vec<_> = syncs
+            .keys()
+            .filter(|(g, m)| g == group && !membership.is_syncing(m))
+            .cloned()
+            .collect();
+        for key in ended {
+            if let Some(parked) = syncs.remove(&key) {
+                let _ = parked.send((ResponseError::RebalanceInProgress.code(), Bytes::new()));
+            }
+        }
+        drop((joins, syncs));
+        groups.forget_if_unused(group);
+    }
+}
+
+/// One batch of group records, timestamped now.
+fn group_batch(records: &[(Key, Option<Value>)]) -> Result<ValidBatch, Code> {
+    let specs: Vec<RecordSpec> = records
+        .iter()
+        .map(|(key, value)| RecordSpec {
+            timestamp_delta: 0,
+            key: Some(encode_key(key)),
+            value: value.as_ref().map(encode_value),
+        })
+        .collect();
+    let built = batch::build(TimestampMs(wall_ms()), &specs);
+    ValidBatch::new(built, BATCH_BYTES_CAP).map_err(|_| ResponseError::RecordListTooLarge.code())
+}
+
+/// A partition-level refusal as a coordinator answers it.
+pub fn coordinator_code(code: Code) -> Code {
+    if code == ResponseError::NotLeaderOrFollower.code() {
+        ResponseError::NotCoordinator.code()
+    } else {
+        ResponseError::CoordinatorNotAvailable.code()
+    }
+}

@@ -1,0 +1,141 @@
+//! Each shard's counters: atomics no other core writes, so counting costs
+//! an uncontended add; a scrape (the server's /metrics) sums every
+//! shard's. Plain data: every layer may count here, none is imported.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Upper bounds of the latency histograms' buckets, in seconds.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The largest Kafka API key counted (larger ones count as this one).
+pub const API_KEYS: usize = 128;
+
+/// A latency histogram with Prometheus's cumulative buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one observation.
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Adds its counts to `total` (a scrape sums every shard's).
+    pub fn add_to(&self, total: &mut HistogramTotal) {
+        for (t, b) in total.buckets.iter_mut().zip(&self.buckets) {
+            *t += b.load(Ordering::Relaxed);
+        }
+        total.count += self.count.load(Ordering::Relaxed);
+        total.sum_nanos += self.sum_nanos.load(Ordering::Relaxed);
+    }
+}
+
+/// Histograms summed over shards.
+#[derive(Debug, Default, Clone)]
+pub struct HistogramTotal {
+    /// Observations per bucket (not yet cumulative).
+    pub buckets: [u64; LATENCY_BUCKETS_SECONDS.len()],
+    /// Observations in all.
+    pub count: u64,
+    /// Their sum, in nanoseconds.
+    pub sum_nanos: u64,
+}
+
+/// One shard's counters.
+#[derive(Debug)]
+pub struct ShardMetrics {
+    requests: Vec<AtomicU64>,
+    request_errors: Vec<AtomicU64>,
+    /// Request bytes read (frames, size prefixes included).
+    pub bytes_in: AtomicU64,
+    /// Response bytes written.
+    pub bytes_out: AtomicU64,
+    /// Open client connections.
+    pub connections: AtomicI64,
+    /// Produce request latency by acks: 0, 1, all.
+    pub produce_latency: [Histogram; 3],
+    /// Consumer fetch latency (long-poll waits included, as Kafka's).
+    pub fetch_latency: Histogram,
+    /// ISR shrinks of partitions this shard leads, as committed.
+    pub isr_shrinks: AtomicU64,
+    /// ISR expansions, likewise.
+    pub isr_expands: AtomicU64,
+    /// Consumer fetches served as a follower (rack-aware reads).
+    pub follower_reads: AtomicU64,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        ShardMetrics {
+            requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
+            request_errors: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connections: AtomicI64::new(0),
+            produce_latency: Default::default(),
+            fetch_latency: Histogram::default(),
+            isr_shrinks: AtomicU64::new(0),
+            isr_expands: AtomicU64::new(0),
+            follower_reads: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ShardMetrics {
+    /// Requests of API `key` counted (`key` below [`API_KEYS`]).
+    pub fn requests_of(&self, key: usize) -> u64 {
+        self.requests[key].load(Ordering::Relaxed)
+    }
+
+    /// Failed requests of API `key`.
+    pub fn request_errors_of(&self, key: usize) -> u64 {
+        self.request_errors[key].load(Ordering::Relaxed)
+    }
+
+    /// A request of `api_key` arrived.
+    pub fn request(&self, api_key: i16) {
+        self.requests[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request of `api_key` failed (the connection closed, or a
+    /// partition answered with an error).
+    pub fn request_error(&self, api_key: i16) {
+        self.request_errors[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A produce with `acks` took `elapsed`.
+    pub fn produce(&self, acks: i16, elapsed: Duration) {
+        let i = match acks {
+            0 => 0,
+            1 => 1,
+            _ => 2,
+        };
+        self.produce_latency[i].observe(elapsed);
+    }
+}
+
+fn api_index(api_key: i16) -> usize {
+    (api_key.max(0) as usize).min(API_KEYS - 1)
+}
+
+/// Every shard's counters, by shard index.
+pub type Registry = Arc<Vec<Arc<ShardMetrics>>>;
+
+/// A registry for `shards` shards.
+pub fn registry(shards: usize) -> Registry {
+    Arc::new((0..shards).map(|_| Arc::default()).collect())
+}

@@ -1,0 +1,313 @@
+//! Append and acknowledge: the one way records get into a partition this
+//! broker leads. Produce, the HTTP API and the group coordinator all come
+//! through [`Led::append`]; producers' records are first cut into whole,
+//! valid batches ([`split_batches`]).
+//!
+//! The answer comes when the producer's `acks` asks: at once (0, 1; the
+//! flush follows in the background), or for acks=all once the records are
+//! durable on a single replica (fdatasync'd) or held by every in-sync
+//! replica of a replicated partition (the high watermark passed them; the
+//! leader's own copy counts once fdatasync'd if the topic says
+//! `fsync.before.ack`).
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use storage::batch::{BatchHeader, ValidBatch};
+use storage::{BatchError, LeaderEpoch, Offset, StorageError};
+use tracing::Instrument;
+
+use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
+use super::led::Led;
+use super::Partitions;
+use crate::kafka::Code;
+
+/// What a producer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// Nothing (acks=0).
+    None,
+    /// The leader's append (acks=1).
+    Leader,
+    /// Every in-sync replica, at least min.insync.replicas (acks=all, -1).
+    All,
+}
+
+impl Acks {
+    /// The Kafka field's value, if valid.
+    pub fn from_field(acks: i16) -> Option<Acks> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+/// Where appended records landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The first record's offset.
+    pub base_offset: Offset,
+    /// The last record's offset.
+    pub last_offset: Offset,
+    /// The log start after the append.
+    pub log_start: Offset,
+}
+
+impl Led {
+    /// Appends `batches` in this leadership and answers when `acks` asks
+    /// (`timeout`: how long acks=all waits for the in-sync replicas).
+    pub async fn append(
+        &self,
+        partitions: &Partitions,
+        batches: Vec<ValidBatch>,
+        acks: Acks,
+        timeout: Duration,
+    ) -> Result<Appended, Code> {
+        let replicated = self.replicated();
+        let epoch = self.epoch_to_stamp(replicated)?;
+        let min_insync = self.topic.config.min_insync_replicas as usize;
+        if acks == Acks::All {
+            // Checked before appending, as Kafka does: a refusal writes nothing.
+            self.check_enough_in_sync(replicated, min_insync)?;
+        }
+        let appended = self.append_batches(batches, epoch).await?;
+        tracing::debug!(
+            base = appended.base_offset.0,
+            last = appended.last_offset.0,
+            "appended"
+        );
+        if replicated {
+            // Followers waiting at this leader fetch the new records now.
+            self.partition.notify_arrival();
+        }
+        let delay = Duration::from_millis(partitions.cluster.config.test_flush_delay_ms);
+        let durable = self.durable(appended.last_offset.plus(1), replicated, delay);
+        let own_copy_counts = !replicated || self.topic.config.fsync_before_ack;
+        if acks == Acks::All && own_copy_counts {
+            durable
+                .instrument(tracing::debug_span!("fdatasync"))
+                .await
+                .map_err(|e| storage_error_code(&e))?;
+        } else {
+            glommio::spawn_local(async move {
+                if let Err(e) = durable.await {
+                    tracing::error!(error = %e, "flushing a partition failed");
+                }
+            })
+            .detach();
+        }
+        if acks == Acks::All && replicated {
+            let last = appended.last_offset;
+            wait_acknowledged(&self.partition, epoch, last, min_insync, timeout)
+                .instrument(tracing::debug_span!("isr_confirmation", min_insync))
+                .await?;
+        }
+        Ok(appended)
+    }
+
+    /// Whether the partition has followers (the high watermark then
+    /// follows the in-sync replicas, not the leader's flushes).
+    fn replicated(&self) -> bool {
+        self.topic
+            .partitions
+            .get(self.index as usize)
+            .is_some_and(|p| p.replicas.len() > 1)
+    }
+
+    /// The epoch to stamp: a replicated partition's leader role must be in
+    /// the metadata's epoch (it may lag a metadata change by a moment).
+    fn epoch_to_stamp(&self, replicated: bool) -> Result<LeaderEpoch, Code> {
+        if !replicated {
+            return Ok(self.epoch);
+        }
+        match self.partition.role.borrow().leader_epoch() {
+            Some(epoch) if epoch == self.epoch => Ok(epoch),
+            _ => Err(ResponseError::NotLeaderOrFollower.code()),
+        }
+    }
+
+    /// acks=all needs min.insync.replicas in the ISR: the leader's own
+    /// view of it when replicated, the metadata's when alone.
+    fn check_enough_in_sync(&self, replicated: bool, min_insync: usize) -> Result<(), Code> {
+        if replicated {
+            return check_acks_all(&self.partition, min_insync);
+        }
+        let isr = self
+            .topic
+            .partitions
+            .get(self.index as usize)
+            .map_or(0, |p| p.isr.len());
+        if isr < min_insync {
+            return Err(ResponseError::NotEnoughReplicas.code());
+        }
+        Ok(())
+    }
+
+    async fn append_batches(
+        &self,
+        batches: Vec<ValidBatch>,
+        epoch: LeaderEpoch,
+    ) -> Result<Appended, Code> {
+        let log = &self.partition.log;
+        let mut span = None;
+        for batch in batches {
+            let info = log
+                .append_valid(batch, epoch)
+                .await
+                .map_err(|e| storage_error_code(&e))?;
+            let base = span.map_or(info.base_offset, |(base, _)| base);
+            span = Some((base, info.last_offset));
+        }
+        let (base_offset, last_offset) = span.ok_or(ResponseError::CorruptMessage.code())?;
+        Ok(Appended {
+            base_offset,
+            last_offset,
+            log_start: log.log_start(),
+        })
+    }
+
+    /// Resolves once the log is durable up to `next`, having moved the
+    /// high watermark (a replicated leader's own copy now counts) or woken
+    /// the fetchers (a single replica's high watermark follows its flushes).
+    fn durable(
+        &self,
+        next: Offset,
+        replicated: bool,
+        test_delay: Duration,
+    ) -> impl std::future::Future<Output = Result<(), StorageError>> + 'static {
+        let partition = self.partition.clone();
+        async move {
+            if !test_delay.is_zero() {
+                glommio::timer::sleep(test_delay).await;
+            }
+            let result = partition.log.wait_flushed(next).await;
+            if replicated {
+                advance_high_watermark(&partition);
+            } else {
+                partition.notify_arrival();
+            }
+            result
+        }
+    }
+}
+
+impl Partitions {
+    /// Appends a producer's records (whole v2 batches) to a partition this
+    /// broker leads, as Produce and the HTTP API do: cut into batches
+    /// within the topic's max.message.bytes, all or nothing. Only the group
+    /// coordinator writes to `__consumer_offsets`.
+    pub async fn produce(
+        &self,
+        led: Led,
+        records: Bytes,
+        acks: Acks,
+        timeout: Duration,
+    ) -> Result<Appended, Code> {
+        if led.topic.name == crate::groups::OFFSETS_TOPIC {
+            return Err(ResponseError::InvalidTopicException.code());
+        }
+        let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
+        let batches = split_batches(&records, limit)?;
+        led.append(self, batches, acks, timeout).await
+    }
+}
+
+/// Cuts a partition's records into whole, valid v2 batches, each within
+/// `limit` (max.message.bytes); all or nothing. Each batch is copied once
+/// into its own buffer (the log patches its offsets in place).
+pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<ValidBatch>, Code> {
+    if records.is_empty() {
+        return Err(ResponseError::CorruptMessage.code());
+    }
+    let mut batches = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let rest = &records[at..];
+        let header = BatchHeader::parse(rest, usize::MAX).map_err(|e| batch_error_code(&e))?;
+        if header.total_bytes > limit {
+            return Err(ResponseError::MessageTooLarge.code());
+        }
+        if header.total_bytes > rest.len() {
+            return Err(ResponseError::CorruptMessage.code());
+        }
+        let one = BytesMut::from(&rest[..header.total_bytes]);
+        batches.push(ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?);
+        at += header.total_bytes;
+    }
+    Ok(batches)
+}
+
+fn batch_error_code(error: &BatchError) -> Code {
+    match error {
+        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat.code(),
+        BatchError::InvalidProducerFields { .. } => ResponseError::InvalidRecord.code(),
+        _ => ResponseError::CorruptMessage.code(),
+    }
+}
+
+/// The Kafka error code for a refused append.
+pub fn storage_error_code(error: &StorageError) -> Code {
+    use storage::producers::SequenceError;
+    match error {
+        StorageError::InvalidBatch(e) => batch_error_code(e),
+        StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber.code()
+        }
+        _ => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::batch::{build, RecordSpec};
+    use storage::TimestampMs;
+
+    fn batch(records: usize) -> BytesMut {
+        let specs: Vec<RecordSpec> = (0..records)
+            .map(|i| RecordSpec {
+                key: Some(format!("k{i}").into_bytes()),
+                value: Some(vec![7u8; 20]),
+                timestamp_delta: 0,
+            })
+            .collect();
+        build(TimestampMs(1_000), &specs)
+    }
+
+    #[test]
+    fn records_split_into_whole_valid_batches_or_are_refused() {
+        let mut two = batch(3);
+        two.extend_from_slice(&batch(2));
+        let two = two.freeze();
+        let split = split_batches(&two, 1 << 20).unwrap();
+        assert_eq!(split.len(), 2);
+        assert_eq!(split[0].len() + split[1].len(), two.len());
+        // A flipped byte in the second batch refuses both.
+        let mut bad = two.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(
+            split_batches(&Bytes::from(bad), 1 << 20).err(),
+            Some(ResponseError::CorruptMessage.code())
+        );
+        // A cut tail, garbage and emptiness are corrupt; size over the limit is too large.
+        assert_eq!(
+            split_batches(&two.slice(..two.len() - 3), 1 << 20).err(),
+            Some(ResponseError::CorruptMessage.code())
+        );
+        assert!(split_batches(&Bytes::from_static(&[1, 2, 3]), 1 << 20).is_err());
+        assert!(split_batches(&Bytes::new(), 1 << 20).is_err());
+        assert_eq!(
+            split_batches(&two, split[0].len() - 1).err(),
+            Some(ResponseError::MessageTooLarge.code())
+        );
+    }
+}

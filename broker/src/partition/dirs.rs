@@ -1,0 +1,113 @@
+//! Where partitions live on disk, and tidying it: a partition's directory
+//! is `DATA_DIR/partitions/<topic name>.<topic id>/<index>` (the id keeps a
+//! deleted topic's files apart from a new topic of the same name). Files
+//! of deleted topics are removed; files of topics the metadata does not
+//! know are kept and reported, never deleted on a guess.
+
+use std::path::{Path, PathBuf};
+
+use control::{Metadata, Topic, TopicId};
+
+/// The directory of a topic's partitions under `root`.
+pub fn topic_dir(root: &Path, topic: &Topic) -> PathBuf {
+    root.join(format!("{}.{}", topic.name, hex(&topic.id.0)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Removes the files of one deleted topic (its directory ends with its id).
+pub fn remove_topic_dirs(root: &Path, topic: TopicId) {
+    let suffix = format!(".{}", hex(&topic.0));
+    remove_dirs_where(root, |name| name.ends_with(&suffix));
+}
+
+/// The topic directories under `root` that `metadata` has no topic for.
+#[derive(Debug, Default)]
+pub struct StrayDirs {
+    /// Of topics a committed deletion removed (`deleted_topics`, which
+    /// snapshots keep).
+    pub deleted: Vec<TopicId>,
+    /// Of topics the metadata does not know at all, by directory name.
+    pub unknown: Vec<String>,
+}
+
+/// Sorts the topic directories under `root` the metadata has no topic for.
+pub fn stray_topic_dirs(root: &Path, metadata: &Metadata) -> StrayDirs {
+    let mut stray = StrayDirs::default();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return stray;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !entry.path().is_dir() {
+            continue;
+        }
+        match topic_id_of_dir(&name) {
+            Some(id) if metadata.topics.contains_key(&id) => {}
+            Some(id) if metadata.deleted_topics.contains(&id) => stray.deleted.push(id),
+            _ => stray.unknown.push(name),
+        }
+    }
+    stray.unknown.sort();
+    stray
+}
+
+/// Removes the directories of deleted topics under `root`; returns the
+/// names of those whose topic the metadata does not know, which stay: a
+/// metadata view that lacks a topic at some moment is no reason to delete
+/// its data (they are reported instead: logged, counted in /metrics).
+pub fn reconcile_topic_dirs(root: &Path, metadata: &Metadata) -> Vec<String> {
+    let stray = stray_topic_dirs(root, metadata);
+    for id in stray.deleted {
+        remove_topic_dirs(root, id);
+    }
+    stray.unknown
+}
+
+/// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
+fn topic_id_of_dir(name: &str) -> Option<TopicId> {
+    let (_, hex) = name.rsplit_once('.')?;
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, byte) in id.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(TopicId(id))
+}
+
+fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().to_string();
+        if path.is_dir() && doomed(&name) {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::info!(dir = %path.display(), "removed a deleted topic's files"),
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_name_gives_back_its_topic_id() {
+        let id = TopicId([0xab; 16]);
+        let name = format!("orders.v2.{}", hex(&id.0));
+        assert_eq!(topic_id_of_dir(&name), Some(id));
+        assert_eq!(topic_id_of_dir("orders"), None);
+        assert_eq!(topic_id_of_dir("orders.xyz"), None);
+        assert_eq!(topic_id_of_dir(&format!("t.{}", "g".repeat(32))), None);
+    }
+}

@@ -1,0 +1,131 @@
+//! The partition layer: a shard's partitions ([`Partitions`], one per
+//! shard) and the one way every caller works with them. The table of open
+//! logs ([`table`]) and where they live on disk ([`dirs`]); this broker's
+//! role for each ([`role`]) and a leader's bookkeeping ([`leader`]);
+//! opening one it serves, with the epoch checks ([`led`]); and running
+//! work on the shard that owns a partition ([`Partitions::on_partition`]),
+//! the fan-out every API's per-partition work goes through.
+//!
+//! Built on the cluster layer (routing, the metadata, the lease).
+
+pub mod append;
+pub mod dirs;
+pub mod epoch;
+pub mod leader;
+pub mod led;
+pub mod maintenance;
+pub mod read;
+pub mod role;
+pub mod table;
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+
+use crate::cluster::routing::Route;
+use crate::cluster::Cluster;
+use crate::counters::ShardMetrics;
+use crate::kafka::Code;
+use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
+use led::Led;
+use table::PartitionTable;
+
+/// One shard's partitions, and its way to every other shard's.
+pub struct Partitions {
+    /// This shard's part in the cluster.
+    pub cluster: Rc<Cluster>,
+    /// The partitions this shard has open.
+    pub table: PartitionTable,
+    /// This shard's counters.
+    pub metrics: Arc<ShardMetrics>,
+    peers: Sharded<Partitions>,
+}
+
+impl Partitions {
+    /// Shard `index`'s partitions (none open yet); `mesh` reaches every
+    /// shard's.
+    pub fn new(
+        cluster: Rc<Cluster>,
+        metrics: Arc<ShardMetrics>,
+        mesh: Mesh<Partitions>,
+    ) -> Rc<Partitions> {
+        let index = cluster.shard();
+        Rc::new_cyclic(|this| Partitions {
+            table: PartitionTable::new(cluster.partitions_root()),
+            cluster,
+            metrics,
+            peers: Sharded::new(index, this.clone(), mesh),
+        })
+    }
+
+    /// Runs `work` on the shard owning the routed partition, with the
+    /// partition open there and led by this broker; a failure on the way
+    /// (routing, opening, a shard gone) is its error code. The work runs
+    /// as a task of the owning shard, so the caller going away cannot
+    /// cancel it half-way.
+    pub async fn on_led_partition<T, W>(&self, route: Route, work: W) -> Result<T, Code>
+    where
+        T: Send + 'static,
+        W: FnOnce(Rc<Partitions>, Led) -> LocalFuture<Result<T, Code>> + Send + 'static,
+    {
+        self.on_partition(route, true, work).await
+    }
+
+    /// [`Partitions::on_led_partition`] for a partition this broker leads
+    /// or follows (`leader_only` false): the work sees the role and decides.
+    pub async fn on_partition<T, W>(
+        &self,
+        route: Route,
+        leader_only: bool,
+        work: W,
+    ) -> Result<T, Code>
+    where
+        T: Send + 'static,
+        W: FnOnce(Rc<Partitions>, Led) -> LocalFuture<Result<T, Code>> + Send + 'static,
+    {
+        let (key, owner) = route?;
+        self.peers
+            .invoke_on(owner, move |owner| {
+                Box::pin(async move {
+                    let led = owner.open_replica(key, leader_only).await?;
+                    work(owner.clone(), led).await
+                })
+            })
+            .await
+            .unwrap_or_else(|_| Err(ResponseError::KafkaStorageError.code()))
+    }
+
+    /// The fan-out of every API's per-partition work: `work` runs for each
+    /// partition asked (with its argument) at once, each on its owning
+    /// shard; the answers come back in the order asked.
+    pub async fn fan_out<A, T, W>(
+        &self,
+        asked: impl IntoIterator<Item = (Route, A)>,
+        leader_only: bool,
+        work: W,
+    ) -> Vec<Result<T, Code>>
+    where
+        A: Send + 'static,
+        T: Send + 'static,
+        W: Fn(Rc<Partitions>, Led, A) -> LocalFuture<Result<T, Code>> + Clone + Send + 'static,
+    {
+        let calls = asked.into_iter().map(|(route, argument)| {
+            let work = work.clone();
+            self.on_partition(route, leader_only, move |owner, led| {
+                work(owner, led, argument)
+            })
+        });
+        futures::future::join_all(calls).await
+    }
+
+    /// Runs `work` on every shard's partitions at once; the results in
+    /// shard order.
+    pub async fn on_every_shard<T, W>(&self, work: W) -> Vec<Result<T, ShardGone>>
+    where
+        T: Send + 'static,
+        W: Fn(Rc<Partitions>) -> LocalFuture<T> + Clone + Send + 'static,
+    {
+        self.peers.invoke_on_all(work).await
+    }
+}

@@ -1,0 +1,130 @@
+//! Reading a partition this broker serves: whole batches from an offset,
+//! bounded by what the reader may see (a consumer below the high
+//! watermark, a follower below the log end), and waiting, bounded, for
+//! that bound to move. Fetch, the HTTP poll and followers all read here.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures::future::select;
+use kafka_protocol::ResponseError;
+use storage::{Offset, StorageError};
+
+use super::led::Led;
+use crate::kafka::Code;
+
+/// Up to where a reader may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// A consumer: below the high watermark.
+    HighWatermark,
+    /// A follower copying the log: below the log end.
+    LogEnd,
+}
+
+/// What a read found.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// Whole stored batches, in order (the log's chunks, not joined).
+    pub chunks: Vec<Bytes>,
+    /// Their bytes in all.
+    pub bytes: usize,
+    /// The bound when read: what a long poll waits to see move.
+    pub bound: Offset,
+    /// The high watermark when read.
+    pub high_watermark: Offset,
+    /// The log start when read.
+    pub log_start: Offset,
+}
+
+impl Read {
+    /// The chunks as one buffer.
+    pub fn joined(&self) -> Bytes {
+        match self.chunks.len() {
+            0 => Bytes::new(),
+            1 => self.chunks[0].clone(),
+            _ => {
+                let mut joined = BytesMut::with_capacity(self.bytes);
+                self.chunks.iter().for_each(|c| joined.extend_from_slice(c));
+                joined.freeze()
+            }
+        }
+    }
+}
+
+impl Led {
+    /// Reads up to `max_bytes` (at least one batch) from `offset`, below
+    /// `bound`; nothing when nothing is visible there yet (the caller may
+    /// wait). OFFSET_OUT_OF_RANGE outside [log start, log end].
+    pub async fn read(&self, offset: i64, max_bytes: usize, bound: Bound) -> Result<Read, Code> {
+        let log = &self.partition.log;
+        let (log_start, log_end) = (log.log_start(), log.log_end());
+        let high_watermark = log.high_watermark();
+        let limit = match bound {
+            Bound::HighWatermark => high_watermark,
+            Bound::LogEnd => log_end,
+        };
+        let mut read = Read {
+            bound: limit,
+            high_watermark,
+            log_start,
+            ..Read::default()
+        };
+        if offset < log_start.0 || offset > log_end.0 {
+            return Err(ResponseError::OffsetOutOfRange.code());
+        }
+        if offset >= limit.0 {
+            return Ok(read);
+        }
+        match log.read(Offset(offset), max_bytes.max(1), limit).await {
+            Ok(outcome) => {
+                read.bytes = outcome.bytes;
+                read.chunks = outcome.chunks;
+                Ok(read)
+            }
+            Err(StorageError::OffsetOutOfRange { .. }) => {
+                Err(ResponseError::OffsetOutOfRange.code())
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.topic.name, error = %e, "reading a partition failed");
+                Err(ResponseError::KafkaStorageError.code())
+            }
+        }
+    }
+
+    /// Waits until `bound` moves from `seen` (data arrived, or the role or
+    /// partition changed), or `timeout` passes.
+    pub async fn wait_past(&self, seen: Offset, bound: Bound, timeout: Duration) {
+        let log = &self.partition.log;
+        let now = match bound {
+            Bound::HighWatermark => log.high_watermark(),
+            Bound::LogEnd => log.log_end(),
+        };
+        if now != seen {
+            return;
+        }
+        // Dropped with the timeout: a partition deleted meanwhile wakes it too.
+        let arrival = self.partition.next_arrival();
+        let _ = select(arrival, Box::pin(glommio::timer::sleep(timeout))).await;
+    }
+
+    /// [`Led::read`], waiting up to `timeout` for something to read (a
+    /// long poll on one partition).
+    pub async fn read_waiting(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        bound: Bound,
+        timeout: Duration,
+    ) -> Result<Read, Code> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let read = self.read(offset, max_bytes, bound).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if read.bytes > 0 || left.is_zero() {
+                return Ok(read);
+            }
+            self.wait_past(read.bound, bound, left).await;
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Replication glue on the broker: between a shard's partitions, the
+//! sans-IO state machines of the `replication` crate, the metadata, and
+//! the network. The rules (high watermark, ISR proposals, acks=all,
+//! truncation) live in the replication crate, where the simulation tests
+//! them; a leader's bookkeeping is the partition layer's
+//! ([`crate::partition::leader`]); this layer gives partitions their roles
+//! and talks to the controller and the leaders.
+//!
+//! - [`reconcile`]: after each metadata change, every partition this shard
+//!   holds a replica of is opened and given its role: leader (with a
+//!   `LeaderState`) or follower of some broker (handed to that broker's
+//!   fetcher, [`fetcher`]).
+//! - [`isr_loop`] asks the controller for the ISR changes the leader
+//!   states propose.
+
+pub mod fetcher;
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use control::service::ControllerRequest;
+use control::{BrokerId, Partition, PartitionId, Topic};
+use replication::leader::LeaderState;
+
+use crate::cluster::routing::Replica;
+use crate::partition::epoch;
+use crate::partition::leader::{advance_high_watermark, own_end};
+use crate::partition::role::{Leading, Role};
+use crate::partition::table::OpenPartition;
+use crate::partition::Partitions;
+use crate::runtime::clock::monotonic_ms;
+use fetcher::{Fetchers, Following};
+
+/// How often each shard looks for ISR changes to ask for.
+const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// One shard's replication: its partitions and its fetchers.
+pub struct Replication {
+    /// The shard's partitions.
+    pub partitions: Rc<Partitions>,
+    /// The follower fetchers of this shard, one per leader broker.
+    fetchers: Fetchers,
+}
+
+impl Replication {
+    /// Replication for a shard's partitions (no fetcher running yet).
+    pub fn new(partitions: Rc<Partitions>) -> Rc<Replication> {
+        Rc::new(Replication {
+            partitions,
+            fetchers: Fetchers::default(),
+        })
+    }
+}
+
+/// Gives every partition this shard holds a replica of its role as the
+/// metadata now says, opening its log if needed, and points the fetchers
+/// at the leaders this shard follows.
+pub async fn reconcile(replication: &Replication) {
+    let partitions = &replication.partitions;
+    let me = partitions.cluster.me;
+    let table = &partitions.table;
+    let mut following = Vec::new();
+    for Replica {
+        key,
+        topic,
+        partition: meta,
+    } in partitions.cluster.replicas_here()
+    {
+        if table.is_closed() {
+            return; // stopping: roles no longer matter
+        }
+        let partition = match table.get_or_open(key, &topic).await {
+            Ok(partition) => partition,
+            Err(_) if table.is_closed() => return,
+            Err(e) => {
+                tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a replica");
+                continue;
+            }
+        };
+        let _no_replica_write = partition.replica_writes.lock().await;
+        assign_role(partitions, &partition, &topic, &meta);
+        if let (Some(leader), true) = (meta.leader, meta.leader != Some(me)) {
+            following.push(Following {
+                leader,
+                key,
+                topic: topic.name.clone(),
+                epoch: epoch::from_metadata(meta.leader_epoch),
+            });
+        }
+    }
+    fetcher::follow(replication, following);
+}
+
+fn assign_role(
+    partitions: &Partitions,
+    partition: &OpenPartition,
+    topic: &Topic,
+    meta: &Partition,
+) {
+    let me = partitions.cluster.me;
+    let epoch = epoch::from_metadata(meta.leader_epoch);
+    let isr: BTreeSet<i32> = meta.isr.iter().map(|b| b.0).collect();
+    let changed = {
+        let mut role = partition.role.borrow_mut();
+        match (&mut *role, meta.leader) {
+            (Role::Leader(leading), Some(leader))
+                if leader == me && leading.state.epoch() == epoch =>
+            {
+                leading.fsync_before_ack = topic.config.fsync_before_ack;
+                if leading.state.isr() != &isr {
+                    let before = leading.state.isr();
+                    if isr.iter().any(|r| !before.contains(r)) {
+                        partitions
+                            .metrics
+                            .isr_expands
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    if before.iter().any(|r| !isr.contains(r)) {
+                        partitions
+                            .metrics
+                            .isr_shrinks
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::info!(topic = %topic.name, from = ?before, to = ?isr, "ISR changed");
+                    let end = own_end(partition, leading.fsync_before_ack);
+                    leading.state.isr_committed(isr, end);
+                    leading.isr_change_in_flight = false;
+                    true
+                } else {
+                    false
+                }
+            }
+            (_, Some(leader)) if leader == me => {
+                let replicas: Vec<i32> = meta.replicas.iter().map(|b| b.0).collect();
+                let log = &partition.log;
+                let state = LeaderState::new(
+                    me.0,
+                    epoch,
+                    &replicas,
+                    &isr,
+                    log.log_end(),
+                    log.high_watermark(),
+                    monotonic_ms(),
+                    partitions.cluster.config.replica_lag_time_max_ms,
+                );
+                tracing::info!(topic = %topic.name, partition = ?partition.log.dir().file_name(), epoch = epoch.0, log_end = log.log_end().0, "leading");
+                *role = Role::Leader(Box::new(Leading {
+                    state,
+                    replicated: meta.replicas.len() > 1,
+                    fsync_before_ack: topic.config.fsync_before_ack,
+                    isr_change_in_flight: false,
+                }));
+                true
+            }
+            (Role::Follower { leader, epoch: e }, Some(new)) if *leader == new && *e == epoch => {
+                false
+            }
+            (_, Some(leader)) => {
+                *role = Role::Follower { leader, epoch };
+                true
+            }
+            (Role::None, None) => false,
+            (_, None) => {
+                *role = Role::None;
+                true
+            }
+        }
+    };
+    if changed {
+        // Waiting produces and fetches look again (deposed, or new ISR).
+        partition.notify_arrival();
+        advance_high_watermark(partition);
+    }
+}
+
+/// Asks the controller for the ISR changes the shard's leaderships propose
+/// (one request in flight per partition), for as long as the shard runs.
+pub async fn isr_loop(partitions: Rc<Partitions>) {
+    loop {
+        glommio::timer::sleep(ISR_CHECK_EVERY).await;
+        let now = monotonic_ms();
+        for (key, partition) in partitions.table.open_partitions() {
+            let request = {
+                let mut role = partition.role.borrow_mut();
+                let Role::Leader(leading) = &mut *role else {
+                    continue;
+                };
+                if leading.isr_change_in_flight || !leading.replicated {
+                    continue;
+                }
+                let Some(mut isr) = leading.state.proposed_isr(now) else {
+                    continue;
+                };
+                let view = partitions.cluster.view.borrow();
+                // The controller refuses fenced brokers into the ISR:
+                // do not ask (a stopping follower still looks caught up).
+                let current = leading.state.isr().clone();
+                isr.retain(|b| {
+                    current.contains(b)
+                        || view
+                            .metadata
+                            .brokers
+                            .get(&BrokerId(*b))
+                            .is_some_and(|x| !x.fenced)
+                });
+                if isr == current {
+                    continue;
+                }
+                let Some(meta) = view
+                    .metadata
+                    .topics
+                    .get(&key.topic)
+                    .and_then(|t| t.partitions.get(key.index as usize))
+                else {
+                    continue;
+                };
+                leading.isr_change_in_flight = true;
+                leading.state.isr_requested(isr.clone());
+                control::controller::AlterIsr {
+                    topic: key.topic,
+                    partition: PartitionId(key.index as i32),
+                    leader: partitions.cluster.me,
+                    leader_epoch: epoch::to_metadata(leading.state.epoch()),
+                    partition_epoch: meta.partition_epoch,
+                    isr: isr.into_iter().map(BrokerId).collect(),
+                }
+            };
+            let partitions = partitions.clone();
+            glommio::spawn_local(async move {
+                tracing::info!(topic = %request.topic, partition = key.index, isr = ?request.isr, "asking the controller to change the ISR");
+                let result = partitions
+                    .cluster
+                    .call_controller(ControllerRequest::AlterIsr(request))
+                    .await;
+                if let Err(e) = &result {
+                    tracing::info!(error = %e, "ISR change refused");
+                }
+                // Committed changes arrive with the metadata (and clear the
+                // flag there); a refusal clears it here, to ask again later.
+                if result.is_err() {
+                    if let Some(partition) = partitions.table.get_open(key) {
+                        if let Role::Leader(leading) = &mut *partition.role.borrow_mut() {
+                            leading.isr_change_in_flight = false;
+                            leading.state.isr_request_failed();
+                        }
+                    }
+                }
+            })
+            .detach();
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! A running shard's life: following the metadata (roles, deleted
+//! topics), accepting connections once the broker is ready, and stopping
+//! (controlled shutdown, draining connections), with the testing-only
+//! faults of the configuration.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use control::MetadataRecord;
+use futures::channel::oneshot;
+use futures::FutureExt;
+use glommio::net::TcpListener;
+
+use super::connection;
+use super::shard::Shard;
+use super::start::Changes;
+use crate::cluster::lease::ready_to_serve;
+use crate::cluster::quorum::BrokerLife;
+use crate::cluster::view;
+use crate::partition::dirs::{reconcile_topic_dirs, remove_topic_dirs};
+
+/// How often a shard looks at the stop flag.
+pub const STOP_POLL: Duration = Duration::from_millis(20);
+/// How often a starting shard looks whether it may accept connections.
+const READY_POLL: Duration = Duration::from_millis(5);
+/// How long a stopping shard lets open connections finish.
+pub const DRAIN_MAX: Duration = Duration::from_secs(5);
+
+/// The testing-only faults of the configuration, on the last shard: a
+/// panic some time after start, a shard that never yields once a stop
+/// begins. Neither is set in production.
+pub async fn test_faults(shard: Rc<Shard>, stop: Arc<AtomicBool>) {
+    let config = &shard.cluster.config;
+    if config.test_panic_after_ms > 0 {
+        glommio::timer::sleep(Duration::from_millis(config.test_panic_after_ms)).await;
+        panic!(
+            "test_panic_after_ms: a deliberate panic on shard {}",
+            shard.cluster.shard()
+        );
+    }
+    if config.test_wedge_on_stop {
+        while !stop.load(Ordering::Relaxed) {
+            glommio::timer::sleep(STOP_POLL).await;
+        }
+        tracing::warn!(
+            shard = shard.cluster.shard(),
+            "test_wedge_on_stop: this shard stops yielding"
+        );
+        loop {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Follows the metadata changes into the shard's view and drops the
+/// partitions of deleted topics; shard 0 also removes a deleted topic's
+/// files (only that topic's: while the log replays at start, the view does
+/// not know the topics created later yet).
+pub async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
+    // Replica roles follow the metadata, one pass at a time: a change
+    // arriving during a pass asks for one more.
+    let (wanted, passes) = glommio::channels::local_channel::new_bounded::<()>(1);
+    glommio::spawn_local({
+        let shard = shard.clone();
+        async move {
+            while passes.recv().await.is_some() {
+                crate::replica::reconcile(&shard.replication).await;
+            }
+        }
+    })
+    .detach();
+    let on_change = {
+        let shard = shard.clone();
+        move |record: Option<&MetadataRecord>| {
+            let cluster = &shard.cluster;
+            let root = cluster.partitions_root();
+            shard
+                .partitions
+                .table
+                .forget_deleted(&cluster.view.borrow().metadata);
+            if cluster.shard() == 0 {
+                match record {
+                    Some(MetadataRecord::DeleteTopic { id }) => remove_topic_dirs(&root, *id),
+                    // The whole state (at start, or a snapshot from the
+                    // leader): deletions it holds may not have been seen.
+                    None => {
+                        reconcile_topic_dirs(&root, &cluster.view.borrow().metadata);
+                    }
+                    Some(_) => {}
+                }
+            }
+            let _ = wanted.try_send(());
+        }
+    };
+    match changes {
+        Changes::Local(_, local) => {
+            view::follow_local(local, shard.cluster.view.clone(), on_change).await
+        }
+        Changes::Shared(shared) => {
+            view::follow_shared(shared, shard.cluster.view.clone(), on_change).await
+        }
+    }
+}
+
+/// How long a stopping broker waits for the controller to move its
+/// leaderships away.
+const CONTROLLED_SHUTDOWN_MAX: Duration = Duration::from_secs(5);
+
+/// Controlled shutdown (shard 0, which runs the controller link): stop
+/// heartbeating, then ask the controller to move this broker's leaderships
+/// to other in-sync replicas and fence it, before connections drain.
+async fn controlled_shutdown(shard: &Shard, life: &BrokerLife) {
+    life.shutting_down.set(true);
+    let controller = shard.cluster.controller_here();
+    let (Some(service), Some(incarnation)) = (controller, life.incarnation.get()) else {
+        return;
+    };
+    let request = control::service::ControllerRequest::ControlledShutdown {
+        broker: shard.cluster.me,
+        incarnation,
+    };
+    // Retried while refused: a change committed meanwhile (an ISR change,
+    // a controller move) makes the computed records stale.
+    let service = service.clone();
+    let asked = async move {
+        loop {
+            match service.request(request.clone()).await {
+                Ok(()) => return true,
+                // Retried while a concurrent change made the leadership
+                // moves stale (the fence is then refused with them).
+                Err(control::service::RequestError::Refused(e))
+                    if !matches!(
+                        e,
+                        control::MetadataError::StalePartitionEpoch { .. }
+                            | control::MetadataError::StillLeads { .. }
+                    ) =>
+                {
+                    tracing::warn!(error = %e, "controlled shutdown refused; stopping anyway");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "controlled shutdown not taken yet; asking again");
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    };
+    let timeout = glommio::timer::sleep(CONTROLLED_SHUTDOWN_MAX);
+    match futures::future::select(Box::pin(asked), Box::pin(timeout)).await {
+        futures::future::Either::Left((true, _)) => {
+            tracing::info!("controlled shutdown: leaderships moved, broker fenced")
+        }
+        futures::future::Either::Left((false, _)) => {}
+        futures::future::Either::Right(_) => {
+            tracing::warn!("controlled shutdown not taken in time; stopping anyway")
+        }
+    }
+}
+
+pub async fn serve_until_stopped(
+    listener: TcpListener,
+    shard: Rc<Shard>,
+    stop: Arc<AtomicBool>,
+    shutdown: Option<Rc<BrokerLife>>,
+) {
+    let open = Rc::new(Cell::new(0usize));
+    let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
+    let stopping = stopping_rx.shared();
+    let acceptor =
+        glommio::spawn_local(accept_loop(listener, shard.clone(), open.clone(), stopping));
+    while !stop.load(Ordering::Relaxed) {
+        glommio::timer::sleep(STOP_POLL).await;
+    }
+    if let Some(life) = shutdown {
+        controlled_shutdown(&shard, &life).await;
+    }
+    // Dropping the acceptor cancels it and closes the listener; connections
+    // close once the request they are answering (if any) is answered.
+    drop(acceptor);
+    let _ = stopping_tx.send(());
+    let started = std::time::Instant::now();
+    tracing::debug!(open = open.get(), "stopping: draining connections");
+    while open.get() > 0 && started.elapsed() < DRAIN_MAX {
+        glommio::timer::sleep(STOP_POLL).await;
+    }
+    if open.get() > 0 {
+        tracing::warn!(open = open.get(), "stopping with connections still busy");
+    }
+}
+
+/// Accepts connections, once the broker can answer every request it
+/// advertises (see [`ready_to_serve`]): until then the port
+/// is bound and clients' connections wait in its backlog, their first
+/// requests unread, rather than be answered before the broker knows the
+/// cluster (a client connects the moment a restarted broker's port
+/// accepts).
+async fn accept_loop(
+    listener: TcpListener,
+    shard: Rc<Shard>,
+    open: Rc<Cell<usize>>,
+    stopping: connection::Stopping,
+) {
+    while !ready_to_serve(shard.cluster.view.borrow().applied_index) {
+        glommio::timer::sleep(READY_POLL).await;
+    }
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let open = open.clone();
+                let stopping = stopping.clone();
+                let shard = shard.clone();
+                open.set(open.get() + 1);
+                glommio::spawn_local(async move {
+                    let peer = stream.peer_addr().ok();
+                    connection::serve(stream, shard, stopping).await;
+                    tracing::debug!(?peer, "connection closed");
+                    open.set(open.get() - 1);
+                })
+                .detach();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! How a broker's shards start: the first binds the Kafka and HTTP ports
+//! and starts the metadata quorum, registers the broker and, once it is
+//! live, marks it ready; every other shard binds the same port
+//! (SO_REUSEPORT) and follows the first's stream of metadata changes.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::mpsc;
+
+use control::service::{Change, MetadataService};
+use glommio::channels::local_channel::LocalReceiver;
+use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
+use glommio::net::TcpListener;
+
+use super::shard::Shard;
+use super::Listening;
+use crate::cluster::quorum::{self, BrokerLife};
+use crate::cluster::{lease, view, PARTITIONS_DIR};
+use crate::config::BrokerConfig;
+use crate::partition::dirs::reconcile_topic_dirs;
+
+/// Where a shard's metadata changes come from.
+pub enum Changes {
+    /// Shard 0: straight from the service it runs.
+    Local(Rc<MetadataService>, LocalReceiver<Change>),
+    /// Other shards: over a shared channel from shard 0.
+    Shared(ConnectedReceiver<Change>),
+}
+
+/// What the first shard hands each other shard.
+pub struct ShardStart {
+    address: SocketAddr,
+    changes: SharedReceiver<Change>,
+}
+
+/// How the first shard tells the other shards, and the process, how its
+/// start went.
+pub struct StartSignals<'a> {
+    /// Shards in all.
+    pub shards: usize,
+    /// Each other shard's start (None: give up).
+    pub to_others: &'a mpsc::Sender<Option<ShardStart>>,
+    /// Why the broker could not start.
+    pub failed: &'a std::sync::Mutex<Option<String>>,
+}
+
+/// Binds, starts the metadata quorum, and hands the others their start.
+pub fn first_shard(
+    config: &BrokerConfig,
+    listen: SocketAddr,
+    signals: &StartSignals,
+    ready: &mpsc::Sender<Listening>,
+    life: Rc<BrokerLife>,
+    shard: Rc<std::cell::OnceCell<Rc<Shard>>>,
+) -> Option<(TcpListener, Changes)> {
+    let (shards, start_tx) = (signals.shards, signals.to_others);
+    let fail = |what: &str, e: std::io::Error| {
+        tracing::error!(error = %e, "{what}");
+        *signals.failed.lock().expect("start failure") = Some(format!("{what}: {e}"));
+        for _ in 1..shards {
+            let _ = start_tx.send(None);
+        }
+        None
+    };
+    let bound = TcpListener::bind(listen)
+        .map_err(std::io::Error::from)
+        .and_then(|l| l.local_addr().map(|a| (l, a)).map_err(std::io::Error::from));
+    let (listener, address) = match bound {
+        Ok(bound) => bound,
+        Err(e) => return fail("cannot bind the Kafka listener", e),
+    };
+    let (http_listener, http) = match super::http::bind(&config.http_listen) {
+        Ok(bound) => bound,
+        Err(e) => return fail("cannot bind the HTTP listener", e),
+    };
+    let service = match quorum::start_quorum(config) {
+        Ok(service) => Rc::new(service),
+        Err(e) => return fail("cannot start the metadata quorum", e),
+    };
+    glommio::spawn_local(super::http::serve(http_listener, shard)).detach();
+    for _ in 1..shards {
+        match service.subscribe_shared(view::CHANGES_QUEUED_MAX) {
+            Ok(changes) => {
+                let _ = start_tx.send(Some(ShardStart { address, changes }));
+            }
+            Err(e) => {
+                return fail(
+                    "cannot subscribe a shard to metadata",
+                    std::io::Error::other(e.to_string()),
+                )
+            }
+        }
+    }
+    let local = service.subscribe(view::CHANGES_QUEUED_MAX);
+    let advertised = config
+        .advertised_listener
+        .clone()
+        .unwrap_or_else(|| address.to_string().replace("0.0.0.0", "127.0.0.1"));
+    // "Ready" once this broker's registration is committed and live.
+    let ready = ready.clone();
+    let root = config.data_dir.join(PARTITIONS_DIR);
+    let quorum = service.clone();
+    let data_dir = config.data_dir.clone();
+    let node_id = config.node_id;
+    let on_live = move || {
+        // The quorum named the cluster before this life went live: the
+        // directory joins it, or refuses another cluster's.
+        let cluster = quorum
+            .view()
+            .metadata
+            .cluster_id
+            .expect("live after the cluster id");
+        if let Err(e) = crate::data_dir::join_cluster(&data_dir, node_id, &cluster.to_string()) {
+            tracing::error!(error = %e, "refusing to serve");
+            eprintln!("broker: {e}");
+            std::process::exit(1);
+        }
+        // This life's registration is committed: the metadata is replayed
+        // up to it, so deletions made while it was down are known. Files
+        // of topics it does not know at all stay (and are reported).
+        let unknown = reconcile_topic_dirs(&root, &quorum.view().metadata);
+        if !unknown.is_empty() {
+            tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
+        }
+        // Ready as of the last change the shards were sent: a trailing
+        // entry with no record would never reach their copies.
+        lease::mark_ready(quorum.view().published);
+        let _ = ready.send(Listening {
+            kafka: address,
+            http,
+        });
+    };
+    let registration = quorum::register_and_heartbeat(
+        service.clone(),
+        config.clone(),
+        advertised,
+        shards,
+        life,
+        on_live,
+    );
+    glommio::spawn_local(registration).detach();
+    Some((listener, Changes::Local(service, local)))
+}
+
+/// Binds the port the first shard bound and connects to its change stream.
+pub async fn other_shard(start: Option<ShardStart>) -> Option<(TcpListener, Changes)> {
+    let start = start?;
+    let changes = start.changes.connect().await;
+    match TcpListener::bind(start.address) {
+        Ok(listener) => Some((listener, Changes::Shared(changes))),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot bind the Kafka listener");
+            None
+        }
+    }
+}

@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,14 +18,6 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use support::http;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A broker command on fixed ports (so a test can connect before it says
 /// anything), one shard more than one to exercise the shard mesh.
@@ -57,8 +49,12 @@ fn refused(mut command: Command) -> (Option<i32>, String) {
 }
 
 fn addresses() -> (SocketAddr, SocketAddr) {
-    let kafka = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let http = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let kafka = format!("127.0.0.1:{}", support::fixed_port())
+        .parse()
+        .unwrap();
+    let http = format!("127.0.0.1:{}", support::fixed_port())
+        .parse()
+        .unwrap();
     (kafka, http)
 }
 
@@ -285,7 +281,11 @@ fn health_answers_503_while_the_broker_cannot_serve() {
     let (kafka, http_address) = addresses();
     // A voter of a quorum of two whose other voter never comes: it can
     // never be registered, so it must never say it serves.
-    let voters = format!("1@127.0.0.1:{},2@127.0.0.1:{}", free_port(), free_port());
+    let voters = format!(
+        "1@127.0.0.1:{},2@127.0.0.1:{}",
+        support::fixed_port(),
+        support::fixed_port()
+    );
     let mut child = broker_command(&dir.path().join("data"), kafka, http_address)
         .env("BROKER_CONTROLLER_QUORUM_VOTERS", voters)
         .stdout(Stdio::null())

@@ -3,7 +3,7 @@
 //! broker comes back at the same addresses.
 
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,21 +30,17 @@ pub struct Cluster {
     pub shards: usize,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Cluster {
     /// `brokers` brokers under `root` (not started), each also given `env`.
     pub fn new(root: &Path, brokers: i32, env: &[(&str, &str)]) -> Cluster {
         let mut nodes = Vec::new();
         let mut voters = Vec::new();
         for id in 1..=brokers {
-            let (kafka, http, metadata) = (free_port(), free_port(), free_port());
+            let (kafka, http, metadata) = (
+                super::fixed_port(),
+                super::fixed_port(),
+                super::fixed_port(),
+            );
             voters.push(format!("{id}@127.0.0.1:{metadata}"));
             nodes.push(Node {
                 kafka: format!("127.0.0.1:{kafka}").parse().unwrap(),

@@ -12,6 +12,39 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A free 127.0.0.1 port for a broker that restarts on the same address,
+/// taken below the kernel's ephemeral range. A port from that range can
+/// be taken, while its broker is down, as the local end of another
+/// process's outgoing connection (seen: a killed broker's controller port
+/// became another broker's reconnection to a third), and the restart
+/// then cannot bind it. Ports handed out here are never handed out again
+/// by this test process.
+pub fn fixed_port() -> u16 {
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, RandomState};
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let floor = 10_000u16;
+    assert!(
+        ephemeral_low > floor + 1000,
+        "ephemeral ports start at {ephemeral_low}"
+    );
+    let random = RandomState::new();
+    let mut given = GIVEN.lock().unwrap();
+    let given = given.get_or_insert_with(HashSet::new);
+    for attempt in 0..10_000u64 {
+        let port = floor + (random.hash_one(attempt) % u64::from(ephemeral_low - floor)) as u16;
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+    panic!("no free port in {floor}..{ephemeral_low}");
+}
+
 /// A running broker process.
 pub struct Broker {
     child: Child,

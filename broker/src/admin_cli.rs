@@ -80,30 +80,56 @@ pub enum Command {
     Group(GroupCommand),
 }
 
+/// The flags of a command line, before the command is known.
+struct Flags {
+    brokers: String,
+    partitions: i32,
+    replication_factor: i16,
+    sets: Vec<(String, String)>,
+    resets: Vec<String>,
+    group_topics: Vec<String>,
+    all_topics: bool,
+    reset_to: Vec<ResetTo>,
+    dry_run: bool,
+}
+
 /// Parses `args` (after `broker`): the command and the bootstrap address.
 pub fn parse(args: &[String]) -> Result<(Command, String), String> {
-    let mut brokers = std::env::var("BROKER_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let (flags, positional) = parse_flags(args)?;
+    let words: Vec<&str> = positional.iter().map(|s| s.as_str()).collect();
+    let brokers = flags.brokers.clone();
+    Ok((command_of(&words, flags)?, brokers))
+}
+
+/// The flags, and the words that are not flags, in order.
+fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
+    let mut flags = Flags {
+        brokers: std::env::var("BROKER_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into()),
+        partitions: -1,
+        replication_factor: -1,
+        sets: Vec::new(),
+        resets: Vec::new(),
+        group_topics: Vec::new(),
+        all_topics: false,
+        reset_to: Vec::new(),
+        dry_run: false,
+    };
     let mut positional = Vec::new();
-    let mut partitions = -1;
-    let mut replication_factor = -1;
-    let mut sets = Vec::new();
-    let mut resets = Vec::new();
-    let mut group_topics = Vec::new();
-    let mut all_topics = false;
-    let mut reset_to = Vec::new();
-    let mut dry_run = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{arg} needs a value"));
+        let number = |flag: &str, value: String| -> Result<i64, String> {
+            value.parse().map_err(|_| format!("{flag} needs a number"))
+        };
         match arg.as_str() {
-            "--brokers" => brokers = value()?,
+            "--brokers" => flags.brokers = value()?,
             "--partitions" => {
-                partitions = value()?
+                flags.partitions = value()?
                     .parse()
                     .map_err(|_| "--partitions needs a number")?
             }
             "--replication-factor" => {
-                replication_factor = value()?
+                flags.replication_factor = value()?
                     .parse()
                     .map_err(|_| "--replication-factor needs a number")?
             }
@@ -112,21 +138,21 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
                 let (k, v) = pair
                     .split_once('=')
                     .ok_or(format!("--config {pair}: expected KEY=VALUE"))?;
-                sets.push((k.to_string(), v.to_string()));
+                flags.sets.push((k.to_string(), v.to_string()));
             }
-            "--delete-config" => resets.push(value()?),
-            "--topic" => group_topics.push(value()?),
-            "--all-topics" => all_topics = true,
-            "--to-earliest" => reset_to.push(ResetTo::Earliest),
-            "--to-latest" => reset_to.push(ResetTo::Latest),
-            "--to-datetime" => reset_to.push(ResetTo::Datetime(parse_datetime(&value()?)?)),
-            "--to-offset" => reset_to.push(ResetTo::Offset(
-                value()?.parse().map_err(|_| "--to-offset needs a number")?,
-            )),
-            "--shift-by" => reset_to.push(ResetTo::ShiftBy(
-                value()?.parse().map_err(|_| "--shift-by needs a number")?,
-            )),
-            "--dry-run" => dry_run = true,
+            "--delete-config" => flags.resets.push(value()?),
+            "--topic" => flags.group_topics.push(value()?),
+            "--all-topics" => flags.all_topics = true,
+            "--to-earliest" => flags.reset_to.push(ResetTo::Earliest),
+            "--to-latest" => flags.reset_to.push(ResetTo::Latest),
+            "--to-datetime" => flags
+                .reset_to
+                .push(ResetTo::Datetime(parse_datetime(&value()?)?)),
+            "--to-offset" => flags.reset_to.push(ResetTo::Offset(number(arg, value()?)?)),
+            "--shift-by" => flags
+                .reset_to
+                .push(ResetTo::ShiftBy(number(arg, value()?)?)),
+            "--dry-run" => flags.dry_run = true,
             // Kafka's tool only applies a reset with --execute; here
             // applying is the default, and the flag is accepted.
             "--execute" => {}
@@ -134,51 +160,61 @@ pub fn parse(args: &[String]) -> Result<(Command, String), String> {
             word => positional.push(word.to_string()),
         }
     }
-    let words: Vec<&str> = positional.iter().map(|s| s.as_str()).collect();
-    let command = match words.as_slice() {
+    Ok((flags, positional))
+}
+
+/// The command the words name, with its flags.
+fn command_of(words: &[&str], flags: Flags) -> Result<Command, String> {
+    let command = match words {
         ["topic", "create", name] => Command::Create {
             name: name.to_string(),
-            partitions,
-            replication_factor,
-            configs: sets,
+            partitions: flags.partitions,
+            replication_factor: flags.replication_factor,
+            configs: flags.sets,
         },
         ["topic", "list"] => Command::List,
         ["topic", "describe", name] => Command::Describe(name.to_string()),
         ["topic", "describe-producers", name] => Command::DescribeProducers(name.to_string()),
-        ["topic", "alter", name] if !sets.is_empty() || !resets.is_empty() => Command::Alter {
-            name: name.to_string(),
-            changes: sets
-                .into_iter()
-                .map(|(k, v)| (k, Some(v)))
-                .chain(resets.into_iter().map(|k| (k, None)))
-                .collect(),
-        },
+        ["topic", "alter", name] if !flags.sets.is_empty() || !flags.resets.is_empty() => {
+            Command::Alter {
+                name: name.to_string(),
+                changes: flags
+                    .sets
+                    .into_iter()
+                    .map(|(k, v)| (k, Some(v)))
+                    .chain(flags.resets.into_iter().map(|k| (k, None)))
+                    .collect(),
+            }
+        }
         ["topic", "delete", name] => Command::Delete(name.to_string()),
         ["cluster", "status"] => Command::ClusterStatus,
         ["group", "list"] => Command::Group(GroupCommand::List),
         ["group", "describe", name] => Command::Group(GroupCommand::Describe(name.to_string())),
         ["group", "delete", name] => Command::Group(GroupCommand::Delete(name.to_string())),
-        ["group", "reset-offsets", name] => {
-            let [to] = reset_to.as_slice() else {
-                return Err(
-                    "reset-offsets needs exactly one of --to-earliest, --to-latest, \
-                            --to-datetime, --to-offset, --shift-by"
-                        .to_string(),
-                );
-            };
-            if group_topics.is_empty() != all_topics {
-                return Err("reset-offsets needs --topic T (one or more) or --all-topics".into());
-            }
-            Command::Group(GroupCommand::Reset {
-                group: name.to_string(),
-                topics: group_topics,
-                to: *to,
-                dry_run,
-            })
-        }
+        ["group", "reset-offsets", name] => Command::Group(reset_command(name, flags)?),
         _ => return Err(USAGE.to_string()),
     };
-    Ok((command, brokers))
+    Ok(command)
+}
+
+/// `group reset-offsets`: exactly one target, and topics or all of them.
+fn reset_command(group: &str, flags: Flags) -> Result<GroupCommand, String> {
+    let [to] = flags.reset_to.as_slice() else {
+        return Err(
+            "reset-offsets needs exactly one of --to-earliest, --to-latest, \
+                    --to-datetime, --to-offset, --shift-by"
+                .to_string(),
+        );
+    };
+    if flags.group_topics.is_empty() != flags.all_topics {
+        return Err("reset-offsets needs --topic T (one or more) or --all-topics".into());
+    }
+    Ok(GroupCommand::Reset {
+        group: group.to_string(),
+        topics: flags.group_topics,
+        to: *to,
+        dry_run: flags.dry_run,
+    })
 }
 
 /// Runs a command against the broker at `brokers`; returns what to print.
@@ -219,58 +255,8 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
                 let _ = writeln!(out, "{:<40} {:>10}", topic.name, topic.leaders.len());
             }
         }
-        Command::Describe(name) => {
-            cluster.refresh(Some(&[name.as_str()]), false).await?;
-            let topic = cluster.topic(&name).ok_or(ClientError::Broker(
-                kafka_protocol::ResponseError::UnknownTopicOrPartition.code(),
-            ))?;
-            let _ = writeln!(
-                out,
-                "topic {} id {} partitions {}",
-                topic.name,
-                topic.id,
-                topic.leaders.len()
-            );
-            for (index, leader) in topic.leaders.iter().enumerate() {
-                let info = topic.partitions.get(index).cloned().unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "  partition {index} leader {leader} epoch {} replicas {:?} isr {:?}",
-                    info.leader_epoch, info.replicas, info.isr
-                );
-            }
-            let _ = writeln!(out, "configs:");
-            for entry in cluster.describe_configs(&name).await? {
-                let origin = if entry.is_default { "default" } else { "set" };
-                let _ = writeln!(
-                    out,
-                    "  {} = {} ({origin})",
-                    entry.name,
-                    entry.value.unwrap_or_default()
-                );
-            }
-        }
-        Command::DescribeProducers(name) => {
-            for (partition, producers) in cluster.describe_producers(&name).await? {
-                match producers {
-                    Ok(producers) if producers.is_empty() => {
-                        let _ = writeln!(out, "partition {partition}: no idempotent producers");
-                    }
-                    Ok(producers) => {
-                        for p in producers {
-                            let _ = writeln!(
-                                out,
-                                "partition {partition} producer {} epoch {} last sequence {} last timestamp {}",
-                                p.producer_id, p.epoch, p.last_sequence, p.last_timestamp
-                            );
-                        }
-                    }
-                    Err(code) => {
-                        let _ = writeln!(out, "partition {partition}: error code {code}");
-                    }
-                }
-            }
-        }
+        Command::Describe(name) => out = describe(cluster, &name).await?,
+        Command::DescribeProducers(name) => out = describe_producers(cluster, &name).await?,
         Command::Alter { name, changes } => {
             let changes: Vec<(&str, Option<&str>)> = changes
                 .iter()
@@ -293,6 +279,67 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
             );
             for broker in description.brokers {
                 let _ = writeln!(out, "  broker {} at {}", broker.id, broker.address);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `topic describe`: partitions with leader, epoch, replicas and ISR,
+/// then every config and whether it is set or the default.
+async fn describe(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
+    let mut out = String::new();
+    cluster.refresh(Some(&[name]), false).await?;
+    let topic = cluster.topic(name).ok_or(ClientError::Broker(
+        kafka_protocol::ResponseError::UnknownTopicOrPartition.code(),
+    ))?;
+    let _ = writeln!(
+        out,
+        "topic {} id {} partitions {}",
+        topic.name,
+        topic.id,
+        topic.leaders.len()
+    );
+    for (index, leader) in topic.leaders.iter().enumerate() {
+        let info = topic.partitions.get(index).cloned().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  partition {index} leader {leader} epoch {} replicas {:?} isr {:?}",
+            info.leader_epoch, info.replicas, info.isr
+        );
+    }
+    let _ = writeln!(out, "configs:");
+    for entry in cluster.describe_configs(name).await? {
+        let origin = if entry.is_default { "default" } else { "set" };
+        let _ = writeln!(
+            out,
+            "  {} = {} ({origin})",
+            entry.name,
+            entry.value.unwrap_or_default()
+        );
+    }
+    Ok(out)
+}
+
+/// `topic describe-producers`: each partition's idempotent producers.
+async fn describe_producers(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
+    let mut out = String::new();
+    for (partition, producers) in cluster.describe_producers(name).await? {
+        match producers {
+            Ok(producers) if producers.is_empty() => {
+                let _ = writeln!(out, "partition {partition}: no idempotent producers");
+            }
+            Ok(producers) => {
+                for p in producers {
+                    let _ = writeln!(
+                        out,
+                        "partition {partition} producer {} epoch {} last sequence {} last timestamp {}",
+                        p.producer_id, p.epoch, p.last_sequence, p.last_timestamp
+                    );
+                }
+            }
+            Err(code) => {
+                let _ = writeln!(out, "partition {partition}: error code {code}");
             }
         }
     }

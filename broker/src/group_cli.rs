@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
+use client::groups::MemberDescription;
 use kafka_protocol::ResponseError;
 
 use crate::groups::consumer_protocol::assigned_partitions;
@@ -151,6 +152,8 @@ async fn bounds_of(
         .collect())
 }
 
+/// `group describe`: the group's state, its members with their
+/// assignments, then every partition committed or assigned with its lag.
 async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
     let description = cluster.describe_group(group).await?;
     let committed = cluster.committed_offsets(group, None).await?;
@@ -165,33 +168,7 @@ async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<()
         description.protocol_type,
         description.protocol
     );
-    // Who owns each partition.
-    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
-    for member in &description.members {
-        let assigned = assigned_partitions(&member.assignment).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  member {} client {} host {}{} assigned {}",
-            member.member_id,
-            member.client_id,
-            member.client_host,
-            member
-                .instance_id
-                .as_ref()
-                .map(|i| format!(" instance {i}"))
-                .unwrap_or_default(),
-            assigned
-                .iter()
-                .map(|(t, ps)| format!("{t}{ps:?}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        for (topic, partitions) in assigned {
-            for p in partitions {
-                owners.insert((topic.clone(), p), member.member_id.clone());
-            }
-        }
-    }
+    let owners = write_members(&description.members, out);
     // Every partition committed or assigned, with its lag.
     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for (topic, partition) in committed.keys().chain(owners.keys()) {
@@ -216,24 +193,63 @@ async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<()
                 log_start,
                 log_end,
             };
-            let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-            let _ = writeln!(
-                out,
-                "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  {}",
-                topic,
-                p,
-                show(lag.committed),
-                log_start,
-                log_end,
-                lag.lag(),
-                show(lag.retention_margin()),
-                owners.get(&key).map_or("-", |m| m.as_str())
-            );
+            let owner = owners.get(&key).map_or("-", |m| m.as_str());
+            write_lag_row(out, &key, &lag, owner);
         }
     }
     Ok(())
 }
 
+/// Writes a line per member; returns who owns each assigned partition.
+fn write_members(
+    members: &[MemberDescription],
+    out: &mut String,
+) -> BTreeMap<(String, i32), String> {
+    let mut owners = BTreeMap::new();
+    for member in members {
+        let assigned = assigned_partitions(&member.assignment).unwrap_or_default();
+        let instance = member
+            .instance_id
+            .as_ref()
+            .map(|i| format!(" instance {i}"))
+            .unwrap_or_default();
+        let partitions = assigned
+            .iter()
+            .map(|(t, ps)| format!("{t}{ps:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(
+            out,
+            "  member {} client {} host {}{instance} assigned {partitions}",
+            member.member_id, member.client_id, member.client_host,
+        );
+        for (topic, partitions) in assigned {
+            for p in partitions {
+                owners.insert((topic.clone(), p), member.member_id.clone());
+            }
+        }
+    }
+    owners
+}
+
+fn write_lag_row(out: &mut String, (topic, p): &(String, i32), lag: &PartitionLag, owner: &str) {
+    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  {}",
+        topic,
+        p,
+        show(lag.committed),
+        lag.log_start,
+        lag.log_end,
+        lag.lag(),
+        show(lag.retention_margin()),
+        owner
+    );
+}
+
+/// `group reset-offsets`: moves an empty group's committed offsets (each
+/// clamped to its partition's log), or prints the plan on a dry run.
 async fn reset(
     cluster: &Cluster,
     group: &str,
@@ -262,32 +278,7 @@ async fn reset(
     };
     let mut plan: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for topic in &topics {
-        let info = cluster.topic_info(topic, false).await?;
-        let partitions: Vec<i32> = (0..info.leaders.len() as i32).collect();
-        let bounds = bounds_of(cluster, topic, &partitions).await?;
-        let by_time = match to {
-            ResetTo::Datetime(ms) => {
-                Some(list_offsets(cluster, topic, &partitions, StartAt::Timestamp(ms)).await?)
-            }
-            _ => None,
-        };
-        for p in partitions {
-            let (start, end) = bounds.get(&p).copied().unwrap_or((0, 0));
-            let current = committed.get(&(topic.clone(), p)).copied();
-            let target = match to {
-                ResetTo::Earliest => start,
-                ResetTo::Latest => end,
-                // No record at or after the time: the end.
-                ResetTo::Datetime(_) => by_time
-                    .as_ref()
-                    .and_then(|m| m.get(&p).copied())
-                    .filter(|o| *o >= 0)
-                    .unwrap_or(end),
-                ResetTo::Offset(o) => o,
-                ResetTo::ShiftBy(n) => current.unwrap_or(start).saturating_add(n),
-            };
-            plan.insert((topic.clone(), p), target.clamp(start, end));
-        }
+        plan.extend(reset_targets(cluster, topic, to, &committed).await?);
     }
     let _ = writeln!(
         out,
@@ -307,6 +298,43 @@ async fn reset(
         let _ = writeln!(out, "reset {} partitions of group {group}", plan.len());
     }
     Ok(())
+}
+
+/// Where a reset moves each partition of `topic`, within its log.
+async fn reset_targets(
+    cluster: &Cluster,
+    topic: &str,
+    to: ResetTo,
+    committed: &BTreeMap<(String, i32), i64>,
+) -> Result<Vec<((String, i32), i64)>, ClientError> {
+    let info = cluster.topic_info(topic, false).await?;
+    let partitions: Vec<i32> = (0..info.leaders.len() as i32).collect();
+    let bounds = bounds_of(cluster, topic, &partitions).await?;
+    let by_time = match to {
+        ResetTo::Datetime(ms) => {
+            Some(list_offsets(cluster, topic, &partitions, StartAt::Timestamp(ms)).await?)
+        }
+        _ => None,
+    };
+    let mut targets = Vec::new();
+    for p in partitions {
+        let (start, end) = bounds.get(&p).copied().unwrap_or((0, 0));
+        let current = committed.get(&(topic.to_string(), p)).copied();
+        let target = match to {
+            ResetTo::Earliest => start,
+            ResetTo::Latest => end,
+            // No record at or after the time: the end.
+            ResetTo::Datetime(_) => by_time
+                .as_ref()
+                .and_then(|m| m.get(&p).copied())
+                .filter(|o| *o >= 0)
+                .unwrap_or(end),
+            ResetTo::Offset(o) => o,
+            ResetTo::ShiftBy(n) => current.unwrap_or(start).saturating_add(n),
+        };
+        targets.push(((topic.to_string(), p), target.clamp(start, end)));
+    }
+    Ok(targets)
 }
 
 #[cfg(test)]

@@ -1,5 +1,25 @@
-//! The broker: its configuration, the Kafka protocol handling, the
-//! thread-per-core server, and the admin subcommands.
+//! The broker: the thread-per-core server, its configuration, the Kafka
+//! protocol handling, and the admin subcommands.
+//!
+//! The server stacks in layers; each uses only those below it (the test
+//! command's import-cycle check refuses a cycle between modules):
+//!
+//! ```text
+//!   server       transports: Kafka handlers, HTTP (neither imports the
+//!                other), connections, ports, metrics, health; shard.rs
+//!                is the composition root, the one place naming every service
+//!   coordinator  the group coordinator (on groups/, sans-IO)
+//!   replica      roles from the metadata, the ISR loop, follower fetchers
+//!   partition    a shard's partitions: the table, roles, one interface
+//!                (append-and-acknowledge, bounded read with long poll,
+//!                epoch checks) and the per-partition fan-out
+//!   cluster      this broker's metadata view, routing, controller link, lease
+//!   runtime      invoke on a shard, clocks, bounded waits (no Kafka)
+//! ```
+//!
+//! Beside them: `kafka` (framing, bounds walkers, decoding, shared
+//! answers), `groups` (membership and offsets state machines), `config`,
+//! `counters`, and the binaries' subcommands.
 
 #![warn(missing_docs)]
 

@@ -8,67 +8,37 @@ use broker::config::{BrokerConfig, CommandLine};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    if args
-        .first()
-        .is_some_and(|a| a == "--help" || a == "-h" || a == "help")
-    {
-        println!("{}", broker::admin_cli::USAGE);
-        return;
-    }
-    if args.first().is_some_and(|a| {
-        matches!(
-            a.as_str(),
-            "topic" | "cluster" | "group" | "dump-log" | "dump-metadata"
-        )
-    }) {
-        init_logging(false);
-    }
-    if args
-        .first()
-        .is_some_and(|a| a == "topic" || a == "cluster" || a == "group")
-    {
-        let outcome = broker::admin_cli::parse(&args)
-            .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
-        match outcome {
-            Ok(out) => print!("{out}"),
-            Err(e) => {
-                eprintln!("broker: {e}");
-                std::process::exit(1);
-            }
+    let command = args.first().cloned().unwrap_or_default();
+    match command.as_str() {
+        "--help" | "-h" | "help" => println!("{}", broker::admin_cli::USAGE),
+        "topic" | "cluster" | "group" => {
+            init_logging(false);
+            let outcome = broker::admin_cli::parse(&args)
+                .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
+            print_or_exit(outcome);
         }
-        return;
-    }
-    if args.first().is_some_and(|a| a == "dump-log") {
-        let Some(dir) = args.get(1) else {
-            eprintln!("broker: usage: broker dump-log PARTITION_DIR");
-            std::process::exit(2);
-        };
-        match broker::dump_log::run(dir.into()) {
-            Ok(out) => print!("{out}"),
-            Err(e) => {
-                eprintln!("broker: {e}");
-                std::process::exit(1);
-            }
+        "dump-log" => {
+            init_logging(false);
+            let dir = arg_or_usage(&args, "broker dump-log PARTITION_DIR");
+            print_or_exit(broker::dump_log::run(dir.into()));
         }
-        return;
-    }
-    if args.first().is_some_and(|a| a == "dump-metadata") {
-        let Some(dir) = args.get(1) else {
-            eprintln!("broker: usage: broker dump-metadata METADATA_DIR");
-            std::process::exit(2);
-        };
-        match broker::dump_metadata::run(dir.into()) {
-            Ok(out) => print!("{out}"),
-            Err(e) => {
-                eprintln!("broker: {e}");
-                std::process::exit(1);
-            }
+        "dump-metadata" => {
+            init_logging(false);
+            let dir = arg_or_usage(&args, "broker dump-metadata METADATA_DIR");
+            print_or_exit(broker::dump_metadata::run(dir.into()));
         }
-        return;
+        _ => {
+            if command == "serve" {
+                args.remove(0);
+            }
+            serve(args);
+        }
     }
-    if args.first().is_some_and(|a| a == "serve") {
-        args.remove(0);
-    }
+}
+
+/// Loads the configuration from the command line, the file and the
+/// environment, and runs the broker until it stops.
+fn serve(args: Vec<String>) {
     let config = match CommandLine::parse(args).and_then(|line| BrokerConfig::load(&line)) {
         Ok(config) => config,
         Err(e) => {
@@ -78,6 +48,28 @@ fn main() {
     };
     init_logging(config.log_format == "json");
     std::process::exit(broker::process::serve(config));
+}
+
+/// The subcommand's one argument, or its usage and exit status 2.
+fn arg_or_usage<'a>(args: &'a [String], usage: &str) -> &'a str {
+    match args.get(1) {
+        Some(arg) => arg,
+        None => {
+            eprintln!("broker: usage: {usage}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Prints a subcommand's output, or its error and exit status 1.
+fn print_or_exit<E: std::fmt::Display>(outcome: Result<String, E>) {
+    match outcome {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("broker: {e}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default info). As `json`

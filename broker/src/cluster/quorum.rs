@@ -110,15 +110,25 @@ pub async fn register_and_heartbeat(
 ) {
     let id = BrokerId(config.node_id);
     // Each start registers a larger incarnation: the wall clock in ms.
-    let incarnation = Incarnation(wall_ms().max(1) as u64);
-    let mut registration = BrokerRegistration {
+    let registration = BrokerRegistration {
         id,
-        incarnation,
+        incarnation: Incarnation(wall_ms().max(1) as u64),
         listener: advertised,
         rack: config.rack.clone(),
         shards: shards as u16,
     };
-    let heartbeat_every = Duration::from_millis(config.broker_heartbeat_interval_ms);
+    let incarnation = register(&service, registration, &life).await;
+    life.incarnation.set(Some(incarnation));
+    heartbeat_while_alive(&service, &config, (id, incarnation), &life, on_live).await;
+}
+
+/// Registers once some node leads the quorum, retrying until the
+/// controller accepts; the incarnation registered.
+async fn register(
+    service: &MetadataService,
+    mut registration: BrokerRegistration,
+    life: &BrokerLife,
+) -> Incarnation {
     loop {
         // Some node must lead first (this one, or one it forwards to).
         while service.view().leader.is_none() {
@@ -128,7 +138,7 @@ pub async fn register_and_heartbeat(
             .request(ControllerRequest::RegisterBroker(registration.clone()))
             .await
         {
-            Ok(()) => break,
+            Ok(()) => return registration.incarnation,
             // The clock went back since an earlier life: go one past it.
             Err(RequestError::Refused(MetadataError::StaleIncarnation { current, .. })) => {
                 registration.incarnation = Incarnation(current.0 + 1);
@@ -140,17 +150,25 @@ pub async fn register_and_heartbeat(
             }
         }
     }
-    let incarnation = registration.incarnation;
-    life.incarnation.set(Some(incarnation));
+}
+
+/// Heartbeats this life until the broker shuts down: each answered one
+/// extends the lease; the first that finds the life unfenced calls
+/// `on_live`.
+async fn heartbeat_while_alive(
+    service: &MetadataService,
+    config: &BrokerConfig,
+    (id, incarnation): (BrokerId, Incarnation),
+    life: &BrokerLife,
+    on_live: impl FnOnce(),
+) {
+    let heartbeat_every = Duration::from_millis(config.broker_heartbeat_interval_ms);
     let session = Duration::from_millis(config.broker_session_timeout_ms);
     let mut on_live = Some(on_live);
-    loop {
-        if life.shutting_down.get() {
-            return;
-        }
+    while !life.shutting_down.get() {
         let started = std::time::Instant::now();
         let sent_ms = monotonic_ms();
-        match heartbeat(&service, id, incarnation, session / 2).await {
+        match heartbeat(service, id, incarnation, session / 2).await {
             Ok(()) => {
                 // The controller fences a broker silent for a session from
                 // when it last heard it, which is after this was sent.
@@ -162,7 +180,7 @@ pub async fn register_and_heartbeat(
             Err(why) => *life.controller_error.borrow_mut() = Some(why),
         }
         // The first heartbeat unfences the new life.
-        if on_live.is_some() && is_live(&service, id, incarnation) {
+        if on_live.is_some() && is_live(service, id, incarnation) {
             if let Some(announce) = on_live.take() {
                 life.live.set(true);
                 announce();

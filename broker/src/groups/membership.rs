@@ -376,62 +376,21 @@ impl Group {
                 &join.member_id,
             ));
         }
-        // A static member coming back takes over its old member id's place.
-        let mut member_id = join.member_id.clone();
-        let mut replaced_static = false;
-        if let Some(instance) = &join.instance_id {
-            if let Some(old) = self.statics.get(instance).cloned() {
-                if member_id.is_empty() {
-                    member_id = self.replace_static(&old, &join, now);
-                    replaced_static = true;
-                } else if member_id != old {
-                    return JoinStep::Answer(Joined::error(
-                        ResponseError::FencedInstanceId,
-                        &member_id,
-                    ));
-                }
-            }
-        }
-        if member_id.is_empty() {
-            let id = self.new_member_id(&join.client_id);
-            if join.require_known_member_id && join.instance_id.is_none() {
-                self.announced
-                    .insert(id.clone(), now + join.session_timeout);
-                return JoinStep::Answer(Joined::error(ResponseError::MemberIdRequired, &id));
-            }
-            member_id = id;
-        } else if !self.members.contains_key(&member_id)
-            && self.announced.remove(&member_id).is_none()
-        {
-            return JoinStep::Answer(Joined::error(ResponseError::UnknownMemberId, &member_id));
-        }
+        let (member_id, replaced_static) = match self.joining_member_id(&join, now) {
+            Ok(joining) => joining,
+            Err(refused) => return JoinStep::Answer(refused),
+        };
         if !self.compatible(&join.protocols) {
             return JoinStep::Answer(Joined::error(
                 ResponseError::InconsistentGroupProtocol,
                 &member_id,
             ));
         }
-        let known = self.members.get(&member_id).cloned();
-        let unchanged = known
-            .as_ref()
+        let unchanged = self
+            .members
+            .get(&member_id)
             .is_some_and(|m| m.protocols == join.protocols);
-        self.protocol_type = Some(join.protocol_type.clone());
-        if let Some(instance) = &join.instance_id {
-            self.statics.insert(instance.clone(), member_id.clone());
-        }
-        self.members.insert(
-            member_id.clone(),
-            Member {
-                instance_id: join.instance_id.clone(),
-                client_id: join.client_id.clone(),
-                client_host: join.client_host.clone(),
-                protocols: join.protocols.clone(),
-                session_timeout: join.session_timeout,
-                rebalance_timeout: join.rebalance_timeout,
-                last_heard: now,
-                assignment: known.map(|m| m.assignment).unwrap_or_default(),
-            },
-        );
+        self.admit(&member_id, &join, now);
         // A known member rejoining a stable group with the same protocols
         // (e.g. a lost answer) gets the current generation back; so does a
         // static member's new life, even the leader's (told to skip the
@@ -447,6 +406,68 @@ impl Group {
             self.start_rebalance(now);
         }
         JoinStep::Wait(member_id)
+    }
+
+    /// The member id a join goes on with, and whether it replaced a
+    /// static member's old id; or the refusal to answer: a static member
+    /// coming back takes over its old id's place (another id for the same
+    /// instance is fenced), a new member gets an id (first answered with
+    /// MEMBER_ID_REQUIRED when the client asks to know it first), an id
+    /// the group never gave out is unknown.
+    fn joining_member_id(&mut self, join: &Join, now: Instant) -> Result<(MemberId, bool), Joined> {
+        let mut member_id = join.member_id.clone();
+        let mut replaced_static = false;
+        if let Some(instance) = &join.instance_id {
+            if let Some(old) = self.statics.get(instance).cloned() {
+                if member_id.is_empty() {
+                    member_id = self.replace_static(&old, join, now);
+                    replaced_static = true;
+                } else if member_id != old {
+                    return Err(Joined::error(ResponseError::FencedInstanceId, &member_id));
+                }
+            }
+        }
+        if member_id.is_empty() {
+            let id = self.new_member_id(&join.client_id);
+            if join.require_known_member_id && join.instance_id.is_none() {
+                self.announced
+                    .insert(id.clone(), now + join.session_timeout);
+                return Err(Joined::error(ResponseError::MemberIdRequired, &id));
+            }
+            member_id = id;
+        } else if !self.members.contains_key(&member_id)
+            && self.announced.remove(&member_id).is_none()
+        {
+            return Err(Joined::error(ResponseError::UnknownMemberId, &member_id));
+        }
+        Ok((member_id, replaced_static))
+    }
+
+    /// Records the joining member (keeping the assignment a known member
+    /// holds).
+    fn admit(&mut self, member_id: &MemberId, join: &Join, now: Instant) {
+        let assignment = self
+            .members
+            .get(member_id)
+            .map(|m| m.assignment.clone())
+            .unwrap_or_default();
+        self.protocol_type = Some(join.protocol_type.clone());
+        if let Some(instance) = &join.instance_id {
+            self.statics.insert(instance.clone(), member_id.clone());
+        }
+        self.members.insert(
+            member_id.clone(),
+            Member {
+                instance_id: join.instance_id.clone(),
+                client_id: join.client_id.clone(),
+                client_host: join.client_host.clone(),
+                protocols: join.protocols.clone(),
+                session_timeout: join.session_timeout,
+                rebalance_timeout: join.rebalance_timeout,
+                last_heard: now,
+                assignment,
+            },
+        );
     }
 
     /// A static member's new life replaces the old member id (which is

@@ -1,7 +1,7 @@
 //! Consumer groups: one group's membership (join, sync, heartbeat, leave,
 //! timeouts, static members), the groups of one `__consumer_offsets`
 //! partition rebuilt from its records, the records' layout, and lag. All
-//! sans-IO; `server::coordinator` runs them on the partition's shard.
+//! sans-IO; `crate::coordinator` runs them on the partition's shard.
 
 pub mod consumer_protocol;
 pub mod lag;

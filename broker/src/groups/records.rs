@@ -182,90 +182,96 @@ pub fn decode_key(bytes: &[u8]) -> Result<Key, RecordError> {
 pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     let mut r = Reader { buf: bytes };
     let version = r.i16()?;
+    if !(0..=3).contains(&version) {
+        return Err(RecordError::Version(version));
+    }
     let value = match key {
-        Key::Offset { .. } => {
-            if !(0..=3).contains(&version) {
-                return Err(RecordError::Version(version));
-            }
-            let offset = r.i64()?;
-            let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
-            let metadata = r.string()?;
-            let commit_timestamp = r.i64()?;
-            if version == 1 {
-                r.i64()?; // expire_timestamp, no longer used
-            }
-            Value::Offset(CommittedOffset {
-                offset,
-                leader_epoch,
-                metadata,
-                commit_timestamp,
-            })
-        }
-        Key::Group(_) => {
-            if !(0..=3).contains(&version) {
-                return Err(RecordError::Version(version));
-            }
-            let protocol_type = r.string()?;
-            let generation = r.i32()?;
-            let protocol = r.nullable_string()?;
-            let leader = r.nullable_string()?;
-            if version >= 2 {
-                r.i64()?; // current_state_timestamp
-            }
-            let count = r.i32()?;
-            // Every member takes at least 20 bytes; a count the bytes
-            // cannot back is refused before anything is reserved.
-            if count < 0 || count as usize > r.buf.len() / 20 {
-                return Err(RecordError::Malformed("member count"));
-            }
-            let mut members = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                let member_id = r.string()?;
-                let instance_id = if version >= 3 {
-                    r.nullable_string()?
-                } else {
-                    None
-                };
-                let client_id = r.string()?;
-                let client_host = r.string()?;
-                let session_then_rebalance = |r: &mut Reader| -> Result<(i32, i32), RecordError> {
-                    if version >= 1 {
-                        let rebalance = r.i32()?;
-                        Ok((r.i32()?, rebalance))
-                    } else {
-                        let session = r.i32()?;
-                        Ok((session, session))
-                    }
-                };
-                let (session, rebalance) = session_then_rebalance(&mut r)?;
-                members.push(MemberSnapshot {
-                    member_id,
-                    instance_id,
-                    client_id,
-                    client_host,
-                    session_timeout: Duration::from_millis(session.max(0) as u64),
-                    rebalance_timeout: Duration::from_millis(rebalance.max(0) as u64),
-                    subscription: r.bytes()?,
-                    assignment: r.bytes()?,
-                });
-            }
-            let state = if members.is_empty() {
-                GroupState::Empty
-            } else {
-                GroupState::Stable
-            };
-            Value::Group(GroupSnapshot {
-                state,
-                protocol_type,
-                generation,
-                protocol,
-                leader,
-                members,
-            })
-        }
+        Key::Offset { .. } => Value::Offset(decode_offset(&mut r, version)?),
+        Key::Group(_) => Value::Group(decode_group(&mut r, version)?),
     };
     r.end()?;
     Ok(value)
+}
+
+/// A committed offset's value, versions 0-3.
+fn decode_offset(r: &mut Reader, version: i16) -> Result<CommittedOffset, RecordError> {
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string()?;
+    let commit_timestamp = r.i64()?;
+    if version == 1 {
+        r.i64()?; // expire_timestamp, no longer used
+    }
+    Ok(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+    })
+}
+
+/// A group's membership value, versions 0-3.
+fn decode_group(r: &mut Reader, version: i16) -> Result<GroupSnapshot, RecordError> {
+    let protocol_type = r.string()?;
+    let generation = r.i32()?;
+    let protocol = r.nullable_string()?;
+    let leader = r.nullable_string()?;
+    if version >= 2 {
+        r.i64()?; // current_state_timestamp
+    }
+    let count = r.i32()?;
+    // Every member takes at least 20 bytes; a count the bytes cannot back
+    // is refused before anything is reserved.
+    if count < 0 || count as usize > r.buf.len() / 20 {
+        return Err(RecordError::Malformed("member count"));
+    }
+    let mut members = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        members.push(decode_member(r, version)?);
+    }
+    let state = if members.is_empty() {
+        GroupState::Empty
+    } else {
+        GroupState::Stable
+    };
+    Ok(GroupSnapshot {
+        state,
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        members,
+    })
+}
+
+/// One member of a group's value.
+fn decode_member(r: &mut Reader, version: i16) -> Result<MemberSnapshot, RecordError> {
+    let member_id = r.string()?;
+    let instance_id = if version >= 3 {
+        r.nullable_string()?
+    } else {
+        None
+    };
+    let client_id = r.string()?;
+    let client_host = r.string()?;
+    // v0 has one timeout for both; v1+ the rebalance timeout first.
+    let (session, rebalance) = if version >= 1 {
+        let rebalance = r.i32()?;
+        (r.i32()?, rebalance)
+    } else {
+        let session = r.i32()?;
+        (session, session)
+    };
+    Ok(MemberSnapshot {
+        member_id,
+        instance_id,
+        client_id,
+        client_host,
+        session_timeout: Duration::from_millis(session.max(0) as u64),
+        rebalance_timeout: Duration::from_millis(rebalance.max(0) as u64),
+        subscription: r.bytes()?,
+        assignment: r.bytes()?,
+    })
 }
 
 /// A bounded reader over one key or value.

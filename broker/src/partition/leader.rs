@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use control::BrokerId;
 use futures::future::{select, Either};
 use kafka_protocol::ResponseError;
 use replication::leader::{AckError, AckState};
@@ -57,10 +58,10 @@ pub fn advance_high_watermark(partition: &OpenPartition) {
 /// `epoch` (-1: not checked).
 pub fn on_replica_fetch(
     partition: &OpenPartition,
-    follower: i32,
-    fetch_offset: i64,
+    follower: BrokerId,
+    fetch_offset: Offset,
     epoch: i32,
-) -> Result<i64, Code> {
+) -> Result<Offset, Code> {
     {
         let mut role = partition.role.borrow_mut();
         let Role::Leader(leading) = &mut *role else {
@@ -70,10 +71,10 @@ pub fn on_replica_fetch(
         let log_end = partition.log.log_end();
         leading
             .state
-            .record_fetch(follower, Offset(fetch_offset), log_end, monotonic_ms());
+            .record_fetch(follower.0, fetch_offset, log_end, monotonic_ms());
     }
     advance_high_watermark(partition);
-    Ok(partition.log.high_watermark().0)
+    Ok(partition.log.high_watermark())
 }
 
 /// Whether an acks=all produce may be appended: this broker leads and the

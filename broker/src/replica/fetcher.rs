@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use client::connection::Connection;
 use control::BrokerId;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
@@ -239,6 +240,21 @@ fn still_followed(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoc
         .is_some_and(|f| f.epoch == epoch)
 }
 
+/// A partition named in a request to the leader: its key, what the
+/// fetcher knew of it when asking, its log.
+type Asked = (PartitionKey, Followed, Rc<OpenPartition>);
+
+/// The asked partition an answer is about.
+fn find_asked<'a>(asked: &'a [Asked], topic: &str, index: i32) -> Option<&'a Asked> {
+    asked
+        .iter()
+        .find(|(k, f, _)| f.topic == topic && k.index as i32 == index)
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
 /// Truncates followed logs to where they agree with the leader (one
 /// OffsetForLeaderEpoch round); returns whether the leader was asked.
 async fn truncate(
@@ -247,15 +263,43 @@ async fn truncate(
     connection: &mut Connection,
     untruncated: &[&(PartitionKey, Followed)],
 ) -> Result<bool, RoundError> {
+    let Some((request, asked)) = epochs_request(shard, partitions, untruncated) else {
+        return Ok(false);
+    };
+    let response = connection
+        .call(&request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        .await?;
+    for topic in &response.topics {
+        for answer in &topic.partitions {
+            let Some(asked) = find_asked(&asked, topic.topic.as_str(), answer.partition) else {
+                continue;
+            };
+            if answer.error_code != 0 || !still_followed(partitions, asked.0, asked.1.epoch) {
+                continue; // asked again next round, or after the metadata moves
+            }
+            let leader_answer = (answer.leader_epoch >= 0)
+                .then_some((LeaderEpoch(answer.leader_epoch), Offset(answer.end_offset)));
+            truncate_one(shard, partitions, asked, leader_answer).await?;
+        }
+    }
+    Ok(true)
+}
+
+/// The OffsetForLeaderEpoch request for the partitions not yet truncated
+/// (each one's latest epoch), or None when none needs asking; an empty
+/// log agrees with every leader and is marked truncated here.
+fn epochs_request(
+    shard: &Partitions,
+    partitions: &FollowedMap,
+    untruncated: &[&(PartitionKey, Followed)],
+) -> Option<(OffsetForLeaderEpochRequest, Vec<Asked>)> {
     let mut asked = Vec::new();
     let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
     for (key, followed) in untruncated {
         let Some(partition) = followed_log(shard, *key, followed.epoch) else {
             continue;
         };
-        let epochs = partition.log.epochs();
-        let Some(latest) = epochs.latest() else {
-            // An empty log agrees with every leader.
+        let Some(latest) = partition.log.epochs().latest() else {
             mark_truncated(partitions, *key, followed.epoch);
             continue;
         };
@@ -268,55 +312,47 @@ async fn truncate(
         asked.push((*key, followed.clone(), partition));
     }
     if asked.is_empty() {
-        return Ok(false);
+        return None;
     }
+    let topics = topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            OffsetForLeaderTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect();
     let request = OffsetForLeaderEpochRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(shard.cluster.me.0))
-        .with_topics(
-            topics
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    OffsetForLeaderTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        );
-    let response = connection
-        .call(&request, OFFSET_FOR_LEADER_EPOCH_VERSION)
-        .await?;
-    for topic in &response.topics {
-        for answer in &topic.partitions {
-            let Some((key, followed, partition)) = asked.iter().find(|(k, f, _)| {
-                f.topic == topic.topic.as_str() && k.index as i32 == answer.partition
-            }) else {
-                continue;
-            };
-            if answer.error_code != 0 || !still_followed(partitions, *key, followed.epoch) {
-                continue; // asked again next round, or after the metadata moves
-            }
-            let leader_answer = (answer.leader_epoch >= 0)
-                .then_some((LeaderEpoch(answer.leader_epoch), Offset(answer.end_offset)));
-            let _writing = partition.replica_writes.lock().await;
-            if followed_log(shard, *key, followed.epoch).is_none() {
-                continue; // its role changed meanwhile
-            }
-            let log = &partition.log;
-            let step = truncation_step(&log.epochs(), log.log_end(), leader_answer);
-            let (cut, done) = match step {
-                Truncation::Done(at) => (at, true),
-                Truncation::Again(at) => (at, false),
-            };
-            if cut < log.log_end() {
-                tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = cut.0, "truncating to the leader's log");
-                log.truncate_to(cut).await?;
-            }
-            if done {
-                mark_truncated(partitions, *key, followed.epoch);
-            }
-        }
+        .with_topics(topics);
+    Some((request, asked))
+}
+
+/// Cuts one log by the leader's answer (its end of our latest epoch);
+/// marks it truncated once both agree.
+async fn truncate_one(
+    shard: &Partitions,
+    partitions: &FollowedMap,
+    (key, followed, partition): &Asked,
+    leader_answer: Option<(LeaderEpoch, Offset)>,
+) -> Result<(), RoundError> {
+    let _writing = partition.replica_writes.lock().await;
+    if followed_log(shard, *key, followed.epoch).is_none() {
+        return Ok(()); // its role changed meanwhile
     }
-    Ok(true)
+    let log = &partition.log;
+    let (cut, done) = match truncation_step(&log.epochs(), log.log_end(), leader_answer) {
+        Truncation::Done(at) => (at, true),
+        Truncation::Again(at) => (at, false),
+    };
+    if cut < log.log_end() {
+        tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = cut.0, "truncating to the leader's log");
+        log.truncate_to(cut).await?;
+    }
+    if done {
+        mark_truncated(partitions, *key, followed.epoch);
+    }
+    Ok(())
 }
 
 fn mark_truncated(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoch) {
@@ -327,12 +363,58 @@ fn mark_truncated(partitions: &FollowedMap, key: PartitionKey, epoch: LeaderEpoc
     }
 }
 
+/// One Fetch for every truncated partition; appends what comes back.
 async fn fetch(
     shard: &Partitions,
     partitions: &FollowedMap,
     connection: &mut Connection,
     ready: &[&(PartitionKey, Followed)],
 ) -> Result<(), RoundError> {
+    let Some((request, asked)) = fetch_request(shard, ready) else {
+        glommio::timer::sleep(IDLE).await;
+        return Ok(());
+    };
+    let response = connection.call(&request, FETCH_VERSION).await?;
+    let mut backed_off = false;
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            let Some(asked) = find_asked(&asked, topic.topic.as_str(), data.partition_index) else {
+                continue;
+            };
+            let (key, followed, _) = asked;
+            if !still_followed(partitions, *key, followed.epoch) {
+                continue;
+            }
+            match ResponseError::try_from_code(data.error_code) {
+                None => take_fetched(shard, partitions, asked, data).await?,
+                Some(ResponseError::OffsetOutOfRange) => {
+                    // This log ends past the leader's: find the common
+                    // point again.
+                    if let Some(f) = partitions.borrow_mut().get_mut(key) {
+                        f.truncated = false;
+                    }
+                }
+                Some(error) => {
+                    // Not (yet) the leader in this epoch, as far as it
+                    // knows: wait for the metadata to settle.
+                    tracing::debug!(topic = %followed.topic, partition = key.index, ?error, "replica fetch refused");
+                    if !backed_off {
+                        backed_off = true;
+                        glommio::timer::sleep(IDLE).await;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Fetch request (as replica) from each ready partition's log end, or
+/// None when none is still followed.
+fn fetch_request(
+    shard: &Partitions,
+    ready: &[&(PartitionKey, Followed)],
+) -> Option<(FetchRequest, Vec<Asked>)> {
     let mut asked = Vec::new();
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
     for (key, followed) in ready {
@@ -351,9 +433,16 @@ async fn fetch(
         asked.push((*key, (*followed).clone(), partition));
     }
     if asked.is_empty() {
-        glommio::timer::sleep(IDLE).await;
-        return Ok(());
+        return None;
     }
+    let topics = topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect();
     let request = FetchRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(shard.cluster.me.0))
         .with_replica_state(ReplicaState::default())
@@ -361,75 +450,44 @@ async fn fetch(
         .with_min_bytes(1)
         .with_max_bytes(FETCH_BYTES_MAX)
         .with_session_epoch(-1)
-        .with_topics(
-            topics
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        );
-    let response = connection.call(&request, FETCH_VERSION).await?;
-    let mut backed_off = false;
-    for topic in &response.responses {
-        for data in &topic.partitions {
-            let Some((key, followed, partition)) = asked.iter().find(|(k, f, _)| {
-                f.topic == topic.topic.as_str() && k.index as i32 == data.partition_index
-            }) else {
-                continue;
-            };
-            if !still_followed(partitions, *key, followed.epoch) {
-                continue;
-            }
-            match ResponseError::try_from_code(data.error_code) {
-                None => {}
-                Some(ResponseError::OffsetOutOfRange) => {
-                    // This log ends past the leader's: find the common
-                    // point again.
-                    if let Some(f) = partitions.borrow_mut().get_mut(key) {
-                        f.truncated = false;
-                    }
-                    continue;
-                }
-                Some(error) => {
-                    // Not (yet) the leader in this epoch, as far as it
-                    // knows: wait for the metadata to settle.
-                    tracing::debug!(topic = %followed.topic, partition = key.index, ?error, "replica fetch refused");
-                    if !backed_off {
-                        backed_off = true;
-                        glommio::timer::sleep(IDLE).await;
-                    }
-                    continue;
-                }
-            }
-            let records = data.records.clone().unwrap_or_default();
-            let _writing = partition.replica_writes.lock().await;
-            if followed_log(shard, *key, followed.epoch).is_none()
-                || !still_followed(partitions, *key, followed.epoch)
-            {
-                continue; // its role changed while the fetch was out
-            }
-            append_batches(partition, &records).await?;
-            let log = &partition.log;
-            let fsync = shard
-                .cluster
-                .view
-                .borrow()
-                .metadata
-                .topics
-                .get(&key.topic)
-                .is_none_or(|t| t.config.fsync_before_ack);
-            if fsync && log.flushed() < log.log_end() {
-                log.flush().await?;
-            }
-            let high_watermark = Offset(data.high_watermark).min(log.log_end());
-            if high_watermark > log.high_watermark() {
-                log.set_high_watermark(high_watermark);
-                partition.notify_arrival();
-            }
-        }
+        .with_topics(topics);
+    Some((request, asked))
+}
+
+/// Appends one partition's fetched batches (under its replica-writes
+/// lock, if it is still followed in the epoch asked), fdatasyncs them
+/// when the topic counts only fdatasync'd copies, and takes the leader's
+/// high watermark.
+async fn take_fetched(
+    shard: &Partitions,
+    partitions: &FollowedMap,
+    (key, followed, partition): &Asked,
+    data: &PartitionData,
+) -> Result<(), RoundError> {
+    let records = data.records.clone().unwrap_or_default();
+    let _writing = partition.replica_writes.lock().await;
+    if followed_log(shard, *key, followed.epoch).is_none()
+        || !still_followed(partitions, *key, followed.epoch)
+    {
+        return Ok(()); // its role changed while the fetch was out
+    }
+    append_batches(partition, &records).await?;
+    let log = &partition.log;
+    let fsync = shard
+        .cluster
+        .view
+        .borrow()
+        .metadata
+        .topics
+        .get(&key.topic)
+        .is_none_or(|t| t.config.fsync_before_ack);
+    if fsync && log.flushed() < log.log_end() {
+        log.flush().await?;
+    }
+    let high_watermark = Offset(data.high_watermark).min(log.log_end());
+    if high_watermark > log.high_watermark() {
+        log.set_high_watermark(high_watermark);
+        partition.notify_arrival();
     }
     Ok(())
 }

@@ -20,11 +20,12 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use control::controller::AlterIsr;
 use control::service::ControllerRequest;
 use control::{BrokerId, Partition, PartitionId, Topic};
 use replication::leader::LeaderState;
 
-use crate::cluster::routing::Replica;
+use crate::cluster::routing::{PartitionKey, Replica};
 use crate::partition::epoch;
 use crate::partition::leader::{advance_high_watermark, own_end};
 use crate::partition::role::{Leading, Role};
@@ -109,49 +110,10 @@ fn assign_role(
                 if leader == me && leading.state.epoch() == epoch =>
             {
                 leading.fsync_before_ack = topic.config.fsync_before_ack;
-                if leading.state.isr() != &isr {
-                    let before = leading.state.isr();
-                    if isr.iter().any(|r| !before.contains(r)) {
-                        partitions
-                            .metrics
-                            .isr_expands
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                    if before.iter().any(|r| !isr.contains(r)) {
-                        partitions
-                            .metrics
-                            .isr_shrinks
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                    tracing::info!(topic = %topic.name, from = ?before, to = ?isr, "ISR changed");
-                    let end = own_end(partition, leading.fsync_before_ack);
-                    leading.state.isr_committed(isr, end);
-                    leading.isr_change_in_flight = false;
-                    true
-                } else {
-                    false
-                }
+                take_committed_isr(partitions, partition, leading, &topic.name, isr)
             }
             (_, Some(leader)) if leader == me => {
-                let replicas: Vec<i32> = meta.replicas.iter().map(|b| b.0).collect();
-                let log = &partition.log;
-                let state = LeaderState::new(
-                    me.0,
-                    epoch,
-                    &replicas,
-                    &isr,
-                    log.log_end(),
-                    log.high_watermark(),
-                    monotonic_ms(),
-                    partitions.cluster.config.replica_lag_time_max_ms,
-                );
-                tracing::info!(topic = %topic.name, partition = ?partition.log.dir().file_name(), epoch = epoch.0, log_end = log.log_end().0, "leading");
-                *role = Role::Leader(Box::new(Leading {
-                    state,
-                    replicated: meta.replicas.len() > 1,
-                    fsync_before_ack: topic.config.fsync_before_ack,
-                    isr_change_in_flight: false,
-                }));
+                *role = Role::Leader(Box::new(lead(partitions, partition, topic, meta, isr)));
                 true
             }
             (Role::Follower { leader, epoch: e }, Some(new)) if *leader == new && *e == epoch => {
@@ -175,6 +137,64 @@ fn assign_role(
     }
 }
 
+/// A leadership that goes on in the same epoch learns the committed ISR
+/// (counted as an expansion or shrink); whether it changed.
+fn take_committed_isr(
+    partitions: &Partitions,
+    partition: &OpenPartition,
+    leading: &mut Leading,
+    topic: &str,
+    isr: BTreeSet<i32>,
+) -> bool {
+    let before = leading.state.isr();
+    if before == &isr {
+        return false;
+    }
+    let metrics = &partitions.metrics;
+    if isr.iter().any(|r| !before.contains(r)) {
+        metrics.isr_expands.fetch_add(1, Ordering::Relaxed);
+    }
+    if before.iter().any(|r| !isr.contains(r)) {
+        metrics.isr_shrinks.fetch_add(1, Ordering::Relaxed);
+    }
+    tracing::info!(topic = %topic, from = ?before, to = ?isr, "ISR changed");
+    let end = own_end(partition, leading.fsync_before_ack);
+    leading.state.isr_committed(isr, end);
+    leading.isr_change_in_flight = false;
+    true
+}
+
+/// A new leadership of `partition` in the metadata's epoch, starting from
+/// its log's end and high watermark.
+fn lead(
+    partitions: &Partitions,
+    partition: &OpenPartition,
+    topic: &Topic,
+    meta: &Partition,
+    isr: BTreeSet<i32>,
+) -> Leading {
+    let epoch = epoch::from_metadata(meta.leader_epoch);
+    let replicas: Vec<i32> = meta.replicas.iter().map(|b| b.0).collect();
+    let log = &partition.log;
+    let state = LeaderState::new(
+        partitions.cluster.me.0,
+        epoch,
+        &replicas,
+        &isr,
+        log.log_end(),
+        log.high_watermark(),
+        monotonic_ms(),
+        partitions.cluster.config.replica_lag_time_max_ms,
+    );
+    tracing::info!(topic = %topic.name, partition = ?log.dir().file_name(), epoch = epoch.0, log_end = log.log_end().0, "leading");
+    Leading {
+        state,
+        replicated: meta.replicas.len() > 1,
+        fsync_before_ack: topic.config.fsync_before_ack,
+        isr_change_in_flight: false,
+    }
+}
+
 /// Asks the controller for the ISR changes the shard's leaderships propose
 /// (one request in flight per partition), for as long as the shard runs.
 pub async fn isr_loop(partitions: Rc<Partitions>) {
@@ -182,73 +202,79 @@ pub async fn isr_loop(partitions: Rc<Partitions>) {
         glommio::timer::sleep(ISR_CHECK_EVERY).await;
         let now = monotonic_ms();
         for (key, partition) in partitions.table.open_partitions() {
-            let request = {
-                let mut role = partition.role.borrow_mut();
-                let Role::Leader(leading) = &mut *role else {
-                    continue;
-                };
-                if leading.isr_change_in_flight || !leading.replicated {
-                    continue;
-                }
-                let Some(mut isr) = leading.state.proposed_isr(now) else {
-                    continue;
-                };
-                let view = partitions.cluster.view.borrow();
-                // The controller refuses fenced brokers into the ISR:
-                // do not ask (a stopping follower still looks caught up).
-                let current = leading.state.isr().clone();
-                isr.retain(|b| {
-                    current.contains(b)
-                        || view
-                            .metadata
-                            .brokers
-                            .get(&BrokerId(*b))
-                            .is_some_and(|x| !x.fenced)
-                });
-                if isr == current {
-                    continue;
-                }
-                let Some(meta) = view
-                    .metadata
-                    .topics
-                    .get(&key.topic)
-                    .and_then(|t| t.partitions.get(key.index as usize))
-                else {
-                    continue;
-                };
-                leading.isr_change_in_flight = true;
-                leading.state.isr_requested(isr.clone());
-                control::controller::AlterIsr {
-                    topic: key.topic,
-                    partition: PartitionId(key.index as i32),
-                    leader: partitions.cluster.me,
-                    leader_epoch: epoch::to_metadata(leading.state.epoch()),
-                    partition_epoch: meta.partition_epoch,
-                    isr: isr.into_iter().map(BrokerId).collect(),
-                }
-            };
-            let partitions = partitions.clone();
-            glommio::spawn_local(async move {
-                tracing::info!(topic = %request.topic, partition = key.index, isr = ?request.isr, "asking the controller to change the ISR");
-                let result = partitions
-                    .cluster
-                    .call_controller(ControllerRequest::AlterIsr(request))
-                    .await;
-                if let Err(e) = &result {
-                    tracing::info!(error = %e, "ISR change refused");
-                }
-                // Committed changes arrive with the metadata (and clear the
-                // flag there); a refusal clears it here, to ask again later.
-                if result.is_err() {
-                    if let Some(partition) = partitions.table.get_open(key) {
-                        if let Role::Leader(leading) = &mut *partition.role.borrow_mut() {
-                            leading.isr_change_in_flight = false;
-                            leading.state.isr_request_failed();
-                        }
-                    }
-                }
-            })
-            .detach();
+            if let Some(request) = isr_change_to_ask(&partitions, key, &partition, now) {
+                glommio::spawn_local(ask_isr_change(partitions.clone(), key, request)).detach();
+            }
+        }
+    }
+}
+
+/// The ISR change a leadership proposes now, marked in flight; None when
+/// it proposes none, one is in flight, or the partition is not
+/// replicated.
+fn isr_change_to_ask(
+    partitions: &Partitions,
+    key: PartitionKey,
+    partition: &OpenPartition,
+    now: u64,
+) -> Option<AlterIsr> {
+    let mut role = partition.role.borrow_mut();
+    let Role::Leader(leading) = &mut *role else {
+        return None;
+    };
+    if leading.isr_change_in_flight || !leading.replicated {
+        return None;
+    }
+    let mut isr = leading.state.proposed_isr(now)?;
+    let view = partitions.cluster.view.borrow();
+    // The controller refuses fenced brokers into the ISR: do not ask (a
+    // stopping follower still looks caught up).
+    let current = leading.state.isr().clone();
+    isr.retain(|b| {
+        current.contains(b)
+            || view
+                .metadata
+                .brokers
+                .get(&BrokerId(*b))
+                .is_some_and(|x| !x.fenced)
+    });
+    if isr == current {
+        return None;
+    }
+    let meta = view
+        .metadata
+        .topics
+        .get(&key.topic)
+        .and_then(|t| t.partitions.get(key.index as usize))?;
+    leading.isr_change_in_flight = true;
+    leading.state.isr_requested(isr.clone());
+    Some(AlterIsr {
+        topic: key.topic,
+        partition: PartitionId(key.index as i32),
+        leader: partitions.cluster.me,
+        leader_epoch: epoch::to_metadata(leading.state.epoch()),
+        partition_epoch: meta.partition_epoch,
+        isr: isr.into_iter().map(BrokerId).collect(),
+    })
+}
+
+/// Sends one ISR change to the controller. Committed changes arrive with
+/// the metadata (and clear the in-flight flag there); a refusal clears it
+/// here, to ask again later.
+async fn ask_isr_change(partitions: Rc<Partitions>, key: PartitionKey, request: AlterIsr) {
+    tracing::info!(topic = %request.topic, partition = key.index, isr = ?request.isr, "asking the controller to change the ISR");
+    let result = partitions
+        .cluster
+        .call_controller(ControllerRequest::AlterIsr(request))
+        .await;
+    let Err(e) = result else {
+        return;
+    };
+    tracing::info!(error = %e, "ISR change refused");
+    if let Some(partition) = partitions.table.get_open(key) {
+        if let Role::Leader(leading) = &mut *partition.role.borrow_mut() {
+            leading.isr_change_in_flight = false;
+            leading.state.isr_request_failed();
         }
     }
 }

@@ -96,15 +96,38 @@ pub fn first_shard(
         .advertised_listener
         .clone()
         .unwrap_or_else(|| address.to_string().replace("0.0.0.0", "127.0.0.1"));
-    // "Ready" once this broker's registration is committed and live.
-    let ready = ready.clone();
+    let listening = Listening {
+        kafka: address,
+        http,
+    };
+    let on_live = go_live(config, service.clone(), listening, ready.clone());
+    let registration = quorum::register_and_heartbeat(
+        service.clone(),
+        config.clone(),
+        advertised,
+        shards,
+        life,
+        on_live,
+    );
+    glommio::spawn_local(registration).detach();
+    Some((listener, Changes::Local(service, local)))
+}
+
+/// What the broker does once its registration is committed and live:
+/// the data directory joins the quorum's cluster (or the process exits,
+/// refusing another cluster's directory), partition directories are
+/// reconciled with the metadata, and the broker is marked ready.
+fn go_live(
+    config: &BrokerConfig,
+    quorum: Rc<MetadataService>,
+    listening: Listening,
+    ready: mpsc::Sender<Listening>,
+) -> impl FnOnce() {
     let root = config.data_dir.join(PARTITIONS_DIR);
-    let quorum = service.clone();
     let data_dir = config.data_dir.clone();
     let node_id = config.node_id;
-    let on_live = move || {
-        // The quorum named the cluster before this life went live: the
-        // directory joins it, or refuses another cluster's.
+    move || {
+        // The quorum named the cluster before this life went live.
         let cluster = quorum
             .view()
             .metadata
@@ -125,21 +148,8 @@ pub fn first_shard(
         // Ready as of the last change the shards were sent: a trailing
         // entry with no record would never reach their copies.
         lease::mark_ready(quorum.view().published);
-        let _ = ready.send(Listening {
-            kafka: address,
-            http,
-        });
-    };
-    let registration = quorum::register_and_heartbeat(
-        service.clone(),
-        config.clone(),
-        advertised,
-        shards,
-        life,
-        on_live,
-    );
-    glommio::spawn_local(registration).detach();
-    Some((listener, Changes::Local(service, local)))
+        let _ = ready.send(listening);
+    }
 }
 
 /// Binds the port the first shard bound and connects to its change stream.

@@ -12,6 +12,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use control::BrokerId;
 use futures::future::{select, select_all};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
@@ -67,7 +68,7 @@ enum Reader {
     /// followers serve it, leaders may send it to a follower in its rack.
     RackAware(Option<String>),
     /// A follower broker copying the leader's log.
-    Follower(i32),
+    Follower(BrokerId),
 }
 
 impl Reader {
@@ -152,7 +153,7 @@ fn reader(shard: &Shard, decoded: &FetchRequest, version: i16) -> Reader {
         decoded.replica_state.replica_id.0
     };
     if replica >= 0 {
-        return Reader::Follower(replica);
+        return Reader::Follower(BrokerId(replica));
     }
     if !shard.cluster.config.rack_aware_reads() {
         return Reader::Consumer;
@@ -228,7 +229,7 @@ async fn read_one(
     let high_watermark = on_replica_fetch(
         &led.partition,
         follower,
-        wanted.offset,
+        Offset(wanted.offset),
         wanted.current_leader_epoch,
     )?;
     let read = led
@@ -236,7 +237,7 @@ async fn read_one(
         .await?;
     Ok(PartitionRead {
         read,
-        high_watermark: Offset(high_watermark),
+        high_watermark,
         preferred_read_replica: -1,
     })
 }

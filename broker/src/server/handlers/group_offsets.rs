@@ -14,7 +14,7 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
     OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -56,10 +56,29 @@ fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
 pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: OffsetCommitRequest = checked(request, bounds::check_offset_commit)?;
-    let group = decoded.group_id.to_string();
+    let (codes, offsets) = sort_commits(shard, version, &decoded);
+    let group_code = if decoded.group_id.is_empty() {
+        ResponseError::InvalidGroupId.code()
+    } else if offsets.is_empty() {
+        0
+    } else {
+        commit_on_coordinator(shard, &decoded, offsets).await
+    };
+    respond(request, &commit_answer(&decoded, codes, group_code))
+}
+
+/// An offset to store: topic, partition, what is committed.
+type ToCommit = (String, i32, CommittedOffset);
+
+/// Sorts a commit's partitions: per partition the code it is refused
+/// with up front (0: to store), and the offsets to store.
+fn sort_commits(
+    shard: &Shard,
+    version: i16,
+    decoded: &OffsetCommitRequest,
+) -> (Vec<Vec<Code>>, Vec<ToCommit>) {
     let now = crate::runtime::clock::wall_ms();
-    // Per partition: refused up front (code), or to store.
-    let mut codes: Vec<Vec<Code>> = Vec::new();
+    let mut codes = Vec::new();
     let mut offsets = Vec::new();
     for topic in &decoded.topics {
         let mut topic_codes = Vec::new();
@@ -74,50 +93,61 @@ pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outco
             } else if !partition_exists(shard, topic.name.as_str(), p.partition_index) {
                 ResponseError::UnknownTopicOrPartition.code()
             } else {
-                offsets.push((
-                    topic.name.to_string(),
-                    p.partition_index,
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: if version >= 6 {
-                            p.committed_leader_epoch
-                        } else {
-                            -1
-                        },
-                        metadata,
-                        commit_timestamp: now,
-                    },
-                ));
+                let leader_epoch = if version >= 6 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                };
+                let committed = CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch,
+                    metadata,
+                    commit_timestamp: now,
+                };
+                offsets.push((topic.name.to_string(), p.partition_index, committed));
                 0
             };
             topic_codes.push(code);
         }
         codes.push(topic_codes);
     }
-    let group_code = if group.is_empty() {
-        ResponseError::InvalidGroupId.code()
-    } else if offsets.is_empty() {
-        0
-    } else {
-        let member = decoded.member_id.to_string();
-        let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
-        let generation = decoded.generation_id_or_member_epoch;
-        let key = group.clone();
-        shard
-            .coordinator
-            .on_group(
-                &key,
-                |code| code,
-                move |partition| {
-                    Box::pin(async move {
-                        partition
-                            .commit(&group, (&member, instance.as_deref(), generation), offsets)
-                            .await
-                    })
-                },
-            )
-            .await
-    };
+    (codes, offsets)
+}
+
+/// Stores `offsets` on the group's coordinator, as the member the
+/// request names: the group's code.
+async fn commit_on_coordinator(
+    shard: &Shard,
+    decoded: &OffsetCommitRequest,
+    offsets: Vec<ToCommit>,
+) -> Code {
+    let group = decoded.group_id.to_string();
+    let member = decoded.member_id.to_string();
+    let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
+    let generation = decoded.generation_id_or_member_epoch;
+    let key = group.clone();
+    shard
+        .coordinator
+        .on_group(
+            &key,
+            |code| code,
+            move |partition| {
+                Box::pin(async move {
+                    partition
+                        .commit(&group, (&member, instance.as_deref(), generation), offsets)
+                        .await
+                })
+            },
+        )
+        .await
+}
+
+/// The OffsetCommit answer: each partition's own code, else the group's.
+fn commit_answer(
+    decoded: &OffsetCommitRequest,
+    codes: Vec<Vec<Code>>,
+    group_code: Code,
+) -> OffsetCommitResponse {
     let topics = decoded
         .topics
         .iter()
@@ -138,21 +168,14 @@ pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                 .with_partitions(partitions)
         })
         .collect();
-    respond(
-        request,
-        &OffsetCommitResponse::default().with_topics(topics),
-    )
+    OffsetCommitResponse::default().with_topics(topics)
 }
 
 /// One group's committed offsets: by topic, (partition, offset or None),
 /// or the group's error.
 type Fetched = Result<Vec<(String, i32, Option<CommittedOffset>)>, Code>;
 
-async fn fetch_group(
-    shard: &Rc<Shard>,
-    group: String,
-    wanted: Option<Vec<(String, Vec<i32>)>>,
-) -> Fetched {
+async fn fetch_group(shard: &Rc<Shard>, group: String, wanted: Wanted) -> Fetched {
     if group.is_empty() {
         return Err(ResponseError::InvalidGroupId.code());
     }
@@ -180,89 +203,128 @@ fn by_topic(rows: Vec<(String, i32, Option<CommittedOffset>)>) -> Vec<TopicOffse
     topics
 }
 
+/// The topics asked for in one group's part of an OffsetFetch (None: all).
+type Wanted = Option<Vec<(String, Vec<i32>)>>;
+
 /// Answers OffsetFetch: -1 for partitions without a committed offset.
+/// Up to v7 a request names one group, from v8 a list of groups; both
+/// are read as a list and the answer laid out for the version.
 pub async fn offset_fetch(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: OffsetFetchRequest = checked(request, bounds::check_offset_fetch)?;
+    let mut answers = Vec::new();
+    for (group, wanted) in groups_asked(version, &decoded) {
+        let fetched = fetch_group(shard, group.to_string(), wanted).await;
+        answers.push((group, fetched.map(by_topic)));
+    }
+    let answer = if version <= 7 {
+        one_group_layout(version, answers)
+    } else {
+        groups_layout(answers)
+    };
+    respond(request, &answer)
+}
+
+/// The groups an OffsetFetch asks for, with their topics.
+fn groups_asked(version: i16, decoded: &OffsetFetchRequest) -> Vec<(GroupId, Wanted)> {
+    fn wanted<'a>(
+        names: impl Iterator<Item = (&'a TopicName, &'a Vec<i32>)>,
+    ) -> Vec<(String, Vec<i32>)> {
+        names
+            .map(|(name, partitions)| (name.to_string(), partitions.clone()))
+            .collect()
+    }
     if version <= 7 {
-        let wanted = decoded.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                .collect()
-        });
-        let fetched = fetch_group(shard, decoded.group_id.to_string(), wanted).await;
-        let mut answer = OffsetFetchResponse::default();
-        match fetched {
-            Err(code) => {
-                if version >= 2 {
-                    answer = answer.with_error_code(code);
-                }
-            }
-            Ok(rows) => {
-                answer.topics = by_topic(rows)
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        let partitions = partitions
-                            .into_iter()
-                            .map(|(index, committed)| {
-                                let (offset, epoch, metadata) = parts(committed);
-                                let mut p = OffsetFetchResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(offset)
-                                    .with_metadata(Some(StrBytes::from_string(metadata)));
-                                if version >= 5 {
-                                    p = p.with_committed_leader_epoch(epoch);
-                                }
-                                p
-                            })
-                            .collect();
-                        OffsetFetchResponseTopic::default()
-                            .with_name(topic_name(&topic))
-                            .with_partitions(partitions)
-                    })
-                    .collect();
-            }
-        }
-        return respond(request, &answer);
+        let topics = decoded
+            .topics
+            .as_ref()
+            .map(|topics| wanted(topics.iter().map(|t| (&t.name, &t.partition_indexes))));
+        return vec![(decoded.group_id.clone(), topics)];
     }
-    let mut groups = Vec::new();
-    for group in &decoded.groups {
-        let wanted = group.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                .collect()
-        });
-        let fetched = fetch_group(shard, group.group_id.to_string(), wanted).await;
-        let mut entry = OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
-        match fetched {
-            Err(code) => entry = entry.with_error_code(code),
-            Ok(rows) => {
-                entry.topics = by_topic(rows)
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        let partitions = partitions
-                            .into_iter()
-                            .map(|(index, committed)| {
-                                let (offset, epoch, metadata) = parts(committed);
-                                OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch)
-                                    .with_metadata(Some(StrBytes::from_string(metadata)))
-                            })
-                            .collect();
-                        OffsetFetchResponseTopics::default()
-                            .with_name(topic_name(&topic))
-                            .with_partitions(partitions)
-                    })
-                    .collect();
-            }
+    decoded
+        .groups
+        .iter()
+        .map(|group| {
+            let topics = group
+                .topics
+                .as_ref()
+                .map(|topics| wanted(topics.iter().map(|t| (&t.name, &t.partition_indexes))));
+            (group.group_id.clone(), topics)
+        })
+        .collect()
+}
+
+/// One group's answer: its topics' committed offsets, or its error.
+type GroupAnswer = (GroupId, Result<Vec<TopicOffsets>, Code>);
+
+/// The v1-v7 layout: one group, its error at the top (from v2).
+fn one_group_layout(version: i16, answers: Vec<GroupAnswer>) -> OffsetFetchResponse {
+    let mut answer = OffsetFetchResponse::default();
+    let Some((_, fetched)) = answers.into_iter().next() else {
+        return answer;
+    };
+    match fetched {
+        Err(code) if version >= 2 => answer.error_code = code,
+        Err(_) => {}
+        Ok(topics) => {
+            answer.topics = topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|(index, committed)| {
+                            let (offset, epoch, metadata) = parts(committed);
+                            let mut p = OffsetFetchResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(offset)
+                                .with_metadata(Some(StrBytes::from_string(metadata)));
+                            if version >= 5 {
+                                p = p.with_committed_leader_epoch(epoch);
+                            }
+                            p
+                        })
+                        .collect();
+                    OffsetFetchResponseTopic::default()
+                        .with_name(topic_name(&topic))
+                        .with_partitions(partitions)
+                })
+                .collect();
         }
-        groups.push(entry);
     }
-    respond(request, &OffsetFetchResponse::default().with_groups(groups))
+    answer
+}
+
+/// The v8+ layout: a list of groups, each with its own error.
+fn groups_layout(answers: Vec<GroupAnswer>) -> OffsetFetchResponse {
+    let groups = answers
+        .into_iter()
+        .map(|(group, fetched)| {
+            let entry = OffsetFetchResponseGroup::default().with_group_id(group);
+            match fetched {
+                Err(code) => entry.with_error_code(code),
+                Ok(topics) => entry.with_topics(topics.into_iter().map(topics_entry).collect()),
+            }
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// One topic of the v8+ layout.
+fn topics_entry((topic, partitions): TopicOffsets) -> OffsetFetchResponseTopics {
+    let partitions = partitions
+        .into_iter()
+        .map(|(index, committed)| {
+            let (offset, epoch, metadata) = parts(committed);
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(index)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(epoch)
+                .with_metadata(Some(StrBytes::from_string(metadata)))
+        })
+        .collect();
+    OffsetFetchResponseTopics::default()
+        .with_name(topic_name(&topic))
+        .with_partitions(partitions)
 }
 
 /// (offset, leader epoch, metadata) of a committed offset, or Kafka's

@@ -1,6 +1,6 @@
 //! FindCoordinator and the membership APIs (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup): decode, run on the group's coordinator shard
-//! (`server::coordinator`), encode.
+//! (`crate::coordinator`), encode.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -54,6 +54,8 @@ fn coordinator_of(shard: &Shard, group: &str) -> Result<Endpoint, Code> {
 }
 
 /// Answers FindCoordinator: groups only (transactions are not served).
+/// Up to v3 a request names one key, from v4 a list; both are answered
+/// from one list and laid out for the version.
 pub async fn find_coordinator(
     shard: &Rc<Shard>,
     request: &Request,
@@ -69,15 +71,28 @@ pub async fn find_coordinator(
     } else {
         vec![decoded.key.to_string()]
     };
-    let ensured = if decoded.key_type == 0 {
+    let found = find_each(shard, decoded.key_type, &keys).await;
+    let answer = if version >= 4 {
+        coordinators_layout(keys, found)
+    } else {
+        one_key_layout(version, found)
+    };
+    respond(request, &answer)
+}
+
+/// A key's coordinator, or why there is none.
+type Found = Result<Endpoint, (Code, &'static str)>;
+
+/// Each key's coordinator (creating the offsets topic on first use).
+async fn find_each(shard: &Shard, key_type: i8, keys: &[String]) -> Vec<Found> {
+    let ensured = if key_type == 0 {
         crate::coordinator::ensure_offsets_topic(&shard.cluster).await
     } else {
         Ok(())
     };
-    let answers: Vec<Result<Endpoint, (Code, &str)>> = keys
-        .iter()
+    keys.iter()
         .map(|key| {
-            if decoded.key_type != 0 {
+            if key_type != 0 {
                 return Err((
                     ResponseError::CoordinatorNotAvailable.code(),
                     "only group coordinators are served (no transactions)",
@@ -89,45 +104,52 @@ pub async fn find_coordinator(
             ensured.map_err(|c| (c, "no offsets topic"))?;
             coordinator_of(shard, key).map_err(|c| (c, "coordinator not available"))
         })
-        .collect();
-    let mut answer = FindCoordinatorResponse::default();
-    if version >= 4 {
-        answer.coordinators = keys
-            .iter()
-            .zip(answers)
-            .map(|(key, found)| match found {
-                Ok((node, host, port)) => Coordinator::default()
-                    .with_key(text(key.clone()))
+        .collect()
+}
+
+/// The v4+ layout: one entry per key.
+fn coordinators_layout(keys: Vec<String>, found: Vec<Found>) -> FindCoordinatorResponse {
+    let coordinators = keys
+        .into_iter()
+        .zip(found)
+        .map(|(key, found)| {
+            let entry = Coordinator::default().with_key(text(key));
+            match found {
+                Ok((node, host, port)) => entry
                     .with_node_id(BrokerId(node))
                     .with_host(text(host))
                     .with_port(port),
-                Err((code, why)) => Coordinator::default()
-                    .with_key(text(key.clone()))
+                Err((code, why)) => entry
                     .with_node_id(BrokerId(-1))
                     .with_port(-1)
                     .with_error_code(code)
                     .with_error_message(Some(text(why))),
-            })
-            .collect();
-    } else {
-        answer = match answers.into_iter().next().expect("one key") {
-            Ok((node, host, port)) => answer
-                .with_node_id(BrokerId(node))
-                .with_host(text(host))
-                .with_port(port),
-            Err((code, why)) => {
-                let mut failed = answer
-                    .with_error_code(code)
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1);
-                if version >= 1 {
-                    failed = failed.with_error_message(Some(text(why)));
-                }
+            }
+        })
+        .collect();
+    FindCoordinatorResponse::default().with_coordinators(coordinators)
+}
+
+/// The v0-v3 layout: the one key's coordinator at the top.
+fn one_key_layout(version: i16, found: Vec<Found>) -> FindCoordinatorResponse {
+    let answer = FindCoordinatorResponse::default();
+    match found.into_iter().next().expect("one key") {
+        Ok((node, host, port)) => answer
+            .with_node_id(BrokerId(node))
+            .with_host(text(host))
+            .with_port(port),
+        Err((code, why)) => {
+            let failed = answer
+                .with_error_code(code)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
+            if version >= 1 {
+                failed.with_error_message(Some(text(why)))
+            } else {
                 failed
             }
-        };
+        }
     }
-    respond(request, &answer)
 }
 
 fn failed_join(code: Code) -> Joined {
@@ -144,6 +166,36 @@ pub async fn join_group(
     let version = request.header.request_api_version;
     let decoded: JoinGroupRequest = checked(request, bounds::check_join_group)?;
     let group = decoded.group_id.to_string();
+    let join = if group.is_empty() {
+        Err(ResponseError::InvalidGroupId.code())
+    } else {
+        join_of(shard, request, &decoded, client_host)
+    };
+    let joined = match join {
+        Err(code) => failed_join(code),
+        Ok(join) => {
+            let key = group.clone();
+            shard
+                .coordinator
+                .on_group(&key, failed_join, move |partition| {
+                    Box::pin(async move { partition.join(&group, join).await })
+                })
+                .await
+        }
+    };
+    respond(request, &join_answer(version, &decoded, joined))
+}
+
+/// The join a request asks for, or INVALID_SESSION_TIMEOUT when its
+/// session timeout is outside the broker's range (or its rebalance
+/// timeout negative).
+fn join_of(
+    shard: &Shard,
+    request: &Request,
+    decoded: &JoinGroupRequest,
+    client_host: &str,
+) -> Result<Join, Code> {
+    let version = request.header.request_api_version;
     let session = decoded.session_timeout_ms;
     let rebalance = if version >= 1 {
         decoded.rebalance_timeout_ms
@@ -153,51 +205,45 @@ pub async fn join_group(
     let config = &shard.cluster.config;
     let session_range =
         config.group_min_session_timeout_ms as i64..=config.group_max_session_timeout_ms as i64;
-    let joined = if group.is_empty() {
-        failed_join(ResponseError::InvalidGroupId.code())
-    } else if !session_range.contains(&(session as i64)) || rebalance < 0 {
-        failed_join(ResponseError::InvalidSessionTimeout.code())
-    } else {
-        let join = Join {
-            member_id: decoded.member_id.to_string(),
-            instance_id: decoded.group_instance_id.as_ref().map(|i| i.to_string()),
-            client_id: request
-                .header
-                .client_id
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default(),
-            client_host: client_host.to_string(),
-            protocol_type: decoded.protocol_type.to_string(),
-            protocols: decoded
-                .protocols
-                .iter()
-                .map(|p| (p.name.to_string(), p.metadata.clone()))
-                .collect(),
-            session_timeout: Duration::from_millis(session as u64),
-            rebalance_timeout: Duration::from_millis(rebalance as u64),
-            require_known_member_id: version >= 4,
-        };
-        let key = group.clone();
-        shard
-            .coordinator
-            .on_group(&key, failed_join, move |partition| {
-                Box::pin(async move { partition.join(&group, join).await })
-            })
-            .await
-    };
-    let skip_assignment = joined.skip_assignment;
+    if !session_range.contains(&(session as i64)) || rebalance < 0 {
+        return Err(ResponseError::InvalidSessionTimeout.code());
+    }
+    Ok(Join {
+        member_id: decoded.member_id.to_string(),
+        instance_id: decoded.group_instance_id.as_ref().map(|i| i.to_string()),
+        client_id: request
+            .header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        client_host: client_host.to_string(),
+        protocol_type: decoded.protocol_type.to_string(),
+        protocols: decoded
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
+        session_timeout: Duration::from_millis(session as u64),
+        rebalance_timeout: Duration::from_millis(rebalance as u64),
+        require_known_member_id: version >= 4,
+    })
+}
+
+/// The JoinGroup answer for `version`.
+fn join_answer(version: i16, decoded: &JoinGroupRequest, joined: Joined) -> JoinGroupResponse {
     let members = joined
         .members
         .into_iter()
         .map(|(id, instance, metadata)| {
-            let mut member = JoinGroupResponseMember::default()
+            let member = JoinGroupResponseMember::default()
                 .with_member_id(text(id))
                 .with_metadata(metadata);
             if version >= 5 {
-                member = member.with_group_instance_id(instance.map(text));
+                member.with_group_instance_id(instance.map(text))
+            } else {
+                member
             }
-            member
         })
         .collect();
     let mut answer = JoinGroupResponse::default()
@@ -211,9 +257,9 @@ pub async fn join_group(
         answer = answer.with_protocol_type(Some(decoded.protocol_type.clone()));
     }
     if version >= 9 {
-        answer = answer.with_skip_assignment(skip_assignment);
+        answer = answer.with_skip_assignment(joined.skip_assignment);
     }
-    respond(request, &answer)
+    answer
 }
 
 /// Answers SyncGroup: the member's assignment, once the leader sent it.

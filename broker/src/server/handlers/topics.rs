@@ -8,6 +8,7 @@ use std::rc::Rc;
 use control::service::ControllerRequest;
 use control::TopicId;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -21,7 +22,7 @@ use kafka_protocol::ResponseError;
 
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
-use crate::cluster::topics::{Created, NewTopic};
+use crate::cluster::topics::{Created, NewTopic, Refused};
 use crate::kafka::bounds::{check_create_partitions, check_create_topics, check_delete_topics};
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -40,8 +41,7 @@ pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
     let version = request.header.request_api_version;
     let decoded: CreateTopicsRequest = checked(request, check_create_topics)?;
     let mut results = Vec::new();
-    for topic in decoded.topics {
-        let name = topic.name.clone();
+    for topic in &decoded.topics {
         let outcome = if !topic.assignments.is_empty() {
             Err((
                 ResponseError::InvalidReplicaAssignment.code(),
@@ -49,61 +49,10 @@ pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
                     .to_string(),
             ))
         } else {
-            let new = NewTopic {
-                name: topic.name.as_str().to_string(),
-                partitions: topic.num_partitions,
-                replication_factor: topic.replication_factor,
-                configs: topic
-                    .configs
-                    .iter()
-                    .map(|c| {
-                        (
-                            c.name.as_str().to_string(),
-                            c.value.as_ref().map(|v| v.as_str().to_string()),
-                        )
-                    })
-                    .collect(),
-            };
+            let new = new_topic(topic);
             shard.cluster.create_topic(new, decoded.validate_only).await
         };
-        let mut entry = CreatableTopicResult::default().with_name(name);
-        match outcome {
-            Ok(Created {
-                id,
-                config,
-                partitions,
-                replication_factor,
-            }) => {
-                if version >= 7 {
-                    entry = entry.with_topic_id(uuid::Uuid::from_bytes(id.0));
-                }
-                if version >= 5 {
-                    entry = entry
-                        .with_num_partitions(partitions as i32)
-                        .with_replication_factor(replication_factor as i16)
-                        .with_configs(Some(
-                            control::config::TOPIC_CONFIG_KEYS
-                                .iter()
-                                .map(|key| {
-                                    CreatableTopicConfigs::default()
-                                        .with_name(StrBytes::from_static_str(key))
-                                        .with_value(config.get(key).map(StrBytes::from_string))
-                                        .with_config_source(5)
-                                })
-                                .collect(),
-                        ));
-                }
-            }
-            Err((code, message)) => {
-                entry = entry
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message)));
-                if version >= 5 {
-                    entry = entry.with_num_partitions(-1).with_replication_factor(-1);
-                }
-            }
-        }
-        results.push(entry);
+        results.push(creatable_result(version, topic.name.clone(), outcome));
     }
     let answer = CreateTopicsResponse::default().with_topics(results);
     Ok(Outcome::Respond(response::encode(
@@ -111,6 +60,69 @@ pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
         version,
         &answer,
     )?))
+}
+
+/// The topic a CreateTopics entry asks for.
+fn new_topic(topic: &CreatableTopic) -> NewTopic {
+    NewTopic {
+        name: topic.name.as_str().to_string(),
+        partitions: topic.num_partitions,
+        replication_factor: topic.replication_factor,
+        configs: topic
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str().to_string(),
+                    c.value.as_ref().map(|v| v.as_str().to_string()),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// One topic's CreateTopics answer: from v5 its partitions, replication
+/// factor and every config (-1s when refused), from v7 its id.
+fn creatable_result(
+    version: i16,
+    name: TopicName,
+    outcome: Result<Created, Refused>,
+) -> CreatableTopicResult {
+    let entry = CreatableTopicResult::default().with_name(name);
+    match outcome {
+        Ok(created) => {
+            let mut entry = entry;
+            if version >= 7 {
+                entry = entry.with_topic_id(uuid::Uuid::from_bytes(created.id.0));
+            }
+            if version >= 5 {
+                let configs = control::config::TOPIC_CONFIG_KEYS
+                    .iter()
+                    .map(|key| {
+                        CreatableTopicConfigs::default()
+                            .with_name(StrBytes::from_static_str(key))
+                            .with_value(created.config.get(key).map(StrBytes::from_string))
+                            .with_config_source(5)
+                    })
+                    .collect();
+                entry = entry
+                    .with_num_partitions(created.partitions as i32)
+                    .with_replication_factor(created.replication_factor as i16)
+                    .with_configs(Some(configs));
+            }
+            entry
+        }
+        Err((code, message)) => {
+            let entry = entry
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message)));
+            if version >= 5 {
+                entry.with_num_partitions(-1).with_replication_factor(-1)
+            } else {
+                entry
+            }
+        }
+    }
 }
 
 /// Answers DeleteTopics (by name; v6 also by id).

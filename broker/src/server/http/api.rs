@@ -293,59 +293,95 @@ struct Message {
 static KEYLESS_NEXT: AtomicU32 = AtomicU32::new(0);
 
 async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpResponse {
+    let options = match produce_options(request) {
+        Ok(options) => options,
+        Err(refusal) => return refusal,
+    };
+    let (decoded, single) = match decode_messages(shard, topic, request, options.text) {
+        Ok(decoded) => decoded,
+        Err(refusal) => return refusal,
+    };
+    let answers = match write_by_partition(shard, topic, &decoded, &options).await {
+        Ok(answers) => answers,
+        Err(refusal) => return refusal,
+    };
+    produce_answer(&decoded, &answers, single)
+}
+
+/// How a produce request asks to be written (from its query).
+struct ProduceOptions {
+    acks: i16,
+    /// Keys and values are text, not base64.
+    text: bool,
+    /// An idempotent producer's (id, epoch, first sequence).
+    producer: Option<(i64, i16, i32)>,
+}
+
+fn produce_options(request: &HttpRequest) -> Result<ProduceOptions, HttpResponse> {
     let acks: i16 = match request.query.get("acks").map(String::as_str) {
         None | Some("all") | Some("-1") => -1,
         Some("1") => 1,
         Some("0") => 0,
         Some(other) => {
-            return HttpResponse::error(
+            return Err(HttpResponse::error(
                 400,
                 ResponseError::InvalidRequiredAcks.code(),
                 format!("acks must be 0, 1 or all, not {other:?}"),
-            )
+            ))
         }
     };
     let text = match request.query.get("encoding").map(String::as_str) {
         None | Some("base64") => false,
         Some("text") => true,
         Some(other) => {
-            return HttpResponse::error(
+            return Err(HttpResponse::error(
                 400,
                 -1,
                 format!("encoding must be base64 or text, not {other:?}"),
-            )
+            ))
         }
     };
-    let producer = match producer_of(request) {
-        Ok(producer) => producer,
-        Err(refusal) => return refusal,
-    };
+    let producer = producer_of(request)?;
     if producer.is_some() && acks != -1 {
-        return HttpResponse::error(
+        return Err(HttpResponse::error(
             400,
             ResponseError::InvalidRequiredAcks.code(),
             "an idempotent request needs acks=all",
-        );
+        ));
     }
-    let (messages, single) = match parse::<MessagesIn>(&request.body) {
-        Ok(MessagesIn::Batch { records }) => (records, false),
-        Ok(MessagesIn::One(one)) => (vec![one], true),
-        Err(refusal) => return refusal,
+    Ok(ProduceOptions {
+        acks,
+        text,
+        producer,
+    })
+}
+
+/// The request's messages with their partitions, and whether the body was
+/// one message (answered as one) rather than a list.
+fn decode_messages(
+    shard: &Shard,
+    topic: &str,
+    request: &HttpRequest,
+    text: bool,
+) -> Result<(Vec<Message>, bool), HttpResponse> {
+    let (messages, single) = match parse::<MessagesIn>(&request.body)? {
+        MessagesIn::Batch { records } => (records, false),
+        MessagesIn::One(one) => (vec![one], true),
     };
     if messages.is_empty() || messages.len() > RECORDS_PER_REQUEST_MAX {
-        return HttpResponse::error(
+        return Err(HttpResponse::error(
             400,
             -1,
             format!("1 to {RECORDS_PER_REQUEST_MAX} records per request"),
-        );
+        ));
     }
     let partitions = match shard.cluster.view.borrow().metadata.topic_by_name(topic) {
         Ok(t) => t.partitions.len() as u32,
         Err(_) => {
-            return kafka_error(
+            return Err(kafka_error(
                 ResponseError::UnknownTopicOrPartition.code(),
                 format!("no topic {topic}"),
-            )
+            ))
         }
     };
     let keyless = KEYLESS_NEXT.fetch_add(1, Ordering::Relaxed) % partitions.max(1);
@@ -354,27 +390,37 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
     for (i, m) in messages.into_iter().enumerate() {
         match decode_message(m, text, (partitions, keyless), timestamp) {
             Ok(message) => decoded.push(message),
-            Err(why) => return HttpResponse::error(400, -1, format!("record {i}: {why}")),
+            Err(why) => return Err(HttpResponse::error(400, -1, format!("record {i}: {why}"))),
         }
     }
-    // One batch per partition, in the order the records came.
+    Ok((decoded, single))
+}
+
+/// Writes the messages as one batch per partition, in the order they
+/// came, here or on the partition's leader: each message's offset (-1
+/// for acks=0) or its partition's error code.
+async fn write_by_partition(
+    shard: &Rc<Shard>,
+    topic: &str,
+    decoded: &[Message],
+    options: &ProduceOptions,
+) -> Result<Vec<Result<i64, Code>>, HttpResponse> {
     let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, m) in decoded.iter().enumerate() {
         by_partition.entry(m.partition).or_default().push(i);
     }
-    if producer.is_some() && by_partition.len() > 1 {
-        return HttpResponse::error(
+    if options.producer.is_some() && by_partition.len() > 1 {
+        return Err(HttpResponse::error(
             400,
             -1,
             "an idempotent request writes to one partition (its sequence is that partition's)",
-        );
+        ));
     }
+    let acks = options.acks;
     let mut answers: Vec<Result<i64, Code>> = vec![Err(-1); decoded.len()];
     for (partition, indexes) in by_partition {
-        let batch = match encode(&decoded, &indexes, producer) {
-            Ok(batch) => batch,
-            Err(why) => return HttpResponse::error(500, -1, why),
-        };
+        let batch = encode(decoded, &indexes, options.producer)
+            .map_err(|why| HttpResponse::error(500, -1, why))?;
         let (code, base) = match shard.cluster.leader_elsewhere(topic, partition) {
             Some(leader) => {
                 super::forward::produce(leader, topic, partition, batch, acks, PRODUCE_TIMEOUT)
@@ -390,11 +436,20 @@ async fn produce(shard: &Rc<Shard>, topic: &str, request: &HttpRequest) -> HttpR
             };
         }
     }
+    Ok(answers)
+}
+
+/// The produce answer: one message's offset, or every message's.
+fn produce_answer(
+    decoded: &[Message],
+    answers: &[Result<i64, Code>],
+    single: bool,
+) -> HttpResponse {
     let entry = |i: usize| match answers[i] {
         Ok(offset) => json!({
             "partition": decoded[i].partition,
             "offset": offset,
-            "timestamp": timestamp,
+            "timestamp": decoded[i].record.timestamp,
         }),
         Err(code) => json!({
             "partition": decoded[i].partition,

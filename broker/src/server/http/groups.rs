@@ -104,40 +104,21 @@ struct JoinBody {
     session_timeout_ms: Option<u64>,
 }
 
+/// `POST /consumer-groups/{g}/join`: joins as a static member (the
+/// consumer id is its instance id) and syncs, assigning for everyone when
+/// it leads; answers the member's partitions.
 async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
     let body: JoinBody = match parse(body) {
         Ok(body) => body,
         Err(refusal) => return refusal,
     };
-    if body.consumer_id.is_empty() || body.topics.is_empty() {
-        return HttpResponse::error(400, -1, "consumer_id and at least one topic are needed");
-    }
-    let session = body
-        .session_timeout_ms
-        .unwrap_or(SESSION_TIMEOUT_DEFAULT_MS);
-    let config = &shard.cluster.config;
-    if !(config.group_min_session_timeout_ms..=config.group_max_session_timeout_ms)
-        .contains(&session)
-    {
-        return refused(ResponseError::InvalidSessionTimeout.code());
-    }
+    let join = match join_of(shard, &body) {
+        Ok(join) => join,
+        Err(refusal) => return refusal,
+    };
     if let Err(code) = crate::coordinator::ensure_offsets_topic(&shard.cluster).await {
         return refused(code);
     }
-    let join = Join {
-        member_id: String::new(),
-        instance_id: Some(body.consumer_id.clone()),
-        client_id: format!("http-{}", body.consumer_id),
-        client_host: "http".into(),
-        protocol_type: "consumer".into(),
-        protocols: vec![(
-            "range".into(),
-            Bytes::from(encode_subscription(&body.topics)),
-        )],
-        session_timeout: Duration::from_millis(session),
-        rebalance_timeout: Duration::from_millis(session),
-        require_known_member_id: false,
-    };
     let at = match calls::coordinator(shard, group) {
         Ok(at) => at,
         Err(code) => return refused(code),
@@ -146,25 +127,9 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
         Ok(joined) => joined,
         Err(code) => return refused(code),
     };
-    // The leader assigns for everyone (the range assignor), others wait
-    // for it in the sync.
-    let assignments: Vec<(String, Bytes)> = if joined.leader {
-        let members: Vec<(String, Vec<String>)> = joined
-            .members
-            .iter()
-            .map(|(id, metadata)| (id.clone(), subscribed_topics(metadata).unwrap_or_default()))
-            .collect();
-        let view = shard.cluster.view.borrow();
-        let counts = |topic: &str| {
-            view.metadata
-                .topic_by_name(topic)
-                .ok()
-                .map(|t| t.partitions.len() as u32)
-        };
-        assign_range(&members, counts)
-            .into_iter()
-            .map(|(member, topics)| (member, Bytes::from(encode_assignment(&topics))))
-            .collect()
+    // The leader assigns for everyone, others wait for it in the sync.
+    let assignments = if joined.leader {
+        assign_for_everyone(shard, &joined.members)
     } else {
         Vec::new()
     };
@@ -191,6 +156,60 @@ async fn join(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
             "assigned_partitions": assigned,
         }),
     )
+}
+
+/// The Kafka join an HTTP member's body asks for, or its refusal.
+fn join_of(shard: &Shard, body: &JoinBody) -> Result<Join, HttpResponse> {
+    if body.consumer_id.is_empty() || body.topics.is_empty() {
+        return Err(HttpResponse::error(
+            400,
+            -1,
+            "consumer_id and at least one topic are needed",
+        ));
+    }
+    let session = body
+        .session_timeout_ms
+        .unwrap_or(SESSION_TIMEOUT_DEFAULT_MS);
+    let config = &shard.cluster.config;
+    if !(config.group_min_session_timeout_ms..=config.group_max_session_timeout_ms)
+        .contains(&session)
+    {
+        return Err(refused(ResponseError::InvalidSessionTimeout.code()));
+    }
+    Ok(Join {
+        member_id: String::new(),
+        instance_id: Some(body.consumer_id.clone()),
+        client_id: format!("http-{}", body.consumer_id),
+        client_host: "http".into(),
+        protocol_type: "consumer".into(),
+        protocols: vec![(
+            "range".into(),
+            Bytes::from(encode_subscription(&body.topics)),
+        )],
+        session_timeout: Duration::from_millis(session),
+        rebalance_timeout: Duration::from_millis(session),
+        require_known_member_id: false,
+    })
+}
+
+/// The group leader's assignment for every member (the range assignor,
+/// over the partitions each member's subscription names).
+fn assign_for_everyone(shard: &Shard, members: &[(String, Bytes)]) -> Vec<(String, Bytes)> {
+    let members: Vec<(String, Vec<String>)> = members
+        .iter()
+        .map(|(id, metadata)| (id.clone(), subscribed_topics(metadata).unwrap_or_default()))
+        .collect();
+    let view = shard.cluster.view.borrow();
+    let counts = |topic: &str| {
+        view.metadata
+            .topic_by_name(topic)
+            .ok()
+            .map(|t| t.partitions.len() as u32)
+    };
+    assign_range(&members, counts)
+        .into_iter()
+        .map(|(member, topics)| (member, Bytes::from(encode_assignment(&topics))))
+        .collect()
 }
 
 #[derive(Deserialize)]

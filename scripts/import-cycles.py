@@ -11,8 +11,19 @@ its first `#[cfg(test)]` line (unit tests may reach anywhere). A path
 resolves to the deepest module file it names. A child naming one of its
 ancestors is not counted (a `mod.rs` holds what its children share).
 
+A crate may also declare its layers in a file `layers.txt` beside its
+Cargo.toml:
+
+    layers: server > coordinator > replica > partition > cluster > runtime
+    apart: server::handlers server::http
+
+`layers` lists modules top to bottom: a module (with its children)
+imports nothing from a layer above its own. `apart` names modules that
+never import each other. Modules not named are not constrained.
+
 Usage: scripts/import-cycles.py [REPO] ; prints each cycle with the
-imports that close it, exits 1 if there is one.
+imports that close it, and each import against a declared layer; exits 1
+if there is one.
 """
 import os
 import re
@@ -165,6 +176,43 @@ def cycles(graph):
     return groups
 
 
+def read_layers(path):
+    """([layer module tuples, top first], [groups of modules kept apart])."""
+    layers, apart = [], []
+    if not os.path.isfile(path):
+        return layers, apart
+    for line in open(path, encoding="utf-8"):
+        line = line.split("#")[0].strip()
+        if line.startswith("layers:"):
+            layers = [tuple(m.strip().split("::")) for m in line[7:].split(">")]
+        elif line.startswith("apart:"):
+            apart.append([tuple(m.split("::")) for m in line[6:].split()])
+    return layers, apart
+
+
+def under(module, prefixes):
+    """The longest of `prefixes` that `module` is or is inside, if any."""
+    matches = [p for p in prefixes if module[: len(p)] == p]
+    return max(matches, key=len) if matches else None
+
+
+def layer_violations(graph, layers, apart):
+    """(module, imported, item, why) for each import against the layers."""
+    found = []
+    rank = {layer: i for i, layer in enumerate(layers)}
+    for module, edges in sorted(graph.items()):
+        mine = under(module, layers)
+        for target, item in sorted(edges.items()):
+            theirs = under(target, layers)
+            if mine is not None and theirs is not None and rank[theirs] < rank[mine]:
+                found.append((module, target, item, "imports a layer above its own"))
+            for group in apart:
+                a, b = under(module, group), under(target, group)
+                if a is not None and b is not None and a != b:
+                    found.append((module, target, item, "imports a module kept apart"))
+    return found
+
+
 def crates(repo):
     for name in sorted(os.listdir(repo)):
         src = os.path.join(repo, name, "src")
@@ -175,19 +223,23 @@ def crates(repo):
 def main():
     repo = sys.argv[1] if len(sys.argv) > 1 else "."
     found = 0
+    names = lambda m: "::".join(m) or "(root)"
     for crate, src in crates(repo):
         files = module_files(src)
         graph = graph_of(files)
+        layers, apart = read_layers(os.path.join(os.path.dirname(src), "layers.txt"))
+        for module, target, item, why in layer_violations(graph, layers, apart):
+            found += 1
+            print(f"{crate}: {names(module)} {why}: {names(target)}  ({item})")
         for members in cycles(graph):
             found += 1
-            names = lambda m: "::".join(m) or "(root)"
             print(f"{crate}: import cycle of {len(members)} modules:")
             inside = set(members)
             for m in members:
                 for target, item in sorted(graph[m].items()):
                     if target in inside:
                         print(f"  {names(m)} -> {names(target)}  ({item})")
-    print(f"{found} import cycle(s)")
+    print(f"{found} import cycle(s) or layer violation(s)")
     return 1 if found else 0
 
 

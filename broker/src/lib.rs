@@ -2,7 +2,8 @@
 //! protocol handling, and the admin subcommands.
 //!
 //! The server stacks in layers; each uses only those below it (the test
-//! command's import-cycle check refuses a cycle between modules):
+//! command refuses a cycle between modules, and an import against the
+//! order `broker/layers.txt` declares):
 //!
 //! ```text
 //!   server       transports: Kafka handlers, HTTP (neither imports the

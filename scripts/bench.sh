@@ -8,12 +8,15 @@
 #   D  fan-out: five readers of one topic at a quarter of A's rate
 # A and B run with idempotent producers (every Kafka client's default) and
 # again right after with plain ones (A0, B0): the cost of idempotence.
+# A and B run again with librdkafka's rdkafka_performance as the client,
+# and E consumes B's topic with both clients, so loadgen's own limits show.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard. Throughput runs use one producer
 # per core with 1 MiB batches (linger 5 ms); the latency run one producer
 # with linger 1 ms (docs/benchmarks.md says why).
 # Writes results/<UTC time>/ (interval logs, JSON summaries, references,
-# dashboard.html) and prints each figure beside its physical limit.
+# dashboard.html) and prints each figure beside its physical limit and the
+# broker's CPU seconds per GB moved (utime+stime over the measured window).
 #
 # Usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N]
 set -euo pipefail
@@ -34,6 +37,23 @@ while [ $# -gt 0 ]; do
 done
 
 cargo build --release -q -p broker -p loadgen -p perf
+
+# librdkafka's rdkafka_performance, the neutral second client: compiled from
+# the librdkafka source the rdkafka-sys crate vendors, with the static
+# library cargo built from it (for the tests; built here if missing).
+rdkafka_perf=target/release/rdkafka_performance
+rdkafka_out() {
+    for d in target/release/build/rdkafka-sys-*/out target/debug/build/rdkafka-sys-*/out; do
+        [ -f "$d/src/librdkafka-static.a" ] && { echo "$d"; return; }
+    done
+}
+if [ ! -x "$rdkafka_perf" ]; then
+    [ -n "$(rdkafka_out)" ] || cargo build --release -q -p rdkafka-sys
+    out=$(rdkafka_out)
+    zstd=$(grep -o '/[^[:space:]]*zstd-sys-[^/]*/out' "$out/Makefile.config" | head -1)
+    gcc -O2 -I"$out/src" "$out/examples/rdkafka_performance.c" -o "$rdkafka_perf" \
+        "$out/src/librdkafka-static.a" -L"$zstd" -lzstd -lz -lpthread -lm -ldl -lrt
+fi
 bin=target/release
 results="results/$(date -u +%Y-%m-%dT%H%M%SZ)"
 mkdir -p "$results" "$data_root"
@@ -91,36 +111,91 @@ cores=$(nproc)
 [ -n "$bootstrap" ] || { echo "the broker did not start:"; cat "$results/broker.log"; exit 1; }
 echo "broker at $bootstrap (log: $results/broker.log)"
 
-common=(--bootstrap "$bootstrap" --duration "$seconds" --warmup 3 --acks all --out "$results"
+warmup=3
+common=(--bootstrap "$bootstrap" --duration "$seconds" --warmup "$warmup" --acks all --out "$results"
         --partitions "$partitions")
+# The broker's CPU time (utime+stime from /proc) over a workload's measured
+# window, sampled beside loadgen: $results/NAME.cpu, in seconds. Per GB
+# moved it is steadier than a rate on a shared machine, and it is what a
+# fleet pays for.
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+sample_cpu() {  # NAME [WARMUP SECONDS]
+    ( sleep "${2:-$warmup}"; t0=$(cpu_ticks); sleep "${3:-$seconds}"; t1=$(cpu_ticks)
+      awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.3f\n", d / hz }' >"$results/$1.cpu" ) &
+    sampler=$!
+}
 throughput=(--producers "$cores" --batch-bytes 1048576 --linger-ms 5)
 latency=(--producers 1 --linger-ms 1)
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
 echo "== A: 100 B messages, max throughput"
+sample_cpu A
 "$bin/loadgen" produce "${common[@]}" --name A --topic bench-a --message-bytes 100 "${throughput[@]}"
+wait "$sampler"
 rate_a=$(json "$results/A.json" "int(produce_msgs_per_s)")
 sleep "$settle"
 echo "== A0: as A, producers not idempotent"
+sample_cpu A0
 "$bin/loadgen" produce "${common[@]}" --name A0 --topic bench-a0 --message-bytes 100 --idempotence off "${throughput[@]}"
+wait "$sampler"
 
 
 # The disk absorbs the writes before it: latency runs start from a quiet disk.
 sleep "$settle"
 echo "== C: produce latency at half of A's rate ($((rate_a / 2)) msg/s)"
+sample_cpu C
 "$bin/loadgen" produce "${common[@]}" --name C --topic bench-c --message-bytes 100 --rate $((rate_a / 2)) "${latency[@]}"
+wait "$sampler"
 
 sleep "$settle"
 echo "== D: fan-out, five readers at a quarter of A's rate ($((rate_a / 4)) msg/s), end to end"
+sample_cpu D
 "$bin/loadgen" e2e "${common[@]}" --name D --topic bench-d --message-bytes 100 \
     --rate $((rate_a / 4)) --groups 5 "${latency[@]}"
+wait "$sampler"
 
 sleep "$settle"
 echo "== B: 1 KiB messages, max throughput"
+sample_cpu B
 "$bin/loadgen" produce "${common[@]}" --name B --topic bench-b --message-bytes 1024 "${throughput[@]}"
+wait "$sampler"
 sleep "$settle"
 echo "== B0: as B, producers not idempotent"
+sample_cpu B0
 "$bin/loadgen" produce "${common[@]}" --name B0 --topic bench-b0 --message-bytes 1024 --idempotence off "${throughput[@]}"
+wait "$sampler"
+
+# The same produce workloads through librdkafka (one rdkafka_performance
+# process: its own threads, idempotent, acks=all, the same linger and batch
+# size), about as long as loadgen's runs; then both clients consume B's
+# topic (2 partitions, 1 KiB) from its start. Each prints its own figures.
+rdkafka() {  # NAME ARGS...: runs it; its last table line in NAME.rdkafka,
+             # the broker's CPU seconds over the whole run in NAME.cpu
+    local name=$1 t0 t1; shift
+    t0=$(cpu_ticks)
+    "$rdkafka_perf" -b "$bootstrap" -u "$@" 2>&1 | grep '^|' | tail -1 | tee "$results/$name.rdkafka"
+    t1=$(cpu_ticks)
+    awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.3f\n", d / hz }' >"$results/$name.cpu"
+}
+rdkafka_produce=(-P -a -1 -X enable.idempotence=true -X linger.ms=5 -X batch.size=1048576)
+sleep "$settle"
+echo "== A-rdkafka: as A, with rdkafka_performance"
+rdkafka A-rdkafka "${rdkafka_produce[@]}" -t bench-a -s 100 -c $((rate_a * (seconds + warmup)))
+sleep "$settle"
+echo "== B-rdkafka: as B, with rdkafka_performance"
+rate_b=$(json "$results/B.json" "int(produce_msgs_per_s)")
+rdkafka B-rdkafka "${rdkafka_produce[@]}" -t bench-b -s 1024 -c $((rate_b * (seconds + warmup)))
+sleep "$settle"
+echo "== E: consume B's topic from its start (2 partitions, 1 KiB), loadgen"
+# Short, so the consumer does not run out of what B and B-rdkafka wrote.
+sample_cpu E 1 5
+"$bin/loadgen" consume --bootstrap "$bootstrap" --topic bench-b --partitions "$partitions" --from earliest \
+    --consumers 1 --duration 5 --warmup 1 --out "$results" --name E
+wait "$sampler"
+echo "== E-rdkafka: the same with rdkafka_performance"
+held=$(json "$results/B.json" "int(produced)")
+rdkafka E-rdkafka -C -t bench-b $(seq -f '-p %g' 0 $((partitions - 1))) -o beginning -c "$held"
 
 kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; broker_pid=""
 
@@ -137,6 +212,18 @@ load = lambda n: json.load(open(f"{results}/{n}.json"))
 a, b, c, d = load("A"), load("B"), load("C"), load("D")
 a0, b0 = load("A0"), load("B0")
 ms = lambda us: us / 1000.0
+def cpu(name, run, moved_mb_per_s):
+    """The broker's CPU seconds per GB moved (in + out) over the window."""
+    try:
+        seconds = float(open(f"{results}/{name}.cpu").read())
+    except (OSError, ValueError):
+        return "cpu -"
+    gb = moved_mb_per_s * run["measured_seconds"] / 1000.0
+    return f"cpu {seconds / gb:.2f} s/GB" if gb > 0 else "cpu -"
+cpus = [cpu("A", a, a["produce_mb_per_s"]), cpu("B", b, b["produce_mb_per_s"]),
+        cpu("C", c, c["produce_mb_per_s"]), cpu("A0", a0, a0["produce_mb_per_s"]),
+        cpu("B0", b0, b0["produce_mb_per_s"]),
+        cpu("D", d, d["produce_mb_per_s"] + d["consume_mb_per_s"])]
 rows = [
     ("A 100 B, acks=all", f"{a['produce_msgs_per_s']:,.0f} msg/s ({a['produce_mb_per_s']:.0f} MB/s)",
      f"disk {disk:.0f} MB/s", f"{a['produce_mb_per_s'] / disk:.0%}", "target 1,000,000 msg/s"),
@@ -153,8 +240,40 @@ rows = [
     ("D fan-out x5", f"reads {d['consume_msgs_per_s']:,.0f} msg/s = {d['consume_msgs_per_s'] / max(d['produce_msgs_per_s'], 1):.1f}x ingest ({d['consume_mb_per_s']:.0f} MB/s); e2e p99 {ms(d['e2e_latency_us']['p99']):.2f} ms",
      f"TCP {tcp:.0f} MB/s", f"{d['consume_mb_per_s'] / tcp:.0%}", "target 3x ingest"),
 ]
-width = [max(len(r[i]) for r in rows) for i in range(5)]
+def table_line(name):
+    """rdkafka_performance's last table line, as columns."""
+    try:
+        line = open(f"{results}/{name}.rdkafka").read().strip()
+    except OSError:
+        return None
+    return [c.strip() for c in line.strip("|").split("|")]
+def cpu_per_bytes(name, nbytes):
+    try:
+        seconds = float(open(f"{results}/{name}.cpu").read())
+    except (OSError, ValueError):
+        return "cpu -"
+    return f"cpu {seconds / (nbytes / 1e9):.2f} s/GB" if nbytes > 0 else "cpu -"
+ra, rb, re_ = table_line("A-rdkafka"), table_line("B-rdkafka"), table_line("E-rdkafka")
+e = load("E")
+if ra:  # producer columns: elapsed, msgs, bytes, rtt, dr, dr_m/s, dr_MB/s, ...
+    rows.append(("A rdkafka_performance", f"{float(ra[5]):,.0f} msg/s", "A loadgen",
+                 f"loadgen {a['produce_msgs_per_s'] / float(ra[5]):.0%}", "1 producer, same settings"))
+    cpus.append(cpu_per_bytes("A-rdkafka", float(ra[2])))
+if rb:
+    rows.append(("B rdkafka_performance", f"{float(rb[6]):.0f} MB/s", "B loadgen",
+                 f"loadgen {b['produce_mb_per_s'] / float(rb[6]):.0%}", "1 producer, same settings"))
+    cpus.append(cpu_per_bytes("B-rdkafka", float(rb[2])))
+rows.append(("E consume 1 KiB, loadgen", f"{e['consume_mb_per_s']:.0f} MB/s ({e['consume_msgs_per_s']:,.0f} msg/s)",
+             f"TCP {tcp:.0f} MB/s", f"{e['consume_mb_per_s'] / tcp:.0%}", f"{e['partitions']} partitions, 1 consumer"))
+cpus.append(cpu("E", e, e["consume_mb_per_s"]))
+if re_:  # consumer columns: elapsed, msgs, bytes, rtt, m/s, MB/s, ...
+    rows.append(("E rdkafka_performance", f"{float(re_[5]):.0f} MB/s", f"TCP {tcp:.0f} MB/s",
+                 f"{float(re_[5]) / tcp:.0%}; loadgen {e['consume_mb_per_s'] / float(re_[5]):.0%}",
+                 "same partitions"))
+    cpus.append(cpu_per_bytes("E-rdkafka", float(re_[2])))
+rows = [r + (c,) for r, c in zip(rows, cpus)]
+width = [max(len(r[i]) for r in rows) for i in range(6)]
 for r in rows:
-    print("  ".join(r[i].ljust(width[i]) for i in range(5)))
+    print("  ".join(r[i].ljust(width[i]) for i in range(6)))
 EOF
 echo "dashboard: $results/dashboard.html"

@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 
 use super::Cluster;
 use crate::kafka::Code;
+use crate::runtime::sharded::ShardId;
 use crate::runtime::wait;
 
 /// How long a shard waits for its metadata to show a change the
@@ -23,7 +24,7 @@ impl Cluster {
     pub async fn call_controller(&self, request: ControllerRequest) -> Result<(), RequestError> {
         let result = self
             .peers
-            .invoke_on(0, move |first| {
+            .invoke_on(ShardId::FIRST, move |first| {
                 Box::pin(async move {
                     match &first.controller {
                         Some(service) => service.request(request).await,

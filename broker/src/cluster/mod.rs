@@ -21,7 +21,7 @@ use control::service::MetadataService;
 use control::BrokerId;
 
 use crate::config::BrokerConfig;
-use crate::runtime::sharded::{Mesh, Sharded};
+use crate::runtime::sharded::{Mesh, ShardId, Sharded};
 use producer_ids::ProducerIds;
 use quorum::BrokerLife;
 use view::View;
@@ -50,7 +50,7 @@ impl Cluster {
     /// Shard `index`'s part; `mesh` reaches every shard's; `controller`
     /// is the metadata service, on the shard that runs it.
     pub fn new(
-        index: usize,
+        index: ShardId,
         config: BrokerConfig,
         view: View,
         life: Rc<BrokerLife>,
@@ -68,8 +68,8 @@ impl Cluster {
         })
     }
 
-    /// This shard's index (0 runs the metadata service).
-    pub fn shard(&self) -> usize {
+    /// This shard (the first runs the metadata service).
+    pub fn shard(&self) -> ShardId {
         self.peers.index()
     }
 

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 
 use super::Cluster;
 use crate::kafka::Code;
+use crate::runtime::sharded::ShardId;
 use crate::runtime::wait;
 
 /// How long a caller waits for this node's metadata to show its new block.
@@ -35,7 +36,7 @@ impl Cluster {
         let unavailable = ResponseError::CoordinatorNotAvailable.code();
         let me = self.me;
         self.peers
-            .invoke_on(0, move |first| {
+            .invoke_on(ShardId::FIRST, move |first| {
                 Box::pin(async move {
                     let service = first.controller.as_ref().ok_or(unavailable)?;
                     first.producer_ids.next(service, me).await

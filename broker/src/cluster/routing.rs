@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 use super::Cluster;
 use crate::groups::{offsets_partition, OFFSETS_TOPIC};
 use crate::kafka::Code;
+use crate::runtime::sharded::ShardId;
 
 /// A partition: topic and index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,15 +24,15 @@ pub struct PartitionKey {
 
 /// Where a partition's work runs (its key and owning shard), or the error
 /// code to answer with.
-pub type Route = Result<(PartitionKey, usize), Code>;
+pub type Route = Result<(PartitionKey, ShardId), Code>;
 
 /// The shard of `broker` that owns replica `partition`, if `broker` holds one.
-pub fn owner_shard(partition: &Partition, broker: BrokerId, shards: usize) -> Option<usize> {
+pub fn owner_shard(partition: &Partition, broker: BrokerId, shards: usize) -> Option<ShardId> {
     let at = partition.replicas.iter().position(|r| *r == broker)?;
     let shard = partition.shards.get(at).map_or(0, |s| s.0 as usize);
     // The placement used the shard count the broker registered with; a
     // restart with fewer shards folds the rest onto the ones it has.
-    Some(shard % shards.max(1))
+    Some(ShardId(shard % shards.max(1)))
 }
 
 /// A partition this shard holds a replica of, as the metadata has it.

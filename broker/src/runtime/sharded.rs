@@ -49,15 +49,30 @@ pub fn mesh<S>(shards: usize) -> (Mesh<S>, Vec<JobQueue<S>>) {
     (Mesh { senders }, queues)
 }
 
+/// A shard of this process: the index of its executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ShardId(pub usize);
+
+impl ShardId {
+    /// The first shard (the broker runs its metadata service there).
+    pub const FIRST: ShardId = ShardId(0);
+}
+
+impl std::fmt::Display for ShardId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Why a job could not run on its shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("shard {0} is not running")]
-pub struct ShardGone(pub usize);
+pub struct ShardGone(pub ShardId);
 
 /// One shard's way to every instance of a service: its own, called
 /// directly, and the others', through their queues.
 pub struct Sharded<S> {
-    index: usize,
+    index: ShardId,
     local: Weak<S>,
     mesh: Mesh<S>,
 }
@@ -75,12 +90,12 @@ impl<S> Clone for Sharded<S> {
 impl<S: 'static> Sharded<S> {
     /// Shard `index`'s handle, `local` its own instance (weak: the
     /// instance usually holds the handle; see `Rc::new_cyclic`).
-    pub fn new(index: usize, local: Weak<S>, mesh: Mesh<S>) -> Sharded<S> {
+    pub fn new(index: ShardId, local: Weak<S>, mesh: Mesh<S>) -> Sharded<S> {
         Sharded { index, local, mesh }
     }
 
-    /// This shard's index.
-    pub fn index(&self) -> usize {
+    /// This shard.
+    pub fn index(&self) -> ShardId {
         self.index
     }
 
@@ -91,7 +106,7 @@ impl<S: 'static> Sharded<S> {
 
     /// Runs `work` on shard `target`'s instance (directly if that is this
     /// shard) as a task of its own, and returns its result.
-    pub async fn invoke_on<T, W>(&self, target: usize, work: W) -> Result<T, ShardGone>
+    pub async fn invoke_on<T, W>(&self, target: ShardId, work: W) -> Result<T, ShardGone>
     where
         T: Send + 'static,
         W: FnOnce(Rc<S>) -> LocalFuture<T> + Send + 'static,
@@ -106,7 +121,7 @@ impl<S: 'static> Sharded<S> {
         if target == self.index {
             job(self.local.upgrade().ok_or(ShardGone(target))?);
         } else {
-            let queue = self.mesh.senders.get(target).ok_or(ShardGone(target))?;
+            let queue = self.mesh.senders.get(target.0).ok_or(ShardGone(target))?;
             queue.unbounded_send(job).map_err(|_| ShardGone(target))?;
         }
         result.await.map_err(|_| ShardGone(target))
@@ -119,7 +134,7 @@ impl<S: 'static> Sharded<S> {
         T: Send + 'static,
         W: Fn(Rc<S>) -> LocalFuture<T> + Clone + Send + 'static,
     {
-        let calls = (0..self.count()).map(|target| self.invoke_on(target, work.clone()));
+        let calls = (0..self.count()).map(|target| self.invoke_on(ShardId(target), work.clone()));
         futures::future::join_all(calls).await
     }
 }

@@ -21,6 +21,7 @@ use crate::cluster::lease::ready_to_serve;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view;
 use crate::partition::dirs::{reconcile_topic_dirs, remove_topic_dirs};
+use crate::runtime::sharded::ShardId;
 
 /// How often a shard looks at the stop flag.
 pub const STOP_POLL: Duration = Duration::from_millis(20);
@@ -46,7 +47,7 @@ pub async fn test_faults(shard: Rc<Shard>, stop: Arc<AtomicBool>) {
             glommio::timer::sleep(STOP_POLL).await;
         }
         tracing::warn!(
-            shard = shard.cluster.shard(),
+            shard = %shard.cluster.shard(),
             "test_wedge_on_stop: this shard stops yielding"
         );
         loop {
@@ -81,7 +82,7 @@ pub async fn follow_metadata(shard: Rc<Shard>, changes: Changes) {
                 .partitions
                 .table
                 .forget_deleted(&cluster.view.borrow().metadata);
-            if cluster.shard() == 0 {
+            if cluster.shard() == ShardId::FIRST {
                 match record {
                     Some(MetadataRecord::DeleteTopic { id }) => remove_topic_dirs(&root, *id),
                     // The whole state (at start, or a snapshot from the

@@ -18,7 +18,7 @@ use crate::coordinator::Coordinator;
 use crate::counters::{Registry, ShardMetrics};
 use crate::partition::Partitions;
 use crate::replica::Replication;
-use crate::runtime::sharded::{self, JobQueue, Mesh};
+use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId};
 
 /// Every shard's services.
 pub struct Shard {
@@ -97,7 +97,7 @@ impl Shard {
     pub fn start(parts: Parts, meshes: Meshes, queues: Queues) -> Rc<Shard> {
         let metrics = parts.metrics_registry[parts.index].clone();
         let cluster = Cluster::new(
-            parts.index,
+            ShardId(parts.index),
             parts.config,
             parts.view,
             parts.life,

@@ -58,7 +58,8 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 
 # The habits the code is held to before any test runs: formatted, no
-# clippy warnings, no import cycles between the modules of a crate.
+# clippy warnings, no import cycles between the modules of a crate and no
+# import against the layers a crate declares (broker/layers.txt).
 for component in rustfmt clippy; do
     if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
         rustup component add "$component"

@@ -10,7 +10,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use storage::LeaderEpoch;
 
-use super::{respond, HandlerError, Outcome};
+use super::{in_request_order, respond, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_offset_for_leader_epoch;
 use crate::kafka::decode::checked;
@@ -51,37 +51,28 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 .map_or(UNDEFINED, |(epoch, end)| (epoch.0, end.0)))
         })
     };
-    let mut answers = shard
-        .partitions
-        .fan_out(asked, true, work)
-        .await
-        .into_iter();
-    let topics = decoded
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let answer: Result<(i32, i64), Code> =
-                        answers.next().expect("one answer per partition");
-                    let (error, (epoch, end)) = match answer {
-                        Ok(found) => (0, found),
-                        Err(code) => (code, UNDEFINED),
-                    };
-                    EpochEndOffset::default()
-                        .with_partition(p.partition)
-                        .with_error_code(error)
-                        .with_leader_epoch(epoch)
-                        .with_end_offset(end)
-                })
-                .collect();
+    let answers = shard.partitions.fan_out(asked, true, work).await;
+    let topics = in_request_order(
+        &decoded.topics,
+        |topic| &topic.partitions,
+        answers,
+        |p, answer: Result<(i32, i64), Code>| {
+            let (error, (epoch, end)) = match answer {
+                Ok(found) => (0, found),
+                Err(code) => (code, UNDEFINED),
+            };
+            EpochEndOffset::default()
+                .with_partition(p.partition)
+                .with_error_code(error)
+                .with_leader_epoch(epoch)
+                .with_end_offset(end)
+        },
+        |topic, partitions| {
             OffsetForLeaderTopicResult::default()
                 .with_topic(topic.topic.clone())
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     respond(
         request,
         &OffsetForLeaderEpochResponse::default().with_topics(topics),

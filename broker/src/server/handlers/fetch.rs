@@ -20,7 +20,7 @@ use kafka_protocol::ResponseError;
 use storage::batch::{stored_batch_len, whole_batches_within};
 use storage::Offset;
 
-use super::{HandlerError, Outcome};
+use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
@@ -388,27 +388,20 @@ fn encode(
     reads: Vec<Result<PartitionRead, Code>>,
     version: i16,
 ) -> FetchResponse {
-    let mut reads = reads.into_iter();
-    let topics = decoded
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let read = reads.next().expect("one read per partition");
-                    partition_data(p.partition, read, version)
-                })
-                .collect();
+    let topics = in_request_order(
+        &decoded.topics,
+        |topic| &topic.partitions,
+        reads,
+        |p, read| partition_data(p.partition, read, version),
+        |topic, partitions| {
             let entry = FetchableTopicResponse::default().with_partitions(partitions);
             if version >= 13 {
                 entry.with_topic_id(topic.topic_id)
             } else {
                 entry.with_topic(topic.topic.clone())
             }
-        })
-        .collect();
+        },
+    );
     FetchResponse::default().with_responses(topics)
 }
 

@@ -56,6 +56,30 @@ pub enum HandlerError {
     NotServed(ApiKey, i16),
 }
 
+/// Lays a fan-out's answers (one per partition, in the order asked) back
+/// into the request's shape: for each topic, `answer_topic` of the topic
+/// and its partitions' `answer_partition`s. Every per-partition API ends
+/// with this step.
+pub fn in_request_order<Topic, Partition, Answer, PartitionAnswer, TopicAnswer>(
+    topics: &[Topic],
+    partitions_of: impl Fn(&Topic) -> &[Partition],
+    answers: Vec<Answer>,
+    mut answer_partition: impl FnMut(&Partition, Answer) -> PartitionAnswer,
+    mut answer_topic: impl FnMut(&Topic, Vec<PartitionAnswer>) -> TopicAnswer,
+) -> Vec<TopicAnswer> {
+    let mut answers = answers.into_iter();
+    topics
+        .iter()
+        .map(|topic| {
+            let partitions = partitions_of(topic)
+                .iter()
+                .map(|p| answer_partition(p, answers.next().expect("one answer per partition")))
+                .collect();
+            answer_topic(topic, partitions)
+        })
+        .collect()
+}
+
 /// The answer to `request`, encoded at its version.
 pub fn respond<T>(request: &Request, answer: &T) -> Result<Outcome, HandlerError>
 where

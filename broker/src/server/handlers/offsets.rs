@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
-use super::{HandlerError, Outcome};
+use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
 use crate::kafka::decode::checked;
@@ -72,28 +72,18 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
             list_on_owner(&led, timestamp).await
         })
     };
-    let mut results = shard
-        .partitions
-        .fan_out(asked, true, work)
-        .await
-        .into_iter();
-    let topics = decoded
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let result = results.next().expect("one result per partition");
-                    listed_response(p.partition_index, result, version)
-                })
-                .collect();
+    let results = shard.partitions.fan_out(asked, true, work).await;
+    let topics = in_request_order(
+        &decoded.topics,
+        |topic| &topic.partitions,
+        results,
+        |p, result| listed_response(p.partition_index, result, version),
+        |topic, partitions| {
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name.clone())
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     let answer = ListOffsetsResponse::default().with_topics(topics);
     Ok(Outcome::Respond(response::encode(
         request.header.correlation_id,

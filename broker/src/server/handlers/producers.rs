@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{respond, HandlerError, Outcome};
+use super::{in_request_order, respond, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
 use crate::kafka::decode::checked;
@@ -86,31 +86,24 @@ pub async fn describe_producers(
     let work = |_: Rc<Partitions>, led: Led, (): ()| -> LocalFuture<_> {
         Box::pin(async move { Ok(producers_of(&led.partition.log.producers())) })
     };
-    let mut described = shard
-        .partitions
-        .fan_out(asked, true, work)
-        .await
-        .into_iter();
-    let topics = decoded
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partition_indexes
-                .iter()
-                .map(|&index| {
-                    let entry = PartitionResponse::default().with_partition_index(index);
-                    match described.next().expect("one answer per partition") {
-                        Ok(active) => entry.with_active_producers(active),
-                        Err(code) => entry.with_error_code(code),
-                    }
-                })
-                .collect();
+    let described = shard.partitions.fan_out(asked, true, work).await;
+    let topics = in_request_order(
+        &decoded.topics,
+        |topic| &topic.partition_indexes,
+        described,
+        |&index, answer| {
+            let entry = PartitionResponse::default().with_partition_index(index);
+            match answer {
+                Ok(active) => entry.with_active_producers(active),
+                Err(code) => entry.with_error_code(code),
+            }
+        },
+        |topic, partitions| {
             TopicResponse::default()
                 .with_name(topic.name.clone())
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     respond(
         request,
         &DescribeProducersResponse::default().with_topics(topics),

@@ -158,6 +158,9 @@ pub(crate) struct ReadAhead {
     pub segment_base: Offset,
     pub position: u64,
     pub data: Bytes,
+    /// The log's generation when the bytes were read: a chunk read before
+    /// a truncation, deletion or compaction may hold what they removed.
+    pub generation: u64,
 }
 
 impl<F: DirectFile> State<F> {

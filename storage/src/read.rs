@@ -241,9 +241,11 @@ impl<FS: FileSystem> Log<FS> {
             );
             return Err(StorageError::io(context(), err));
         }
+        let generation = self.state.borrow().generation;
         if let Some(ra) = &self.state.borrow().read_ahead {
             let ra_end = ra.position + ra.data.len() as u64;
-            if ra.segment_base == cursor.base
+            if ra.generation == generation
+                && ra.segment_base == cursor.base
                 && ra.position <= position
                 && position + need as u64 <= ra_end
             {
@@ -261,11 +263,17 @@ impl<FS: FileSystem> Log<FS> {
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "durable data missing");
             return Err(StorageError::io(context(), err));
         }
-        self.st().read_ahead = Some(ReadAhead {
-            segment_base: cursor.base,
-            position,
-            data: data.clone(),
-        });
+        // Kept for the next read only if nothing moved the log's bytes
+        // while this one was in flight (the caller reads again then).
+        let mut st = self.st();
+        if st.generation == generation {
+            st.read_ahead = Some(ReadAhead {
+                segment_base: cursor.base,
+                position,
+                data: data.clone(),
+                generation,
+            });
+        }
         Ok(data)
     }
 }

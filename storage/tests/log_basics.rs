@@ -375,6 +375,75 @@ fn truncation_cuts_at_the_containing_batch_and_appends_continue() {
     assert_eq!(log.log_end(), Offset(33));
 }
 
+/// Lets the other futures of a `join!` run once.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// A disk read still in flight when the log is truncated must not leave
+/// its bytes as the read-ahead chunk: once the cut offsets are written
+/// again, reads from disk would serve the old batches at their offsets.
+#[test]
+fn a_disk_read_in_flight_across_a_truncation_serves_no_cut_batch() {
+    let fs = MemFs::new();
+    let log = open(&fs, small_config());
+    block_on(async {
+        for i in 0..60 {
+            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        // Offset 30 is on disk only (the cache keeps 8 KiB): its read is
+        // held in flight while the log is cut there and written again. A
+        // small read, so its chunk is the last one it reads (a longer one
+        // went on into the next segment, replacing the chunk).
+        fs.hold_next_read();
+        let slow_read = log.read(Offset(30), 4096, log.log_end());
+        let rewrite = async {
+            for _ in 0..10_000 {
+                if fs.read_held() {
+                    break;
+                }
+                yield_now().await;
+            }
+            assert!(fs.read_held(), "the read of offset 30 never went to disk");
+            assert_eq!(log.truncate_to(Offset(30)).await.unwrap(), Offset(30));
+            for i in 0..30 {
+                log.append(batch_of(3, 1000, 1000 + i, 0), LeaderEpoch(1))
+                    .await
+                    .unwrap();
+            }
+            log.flush().await.unwrap();
+            fs.release_read();
+        };
+        let (slow, ()) = futures::join!(slow_read, rewrite);
+        let fresh = log.read(Offset(30), 1 << 20, log.log_end()).await.unwrap();
+        for (what, out) in [("the held read", slow.unwrap()), ("a later read", fresh)] {
+            let batches = storage::batch::split_stored(&out.to_bytes(), 1 << 20).unwrap();
+            assert!(!batches.is_empty(), "{what} read nothing");
+            for (header, _) in &batches {
+                assert_eq!(
+                    header.leader_epoch,
+                    LeaderEpoch(1),
+                    "{what} served a batch the truncation cut, at offset {:?}",
+                    header.base_offset
+                );
+            }
+        }
+    });
+}
+
 #[test]
 fn deleting_records_moves_the_start_and_survives_reopen() {
     let fs = MemFs::new();

@@ -24,6 +24,11 @@ struct Contents {
 struct State {
     files: BTreeMap<PathBuf, Rc<RefCell<Contents>>>,
     fail_io: bool,
+    /// The next read is held in flight (after taking its bytes) until
+    /// released: see [`MemFs::hold_next_read`].
+    hold_next_read: bool,
+    read_held: bool,
+    read_released: bool,
     writes: u64,
     syncs: u64,
 }
@@ -62,6 +67,23 @@ impl MemFs {
     /// Makes every later write and fdatasync fail with EIO (or succeed again).
     pub fn set_fail_io(&self, fail: bool) {
         self.state.borrow_mut().fail_io = fail;
+    }
+
+    /// Holds the next read in flight, as a slow device would: it takes its
+    /// bytes at once and answers only after [`MemFs::release_read`], so a
+    /// test can run other work (truncation, compaction) meanwhile.
+    pub fn hold_next_read(&self) {
+        self.state.borrow_mut().hold_next_read = true;
+    }
+
+    /// Whether a read is being held.
+    pub fn read_held(&self) -> bool {
+        self.state.borrow().read_held
+    }
+
+    /// Lets the held read answer.
+    pub fn release_read(&self) {
+        self.state.borrow_mut().read_released = true;
     }
 
     /// Forgets everything not fdatasync'd, as a power loss would.
@@ -144,10 +166,23 @@ impl DirectFile for MemFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let c = self.contents.borrow();
-        let start = (pos as usize).min(c.live.len());
-        let end = (start + len).min(c.live.len());
-        Ok(Bytes::copy_from_slice(&c.live[start..end]))
+        let data = {
+            let c = self.contents.borrow();
+            let start = (pos as usize).min(c.live.len());
+            let end = (start + len).min(c.live.len());
+            Bytes::copy_from_slice(&c.live[start..end])
+        };
+        let held = std::mem::take(&mut self.fs.state.borrow_mut().hold_next_read);
+        if held {
+            self.fs.state.borrow_mut().read_held = true;
+            while !self.fs.state.borrow().read_released {
+                yield_once().await;
+            }
+            let mut state = self.fs.state.borrow_mut();
+            state.read_held = false;
+            state.read_released = false;
+        }
+        Ok(data)
     }
 
     async fn fdatasync(&self) -> io::Result<()> {

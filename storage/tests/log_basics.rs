@@ -375,21 +375,6 @@ fn truncation_cuts_at_the_containing_batch_and_appends_continue() {
     assert_eq!(log.log_end(), Offset(33));
 }
 
-/// Lets the other futures of a `join!` run once.
-async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}
-
 /// A disk read still in flight when the log is truncated must not leave
 /// its bytes as the read-ahead chunk: once the cut offsets are written
 /// again, reads from disk would serve the old batches at their offsets.
@@ -415,7 +400,7 @@ fn a_disk_read_in_flight_across_a_truncation_serves_no_cut_batch() {
                 if fs.read_held() {
                     break;
                 }
-                yield_now().await;
+                storage::io::memory::yield_once().await;
             }
             assert!(fs.read_held(), "the read of offset 30 never went to disk");
             assert_eq!(log.truncate_to(Offset(30)).await.unwrap(), Offset(30));

@@ -128,8 +128,9 @@ const fn libc_eio() -> i32 {
 }
 
 /// Lets other tasks run, as a device's latency would: appends that arrive
-/// while a flush is in flight are what group commit batches.
-async fn yield_once() {
+/// while a flush is in flight are what group commit batches. Tests use it
+/// to let the other futures of a `join!` run.
+pub async fn yield_once() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
         if yielded {

@@ -138,35 +138,27 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
     let work = |_: Rc<Partitions>, led: Led, offset: i64| -> LocalFuture<_> {
         Box::pin(async move { delete_on_owner(&led, offset).await })
     };
-    let mut results = shard
-        .partitions
-        .fan_out(asked, true, work)
-        .await
-        .into_iter();
-    let topics = decoded
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let result = results.next().expect("one result per partition");
-                    let (error, low_watermark) = match result {
-                        Ok(low_watermark) => (0, low_watermark),
-                        Err(code) => (code, -1),
-                    };
-                    DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(error)
-                        .with_low_watermark(low_watermark)
-                })
-                .collect();
+    let results = shard.partitions.fan_out(asked, true, work).await;
+    let topics = in_request_order(
+        &decoded.topics,
+        |topic| &topic.partitions,
+        results,
+        |p, result| {
+            let (error, low_watermark) = match result {
+                Ok(low_watermark) => (0, low_watermark),
+                Err(code) => (code, -1),
+            };
+            DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(error)
+                .with_low_watermark(low_watermark)
+        },
+        |topic, partitions| {
             DeleteRecordsTopicResult::default()
                 .with_name(topic.name.clone())
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     let answer = DeleteRecordsResponse::default().with_topics(topics);
     Ok(Outcome::Respond(response::encode(
         request.header.correlation_id,

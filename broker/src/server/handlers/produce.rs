@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
-use super::{HandlerError, Outcome};
+use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
@@ -141,26 +141,20 @@ fn encode(
     results: Vec<Result<Appended, Code>>,
     version: i16,
 ) -> ProduceResponse {
-    let mut results = results.into_iter();
-    let responses = topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partition_data
-                .iter()
-                .map(|data| {
-                    let result = results.next().expect("one result per partition");
-                    partition_response(data.index, result, version)
-                })
-                .collect();
+    let responses = in_request_order(
+        topics,
+        |topic| &topic.partition_data,
+        results,
+        |data, result| partition_response(data.index, result, version),
+        |topic, partitions| {
             let entry = TopicProduceResponse::default().with_partition_responses(partitions);
             if version >= 13 {
                 entry.with_topic_id(topic.topic_id)
             } else {
                 entry.with_name(topic.name.clone())
             }
-        })
-        .collect();
+        },
+    );
     ProduceResponse::default().with_responses(responses)
 }
 

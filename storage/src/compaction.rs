@@ -98,6 +98,8 @@ impl<FS: FileSystem> Log<FS> {
             let active_base = st.active().base;
             st.cache.drop_below(active_base);
             st.read_ahead = None;
+            st.prefetch.clear();
+            st.reader_at = None;
             st.generation += 1;
         }
         Ok(stats)

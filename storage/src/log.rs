@@ -2,10 +2,11 @@
 //! (log end, flushed, high watermark) and the failed state.
 
 use std::cell::{RefCell, RefMut};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::batch::{self, BatchHeader, CountRule};
 use crate::cache::BatchCache;
@@ -16,6 +17,7 @@ use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
 use crate::producers::{Check, ProducerState};
+use crate::read_ahead::{Prefetch, ReadAhead, ReaderAt};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -110,6 +112,11 @@ pub(crate) struct State<F: DirectFile> {
     pub high_watermark: Offset,
     pub cache: BatchCache,
     pub read_ahead: Option<ReadAhead>,
+    /// The chunks a sequential reader will want next, read or being read,
+    /// in order.
+    pub prefetch: VecDeque<Prefetch>,
+    /// Where the last read that stopped inside a segment left its reader.
+    pub reader_at: Option<ReaderAt<F>>,
     pub failed: Option<String>,
     pub pending_bytes: usize,
     /// Bumped by truncation, deletion and compaction, so a read that awaited
@@ -151,16 +158,11 @@ pub struct LogStats {
     pub cache_reads: u64,
     /// See `cache_reads`.
     pub disk_reads: u64,
-}
-
-/// The last chunk read from disk, kept for the next sequential read.
-pub(crate) struct ReadAhead {
-    pub segment_base: Offset,
-    pub position: u64,
-    pub data: Bytes,
-    /// The log's generation when the bytes were read: a chunk read before
-    /// a truncation, deletion or compaction may hold what they removed.
-    pub generation: u64,
+    /// Disk reads planned ahead of a sequential reader, and the reads
+    /// that found their bytes in one.
+    pub prefetch_reads: u64,
+    /// See `prefetch_reads`.
+    pub prefetch_hits: u64,
 }
 
 impl<F: DirectFile> State<F> {

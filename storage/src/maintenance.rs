@@ -119,6 +119,8 @@ impl<FS: FileSystem> Log<FS> {
             st.high_watermark = st.high_watermark.min(new_end);
             st.cache.truncate_from(new_end);
             st.read_ahead = None;
+            st.prefetch.clear();
+            st.reader_at = None;
             st.generation += 1;
         }
         critical.finish();

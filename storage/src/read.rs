@@ -8,7 +8,8 @@ use bytes::Bytes;
 use crate::batch::{BatchHeader, HEADER_BYTES};
 use crate::error::{Result, StorageError};
 use crate::io::{DirectFile, FileSystem};
-use crate::log::{Log, ReadAhead, ReadOutcome};
+use crate::log::{Log, ReadOutcome};
+use crate::read_ahead::{ReadAhead, ReaderAt};
 use crate::types::Offset;
 
 /// A disk read of one segment's durable bytes.
@@ -21,8 +22,9 @@ struct SegmentCursor<F> {
 
 /// How a scan of one chunk ended.
 enum ChunkEnd {
-    /// The bound or max_bytes was reached: the read is complete.
-    Done,
+    /// The bound or max_bytes was reached at the batch at this position:
+    /// the read is complete.
+    Done(u64),
     /// The chunk ran out at this position.
     More(u64),
     /// A batch at this position does not fit the chunk; it is this long.
@@ -158,7 +160,18 @@ impl<FS: FileSystem> Log<FS> {
         while position < cursor.durable_size {
             let chunk = self.chunk_at(&cursor, position, need, want).await?;
             match self.collect(&chunk, position, offset, max_bytes, bound, out, cursor.base)? {
-                ChunkEnd::Done => return Ok((true, position)),
+                ChunkEnd::Done(stop) => {
+                    let generation = self.state.borrow().generation;
+                    self.reader_stopped(ReaderAt {
+                        file: cursor.file.clone(),
+                        segment_base: cursor.base,
+                        position: stop,
+                        durable_size: cursor.durable_size,
+                        chunk_bytes: want,
+                        generation,
+                    });
+                    return Ok((true, position));
+                }
                 ChunkEnd::More(next) => {
                     position = next;
                     need = HEADER_BYTES;
@@ -199,17 +212,20 @@ impl<FS: FileSystem> Log<FS> {
                         std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
                     )
                 })?;
-            if chunk.len() - at < header.total_bytes {
-                break ChunkEnd::Incomplete(position + at as u64, header.total_bytes);
-            }
             let len = header.total_bytes;
-            if header.next_offset() <= offset {
+            let wanted = header.next_offset() > offset;
+            let fits = out.bytes + run_bytes == 0 || out.bytes + run_bytes + len <= max_bytes;
+            // Decided from the header alone: a batch the read will not take
+            // costs no disk read of its body.
+            if wanted && (header.next_offset() > bound || !fits) {
+                break ChunkEnd::Done(position + at as u64);
+            }
+            if chunk.len() - at < len {
+                break ChunkEnd::Incomplete(position + at as u64, len);
+            }
+            if !wanted {
                 at += len;
                 continue;
-            }
-            let fits = out.bytes + run_bytes == 0 || out.bytes + run_bytes + len <= max_bytes;
-            if header.next_offset() > bound || !fits {
-                break ChunkEnd::Done;
             }
             run_start.get_or_insert(at);
             run_next = header.next_offset();
@@ -224,7 +240,8 @@ impl<FS: FileSystem> Log<FS> {
 
     /// At least `need` and up to `want` bytes at `position` (fewer at the
     /// durable end): the rest of the read-ahead chunk when it holds `need`
-    /// bytes there, else one disk read that becomes the new read-ahead chunk.
+    /// bytes there, else the planned prefetch's when it does, else one disk
+    /// read that becomes the new read-ahead chunk.
     async fn chunk_at(
         &self,
         cursor: &SegmentCursor<FS::File>,
@@ -243,14 +260,12 @@ impl<FS: FileSystem> Log<FS> {
         }
         let generation = self.state.borrow().generation;
         if let Some(ra) = &self.state.borrow().read_ahead {
-            let ra_end = ra.position + ra.data.len() as u64;
-            if ra.generation == generation
-                && ra.segment_base == cursor.base
-                && ra.position <= position
-                && position + need as u64 <= ra_end
-            {
+            if ra.holds(cursor.base, position, need, generation) {
                 return Ok(ra.data.slice((position - ra.position) as usize..));
             }
+        }
+        if let Some(data) = self.prefetched(cursor.base, position, need).await {
+            return Ok(data);
         }
         let len = want.max(need).min(available);
         let data = cursor

@@ -67,6 +67,8 @@ impl<FS: FileSystem> Log<FS> {
                 high_watermark: Offset(0),
                 cache: BatchCache::new(config.cache_budget_bytes),
                 read_ahead: None,
+                prefetch: Default::default(),
+                reader_at: None,
                 failed: None,
                 pending_bytes: 0,
                 generation: 0,

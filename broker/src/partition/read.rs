@@ -76,7 +76,13 @@ impl Led {
         if offset >= limit.0 {
             return Ok(read);
         }
-        match log.read(Offset(offset), max_bytes.max(1), limit).await {
+        let outcome = log.read(Offset(offset), max_bytes.max(1), limit).await;
+        if let Some(prefetch) = log.prefetch_task() {
+            // The next sequential read's disk read runs while this answer
+            // is sent, instead of after the reader asks.
+            glommio::spawn_local(prefetch).detach();
+        }
+        match outcome {
             Ok(outcome) => {
                 read.bytes = outcome.bytes;
                 read.chunks = outcome.chunks;

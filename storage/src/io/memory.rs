@@ -31,6 +31,7 @@ struct State {
     read_released: bool,
     writes: u64,
     syncs: u64,
+    reads: u64,
 }
 
 /// An in-memory file system shared by clones.
@@ -109,7 +110,12 @@ impl MemFs {
         c.durable = bytes;
     }
 
-    /// Direct writes and fdatasyncs issued so far.
+    /// Reads issued so far.
+    pub fn read_count(&self) -> u64 {
+        self.state.borrow().reads
+    }
+
+    /// Writes and fdatasyncs issued so far.
     pub fn io_counts(&self) -> (u64, u64) {
         let state = self.state.borrow();
         (state.writes, state.syncs)
@@ -173,6 +179,7 @@ impl DirectFile for MemFile {
             let end = (start + len).min(c.live.len());
             Bytes::copy_from_slice(&c.live[start..end])
         };
+        self.fs.state.borrow_mut().reads += 1;
         let held = std::mem::take(&mut self.fs.state.borrow_mut().hold_next_read);
         if held {
             self.fs.state.borrow_mut().read_held = true;

@@ -1,0 +1,88 @@
+//! The bytes a log keeps for sequential readers: the last chunk read from
+//! disk, and the planned read of the next one (see `prefetch`).
+
+use std::io;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::future::{LocalBoxFuture, Shared};
+
+use crate::batch::whole_batches_within;
+use crate::types::Offset;
+
+/// The last chunk read from disk, kept for the next sequential read.
+pub(crate) struct ReadAhead {
+    pub segment_base: Offset,
+    pub position: u64,
+    pub data: Bytes,
+    /// The log's generation when the bytes were read: a chunk read before
+    /// a truncation, deletion or compaction may hold what they removed.
+    pub generation: u64,
+}
+
+impl ReadAhead {
+    /// Whether the chunk holds `need` bytes at `position` of that segment.
+    pub fn holds(&self, segment_base: Offset, position: u64, need: usize, generation: u64) -> bool {
+        self.generation == generation
+            && self.segment_base == segment_base
+            && self.position <= position
+            && position + need as u64 <= self.position + self.data.len() as u64
+    }
+}
+
+/// A disk read whose bytes every waiter gets (the error shared too).
+pub(crate) type SharedRead = Shared<LocalBoxFuture<'static, Result<Bytes, Rc<io::Error>>>>;
+
+/// A planned read of a segment's bytes at `position` (a batch's start),
+/// up to `len` of them.
+pub(crate) struct Prefetch {
+    pub segment_base: Offset,
+    pub position: u64,
+    pub len: usize,
+    /// The log's generation when planned: truncation, deletion and
+    /// compaction make the planned bytes useless.
+    pub generation: u64,
+    pub read: SharedRead,
+    /// Whether a prefetch task drives the read already.
+    pub handed_out: bool,
+}
+
+impl Prefetch {
+    /// Whether this read holds `need` bytes at `position` of that segment.
+    pub fn covers(
+        &self,
+        segment_base: Offset,
+        position: u64,
+        need: usize,
+        generation: u64,
+    ) -> bool {
+        self.generation == generation
+            && self.segment_base == segment_base
+            && self.position <= position
+            && position + need as u64 <= self.position + self.len as u64
+    }
+
+    /// Where the read's whole batches end, once it completed: the start of
+    /// the chunk after it. `None` while in flight, after a failure, or when
+    /// the chunk holds no whole batch.
+    pub fn whole_end(&self) -> Option<u64> {
+        let data = self.read.peek()?.as_ref().ok()?;
+        match whole_batches_within(data, data.len()) {
+            0 => None,
+            whole => Some(self.position + whole as u64),
+        }
+    }
+}
+
+/// What the last read that stopped inside a segment planned from: the
+/// prefetch window grows from there as its reads complete.
+pub(crate) struct ReaderAt<F> {
+    pub file: Rc<F>,
+    pub segment_base: Offset,
+    /// Where the reader's next read starts.
+    pub position: u64,
+    pub durable_size: u64,
+    /// Bytes of one disk read.
+    pub chunk_bytes: usize,
+    pub generation: u64,
+}

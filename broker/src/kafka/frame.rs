@@ -73,14 +73,6 @@ impl FrameReader {
     }
 }
 
-/// Prefixes a response body with its size.
-pub fn frame(body: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as i32).to_be_bytes());
-    out.extend_from_slice(body);
-    out.freeze()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,7 +85,7 @@ mod tests {
     fn frames_split_across_reads_come_out_whole() {
         let mut stream = Vec::new();
         for body in [&b"one"[..], b"", b"three!"] {
-            stream.extend_from_slice(&frame(body));
+            stream.extend_from_slice(&crate::kafka::response::Frame::of_body(body).to_bytes());
         }
         let mut reader = FrameReader::new(1024);
         let mut got = Vec::new();

@@ -5,6 +5,7 @@
 pub mod api_versions;
 pub mod bounds;
 pub mod decode;
+pub mod fetch_frame;
 pub mod frame;
 pub mod metadata;
 pub mod produce_legacy;

@@ -10,7 +10,7 @@ use glommio::net::TcpStream;
 
 use super::handlers::{self, Outcome};
 use super::shard::Shard;
-use crate::kafka::frame::{self, FrameReader};
+use crate::kafka::frame::FrameReader;
 use crate::kafka::request;
 
 /// Bytes read from the socket at a time (at least).
@@ -70,13 +70,14 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
                     return;
                 }
             };
-            let framed = frame::frame(&response);
             shard
                 .metrics
                 .bytes_out
-                .fetch_add(framed.len() as u64, Ordering::Relaxed);
-            if stream.write_all(&framed).await.is_err() {
-                return;
+                .fetch_add(response.len() as u64, Ordering::Relaxed);
+            for part in response.parts() {
+                if stream.write_all(part).await.is_err() {
+                    return;
+                }
             }
         }
         let read = match select(Box::pin(stream.read(&mut chunk)), stopping.clone()).await {

@@ -210,6 +210,12 @@ async fn accept_loop(
     loop {
         match listener.accept().await {
             Ok(stream) => {
+                // Answers go out when written, as Kafka's: a response that
+                // waited on Nagle for the client's delayed ack would add
+                // its delay to the request's latency.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
                 let open = open.clone();
                 let stopping = stopping.clone();
                 let shard = shard.clone();

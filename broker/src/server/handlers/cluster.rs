@@ -12,7 +12,7 @@ use crate::kafka::bounds::check_describe_cluster;
 use crate::kafka::decode::checked;
 use crate::kafka::metadata::{self, Cluster, MetadataError};
 use crate::kafka::request::Request;
-use crate::kafka::response;
+use crate::kafka::response::{self, Frame};
 use crate::server::shard::Shard;
 
 /// DescribeCluster versions served.
@@ -43,7 +43,7 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
         || !answer.allow_auto_create
         || !shard.cluster.config.auto_create_topics
     {
-        return Ok(Outcome::Respond(answer.response));
+        return Ok(Outcome::Respond(Frame::of_body(&answer.response)));
     }
     for name in answer.missing_topics {
         let topic = NewTopic {
@@ -58,7 +58,8 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
             tracing::debug!(topic = %name, code, %why, "auto-creating a topic failed");
         }
     }
-    Ok(Outcome::Respond(answer_metadata(shard, request)?.response))
+    let answer = answer_metadata(shard, request)?;
+    Ok(Outcome::Respond(Frame::of_body(&answer.response)))
 }
 
 /// Answers DescribeCluster.

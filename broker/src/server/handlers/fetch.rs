@@ -25,7 +25,7 @@ use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_fetch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
-use crate::kafka::{response, Code};
+use crate::kafka::{fetch_frame, response, Code};
 use crate::partition::leader::on_replica_fetch;
 use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::read::{Bound, Read};
@@ -109,11 +109,8 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
         shard.metrics.request_error(request.header.request_api_key);
     }
     let answer = encode(&decoded, reads, version);
-    Ok(Outcome::Respond(response::encode(
-        request.header.correlation_id,
-        version,
-        &answer,
-    )?))
+    let frame = fetch_frame::encode(request.header.correlation_id, version, answer)?;
+    Ok(Outcome::Respond(frame))
 }
 
 /// Every partition asked for, in the request's order, with its route.

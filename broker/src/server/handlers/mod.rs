@@ -17,20 +17,19 @@ mod topics;
 
 use std::rc::Rc;
 
-use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::kafka::bounds::BoundsError;
 use crate::kafka::decode::DecodeError;
 use crate::kafka::request::Request;
-use crate::kafka::response::EncodeError;
+use crate::kafka::response::{EncodeError, Frame};
 use crate::kafka::{api_versions, metadata};
 use crate::server::shard::Shard;
 
 /// What a handler gives back.
 pub enum Outcome {
-    /// The response frame body.
-    Respond(Bytes),
+    /// The response frame.
+    Respond(Frame),
     /// Nothing is sent (Produce with acks=0).
     NoResponse,
 }
@@ -143,7 +142,8 @@ pub async fn handle(
     let version = request.header.request_api_version;
     if api == ApiKey::ApiVersions {
         // Answers even a too-new version (with error 35), as Kafka does.
-        return Ok(Outcome::Respond(api_versions::answer(request, SERVED)));
+        let body = api_versions::answer(request, SERVED);
+        return Ok(Outcome::Respond(Frame::of_body(&body)));
     }
     let served = SERVED
         .iter()

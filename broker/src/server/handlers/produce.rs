@@ -19,6 +19,7 @@ use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
+use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
@@ -41,7 +42,9 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             request.header.correlation_id,
             &request.body,
         )?;
-        return Ok(answer.map_or(Outcome::NoResponse, Outcome::Respond));
+        return Ok(answer.map_or(Outcome::NoResponse, |body| {
+            Outcome::Respond(Frame::of_body(&body))
+        }));
     }
     let started = Instant::now();
     let decoded: ProduceRequest = checked(request, check_produce)?;

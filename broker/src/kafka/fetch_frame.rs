@@ -1,0 +1,313 @@
+//! A Fetch response frame that sends its record sets without copying them.
+//!
+//! The record sets are most of a Fetch response's bytes, and they arrive
+//! here as the `Bytes` the log handed out (the batch cache's or a disk
+//! read's). Encoding the response into one buffer copies each of them once
+//! more before the socket copies it again. Here the codec encodes everything
+//! but the record sets; a record set of at least [`INLINE_MAX`] bytes goes
+//! out as its own part of the frame, the others are copied inline.
+//!
+//! The record set is the last field of a partition before its tagged
+//! fields, in every version; each piece the codec encodes is checked to end
+//! as expected (an empty array or a null record set, then no tagged
+//! fields), and a piece that does not is encoded whole instead. A test
+//! compares the frame with the codec's own encoding for every version.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchResponse, ResponseHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+
+use super::response::{failed, EncodeError, Frame};
+
+/// Record sets up to this long are copied into the frame's buffer: below
+/// it a part of its own costs more than the copy.
+pub const INLINE_MAX: usize = 16 * 1024;
+
+/// The first version with compact arrays and tagged fields.
+const FIRST_FLEXIBLE: i16 = 12;
+
+/// The Fetch response frame answering `correlation_id`.
+pub fn encode(
+    correlation_id: i32,
+    version: i16,
+    mut response: FetchResponse,
+) -> Result<Frame, EncodeError> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = FetchResponse::header_version(version);
+    let size = header.compute_size(header_version).map_err(failed)?
+        + response.compute_size(version).map_err(failed)?;
+    let topics = std::mem::take(&mut response.responses);
+    let Some(top) = without_last(&response, version, EMPTY_ARRAY)? else {
+        response.responses = topics;
+        return super::response::encode(correlation_id, version, &response);
+    };
+    let mut frame = Parts::new(4 + size);
+    frame.buf.put_i32(size as i32);
+    header
+        .encode(&mut frame.buf, header_version)
+        .map_err(failed)?;
+    frame.buf.extend_from_slice(&top);
+    put_length(&mut frame.buf, version, topics.len());
+    for topic in topics {
+        put_topic(&mut frame, version, topic)?;
+    }
+    put_no_tags(&mut frame.buf, version);
+    let parts = frame.finish();
+    let sent: usize = parts.iter().map(Bytes::len).sum();
+    if sent != 4 + size {
+        return Err(EncodeError(format!(
+            "fetch frame of {sent} bytes, the codec sized it {}",
+            4 + size
+        )));
+    }
+    Ok(Frame::from_parts(parts))
+}
+
+/// One topic: its fields, then its partitions.
+fn put_topic(
+    frame: &mut Parts,
+    version: i16,
+    mut topic: FetchableTopicResponse,
+) -> Result<(), EncodeError> {
+    let partitions = std::mem::take(&mut topic.partitions);
+    let Some(fields) = without_last(&topic, version, EMPTY_ARRAY)? else {
+        topic.partitions = partitions;
+        topic.encode(&mut frame.buf, version).map_err(failed)?;
+        return Ok(());
+    };
+    frame.buf.extend_from_slice(&fields);
+    put_length(&mut frame.buf, version, partitions.len());
+    for partition in partitions {
+        put_partition(frame, version, partition)?;
+    }
+    put_no_tags(&mut frame.buf, version);
+    Ok(())
+}
+
+/// One partition: its fields, then its record set (a part of its own when
+/// large).
+fn put_partition(
+    frame: &mut Parts,
+    version: i16,
+    mut partition: PartitionData,
+) -> Result<(), EncodeError> {
+    let Some(records) = partition.records.take() else {
+        return partition.encode(&mut frame.buf, version).map_err(failed);
+    };
+    let Some(fields) = without_last(&partition, version, NULL_BYTES)? else {
+        partition.records = Some(records);
+        return partition.encode(&mut frame.buf, version).map_err(failed);
+    };
+    frame.buf.extend_from_slice(&fields);
+    put_bytes_length(&mut frame.buf, version, records.len());
+    frame.push(records);
+    put_no_tags(&mut frame.buf, version);
+    Ok(())
+}
+
+/// How a piece's last regular field is encoded when empty: the flexible
+/// versions' form, then the older ones'.
+type EmptyForm = (&'static [u8], &'static [u8]);
+/// An empty array: compact length 0 (as 1), or an int32 0.
+const EMPTY_ARRAY: EmptyForm = (&[1], &[0, 0, 0, 0]);
+/// A null byte string: compact length null (0), or an int32 -1.
+const NULL_BYTES: EmptyForm = (&[0], &[0xff, 0xff, 0xff, 0xff]);
+
+/// The piece encoded, without its last regular field (which must be
+/// empty, in the `empty` form) and, in the flexible versions, without its
+/// tagged fields (which must be none). `None` when it does not end so.
+fn without_last<T: Encodable>(
+    piece: &T,
+    version: i16,
+    empty: EmptyForm,
+) -> Result<Option<Bytes>, EncodeError> {
+    let mut out = BytesMut::new();
+    piece.encode(&mut out, version).map_err(failed)?;
+    let ending: Vec<u8> = match version >= FIRST_FLEXIBLE {
+        true => [empty.0, &[0]].concat(),
+        false => empty.1.to_vec(),
+    };
+    if !out.ends_with(&ending) {
+        return Ok(None);
+    }
+    out.truncate(out.len() - ending.len());
+    Ok(Some(out.freeze()))
+}
+
+/// An array's length.
+fn put_length(buf: &mut BytesMut, version: i16, len: usize) {
+    match version >= FIRST_FLEXIBLE {
+        true => put_varint(buf, len as u32 + 1),
+        false => buf.put_i32(len as i32),
+    }
+}
+
+/// A (non-null) byte string's length.
+fn put_bytes_length(buf: &mut BytesMut, version: i16, len: usize) {
+    put_length(buf, version, len);
+}
+
+/// No tagged fields (flexible versions only).
+fn put_no_tags(buf: &mut BytesMut, version: i16) {
+    if version >= FIRST_FLEXIBLE {
+        buf.put_u8(0);
+    }
+}
+
+/// An unsigned varint, as the flexible versions' lengths.
+fn put_varint(buf: &mut BytesMut, mut value: u32) {
+    while value >= 0x80 {
+        buf.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
+}
+
+/// The frame's parts as they are built: small fields gather in `buf`, a
+/// large record set closes it and goes out as a part of its own.
+struct Parts {
+    parts: Vec<Bytes>,
+    buf: BytesMut,
+}
+
+impl Parts {
+    fn new(size_hint: usize) -> Parts {
+        Parts {
+            parts: Vec::new(),
+            buf: BytesMut::with_capacity(size_hint.min(INLINE_MAX * 4)),
+        }
+    }
+
+    fn push(&mut self, records: Bytes) {
+        if records.len() < INLINE_MAX {
+            self.buf.extend_from_slice(&records);
+            return;
+        }
+        if !self.buf.is_empty() {
+            self.parts.push(self.buf.split().freeze());
+        }
+        self.parts.push(records);
+    }
+
+    fn finish(mut self) -> Vec<Bytes> {
+        if !self.buf.is_empty() {
+            self.parts.push(self.buf.split().freeze());
+        }
+        self.parts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, PartitionData};
+    use kafka_protocol::messages::{BrokerId, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+    /// What the codec makes of the response, framed.
+    fn whole(correlation_id: i32, version: i16, response: &FetchResponse) -> Bytes {
+        super::super::response::encode(correlation_id, version, response)
+            .unwrap()
+            .to_bytes()
+    }
+
+    fn random_response(rng: &mut SmallRng, version: i16) -> FetchResponse {
+        let topics = (0..rng.gen_range(0..4))
+            .map(|t| {
+                let partitions = (0..rng.gen_range(0..5))
+                    .map(|p| random_partition(rng, version, p))
+                    .collect();
+                let topic = FetchableTopicResponse::default().with_partitions(partitions);
+                match version >= 13 {
+                    true => topic.with_topic_id(uuid::Uuid::from_u128(rng.gen())),
+                    false => topic.with_topic(TopicName(StrBytes::from_string(format!("t{t}")))),
+                }
+            })
+            .collect();
+        let mut response = FetchResponse::default()
+            .with_throttle_time_ms(rng.gen_range(0..100))
+            .with_responses(topics);
+        if version >= 7 {
+            response = response.with_error_code(rng.gen_range(0..2));
+        }
+        response
+    }
+
+    fn random_partition(rng: &mut SmallRng, version: i16, index: i32) -> PartitionData {
+        let len = *[0, 1, 100, INLINE_MAX - 1, INLINE_MAX, 200_000]
+            .get(rng.gen_range(0..6))
+            .unwrap();
+        let records = match rng.gen_bool(0.1) {
+            true => None,
+            false => Some(Bytes::from((0..len).map(|i| i as u8).collect::<Vec<u8>>())),
+        };
+        let mut partition = PartitionData::default()
+            .with_partition_index(index)
+            .with_error_code(rng.gen_range(0..3))
+            .with_high_watermark(rng.gen())
+            .with_last_stable_offset(rng.gen())
+            .with_log_start_offset(rng.gen_range(-1..1000))
+            .with_aborted_transactions(rng.gen_bool(0.8).then(Vec::new))
+            .with_records(records);
+        if version >= 11 {
+            partition = partition.with_preferred_read_replica(BrokerId(rng.gen_range(-1..3)));
+        }
+        if version >= 12 && rng.gen_bool(0.2) {
+            // A tagged field set: the partition is encoded whole.
+            partition = partition.with_current_leader(
+                LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(2))
+                    .with_leader_epoch(7),
+            );
+        }
+        partition
+    }
+
+    #[test]
+    fn every_version_encodes_as_the_codec_does_with_large_record_sets_as_their_own_parts() {
+        let seed: u64 = rand::random();
+        eprintln!("seed {seed}");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut own_parts = 0;
+        for version in 4..=18 {
+            for round in 0..40 {
+                let response = random_response(&mut rng, version);
+                let expected = whole(round, version, &response);
+                let frame = encode(round, version, response.clone()).unwrap();
+                assert_eq!(
+                    frame.to_bytes(),
+                    expected,
+                    "seed {seed} version {version} round {round}"
+                );
+                let large = frame
+                    .parts()
+                    .iter()
+                    .filter(|p| p.len() >= INLINE_MAX)
+                    .count();
+                own_parts += large;
+            }
+        }
+        assert!(
+            own_parts > 100,
+            "only {own_parts} record sets went out uncopied"
+        );
+    }
+
+    #[test]
+    fn a_large_record_set_is_sent_from_the_buffer_it_came_in() {
+        let records = Bytes::from(vec![7u8; 100_000]);
+        let response =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    PartitionData::default().with_records(Some(records.clone()))
+                ])]);
+        let frame = encode(1, 11, response).unwrap();
+        assert!(
+            frame.parts().iter().any(|p| p.as_ptr() == records.as_ptr()),
+            "the record set was copied"
+        );
+    }
+}

@@ -79,6 +79,12 @@ pub struct BrokerConfig {
     /// An idempotent producer silent this long (by its batches'
     /// timestamps) is forgotten (Kafka's producer.id.expiration.ms).
     pub producer_id_expiration_ms: u64,
+    /// Memory the partitions' batch caches may hold together, split evenly
+    /// between the shards (0: a quarter of the machine's memory). O_DIRECT
+    /// bypasses the page cache, so this is what keeps recently written data
+    /// readable without the disk; each partition also keeps its newest
+    /// 4 MiB whatever the others hold.
+    pub log_cache_bytes: u64,
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
     pub metadata_snapshot_every_entries: u64,
@@ -126,6 +132,7 @@ impl Default for BrokerConfig {
             replica_selector: "leader".into(),
             log_format: "text".into(),
             metadata_snapshot_every_entries: 1_000,
+            log_cache_bytes: 0,
             producer_id_expiration_ms: 86_400_000,
             shutdown_timeout_ms: 30_000,
             test_panic_after_ms: 0,
@@ -226,6 +233,16 @@ impl BrokerConfig {
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         config.check()?;
         Ok(config)
+    }
+
+    /// The batch cache memory of each of `shards` shards (see
+    /// `log_cache_bytes`).
+    pub fn log_cache_bytes_per_shard(&self, shards: usize) -> usize {
+        let total = match self.log_cache_bytes {
+            0 => physical_memory_bytes().unwrap_or(4 << 30) / 4,
+            bytes => bytes,
+        };
+        (total / shards.max(1) as u64) as usize
     }
 
     /// Checks the values against each other.
@@ -335,6 +352,14 @@ impl BrokerConfig {
             .clone()
             .unwrap_or_else(|| self.kafka_listen.replace("0.0.0.0", "127.0.0.1"))
     }
+}
+
+/// The machine's memory (MemTotal), if /proc says.
+fn physical_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]

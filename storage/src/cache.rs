@@ -4,8 +4,16 @@
 //! The cache holds a contiguous suffix of the log. Batches not yet durable
 //! are pinned (they may not be on disk yet); durable ones are evicted oldest
 //! first once the byte budget is exceeded.
+//!
+//! The logs of a shard may share a larger budget ([`CacheShare`]), the
+//! part of memory a page cache would hold for a broker that reads through
+//! one: each log keeps its own budget whatever the others hold, and more
+//! while the shard's total stays within the share's limit. A reader that
+//! catches up on what was just written then reads memory, not the disk.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use bytes::Bytes;
 
@@ -45,8 +53,61 @@ impl ReadOutcome {
     }
 }
 
+/// The memory the batch caches of one shard's logs hold together, and
+/// the most they may hold beyond each one's own budget.
+#[derive(Debug)]
+pub struct CacheShare {
+    limit: usize,
+    used: Cell<usize>,
+    /// The next batch's place in the order the sharing caches took their
+    /// batches: the oldest across them is evicted first.
+    next_seq: Cell<u64>,
+}
+
+impl CacheShare {
+    /// A share of `limit` bytes.
+    pub fn new(limit: usize) -> Rc<CacheShare> {
+        Rc::new(CacheShare {
+            limit,
+            used: Cell::new(0),
+            next_seq: Cell::new(0),
+        })
+    }
+
+    /// Bytes the sharing caches hold now.
+    pub fn used(&self) -> usize {
+        self.used.get()
+    }
+
+    /// The share's limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether the caches hold more than the limit.
+    pub fn over(&self) -> bool {
+        self.used.get() > self.limit
+    }
+
+    fn take_seq(&self) -> u64 {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        seq
+    }
+
+    fn add(&self, bytes: usize) {
+        self.used.set(self.used.get() + bytes);
+    }
+
+    fn remove(&self, bytes: usize) {
+        self.used.set(self.used.get() - bytes);
+    }
+}
+
 #[derive(Debug)]
 struct CachedBatch {
+    /// When the cache took it, in its share's order (0 without a share).
+    seq: u64,
     base: Offset,
     next: Offset,
     data: Bytes,
@@ -58,6 +119,13 @@ pub struct BatchCache {
     batches: VecDeque<CachedBatch>,
     bytes: usize,
     budget_bytes: usize,
+    share: Option<Rc<CacheShare>>,
+}
+
+impl Drop for BatchCache {
+    fn drop(&mut self) {
+        self.set_bytes(0);
+    }
 }
 
 impl BatchCache {
@@ -67,6 +135,7 @@ impl BatchCache {
             batches: VecDeque::new(),
             bytes: 0,
             budget_bytes,
+            share: None,
         }
     }
 
@@ -75,18 +144,73 @@ impl BatchCache {
         if let Some(last) = self.batches.back() {
             assert!(base >= last.next, "cache batches must follow each other");
         }
-        self.bytes += data.len();
-        self.batches.push_back(CachedBatch { base, next, data });
+        self.set_bytes(self.bytes + data.len());
+        let seq = self.share.as_ref().map_or(0, |s| s.take_seq());
+        self.batches.push_back(CachedBatch {
+            seq,
+            base,
+            next,
+            data,
+        });
     }
 
-    /// Evicts durable batches (those ending at or below `durable`) while over budget.
-    pub fn evict(&mut self, durable: Offset) {
-        while self.bytes > self.budget_bytes {
+    /// Shares the budget with the other caches of `share` from now on.
+    pub fn set_share(&mut self, share: Rc<CacheShare>) {
+        let bytes = self.bytes;
+        self.set_bytes(0);
+        self.share = Some(share);
+        self.set_bytes(bytes);
+    }
+
+    /// Evicts durable batches (those ending at or below `durable`), oldest
+    /// first, while over budget: past its own budget when the cache shares
+    /// none, past its own budget and the share's limit when it does.
+    /// Returns the bytes evicted.
+    pub fn evict(&mut self, durable: Offset) -> usize {
+        let before = self.bytes;
+        while self.bytes > self.budget_bytes && self.share.as_ref().is_none_or(|s| s.over()) {
             match self.batches.front() {
                 Some(front) if front.next <= durable => self.pop_front(),
                 _ => break,
             }
         }
+        before - self.bytes
+    }
+
+    /// The share's place of the oldest batch that could be evicted (durable,
+    /// and the cache past its own budget), if any.
+    pub fn oldest_evictable(&self, durable: Offset) -> Option<u64> {
+        let front = self.batches.front()?;
+        (self.bytes > self.budget_bytes && front.next <= durable).then_some(front.seq)
+    }
+
+    /// Evicts durable batches older than `seq` in the share's order, while
+    /// past the cache's own budget and the share holds more than
+    /// `share_down_to`. Returns the bytes evicted.
+    pub fn evict_before(&mut self, durable: Offset, seq: u64, share_down_to: usize) -> usize {
+        let before = self.bytes;
+        let share_over = |cache: &Self| {
+            cache
+                .share
+                .as_ref()
+                .is_none_or(|s| s.used() > share_down_to)
+        };
+        while self.bytes > self.budget_bytes && share_over(self) {
+            match self.batches.front() {
+                Some(front) if front.next <= durable && front.seq < seq => self.pop_front(),
+                _ => break,
+            }
+        }
+        before - self.bytes
+    }
+
+    /// Sets the byte count, keeping the share's total in step.
+    fn set_bytes(&mut self, bytes: usize) {
+        if let Some(share) = &self.share {
+            share.remove(self.bytes);
+            share.add(bytes);
+        }
+        self.bytes = bytes;
     }
 
     /// Drops batches at or after `offset` (truncation at a batch boundary).
@@ -96,7 +220,7 @@ impl BatchCache {
                 break;
             }
             let back = self.batches.pop_back().expect("non-empty");
-            self.bytes -= back.data.len();
+            self.set_bytes(self.bytes - back.data.len());
         }
     }
 
@@ -110,12 +234,12 @@ impl BatchCache {
     /// Drops everything.
     pub fn clear(&mut self) {
         self.batches.clear();
-        self.bytes = 0;
+        self.set_bytes(0);
     }
 
     fn pop_front(&mut self) {
         let front = self.batches.pop_front().expect("non-empty");
-        self.bytes -= front.data.len();
+        self.set_bytes(self.bytes - front.data.len());
     }
 
     /// Whether a read at `offset` can be answered from the cache alone.
@@ -204,5 +328,79 @@ mod tests {
         cache.drop_below(Offset(10));
         assert!(!cache.covers(Offset(10)));
         assert_eq!(cache.bytes(), 0);
+    }
+
+    #[test]
+    fn a_shared_budget_lets_a_cache_grow_past_its_own_until_the_shard_total_reaches_the_limit() {
+        let share = CacheShare::new(1000);
+        let mut busy = cache_of(&[], 100);
+        busy.set_share(share.clone());
+        for i in 0..8 {
+            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]));
+            busy.evict(Offset(i + 1));
+        }
+        assert_eq!(
+            busy.bytes(),
+            800,
+            "under the limit nothing durable is evicted"
+        );
+        let mut quiet = cache_of(&[(0, 1, 150)], 200);
+        quiet.set_share(share.clone());
+        assert_eq!(share.used(), 950);
+        for i in 8..12 {
+            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]));
+            busy.evict(Offset(i + 1));
+        }
+        assert_eq!(
+            busy.bytes(),
+            800,
+            "over the limit the growing cache sheds its oldest"
+        );
+        assert_eq!(share.used(), 950);
+        assert!(busy.covers(Offset(4)) && !busy.covers(Offset(3)));
+        // A cache within its own budget keeps it whatever the shard holds.
+        assert_eq!(quiet.evict(Offset(1)), 0);
+        // Batches not yet durable are never evicted.
+        busy.push(Offset(12), Offset(13), Bytes::from(vec![0; 1000]));
+        assert_eq!(busy.evict(Offset(12)), 800);
+        assert_eq!(busy.bytes(), 1000, "only the pinned batch is left");
+        assert!(share.over());
+        drop(busy);
+        assert_eq!(share.used(), 150, "a dropped cache gives its bytes back");
+        quiet.truncate_from(Offset(0));
+        assert_eq!(share.used(), 0);
+    }
+
+    #[test]
+    fn the_share_orders_batches_across_caches_so_the_oldest_go_first() {
+        let share = CacheShare::new(10_000);
+        let (mut a, mut b) = (BatchCache::new(0), BatchCache::new(0));
+        a.set_share(share.clone());
+        b.set_share(share.clone());
+        for i in 0..3 {
+            a.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]));
+            b.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]));
+        }
+        // Taken in turns: a0 b0 a1 b1 a2 b2.
+        assert_eq!(a.oldest_evictable(Offset(3)), Some(0));
+        assert_eq!(b.oldest_evictable(Offset(3)), Some(1));
+        assert_eq!(
+            a.evict_before(Offset(3), 3, 0),
+            20,
+            "a0 and a1 are older than b1"
+        );
+        assert_eq!(b.oldest_evictable(Offset(3)), Some(1));
+        assert_eq!(
+            b.oldest_evictable(Offset(0)),
+            None,
+            "b0 is not durable below 0"
+        );
+        assert_eq!(
+            b.evict_before(Offset(3), u64::MAX, 20),
+            20,
+            "from 40 bytes down to the share's target of 20"
+        );
+        assert_eq!(b.evict_before(Offset(3), u64::MAX, 0), 10);
+        assert_eq!(share.used(), 10);
     }
 }

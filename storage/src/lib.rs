@@ -30,6 +30,7 @@ mod segment;
 pub mod types;
 pub mod write_buffer;
 
+pub use cache::CacheShare;
 pub use compaction::{CompactionPolicy, CompactionStats};
 pub use error::{BatchError, Result, StorageError};
 pub use log::{AppendInfo, Log, LogConfig, LogStats, ReadOutcome};

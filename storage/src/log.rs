@@ -9,8 +9,8 @@ use std::rc::Rc;
 use bytes::BytesMut;
 
 use crate::batch::{self, BatchHeader, CountRule};
-use crate::cache::BatchCache;
 pub use crate::cache::ReadOutcome;
+use crate::cache::{BatchCache, CacheShare};
 use crate::epochs::{EpochCache, EpochEnd};
 use crate::error::{BatchError, Result, StorageError};
 use crate::files;
@@ -267,6 +267,33 @@ impl<FS: FileSystem> Log<FS> {
     /// Bytes appended over all segments.
     pub fn size_bytes(&self) -> u64 {
         self.state.borrow().segments.iter().map(|s| s.size).sum()
+    }
+
+    /// Shares the batch cache's budget with the other logs of `share`
+    /// (see [`CacheShare`]).
+    pub fn share_cache(&self, share: Rc<CacheShare>) {
+        self.st().cache.set_share(share);
+    }
+
+    /// The share's place of this log's oldest cached batch that could be
+    /// evicted, if any (see [`CacheShare`]).
+    pub fn oldest_cached(&self) -> Option<u64> {
+        let st = self.state.borrow();
+        st.cache.oldest_evictable(st.flushed)
+    }
+
+    /// Evicts the cached durable batches older than `seq` in the share's
+    /// order, down to the log's own budget and while the share holds more
+    /// than `share_down_to`; returns the bytes evicted.
+    pub fn evict_cached_before(&self, seq: u64, share_down_to: usize) -> usize {
+        let mut st = self.st();
+        let flushed = st.flushed;
+        st.cache.evict_before(flushed, seq, share_down_to)
+    }
+
+    /// Bytes of batches the cache holds.
+    pub fn cache_bytes(&self) -> usize {
+        self.state.borrow().cache.bytes()
     }
 
     /// Write-path counters.

@@ -9,6 +9,7 @@
 //! Built on the cluster layer (routing, the metadata, the lease).
 
 pub mod append;
+pub mod cache_trim;
 pub mod dirs;
 pub mod epoch;
 pub mod leader;
@@ -22,6 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
+use storage::CacheShare;
 
 use crate::cluster::routing::Route;
 use crate::cluster::Cluster;
@@ -51,8 +53,9 @@ impl Partitions {
         mesh: Mesh<Partitions>,
     ) -> Rc<Partitions> {
         let index = cluster.shard();
+        let cache_bytes = cluster.config.log_cache_bytes_per_shard(cluster.shards());
         Rc::new_cyclic(|this| Partitions {
-            table: PartitionTable::new(cluster.partitions_root()),
+            table: PartitionTable::new(cluster.partitions_root(), CacheShare::new(cache_bytes)),
             cluster,
             metrics,
             peers: Sharded::new(index, this.clone(), mesh),

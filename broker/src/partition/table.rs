@@ -3,22 +3,26 @@
 //! tasks waiting for data to arrive in it.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use control::{Metadata, Topic, TopicConfig};
+use control::{Metadata, Topic, TopicConfig, TopicId};
 use futures::channel::oneshot;
 use storage::io::dma::DmaFs;
-use storage::{Log, LogConfig, StorageError};
+use storage::{CacheShare, Log, LogConfig, StorageError};
 
-use super::dirs::topic_dir;
+use super::dirs::{remove_topic_dirs, topic_dir};
 use super::role::Role;
 use crate::cluster::routing::PartitionKey;
 
 /// The largest batch any log accepts, whatever its topic's
 /// max.message.bytes says (the topic's limit is checked before appending).
 pub const BATCH_BYTES_CAP: usize = 8 << 20;
+
+/// The newest batches each partition keeps cached whatever the others of
+/// its shard hold: the tail a caught-up consumer reads.
+pub const CACHE_FLOOR_BYTES: usize = 4 << 20;
 
 /// One open partition on its owning shard.
 pub struct OpenPartition {
@@ -69,6 +73,12 @@ pub struct PartitionTable {
     /// mid-close: "closing active segment: No such file or directory", the
     /// partition left without its clean-shutdown marker.)
     closed: std::cell::Cell<bool>,
+    /// The memory the partitions' batch caches share.
+    cache_share: Rc<CacheShare>,
+    /// Topics deleted while this shard ran: none of their partitions opens
+    /// again, and one whose open was under way when the deletion came has
+    /// its files (which the open recreated) removed once more.
+    deleted: RefCell<HashSet<TopicId>>,
 }
 
 /// The log settings for a topic's partitions. A replicated partition's
@@ -88,15 +98,20 @@ pub fn log_config(config: &TopicConfig, replicated: bool) -> LogConfig {
         max_pending_bytes: defaults.max_pending_bytes.max(max_batch_bytes),
         preallocate_bytes: defaults.preallocate_bytes.min(segment_bytes),
         high_watermark_follows_flush: !replicated,
+        // The floor each partition keeps; the shard's share holds more.
+        cache_budget_bytes: CACHE_FLOOR_BYTES,
         ..defaults
     }
 }
 
 impl PartitionTable {
-    /// No partitions open yet; their files live under `root`.
-    pub fn new(root: PathBuf) -> PartitionTable {
+    /// No partitions open yet; their files live under `root`, their
+    /// batch caches share `cache_share`.
+    pub fn new(root: PathBuf, cache_share: Rc<CacheShare>) -> PartitionTable {
         PartitionTable {
             root,
+            cache_share,
+            deleted: RefCell::default(),
             open: RefCell::new(HashMap::new()),
             opening: futures::lock::Mutex::new(()),
             closed: std::cell::Cell::new(false),
@@ -121,12 +136,23 @@ impl PartitionTable {
                 "the broker is stopping: no partition opens".into(),
             ));
         }
+        let deleted = || StorageError::InvalidArgument(format!("topic {} was deleted", topic.name));
+        if self.deleted.borrow().contains(&key.topic) {
+            return Err(deleted());
+        }
         let dir = topic_dir(&self.root, topic).join(key.index.to_string());
         let replicated = topic
             .partitions
             .get(key.index as usize)
             .is_some_and(|p| p.replicas.len() > 1);
         let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
+        log.share_cache(self.cache_share.clone());
+        if self.deleted.borrow().contains(&key.topic) {
+            // Deleted while the log opened: its directory was removed
+            // under the open, which made it again.
+            remove_topic_dirs(&self.root, key.topic);
+            return Err(deleted());
+        }
         let partition = Rc::new(OpenPartition {
             log,
             role: RefCell::default(),
@@ -140,6 +166,11 @@ impl PartitionTable {
     /// Whether the shard closed its logs (it is stopping).
     pub fn is_closed(&self) -> bool {
         self.closed.get()
+    }
+
+    /// The memory the open partitions' caches share.
+    pub fn cache_share(&self) -> &CacheShare {
+        &self.cache_share
     }
 
     /// The partition if it is open.
@@ -166,6 +197,9 @@ impl PartitionTable {
             .filter(|k| !metadata.topics.contains_key(&k.topic))
             .copied()
             .collect();
+        self.deleted
+            .borrow_mut()
+            .extend(metadata.deleted_topics.iter().copied());
         for key in gone {
             if let Some(partition) = self.open.borrow_mut().remove(&key) {
                 partition.notify_arrival();

@@ -25,6 +25,8 @@ use crate::partition::role::Role;
 #[derive(Debug, Default)]
 struct ShardReport {
     storage: storage::LogStats,
+    /// Bytes the shard's batch caches hold, and their shared limit.
+    cache: (usize, usize),
     /// (topic, partition) -> (log start, high watermark) of partitions led here.
     ends: BTreeMap<(String, i32), (i64, i64)>,
     /// (group, topic, partition) -> committed offset, of groups coordinated here.
@@ -45,6 +47,8 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
         .values()
         .map(|t| (t.id, t.name.clone()))
         .collect();
+    let share = partitions.table.cache_share();
+    out.cache = (share.used(), share.limit());
     for (key, partition) in partitions.table.open_partitions() {
         add_stats(&mut out.storage, &partition.log.stats());
         let leads = matches!(&*partition.role.borrow(), Role::Leader(_));
@@ -75,6 +79,8 @@ fn add_stats(total: &mut storage::LogStats, stats: &storage::LogStats) {
     total.fdatasync_nanos += stats.fdatasync_nanos;
     total.cache_reads += stats.cache_reads;
     total.disk_reads += stats.disk_reads;
+    total.prefetch_reads += stats.prefetch_reads;
+    total.prefetch_hits += stats.prefetch_hits;
 }
 
 /// The whole /metrics page, rendered on shard 0: one function per family.
@@ -393,6 +399,29 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
             storage.cache_reads,
             storage.cache_reads + storage.disk_reads,
         ),
+    );
+    let (used, limit) = reports
+        .iter()
+        .fold((0, 0), |(u, l), r| (u + r.cache.0, l + r.cache.1));
+    page.gauge(
+        "log_cache_bytes",
+        "bytes of batches the partitions' caches hold (log_cache_bytes is their limit)",
+        used as f64,
+    );
+    page.gauge(
+        "log_cache_limit_bytes",
+        "the memory the caches share beyond each partition's floor",
+        limit as f64,
+    );
+    page.counter(
+        "log_prefetch_reads_total",
+        "disk reads issued ahead of sequential readers",
+        storage.prefetch_reads,
+    );
+    page.counter(
+        "log_prefetch_hits_total",
+        "reads whose bytes a read issued ahead of them had fetched",
+        storage.prefetch_hits,
     );
 }
 

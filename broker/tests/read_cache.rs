@@ -1,0 +1,159 @@
+//! The batch caches' shared memory and the read-ahead of disk reads, on a
+//! real broker: a producer writes several times the shard's cache limit,
+//! the caches stay within it, and a consumer catching up from the start
+//! (the oldest batches evicted to disk, read through the prefetch window)
+//! gets every message once and in order.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use support::start_broker_with;
+
+/// The caches' limit over both shards of the test broker.
+const CACHE_LIMIT: u64 = 16 << 20;
+/// What each partition keeps whatever the others hold (the broker's floor).
+const PARTITION_FLOOR: u64 = 4 << 20;
+const PARTITIONS: i32 = 2;
+/// 1 KiB messages per partition: 24 MiB each, 48 MiB in all, three times
+/// the limit.
+const PER_PARTITION: usize = 24 * 1024;
+
+fn scrape(http: SocketAddr, name: &str) -> f64 {
+    let (status, body) = support::http(http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not scraped"))
+}
+
+/// The message `seq` of `partition`: its place in the value, padded to 1 KiB.
+fn value(partition: i32, seq: usize) -> String {
+    format!("{partition}:{seq:08}:{}", "x".repeat(1013))
+}
+
+fn produce(bootstrap: &str, topic: &str) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .expect("an rdkafka producer");
+    for seq in 0..PER_PARTITION {
+        for partition in 0..PARTITIONS {
+            let payload = value(partition, seq);
+            let mut record = BaseRecord::<(), str>::to(topic)
+                .partition(partition)
+                .payload(&payload);
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                producer.poll(Duration::from_millis(5));
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("every message acknowledged");
+}
+
+/// Every partition read from the start: partition -> values in offset order.
+fn consume_all(bootstrap: &str, topic: &str) -> BTreeMap<i32, Vec<(i64, String)>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "catching-up")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("an rdkafka consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+    let expected = PER_PARTITION * PARTITIONS as usize;
+    let started = Instant::now();
+    let mut count = 0;
+    while count < expected && started.elapsed() < Duration::from_secs(90) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
+                read.entry(m.partition())
+                    .or_default()
+                    .push((m.offset(), text));
+                count += 1;
+            }
+            Some(Err(e)) => panic!("consuming: {e}"),
+            None => {}
+        }
+    }
+    read
+}
+
+#[test]
+fn a_consumer_catching_up_past_the_cache_limit_reads_every_message_in_order_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[
+            ("BROKER_LOG_CACHE_BYTES", &CACHE_LIMIT.to_string()),
+            ("BROKER_DEFAULT_PARTITIONS", &PARTITIONS.to_string()),
+        ],
+    );
+    let bootstrap = broker.bootstrap();
+    produce(&bootstrap, "catch-up");
+
+    // The trimming pass runs every 100 ms.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        scrape(broker.http, "log_cache_limit_bytes"),
+        CACHE_LIMIT as f64
+    );
+    let cached = scrape(broker.http, "log_cache_bytes") as u64;
+    assert!(
+        cached <= CACHE_LIMIT,
+        "the caches hold {cached} bytes over a limit of {CACHE_LIMIT}"
+    );
+    assert!(
+        cached >= PARTITIONS as u64 * PARTITION_FLOOR / 2,
+        "each partition keeps its newest batches (up to {PARTITION_FLOOR} bytes), yet the caches hold {cached}"
+    );
+
+    let read = consume_all(&bootstrap, "catch-up");
+    for partition in 0..PARTITIONS {
+        let values = read.get(&partition).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(
+            values.len(),
+            PER_PARTITION,
+            "partition {partition}: {} of {PER_PARTITION} read",
+            values.len()
+        );
+        for (seq, (offset, text)) in values.iter().enumerate() {
+            assert_eq!(
+                *offset, seq as i64,
+                "partition {partition}: a gap or a repeat"
+            );
+            assert!(
+                *text == value(partition, seq),
+                "partition {partition} offset {offset} holds {:?}",
+                &text[..text.len().min(20)]
+            );
+        }
+    }
+    // The start was read from the files, through the read-ahead window.
+    let hits = scrape(broker.http, "log_prefetch_hits_total");
+    assert!(hits > 0.0, "no read found its bytes read ahead");
+    let cache_ratio = scrape(broker.http, "log_read_cache_hit_ratio");
+    assert!(
+        cache_ratio < 1.0,
+        "every read came from memory: nothing crossed the limit"
+    );
+}

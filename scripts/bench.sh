@@ -10,6 +10,9 @@
 # again right after with plain ones (A0, B0): the cost of idempotence.
 # A and B run again with librdkafka's rdkafka_performance as the client,
 # and E consumes B's topic with both clients, so loadgen's own limits show.
+# F runs the peer comparison's workloads with rdkafka_performance: one
+# producer or consumer on one partition, 1000-message batches; consume
+# right after producing (memory), then after a broker restart (disk).
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard. Throughput runs use one producer
 # per core with 1 MiB batches (linger 5 ms); the latency run one producer
@@ -18,7 +21,8 @@
 # dashboard.html) and prints each figure beside its physical limit and the
 # broker's CPU seconds per GB moved (utime+stime over the measured window).
 #
-# Usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N]
+# Usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N] [--cache-bytes N]
+# (--cache-bytes: the broker's log_cache_bytes; 0, the default, is its own default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -27,12 +31,14 @@ seconds=15
 settle=10
 data_root=target/bench-data
 shards=0
+cache_bytes=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
         --data-dir) data_root="$2"; shift 2 ;;
         --shards) shards="$2"; shift 2 ;;
-        *) echo "usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N]" >&2; exit 2 ;;
+        --cache-bytes) cache_bytes="$2"; shift 2 ;;
+        *) echo "usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N] [--cache-bytes N]" >&2; exit 2 ;;
     esac
 done
 
@@ -73,16 +79,19 @@ echo "== machine"
     echo "kernel: $(uname -r)"
     echo "data disk: $(df -h "$data_dir" | awk 'NR==2 {print $1, $2}')"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "log_cache_bytes: $cache_bytes (0: the broker's default, a quarter of memory)"
 } | tee "$results/machine.txt"
 
 echo "== physical references (same run)"
 disk_lines=$("$bin/loadgen" disk-baseline --dir "$data_dir" --duration 5)
 disk_line=$(echo "$disk_lines" | head -1)
+read_line=$(echo "$disk_lines" | grep 'sequential read')
 sync_line=$(echo "$disk_lines" | tail -1)
 tcp_line=$("$bin/loadgen" tcp-baseline --duration 5)
 echo "$disk_lines" | tee "$results/references.txt"
 echo "$tcp_line" | tee -a "$results/references.txt"
 disk_mbps=$(echo "$disk_line" | grep -o '[0-9]* MB/s' | grep -o '[0-9]*')
+read_mbps=$(echo "$read_line" | grep -o '[0-9]* MB/s' | grep -o '[0-9]*')
 tcp_mbps=$(echo "$tcp_line" | grep -o '[0-9]* MB/s' | head -1 | grep -o '[0-9]*')
 if command -v fio >/dev/null; then
     fio --name=seqwrite --directory="$data_dir" --rw=write --bs=1m --size=2g --direct=1 \
@@ -97,14 +106,19 @@ if command -v iperf3 >/dev/null; then
 fi
 
 echo "== broker"
-"$bin/broker" --data-dir "$data_dir" --kafka-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-    --shards "$shards" >"$results/broker.log" 2>&1 &
-broker_pid=$!
-for _ in $(seq 100); do
-    grep -q "listening kafka=" "$results/broker.log" && break
-    sleep 0.1
-done
-bootstrap=$(grep -o 'kafka=[^ ]*' "$results/broker.log" | head -1 | cut -d= -f2)
+start_broker() {  # on $data_dir; sets broker_pid and bootstrap
+    BROKER_LOG_CACHE_BYTES="$cache_bytes" "$bin/broker" --data-dir "$data_dir" \
+        --kafka-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+        --shards "$shards" >>"$results/broker.log" 2>&1 &
+    broker_pid=$!
+    local lives=$1
+    for _ in $(seq 100); do
+        [ "$(grep -c "listening kafka=" "$results/broker.log")" -ge "$lives" ] && break
+        sleep 0.1
+    done
+    bootstrap=$(grep -o 'kafka=[^ ]*' "$results/broker.log" | tail -1 | cut -d= -f2)
+}
+start_broker 1
 partitions=$shards
 [ "$partitions" -gt 0 ] || partitions=$(nproc)
 cores=$(nproc)
@@ -197,6 +211,22 @@ echo "== E-rdkafka: the same with rdkafka_performance"
 held=$(json "$results/B.json" "int(produced)")
 rdkafka E-rdkafka -C -t bench-b $(seq -f '-p %g' 0 $((partitions - 1))) -o beginning -c "$held"
 
+# F: the peer comparison (docs/benchmarks.md): 2.6 GB of 1 KiB.
+f_count=2600000
+f_produce=("${rdkafka_produce[@]}" -X batch.num.messages=1000 -p 0)
+sleep "$settle"
+echo "== F-produce-1k: one producer, one partition, 1 KiB"
+rdkafka F-produce-1k "${f_produce[@]}" -t bench-f -s 1024 -c "$f_count"
+sleep "$settle"
+echo "== F-produce-100: one producer, one partition, 100 B"
+rdkafka F-produce-100 "${f_produce[@]}" -t bench-f100 -s 100 -c $((f_count * 4))
+echo "== F-consume-memory: one consumer (librdkafka defaults), one partition, 1 KiB, just written"
+rdkafka F-consume-memory -C -t bench-f -p 0 -o beginning -c "$f_count"
+kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
+start_broker 2
+echo "== F-consume-disk: the same after a broker restart (nothing in its memory)"
+rdkafka F-consume-disk -C -t bench-f -p 0 -o beginning -c "$f_count"
+
 kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; broker_pid=""
 
 "$bin/perf" --title "Benchmarks $(basename "$results")" --out "$results/dashboard.html" \
@@ -204,9 +234,10 @@ kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; broker_pid=""
     "$results"/A-produce.hlog "$results"/B-produce.hlog "$results"/C-produce.hlog "$results"/D-produce.hlog "$results"/D-e2e.hlog
 
 echo "== results ($results)"
-python3 - "$results" "$disk_mbps" "$tcp_mbps" "$sync_line" <<'EOF' | tee "$results/table.txt"
+python3 - "$results" "$disk_mbps" "$tcp_mbps" "$sync_line" "$read_mbps" <<'EOF' | tee "$results/table.txt"
 import json, sys
 results, disk, tcp, sync = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+disk_read = float(sys.argv[5])
 sync = sync.split("latency: ")[-1]
 load = lambda n: json.load(open(f"{results}/{n}.json"))
 a, b, c, d = load("A"), load("B"), load("C"), load("D")
@@ -271,6 +302,26 @@ if re_:  # consumer columns: elapsed, msgs, bytes, rtt, m/s, MB/s, ...
                  f"{float(re_[5]) / tcp:.0%}; loadgen {e['consume_mb_per_s'] / float(re_[5]):.0%}",
                  "same partitions"))
     cpus.append(cpu_per_bytes("E-rdkafka", float(re_[2])))
+# The peer's figures, measured with its own client on a machine of this
+# kind (2 vCPUs, virtio disk, fsync on): issue 18's table.
+peer = {"produce-1k": 525.0, "produce-100": 1.99e6, "consume": 1891.0}
+f = {n: table_line(f"F-{n}") for n in ("produce-1k", "produce-100", "consume-memory", "consume-disk")}
+if f["produce-1k"]:
+    mbps = float(f["produce-1k"][6])
+    rows.append(("F produce 1 KiB, 1 partition", f"{mbps:.0f} MB/s", f"disk {disk:.0f} MB/s",
+                 f"{mbps / disk:.0%}; peer {mbps / peer['produce-1k']:.2f}x", "rdkafka_performance, 1 producer"))
+    cpus.append(cpu_per_bytes("F-produce-1k", float(f["produce-1k"][2])))
+if f["produce-100"]:
+    rate = float(f["produce-100"][5])
+    rows.append(("F produce 100 B, 1 partition", f"{rate:,.0f} msg/s", f"disk {disk:.0f} MB/s",
+                 f"peer {rate / peer['produce-100']:.2f}x", "rdkafka_performance, 1 producer"))
+    cpus.append(cpu_per_bytes("F-produce-100", float(f["produce-100"][2])))
+for name, limit, what in (("consume-memory", tcp, "TCP"), ("consume-disk", disk_read, "disk read")):
+    if f[name]:
+        mbps = float(f[name][5])
+        rows.append((f"F {name.replace('-', ' ')}, 1 KiB", f"{mbps:.0f} MB/s", f"{what} {limit:.0f} MB/s",
+                     f"{mbps / limit:.0%}; peer {mbps / peer['consume']:.2f}x", "rdkafka_performance, 1 consumer"))
+        cpus.append(cpu_per_bytes(f"F-{name}", float(f[name][2])))
 rows = [r + (c,) for r, c in zip(rows, cpus)]
 width = [max(len(r[i]) for r in rows) for i in range(6)]
 for r in rows:

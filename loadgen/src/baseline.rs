@@ -1,7 +1,10 @@
 //! The machine's physical references, measured in the same run as the
 //! broker's figures: loopback TCP bandwidth (one stream, 1 MiB writes) and
 //! raw sequential O_DIRECT write bandwidth (1 MiB blocks, 8 in flight,
-//! one fdatasync at the end, counted), and the disk's own durable-write
+//! one fdatasync at the end, counted), raw sequential O_DIRECT read
+//! bandwidth of what was written (1 MiB blocks, 8 read ahead: the ceiling
+//! of a consumer reading what is not in the broker's memory), and the
+//! disk's own durable-write
 //! latency (4 KiB O_DIRECT write + fdatasync, one at a time): the floor
 //! under any acks=all latency.
 
@@ -10,8 +13,9 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use futures::AsyncReadExt;
 use futures::AsyncWriteExt;
-use glommio::io::{DmaFile, DmaStreamWriterBuilder};
+use glommio::io::{DmaFile, DmaStreamReaderBuilder, DmaStreamWriterBuilder};
 
 /// Bytes per write in both measurements.
 const BLOCK: usize = 1 << 20;
@@ -45,8 +49,9 @@ pub fn tcp_loopback(duration: Duration) -> std::io::Result<f64> {
 }
 
 /// Raw sequential O_DIRECT writes into a scratch file under `dir` for
-/// `duration`: bytes per second, the closing fdatasync included.
-pub fn disk_sequential_write(dir: &Path, duration: Duration) -> std::io::Result<f64> {
+/// `duration`, then reads of it back from its start for at most as long:
+/// bytes per second written (the closing fdatasync included) and read.
+pub fn disk_sequential(dir: &Path, duration: Duration) -> std::io::Result<(f64, f64)> {
     let path = dir.join(format!("loadgen-disk-baseline-{}.bin", std::process::id()));
     let result = glommio::LocalExecutorBuilder::default()
         .io_memory(16 << 20)
@@ -70,10 +75,38 @@ pub fn disk_sequential_write(dir: &Path, duration: Duration) -> std::io::Result<
             writer.sync().await?;
             let seconds = started.elapsed().as_secs_f64();
             writer.close().await?;
-            Ok::<f64, std::io::Error>(written as f64 / seconds)
+            let read = read_back(&path, duration).await?;
+            Ok::<_, std::io::Error>((written as f64 / seconds, read))
         });
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// Sequential O_DIRECT reads of the file at `path` from its start, for at
+/// most `duration`: bytes per second.
+async fn read_back(path: &Path, duration: Duration) -> std::io::Result<f64> {
+    let file = DmaFile::open(path)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut reader = DmaStreamReaderBuilder::new(file)
+        .with_buffer_size(BLOCK)
+        .with_read_ahead(8)
+        .build();
+    let mut block = vec![0u8; BLOCK];
+    let started = Instant::now();
+    let mut read = 0u64;
+    while started.elapsed() < duration {
+        match reader.read(&mut block).await? {
+            0 => break,
+            n => read += n as u64,
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    reader
+        .close()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(read as f64 / seconds)
 }
 
 /// Latency of one durable small write (4 KiB O_DIRECT write, then

@@ -29,12 +29,16 @@ fn main() {
                 )
             })
             .map_err(|e| e.to_string()),
-        Mode::DiskBaseline => baseline::disk_sequential_write(&options.dir, options.duration)
-            .and_then(|bps| {
+        Mode::DiskBaseline => baseline::disk_sequential(&options.dir, options.duration)
+            .and_then(|(write, read)| {
                 println!(
                     "raw O_DIRECT sequential write under {}: {:.0} MB/s",
                     options.dir.display(),
-                    bps / 1e6
+                    write / 1e6
+                );
+                println!(
+                    "raw O_DIRECT sequential read of it: {:.0} MB/s",
+                    read / 1e6
                 );
                 let (p50, p99, p999, max) =
                     baseline::disk_sync_latency(&options.dir, Duration::from_secs(2))?;

@@ -141,6 +141,9 @@ sample_cpu() {  # NAME [WARMUP SECONDS]
 }
 throughput=(--producers "$cores" --batch-bytes 1048576 --linger-ms 5)
 latency=(--producers 1 --linger-ms 1)
+# A workload's topic is deleted once no later workload reads it: the
+# suite writes about 40 GB, more than a small disk holds at once.
+drop_topic() { "$bin/broker" topic delete "$1" --brokers "$bootstrap" >/dev/null || true; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
 echo "== A: 100 B messages, max throughput"
@@ -153,6 +156,7 @@ echo "== A0: as A, producers not idempotent"
 sample_cpu A0
 "$bin/loadgen" produce "${common[@]}" --name A0 --topic bench-a0 --message-bytes 100 --idempotence off "${throughput[@]}"
 wait "$sampler"
+drop_topic bench-a0
 
 
 # The disk absorbs the writes before it: latency runs start from a quiet disk.
@@ -161,6 +165,7 @@ echo "== C: produce latency at half of A's rate ($((rate_a / 2)) msg/s)"
 sample_cpu C
 "$bin/loadgen" produce "${common[@]}" --name C --topic bench-c --message-bytes 100 --rate $((rate_a / 2)) "${latency[@]}"
 wait "$sampler"
+drop_topic bench-c
 
 sleep "$settle"
 echo "== D: fan-out, five readers at a quarter of A's rate ($((rate_a / 4)) msg/s), end to end"
@@ -168,6 +173,7 @@ sample_cpu D
 "$bin/loadgen" e2e "${common[@]}" --name D --topic bench-d --message-bytes 100 \
     --rate $((rate_a / 4)) --groups 5 "${latency[@]}"
 wait "$sampler"
+drop_topic bench-d
 
 sleep "$settle"
 echo "== B: 1 KiB messages, max throughput"
@@ -179,6 +185,7 @@ echo "== B0: as B, producers not idempotent"
 sample_cpu B0
 "$bin/loadgen" produce "${common[@]}" --name B0 --topic bench-b0 --message-bytes 1024 --idempotence off "${throughput[@]}"
 wait "$sampler"
+drop_topic bench-b0
 
 # The same produce workloads through librdkafka (one rdkafka_performance
 # process: its own threads, idempotent, acks=all, the same linger and batch
@@ -196,6 +203,7 @@ rdkafka_produce=(-P -a -1 -X enable.idempotence=true -X linger.ms=5 -X batch.siz
 sleep "$settle"
 echo "== A-rdkafka: as A, with rdkafka_performance"
 rdkafka A-rdkafka "${rdkafka_produce[@]}" -t bench-a -s 100 -c $((rate_a * (seconds + warmup)))
+drop_topic bench-a
 sleep "$settle"
 echo "== B-rdkafka: as B, with rdkafka_performance"
 rate_b=$(json "$results/B.json" "int(produce_msgs_per_s)")
@@ -210,6 +218,7 @@ wait "$sampler"
 echo "== E-rdkafka: the same with rdkafka_performance"
 held=$(json "$results/B.json" "int(produced)")
 rdkafka E-rdkafka -C -t bench-b $(seq -f '-p %g' 0 $((partitions - 1))) -o beginning -c "$held"
+drop_topic bench-b
 
 # F: the peer comparison (docs/benchmarks.md): 2.6 GB of 1 KiB.
 f_count=2600000
@@ -220,6 +229,7 @@ rdkafka F-produce-1k "${f_produce[@]}" -t bench-f -s 1024 -c "$f_count"
 sleep "$settle"
 echo "== F-produce-100: one producer, one partition, 100 B"
 rdkafka F-produce-100 "${f_produce[@]}" -t bench-f100 -s 100 -c $((f_count * 4))
+drop_topic bench-f100
 echo "== F-consume-memory: one consumer (librdkafka defaults), one partition, 1 KiB, just written"
 rdkafka F-consume-memory -C -t bench-f -p 0 -o beginning -c "$f_count"
 kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true

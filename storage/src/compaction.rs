@@ -97,10 +97,7 @@ impl<FS: FileSystem> Log<FS> {
             let mut st = self.st();
             let active_base = st.active().base;
             st.cache.drop_below(active_base);
-            st.read_ahead = None;
-            st.prefetch.clear();
-            st.reader_at = None;
-            st.generation += 1;
+            st.bytes_moved();
         }
         Ok(stats)
     }
@@ -262,6 +259,9 @@ impl<FS: FileSystem> Log<FS> {
             segment.next_offset = segment.next_offset.max(slot.next_offset);
             *slot = segment;
         }
+        // Chunks read from the old file have the new one's base but not its
+        // positions.
+        st.bytes_moved();
         Ok(())
     }
 }

@@ -178,6 +178,16 @@ impl<F: DirectFile> State<F> {
             .expect("a log always has an active segment")
     }
 
+    /// The log's bytes moved (truncation, deletion, compaction): reads in
+    /// flight start over, and what was read or planned ahead is dropped
+    /// (with it the files it holds open).
+    pub fn bytes_moved(&mut self) {
+        self.generation += 1;
+        self.read_ahead = None;
+        self.prefetch.clear();
+        self.reader_at = None;
+    }
+
     /// Index of the segment holding `offset` (the last with base <= offset).
     pub fn segment_index(&self, offset: Offset) -> usize {
         self.segments

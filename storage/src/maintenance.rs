@@ -118,10 +118,7 @@ impl<FS: FileSystem> Log<FS> {
             st.epochs.clamp(start, new_end);
             st.high_watermark = st.high_watermark.min(new_end);
             st.cache.truncate_from(new_end);
-            st.read_ahead = None;
-            st.prefetch.clear();
-            st.reader_at = None;
-            st.generation += 1;
+            st.bytes_moved();
         }
         critical.finish();
         // The producers' state as of the new end: from the newest snapshot
@@ -235,14 +232,8 @@ impl<FS: FileSystem> Log<FS> {
             critical.finish();
             let mut st = self.st();
             st.segments.remove(0);
-            st.generation += 1;
-            if st
-                .read_ahead
-                .as_ref()
-                .is_some_and(|ra| ra.segment_base == base)
-            {
-                st.read_ahead = None;
-            }
+            // Also lets go of the deleted file (a planned read holds it).
+            st.bytes_moved();
         }
     }
 

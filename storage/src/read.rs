@@ -12,6 +12,10 @@ use crate::log::{Log, ReadOutcome};
 use crate::read_ahead::{ReadAhead, ReaderAt};
 use crate::types::Offset;
 
+/// The largest disk read one chunk of a read takes (or plans ahead), so
+/// that no client's max_bytes sizes the memory a read holds.
+const READ_CHUNK_MAX: usize = 8 << 20;
+
 /// A disk read of one segment's durable bytes.
 struct SegmentCursor<F> {
     base: Offset,
@@ -63,12 +67,12 @@ impl<FS: FileSystem> Log<FS> {
                 }
                 (st.generation, bound.min(st.log_end))
             };
-            let outcome = self.read_parts(offset, max_bytes, bound).await?;
+            let outcome = self.read_parts(offset, max_bytes, bound).await;
             if self.state.borrow().generation == generation {
-                return Ok(outcome);
+                return outcome;
             }
             // Truncation, deletion or compaction ran while we awaited the
-            // disk: what we read may be gone. Read again.
+            // disk: what we read (or failed to) may be gone. Read again.
         }
     }
 
@@ -152,10 +156,12 @@ impl<FS: FileSystem> Log<FS> {
         out: &mut ReadOutcome,
     ) -> Result<(bool, u64)> {
         let mut position = cursor.position;
+        // A client's max_bytes does not size a disk read past the cap (a read
+        // that wants more goes on in further chunks).
         let want = self
             .config
             .read_ahead_bytes
-            .max(max_bytes.saturating_add(HEADER_BYTES));
+            .max(max_bytes.saturating_add(HEADER_BYTES).min(READ_CHUNK_MAX));
         let mut need = HEADER_BYTES;
         while position < cursor.durable_size {
             let chunk = self.chunk_at(&cursor, position, need, want).await?;

@@ -8,10 +8,12 @@
 //! out as its own part of the frame, the others are copied inline.
 //!
 //! The record set is the last field of a partition before its tagged
-//! fields, in every version; each piece the codec encodes is checked to end
-//! as expected (an empty array or a null record set, then no tagged
-//! fields), and a piece that does not is encoded whole instead. A test
-//! compares the frame with the codec's own encoding for every version.
+//! fields, in every version. A piece is spliced only when it has no tagged
+//! field set (checked on the structure: a tagged field's bytes can end like
+//! an empty one) and its encoding ends as expected (an empty array or a
+//! null record set, then no tagged fields); any other piece is encoded
+//! whole. A test compares the frame with the codec's own encoding for
+//! every version.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -38,7 +40,12 @@ pub fn encode(
     let size = header.compute_size(header_version).map_err(failed)?
         + response.compute_size(version).map_err(failed)?;
     let topics = std::mem::take(&mut response.responses);
-    let Some(top) = without_last(&response, version, EMPTY_ARRAY)? else {
+    let untagged = response.node_endpoints.is_empty() && response.unknown_tagged_fields.is_empty();
+    let top = match untagged {
+        true => without_last(&response, version, EMPTY_ARRAY)?,
+        false => None,
+    };
+    let Some(top) = top else {
         response.responses = topics;
         return super::response::encode(correlation_id, version, &response);
     };
@@ -71,7 +78,11 @@ fn put_topic(
     mut topic: FetchableTopicResponse,
 ) -> Result<(), EncodeError> {
     let partitions = std::mem::take(&mut topic.partitions);
-    let Some(fields) = without_last(&topic, version, EMPTY_ARRAY)? else {
+    let fields = match topic.unknown_tagged_fields.is_empty() {
+        true => without_last(&topic, version, EMPTY_ARRAY)?,
+        false => None,
+    };
+    let Some(fields) = fields else {
         topic.partitions = partitions;
         topic.encode(&mut frame.buf, version).map_err(failed)?;
         return Ok(());
@@ -95,7 +106,11 @@ fn put_partition(
     let Some(records) = partition.records.take() else {
         return partition.encode(&mut frame.buf, version).map_err(failed);
     };
-    let Some(fields) = without_last(&partition, version, NULL_BYTES)? else {
+    let fields = match untagged(&partition) {
+        true => without_last(&partition, version, NULL_BYTES)?,
+        false => None,
+    };
+    let Some(fields) = fields else {
         partition.records = Some(records);
         return partition.encode(&mut frame.buf, version).map_err(failed);
     };
@@ -104,6 +119,15 @@ fn put_partition(
     frame.push(records);
     put_no_tags(&mut frame.buf, version);
     Ok(())
+}
+
+/// Whether a partition has no tagged field set.
+fn untagged(partition: &PartitionData) -> bool {
+    let none = PartitionData::default();
+    partition.diverging_epoch == none.diverging_epoch
+        && partition.current_leader == none.current_leader
+        && partition.snapshot_id == none.snapshot_id
+        && partition.unknown_tagged_fields.is_empty()
 }
 
 /// How a piece's last regular field is encoded when empty: the flexible
@@ -255,11 +279,12 @@ mod tests {
             partition = partition.with_preferred_read_replica(BrokerId(rng.gen_range(-1..3)));
         }
         if version >= 12 && rng.gen_bool(0.2) {
-            // A tagged field set: the partition is encoded whole.
+            // A tagged field set: the partition is encoded whole. Epoch 0
+            // ends the encoding in the bytes of "no records, no tags".
             partition = partition.with_current_leader(
                 LeaderIdAndEpoch::default()
-                    .with_leader_id(BrokerId(2))
-                    .with_leader_epoch(7),
+                    .with_leader_id(BrokerId(rng.gen_range(0..3)))
+                    .with_leader_epoch(*[0, 7, 256].get(rng.gen_range(0..3)).unwrap()),
             );
         }
         partition

@@ -89,6 +89,8 @@ fn remove_dirs_where(root: &Path, doomed: impl Fn(&str) -> bool) {
         if path.is_dir() && doomed(&name) {
             match std::fs::remove_dir_all(&path) {
                 Ok(()) => tracing::info!(dir = %path.display(), "removed a deleted topic's files"),
+                // Another shard removed it first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted topic's files")
                 }

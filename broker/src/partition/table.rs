@@ -204,6 +204,11 @@ impl PartitionTable {
             if let Some(partition) = self.open.borrow_mut().remove(&key) {
                 partition.notify_arrival();
             }
+            // An open that finished before this shard saw the deletion may
+            // have made the directory again after shard 0 removed it.
+            if metadata.deleted_topics.contains(&key.topic) {
+                remove_topic_dirs(&self.root, key.topic);
+            }
         }
     }
 

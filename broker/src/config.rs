@@ -79,11 +79,23 @@ pub struct BrokerConfig {
     /// An idempotent producer silent this long (by its batches'
     /// timestamps) is forgotten (Kafka's producer.id.expiration.ms).
     pub producer_id_expiration_ms: u64,
+    /// Client connections the broker keeps open at most (0: three quarters
+    /// of the process's open-file limit, the rest kept for logs, HTTP,
+    /// replication and the controller). Past it a connection is closed at
+    /// once (Kafka's max.connections).
+    pub max_connections: u64,
+    /// Client connections from one address at most (0: half of
+    /// `max_connections`; Kafka's max.connections.per.ip).
+    pub max_connections_per_ip: u64,
+    /// A client connection with no request for this long is closed
+    /// (Kafka's connections.max.idle.ms).
+    pub connections_max_idle_ms: u64,
     /// Memory the partitions' batch caches may hold together, split evenly
     /// between the shards (0: a quarter of the machine's memory). O_DIRECT
     /// bypasses the page cache, so this is what keeps recently written data
     /// readable without the disk; each partition also keeps its newest
-    /// 4 MiB whatever the others hold.
+    /// 4 MiB whatever the others hold. The machine's memory is its cgroup's
+    /// limit when that is lower.
     pub log_cache_bytes: u64,
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
@@ -133,6 +145,9 @@ impl Default for BrokerConfig {
             log_format: "text".into(),
             metadata_snapshot_every_entries: 1_000,
             log_cache_bytes: 0,
+            max_connections: 0,
+            max_connections_per_ip: 0,
+            connections_max_idle_ms: 600_000,
             producer_id_expiration_ms: 86_400_000,
             shutdown_timeout_ms: 30_000,
             test_panic_after_ms: 0,
@@ -235,11 +250,24 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// The connection limits, (in all, per address), defaults resolved.
+    pub fn connection_limits(&self) -> (usize, usize) {
+        let total = match self.max_connections {
+            0 => (open_file_limit().unwrap_or(1024) / 4 * 3).max(16),
+            n => n,
+        };
+        let per_ip = match self.max_connections_per_ip {
+            0 => (total / 2).max(1),
+            n => n.min(total),
+        };
+        (total as usize, per_ip as usize)
+    }
+
     /// The batch cache memory of each of `shards` shards (see
     /// `log_cache_bytes`).
     pub fn log_cache_bytes_per_shard(&self, shards: usize) -> usize {
         let total = match self.log_cache_bytes {
-            0 => physical_memory_bytes().unwrap_or(4 << 30) / 4,
+            0 => usable_memory_bytes().unwrap_or(4 << 30) / 4,
             bytes => bytes,
         };
         (total / shards.max(1) as u64) as usize
@@ -309,6 +337,9 @@ impl BrokerConfig {
         if self.shutdown_timeout_ms < 1_000 {
             return invalid("shutdown_timeout_ms must be at least 1000".into());
         }
+        if self.connections_max_idle_ms < 1_000 {
+            return invalid("connections_max_idle_ms must be at least 1000".into());
+        }
         if self.metadata_snapshot_every_entries == 0 {
             return invalid("metadata_snapshot_every_entries must be at least 1".into());
         }
@@ -351,6 +382,35 @@ impl BrokerConfig {
         self.advertised_listener
             .clone()
             .unwrap_or_else(|| self.kafka_listen.replace("0.0.0.0", "127.0.0.1"))
+    }
+}
+
+/// The process's soft limit of open files, if /proc says.
+fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// The memory the broker may use: the machine's, or its cgroup's limit
+/// when lower (a container's).
+fn usable_memory_bytes() -> Option<u64> {
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| {
+        std::fs::read_to_string(path)
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    let machine = physical_memory_bytes();
+    match (cgroup, machine) {
+        (Some(limit), Some(machine)) => Some(limit.min(machine)),
+        (limit, machine) => limit.or(machine),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
@@ -36,6 +37,7 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     let mut reader = FrameReader::new(shard.cluster.config.socket_request_max_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
     loop {
         loop {
             let request_frame = match reader.next_frame() {
@@ -80,9 +82,15 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
                 }
             }
         }
-        let read = match select(Box::pin(stream.read(&mut chunk)), stopping.clone()).await {
+        let ended = select(stopping.clone(), Box::pin(glommio::timer::sleep(idle_max)));
+        let read = match select(Box::pin(stream.read(&mut chunk)), ended).await {
             Either::Left((read, _)) => read,
-            Either::Right(_) => return, // stopping, and no request half-answered
+            // Stopping (no request half-answered), or idle too long.
+            Either::Right((Either::Right(_), _)) => {
+                tracing::debug!(%peer, "closing an idle connection");
+                return;
+            }
+            Either::Right(_) => return,
         };
         let n = match read {
             Ok(0) | Err(_) => return,

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
+use super::admission::Admission;
 use super::shard::Shard;
 use crate::cluster::Cluster;
 use crate::coordinator::Coordinator;
@@ -112,6 +113,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     health(&mut page, &super::health::check(shard).await);
     controller(&mut page, cluster);
     requests(&mut page, all);
+    admission(&mut page, &shard.admission);
     fetches(&mut page, all);
     storage_counters(&mut page, &reports);
     page.text
@@ -299,6 +301,26 @@ fn controller(page: &mut Page, cluster: &Cluster) {
         "metadata_applied_index",
         "the last metadata log index this node applied",
         view.applied as f64,
+    );
+}
+
+/// The client connection limits and what they refused.
+fn admission(page: &mut Page, admission: &Admission) {
+    let (total, per_ip) = admission.limits();
+    page.gauge(
+        "connections_max",
+        "client connections the broker keeps at most",
+        total as f64,
+    );
+    page.gauge(
+        "connections_max_per_ip",
+        "client connections from one address at most",
+        per_ip as f64,
+    );
+    page.counter(
+        "connections_refused_total",
+        "client connections closed at once for a limit",
+        admission.refused.load(Ordering::Relaxed),
     );
 }
 

@@ -6,6 +6,7 @@
 //! Shard 0 also runs the one-voter metadata quorum; every shard follows
 //! its stream of committed changes into its own copy of the metadata.
 
+mod admission;
 mod connection;
 mod handlers;
 mod health;
@@ -69,6 +70,8 @@ struct Shared {
     /// non-zero with it).
     failed: Arc<Mutex<Option<String>>>,
     metrics_registry: crate::counters::Registry,
+    /// The client connection limits, counted over every shard.
+    admission: Arc<admission::Admission>,
 }
 
 /// Runs the server until `stop` is set, then stops accepting, lets open
@@ -95,6 +98,7 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
+    let admission = admission::Admission::new(&config);
     let shared = Shared {
         config,
         shards,
@@ -109,6 +113,7 @@ pub fn run(
         start_rx: Arc::new(Mutex::new(start_rx)),
         failed: Arc::default(),
         metrics_registry: crate::counters::registry(shards),
+        admission,
     };
     let failed = shared.failed.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
@@ -152,6 +157,7 @@ async fn run_shard(shared: Shared) {
         life: life.clone(),
         controller,
         metrics_registry: shared.metrics_registry.clone(),
+        admission: shared.admission.clone(),
     };
     let shard = Shard::start(parts, shared.meshes.clone(), queues);
     let _ = this_shard.set(shard.clone());

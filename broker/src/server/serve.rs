@@ -14,6 +14,7 @@ use futures::channel::oneshot;
 use futures::FutureExt;
 use glommio::net::TcpListener;
 
+use super::admission::Admitted;
 use super::connection;
 use super::shard::Shard;
 use super::start::Changes;
@@ -210,6 +211,9 @@ async fn accept_loop(
     loop {
         match listener.accept().await {
             Ok(stream) => {
+                let Some(admitted) = admit(&shard, &stream) else {
+                    continue; // dropped: closed at once
+                };
                 // Answers go out when written, as Kafka's: a response that
                 // waited on Nagle for the client's delayed ack would add
                 // its delay to the request's latency.
@@ -225,6 +229,7 @@ async fn accept_loop(
                     connection::serve(stream, shard, stopping).await;
                     tracing::debug!(?peer, "connection closed");
                     open.set(open.get() - 1);
+                    drop(admitted);
                 })
                 .detach();
             }
@@ -232,6 +237,21 @@ async fn accept_loop(
                 tracing::warn!(error = %e, "accept failed");
                 glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
             }
+        }
+    }
+}
+
+/// Counts an accepted connection against the limits; `None` when it
+/// crosses one (the caller drops it, closing it at once). Refusals are
+/// logged at debug level (a flood would flood the log) and counted in
+/// /metrics.
+fn admit(shard: &Shard, stream: &glommio::net::TcpStream) -> Option<Admitted> {
+    let ip = stream.peer_addr().ok()?.ip();
+    match shard.admission.admit(ip) {
+        Ok(admitted) => Some(admitted),
+        Err(refusal) => {
+            tracing::debug!(%ip, ?refusal, "refusing a connection: over its limit");
+            None
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use control::service::MetadataService;
 
+use super::admission::Admission;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::cluster::Cluster;
@@ -34,6 +35,8 @@ pub struct Shard {
     pub metrics: Arc<ShardMetrics>,
     /// Every shard's counters (a scrape sums them).
     pub metrics_registry: Registry,
+    /// The client connection limits, shared by every shard.
+    pub admission: Arc<Admission>,
 }
 
 /// The meshes of the services reachable from other shards, made before
@@ -89,6 +92,8 @@ pub struct Parts {
     pub controller: Option<Rc<MetadataService>>,
     /// Every shard's counters.
     pub metrics_registry: Registry,
+    /// The client connection limits.
+    pub admission: Arc<Admission>,
 }
 
 impl Shard {
@@ -117,6 +122,7 @@ impl Shard {
             coordinator,
             metrics,
             metrics_registry: parts.metrics_registry,
+            admission: parts.admission,
         })
     }
 }

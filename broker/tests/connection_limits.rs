@@ -1,0 +1,143 @@
+//! The broker's client connection limits and idle timeout, on a real
+//! broker: a flood of idle connections from one address is refused past
+//! its limit while a client from another address, /health and the flood's
+//! admitted connections carry on; an idle connection is closed after
+//! connections_max_idle_ms while a busy one stays open.
+
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use client::cluster::Cluster;
+use socket2::{Domain, Socket, Type};
+use support::{on_glommio, start_broker_with};
+
+/// A TCP connection to `to` from the loopback address `from` (any
+/// 127.x.y.z reaches the broker, each a different client address).
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let source: SocketAddr = format!("{from}:0").parse().unwrap();
+    socket.bind(&source.into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+/// Whether the broker closed `stream` within `within` (the read sees the
+/// end, or a reset), rather than keeping it open.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+    }
+}
+
+/// An ApiVersions v0 request (correlation id 1, no client id) and its
+/// answer read back: the connection serves.
+fn api_versions(stream: &mut TcpStream) -> std::io::Result<()> {
+    let body = [0u8, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    stream.write_all(&(body.len() as i32).to_be_bytes())?;
+    stream.write_all(&body)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut answer = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut answer)?;
+    assert_eq!(
+        &answer[..4],
+        &1i32.to_be_bytes(),
+        "the answer's correlation id"
+    );
+    Ok(())
+}
+
+fn metric(http: SocketAddr, name: &str) -> f64 {
+    let (status, body) = support::http(http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not scraped"))
+}
+
+#[test]
+fn a_flood_of_idle_connections_from_one_address_is_refused_past_its_limit_while_others_are_served()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[
+            ("BROKER_MAX_CONNECTIONS", "60"),
+            ("BROKER_MAX_CONNECTIONS_PER_IP", "20"),
+        ],
+    );
+    assert_eq!(metric(broker.http, "connections_max"), 60.0);
+    assert_eq!(metric(broker.http, "connections_max_per_ip"), 20.0);
+
+    // 30 idle connections from 127.0.0.2: 20 are kept, 10 closed at once.
+    let mut flood: Vec<TcpStream> = (0..30)
+        .map(|_| connect_from("127.0.0.2", broker.address))
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut kept = Vec::new();
+    for mut stream in flood.drain(..) {
+        if !closed_within(&mut stream, Duration::from_millis(100)) {
+            kept.push(stream);
+        }
+    }
+    assert_eq!(kept.len(), 20, "connections kept of the flood");
+    let mut flood = kept;
+    assert_eq!(metric(broker.http, "connections_refused_total"), 10.0);
+
+    // Another address is served, and so is /health and the flood's own
+    // admitted connections.
+    let mut other = connect_from("127.0.0.3", broker.address);
+    api_versions(&mut other).expect("a client from another address is served");
+    let (status, _) = support::http(broker.http, "GET", "/health", "");
+    assert_eq!(status, 200);
+    api_versions(&mut flood[0]).expect("an admitted connection is served");
+    let topics = on_glommio(async {
+        Cluster::new(broker.address, "after-the-flood")
+            .list_topics()
+            .await
+    });
+    assert!(topics.is_ok(), "the project's client is served: {topics:?}");
+
+    // Once the flood closes, its address may connect again.
+    drop(flood);
+    let started = Instant::now();
+    loop {
+        let mut again = connect_from("127.0.0.2", broker.address);
+        if api_versions(&mut again).is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the flood's address stayed refused after its connections closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_connections_max_idle_ms_and_a_busy_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[("BROKER_CONNECTIONS_MAX_IDLE_MS", "1000")]);
+    let mut idle = TcpStream::connect(broker.address).unwrap();
+    let mut busy = TcpStream::connect(broker.address).unwrap();
+    api_versions(&mut idle).unwrap();
+    let started = Instant::now();
+    // The busy connection asks every 250 ms for 2.5 s: never idle 1 s.
+    while started.elapsed() < Duration::from_millis(2500) {
+        api_versions(&mut busy).expect("a busy connection stays open");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(2)),
+        "a connection idle for 2.5 s of a 1 s limit is still open"
+    );
+    api_versions(&mut busy).expect("a busy connection stays open");
+}

@@ -138,6 +138,13 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
         };
         let before = acked.lock().unwrap().len();
         std::thread::sleep(Duration::from_millis(rng.gen_range(100..600)));
+        // The kill lands while the producer is producing: after its first
+        // acknowledgement of the round (a loaded machine can take longer
+        // than the random pause to restart, connect and be answered).
+        let waiting = std::time::Instant::now();
+        while acked.lock().unwrap().len() == before && waiting.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         running.kill9();
         stop.store(true, Ordering::Relaxed);
         producer.join().unwrap();

@@ -2,7 +2,9 @@
 //! broker: a flood of idle connections from one address is refused past
 //! its limit while a client from another address, /health and the flood's
 //! admitted connections carry on; an idle connection is closed after
-//! connections_max_idle_ms while a busy one stays open.
+//! connections_max_idle_ms while a busy one stays open. The HTTP port
+//! likewise: a flood held to its per-address limit, an unfinished request
+//! answered 408 and closed.
 
 mod support;
 
@@ -140,4 +142,34 @@ fn an_idle_connection_is_closed_after_connections_max_idle_ms_and_a_busy_one_is_
         "a connection idle for 2.5 s of a 1 s limit is still open"
     );
     api_versions(&mut busy).expect("a busy connection stays open");
+}
+
+#[test]
+fn the_http_port_holds_a_flood_to_its_per_address_limit_and_times_out_unfinished_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[("BROKER_CONNECTIONS_MAX_IDLE_MS", "1000")]);
+    // 70 connections from 127.0.0.2 that never finish a request: 64 are
+    // kept until the request deadline, 6 closed at once.
+    let mut flood: Vec<TcpStream> = (0..70)
+        .map(|_| connect_from("127.0.0.2", broker.http))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut closed_at_once = 0;
+    for stream in flood.iter_mut() {
+        if closed_within(stream, Duration::from_millis(20)) {
+            closed_at_once += 1;
+        }
+    }
+    assert_eq!(closed_at_once, 6, "HTTP connections closed at once of 70");
+    let (status, _) = support::http(broker.http, "GET", "/health", "");
+    assert_eq!(status, 200, "/health from another address during the flood");
+
+    // An unfinished request is answered 408 once the deadline passes.
+    let mut slow = connect_from("127.0.0.3", broker.http);
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "answered {answer:?}");
 }

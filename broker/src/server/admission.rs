@@ -59,9 +59,15 @@ impl Drop for Admitted {
 }
 
 impl Admission {
-    /// The limits of `config` (see [`BrokerConfig::connection_limits`]).
+    /// The Kafka port's limits of `config` (see
+    /// [`BrokerConfig::connection_limits`]).
     pub fn new(config: &BrokerConfig) -> Arc<Admission> {
         let (max_total, max_per_ip) = config.connection_limits();
+        Admission::with_limits(max_total, max_per_ip)
+    }
+
+    /// These limits: in all, and per address.
+    pub fn with_limits(max_total: usize, max_per_ip: usize) -> Arc<Admission> {
         Arc::new(Admission {
             max_total,
             max_per_ip,

@@ -77,7 +77,8 @@ pub fn first_shard(
         Ok(service) => Rc::new(service),
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
-    glommio::spawn_local(super::http::serve(http_listener, shard)).detach();
+    let read_max = std::time::Duration::from_millis(config.connections_max_idle_ms);
+    glommio::spawn_local(super::http::serve(http_listener, shard, read_max)).detach();
     for _ in 1..shards {
         match service.subscribe_shared(view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {

@@ -6,7 +6,11 @@
 //! head is bounded (8 KiB), a body needs a Content-Length and is bounded
 //! (`BODY_BYTES_MAX`) before anything is allocated for it; chunked bodies
 //! are refused (411). A bad request gets a JSON error and the connection
-//! closes; the listener carries on.
+//! closes; the listener carries on. At most [`CONNECTIONS_MAX`] connections
+//! are open ([`CONNECTIONS_PER_IP_MAX`] from one address), and a request
+//! must arrive whole within `connections_max_idle_ms` (at most
+//! [`REQUEST_READ_MAX`]): idle or slow connections cannot hold the
+//! process's file descriptors, and /health stays reachable.
 
 mod api;
 mod forward;
@@ -17,9 +21,13 @@ use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
+use std::time::Duration;
+
+use futures::future::{select, Either};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
+use super::admission::Admission;
 use super::shard::Shard;
 
 pub use crate::http_request::HttpRequest;
@@ -35,13 +43,34 @@ pub fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, bound))
 }
 
+/// HTTP connections open at most...
+pub const CONNECTIONS_MAX: usize = 256;
+/// ...and from one address.
+pub const CONNECTIONS_PER_IP_MAX: usize = 64;
+/// The longest a request may take to arrive whole.
+pub const REQUEST_READ_MAX: Duration = Duration::from_secs(30);
+
 /// Serves connections until the task is dropped, for `shard` (shard 0,
-/// set once it exists).
-pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>) {
+/// set once it exists). A request must arrive within `read_max`.
+pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>, read_max: Duration) {
+    let admission = Admission::with_limits(CONNECTIONS_MAX, CONNECTIONS_PER_IP_MAX);
+    let read_max = read_max.min(REQUEST_READ_MAX);
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(answer(stream, shard.clone())).detach();
+                let Some(ip) = stream.peer_addr().ok().map(|a| a.ip()) else {
+                    continue;
+                };
+                let Ok(admitted) = admission.admit(ip) else {
+                    tracing::debug!(%ip, "refusing an HTTP connection: over its limit");
+                    continue; // dropped: closed at once
+                };
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    answer(stream, shard, read_max).await;
+                    drop(admitted);
+                })
+                .detach();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "http accept failed");
@@ -126,8 +155,19 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>) {
-    let response = match read_request(&mut stream).await {
+async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>, read_max: Duration) {
+    let read = {
+        let deadline = Box::pin(glommio::timer::sleep(read_max));
+        match select(Box::pin(read_request(&mut stream)), deadline).await {
+            Either::Left((read, _)) => read,
+            Either::Right(_) => Err(Some(HttpResponse::error(
+                408,
+                -1,
+                "the request did not arrive in time",
+            ))),
+        }
+    };
+    let response = match read {
         Ok(request) => match shard.get().cloned() {
             Some(shard) => route(&shard, request).await,
             None => HttpResponse::text(503, "starting\n"),

@@ -2,7 +2,6 @@
 //! (log end, flushed, high watermark) and the failed state.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -17,7 +16,7 @@ use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
 use crate::producers::{Check, ProducerState};
-use crate::read_ahead::{Prefetch, ReadAhead, ReaderAt};
+use crate::read_ahead::{ReadAhead, Window};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -112,11 +111,10 @@ pub(crate) struct State<F: DirectFile> {
     pub high_watermark: Offset,
     pub cache: BatchCache,
     pub read_ahead: Option<ReadAhead>,
-    /// The chunks a sequential reader will want next, read or being read,
-    /// in order.
-    pub prefetch: VecDeque<Prefetch>,
-    /// Where the last read that stopped inside a segment left its reader.
-    pub reader_at: Option<ReaderAt<F>>,
+    /// The reads planned ahead of sequential readers, one window each.
+    pub windows: Vec<Window<F>>,
+    /// Reads that stopped inside a segment, counted (windows' ages).
+    pub stopped_reads: u64,
     pub failed: Option<String>,
     pub pending_bytes: usize,
     /// Bumped by truncation, deletion and compaction, so a read that awaited
@@ -184,8 +182,7 @@ impl<F: DirectFile> State<F> {
     pub fn bytes_moved(&mut self) {
         self.generation += 1;
         self.read_ahead = None;
-        self.prefetch.clear();
-        self.reader_at = None;
+        self.windows.clear();
     }
 
     /// Index of the segment holding `offset` (the last with base <= offset).

@@ -6,7 +6,8 @@
 //! for its own disk read, so the disk and the network take turns. After a
 //! read that stopped inside a segment, the log keeps a window of
 //! [`CHUNKS_AHEAD`] chunk reads beyond the reader's position, each starting
-//! where the previous one's whole batches end; the caller runs them as a
+//! where the previous one's whole batches end (up to [`WINDOWS_MAX`]
+//! windows, for readers at different positions); the caller runs them as a
 //! background task ([`Log::prefetch_task`]) which plans the next chunk as
 //! each read completes, and a read that needs those bytes waits for the
 //! chunk's read instead of issuing its own.
@@ -24,7 +25,7 @@ use futures::future::FutureExt;
 use crate::batch::whole_batches_within;
 use crate::io::{DirectFile, FileSystem};
 use crate::log::Log;
-use crate::read_ahead::{Prefetch, ReadAhead, ReaderAt, SharedRead};
+use crate::read_ahead::{Prefetch, ReadAhead, ReaderAt, SharedRead, Window};
 use crate::types::Offset;
 
 /// Chunks read ahead of the reader: one being read while the reader takes
@@ -32,10 +33,15 @@ use crate::types::Offset;
 /// that asks again sooner than one read takes.
 pub const CHUNKS_AHEAD: usize = 2;
 
+/// Readers of one log read ahead for at once (consumers of several groups
+/// at different positions each keep their own window); past it the least
+/// recently used window goes.
+pub const WINDOWS_MAX: usize = 4;
+
 impl<FS: FileSystem> Log<FS> {
     /// The background task of the planned reads no task drives yet: it
-    /// awaits them in order and plans the next chunk as each completes,
-    /// until the window is full. `None` when no undriven read is planned.
+    /// awaits them in order and plans the next chunks as each completes,
+    /// until the windows are full. `None` when no undriven read is planned.
     /// It holds the log weakly: a deleted partition's reads stop.
     pub fn prefetch_task(self: &Rc<Self>) -> Option<impl Future<Output = ()> + 'static> {
         let first = self.take_undriven()?;
@@ -46,7 +52,7 @@ impl<FS: FileSystem> Log<FS> {
                 // Errors reach the reader that wants the bytes, which reads again.
                 let _ = read.await;
                 let Some(log) = log.upgrade() else { return };
-                log.grow_window();
+                log.grow_windows();
                 next = log.take_undriven();
             }
         })
@@ -54,64 +60,75 @@ impl<FS: FileSystem> Log<FS> {
 
     fn take_undriven(&self) -> Option<SharedRead> {
         let mut st = self.st();
-        let prefetch = st.prefetch.iter_mut().find(|p| !p.handed_out)?;
+        let prefetch = st
+            .windows
+            .iter_mut()
+            .flat_map(|w| w.chunks.iter_mut())
+            .find(|p| !p.handed_out)?;
         prefetch.handed_out = true;
         Some(prefetch.read.clone())
     }
 
     /// Records where a read stopped inside a segment (its next read starts
-    /// at `position`) and plans the reads ahead of it.
+    /// at `at.position`) in its reader's window (the one within reach
+    /// behind it, else a new one) and plans the reads ahead.
     pub(crate) fn reader_stopped(&self, at: ReaderAt<FS::File>) {
-        self.st().reader_at = Some(at);
-        self.grow_window();
+        {
+            let mut st = self.st();
+            st.stopped_reads += 1;
+            let now = st.stopped_reads;
+            let reach = (CHUNKS_AHEAD as u64 + 1) * at.chunk_bytes as u64;
+            let same = st.windows.iter().position(|w| {
+                w.at.segment_base == at.segment_base
+                    && w.at.generation == at.generation
+                    && w.at.position <= at.position
+                    && at.position - w.at.position <= reach
+            });
+            match same {
+                Some(i) => {
+                    st.windows[i].at = at;
+                    st.windows[i].used = now;
+                }
+                None => {
+                    if st.windows.len() >= WINDOWS_MAX {
+                        let oldest = (0..st.windows.len())
+                            .min_by_key(|&i| st.windows[i].used)
+                            .expect("windows");
+                        st.windows.swap_remove(oldest);
+                    }
+                    st.windows.push(Window {
+                        at,
+                        chunks: VecDeque::new(),
+                        used: now,
+                    });
+                }
+            }
+        }
+        self.grow_windows();
     }
 
-    /// Drops the chunks the reader has passed (or that cannot serve it) and
-    /// plans reads until [`CHUNKS_AHEAD`] chunks lie ahead, each starting
-    /// where the previous one's whole batches end; a chunk still in flight
-    /// stops the planning until it completes.
-    pub(crate) fn grow_window(&self) {
+    /// In every window, drops the chunks its reader has passed (or that
+    /// cannot serve it) and plans reads until [`CHUNKS_AHEAD`] chunks lie
+    /// ahead, each starting where the previous one's whole batches end; a
+    /// chunk still in flight stops its window's planning until it
+    /// completes. Windows of an older generation go.
+    pub(crate) fn grow_windows(&self) {
         let mut guard = self.st();
         let st = &mut *guard;
-        let Some(at) = st.reader_at.as_ref() else {
-            return;
-        };
-        if at.generation != st.generation {
-            st.reader_at = None;
-            st.prefetch.clear();
-            return;
+        let generation = st.generation;
+        st.windows.retain(|w| w.at.generation == generation);
+        let mut planned = 0;
+        for window in st.windows.iter_mut() {
+            let continues_from = continuation(st.read_ahead.as_ref(), &window.at);
+            drop_passed(&mut window.chunks, &window.at, continues_from);
+            planned += plan(window, continues_from);
         }
-        let continues_from = continuation(st.read_ahead.as_ref(), at);
-        drop_passed(&mut st.prefetch, at, continues_from);
-        while st.prefetch.len() < CHUNKS_AHEAD {
-            let start = match st.prefetch.back() {
-                Some(last) => match last.whole_end() {
-                    Some(end) => end,
-                    None => return,
-                },
-                None => continues_from,
-            };
-            if start >= at.durable_size {
-                return;
-            }
-            let len = at.chunk_bytes.min((at.durable_size - start) as usize);
-            let file = at.file.clone();
-            let read = async move { file.read_at(start, len).await.map_err(Rc::new) };
-            st.stats.prefetch_reads += 1;
-            st.prefetch.push_back(Prefetch {
-                segment_base: at.segment_base,
-                position: start,
-                len,
-                generation: at.generation,
-                read: read.boxed_local().shared(),
-                handed_out: false,
-            });
-        }
+        st.stats.prefetch_reads += planned;
     }
 
     /// A planned chunk's bytes from `position` on, when one covers `need`
     /// bytes there: waits for its read, keeps it as the read-ahead chunk
-    /// and drops it and the chunks before it from the window. `None` when
+    /// and drops it and the chunks before it from its window. `None` when
     /// no chunk covers them, or its read failed (the caller reads for
     /// itself and meets the error there).
     pub(crate) async fn prefetched(
@@ -124,8 +141,9 @@ impl<FS: FileSystem> Log<FS> {
             let st = self.state.borrow();
             let generation = st.generation;
             let p = st
-                .prefetch
+                .windows
                 .iter()
+                .flat_map(|w| w.chunks.iter())
                 .find(|p| p.covers(segment_base, position, need, generation))?;
             (p.read.clone(), p.position, generation)
         };
@@ -139,8 +157,13 @@ impl<FS: FileSystem> Log<FS> {
             // The caller's read starts over; these bytes may be gone.
             return None;
         }
-        st.prefetch
-            .retain(|p| p.segment_base == segment_base && p.position > start);
+        for window in st.windows.iter_mut() {
+            if window.chunks.iter().any(|p| p.position == start) {
+                window
+                    .chunks
+                    .retain(|p| p.segment_base == segment_base && p.position > start);
+            }
+        }
         st.stats.prefetch_hits += 1;
         st.read_ahead = Some(ReadAhead {
             segment_base,
@@ -150,6 +173,38 @@ impl<FS: FileSystem> Log<FS> {
         });
         Some(data.slice(offset_in..))
     }
+}
+
+/// Plans reads in `window` until [`CHUNKS_AHEAD`] chunks lie ahead of its
+/// reader; returns how many it planned.
+fn plan<F: DirectFile>(window: &mut Window<F>, continues_from: u64) -> u64 {
+    let at = &window.at;
+    let mut planned = 0;
+    while window.chunks.len() < CHUNKS_AHEAD {
+        let start = match window.chunks.back() {
+            Some(last) => match last.whole_end() {
+                Some(end) => end,
+                None => break,
+            },
+            None => continues_from,
+        };
+        if start >= at.durable_size {
+            break;
+        }
+        let len = at.chunk_bytes.min((at.durable_size - start) as usize);
+        let file = at.file.clone();
+        let read = async move { file.read_at(start, len).await.map_err(Rc::new) };
+        planned += 1;
+        window.chunks.push_back(Prefetch {
+            segment_base: at.segment_base,
+            position: start,
+            len,
+            generation: at.generation,
+            read: read.boxed_local().shared(),
+            handed_out: false,
+        });
+    }
+    planned
 }
 
 /// Where the window must begin for a reader at `at`: after the whole

@@ -1,6 +1,7 @@
 //! The bytes a log keeps for sequential readers: the last chunk read from
 //! disk, and the planned read of the next one (see `prefetch`).
 
+use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 
@@ -85,4 +86,16 @@ pub(crate) struct ReaderAt<F> {
     /// Bytes of one disk read.
     pub chunk_bytes: usize,
     pub generation: u64,
+}
+
+/// The reads planned ahead of one sequential reader (or of readers close
+/// together).
+pub(crate) struct Window<F> {
+    /// Where the reader's last read stopped.
+    pub at: ReaderAt<F>,
+    /// The chunks read or being read beyond it, in order.
+    pub chunks: VecDeque<Prefetch>,
+    /// When it last planned for its reader (the log's count of reads that
+    /// stopped inside a segment): the least recent window is replaced.
+    pub used: u64,
 }

@@ -204,3 +204,46 @@ fn a_whole_log_read_with_background_prefetches_on_o_direct_files_reads_back_what
         );
     });
 }
+
+#[test]
+fn readers_at_different_positions_each_keep_their_own_window() {
+    let fs = MemFs::new();
+    block_on(async {
+        // One segment of 300 KiB: the two readers never cross a segment's end.
+        let config = LogConfig {
+            read_ahead_bytes: READ_BYTES,
+            segment_bytes: 1 << 20,
+            ..small_config()
+        };
+        let log = Log::open(fs.clone(), Path::new("/p"), config)
+            .await
+            .unwrap();
+        for i in 0..100 {
+            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        // Two consumers, one from the start and one from the middle, take
+        // turns, as two groups replaying the partition would.
+        let mut positions = [Offset(0), Offset(150)];
+        let mut reads = 0;
+        for _ in 0..20 {
+            for position in positions.iter_mut() {
+                let out = log
+                    .read(*position, READ_BYTES, log.log_end())
+                    .await
+                    .unwrap();
+                *position = out.next_offset.expect("each read takes batches");
+                reads += 1;
+                if let Some(task) = log.prefetch_task() {
+                    task.await;
+                }
+            }
+        }
+        assert!(positions[0] < Offset(150), "the readers stayed apart");
+        let hits = log.stats().prefetch_hits;
+        // Every read but each reader's first found its bytes read ahead.
+        assert_eq!(hits, reads - 2, "{hits} of {reads} reads found a prefetch");
+    });
+}

@@ -88,6 +88,7 @@ impl<FS: FileSystem> Log<FS> {
                 Some(i) => {
                     st.windows[i].at = at;
                     st.windows[i].used = now;
+                    st.windows[i].idle_ages = 0;
                 }
                 None => {
                     if st.windows.len() >= WINDOWS_MAX {
@@ -100,6 +101,7 @@ impl<FS: FileSystem> Log<FS> {
                         at,
                         chunks: VecDeque::new(),
                         used: now,
+                        idle_ages: 0,
                     });
                 }
             }
@@ -124,6 +126,27 @@ impl<FS: FileSystem> Log<FS> {
             planned += plan(window, continues_from);
         }
         st.stats.prefetch_reads += planned;
+    }
+
+    /// Ages every read-ahead window by one and drops those whose reader has
+    /// not read for more than `idle_max` ages, with the chunks (memory) and
+    /// the file they hold; the last chunk read goes too once no window is
+    /// left. The caller ages at a steady pace (the broker: every 100 ms).
+    /// Returns the windows dropped.
+    pub fn age_read_ahead(&self, idle_max: u32) -> usize {
+        let mut st = self.st();
+        let before = st.windows.len();
+        st.windows.iter_mut().for_each(|w| w.idle_ages += 1);
+        st.windows.retain(|w| w.idle_ages <= idle_max);
+        if st.windows.is_empty() {
+            st.read_ahead = None;
+        }
+        before - st.windows.len()
+    }
+
+    /// Read-ahead windows kept now (tests, metrics).
+    pub fn read_ahead_windows(&self) -> usize {
+        self.state.borrow().windows.len()
     }
 
     /// A planned chunk's bytes from `position` on, when one covers `need`
@@ -162,6 +185,7 @@ impl<FS: FileSystem> Log<FS> {
                 window
                     .chunks
                     .retain(|p| p.segment_base == segment_base && p.position > start);
+                window.idle_ages = 0;
             }
         }
         st.stats.prefetch_hits += 1;

@@ -98,4 +98,7 @@ pub(crate) struct Window<F> {
     /// When it last planned for its reader (the log's count of reads that
     /// stopped inside a segment): the least recent window is replaced.
     pub used: u64,
+    /// Calls of `Log::age_read_ahead` since its reader last read: a window
+    /// whose reader went away is dropped with the memory it holds.
+    pub idle_ages: u32,
 }

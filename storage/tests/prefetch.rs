@@ -247,3 +247,29 @@ fn readers_at_different_positions_each_keep_their_own_window() {
         assert_eq!(hits, reads - 2, "{hits} of {reads} reads found a prefetch");
     });
 }
+
+#[test]
+fn a_window_whose_reader_went_away_is_dropped_after_its_idle_ages() {
+    let fs = MemFs::new();
+    block_on(async {
+        let log = filled(fs.clone(), Path::new("/p"), 12).await;
+        let first = log
+            .read(Offset(0), READ_BYTES, log.log_end())
+            .await
+            .unwrap();
+        assert_eq!(log.read_ahead_windows(), 1);
+        assert_eq!(log.age_read_ahead(2), 0);
+        assert_eq!(log.age_read_ahead(2), 0);
+        // The reader comes back: its window is young again.
+        let next = first.next_offset.unwrap();
+        log.read(next, READ_BYTES, log.log_end()).await.unwrap();
+        assert_eq!(log.age_read_ahead(2), 0);
+        assert_eq!(log.age_read_ahead(2), 0);
+        assert_eq!(log.age_read_ahead(2), 1, "idle past 2 ages: dropped");
+        assert_eq!(log.read_ahead_windows(), 0);
+        // Reading on still works (from the disk, planning anew).
+        let again = log.read(next, READ_BYTES, log.log_end()).await.unwrap();
+        assert!(again.bytes > 0);
+        assert_eq!(log.read_ahead_windows(), 1);
+    });
+}

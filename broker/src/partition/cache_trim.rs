@@ -7,7 +7,8 @@
 //! is squeezed. This pass, while the share is above [`HIGH_WATER`] of its
 //! limit, evicts the batches the shard cached longest ago, from whichever
 //! partitions hold them, until it is below [`LOW_WATER`]: what a page
-//! cache would do for a broker reading through one.
+//! cache would do for a broker reading through one. The same pass drops
+//! read-ahead windows whose readers went away.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,11 +26,19 @@ pub const HIGH_WATER: usize = 90;
 /// ...and the fill it evicts down to.
 pub const LOW_WATER: usize = 80;
 
+/// A read-ahead window whose reader has not read for this many passes
+/// (5 s) is dropped with the chunks it holds: read-ahead memory is not
+/// counted in the share, so it must not outlive its reader.
+const READ_AHEAD_IDLE_PASSES: u32 = 50;
+
 /// Runs for as long as the shard does.
 pub async fn run(partitions: Rc<Partitions>) {
     loop {
         glommio::timer::sleep(TRIM_INTERVAL).await;
         trim(&partitions.table);
+        for (_, partition) in partitions.table.open_partitions() {
+            partition.log.age_read_ahead(READ_AHEAD_IDLE_PASSES);
+        }
     }
 }
 

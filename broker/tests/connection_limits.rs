@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use client::cluster::Cluster;
 use socket2::{Domain, Socket, Type};
+use support::cluster::gauge;
 use support::{on_glommio, start_broker_with};
 
 /// A TCP connection to `to` from the loopback address `from` (any
@@ -57,14 +58,6 @@ fn api_versions(stream: &mut TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-fn metric(http: SocketAddr, name: &str) -> f64 {
-    let (status, body) = support::http(http, "GET", "/metrics", "");
-    assert_eq!(status, 200);
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not scraped"))
-}
-
 #[test]
 fn a_flood_of_idle_connections_from_one_address_is_refused_past_its_limit_while_others_are_served()
 {
@@ -76,8 +69,8 @@ fn a_flood_of_idle_connections_from_one_address_is_refused_past_its_limit_while_
             ("BROKER_MAX_CONNECTIONS_PER_IP", "20"),
         ],
     );
-    assert_eq!(metric(broker.http, "connections_max"), 60.0);
-    assert_eq!(metric(broker.http, "connections_max_per_ip"), 20.0);
+    assert_eq!(gauge(broker.http, "connections_max"), 60.0);
+    assert_eq!(gauge(broker.http, "connections_max_per_ip"), 20.0);
 
     // 30 idle connections from 127.0.0.2: 20 are kept, 10 closed at once.
     let mut flood: Vec<TcpStream> = (0..30)
@@ -92,7 +85,7 @@ fn a_flood_of_idle_connections_from_one_address_is_refused_past_its_limit_while_
     }
     assert_eq!(kept.len(), 20, "connections kept of the flood");
     let mut flood = kept;
-    assert_eq!(metric(broker.http, "connections_refused_total"), 10.0);
+    assert_eq!(gauge(broker.http, "connections_refused_total"), 10.0);
 
     // Another address is served, and so is /health and the flood's own
     // admitted connections.

@@ -7,13 +7,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
+use support::cluster::gauge;
 use support::start_broker_with;
 
 /// The caches' limit over both shards of the test broker.
@@ -24,14 +24,6 @@ const PARTITIONS: i32 = 2;
 /// 1 KiB messages per partition: 24 MiB each, 48 MiB in all, three times
 /// the limit.
 const PER_PARTITION: usize = 24 * 1024;
-
-fn scrape(http: SocketAddr, name: &str) -> f64 {
-    let (status, body) = support::http(http, "GET", "/metrics", "");
-    assert_eq!(status, 200);
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not scraped"))
-}
 
 /// The message `seq` of `partition`: its place in the value, padded to 1 KiB.
 fn value(partition: i32, seq: usize) -> String {
@@ -114,10 +106,10 @@ fn a_consumer_catching_up_past_the_cache_limit_reads_every_message_in_order_from
     // The trimming pass runs every 100 ms.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        scrape(broker.http, "log_cache_limit_bytes"),
+        gauge(broker.http, "log_cache_limit_bytes"),
         CACHE_LIMIT as f64
     );
-    let cached = scrape(broker.http, "log_cache_bytes") as u64;
+    let cached = gauge(broker.http, "log_cache_bytes") as u64;
     assert!(
         cached <= CACHE_LIMIT,
         "the caches hold {cached} bytes over a limit of {CACHE_LIMIT}"
@@ -149,9 +141,9 @@ fn a_consumer_catching_up_past_the_cache_limit_reads_every_message_in_order_from
         }
     }
     // The start was read from the files, through the read-ahead window.
-    let hits = scrape(broker.http, "log_prefetch_hits_total");
+    let hits = gauge(broker.http, "log_prefetch_hits_total");
     assert!(hits > 0.0, "no read found its bytes read ahead");
-    let cache_ratio = scrape(broker.http, "log_read_cache_hit_ratio");
+    let cache_ratio = gauge(broker.http, "log_read_cache_hit_ratio");
     assert!(
         cache_ratio < 1.0,
         "every read came from memory: nothing crossed the limit"

@@ -167,14 +167,8 @@ impl BatchCache {
     /// none, past its own budget and the share's limit when it does.
     /// Returns the bytes evicted.
     pub fn evict(&mut self, durable: Offset) -> usize {
-        let before = self.bytes;
-        while self.bytes > self.budget_bytes && self.share.as_ref().is_none_or(|s| s.over()) {
-            match self.batches.front() {
-                Some(front) if front.next <= durable => self.pop_front(),
-                _ => break,
-            }
-        }
-        before - self.bytes
+        let limit = self.share.as_ref().map_or(0, |s| s.limit());
+        self.evict_before(durable, u64::MAX, limit)
     }
 
     /// The share's place of the oldest batch that could be evicted (durable,

@@ -24,11 +24,25 @@ pub(crate) struct ReadAhead {
 impl ReadAhead {
     /// Whether the chunk holds `need` bytes at `position` of that segment.
     pub fn holds(&self, segment_base: Offset, position: u64, need: usize, generation: u64) -> bool {
-        self.generation == generation
-            && self.segment_base == segment_base
-            && self.position <= position
-            && position + need as u64 <= self.position + self.data.len() as u64
+        let chunk = (
+            self.segment_base,
+            self.position,
+            self.data.len(),
+            self.generation,
+        );
+        spans(chunk, (segment_base, position, need, generation))
     }
+}
+
+/// Whether the bytes `chunk` (segment, position, length, generation) spans
+/// include the `wanted` ones.
+fn spans(chunk: (Offset, u64, usize, u64), wanted: (Offset, u64, usize, u64)) -> bool {
+    let (base, start, len, generation) = chunk;
+    let (want_base, position, need, want_generation) = wanted;
+    generation == want_generation
+        && base == want_base
+        && start <= position
+        && position + need as u64 <= start + len as u64
 }
 
 /// A disk read whose bytes every waiter gets (the error shared too).
@@ -57,10 +71,8 @@ impl Prefetch {
         need: usize,
         generation: u64,
     ) -> bool {
-        self.generation == generation
-            && self.segment_base == segment_base
-            && self.position <= position
-            && position + need as u64 <= self.position + self.len as u64
+        let chunk = (self.segment_base, self.position, self.len, self.generation);
+        spans(chunk, (segment_base, position, need, generation))
     }
 
     /// Where the read's whole batches end, once it completed: the start of

@@ -40,21 +40,16 @@ pub fn encode(
     let size = header.compute_size(header_version).map_err(failed)?
         + response.compute_size(version).map_err(failed)?;
     let topics = std::mem::take(&mut response.responses);
-    let untagged = response.node_endpoints.is_empty() && response.unknown_tagged_fields.is_empty();
-    let top = match untagged {
-        true => without_last(&response, version, EMPTY_ARRAY)?,
-        false => None,
-    };
-    let Some(top) = top else {
-        response.responses = topics;
-        return super::response::encode(correlation_id, version, &response);
-    };
     let mut frame = Parts::new(4 + size);
     frame.buf.put_i32(size as i32);
     header
         .encode(&mut frame.buf, header_version)
         .map_err(failed)?;
-    frame.buf.extend_from_slice(&top);
+    let untagged = response.node_endpoints.is_empty() && response.unknown_tagged_fields.is_empty();
+    if !(untagged && put_without_last(&mut frame.buf, &response, version, EMPTY_ARRAY)?) {
+        response.responses = topics;
+        return super::response::encode(correlation_id, version, &response);
+    }
     put_length(&mut frame.buf, version, topics.len());
     for topic in topics {
         put_topic(&mut frame, version, topic)?;
@@ -78,16 +73,11 @@ fn put_topic(
     mut topic: FetchableTopicResponse,
 ) -> Result<(), EncodeError> {
     let partitions = std::mem::take(&mut topic.partitions);
-    let fields = match topic.unknown_tagged_fields.is_empty() {
-        true => without_last(&topic, version, EMPTY_ARRAY)?,
-        false => None,
-    };
-    let Some(fields) = fields else {
+    let untagged = topic.unknown_tagged_fields.is_empty();
+    if !(untagged && put_without_last(&mut frame.buf, &topic, version, EMPTY_ARRAY)?) {
         topic.partitions = partitions;
-        topic.encode(&mut frame.buf, version).map_err(failed)?;
-        return Ok(());
-    };
-    frame.buf.extend_from_slice(&fields);
+        return topic.encode(&mut frame.buf, version).map_err(failed);
+    }
     put_length(&mut frame.buf, version, partitions.len());
     for partition in partitions {
         put_partition(frame, version, partition)?;
@@ -106,15 +96,11 @@ fn put_partition(
     let Some(records) = partition.records.take() else {
         return partition.encode(&mut frame.buf, version).map_err(failed);
     };
-    let fields = match untagged(&partition) {
-        true => without_last(&partition, version, NULL_BYTES)?,
-        false => None,
-    };
-    let Some(fields) = fields else {
+    if !(untagged(&partition) && put_without_last(&mut frame.buf, &partition, version, NULL_BYTES)?)
+    {
         partition.records = Some(records);
         return partition.encode(&mut frame.buf, version).map_err(failed);
-    };
-    frame.buf.extend_from_slice(&fields);
+    }
     put_bytes_length(&mut frame.buf, version, records.len());
     frame.push(records);
     put_no_tags(&mut frame.buf, version);
@@ -138,25 +124,31 @@ const EMPTY_ARRAY: EmptyForm = (&[1], &[0, 0, 0, 0]);
 /// A null byte string: compact length null (0), or an int32 -1.
 const NULL_BYTES: EmptyForm = (&[0], &[0xff, 0xff, 0xff, 0xff]);
 
-/// The piece encoded, without its last regular field (which must be
-/// empty, in the `empty` form) and, in the flexible versions, without its
-/// tagged fields (which must be none). `None` when it does not end so.
-fn without_last<T: Encodable>(
+/// Encodes the piece into `buf` without its last regular field (which
+/// must be empty, in the `empty` form) and, in the flexible versions,
+/// without its tagged fields (which must be none). When it does not end so,
+/// `buf` is left as it was and the answer is false.
+fn put_without_last<T: Encodable>(
+    buf: &mut BytesMut,
     piece: &T,
     version: i16,
     empty: EmptyForm,
-) -> Result<Option<Bytes>, EncodeError> {
-    let mut out = BytesMut::new();
-    piece.encode(&mut out, version).map_err(failed)?;
-    let ending: Vec<u8> = match version >= FIRST_FLEXIBLE {
-        true => [empty.0, &[0]].concat(),
-        false => empty.1.to_vec(),
+) -> Result<bool, EncodeError> {
+    let start = buf.len();
+    piece.encode(buf, version).map_err(failed)?;
+    let (field, tags): (&[u8], &[u8]) = match version >= FIRST_FLEXIBLE {
+        true => (empty.0, &[0]),
+        false => (empty.1, &[]),
     };
-    if !out.ends_with(&ending) {
-        return Ok(None);
-    }
-    out.truncate(out.len() - ending.len());
-    Ok(Some(out.freeze()))
+    let ending = field.len() + tags.len();
+    let encoded = &buf[start..];
+    let ends_so = encoded.ends_with(tags) && encoded[..encoded.len() - tags.len()].ends_with(field);
+    let keep = match ends_so {
+        true => buf.len() - ending,
+        false => start,
+    };
+    buf.truncate(keep);
+    Ok(ends_so)
 }
 
 /// An array's length.

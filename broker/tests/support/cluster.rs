@@ -323,8 +323,13 @@ pub fn try_counter(http: SocketAddr, name: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
-/// A counter (or gauge) from a broker's /metrics.
+/// A counter (or integral gauge) from a broker's /metrics.
 pub fn counter(http: SocketAddr, name: &str) -> u64 {
+    gauge(http, name) as u64
+}
+
+/// A sample from a broker's /metrics.
+pub fn gauge(http: SocketAddr, name: &str) -> f64 {
     let (_, text) = super::http(http, "GET", "/metrics", "");
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))

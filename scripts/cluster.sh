@@ -19,6 +19,8 @@ source scripts/common.sh
 
 CLUSTER_DIR=${CLUSTER_DIR:-target/cluster}
 BIN=${BROKER_BIN:-target/release/broker}
+# Every other BROKER_* variable is a broker setting: this one is not.
+unset BROKER_BIN
 
 kafka_port() { echo $((19090 + $1)); }
 http_port() { echo $((18080 + $1)); }

@@ -25,8 +25,23 @@ pub struct BrokerConfig {
     /// What clients are told to connect to; defaults to `kafka_listen`
     /// (with 0.0.0.0 replaced by 127.0.0.1).
     pub advertised_listener: Option<String>,
+    /// The Kafka listener's security protocol: `PLAINTEXT`, or `SSL` (TLS
+    /// with the `ssl_*` files; docs/security.md).
+    pub kafka_security_protocol: String,
+    /// The server's certificate chain, PEM (leaf first).
+    pub ssl_certificate_location: Option<PathBuf>,
+    /// The server certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub ssl_key_location: Option<PathBuf>,
+    /// The CA certificates client certificates must chain to, PEM; needed
+    /// when `ssl_client_auth` is not `none`.
+    pub ssl_ca_location: Option<PathBuf>,
+    /// Client certificates: `none`, `requested` (checked when given) or
+    /// `required` (Kafka's ssl.client.auth).
+    pub ssl_client_auth: String,
     /// The HTTP listener (HTTP API and /metrics), `host:port`.
     pub http_listen: String,
+    /// The HTTP listener speaks TLS (HTTPS) with the `ssl_*` files.
+    pub http_tls: bool,
     /// Shards (one glommio executor per core); 0 means one per available core.
     pub shards: usize,
     /// This broker's rack, for replica placement.
@@ -122,7 +137,13 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("./data"),
             kafka_listen: "0.0.0.0:9092".into(),
             advertised_listener: None,
+            kafka_security_protocol: "PLAINTEXT".into(),
+            ssl_certificate_location: None,
+            ssl_key_location: None,
+            ssl_ca_location: None,
+            ssl_client_auth: "none".into(),
             http_listen: "0.0.0.0:8080".into(),
+            http_tls: false,
             shards: 0,
             rack: None,
             auto_create_topics: true,
@@ -343,7 +364,49 @@ impl BrokerConfig {
         if self.metadata_snapshot_every_entries == 0 {
             return invalid("metadata_snapshot_every_entries must be at least 1".into());
         }
+        self.check_tls()
+    }
+
+    /// The TLS settings make sense together (the files are read at start).
+    fn check_tls(&self) -> Result<(), ConfigError> {
+        let invalid = |why: String| Err(ConfigError::Invalid(why));
+        if !matches!(self.kafka_security_protocol.as_str(), "PLAINTEXT" | "SSL") {
+            return invalid(format!(
+                "kafka_security_protocol must be PLAINTEXT or SSL, got {:?}",
+                self.kafka_security_protocol
+            ));
+        }
+        if !matches!(
+            self.ssl_client_auth.as_str(),
+            "none" | "requested" | "required"
+        ) {
+            return invalid(format!(
+                "ssl_client_auth must be none, requested or required, got {:?}",
+                self.ssl_client_auth
+            ));
+        }
+        if !self.kafka_uses_tls() && !self.http_tls {
+            return Ok(());
+        }
+        if self.ssl_certificate_location.is_none() || self.ssl_key_location.is_none() {
+            return invalid(
+                "kafka_security_protocol SSL and http_tls need ssl_certificate_location and \
+                 ssl_key_location"
+                    .into(),
+            );
+        }
+        if self.ssl_client_auth != "none" && self.ssl_ca_location.is_none() {
+            return invalid(format!(
+                "ssl_client_auth {} needs ssl_ca_location (the CA client certificates chain to)",
+                self.ssl_client_auth
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether the Kafka port speaks TLS.
+    pub fn kafka_uses_tls(&self) -> bool {
+        self.kafka_security_protocol == "SSL"
     }
 
     /// The metadata quorum's voters by node id (empty: this broker alone).

@@ -66,6 +66,8 @@ pub struct ShardMetrics {
     pub bytes_out: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
+    /// Connections to a TLS port whose handshake failed or timed out.
+    pub tls_handshake_failures: AtomicU64,
     /// Produce request latency by acks: 0, 1, all.
     pub produce_latency: [Histogram; 3],
     /// Consumer fetch latency (long-poll waits included, as Kafka's).
@@ -86,6 +88,7 @@ impl Default for ShardMetrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             connections: AtomicI64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
             produce_latency: Default::default(),
             fetch_latency: Histogram::default(),
             isr_shrinks: AtomicU64::new(0),

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
-use futures::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::handlers::{self, Outcome};
 use super::shard::Shard;
-use crate::kafka::frame::FrameReader;
+use super::tls::looks_like_tls;
+use crate::kafka::frame::{FrameError, FrameReader};
 use crate::kafka::request;
 
 /// Bytes read from the socket at a time (at least).
@@ -20,21 +20,37 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Resolves when the shard is stopping.
 pub type Stopping = Shared<oneshot::Receiver<()>>;
 
-/// Serves a connection until the client closes it, sends something that
-/// cannot be answered, or the shard stops (between requests); the shard
-/// carries on either way.
-pub async fn serve(stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
+/// Who is at the other end of a connection.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    /// Its address, if the socket could say.
+    pub address: Option<std::net::SocketAddr>,
+    /// The subject of its TLS client certificate, if it presented one.
+    pub principal: Option<String>,
+}
+
+/// Serves a connection (a TCP stream, or TLS over one) until the client
+/// closes it, sends something that cannot be answered, or the shard stops
+/// (between requests); the shard carries on either way.
+pub async fn serve<S>(stream: S, client: Client, shard: Rc<Shard>, stopping: Stopping)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let metrics = shard.metrics.clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
-    serve_open(stream, shard, stopping).await;
+    serve_open(stream, client, shard, stopping).await;
     metrics.connections.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping) {
-    let address = stream.peer_addr().ok();
+async fn serve_open<S>(mut stream: S, client: Client, shard: Rc<Shard>, stopping: Stopping)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let address = client.address;
     let peer = address.map(|a| a.to_string()).unwrap_or_default();
     // How DescribeGroups shows a member's host, as Kafka does.
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
+    tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let mut reader = FrameReader::new(shard.cluster.config.socket_request_max_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
@@ -44,7 +60,7 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: bad request frame");
+                    log_bad_frame(&peer, &e);
                     return;
                 }
             };
@@ -81,6 +97,10 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
                     return;
                 }
             }
+            // Sends what TLS buffered (nothing to do on plain TCP).
+            if stream.flush().await.is_err() {
+                return;
+            }
         }
         let ended = select(stopping.clone(), Box::pin(glommio::timer::sleep(idle_max)));
         let read = match select(Box::pin(stream.read(&mut chunk)), ended).await {
@@ -97,5 +117,16 @@ async fn serve_open(mut stream: TcpStream, shard: Rc<Shard>, stopping: Stopping)
             Ok(n) => n,
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Says why a connection's bytes cannot be framed: a TLS handshake on a
+/// plaintext port reads as an absurd size, and is named as what it is.
+fn log_bad_frame(peer: &str, error: &FrameError) {
+    let FrameError::Size { size, .. } = error;
+    if looks_like_tls(&(*size as u32).to_be_bytes()) {
+        tracing::warn!(%peer, "closing connection: a TLS handshake on a plaintext port (the client's security.protocol is SSL, the listener's PLAINTEXT)");
+    } else {
+        tracing::warn!(%peer, error = %error, "closing connection: bad request frame");
     }
 }

@@ -362,6 +362,11 @@ fn requests(page: &mut Page, all: &Registry) {
         .map(|m| m.connections.load(Ordering::Relaxed))
         .sum();
     page.gauge("connections", "open client connections", connections as f64);
+    page.counter(
+        "tls_handshake_failures_total",
+        "connections to a TLS port closed because their handshake failed or took too long",
+        sum(all, |m| m.tls_handshake_failures.load(Ordering::Relaxed)),
+    );
 }
 
 fn fetches(page: &mut Page, all: &Registry) {

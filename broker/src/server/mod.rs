@@ -16,6 +16,7 @@ mod ports;
 mod serve;
 mod shard;
 mod start;
+mod tls;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -72,6 +73,10 @@ struct Shared {
     metrics_registry: crate::counters::Registry,
     /// The client connection limits, counted over every shard.
     admission: Arc<admission::Admission>,
+    /// The Kafka port's TLS, if it has it.
+    tls: Option<Arc<tls::TlsServer>>,
+    /// The HTTP port's (the same certificate), if it has it.
+    http_tls: Option<Arc<tls::TlsServer>>,
 }
 
 /// Runs the server until `stop` is set, then stops accepting, lets open
@@ -99,6 +104,11 @@ pub fn run(
         PoolPlacement::Unbound(shards)
     };
     let admission = admission::Admission::new(&config);
+    let tls = start_tls(&config)?;
+    let (kafka_tls, http_tls) = (
+        tls.clone().filter(|_| config.kafka_uses_tls()),
+        tls.filter(|_| config.http_tls),
+    );
     let shared = Shared {
         config,
         shards,
@@ -114,6 +124,8 @@ pub fn run(
         failed: Arc::default(),
         metrics_registry: crate::counters::registry(shards),
         admission,
+        tls: kafka_tls,
+        http_tls,
     };
     let failed = shared.failed.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
@@ -126,6 +138,29 @@ pub fn run(
         Some(why) => Err(std::io::Error::other(why)),
         None => Ok(()),
     }
+}
+
+/// The TLS settings of the ports that speak it, read now (a broken file stops the
+/// start), and read again on every SIGHUP (a reload that fails keeps the
+/// ones in use; open connections keep theirs).
+fn start_tls(config: &BrokerConfig) -> std::io::Result<Option<Arc<tls::TlsServer>>> {
+    let Some(files) = tls::TlsFiles::of_config(config) else {
+        return Ok(None);
+    };
+    let server = Arc::new(tls::TlsServer::start(files).map_err(std::io::Error::other)?);
+    let mut hangups = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])?;
+    let reloaded = server.clone();
+    std::thread::spawn(move || {
+        for _ in hangups.forever() {
+            match reloaded.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use")
+                }
+            }
+        }
+    });
+    Ok(Some(server))
 }
 
 /// One shard, from start to stop.
@@ -163,7 +198,14 @@ async fn run_shard(shared: Shared) {
     let _ = this_shard.set(shard.clone());
     spawn_services(&shard, &shared, index, changes);
     let shutdown = (index == 0).then_some(life);
-    serve::serve_until_stopped(listener, shard.clone(), shared.stop.clone(), shutdown).await;
+    serve::serve_until_stopped(
+        listener,
+        shared.tls.clone(),
+        shard.clone(),
+        shared.stop.clone(),
+        shutdown,
+    )
+    .await;
     // Every shard keeps running the jobs of the others until all have
     // drained their connections (a connection's request may be waiting on
     // a partition of this shard).
@@ -193,6 +235,7 @@ async fn start_shard(
         };
         return start::first_shard(
             &shared.config,
+            shared.http_tls.clone(),
             shared.listen,
             &signals,
             &shared.ready,

@@ -18,6 +18,7 @@ use super::admission::Admitted;
 use super::connection;
 use super::shard::Shard;
 use super::start::Changes;
+use super::tls::{self, TlsServer};
 use crate::cluster::lease::ready_to_serve;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view;
@@ -164,6 +165,7 @@ async fn controlled_shutdown(shard: &Shard, life: &BrokerLife) {
 
 pub async fn serve_until_stopped(
     listener: TcpListener,
+    tls: Option<Arc<TlsServer>>,
     shard: Rc<Shard>,
     stop: Arc<AtomicBool>,
     shutdown: Option<Rc<BrokerLife>>,
@@ -171,8 +173,13 @@ pub async fn serve_until_stopped(
     let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
-    let acceptor =
-        glommio::spawn_local(accept_loop(listener, shard.clone(), open.clone(), stopping));
+    let port = Port {
+        listener,
+        tls,
+        open: open.clone(),
+        stopping,
+    };
+    let acceptor = glommio::spawn_local(accept_loop(port, shard.clone()));
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(STOP_POLL).await;
     }
@@ -199,15 +206,16 @@ pub async fn serve_until_stopped(
 /// requests unread, rather than be answered before the broker knows the
 /// cluster (a client connects the moment a restarted broker's port
 /// accepts).
-async fn accept_loop(
-    listener: TcpListener,
-    shard: Rc<Shard>,
-    open: Rc<Cell<usize>>,
-    stopping: connection::Stopping,
-) {
+async fn accept_loop(port: Port, shard: Rc<Shard>) {
     while !ready_to_serve(shard.cluster.view.borrow().applied_index) {
         glommio::timer::sleep(READY_POLL).await;
     }
+    let Port {
+        listener,
+        tls,
+        open,
+        stopping,
+    } = port;
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -223,10 +231,11 @@ async fn accept_loop(
                 let open = open.clone();
                 let stopping = stopping.clone();
                 let shard = shard.clone();
+                let tls = tls.as_ref().map(|tls| tls.acceptor());
                 open.set(open.get() + 1);
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    connection::serve(stream, shard, stopping).await;
+                    serve_stream(stream, tls, shard, stopping).await;
                     tracing::debug!(?peer, "connection closed");
                     open.set(open.get() - 1);
                     drop(admitted);
@@ -239,6 +248,56 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// A Kafka port: its socket, its TLS if any, and what a stop waits for.
+struct Port {
+    listener: TcpListener,
+    tls: Option<Arc<TlsServer>>,
+    /// Connections open.
+    open: Rc<Cell<usize>>,
+    stopping: connection::Stopping,
+}
+
+/// How long a TLS client has to finish its handshake.
+const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
+
+/// Serves an accepted connection, after its TLS handshake if the port
+/// has TLS (a failed or slow handshake closes it, logged and counted).
+async fn serve_stream(
+    stream: glommio::net::TcpStream,
+    tls: Option<futures_rustls::TlsAcceptor>,
+    shard: Rc<Shard>,
+    stopping: connection::Stopping,
+) {
+    let address = stream.peer_addr().ok();
+    let Some(tls) = tls else {
+        let client = connection::Client {
+            address,
+            principal: None,
+        };
+        return connection::serve(stream, client, shard, stopping).await;
+    };
+    let handshake = tls.accept(stream);
+    let deadline = glommio::timer::sleep(TLS_HANDSHAKE_MAX);
+    let failure = match futures::future::select(handshake, Box::pin(deadline)).await {
+        futures::future::Either::Left((Ok(stream), _)) => {
+            let client = connection::Client {
+                address,
+                principal: tls::principal(stream.get_ref().1),
+            };
+            return connection::serve(stream, client, shard, stopping).await;
+        }
+        futures::future::Either::Left((Err(e), _)) => e.to_string(),
+        futures::future::Either::Right(_) => "no handshake within 10 s".to_string(),
+    };
+    shard
+        .metrics
+        .tls_handshake_failures
+        .fetch_add(1, Ordering::Relaxed);
+    // Info, not warn: scanners and plaintext clients on a TLS port are
+    // common, and each is one line.
+    tracing::info!(peer = ?address, error = %failure, "closing connection: TLS handshake failed");
 }
 
 /// Counts an accepted connection against the limits; `None` when it

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use control::service::{Change, MetadataService};
 use glommio::channels::local_channel::LocalReceiver;
@@ -13,6 +13,7 @@ use glommio::channels::shared_channel::{ConnectedReceiver, SharedReceiver};
 use glommio::net::TcpListener;
 
 use super::shard::Shard;
+use super::tls::TlsServer;
 use super::Listening;
 use crate::cluster::quorum::{self, BrokerLife};
 use crate::cluster::{lease, view, PARTITIONS_DIR};
@@ -47,6 +48,7 @@ pub struct StartSignals<'a> {
 /// Binds, starts the metadata quorum, and hands the others their start.
 pub fn first_shard(
     config: &BrokerConfig,
+    http_tls: Option<Arc<TlsServer>>,
     listen: SocketAddr,
     signals: &StartSignals,
     ready: &mpsc::Sender<Listening>,
@@ -78,7 +80,7 @@ pub fn first_shard(
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
     let read_max = std::time::Duration::from_millis(config.connections_max_idle_ms);
-    glommio::spawn_local(super::http::serve(http_listener, shard, read_max)).detach();
+    glommio::spawn_local(super::http::serve(http_listener, http_tls, shard, read_max)).detach();
     for _ in 1..shards {
         match service.subscribe_shared(view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {

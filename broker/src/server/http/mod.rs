@@ -2,6 +2,9 @@
 //! (Prometheus text, `server::metrics`) and the HTTP/JSON API (`api`,
 //! docs/http-api.md).
 //!
+//! With `http_tls`, HTTPS (the Kafka port's certificate; the handshake
+//! counts in the request's time limit).
+//!
 //! One request per connection (answered with `connection: close`). The
 //! head is bounded (8 KiB), a body needs a Content-Length and is bounded
 //! (`BODY_BYTES_MAX`) before anything is allocated for it; chunked bodies
@@ -20,15 +23,17 @@ mod groups;
 use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use std::time::Duration;
 
 use futures::future::{select, Either};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
 use super::admission::Admission;
 use super::shard::Shard;
+use super::tls::TlsServer;
 
 pub use crate::http_request::HttpRequest;
 use crate::http_request::{parse_head, request, Refusal};
@@ -51,8 +56,14 @@ pub const CONNECTIONS_PER_IP_MAX: usize = 64;
 pub const REQUEST_READ_MAX: Duration = Duration::from_secs(30);
 
 /// Serves connections until the task is dropped, for `shard` (shard 0,
-/// set once it exists). A request must arrive within `read_max`.
-pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>, read_max: Duration) {
+/// set once it exists), over TLS if `tls`. A request must arrive within
+/// `read_max`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<TlsServer>>,
+    shard: Rc<OnceCell<Rc<Shard>>>,
+    read_max: Duration,
+) {
     let admission = Admission::with_limits(CONNECTIONS_MAX, CONNECTIONS_PER_IP_MAX);
     let read_max = read_max.min(REQUEST_READ_MAX);
     loop {
@@ -66,8 +77,9 @@ pub async fn serve(listener: TcpListener, shard: Rc<OnceCell<Rc<Shard>>>, read_m
                     continue; // dropped: closed at once
                 };
                 let shard = shard.clone();
+                let tls = tls.as_ref().map(|tls| tls.acceptor());
                 glommio::spawn_local(async move {
-                    answer(stream, shard, read_max).await;
+                    answer_within(stream, tls, shard, read_max).await;
                     drop(admitted);
                 })
                 .detach();
@@ -155,9 +167,39 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-async fn answer(mut stream: TcpStream, shard: Rc<OnceCell<Rc<Shard>>>, read_max: Duration) {
+/// Answers a connection, after its TLS handshake if `tls`; the handshake
+/// and the request must be done within `read_max`.
+async fn answer_within(
+    stream: TcpStream,
+    tls: Option<futures_rustls::TlsAcceptor>,
+    shard: Rc<OnceCell<Rc<Shard>>>,
+    read_max: Duration,
+) {
+    let mut deadline = Box::pin(glommio::timer::sleep(read_max));
+    let Some(tls) = tls else {
+        return answer(stream, shard, deadline).await;
+    };
+    let peer = stream.peer_addr().ok();
+    match select(tls.accept(stream), &mut deadline).await {
+        Either::Left((Ok(stream), _)) => answer(stream, shard, deadline).await,
+        Either::Left((Err(e), _)) => {
+            tracing::info!(?peer, error = %e, "closing an HTTP connection: TLS handshake failed")
+        }
+        Either::Right(_) => {
+            tracing::info!(
+                ?peer,
+                "closing an HTTP connection: no TLS handshake in time"
+            )
+        }
+    }
+}
+
+async fn answer<S, D>(mut stream: S, shard: Rc<OnceCell<Rc<Shard>>>, deadline: D)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: std::future::Future + Unpin,
+{
     let read = {
-        let deadline = Box::pin(glommio::timer::sleep(read_max));
         match select(Box::pin(read_request(&mut stream)), deadline).await {
             Either::Left((read, _)) => read,
             Either::Right(_) => Err(Some(HttpResponse::error(
@@ -215,7 +257,10 @@ const API_READY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(3
 /// Reads one request: its head (bounded), then a body of Content-Length
 /// bytes (bounded), parsed by [`crate::http_request`]. `Err(Some(..))`
 /// answers a bad request; `Err(None)`: the client hung up.
-async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, Option<HttpResponse>> {
+async fn read_request<S>(stream: &mut S) -> Result<HttpRequest, Option<HttpResponse>>
+where
+    S: AsyncRead + Unpin,
+{
     let refused = |r: Refusal| Some(HttpResponse::error(r.status, -1, r.message));
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];

@@ -1,0 +1,44 @@
+"""kafka-python over TLS: its default producer (idempotent, acks=all)
+sends 100 values "value-N" to partition 0 of TOPIC, then a consumer reads
+them back from the start.
+
+usage: tls_roundtrip.py BOOTSTRAP TOPIC CA_FILE
+
+Prints "consumed 100 in order"; exits non-zero on any failure."""
+
+import sys
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+
+def main():
+    bootstrap, topic, ca_file = sys.argv[1], sys.argv[2], sys.argv[3]
+    tls = {"security_protocol": "SSL", "ssl_cafile": ca_file}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **tls)
+    futures = [
+        producer.send(topic, value=f"value-{i}".encode(), partition=0) for i in range(100)
+    ]
+    producer.flush(timeout=60)
+    for future in futures:
+        future.get(timeout=60)
+    producer.close(timeout=10)
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=10000, **tls)
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    values = []
+    for message in consumer:
+        values.append(message.value.decode())
+        if len(values) == 100:
+            break
+    consumer.close()
+    expected = [f"value-{i}" for i in range(100)]
+    if values != expected:
+        print("got", values[:5], "...", len(values), file=sys.stderr)
+        sys.exit(1)
+    print("consumed 100 in order")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,487 @@
+//! TLS on the Kafka port (kafka_security_protocol = SSL): librdkafka
+//! (kcat) and kafka-python produce and consume over it; a plaintext client
+//! on the TLS port and a TLS client on a plaintext port are refused with
+//! nothing served; client certificates (mTLS) are required when asked,
+//! and an expired or missing one is refused; a SIGHUP reloads the
+//! certificate for new connections while open ones carry on; a missing
+//! file stops the start with its name. Every certificate is made here.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use support::{start_broker, start_broker_with, Broker};
+
+/// A certificate authority of the test's own.
+struct Authority {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Authority {
+    fn new(name: &str) -> Authority {
+        let mut params = CertificateParams::default();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, name);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Authority { issuer }
+    }
+
+    /// A certificate for `names` (DNS names or IPs) with subject
+    /// `CN=common_name`, valid now unless `expired`: (certificate PEM, key PEM).
+    fn issue(&self, names: &[&str], common_name: &str, expired: bool) -> (String, String) {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        }
+        let key = KeyPair::generate().unwrap();
+        let certificate = params.signed_by(&key, &self.issuer).unwrap();
+        (certificate.pem(), key.serialize_pem())
+    }
+
+    fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+}
+
+/// Writes `contents` to `dir/name`; its path.
+fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// The files of a TLS broker: server certificate and key from `authority`,
+/// the CA file for clients.
+struct Files {
+    ca: PathBuf,
+    certificate: PathBuf,
+    key: PathBuf,
+}
+
+fn server_files(dir: &Path, authority: &Authority) -> Files {
+    let (certificate, key) = authority.issue(&["127.0.0.1", "localhost"], "broker", false);
+    Files {
+        ca: write(dir, "ca.pem", &authority.pem()),
+        certificate: write(dir, "server.pem", &certificate),
+        key: write(dir, "server.key", &key),
+    }
+}
+
+fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broker {
+    let mut env = vec![
+        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL"),
+        (
+            "BROKER_SSL_CERTIFICATE_LOCATION",
+            files.certificate.to_str().unwrap(),
+        ),
+        ("BROKER_SSL_KEY_LOCATION", files.key.to_str().unwrap()),
+    ];
+    env.extend_from_slice(extra);
+    start_broker_with(data, &env)
+}
+
+fn api_versions_request(correlation_id: i32) -> Vec<u8> {
+    let version = 3;
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::ApiVersions as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("tls-test")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, ApiVersionsRequest::header_version(version))
+        .unwrap();
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("tls-test"))
+        .with_client_software_version(StrBytes::from_static_str("1"))
+        .encode(&mut body, version)
+        .unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// Sends ApiVersions and reads the answer: Ok(number of APIs listed), or
+/// the error that stopped it (a refused handshake surfaces here in TLS
+/// 1.3, where the client finishes before the server checks its
+/// certificate).
+fn ask_api_versions(stream: &mut impl ReadWrite, correlation_id: i32) -> std::io::Result<usize> {
+    stream.write_all(&api_versions_request(correlation_id))?;
+    stream.flush()?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body)?;
+    let mut body = Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, 0).unwrap();
+    assert_eq!(header.correlation_id, correlation_id);
+    let answer = ApiVersionsResponse::decode(&mut body, 3).unwrap();
+    assert_eq!(answer.error_code, 0);
+    Ok(answer.api_keys.len())
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// A TLS connection trusting `ca`, presenting `identity` (certificate and
+/// key PEM) if given.
+fn tls_connect(
+    address: SocketAddr,
+    ca: &str,
+    identity: Option<&(String, String)>,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        Some((certificate, key)) => {
+            let chain = CertificateDer::pem_slice_iter(certificate.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let socket = TcpStream::connect(address).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    rustls::StreamOwned::new(connection, socket)
+}
+
+fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
+    let mut command = Command::new("timeout");
+    command.arg("30").arg("kcat").args(args);
+    // The test runner's library path holds the librdkafka the rdkafka
+    // crate built (without OpenSSL); kcat takes the system's, with it.
+    command.env_remove("LD_LIBRARY_PATH");
+    command.stdin(std::process::Stdio::piped());
+    command.stdout(std::process::Stdio::piped());
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    if let Some(input) = input {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn counter(broker: &Broker, name: &str) -> u64 {
+    support::cluster::counter(broker.http, name)
+}
+
+/// Waits (bounded) until the broker's log has a line containing `needle`.
+fn wait_logged(broker: &Broker, needle: &str) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if !broker.logged(needle).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn librdkafka_and_kafka_python_produce_and_consume_over_tls_and_plaintext_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("test-ca");
+    let files = server_files(dir.path(), &authority);
+    let broker = start_tls_broker(&dir.path().join("data"), &files, &[]);
+    let bootstrap = broker.bootstrap();
+    let ca = files.ca.to_str().unwrap();
+    let ssl = ["-X", "security.protocol=ssl", "-X"];
+    let ca_setting = format!("ssl.ca.location={ca}");
+
+    // librdkafka: produce three messages, consume them back.
+    let mut produce = vec!["-P", "-b", &bootstrap, "-t", "over-tls"];
+    produce.extend(ssl);
+    produce.push(&ca_setting);
+    let out = kcat(&produce, Some("one\ntwo\nthree\n"));
+    assert!(out.status.success(), "{out:?}");
+    let mut consume = vec![
+        "-C",
+        "-b",
+        &bootstrap,
+        "-t",
+        "over-tls",
+        "-o",
+        "beginning",
+        "-e",
+    ];
+    consume.extend(ssl);
+    consume.push(&ca_setting);
+    let out = kcat(&consume, None);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nthree\n");
+
+    // kafka-python with its default producer (idempotent), then a consumer.
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/tls_roundtrip.py");
+    let out = Command::new("timeout")
+        .args(["60", &python, script, &bootstrap, "python-tls", ca])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "consumed 100 in order"
+    );
+
+    // A plaintext client on the TLS port: no metadata, the handshake
+    // failure counted, and the broker serves TLS clients on.
+    let failures_before = counter(&broker, "tls_handshake_failures_total");
+    let out = kcat(&["-L", "-b", &bootstrap, "-m", "5"], None);
+    assert!(!out.status.success(), "plaintext got metadata: {out:?}");
+    assert!(counter(&broker, "tls_handshake_failures_total") > failures_before);
+    let mut stream = tls_connect(broker.address, &authority.pem(), None);
+    assert!(ask_api_versions(&mut stream, 7).unwrap() > 20);
+}
+
+#[test]
+fn a_tls_client_on_a_plaintext_port_is_told_apart_and_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let authority = Authority::new("test-ca");
+    let mut stream = tls_connect(broker.address, &authority.pem(), None);
+    assert!(ask_api_versions(&mut stream, 1).is_err());
+    assert!(
+        wait_logged(&broker, "a TLS handshake on a plaintext port"),
+        "no log line names the mistake"
+    );
+    // The broker carries on for plaintext clients.
+    let mut plain = TcpStream::connect(broker.address).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(ask_api_versions(&mut plain, 2).unwrap() > 20);
+}
+
+#[test]
+fn client_certificates_when_required_refuse_missing_expired_and_foreign_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("test-ca");
+    let files = server_files(dir.path(), &authority);
+    let ca = files.ca.to_str().unwrap().to_string();
+    let broker = start_tls_broker(
+        &dir.path().join("data"),
+        &files,
+        &[
+            ("BROKER_SSL_CLIENT_AUTH", "required"),
+            ("BROKER_SSL_CA_LOCATION", &ca),
+        ],
+    );
+    let alice = authority.issue(&["alice"], "alice", false);
+    let mut stream = tls_connect(broker.address, &authority.pem(), Some(&alice));
+    assert!(ask_api_versions(&mut stream, 1).unwrap() > 20);
+
+    // librdkafka with and without a client certificate.
+    let certificate = write(dir.path(), "alice.pem", &alice.0);
+    let key = write(dir.path(), "alice.key", &alice.1);
+    let bootstrap = broker.bootstrap();
+    let settings = [
+        "security.protocol=ssl".to_string(),
+        format!("ssl.ca.location={ca}"),
+    ];
+    let with_certificate = [
+        format!("ssl.certificate.location={}", certificate.display()),
+        format!("ssl.key.location={}", key.display()),
+    ];
+    let metadata = |extra: &[String]| {
+        let mut args = vec!["-L", "-b", &bootstrap, "-m", "5"];
+        for setting in settings.iter().chain(extra) {
+            args.extend(["-X", setting.as_str()]);
+        }
+        kcat(&args, None)
+    };
+    let out = metadata(&with_certificate);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !metadata(&[]).status.success(),
+        "served without a certificate"
+    );
+
+    let expired = authority.issue(&["bob"], "bob", true);
+    let stranger = Authority::new("other-ca").issue(&["eve"], "eve", false);
+    let before = counter(&broker, "tls_handshake_failures_total");
+    for identity in [None, Some(&expired), Some(&stranger)] {
+        let mut stream = tls_connect(broker.address, &authority.pem(), identity);
+        assert!(
+            ask_api_versions(&mut stream, 2).is_err(),
+            "served a client with {:?}",
+            identity.map(|(c, _)| &c[..40])
+        );
+    }
+    let started = Instant::now();
+    while counter(&broker, "tls_handshake_failures_total") < before + 3
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(counter(&broker, "tls_handshake_failures_total"), before + 3);
+    // alice's connection was not disturbed.
+    assert!(ask_api_versions(&mut stream, 3).unwrap() > 20);
+}
+
+#[test]
+fn sighup_reloads_the_certificate_for_new_connections_and_keeps_open_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Authority::new("first-ca");
+    let files = server_files(dir.path(), &first);
+    let broker = start_tls_broker(&dir.path().join("data"), &files, &[]);
+    let mut open = tls_connect(broker.address, &first.pem(), None);
+    assert!(ask_api_versions(&mut open, 1).unwrap() > 20);
+
+    // A broken file and a SIGHUP: the certificate in use stays.
+    std::fs::write(&files.certificate, "not a certificate").unwrap();
+    let hangup = |broker: &Broker| {
+        let status = Command::new("kill")
+            .args(["-HUP", &broker.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    hangup(&broker);
+    assert!(wait_logged(&broker, "TLS certificates not reloaded"));
+    let mut still_first = tls_connect(broker.address, &first.pem(), None);
+    assert!(ask_api_versions(&mut still_first, 2).unwrap() > 20);
+
+    // A certificate from another authority: new connections get it.
+    let second = Authority::new("second-ca");
+    let (certificate, key) = second.issue(&["127.0.0.1"], "broker", false);
+    std::fs::write(&files.key, key).unwrap();
+    std::fs::write(&files.certificate, certificate).unwrap();
+    hangup(&broker);
+    assert!(wait_logged(&broker, "TLS certificates reloaded"));
+    let mut trusting_second = tls_connect(broker.address, &second.pem(), None);
+    assert!(ask_api_versions(&mut trusting_second, 3).unwrap() > 20);
+    let mut trusting_first = tls_connect(broker.address, &first.pem(), None);
+    assert!(ask_api_versions(&mut trusting_first, 4).is_err());
+    // The connection opened before both reloads answers on.
+    assert!(ask_api_versions(&mut open, 5).unwrap() > 20);
+    assert!(broker.logged("panicked").is_empty());
+}
+
+#[test]
+fn a_missing_certificate_file_stops_the_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args([
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL")
+        .env(
+            "BROKER_SSL_CERTIFICATE_LOCATION",
+            dir.path().join("absent.pem"),
+        )
+        .env("BROKER_SSL_KEY_LOCATION", dir.path().join("absent.key"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ssl_certificate_location") && stderr.contains("absent.pem"),
+        "{stderr}"
+    );
+    // SSL without the files named at all is a configuration error.
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args([
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ssl_certificate_location"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_http_port_speaks_https_with_the_same_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("test-ca");
+    let files = server_files(dir.path(), &authority);
+    let broker = start_tls_broker(
+        &dir.path().join("data"),
+        &files,
+        &[("BROKER_HTTP_TLS", "true")],
+    );
+    let curl = |url: String| {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(&files.ca)
+            .arg(url)
+            .output()
+            .unwrap()
+    };
+    let out = curl(format!("https://127.0.0.1:{}/health", broker.http.port()));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    // Plain HTTP on the HTTPS port gets no answer.
+    let out = curl(format!("http://127.0.0.1:{}/health", broker.http.port()));
+    assert!(!out.status.success(), "answered plain HTTP: {out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ok"));
+    // The API works over it (a topic made through HTTPS).
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(&files.ca)
+        .args(["-X", "POST", "-H", "content-type: application/json"])
+        .args(["-d", r#"{"name": "made-over-https", "partitions": 2}"#])
+        .arg(format!("https://127.0.0.1:{}/topics", broker.http.port()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = curl(format!("https://127.0.0.1:{}/topics", broker.http.port()));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("made-over-https"),
+        "{out:?}"
+    );
+}

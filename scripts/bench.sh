@@ -13,6 +13,7 @@
 # F runs the peer comparison's workloads with rdkafka_performance: one
 # producer or consumer on one partition, 1000-message batches; consume
 # right after producing (memory), then after a broker restart (disk).
+# T (scripts/bench-tls.sh) runs A and B over TLS and plaintext.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard. Throughput runs use one producer
 # per core with 1 MiB batches (linger 5 ms); the latency run one producer
@@ -44,22 +45,8 @@ done
 
 cargo build --release -q -p broker -p loadgen -p perf
 
-# librdkafka's rdkafka_performance, the neutral second client: compiled from
-# the librdkafka source the rdkafka-sys crate vendors, with the static
-# library cargo built from it (for the tests; built here if missing).
-rdkafka_perf=target/release/rdkafka_performance
-rdkafka_out() {
-    for d in target/release/build/rdkafka-sys-*/out target/debug/build/rdkafka-sys-*/out; do
-        [ -f "$d/src/librdkafka-static.a" ] && { echo "$d"; return; }
-    done
-}
-if [ ! -x "$rdkafka_perf" ]; then
-    [ -n "$(rdkafka_out)" ] || cargo build --release -q -p rdkafka-sys
-    out=$(rdkafka_out)
-    zstd=$(grep -o '/[^[:space:]]*zstd-sys-[^/]*/out' "$out/Makefile.config" | head -1)
-    gcc -O2 -I"$out/src" "$out/examples/rdkafka_performance.c" -o "$rdkafka_perf" \
-        "$out/src/librdkafka-static.a" -L"$zstd" -lzstd -lz -lpthread -lm -ldl -lrt
-fi
+# librdkafka's rdkafka_performance, the neutral second client.
+source scripts/rdkafka-perf.sh
 bin=target/release
 results="results/$(date -u +%Y-%m-%dT%H%M%SZ)"
 mkdir -p "$results" "$data_root"
@@ -338,3 +325,7 @@ for r in rows:
     print("  ".join(r[i].ljust(width[i]) for i in range(6)))
 EOF
 echo "dashboard: $results/dashboard.html"
+
+# T: what TLS costs (its own brokers, plaintext then TLS, A and B).
+echo "== T: TLS vs plaintext"
+scripts/bench-tls.sh --out "$results" --data-dir "$data_root"

@@ -15,6 +15,9 @@ command -v cc >/dev/null || needed+=(build-essential)
 command -v make >/dev/null || needed+=(make)
 command -v perl >/dev/null || needed+=(perl)
 [ -e /usr/include/zlib.h ] || needed+=(zlib1g-dev)
+# OpenSSL headers and pkg-config: librdkafka's TLS (the TLS tests, bench).
+[ -e /usr/include/openssl/ssl.h ] || needed+=(libssl-dev)
+command -v pkg-config >/dev/null || needed+=(pkg-config)
 if [ ${#needed[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -16,12 +16,18 @@
 //! broker group delete NAME
 //! ```
 //! Every subcommand takes `--brokers HOST:PORT` (default 127.0.0.1:9092,
-//! or `BROKER_BROKERS`).
+//! or `BROKER_BROKERS`), and for brokers whose Kafka port speaks TLS
+//! `--ssl-ca-location FILE` (the CA the brokers' certificates chain to),
+//! with `--ssl-certificate-location FILE --ssl-key-location FILE` when
+//! they require a client certificate.
 
 use std::fmt::Write as _;
 
+use std::path::PathBuf;
+
 use client::cluster::{resolve, Cluster};
 use client::connection::ClientError;
+use client::tls::ClientTls;
 
 use crate::group_cli::{self, parse_datetime, GroupCommand, ResetTo};
 
@@ -43,7 +49,9 @@ pub const USAGE: &str = "usage:
   broker group reset-offsets NAME (--topic T... | --all-topics)
          (--to-earliest | --to-latest | --to-datetime YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM] | --to-offset N | --shift-by N)
          [--dry-run | --execute] [--brokers HOST:PORT]
-  broker group delete NAME [--brokers HOST:PORT]";
+  broker group delete NAME [--brokers HOST:PORT]
+Over TLS, every admin command also takes --ssl-ca-location FILE
+  [--ssl-certificate-location FILE --ssl-key-location FILE]";
 
 /// A parsed admin command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,9 +88,22 @@ pub enum Command {
     Group(GroupCommand),
 }
 
+/// Where the admin commands go, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The bootstrap broker, `host:port`.
+    pub brokers: String,
+    /// Over TLS: the CA file, and this client's certificate and key files
+    /// if the brokers ask for one.
+    pub tls: Option<(PathBuf, Option<(PathBuf, PathBuf)>)>,
+}
+
 /// The flags of a command line, before the command is known.
 struct Flags {
     brokers: String,
+    ssl_ca: Option<PathBuf>,
+    ssl_certificate: Option<PathBuf>,
+    ssl_key: Option<PathBuf>,
     partitions: i32,
     replication_factor: i16,
     sets: Vec<(String, String)>,
@@ -95,16 +116,38 @@ struct Flags {
 
 /// Parses `args` (after `broker`): the command and the bootstrap address.
 pub fn parse(args: &[String]) -> Result<(Command, String), String> {
+    parse_target(args).map(|(command, target)| (command, target.brokers))
+}
+
+/// Parses `args` (after `broker`): the command and where it goes.
+pub fn parse_target(args: &[String]) -> Result<(Command, Target), String> {
     let (flags, positional) = parse_flags(args)?;
     let words: Vec<&str> = positional.iter().map(|s| s.as_str()).collect();
-    let brokers = flags.brokers.clone();
-    Ok((command_of(&words, flags)?, brokers))
+    let tls = match (
+        flags.ssl_ca.clone(),
+        flags.ssl_certificate.clone(),
+        flags.ssl_key.clone(),
+    ) {
+        (None, None, None) => None,
+        (Some(ca), None, None) => Some((ca, None)),
+        (Some(ca), Some(certificate), Some(key)) => Some((ca, Some((certificate, key)))),
+        (None, _, _) => return Err("a client certificate needs --ssl-ca-location too".into()),
+        _ => return Err("--ssl-certificate-location and --ssl-key-location go together".into()),
+    };
+    let target = Target {
+        brokers: flags.brokers.clone(),
+        tls,
+    };
+    Ok((command_of(&words, flags)?, target))
 }
 
 /// The flags, and the words that are not flags, in order.
 fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
     let mut flags = Flags {
         brokers: std::env::var("BROKER_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into()),
+        ssl_ca: None,
+        ssl_certificate: None,
+        ssl_key: None,
         partitions: -1,
         replication_factor: -1,
         sets: Vec::new(),
@@ -123,6 +166,9 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
         };
         match arg.as_str() {
             "--brokers" => flags.brokers = value()?,
+            "--ssl-ca-location" => flags.ssl_ca = Some(value()?.into()),
+            "--ssl-certificate-location" => flags.ssl_certificate = Some(value()?.into()),
+            "--ssl-key-location" => flags.ssl_key = Some(value()?.into()),
             "--partitions" => {
                 flags.partitions = value()?
                     .parse()
@@ -217,15 +263,23 @@ fn reset_command(group: &str, flags: Flags) -> Result<GroupCommand, String> {
     })
 }
 
-/// Runs a command against the broker at `brokers`; returns what to print.
-pub fn run(command: Command, brokers: &str) -> Result<String, String> {
+/// Runs a command against the broker at `target`; returns what to print.
+pub fn run(command: Command, target: &Target) -> Result<String, String> {
+    let brokers = &target.brokers;
     let address = resolve(brokers).map_err(|e| format!("{brokers}: {e}"))?;
+    let tls = match &target.tls {
+        None => None,
+        Some((ca, identity)) => {
+            let identity = identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+            Some(ClientTls::from_files(ca, identity).map_err(|e| e.to_string())?)
+        }
+    };
     glommio::LocalExecutorBuilder::default()
         .io_memory(256 << 10)
         .make()
         .map_err(|e| format!("cannot start an executor: {e}"))?
         .run(async move {
-            let cluster = Cluster::new(address, "broker-admin");
+            let cluster = Cluster::with_tls(address, "broker-admin", tls);
             execute(&cluster, command).await.map_err(|e| e.to_string())
         })
 }

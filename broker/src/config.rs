@@ -395,11 +395,10 @@ impl BrokerConfig {
                     .into(),
             );
         }
-        if self.kafka_uses_tls() && self.voters()?.len() > 1 {
+        if self.kafka_uses_tls() && self.voters()?.len() > 1 && self.ssl_ca_location.is_none() {
             return invalid(
-                "kafka_security_protocol SSL is served on a single broker only for now: follower \
-                 fetchers and calls forwarded between brokers do not speak TLS yet and would \
-                 not reach the other brokers (docs/security.md)"
+                "kafka_security_protocol SSL in a cluster needs ssl_ca_location: brokers reach \
+                 each other's Kafka ports over TLS and check the certificates against it"
                     .into(),
             );
         }
@@ -602,7 +601,12 @@ mod tests {
             c.controller_quorum_voters = "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3".into()
         })
         .unwrap_err();
-        assert!(err.contains("single broker"), "{err}");
+        assert!(err.contains("needs ssl_ca_location"), "{err}");
+        assert!(ssl(&|c| {
+            c.controller_quorum_voters = "1@127.0.0.1:1,2@127.0.0.1:2".into();
+            c.ssl_ca_location = Some("ca.pem".into());
+        })
+        .is_ok());
         // One voter listed is still one broker.
         assert!(ssl(&|c| c.controller_quorum_voters = "1@127.0.0.1:1".into()).is_ok());
         // HTTPS alone needs the files too.

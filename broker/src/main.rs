@@ -13,8 +13,8 @@ fn main() {
         "--help" | "-h" | "help" => println!("{}", broker::admin_cli::USAGE),
         "topic" | "cluster" | "group" => {
             init_logging(false);
-            let outcome = broker::admin_cli::parse(&args)
-                .and_then(|(command, brokers)| broker::admin_cli::run(command, &brokers));
+            let outcome = broker::admin_cli::parse_target(&args)
+                .and_then(|(command, target)| broker::admin_cli::run(command, &target));
             print_or_exit(outcome);
         }
         "dump-log" => {

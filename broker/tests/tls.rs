@@ -264,6 +264,34 @@ fn librdkafka_and_kafka_python_produce_and_consume_over_tls_and_plaintext_is_ref
         "consumed 100 in order"
     );
 
+    // The broker's own admin CLI, given the CA.
+    let admin = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args(args)
+            .args(["--brokers", &bootstrap])
+            .output()
+            .unwrap()
+    };
+    let out = admin(&[
+        "topic",
+        "create",
+        "made-by-cli",
+        "--partitions",
+        "2",
+        "--ssl-ca-location",
+        ca,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let out = admin(&["topic", "list", "--ssl-ca-location", ca]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("made-by-cli"),
+        "{out:?}"
+    );
+    assert!(
+        !admin(&["topic", "list"]).status.success(),
+        "the CLI got in without TLS"
+    );
+
     // A plaintext client on the TLS port: no metadata, the handshake
     // failure counted, and the broker serves TLS clients on.
     let failures_before = counter(&broker, "tls_handshake_failures_total");
@@ -336,6 +364,34 @@ fn client_certificates_when_required_refuse_missing_expired_and_foreign_ones() {
         !metadata(&[]).status.success(),
         "served without a certificate"
     );
+    // The admin CLI with and without its certificate.
+    let cli = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args([
+                "cluster",
+                "status",
+                "--brokers",
+                &bootstrap,
+                "--ssl-ca-location",
+                &ca,
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let (certificate, key) = (certificate.to_str().unwrap(), key.to_str().unwrap());
+    let out = cli(&[
+        "--ssl-certificate-location",
+        certificate,
+        "--ssl-key-location",
+        key,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !cli(&[]).status.success(),
+        "the CLI got in without a certificate"
+    );
+    assert!(!cli(&["--ssl-key-location", key]).status.success());
 
     let expired = authority.issue(&["bob"], "bob", true);
     let stranger = Authority::new("other-ca").issue(&["eve"], "eve", false);
@@ -484,4 +540,120 @@ fn the_http_port_speaks_https_with_the_same_certificate() {
         String::from_utf8_lossy(&out.stdout).contains("made-over-https"),
         "{out:?}"
     );
+}
+
+/// The partition's leader and ISR, from the HTTP API.
+fn leader_and_isr(http: SocketAddr, topic: &str) -> Option<(i32, usize)> {
+    let (status, body) = support::http(http, "GET", &format!("/topics/{topic}"), "");
+    if status != 200 {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let partition = &value["partitions"][0];
+    Some((
+        partition["leader"].as_i64()? as i32,
+        partition["isr"].as_array()?.len(),
+    ))
+}
+
+#[test]
+fn a_three_broker_cluster_replicates_and_fails_over_with_only_tls_kafka_ports() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("cluster-ca");
+    let files = server_files(dir.path(), &authority);
+    let ca = files.ca.to_str().unwrap().to_string();
+    // Client certificates required: the brokers' fetchers present theirs.
+    let env = [
+        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL"),
+        (
+            "BROKER_SSL_CERTIFICATE_LOCATION",
+            files.certificate.to_str().unwrap(),
+        ),
+        ("BROKER_SSL_KEY_LOCATION", files.key.to_str().unwrap()),
+        ("BROKER_SSL_CA_LOCATION", &ca),
+        ("BROKER_SSL_CLIENT_AUTH", "required"),
+    ];
+    let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
+    cluster.start();
+    let http = cluster.node(1).http;
+    let (status, body) = support::http(
+        http,
+        "POST",
+        "/topics",
+        r#"{"name": "replicated", "partitions": 1, "replication_factor": 3}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+
+    let alice = authority.issue(&["alice"], "alice", false);
+    let certificate = write(dir.path(), "alice.pem", &alice.0);
+    let key = write(dir.path(), "alice.key", &alice.1);
+    let settings = [
+        "security.protocol=ssl".to_string(),
+        format!("ssl.ca.location={ca}"),
+        format!("ssl.certificate.location={}", certificate.display()),
+        format!("ssl.key.location={}", key.display()),
+        "acks=all".to_string(),
+    ];
+    let run = |bootstrap: &str, args: &[&str], input: Option<&str>| {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.extend(["-b".to_string(), bootstrap.to_string()]);
+        for setting in &settings {
+            all.extend(["-X".to_string(), setting.clone()]);
+        }
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        kcat(&all, input)
+    };
+    let everyone = cluster
+        .addresses()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let first: String = (0..200).map(|i| format!("m{i}\n")).collect();
+    let out = run(
+        &everyone,
+        &["-P", "-t", "replicated", "-p", "0"],
+        Some(&first),
+    );
+    assert!(out.status.success(), "{out:?}");
+
+    // Every replica catches up over TLS: the ISR holds all three.
+    let started = Instant::now();
+    let leader = loop {
+        match leader_and_isr(http, "replicated") {
+            Some((leader, 3)) => break leader,
+            _ if started.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("the followers did not catch up: {other:?}"),
+        }
+    };
+    // No plaintext Kafka port anywhere.
+    for address in cluster.addresses() {
+        let out = kcat(&["-L", "-b", &address.to_string(), "-m", "3"], None);
+        assert!(!out.status.success(), "plaintext served at {address}");
+    }
+
+    // The leader dies; a follower takes over with everything acknowledged.
+    cluster.kill9(leader);
+    let survivors: Vec<String> = (1..=3)
+        .filter(|id| *id != leader)
+        .map(|id| cluster.node(id).kafka.to_string())
+        .collect();
+    let survivors = survivors.join(",");
+    let second: String = (200..400).map(|i| format!("m{i}\n")).collect();
+    let out = run(
+        &survivors,
+        &["-P", "-t", "replicated", "-p", "0"],
+        Some(&second),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = run(
+        &survivors,
+        &["-C", "-t", "replicated", "-p", "0", "-o", "beginning", "-e"],
+        None,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let expected: String = (0..400).map(|i| format!("m{i}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }

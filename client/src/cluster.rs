@@ -13,6 +13,7 @@ use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::Request;
 
 use crate::connection::{ClientError, Connection};
+use crate::tls::ClientTls;
 
 /// A topic as the cluster last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +57,8 @@ struct Known {
 
 /// Connections to a cluster, found from one bootstrap address.
 pub struct Cluster {
+    /// TLS for every connection, if the brokers speak it.
+    tls: Option<ClientTls>,
     bootstrap: SocketAddr,
     client_id: String,
     known: RefCell<Known>,
@@ -74,7 +77,13 @@ pub fn resolve(address: &str) -> Result<SocketAddr, ClientError> {
 impl Cluster {
     /// A cluster reached first through `bootstrap`.
     pub fn new(bootstrap: SocketAddr, client_id: &str) -> Rc<Cluster> {
+        Cluster::with_tls(bootstrap, client_id, None)
+    }
+
+    /// A cluster whose brokers speak TLS when `tls` is given.
+    pub fn with_tls(bootstrap: SocketAddr, client_id: &str, tls: Option<ClientTls>) -> Rc<Cluster> {
         Rc::new(Cluster {
+            tls,
             bootstrap,
             client_id: client_id.to_string(),
             known: RefCell::new(Known::default()),
@@ -89,7 +98,7 @@ impl Cluster {
             return Ok(connection);
         }
         let connection = Rc::new(Mutex::new(
-            Connection::connect(self.bootstrap, &self.client_id).await?,
+            Connection::connect_with(self.bootstrap, &self.client_id, self.tls.as_ref()).await?,
         ));
         *self.bootstrap_connection.borrow_mut() = Some(connection.clone());
         Ok(connection)
@@ -108,7 +117,8 @@ impl Cluster {
             .map(|b| b.address.clone())
             .ok_or_else(|| ClientError::Protocol(format!("unknown broker {id}")))?;
         let connection = Rc::new(Mutex::new(
-            Connection::connect(resolve(&address)?, &self.client_id).await?,
+            Connection::connect_with(resolve(&address)?, &self.client_id, self.tls.as_ref())
+                .await?,
         ));
         self.connections.borrow_mut().insert(id, connection.clone());
         Ok(connection)

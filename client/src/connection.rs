@@ -5,9 +5,15 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::{Bytes, BytesMut};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::rustls::pki_types::ServerName;
 use glommio::net::TcpStream;
+
+use crate::tls::ClientTls;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -40,9 +46,55 @@ pub enum ClientError {
     Refused(i16, String),
 }
 
+/// A connection's byte stream: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_close(cx),
+            Stream::Tls(s) => Pin::new(s).poll_close(cx),
+        }
+    }
+}
+
 /// A connection with the version ranges its broker advertised.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     client_id: StrBytes,
     next_correlation_id: i32,
     response_bytes_max: usize,
@@ -53,10 +105,27 @@ pub struct Connection {
 impl Connection {
     /// Connects and negotiates versions with ApiVersions.
     pub async fn connect(address: SocketAddr, client_id: &str) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(address)
+        Connection::connect_with(address, client_id, None).await
+    }
+
+    /// Connects, over TLS if `tls` (the broker's certificate checked
+    /// against the IP address connected to), and negotiates versions.
+    pub async fn connect_with(
+        address: SocketAddr,
+        client_id: &str,
+        tls: Option<&ClientTls>,
+    ) -> Result<Connection, ClientError> {
+        let tcp = TcpStream::connect(address)
             .await
             .map_err(std::io::Error::from)?;
-        let _ = stream.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let stream = match tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => {
+                let name = ServerName::IpAddress(address.ip().into());
+                Stream::Tls(Box::new(tls.connector().connect(name, tcp).await?))
+            }
+        };
         let mut connection = Connection {
             stream,
             client_id: StrBytes::from_string(client_id.to_string()),
@@ -169,6 +238,8 @@ impl Connection {
         frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame).await?;
+        // Sends what TLS buffered (nothing to do on plain TCP).
+        self.stream.flush().await?;
         Ok(correlation_id)
     }
 

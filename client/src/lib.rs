@@ -13,3 +13,4 @@ pub mod groups;
 pub mod partitioner;
 pub mod producer;
 pub mod records;
+pub mod tls;

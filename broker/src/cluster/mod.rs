@@ -14,9 +14,12 @@ pub mod routing;
 pub mod topics;
 pub mod view;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use client::connection::{ClientError, Connection};
+use client::tls::ClientTls;
 use control::service::MetadataService;
 use control::BrokerId;
 
@@ -43,18 +46,23 @@ pub struct Cluster {
     controller: Option<Rc<MetadataService>>,
     /// Producer ids to hand out (shard 0's).
     producer_ids: ProducerIds,
+    /// How this broker reaches other brokers' Kafka ports when they speak
+    /// TLS (its CA file, and its own certificate if they ask for one).
+    peer_tls: Option<ClientTls>,
     peers: Sharded<Cluster>,
 }
 
 impl Cluster {
     /// Shard `index`'s part; `mesh` reaches every shard's; `controller`
-    /// is the metadata service, on the shard that runs it.
+    /// is the metadata service, on the shard that runs it; `peer_tls` how
+    /// to reach other brokers over TLS.
     pub fn new(
         index: ShardId,
         config: BrokerConfig,
         view: View,
         life: Rc<BrokerLife>,
         controller: Option<Rc<MetadataService>>,
+        peer_tls: Option<ClientTls>,
         mesh: Mesh<Cluster>,
     ) -> Rc<Cluster> {
         Rc::new_cyclic(|this| Cluster {
@@ -64,8 +72,19 @@ impl Cluster {
             life,
             controller,
             producer_ids: ProducerIds::default(),
+            peer_tls,
             peers: Sharded::new(index, this.clone(), mesh),
         })
+    }
+
+    /// A connection to another broker's Kafka port at `address` (over TLS
+    /// when the brokers' ports speak it).
+    pub async fn connect_to(
+        &self,
+        address: SocketAddr,
+        client_id: &str,
+    ) -> Result<Connection, ClientError> {
+        Connection::connect_with(address, client_id, self.peer_tls.as_ref()).await
     }
 
     /// This shard (the first runs the metadata service).

@@ -159,7 +159,7 @@ async fn run(shard: Rc<Partitions>, leader: BrokerId, partitions: FollowedMap) {
             shard.cluster.me.0,
             shard.cluster.shard()
         );
-        let mut connection = match Connection::connect(address, &client_id).await {
+        let mut connection = match shard.cluster.connect_to(address, &client_id).await {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::debug!(leader = leader.0, error = %e, "cannot reach the leader");

@@ -77,6 +77,8 @@ struct Shared {
     tls: Option<Arc<tls::TlsServer>>,
     /// The HTTP port's (the same certificate), if it has it.
     http_tls: Option<Arc<tls::TlsServer>>,
+    /// How to reach other brokers' Kafka ports over TLS.
+    peer_tls: Option<client::tls::ClientTls>,
 }
 
 /// Runs the server until `stop` is set, then stops accepting, lets open
@@ -105,6 +107,7 @@ pub fn run(
     };
     let admission = admission::Admission::new(&config);
     let tls = start_tls(&config)?;
+    let peer_tls = peer_tls(&config)?;
     let (kafka_tls, http_tls) = (
         tls.clone().filter(|_| config.kafka_uses_tls()),
         tls.filter(|_| config.http_tls),
@@ -126,6 +129,7 @@ pub fn run(
         admission,
         tls: kafka_tls,
         http_tls,
+        peer_tls,
     };
     let failed = shared.failed.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
@@ -163,6 +167,23 @@ fn start_tls(config: &BrokerConfig) -> std::io::Result<Option<Arc<tls::TlsServer
     Ok(Some(server))
 }
 
+/// How this broker reaches other brokers when the Kafka ports speak TLS:
+/// trusting `ssl_ca_location`, presenting its own certificate if asked
+/// (the configuration's check makes sure a cluster has the CA file).
+fn peer_tls(config: &BrokerConfig) -> std::io::Result<Option<client::tls::ClientTls>> {
+    let (true, Some(ca), Some(certificate), Some(key)) = (
+        config.kafka_uses_tls(),
+        &config.ssl_ca_location,
+        &config.ssl_certificate_location,
+        &config.ssl_key_location,
+    ) else {
+        return Ok(None);
+    };
+    client::tls::ClientTls::from_files(ca, Some((certificate, key)))
+        .map(Some)
+        .map_err(std::io::Error::other)
+}
+
 /// One shard, from start to stop.
 async fn run_shard(shared: Shared) {
     let index = shared.next_index.fetch_add(1, Ordering::SeqCst);
@@ -193,6 +214,7 @@ async fn run_shard(shared: Shared) {
         controller,
         metrics_registry: shared.metrics_registry.clone(),
         admission: shared.admission.clone(),
+        peer_tls: shared.peer_tls.clone(),
     };
     let shard = Shard::start(parts, shared.meshes.clone(), queues);
     let _ = this_shard.set(shard.clone());

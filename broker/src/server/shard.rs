@@ -94,6 +94,8 @@ pub struct Parts {
     pub metrics_registry: Registry,
     /// The client connection limits.
     pub admission: Arc<Admission>,
+    /// How to reach other brokers over TLS.
+    pub peer_tls: Option<client::tls::ClientTls>,
 }
 
 impl Shard {
@@ -107,6 +109,7 @@ impl Shard {
             parts.view,
             parts.life,
             parts.controller,
+            parts.peer_tls,
             meshes.cluster,
         );
         let partitions = Partitions::new(cluster.clone(), metrics.clone(), meshes.partitions);

@@ -197,7 +197,7 @@ async fn watermark(shard: &Rc<Shard>, topic: &str, partition: &str) -> HttpRespo
         return HttpResponse::error(400, -1, format!("partition {partition:?} is not a number"));
     };
     if let Some(leader) = shard.cluster.leader_elsewhere(topic, partition) {
-        return match super::forward::watermarks(leader, topic, partition).await {
+        return match super::forward::watermarks(&shard.cluster, leader, topic, partition).await {
             Ok((earliest, latest)) => {
                 HttpResponse::json(200, &json!({"earliest": earliest, "latest": latest}))
             }
@@ -423,8 +423,16 @@ async fn write_by_partition(
             .map_err(|why| HttpResponse::error(500, -1, why))?;
         let (code, base) = match shard.cluster.leader_elsewhere(topic, partition) {
             Some(leader) => {
-                super::forward::produce(leader, topic, partition, batch, acks, PRODUCE_TIMEOUT)
-                    .await
+                super::forward::produce(
+                    &shard.cluster,
+                    leader,
+                    topic,
+                    partition,
+                    batch,
+                    acks,
+                    PRODUCE_TIMEOUT,
+                )
+                .await
             }
             None => produce_here(shard, topic, partition, batch, acks).await,
         };

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::cluster::Cluster;
 use bytes::Bytes;
 use client::connection::Connection;
 use futures::future::{select, Either};
@@ -35,14 +36,16 @@ async fn bounded<T>(
     }
 }
 
-async fn connect(address: SocketAddr) -> Result<Connection, Code> {
-    Connection::connect(address, "http-api")
+async fn connect(cluster: &Cluster, address: SocketAddr) -> Result<Connection, Code> {
+    cluster
+        .connect_to(address, "http-api")
         .await
         .map_err(|_| ResponseError::NotLeaderOrFollower.code())
 }
 
 /// Produce of one partition's batch at the leader: (error, base offset).
 pub async fn produce(
+    cluster: &Cluster,
     address: SocketAddr,
     topic: &str,
     partition: i32,
@@ -59,7 +62,7 @@ pub async fn produce(
                 .with_index(partition)
                 .with_records(Some(records))])]);
     let call = async {
-        let mut connection = connect(address).await?;
+        let mut connection = connect(cluster, address).await?;
         if acks == 0 {
             connection
                 .send_only(&request, 9)
@@ -85,6 +88,7 @@ pub async fn produce(
 
 /// The log start and high watermark at the leader (ListOffsets).
 pub async fn watermarks(
+    cluster: &Cluster,
     address: SocketAddr,
     topic: &str,
     partition: i32,
@@ -99,7 +103,7 @@ pub async fn watermarks(
                     .with_timestamp(timestamp)])])
     };
     let call = async {
-        let mut connection = connect(address).await?;
+        let mut connection = connect(cluster, address).await?;
         let mut ends = [0i64; 2];
         // -2: earliest, -1: latest (the high watermark).
         for (slot, timestamp) in ends.iter_mut().zip([-2i64, -1]) {
@@ -124,6 +128,7 @@ pub async fn watermarks(
 
 /// A consumer's fetch at the leader: the batches and the high watermark.
 pub async fn fetch(
+    cluster: &Cluster,
     address: SocketAddr,
     topic: &str,
     partition: i32,
@@ -145,7 +150,7 @@ pub async fn fetch(
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(max_bytes as i32)])]);
     let call = async {
-        let mut connection = connect(address).await?;
+        let mut connection = connect(cluster, address).await?;
         let response = connection
             .call(&request, 12)
             .await

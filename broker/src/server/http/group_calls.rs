@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::cluster::Cluster;
 use bytes::Bytes;
-use client::connection::Connection;
 use futures::future::{select, Either};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -68,13 +68,15 @@ fn text(s: &str) -> StrBytes {
 }
 
 async fn remote<R: kafka_protocol::protocol::Request>(
+    cluster: &Cluster,
     address: SocketAddr,
     request: &R,
     version: i16,
     wait: Duration,
 ) -> Result<R::Response, Code> {
     let call = async {
-        let mut connection = Connection::connect(address, "http-api")
+        let mut connection = cluster
+            .connect_to(address, "http-api")
             .await
             .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
         connection
@@ -132,7 +134,8 @@ pub async fn join(shard: &Rc<Shard>, at: At, group: &str, join: Join) -> Result<
                         })
                         .collect(),
                 );
-            let response = remote(address, &request, 5, join.rebalance_timeout).await?;
+            let response =
+                remote(&shard.cluster, address, &request, 5, join.rebalance_timeout).await?;
             if response.error_code != 0 {
                 return Err(response.error_code);
             }
@@ -201,7 +204,14 @@ pub async fn sync(
                         })
                         .collect(),
                 );
-            let response = remote(address, &request, 3, Duration::from_secs(60)).await?;
+            let response = remote(
+                &shard.cluster,
+                address,
+                &request,
+                3,
+                Duration::from_secs(60),
+            )
+            .await?;
             if response.error_code != 0 {
                 return Err(response.error_code);
             }
@@ -239,7 +249,7 @@ pub async fn heartbeat(shard: &Rc<Shard>, at: At, group: &str, member: (&str, &s
                 .with_generation_id(generation)
                 .with_member_id(text(member_id))
                 .with_group_instance_id(Some(text(instance)));
-            match remote(address, &request, 3, Duration::ZERO).await {
+            match remote(&shard.cluster, address, &request, 3, Duration::ZERO).await {
                 Ok(response) => response.error_code,
                 Err(code) => code,
             }
@@ -301,7 +311,7 @@ pub async fn commit(
                 .with_member_id(text(member_id))
                 .with_group_instance_id(Some(text(instance)))
                 .with_topics(topics);
-            match remote(address, &request, 7, Duration::ZERO).await {
+            match remote(&shard.cluster, address, &request, 7, Duration::ZERO).await {
                 Ok(response) => response
                     .topics
                     .iter()
@@ -352,7 +362,7 @@ pub async fn leave(
                 .with_members(vec![MemberIdentity::default()
                     .with_member_id(text(member_id))
                     .with_group_instance_id(Some(text(instance)))]);
-            match remote(address, &request, 3, Duration::ZERO).await {
+            match remote(&shard.cluster, address, &request, 3, Duration::ZERO).await {
                 Ok(response) if response.error_code != 0 => response.error_code,
                 Ok(response) => response
                     .members

@@ -350,7 +350,16 @@ async fn poll(shard: &Rc<Shard>, request: &HttpRequest) -> HttpResponse {
         .min(POLL_BYTES_MAX);
     let read = match shard.cluster.leader_elsewhere(&topic, partition) {
         Some(leader) => {
-            super::forward::fetch(leader, &topic, partition, offset, wait, max_bytes).await
+            super::forward::fetch(
+                &shard.cluster,
+                leader,
+                &topic,
+                partition,
+                offset,
+                wait,
+                max_bytes,
+            )
+            .await
         }
         None => local_read(shard, &topic, partition, offset, wait, max_bytes).await,
     };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TLS's cost: workloads A (100 B) and B (1 KiB) of scripts/bench.sh, acks=all,
-# idempotent, one rdkafka_performance producer (loadgen does not speak TLS
-# yet), against a fresh plaintext broker and then a fresh TLS broker
+# idempotent, with loadgen (one producer per core, as bench.sh) and with one
+# rdkafka_performance producer, against a fresh plaintext broker and then a
+# fresh TLS broker
 # (kafka_security_protocol = SSL, an ECDSA P-256 certificate made here for
 # the run and removed with its data), back to back on the same disk: each
 # as fast as it goes, then at a fixed rate (A 1 M msg/s, B 100 MB/s), where
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build --release -q -p broker
+cargo build --release -q -p broker -p loadgen
 source scripts/rdkafka-perf.sh
 mkdir -p "$out" "$data_root"
 work="$(mktemp -d "$data_root/tls.XXXXXX")"
@@ -74,11 +75,27 @@ produce() {  # NAME SIZE COUNT CLIENT-SETTINGS...: "msg/s MB/s cpu-s/GB"
         '{ printf "%d %.1f %.2f\n", $7, $8, (d / hz) / ($4 / 1e9) }'
 }
 
+loadgen_produce() {  # NAME SIZE LOADGEN-SETTINGS...: "msg/s MB/s cpu-s/GB"
+    local name=$1 size=$2 t0 t1 line; shift 2
+    t0=$(cpu_ticks)
+    line=$(target/release/loadgen produce --bootstrap "$bootstrap" --topic "$name" --partitions 2 \
+        --message-bytes "$size" --producers "$(nproc)" --batch-bytes 1048576 --linger-ms 5 \
+        --acks all --duration 10 --warmup 3 "$@" 2>&1 | grep '^summary')
+    t1=$(cpu_ticks)
+    # "summary over 10.0s: produced 123 msg/s (4.5 MB/s), ..." (13 s run in all)
+    echo "$line" | awk -v d=$((t1 - t0)) -v hz="$hz" '{
+        rate = $5; mb = substr($7, 2); printf "%d %.1f %.2f\n", rate, mb, (d / hz) / (mb * 13 / 1000) }'
+}
+
 declare -A figures
 for protocol in PLAINTEXT SSL; do
     start_broker "$protocol"
     settings=()
     [ "$protocol" = SSL ] && settings=(-X security.protocol=ssl -X "ssl.ca.location=$tls/ca.pem")
+    own=()
+    [ "$protocol" = SSL ] && own=(--ssl-ca-location "$tls/ca.pem")
+    figures[A-loadgen-$protocol]=$(loadgen_produce tls-la 100 "${own[@]}")
+    figures[B-loadgen-$protocol]=$(loadgen_produce tls-lb 1024 "${own[@]}")
     figures[A-$protocol]=$(produce tls-a 100 "$messages_a" "${settings[@]}")
     figures[B-$protocol]=$(produce tls-b 1024 "$messages_b" "${settings[@]}")
     figures[A-rate-$protocol]=$(produce tls-a-rate 100 $((messages_a / 2)) -r 1000000 "${settings[@]}")
@@ -88,8 +105,9 @@ for protocol in PLAINTEXT SSL; do
 done
 
 {
-    echo "TLS vs plaintext, rdkafka_performance, 1 producer, acks=all, idempotent, 2 partitions"
-    for w in A B A-rate B-rate; do
+    echo "TLS vs plaintext, acks=all, idempotent, 2 partitions; A-loadgen, B-loadgen: loadgen, one producer per core;"
+    echo "A, B: rdkafka_performance, 1 producer, as fast as it goes; A-rate, B-rate: the same at a fixed rate"
+    for w in A-loadgen B-loadgen A B A-rate B-rate; do
         read -r pr pm pc <<<"${figures[$w-PLAINTEXT]}"
         read -r sr sm sc <<<"${figures[$w-SSL]}"
         printf "%s plaintext %s msg/s %s MB/s cpu %s s/GB | TLS %s msg/s %s MB/s cpu %s s/GB | TLS/plaintext %s\n" \

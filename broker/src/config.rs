@@ -386,6 +386,13 @@ impl BrokerConfig {
             ));
         }
         if !self.kafka_uses_tls() && !self.http_tls {
+            if self.ssl_client_auth != "none" {
+                return invalid(format!(
+                    "ssl_client_auth {} asks for client certificates, but no port speaks TLS \
+                     (kafka_security_protocol SSL or http_tls)",
+                    self.ssl_client_auth
+                ));
+            }
             return Ok(());
         }
         if self.ssl_certificate_location.is_none() || self.ssl_key_location.is_none() {
@@ -609,6 +616,12 @@ mod tests {
         .is_ok());
         // One voter listed is still one broker.
         assert!(ssl(&|c| c.controller_quorum_voters = "1@127.0.0.1:1".into()).is_ok());
+        // Client certificates asked for on no TLS port: refused, not ignored.
+        let plaintext = BrokerConfig {
+            ssl_client_auth: "required".into(),
+            ..BrokerConfig::default()
+        };
+        assert!(plaintext.check().is_err());
         // HTTPS alone needs the files too.
         let https = BrokerConfig {
             http_tls: true,

@@ -17,6 +17,10 @@ use crate::tls::ClientTls;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
+/// The longest a connection may take to be made, TLS handshake and
+/// version negotiation included.
+pub const CONNECT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The largest response accepted unless configured otherwise.
 pub const RESPONSE_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
 /// The ApiVersions version this client speaks first (v3: flexible, with
@@ -109,8 +113,26 @@ impl Connection {
     }
 
     /// Connects, over TLS if `tls` (the broker's certificate checked
-    /// against the IP address connected to), and negotiates versions.
+    /// against the IP address connected to), and negotiates versions,
+    /// within [`CONNECT_MAX`] (a peer that accepts and then falls silent
+    /// must not hold the caller forever).
     pub async fn connect_with(
+        address: SocketAddr,
+        client_id: &str,
+        tls: Option<&ClientTls>,
+    ) -> Result<Connection, ClientError> {
+        let connect = Box::pin(Connection::open(address, client_id, tls));
+        let deadline = Box::pin(glommio::timer::sleep(CONNECT_MAX));
+        match futures::future::select(connect, deadline).await {
+            futures::future::Either::Left((connected, _)) => connected,
+            futures::future::Either::Right(_) => Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{address}: no connection within {CONNECT_MAX:?}"),
+            ))),
+        }
+    }
+
+    async fn open(
         address: SocketAddr,
         client_id: &str,
         tls: Option<&ClientTls>,

@@ -10,7 +10,6 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::cluster::{resolve, Cluster};
 use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
 
 use crate::options::{Mode, Options};
@@ -44,8 +43,7 @@ pub async fn run(
     producers_done: Arc<AtomicBool>,
     tally: bool,
 ) -> Result<Tally, String> {
-    let address = resolve(&options.bootstrap).map_err(|e| e.to_string())?;
-    let cluster = Cluster::new(address, &format!("loadgen-consumer-{index}"));
+    let cluster = options.cluster(&format!("loadgen-consumer-{index}"))?;
     let config = ConsumerConfig {
         max_wait: Duration::from_millis(100),
         ..ConsumerConfig::default()

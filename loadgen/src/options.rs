@@ -30,6 +30,8 @@ pub struct Options {
     pub mode: Mode,
     /// A broker to bootstrap from.
     pub bootstrap: String,
+    /// Over TLS: the CA file the brokers' certificates chain to.
+    pub ssl_ca: Option<PathBuf>,
     /// The topic (created with `partitions` if missing).
     pub topic: String,
     /// Partitions of the topic when loadgen creates it.
@@ -82,6 +84,7 @@ impl Default for Options {
         Options {
             mode: Mode::Produce,
             bootstrap: "127.0.0.1:9092".into(),
+            ssl_ca: None,
             topic: "loadgen".into(),
             partitions: 8,
             producers: 1,
@@ -125,7 +128,8 @@ options (defaults in brackets):
   --rate MSGS_PER_S [as fast as possible]   --duration S [10] | --messages N (per producer)
   --warmup S [2]   --max-in-flight-bytes N [67108864]
   --out DIR (writes NAME-produce.hlog, NAME-e2e.hlog, NAME.json)   --name NAME [run]
-  --no-pin   --from earliest|latest [earliest]   --dir DIR [.] (baselines)";
+  --no-pin   --from earliest|latest [earliest]   --dir DIR [.] (baselines)
+  --ssl-ca-location FILE (TLS to brokers whose certificates chain to this CA)";
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
     value
@@ -156,6 +160,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag.as_str() {
             "--bootstrap" => options.bootstrap = value.clone(),
+            "--ssl-ca-location" => options.ssl_ca = Some(PathBuf::from(value)),
             "--topic" => options.topic = value.clone(),
             "--partitions" => options.partitions = number(flag, value)?,
             "--producers" => options.producers = number(flag, value)?,
@@ -215,6 +220,23 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         return Err("at most 65535 producers".into());
     }
     Ok(options)
+}
+
+impl Options {
+    /// The cluster at `--bootstrap`, over TLS if `--ssl-ca-location`.
+    pub fn cluster(
+        &self,
+        client_id: &str,
+    ) -> Result<std::rc::Rc<client::cluster::Cluster>, String> {
+        let address = client::cluster::resolve(&self.bootstrap).map_err(|e| e.to_string())?;
+        let tls = match &self.ssl_ca {
+            Some(ca) => {
+                Some(client::tls::ClientTls::from_files(ca, None).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        Ok(client::cluster::Cluster::with_tls(address, client_id, tls))
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use client::cluster::{resolve, Cluster};
 use client::producer::{Producer, ProducerConfig};
 use client::records::ProducerRecord;
 use glommio::sync::Semaphore;
@@ -43,8 +42,7 @@ pub async fn run(
     reports: Sender<Interval>,
     keep_acked: bool,
 ) -> Result<Produced, String> {
-    let address = resolve(&options.bootstrap).map_err(|e| e.to_string())?;
-    let cluster = Cluster::new(address, &format!("loadgen-producer-{index}"));
+    let cluster = options.cluster(&format!("loadgen-producer-{index}"))?;
     let producer = Producer::new(
         cluster,
         ProducerConfig {

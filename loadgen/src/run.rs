@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use client::cluster::{resolve, Cluster};
 use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
 
@@ -54,10 +53,9 @@ fn executor() -> glommio::LocalExecutor {
 /// The topic's partition count, creating it if it does not exist; and
 /// each partition's end offset now.
 fn prepare_topic(options: &Options) -> Result<(i32, Vec<(i32, i64)>), String> {
-    let address = resolve(&options.bootstrap).map_err(|e| e.to_string())?;
     let options = options.clone();
     executor().run(async move {
-        let cluster = Cluster::new(address, "loadgen-admin");
+        let cluster = options.cluster("loadgen-admin")?;
         match cluster
             .create_topic(&options.topic, options.partitions, -1, &[])
             .await

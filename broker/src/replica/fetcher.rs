@@ -141,8 +141,24 @@ enum RoundError {
     Storage(#[from] storage::StorageError),
 }
 
+/// A failed connect to the leader: a refused TLS handshake (a certificate
+/// not trusted, not naming the leader's IP, or not allowed as a client) is
+/// a configuration error nobody will fix by waiting, so it is a warning
+/// (the first time, then every 100th); anything else (the leader
+/// restarting) stays at debug level.
+fn log_connect_failure(leader: BrokerId, error: &client::connection::ClientError, before: u64) {
+    let tls = matches!(error, client::connection::ClientError::Io(e)
+        if e.kind() == std::io::ErrorKind::InvalidData);
+    if tls && before % 100 == 0 {
+        tracing::warn!(leader = leader.0, error = %error, failed_before = before, "cannot reach the leader: TLS refused");
+    } else {
+        tracing::debug!(leader = leader.0, error = %error, "cannot reach the leader");
+    }
+}
+
 async fn run(shard: Rc<Partitions>, leader: BrokerId, partitions: FollowedMap) {
     let mut backoff = BACKOFF_MIN;
+    let mut failed_connects = 0u64;
     // Ends once it follows nothing there (a fetcher for that leader, if
     // wanted again, is a new one with a new map).
     let stopped = |partitions: &FollowedMap| Rc::strong_count(partitions) == 1;
@@ -162,13 +178,15 @@ async fn run(shard: Rc<Partitions>, leader: BrokerId, partitions: FollowedMap) {
         let mut connection = match shard.cluster.connect_to(address, &client_id).await {
             Ok(connection) => connection,
             Err(e) => {
-                tracing::debug!(leader = leader.0, error = %e, "cannot reach the leader");
+                log_connect_failure(leader, &e, failed_connects);
+                failed_connects += 1;
                 glommio::timer::sleep(backoff).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
         };
         backoff = BACKOFF_MIN;
+        failed_connects = 0;
         loop {
             if stopped(&partitions) {
                 return;

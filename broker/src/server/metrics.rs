@@ -364,7 +364,7 @@ fn requests(page: &mut Page, all: &Registry) {
     page.gauge("connections", "open client connections", connections as f64);
     page.counter(
         "tls_handshake_failures_total",
-        "connections to a TLS port closed because their handshake failed or took too long",
+        "connections to a TLS port (Kafka or HTTP) closed because their handshake failed or took too long",
         sum(all, |m| m.tls_handshake_failures.load(Ordering::Relaxed)),
     );
 }

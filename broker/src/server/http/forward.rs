@@ -37,10 +37,10 @@ async fn bounded<T>(
 }
 
 async fn connect(cluster: &Cluster, address: SocketAddr) -> Result<Connection, Code> {
-    cluster
-        .connect_to(address, "http-api")
-        .await
-        .map_err(|_| ResponseError::NotLeaderOrFollower.code())
+    cluster.connect_to(address, "http-api").await.map_err(|e| {
+        tracing::warn!(%address, error = %e, "cannot forward to the partition's leader");
+        ResponseError::NotLeaderOrFollower.code()
+    })
 }
 
 /// Produce of one partition's batch at the leader: (error, base offset).

@@ -75,10 +75,10 @@ async fn remote<R: kafka_protocol::protocol::Request>(
     wait: Duration,
 ) -> Result<R::Response, Code> {
     let call = async {
-        let mut connection = cluster
-            .connect_to(address, "http-api")
-            .await
-            .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
+        let mut connection = cluster.connect_to(address, "http-api").await.map_err(|e| {
+            tracing::warn!(%address, error = %e, "cannot forward to the group's coordinator");
+            ResponseError::CoordinatorNotAvailable.code()
+        })?;
         connection
             .call(request, version)
             .await

@@ -180,18 +180,16 @@ async fn answer_within(
         return answer(stream, shard, deadline).await;
     };
     let peer = stream.peer_addr().ok();
-    match select(tls.accept(stream), &mut deadline).await {
-        Either::Left((Ok(stream), _)) => answer(stream, shard, deadline).await,
-        Either::Left((Err(e), _)) => {
-            tracing::info!(?peer, error = %e, "closing an HTTP connection: TLS handshake failed")
-        }
-        Either::Right(_) => {
-            tracing::info!(
-                ?peer,
-                "closing an HTTP connection: no TLS handshake in time"
-            )
-        }
+    let failure = match select(tls.accept(stream), &mut deadline).await {
+        Either::Left((Ok(stream), _)) => return answer(stream, shard, deadline).await,
+        Either::Left((Err(e), _)) => e.to_string(),
+        Either::Right(_) => "no handshake in time".to_string(),
+    };
+    if let Some(shard) = shard.get() {
+        let failures = &shard.metrics.tls_handshake_failures;
+        failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    tracing::info!(?peer, error = %failure, "closing an HTTP connection: TLS handshake failed");
 }
 
 async fn answer<S, D>(mut stream: S, shard: Rc<OnceCell<Rc<Shard>>>, deadline: D)

@@ -734,3 +734,34 @@ fn a_broker_certificate_without_the_brokers_ip_is_a_logged_warning_not_a_silent_
         "no broker warned about the refused TLS"
     );
 }
+
+#[test]
+fn a_reload_whose_peer_ca_file_is_broken_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Authority::new("first-ca");
+    let files = server_files(dir.path(), &first);
+    // With a CA file the broker also keeps what it connects to other
+    // brokers with; a SIGHUP reads that too, all or nothing.
+    let ca = files.ca.to_str().unwrap().to_string();
+    let broker = start_tls_broker(
+        &dir.path().join("data"),
+        &files,
+        &[("BROKER_SSL_CA_LOCATION", &ca)],
+    );
+    let second = Authority::new("second-ca");
+    let (certificate, key) = second.issue(&["127.0.0.1"], "broker", false);
+    std::fs::write(&files.key, key).unwrap();
+    std::fs::write(&files.certificate, certificate).unwrap();
+    std::fs::write(&files.ca, "not a CA").unwrap();
+    let status = Command::new("kill")
+        .args(["-HUP", &broker.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(wait_logged(&broker, "TLS certificates not reloaded"));
+    // The new (valid) server certificate was not put in use either.
+    let mut trusting_first = tls_connect(broker.address, &first.pem(), None);
+    assert!(ask_api_versions(&mut trusting_first, 1).unwrap() > 20);
+    let mut trusting_second = tls_connect(broker.address, &second.pem(), None);
+    assert!(ask_api_versions(&mut trusting_second, 2).is_err());
+}

@@ -38,6 +38,9 @@ impl ClientTls {
             .map_err(|e| failed("CA file", ca, &e))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| failed("CA file", ca, &e))?;
+        if certificates.is_empty() {
+            return Err(failed("CA file", ca, &"no certificate in the file"));
+        }
         for certificate in certificates {
             roots
                 .add(certificate)

@@ -8,6 +8,7 @@
 
 pub mod controller;
 pub mod lease;
+pub mod peer_tls;
 pub mod producer_ids;
 pub mod quorum;
 pub mod routing;
@@ -17,14 +18,15 @@ pub mod view;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use client::connection::{ClientError, Connection};
-use client::tls::ClientTls;
 use control::service::MetadataService;
 use control::BrokerId;
 
 use crate::config::BrokerConfig;
 use crate::runtime::sharded::{Mesh, ShardId, Sharded};
+use peer_tls::PeerTls;
 use producer_ids::ProducerIds;
 use quorum::BrokerLife;
 use view::View;
@@ -48,7 +50,7 @@ pub struct Cluster {
     producer_ids: ProducerIds,
     /// How this broker reaches other brokers' Kafka ports when they speak
     /// TLS (its CA file, and its own certificate if they ask for one).
-    peer_tls: Option<ClientTls>,
+    peer_tls: Option<Arc<PeerTls>>,
     peers: Sharded<Cluster>,
 }
 
@@ -62,7 +64,7 @@ impl Cluster {
         view: View,
         life: Rc<BrokerLife>,
         controller: Option<Rc<MetadataService>>,
-        peer_tls: Option<ClientTls>,
+        peer_tls: Option<Arc<PeerTls>>,
         mesh: Mesh<Cluster>,
     ) -> Rc<Cluster> {
         Rc::new_cyclic(|this| Cluster {
@@ -84,7 +86,8 @@ impl Cluster {
         address: SocketAddr,
         client_id: &str,
     ) -> Result<Connection, ClientError> {
-        Connection::connect_with(address, client_id, self.peer_tls.as_ref()).await
+        let tls = self.peer_tls.as_ref().map(|peer| peer.current());
+        Connection::connect_with(address, client_id, tls.as_ref()).await
     }
 
     /// This shard (the first runs the metadata service).

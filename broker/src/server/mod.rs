@@ -25,6 +25,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
+use crate::cluster::peer_tls::PeerTls;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::config::BrokerConfig;
@@ -78,7 +79,7 @@ struct Shared {
     /// The HTTP port's (the same certificate), if it has it.
     http_tls: Option<Arc<tls::TlsServer>>,
     /// How to reach other brokers' Kafka ports over TLS.
-    peer_tls: Option<client::tls::ClientTls>,
+    peer_tls: Option<Arc<PeerTls>>,
 }
 
 /// Runs the server until `stop` is set, then stops accepting, lets open
@@ -106,8 +107,8 @@ pub fn run(
         PoolPlacement::Unbound(shards)
     };
     let admission = admission::Admission::new(&config);
-    let tls = start_tls(&config)?;
-    let peer_tls = peer_tls(&config)?;
+    let peer_tls = PeerTls::of_config(&config).map_err(std::io::Error::other)?;
+    let tls = start_tls(&config, peer_tls.clone())?;
     let (kafka_tls, http_tls) = (
         tls.clone().filter(|_| config.kafka_uses_tls()),
         tls.filter(|_| config.http_tls),
@@ -147,7 +148,10 @@ pub fn run(
 /// The TLS settings of the ports that speak it, read now (a broken file stops the
 /// start), and read again on every SIGHUP (a reload that fails keeps the
 /// ones in use; open connections keep theirs).
-fn start_tls(config: &BrokerConfig) -> std::io::Result<Option<Arc<tls::TlsServer>>> {
+fn start_tls(
+    config: &BrokerConfig,
+    peer: Option<Arc<PeerTls>>,
+) -> std::io::Result<Option<Arc<tls::TlsServer>>> {
     let Some(files) = tls::TlsFiles::of_config(config) else {
         return Ok(None);
     };
@@ -156,32 +160,28 @@ fn start_tls(config: &BrokerConfig) -> std::io::Result<Option<Arc<tls::TlsServer
     let reloaded = server.clone();
     std::thread::spawn(move || {
         for _ in hangups.forever() {
-            match reloaded.reload() {
-                Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
-                Err(e) => {
+            // Both read before either is put in use: all or nothing.
+            let served = reloaded.read_again().map_err(|e| e.to_string());
+            let peers = peer
+                .as_ref()
+                .map(|peer| peer.read_again())
+                .transpose()
+                .map_err(|e| e.to_string());
+            match (served, peers) {
+                (Ok(served), Ok(peers)) => {
+                    reloaded.install(served);
+                    if let (Some(peer), Some(peers)) = (&peer, peers) {
+                        peer.install(peers);
+                    }
+                    tracing::info!("SIGHUP: TLS certificates reloaded")
+                }
+                (Err(e), _) | (_, Err(e)) => {
                     tracing::error!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use")
                 }
             }
         }
     });
     Ok(Some(server))
-}
-
-/// How this broker reaches other brokers when the Kafka ports speak TLS:
-/// trusting `ssl_ca_location`, presenting its own certificate if asked
-/// (the configuration's check makes sure a cluster has the CA file).
-fn peer_tls(config: &BrokerConfig) -> std::io::Result<Option<client::tls::ClientTls>> {
-    let (true, Some(ca), Some(certificate), Some(key)) = (
-        config.kafka_uses_tls(),
-        &config.ssl_ca_location,
-        &config.ssl_certificate_location,
-        &config.ssl_key_location,
-    ) else {
-        return Ok(None);
-    };
-    client::tls::ClientTls::from_files(ca, Some((certificate, key)))
-        .map(Some)
-        .map_err(std::io::Error::other)
 }
 
 /// One shard, from start to stop.

@@ -95,7 +95,7 @@ pub struct Parts {
     /// The client connection limits.
     pub admission: Arc<Admission>,
     /// How to reach other brokers over TLS.
-    pub peer_tls: Option<client::tls::ClientTls>,
+    pub peer_tls: Option<Arc<crate::cluster::peer_tls::PeerTls>>,
 }
 
 impl Shard {

@@ -165,11 +165,14 @@ impl TlsServer {
         TlsAcceptor::from(self.current.lock().expect("TLS settings").clone())
     }
 
-    /// Reads the files again; on failure the settings in use stay.
-    pub fn reload(&self) -> Result<(), TlsError> {
-        let config = self.files.load()?;
+    /// Reads the files again into settings not yet in use.
+    pub fn read_again(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        self.files.load()
+    }
+
+    /// Puts settings [`read_again`](Self::read_again) in use.
+    pub fn install(&self, config: Arc<ServerConfig>) {
         *self.current.lock().expect("TLS settings") = config;
-        Ok(())
     }
 }
 

@@ -166,3 +166,80 @@ fn the_http_port_holds_a_flood_to_its_per_address_limit_and_times_out_unfinished
     let _ = slow.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "answered {answer:?}");
 }
+
+/// A Fetch v4 request for partition 0 of `topic` from offset 0, up to 64 MiB.
+fn fetch_everything(topic: &str) -> Vec<u8> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+    let version = 4;
+    let mut body = bytes::BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .encode(&mut body, FetchRequest::header_version(version))
+        .unwrap();
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(64 << 20)])])
+        .encode(&mut body, version)
+        .unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+#[test]
+fn a_client_that_does_not_take_its_answer_is_closed_after_connections_max_idle_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[("BROKER_CONNECTIONS_MAX_IDLE_MS", "1000")]);
+    // 24 MiB in one partition: more than the socket buffers between the
+    // broker and a client that reads nothing hold.
+    let value = "v".repeat(1023);
+    let input: String = (0..24 * 1024).map(|_| format!("{value}\n")).collect();
+    let mut kcat = std::process::Command::new("kcat")
+        .args(["-P", "-b", &broker.bootstrap(), "-t", "big", "-p", "0"])
+        .args(["-X", "acks=all", "-X", "message.max.bytes=2000000"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    kcat.stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    assert!(kcat.wait().unwrap().success());
+
+    let mut stalled = TcpStream::connect(broker.address).unwrap();
+    stalled.write_all(&fetch_everything("big")).unwrap();
+    let open = || gauge(broker.http, "connections");
+    let started = Instant::now();
+    while open() < 1.0 && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(open(), 1.0, "the stalled client's connection is open");
+    // It reads nothing: the answer cannot be written whole, and after the
+    // 1 s limit the broker gives up on it.
+    while open() > 0.0 && started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        open(),
+        0.0,
+        "a connection not taking its answer is still open"
+    );
+    assert!(
+        !broker.logged("has not taken its answer").is_empty(),
+        "no log line says why"
+    );
+    drop(stalled);
+}

@@ -98,14 +98,23 @@ where
                 .metrics
                 .bytes_out
                 .fetch_add(response.len() as u64, Ordering::Relaxed);
-            for part in response.parts() {
-                if stream.write_all(part).await.is_err() {
+            let write = async {
+                for part in response.parts() {
+                    stream.write_all(part).await?;
+                }
+                // Sends what TLS buffered (nothing to do on plain TCP).
+                stream.flush().await
+            };
+            // A client that stops reading its answers must not hold the
+            // connection (and its answer's memory) forever.
+            let taken_in_time = Box::pin(glommio::timer::sleep(idle_max));
+            match select(Box::pin(write), taken_in_time).await {
+                Either::Left((Ok(()), _)) => {}
+                Either::Left((Err(_), _)) => return,
+                Either::Right(_) => {
+                    tracing::info!(%peer, "closing a connection whose client has not taken its answer within connections_max_idle_ms");
                     return;
                 }
-            }
-            // Sends what TLS buffered (nothing to do on plain TCP).
-            if stream.flush().await.is_err() {
-                return;
             }
         }
         let deadline = idle.get_or_insert_with(|| Box::pin(glommio::timer::sleep(idle_max)));

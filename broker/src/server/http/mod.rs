@@ -215,8 +215,14 @@ where
         Err(Some(refusal)) => refusal,
         Err(None) => return, // the client went away
     };
-    let _ = stream.write_all(&response.encode()).await;
-    let _ = stream.close().await;
+    // A client that does not take its answer is dropped after the same
+    // limit as one that does not send its request.
+    let write = async {
+        stream.write_all(&response.encode()).await?;
+        stream.close().await
+    };
+    let taken_in_time = Box::pin(glommio::timer::sleep(REQUEST_READ_MAX));
+    let _ = select(Box::pin(write), taken_in_time).await;
 }
 
 async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {

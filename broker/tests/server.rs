@@ -10,11 +10,9 @@ use std::time::Duration;
 
 use support::{on_glommio, start_broker, Broker};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, HeaderVersion};
 
 fn connect(broker: &Broker) -> TcpStream {
     let stream = TcpStream::connect(broker.address).unwrap();
@@ -25,23 +23,7 @@ fn connect(broker: &Broker) -> TcpStream {
 }
 
 fn api_versions_request(version: i16, correlation_id: i32) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::ApiVersions as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("server-test")));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, ApiVersionsRequest::header_version(version))
-        .unwrap();
-    ApiVersionsRequest::default()
-        .with_client_software_name(StrBytes::from_static_str("server-test"))
-        .with_client_software_version(StrBytes::from_static_str("1"))
-        .encode(&mut body, version)
-        .unwrap();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    support::api_versions_request(version, correlation_id, "server-test")
 }
 
 fn read_response(stream: &mut TcpStream, version: i16) -> (i32, ApiVersionsResponse) {

@@ -15,11 +15,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader};
+use kafka_protocol::protocol::Decodable;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
 };
@@ -103,24 +101,7 @@ fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broke
 }
 
 fn api_versions_request(correlation_id: i32) -> Vec<u8> {
-    let version = 3;
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::ApiVersions as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("tls-test")));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, ApiVersionsRequest::header_version(version))
-        .unwrap();
-    ApiVersionsRequest::default()
-        .with_client_software_name(StrBytes::from_static_str("tls-test"))
-        .with_client_software_version(StrBytes::from_static_str("1"))
-        .encode(&mut body, version)
-        .unwrap();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    support::api_versions_request(3, correlation_id, "tls-test")
 }
 
 /// Sends ApiVersions and reads the answer: Ok(number of APIs listed), or
@@ -457,23 +438,28 @@ fn sighup_reloads_the_certificate_for_new_connections_and_keeps_open_ones() {
 #[test]
 fn a_missing_certificate_file_stops_the_start_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args([
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .env("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL")
-        .env(
+    let start = |env: &[(&str, PathBuf)]| {
+        Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args([
+                "--kafka-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    };
+    let out = start(&[
+        (
             "BROKER_SSL_CERTIFICATE_LOCATION",
             dir.path().join("absent.pem"),
-        )
-        .env("BROKER_SSL_KEY_LOCATION", dir.path().join("absent.key"))
-        .output()
-        .unwrap();
+        ),
+        ("BROKER_SSL_KEY_LOCATION", dir.path().join("absent.key")),
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -481,18 +467,7 @@ fn a_missing_certificate_file_stops_the_start_naming_it() {
         "{stderr}"
     );
     // SSL without the files named at all is a configuration error.
-    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args([
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .env("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL")
-        .output()
-        .unwrap();
+    let out = start(&[]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("ssl_certificate_location"),

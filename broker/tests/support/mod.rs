@@ -244,3 +244,27 @@ pub fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, 
         .to_string();
     (status, body)
 }
+
+/// An ApiVersions request frame (size prefix included) at `version`, with
+/// `client` as client id and software name.
+pub fn api_versions_request(version: i16, correlation_id: i32, client: &'static str) -> Vec<u8> {
+    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::ApiVersions as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(client)));
+    let mut body = bytes::BytesMut::new();
+    header
+        .encode(&mut body, ApiVersionsRequest::header_version(version))
+        .unwrap();
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str(client))
+        .with_client_software_version(StrBytes::from_static_str("1"))
+        .encode(&mut body, version)
+        .unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}

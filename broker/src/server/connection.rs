@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use glommio::timer::Timer;
 
 use super::handlers::{self, Outcome};
 use super::shard::Shard;
@@ -21,7 +22,7 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub type Stopping = Shared<oneshot::Receiver<()>>;
 
 /// Who is at the other end of a connection.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct Client {
     /// Its address, if the socket could say.
     pub address: Option<std::net::SocketAddr>,
@@ -58,7 +59,7 @@ where
     // request (not per read: a timer per read cost measurable CPU on
     // large requests, and four times more under TLS, whose reads end at
     // each 16 KiB record).
-    let mut idle: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
+    let mut idle: Option<Timer> = None;
     loop {
         loop {
             let request_frame = match reader.next_frame() {
@@ -107,18 +108,17 @@ where
             };
             // A client that stops reading its answers must not hold the
             // connection (and its answer's memory) forever.
-            let taken_in_time = Box::pin(glommio::timer::sleep(idle_max));
-            match select(Box::pin(write), taken_in_time).await {
-                Either::Left((Ok(()), _)) => {}
-                Either::Left((Err(_), _)) => return,
-                Either::Right(_) => {
+            match within(idle_max, write).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => return,
+                None => {
                     tracing::info!(%peer, "closing a connection whose client has not taken its answer within connections_max_idle_ms");
                     return;
                 }
             }
         }
-        let deadline = idle.get_or_insert_with(|| Box::pin(glommio::timer::sleep(idle_max)));
-        let ended = select(stopping.clone(), deadline.as_mut());
+        let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
+        let ended = select(stopping.clone(), deadline);
         let read = match select(Box::pin(stream.read(&mut chunk)), ended).await {
             Either::Left((read, _)) => read,
             // Stopping (no request half-answered), or idle too long.
@@ -133,6 +133,20 @@ where
             Ok(n) => n,
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `work`'s outcome, or `None` if it takes longer than `limit`. The timer
+/// is armed only when the work does not finish at its first poll: most
+/// answers are written at once, and a timer per answer is avoidable work.
+async fn within<F: std::future::Future>(limit: Duration, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    if let std::task::Poll::Ready(done) = futures::poll!(work.as_mut()) {
+        return Some(done);
+    }
+    match select(work, Timer::new(limit)).await {
+        Either::Left((done, _)) => Some(done),
+        Either::Right(_) => None,
     }
 }
 

@@ -124,6 +124,10 @@ fn describe(out: &mut String, metadata: &Metadata) {
         metadata.deleted_topics.len(),
         metadata.unclean_leader_elections
     );
+    for (user, by_mechanism) in &metadata.scram_credentials {
+        let mechanisms: Vec<_> = by_mechanism.keys().map(|m| m.name()).collect();
+        let _ = writeln!(out, "  user {user:?} {}", mechanisms.join(" "));
+    }
 }
 
 fn summary(record: &MetadataRecord) -> String {
@@ -162,5 +166,13 @@ fn summary(record: &MetadataRecord) -> String {
             c.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
             c.expected_epoch.0
         ),
+        // Never the keys: they are what a login is checked against.
+        MetadataRecord::SetScramCredential(c) => format!(
+            "SetScramCredential {:?} {} iterations {}",
+            c.user, c.mechanism, c.iterations
+        ),
+        MetadataRecord::DeleteScramCredential { user, mechanism } => {
+            format!("DeleteScramCredential {user:?} {mechanism}")
+        }
     }
 }

@@ -104,4 +104,15 @@ pub enum MetadataError {
         /// How many partitions it leads.
         partitions: usize,
     },
+    /// A SCRAM credential (or user name) outside the accepted bounds.
+    #[error("invalid credential: {0}")]
+    InvalidCredential(String),
+    /// No such user (or no credential of that mechanism).
+    #[error("user {user:?} has no {mechanism} credential")]
+    UnknownCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: crate::credentials::ScramMechanism,
+    },
 }

@@ -8,6 +8,7 @@
 pub mod changes;
 pub mod config;
 pub mod controller;
+pub mod credentials;
 pub mod disk;
 pub mod files;
 // rkyv's derive generates resolver enums whose fields carry no docs.
@@ -31,6 +32,7 @@ pub mod transport;
 pub mod types;
 
 pub use config::{CleanupPolicy, TopicConfig};
+pub use credentials::{ScramCredential, ScramMechanism};
 pub use error::MetadataError;
 pub use model::{Broker, Metadata, Partition, Topic};
 pub use record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};

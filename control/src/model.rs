@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::config::TopicConfig;
+use crate::credentials::{check_credential, ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
 use crate::types::{
@@ -89,6 +90,8 @@ pub struct Metadata {
     pub next_producer_id: i64,
     /// Each broker's latest block of producer ids (first, size).
     pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    /// SCRAM credentials by user, then mechanism.
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
 }
 
 impl Metadata {
@@ -145,6 +148,10 @@ impl Metadata {
                 Some(id) => Err(MetadataError::ClusterIdSet(id)),
                 None => Ok(()),
             },
+            MetadataRecord::SetScramCredential(credential) => check_credential(credential),
+            MetadataRecord::DeleteScramCredential { user, mechanism } => {
+                self.scram_credential(user, *mechanism).map(|_| ())
+            }
         }
     }
 
@@ -204,8 +211,36 @@ impl Metadata {
                 self.next_producer_id = first + size;
                 self.producer_id_blocks.insert(*broker, (*first, *size));
             }
+            MetadataRecord::SetScramCredential(credential) => {
+                self.scram_credentials
+                    .entry(credential.user.clone())
+                    .or_default()
+                    .insert(credential.mechanism, credential.clone());
+            }
+            MetadataRecord::DeleteScramCredential { user, mechanism } => {
+                let user_credentials = self.scram_credentials.get_mut(user).expect("validated");
+                user_credentials.remove(mechanism);
+                if user_credentials.is_empty() {
+                    self.scram_credentials.remove(user);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// A user's credential for a mechanism.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Result<&ScramCredential, MetadataError> {
+        self.scram_credentials
+            .get(user)
+            .and_then(|by_mechanism| by_mechanism.get(&mechanism))
+            .ok_or_else(|| MetadataError::UnknownCredential {
+                user: user.to_string(),
+                mechanism,
+            })
     }
 
     /// A topic by id.

@@ -5,6 +5,7 @@
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::config::TopicConfig;
+use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::types::{
     BrokerId, ClusterId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId,
@@ -122,6 +123,16 @@ pub enum MetadataRecord {
         first: i64,
         /// How many.
         size: i64,
+    },
+    /// A user's SCRAM credential for one mechanism is set (created or
+    /// replaced). Appended last, as every record after it will be.
+    SetScramCredential(ScramCredential),
+    /// A user's SCRAM credential for one mechanism is removed.
+    DeleteScramCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
     },
 }
 

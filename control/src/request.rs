@@ -6,6 +6,7 @@
 
 use crate::config::TopicConfig;
 use crate::controller::AlterIsr;
+use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::node::NodeId;
 use crate::record::BrokerRegistration;
@@ -64,6 +65,19 @@ pub enum ControllerRequest {
         /// The broker asking.
         broker: BrokerId,
     },
+    /// Set a user's credential for one mechanism (AlterUserScramCredentials).
+    SetScramCredential(ScramCredential),
+    /// Remove a user's credential for one mechanism.
+    DeleteScramCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// A broker's configured user (`sasl_broker_user`): its credentials
+    /// are set only if the user has none yet, so a password changed since
+    /// (with AlterUserScramCredentials) is not put back at every start.
+    BootstrapScramUser(Vec<ScramCredential>),
 }
 
 /// Why a controller request failed.

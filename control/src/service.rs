@@ -557,6 +557,22 @@ impl<T: Transport> Driver<T> {
                     size: crate::model::PRODUCER_ID_BLOCK,
                 }]
             }
+            ControllerRequest::SetScramCredential(credential) => {
+                vec![MetadataRecord::SetScramCredential(credential)]
+            }
+            ControllerRequest::DeleteScramCredential { user, mechanism } => {
+                vec![MetadataRecord::DeleteScramCredential { user, mechanism }]
+            }
+            ControllerRequest::BootstrapScramUser(credentials) => {
+                let known = |c: &crate::credentials::ScramCredential| {
+                    metadata.scram_credentials.contains_key(&c.user)
+                };
+                credentials
+                    .into_iter()
+                    .filter(|c| !known(c))
+                    .map(MetadataRecord::SetScramCredential)
+                    .collect()
+            }
         })
     }
 

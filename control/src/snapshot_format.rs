@@ -6,7 +6,8 @@
 //! envelope: the bare archive of the state as it was before
 //! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
 //! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
-//! 4 adds the producer id blocks. The frozen layouts below never change.
+//! 4 added the producer id blocks ([`MetadataV4`]); version 5 adds the
+//! SCRAM credentials. The frozen layouts below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
 //!
@@ -28,8 +29,10 @@ use crate::types::{BrokerId, ClusterId, TopicId};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the producer id blocks.
-const VERSION_CURRENT: u8 = 4;
+/// The version written now: [`Metadata`] with the SCRAM credentials.
+const VERSION_CURRENT: u8 = 5;
+/// [`MetadataV4`].
+const VERSION_4: u8 = 4;
 /// [`MetadataV2`].
 const VERSION_2: u8 = 2;
 /// [`MetadataV3`].
@@ -57,6 +60,7 @@ impl From<MetadataV1> for Metadata {
             cluster_id: None,
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
         }
     }
 }
@@ -84,6 +88,7 @@ impl From<MetadataV2> for Metadata {
             cluster_id: None,
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
         }
     }
 }
@@ -112,6 +117,38 @@ impl From<MetadataV3> for Metadata {
             cluster_id: v3.cluster_id,
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 4 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV4 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+}
+
+impl From<MetadataV4> for Metadata {
+    fn from(v4: MetadataV4) -> Metadata {
+        Metadata {
+            brokers: v4.brokers,
+            topics: v4.topics,
+            names: v4.names,
+            unclean_leader_elections: v4.unclean_leader_elections,
+            deleted_topics: v4.deleted_topics,
+            cluster_id: v4.cluster_id,
+            next_producer_id: v4.next_producer_id,
+            producer_id_blocks: v4.producer_id_blocks,
+            scram_credentials: BTreeMap::new(),
         }
     }
 }
@@ -148,6 +185,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_4, archived)) => archive::<MetadataV4>(archived).map(Metadata::from),
         Some((&VERSION_3, archived)) => archive::<MetadataV3>(archived).map(Metadata::from),
         Some((&VERSION_2, archived)) => archive::<MetadataV2>(archived).map(Metadata::from),
         Some((version, _)) => Err(MetadataError::Decode(format!(
@@ -198,6 +236,22 @@ mod tests {
         let metadata = decode(&bytes).unwrap();
         assert!(metadata.deleted_topics.contains(&TopicId([4; 16])));
         assert_eq!(metadata.cluster_id, None);
+    }
+
+    #[test]
+    fn a_version_4_snapshot_decodes_into_the_current_state() {
+        let mut v4 = MetadataV4 {
+            next_producer_id: 3000,
+            ..MetadataV4::default()
+        };
+        v4.producer_id_blocks.insert(BrokerId(2), (2000, 1000));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_4);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v4).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.next_producer_id, 3000);
+        assert_eq!(metadata.producer_id_blocks[&BrokerId(2)], (2000, 1000));
+        assert!(metadata.scram_credentials.is_empty());
     }
 
     #[test]

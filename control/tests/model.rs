@@ -348,3 +348,60 @@ fn producer_id_blocks_follow_one_another_and_survive_a_snapshot() {
     assert_eq!(restored.next_producer_id, 2000);
     assert_eq!(restored.producer_id_blocks, metadata.producer_id_blocks);
 }
+
+/// SCRAM credentials: set (and replaced) per user and mechanism, removed
+/// one mechanism at a time (the user goes with its last), an unknown one
+/// or a malformed one refused changing nothing, and all of it kept by a
+/// snapshot and by the record's own encoding.
+#[test]
+fn scram_credentials_are_set_replaced_deleted_and_survive_a_snapshot() {
+    let mut metadata = cluster(1);
+    let credential = |user: &str, mechanism: ScramMechanism, iterations: u32| ScramCredential {
+        user: user.into(),
+        mechanism,
+        salt: vec![7; 24],
+        iterations,
+        stored_key: vec![1; mechanism.key_len()],
+        server_key: vec![2; mechanism.key_len()],
+    };
+    let set = |c: ScramCredential| MetadataRecord::SetScramCredential(c);
+    let delete = |user: &str, mechanism| MetadataRecord::DeleteScramCredential {
+        user: user.into(),
+        mechanism,
+    };
+    metadata
+        .apply(&set(credential("alice", ScramMechanism::Sha256, 4096)))
+        .unwrap();
+    metadata
+        .apply(&set(credential("alice", ScramMechanism::Sha512, 4096)))
+        .unwrap();
+    metadata
+        .apply(&set(credential("alice", ScramMechanism::Sha512, 8192)))
+        .unwrap();
+    let alice = metadata
+        .scram_credential("alice", ScramMechanism::Sha512)
+        .unwrap();
+    assert_eq!(alice.iterations, 8192, "replaced");
+    let before = metadata.clone();
+    for (refused, why) in [
+        (delete("bob", ScramMechanism::Sha256), "unknown user"),
+        (set(credential("bob", ScramMechanism::Sha256, 100)), "too few iterations"),
+        (set(credential("", ScramMechanism::Sha256, 4096)), "no name"),
+    ] {
+        assert!(metadata.apply(&refused).is_err(), "{why}");
+        assert_eq!(metadata, before, "{why}: nothing changed");
+    }
+    let record = delete("alice", ScramMechanism::Sha256);
+    assert_eq!(MetadataRecord::decode(&record.encode()).unwrap(), record);
+    metadata.apply(&record).unwrap();
+    assert!(metadata.apply(&record).is_err(), "deleted already");
+    let restored = Metadata::decode(&metadata.encode()).unwrap();
+    assert_eq!(restored.scram_credentials, metadata.scram_credentials);
+    assert!(restored
+        .scram_credential("alice", ScramMechanism::Sha256)
+        .is_err());
+    metadata
+        .apply(&delete("alice", ScramMechanism::Sha512))
+        .unwrap();
+    assert!(metadata.scram_credentials.is_empty(), "the user is gone");
+}

@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Beside them: `kafka` (framing, bounds walkers, decoding, shared
-//! answers), `groups` (membership and offsets state machines), `config`,
+//! answers), `groups` (membership and offsets state machines), `sasl`
+//! (authentication exchanges and a connection's session), `config`,
 //! `counters`, and the binaries' subcommands.
 
 #![warn(missing_docs)]
@@ -40,4 +41,5 @@ pub mod partition;
 pub mod process;
 pub mod replica;
 pub mod runtime;
+pub mod sasl;
 pub mod server;

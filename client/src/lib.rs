@@ -13,4 +13,5 @@ pub mod groups;
 pub mod partitioner;
 pub mod producer;
 pub mod records;
+pub mod scram;
 pub mod tls;

@@ -385,7 +385,10 @@ fn scram_credentials_are_set_replaced_deleted_and_survive_a_snapshot() {
     let before = metadata.clone();
     for (refused, why) in [
         (delete("bob", ScramMechanism::Sha256), "unknown user"),
-        (set(credential("bob", ScramMechanism::Sha256, 100)), "too few iterations"),
+        (
+            set(credential("bob", ScramMechanism::Sha256, 100)),
+            "too few iterations",
+        ),
         (set(credential("", ScramMechanism::Sha256, 4096)), "no name"),
     ] {
         assert!(metadata.apply(&refused).is_err(), "{why}");

@@ -18,74 +18,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
-};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use support::security::{kcat, server_files, wait_logged, write, Authority, Files};
 use support::{start_broker, start_broker_with, Broker};
-
-/// A certificate authority of the test's own.
-struct Authority {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Authority {
-    fn new(name: &str) -> Authority {
-        let mut params = CertificateParams::default();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, name);
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Authority { issuer }
-    }
-
-    /// A certificate for `names` (DNS names or IPs) with subject
-    /// `CN=common_name`, valid now unless `expired`: (certificate PEM, key PEM).
-    fn issue(&self, names: &[&str], common_name: &str, expired: bool) -> (String, String) {
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let mut params = CertificateParams::new(names).unwrap();
-        params.distinguished_name = DistinguishedName::new();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        if expired {
-            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
-        }
-        let key = KeyPair::generate().unwrap();
-        let certificate = params.signed_by(&key, &self.issuer).unwrap();
-        (certificate.pem(), key.serialize_pem())
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-}
-
-/// Writes `contents` to `dir/name`; its path.
-fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, contents).unwrap();
-    path
-}
-
-/// The files of a TLS broker: server certificate and key from `authority`,
-/// the CA file for clients.
-struct Files {
-    ca: PathBuf,
-    certificate: PathBuf,
-    key: PathBuf,
-}
-
-fn server_files(dir: &Path, authority: &Authority) -> Files {
-    let (certificate, key) = authority.issue(&["127.0.0.1", "localhost"], "broker", false);
-    Files {
-        ca: write(dir, "ca.pem", &authority.pem()),
-        certificate: write(dir, "server.pem", &certificate),
-        key: write(dir, "server.key", &key),
-    }
-}
 
 fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broker {
     let mut env = vec![
@@ -161,42 +97,8 @@ fn tls_connect(
     rustls::StreamOwned::new(connection, socket)
 }
 
-fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
-    let mut command = Command::new("timeout");
-    command.arg("30").arg("kcat").args(args);
-    // The test runner's library path holds the librdkafka the rdkafka
-    // crate built (without OpenSSL); kcat takes the system's, with it.
-    command.env_remove("LD_LIBRARY_PATH");
-    command.stdin(std::process::Stdio::piped());
-    command.stdout(std::process::Stdio::piped());
-    command.stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    if let Some(input) = input {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
-
 fn counter(broker: &Broker, name: &str) -> u64 {
     support::cluster::counter(broker.http, name)
-}
-
-/// Waits (bounded) until the broker's log has a line containing `needle`.
-fn wait_logged(broker: &Broker, needle: &str) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(10) {
-        if !broker.logged(needle).is_empty() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 #[test]
@@ -234,9 +136,10 @@ fn librdkafka_and_kafka_python_produce_and_consume_over_tls_and_plaintext_is_ref
 
     // kafka-python with its default producer (idempotent), then a consumer.
     let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/tls_roundtrip.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/secure_roundtrip.py");
+    let settings = format!(r#"{{"security_protocol": "SSL", "ssl_cafile": "{ca}"}}"#);
     let out = Command::new("timeout")
-        .args(["60", &python, script, &bootstrap, "python-tls", ca])
+        .args(["60", &python, script, &bootstrap, "python-tls", &settings])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

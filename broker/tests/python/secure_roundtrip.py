@@ -1,19 +1,25 @@
-"""kafka-python over TLS: its default producer (idempotent, acks=all)
-sends 100 values "value-N" to partition 0 of TOPIC, then a consumer reads
-them back from the start.
+"""kafka-python over TLS and/or SASL: its default producer (idempotent,
+acks=all) sends 100 values "value-N" to partition 0 of TOPIC, then a
+consumer reads them back from the start.
 
-usage: tls_roundtrip.py BOOTSTRAP TOPIC CA_FILE
+usage: secure_roundtrip.py BOOTSTRAP TOPIC SETTINGS_JSON
+
+SETTINGS_JSON: kafka-python's settings for both clients, e.g.
+{"security_protocol": "SASL_SSL", "ssl_cafile": "ca.pem",
+ "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
+ "sasl_plain_password": "..."}
 
 Prints "consumed 100 in order"; exits non-zero on any failure."""
 
+import json
 import sys
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
 def main():
-    bootstrap, topic, ca_file = sys.argv[1], sys.argv[2], sys.argv[3]
-    tls = {"security_protocol": "SSL", "ssl_cafile": ca_file}
+    bootstrap, topic = sys.argv[1], sys.argv[2]
+    tls = json.loads(sys.argv[3])
     producer = KafkaProducer(bootstrap_servers=bootstrap, **tls)
     futures = [
         producer.send(topic, value=f"value-{i}".encode(), partition=0) for i in range(100)

@@ -14,12 +14,17 @@
 //! broker group reset-offsets NAME (--topic T... | --all-topics)
 //!     (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N | --shift-by N) [--dry-run]
 //! broker group delete NAME
+//! broker user create NAME [--password P] [--mechanism M]... [--iterations N]
+//! broker user delete NAME [--mechanism M]...
+//! broker user list
 //! ```
 //! Every subcommand takes `--brokers HOST:PORT` (default 127.0.0.1:9092,
 //! or `BROKER_BROKERS`), and for brokers whose Kafka port speaks TLS
 //! `--ssl-ca-location FILE` (the CA the brokers' certificates chain to),
 //! with `--ssl-certificate-location FILE --ssl-key-location FILE` when
-//! they require a client certificate.
+//! they require a client certificate; for SASL ports `--sasl-mechanism M
+//! --sasl-username U` with the password in `--sasl-password P` or
+//! `BROKER_SASL_PASSWORD` (kept out of the process list).
 
 use std::fmt::Write as _;
 
@@ -27,9 +32,11 @@ use std::path::PathBuf;
 
 use client::cluster::{resolve, Cluster};
 use client::connection::ClientError;
+use client::security::{SaslLogin, SaslMechanism, Security};
 use client::tls::ClientTls;
 
 use crate::group_cli::{self, parse_datetime, GroupCommand, ResetTo};
+use crate::user_cli::{self, mechanisms_or_both, UserCommand};
 
 /// The usage text.
 pub const USAGE: &str = "usage:
@@ -50,8 +57,14 @@ pub const USAGE: &str = "usage:
          (--to-earliest | --to-latest | --to-datetime YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM] | --to-offset N | --shift-by N)
          [--dry-run | --execute] [--brokers HOST:PORT]
   broker group delete NAME [--brokers HOST:PORT]
+  broker user create NAME [--password P] [--mechanism SCRAM-SHA-256|SCRAM-SHA-512]... [--iterations N]
+         (the password from BROKER_USER_PASSWORD if not given; both mechanisms unless named)
+  broker user delete NAME [--mechanism M]...
+  broker user list
 Over TLS, every admin command also takes --ssl-ca-location FILE
-  [--ssl-certificate-location FILE --ssl-key-location FILE]";
+  [--ssl-certificate-location FILE --ssl-key-location FILE]
+With SASL: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-username U
+  [--sasl-password P] (else BROKER_SASL_PASSWORD)";
 
 /// A parsed admin command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +99,8 @@ pub enum Command {
     ClusterStatus,
     /// `group ...`.
     Group(GroupCommand),
+    /// `user ...`.
+    User(UserCommand),
 }
 
 /// Where the admin commands go, and how.
@@ -96,6 +111,8 @@ pub struct Target {
     /// Over TLS: the CA file, and this client's certificate and key files
     /// if the brokers ask for one.
     pub tls: Option<(PathBuf, Option<(PathBuf, PathBuf)>)>,
+    /// A SASL login, for brokers that ask for one.
+    pub sasl: Option<SaslLogin>,
 }
 
 /// The flags of a command line, before the command is known.
@@ -112,6 +129,12 @@ struct Flags {
     all_topics: bool,
     reset_to: Vec<ResetTo>,
     dry_run: bool,
+    sasl_mechanism: Option<String>,
+    sasl_username: Option<String>,
+    sasl_password: Option<String>,
+    password: Option<String>,
+    mechanisms: Vec<String>,
+    iterations: u32,
 }
 
 /// Parses `args` (after `broker`): the command and the bootstrap address.
@@ -137,8 +160,32 @@ pub fn parse_target(args: &[String]) -> Result<(Command, Target), String> {
     let target = Target {
         brokers: flags.brokers.clone(),
         tls,
+        sasl: sasl_login(&flags)?,
     };
     Ok((command_of(&words, flags)?, target))
+}
+
+/// The SASL login the flags describe, if any.
+fn sasl_login(flags: &Flags) -> Result<Option<SaslLogin>, String> {
+    let (Some(mechanism), Some(user)) = (&flags.sasl_mechanism, &flags.sasl_username) else {
+        if flags.sasl_mechanism.is_some() || flags.sasl_username.is_some() {
+            return Err("--sasl-mechanism and --sasl-username go together".into());
+        }
+        return Ok(None);
+    };
+    let mechanism = SaslMechanism::from_name(mechanism).ok_or_else(|| {
+        format!("--sasl-mechanism {mechanism}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    })?;
+    let password = flags
+        .sasl_password
+        .clone()
+        .or_else(|| std::env::var("BROKER_SASL_PASSWORD").ok())
+        .ok_or("SASL needs --sasl-password or BROKER_SASL_PASSWORD")?;
+    Ok(Some(SaslLogin {
+        mechanism,
+        user: user.clone(),
+        password,
+    }))
 }
 
 /// The flags, and the words that are not flags, in order.
@@ -156,6 +203,12 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
         all_topics: false,
         reset_to: Vec::new(),
         dry_run: false,
+        sasl_mechanism: None,
+        sasl_username: None,
+        sasl_password: None,
+        password: None,
+        mechanisms: Vec::new(),
+        iterations: crate::user_cli::ITERATIONS_DEFAULT,
     };
     let mut positional = Vec::new();
     let mut it = args.iter();
@@ -199,6 +252,16 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
                 .reset_to
                 .push(ResetTo::ShiftBy(number(arg, value()?)?)),
             "--dry-run" => flags.dry_run = true,
+            "--sasl-mechanism" => flags.sasl_mechanism = Some(value()?),
+            "--sasl-username" => flags.sasl_username = Some(value()?),
+            "--sasl-password" => flags.sasl_password = Some(value()?),
+            "--password" => flags.password = Some(value()?),
+            "--mechanism" => flags.mechanisms.push(value()?),
+            "--iterations" => {
+                flags.iterations = value()?
+                    .parse()
+                    .map_err(|_| "--iterations needs a number")?
+            }
             // Kafka's tool only applies a reset with --execute; here
             // applying is the default, and the flag is accepted.
             "--execute" => {}
@@ -238,6 +301,30 @@ fn command_of(words: &[&str], flags: Flags) -> Result<Command, String> {
         ["group", "describe", name] => Command::Group(GroupCommand::Describe(name.to_string())),
         ["group", "delete", name] => Command::Group(GroupCommand::Delete(name.to_string())),
         ["group", "reset-offsets", name] => Command::Group(reset_command(name, flags)?),
+        ["user", "create", name] => {
+            let password = flags
+                .password
+                .or_else(|| std::env::var("BROKER_USER_PASSWORD").ok())
+                .filter(|p| !p.is_empty())
+                .ok_or("user create needs --password or BROKER_USER_PASSWORD")?;
+            Command::User(UserCommand::Create {
+                name: name.to_string(),
+                password,
+                mechanisms: mechanisms_or_both(&flags.mechanisms)?,
+                iterations: flags.iterations,
+            })
+        }
+        ["user", "delete", name] => {
+            let mechanisms = match flags.mechanisms.is_empty() {
+                true => Vec::new(),
+                false => mechanisms_or_both(&flags.mechanisms)?,
+            };
+            Command::User(UserCommand::Delete {
+                name: name.to_string(),
+                mechanisms,
+            })
+        }
+        ["user", "list"] => Command::User(UserCommand::List),
         _ => return Err(USAGE.to_string()),
     };
     Ok(command)
@@ -267,6 +354,7 @@ fn reset_command(group: &str, flags: Flags) -> Result<GroupCommand, String> {
 pub fn run(command: Command, target: &Target) -> Result<String, String> {
     let brokers = &target.brokers;
     let address = resolve(brokers).map_err(|e| format!("{brokers}: {e}"))?;
+    let sasl = target.sasl.clone();
     let tls = match &target.tls {
         None => None,
         Some((ca, identity)) => {
@@ -279,7 +367,8 @@ pub fn run(command: Command, target: &Target) -> Result<String, String> {
         .make()
         .map_err(|e| format!("cannot start an executor: {e}"))?
         .run(async move {
-            let cluster = Cluster::with_tls(address, "broker-admin", tls);
+            let security = Security { tls, sasl };
+            let cluster = Cluster::with_security(address, "broker-admin", security);
             execute(&cluster, command).await.map_err(|e| e.to_string())
         })
 }
@@ -324,6 +413,7 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
             let _ = writeln!(out, "deleted topic {name}");
         }
         Command::Group(command) => out = group_cli::execute(cluster, command).await?,
+        Command::User(command) => out = user_cli::execute(cluster, command).await?,
         Command::ClusterStatus => {
             let description = cluster.describe_cluster().await?;
             let _ = writeln!(

@@ -12,6 +12,18 @@ use serde::{Deserialize, Serialize};
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 
+/// A setting that is a secret: shown as `***` wherever the configuration
+/// is printed.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
 /// Every setting of a broker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,9 +37,22 @@ pub struct BrokerConfig {
     /// What clients are told to connect to; defaults to `kafka_listen`
     /// (with 0.0.0.0 replaced by 127.0.0.1).
     pub advertised_listener: Option<String>,
-    /// The Kafka listener's security protocol: `PLAINTEXT`, or `SSL` (TLS
-    /// with the `ssl_*` files; docs/security.md).
+    /// The Kafka listener's security protocol: `PLAINTEXT`, `SSL` (TLS
+    /// with the `ssl_*` files), `SASL_PLAINTEXT` or `SASL_SSL` (clients
+    /// authenticate with SASL; docs/security.md).
     pub kafka_security_protocol: String,
+    /// The SASL mechanisms a SASL listener offers (Kafka's
+    /// sasl.enabled.mechanisms): `SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`.
+    pub sasl_enabled_mechanisms: Vec<String>,
+    /// This broker's own user on SASL listeners, `name:password`: created
+    /// (SCRAM-SHA-256 and SCRAM-SHA-512) at start if no user of that name
+    /// exists yet, and the user it authenticates as to other brokers.
+    /// Required with SASL. Never logged.
+    pub sasl_broker_user: Option<Secret>,
+    /// How long a SASL authentication lasts before the client must
+    /// authenticate again on its connection (KIP-368; 0: as long as the
+    /// connection).
+    pub connections_max_reauth_ms: u64,
     /// The server's certificate chain, PEM (leaf first).
     pub ssl_certificate_location: Option<PathBuf>,
     /// The server certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
@@ -138,6 +163,9 @@ impl Default for BrokerConfig {
             kafka_listen: "0.0.0.0:9092".into(),
             advertised_listener: None,
             kafka_security_protocol: "PLAINTEXT".into(),
+            sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            sasl_broker_user: None,
+            connections_max_reauth_ms: 0,
             ssl_certificate_location: None,
             ssl_key_location: None,
             ssl_ca_location: None,
@@ -364,15 +392,67 @@ impl BrokerConfig {
         if self.metadata_snapshot_every_entries == 0 {
             return invalid("metadata_snapshot_every_entries must be at least 1".into());
         }
-        self.check_tls()
+        self.check_tls()?;
+        self.check_sasl()
+    }
+
+    /// The SASL settings make sense together.
+    fn check_sasl(&self) -> Result<(), ConfigError> {
+        let invalid = |why: String| Err(ConfigError::Invalid(why));
+        for name in &self.sasl_enabled_mechanisms {
+            if crate::sasl::SaslMechanism::from_name(name).is_none() {
+                return invalid(format!(
+                    "sasl_enabled_mechanisms: {name:?} is not one of SCRAM-SHA-256, \
+                     SCRAM-SHA-512, PLAIN"
+                ));
+            }
+        }
+        if !self.kafka_uses_sasl() {
+            return Ok(());
+        }
+        if self.sasl_enabled_mechanisms.is_empty() {
+            return invalid("a SASL listener needs at least one of sasl_enabled_mechanisms".into());
+        }
+        if self.broker_user().is_none() {
+            return invalid(
+                "kafka_security_protocol SASL_* needs sasl_broker_user = \"name:password\": \
+                 the broker's own user, created if absent (the first user of a new cluster)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the Kafka port asks for SASL authentication.
+    pub fn kafka_uses_sasl(&self) -> bool {
+        self.kafka_security_protocol.starts_with("SASL_")
+    }
+
+    /// The SASL mechanisms the Kafka port offers (checked names).
+    pub fn sasl_mechanisms(&self) -> Vec<crate::sasl::SaslMechanism> {
+        self.sasl_enabled_mechanisms
+            .iter()
+            .filter_map(|name| crate::sasl::SaslMechanism::from_name(name))
+            .collect()
+    }
+
+    /// `sasl_broker_user` split into name and password.
+    pub fn broker_user(&self) -> Option<(&str, &str)> {
+        let Secret(user) = self.sasl_broker_user.as_ref()?;
+        user.split_once(':').filter(|(name, password)| {
+            control::credentials::check_user_name(name).is_ok() && !password.is_empty()
+        })
     }
 
     /// The TLS settings make sense together (the files are read at start).
     fn check_tls(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
-        if !matches!(self.kafka_security_protocol.as_str(), "PLAINTEXT" | "SSL") {
+        if !matches!(
+            self.kafka_security_protocol.as_str(),
+            "PLAINTEXT" | "SSL" | "SASL_PLAINTEXT" | "SASL_SSL"
+        ) {
             return invalid(format!(
-                "kafka_security_protocol must be PLAINTEXT or SSL, got {:?}",
+                "kafka_security_protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got {:?}",
                 self.kafka_security_protocol
             ));
         }
@@ -397,8 +477,8 @@ impl BrokerConfig {
         }
         if self.ssl_certificate_location.is_none() || self.ssl_key_location.is_none() {
             return invalid(
-                "kafka_security_protocol SSL and http_tls need ssl_certificate_location and \
-                 ssl_key_location"
+                "kafka_security_protocol SSL or SASL_SSL, and http_tls, need \
+                 ssl_certificate_location and ssl_key_location"
                     .into(),
             );
         }
@@ -420,7 +500,7 @@ impl BrokerConfig {
 
     /// Whether the Kafka port speaks TLS.
     pub fn kafka_uses_tls(&self) -> bool {
-        self.kafka_security_protocol == "SSL"
+        matches!(self.kafka_security_protocol.as_str(), "SSL" | "SASL_SSL")
     }
 
     /// The metadata quorum's voters by node id (empty: this broker alone).
@@ -603,7 +683,7 @@ mod tests {
         let err = ssl(&|c| c.ssl_client_auth = "required".into()).unwrap_err();
         assert!(err.contains("ssl_ca_location"), "{err}");
         let err = ssl(&|c| c.kafka_security_protocol = "TLS".into()).unwrap_err();
-        assert!(err.contains("PLAINTEXT or SSL"), "{err}");
+        assert!(err.contains("PLAINTEXT, SSL"), "{err}");
         let err = ssl(&|c| {
             c.controller_quorum_voters = "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3".into()
         })
@@ -628,6 +708,38 @@ mod tests {
             ..BrokerConfig::default()
         };
         assert!(https.check().is_err());
+    }
+
+    #[test]
+    fn sasl_settings_are_checked_together_and_the_password_never_printed() {
+        let sasl = |changes: &dyn Fn(&mut BrokerConfig)| {
+            let mut config = BrokerConfig {
+                kafka_security_protocol: "SASL_PLAINTEXT".into(),
+                sasl_broker_user: Some(Secret("broker:hunter2".into())),
+                ..BrokerConfig::default()
+            };
+            changes(&mut config);
+            config.check().map_err(|e| e.to_string())
+        };
+        assert!(sasl(&|_| {}).is_ok());
+        let err = sasl(&|c| c.sasl_broker_user = None).unwrap_err();
+        assert!(err.contains("sasl_broker_user"), "{err}");
+        for bad in ["nopassword", ":pw", "name:"] {
+            let err = sasl(&|c| c.sasl_broker_user = Some(Secret(bad.into()))).unwrap_err();
+            assert!(err.contains("sasl_broker_user"), "{bad}: {err}");
+        }
+        let err = sasl(&|c| c.sasl_enabled_mechanisms = vec!["GSSAPI".into()]).unwrap_err();
+        assert!(err.contains("GSSAPI"), "{err}");
+        let err = sasl(&|c| c.sasl_enabled_mechanisms.clear()).unwrap_err();
+        assert!(err.contains("at least one"), "{err}");
+        let err = sasl(&|c| c.kafka_security_protocol = "SASL_SSL".into()).unwrap_err();
+        assert!(err.contains("ssl_certificate_location"), "{err}");
+        let config = BrokerConfig {
+            sasl_broker_user: Some(Secret("broker:hunter2".into())),
+            ..BrokerConfig::default()
+        };
+        assert_eq!(config.broker_user(), Some(("broker", "hunter2")));
+        assert!(!format!("{config:?}").contains("hunter2"));
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub struct ShardMetrics {
     pub connections: AtomicI64,
     /// Connections to a TLS port whose handshake failed or timed out.
     pub tls_handshake_failures: AtomicU64,
+    /// SASL authentications that succeeded (re-authentications included).
+    pub sasl_authentications: AtomicU64,
+    /// SASL authentications that failed (each closed its connection).
+    pub sasl_authentication_failures: AtomicU64,
     /// Produce request latency by acks: 0, 1, all.
     pub produce_latency: [Histogram; 3],
     /// Consumer fetch latency (long-poll waits included, as Kafka's).
@@ -89,6 +93,8 @@ impl Default for ShardMetrics {
             bytes_out: AtomicU64::new(0),
             connections: AtomicI64::new(0),
             tls_handshake_failures: AtomicU64::new(0),
+            sasl_authentications: AtomicU64::new(0),
+            sasl_authentication_failures: AtomicU64::new(0),
             produce_latency: Default::default(),
             fetch_latency: Histogram::default(),
             isr_shrinks: AtomicU64::new(0),

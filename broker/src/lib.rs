@@ -43,3 +43,4 @@ pub mod replica;
 pub mod runtime;
 pub mod sasl;
 pub mod server;
+pub mod user_cli;

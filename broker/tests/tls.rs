@@ -20,7 +20,7 @@ use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use support::security::{kcat, server_files, wait_logged, write, Authority, Files};
+use support::security::{kcat, leader_and_isr, server_files, wait_logged, write, Authority, Files};
 use support::{start_broker, start_broker_with, Broker};
 
 fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broker {
@@ -136,7 +136,10 @@ fn librdkafka_and_kafka_python_produce_and_consume_over_tls_and_plaintext_is_ref
 
     // kafka-python with its default producer (idempotent), then a consumer.
     let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/secure_roundtrip.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/secure_roundtrip.py"
+    );
     let settings = format!(r#"{{"security_protocol": "SSL", "ssl_cafile": "{ca}"}}"#);
     let out = Command::new("timeout")
         .args(["60", &python, script, &bootstrap, "python-tls", &settings])
@@ -418,20 +421,6 @@ fn the_http_port_speaks_https_with_the_same_certificate() {
         String::from_utf8_lossy(&out.stdout).contains("made-over-https"),
         "{out:?}"
     );
-}
-
-/// The partition's leader and ISR, from the HTTP API.
-fn leader_and_isr(http: SocketAddr, topic: &str) -> Option<(i32, usize)> {
-    let (status, body) = support::http(http, "GET", &format!("/topics/{topic}"), "");
-    if status != 200 {
-        return None;
-    }
-    let value: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let partition = &value["partitions"][0];
-    Some((
-        partition["leader"].as_i64()? as i32,
-        partition["isr"].as_array()?.len(),
-    ))
 }
 
 #[test]

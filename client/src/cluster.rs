@@ -13,7 +13,7 @@ use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::Request;
 
 use crate::connection::{ClientError, Connection};
-use crate::tls::ClientTls;
+use crate::security::Security;
 
 /// A topic as the cluster last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +58,7 @@ struct Known {
 /// Connections to a cluster, found from one bootstrap address.
 pub struct Cluster {
     /// TLS for every connection, if the brokers speak it.
-    tls: Option<ClientTls>,
+    security: Security,
     bootstrap: SocketAddr,
     client_id: String,
     known: RefCell<Known>,
@@ -77,13 +77,17 @@ pub fn resolve(address: &str) -> Result<SocketAddr, ClientError> {
 impl Cluster {
     /// A cluster reached first through `bootstrap`.
     pub fn new(bootstrap: SocketAddr, client_id: &str) -> Rc<Cluster> {
-        Cluster::with_tls(bootstrap, client_id, None)
+        Cluster::with_security(bootstrap, client_id, Security::default())
     }
 
-    /// A cluster whose brokers speak TLS when `tls` is given.
-    pub fn with_tls(bootstrap: SocketAddr, client_id: &str, tls: Option<ClientTls>) -> Rc<Cluster> {
+    /// A cluster whose brokers are reached with `security` (TLS, SASL).
+    pub fn with_security(
+        bootstrap: SocketAddr,
+        client_id: &str,
+        security: Security,
+    ) -> Rc<Cluster> {
         Rc::new(Cluster {
-            tls,
+            security,
             bootstrap,
             client_id: client_id.to_string(),
             known: RefCell::new(Known::default()),
@@ -98,7 +102,7 @@ impl Cluster {
             return Ok(connection);
         }
         let connection = Rc::new(Mutex::new(
-            Connection::connect_with(self.bootstrap, &self.client_id, self.tls.as_ref()).await?,
+            Connection::connect_with(self.bootstrap, &self.client_id, &self.security).await?,
         ));
         *self.bootstrap_connection.borrow_mut() = Some(connection.clone());
         Ok(connection)
@@ -117,8 +121,7 @@ impl Cluster {
             .map(|b| b.address.clone())
             .ok_or_else(|| ClientError::Protocol(format!("unknown broker {id}")))?;
         let connection = Rc::new(Mutex::new(
-            Connection::connect_with(resolve(&address)?, &self.client_id, self.tls.as_ref())
-                .await?,
+            Connection::connect_with(resolve(&address)?, &self.client_id, &self.security).await?,
         ));
         self.connections.borrow_mut().insert(id, connection.clone());
         Ok(connection)

@@ -13,8 +13,12 @@ use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::rustls::pki_types::ServerName;
 use glommio::net::TcpStream;
 
-use crate::tls::ClientTls;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use crate::scram::{new_nonce, ScramClient};
+use crate::security::{SaslLogin, SaslMechanism, Security};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 /// The longest a connection may take to be made, TLS handshake and
@@ -109,19 +113,20 @@ pub struct Connection {
 impl Connection {
     /// Connects and negotiates versions with ApiVersions.
     pub async fn connect(address: SocketAddr, client_id: &str) -> Result<Connection, ClientError> {
-        Connection::connect_with(address, client_id, None).await
+        Connection::connect_with(address, client_id, &Security::default()).await
     }
 
-    /// Connects, over TLS if `tls` (the broker's certificate checked
-    /// against the IP address connected to), and negotiates versions,
-    /// within [`CONNECT_MAX`] (a peer that accepts and then falls silent
-    /// must not hold the caller forever).
+    /// Connects, over TLS if `security` has it (the broker's certificate
+    /// checked against the IP address connected to), negotiates versions
+    /// and logs in with SASL if `security` has a login, within
+    /// [`CONNECT_MAX`] (a peer that accepts and then falls silent must not
+    /// hold the caller forever).
     pub async fn connect_with(
         address: SocketAddr,
         client_id: &str,
-        tls: Option<&ClientTls>,
+        security: &Security,
     ) -> Result<Connection, ClientError> {
-        let connect = Box::pin(Connection::open(address, client_id, tls));
+        let connect = Box::pin(Connection::open(address, client_id, security));
         let deadline = Box::pin(glommio::timer::sleep(CONNECT_MAX));
         match futures::future::select(connect, deadline).await {
             futures::future::Either::Left((connected, _)) => connected,
@@ -135,13 +140,13 @@ impl Connection {
     async fn open(
         address: SocketAddr,
         client_id: &str,
-        tls: Option<&ClientTls>,
+        security: &Security,
     ) -> Result<Connection, ClientError> {
         let tcp = TcpStream::connect(address)
             .await
             .map_err(std::io::Error::from)?;
         let _ = tcp.set_nodelay(true);
-        let stream = match tls {
+        let stream = match &security.tls {
             None => Stream::Plain(tcp),
             Some(tls) => {
                 let name = ServerName::IpAddress(address.ip().into());
@@ -156,7 +161,63 @@ impl Connection {
             versions: BTreeMap::new(),
         };
         connection.negotiate().await?;
+        if let Some(login) = &security.sasl {
+            connection.log_in(login).await?;
+        }
         Ok(connection)
+    }
+
+    /// SaslHandshake, then the mechanism's exchange in SaslAuthenticate
+    /// requests; a refusal is the broker's error code and message.
+    async fn log_in(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(login.mechanism.name()));
+        let version = self.version_for::<SaslHandshakeRequest>()?;
+        let answer = self.call(&handshake, version).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(ClientError::Refused(
+                answer.error_code,
+                format!(
+                    "{} is not offered (offered: {offered:?})",
+                    login.mechanism.name()
+                ),
+            ));
+        }
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let message = format!("\0{}\0{}", login.user, login.password);
+                self.authenticate_step(message.into_bytes()).await.map(drop)
+            }
+            SaslMechanism::Scram(mechanism) => {
+                let mut scram =
+                    ScramClient::new(mechanism, &login.user, &login.password, new_nonce());
+                let server_first = self
+                    .authenticate_step(scram.first_message().into_bytes())
+                    .await?;
+                let server_first = String::from_utf8_lossy(&server_first).into_owned();
+                let client_final = scram.final_message(&server_first).map_err(protocol)?;
+                let server_final = self.authenticate_step(client_final.into_bytes()).await?;
+                scram
+                    .verify_server_final(&String::from_utf8_lossy(&server_final))
+                    .map_err(protocol)
+            }
+        }
+    }
+
+    /// One SaslAuthenticate: the broker's answer, or its refusal.
+    async fn authenticate_step(&mut self, message: Vec<u8>) -> Result<Bytes, ClientError> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
+        let version = self.version_for::<SaslAuthenticateRequest>()?;
+        let answer = self.call(&request, version).await?;
+        if answer.error_code != 0 {
+            let message = answer
+                .error_message
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            return Err(ClientError::Refused(answer.error_code, message));
+        }
+        Ok(answer.auth_bytes)
     }
 
     async fn negotiate(&mut self) -> Result<(), ClientError> {

@@ -14,4 +14,6 @@ pub mod partitioner;
 pub mod producer;
 pub mod records;
 pub mod scram;
+pub mod security;
 pub mod tls;
+pub mod users;

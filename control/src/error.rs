@@ -112,7 +112,7 @@ pub enum MetadataError {
     UnknownCredential {
         /// The user.
         user: String,
-        /// The mechanism.
-        mechanism: crate::credentials::ScramMechanism,
+        /// The mechanism's name.
+        mechanism: String,
     },
 }

@@ -239,7 +239,7 @@ impl Metadata {
             .and_then(|by_mechanism| by_mechanism.get(&mechanism))
             .ok_or_else(|| MetadataError::UnknownCredential {
                 user: user.to_string(),
-                mechanism,
+                mechanism: mechanism.name().to_string(),
             })
     }
 

@@ -469,6 +469,11 @@ impl<T: Transport> Driver<T> {
                     return;
                 }
                 match self.records_for(request) {
+                    // Nothing to change (a bootstrap user that exists):
+                    // done as of what is committed.
+                    Ok(records) if records.is_empty() => {
+                        let _ = reply.send(Ok(self.node.last_index()));
+                    }
                     Ok(records) => match self.propose_all(&records) {
                         Ok(record) => {
                             let index = self.node.last_index();

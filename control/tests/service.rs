@@ -152,6 +152,30 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             Err(RequestError::Refused(MetadataError::TopicExists(_)))
         ));
         assert!(controller.view().metadata.topic_by_name("orders").is_ok());
+        // A bootstrap user is set once: asked again (another broker, a
+        // restart) it succeeds and changes nothing.
+        let user = |stored_key: u8| ScramCredential {
+            user: "broker".into(),
+            mechanism: ScramMechanism::Sha256,
+            salt: vec![1; 16],
+            iterations: 4096,
+            stored_key: vec![stored_key; 32],
+            server_key: vec![0; 32],
+        };
+        for stored_key in [1, 2] {
+            controller
+                .request(ControllerRequest::BootstrapScramUser(vec![user(
+                    stored_key,
+                )]))
+                .await
+                .unwrap();
+        }
+        let kept = controller
+            .view()
+            .metadata
+            .scram_credential("broker", ScramMechanism::Sha256)
+            .cloned();
+        assert_eq!(kept, Ok(user(1)));
         // Broker 1 stops heartbeating; 2 and 3 go on.
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(5) {

@@ -235,7 +235,10 @@ impl Options {
             }
             None => None,
         };
-        Ok(client::cluster::Cluster::with_tls(address, client_id, tls))
+        let security = client::security::Security::tls(tls);
+        Ok(client::cluster::Cluster::with_security(
+            address, client_id, security,
+        ))
     }
 }
 

@@ -73,6 +73,8 @@ fn refused_code(refused: &MetadataError) -> Code {
             ResponseError::InvalidConfig.code()
         }
         MetadataError::InvalidPartitionChange(_) => ResponseError::InvalidPartitions.code(),
+        MetadataError::InvalidCredential(_) => ResponseError::UnacceptableCredential.code(),
+        MetadataError::UnknownCredential { .. } => ResponseError::ResourceNotFound.code(),
         _ => ResponseError::InvalidRequest.code(),
     }
 }

@@ -21,6 +21,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use client::connection::{ClientError, Connection};
+use client::security::{SaslLogin, SaslMechanism, Security};
 use control::service::MetadataService;
 use control::BrokerId;
 
@@ -30,6 +31,28 @@ use peer_tls::PeerTls;
 use producer_ids::ProducerIds;
 use quorum::BrokerLife;
 use view::View;
+
+/// How this broker logs in to the others: as its own user, with the first
+/// of `sasl_enabled_mechanisms` (every broker of a cluster offers the same).
+fn peer_login(config: &BrokerConfig) -> Option<SaslLogin> {
+    if !config.kafka_uses_sasl() {
+        return None;
+    }
+    let (user, password) = config.broker_user()?;
+    let mechanism = config
+        .sasl_mechanisms()
+        .into_iter()
+        .map(|m| match m {
+            crate::sasl::SaslMechanism::Plain => SaslMechanism::Plain,
+            crate::sasl::SaslMechanism::Scram(m) => SaslMechanism::Scram(crate::sasl::hash_of(m)),
+        })
+        .next()?;
+    Some(SaslLogin {
+        mechanism,
+        user: user.to_string(),
+        password: password.to_string(),
+    })
+}
 
 /// The directory under the data directory holding the partitions.
 pub const PARTITIONS_DIR: &str = "partitions";
@@ -80,14 +103,18 @@ impl Cluster {
     }
 
     /// A connection to another broker's Kafka port at `address` (over TLS
-    /// when the brokers' ports speak it).
+    /// when the brokers' ports speak it, logged in as `sasl_broker_user`
+    /// when they ask for SASL).
     pub async fn connect_to(
         &self,
         address: SocketAddr,
         client_id: &str,
     ) -> Result<Connection, ClientError> {
-        let tls = self.peer_tls.as_ref().map(|peer| peer.current());
-        Connection::connect_with(address, client_id, tls.as_ref()).await
+        let security = Security {
+            tls: self.peer_tls.as_ref().map(|peer| peer.current()),
+            sasl: peer_login(&self.config),
+        };
+        Connection::connect_with(address, client_id, &security).await
     }
 
     /// This shard (the first runs the metadata service).

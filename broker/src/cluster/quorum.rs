@@ -119,6 +119,11 @@ pub async fn register_and_heartbeat(
     };
     let incarnation = register(&service, registration, &life).await;
     life.incarnation.set(Some(incarnation));
+    // Before the first heartbeat makes the broker live (and its ports
+    // accept): a client of a new cluster finds the user there.
+    if let Some((user, password)) = config.broker_user().filter(|_| config.kafka_uses_sasl()) {
+        bootstrap_user(&service, user, password).await;
+    }
     heartbeat_while_alive(&service, &config, (id, incarnation), &life, on_live).await;
 }
 
@@ -146,6 +151,33 @@ async fn register(
             Err(e) => {
                 tracing::warn!(error = %e, "registering with the controller failed; retrying");
                 *life.controller_error.borrow_mut() = Some(format!("registering: {e}"));
+                glommio::timer::sleep(RETRY_EVERY).await;
+            }
+        }
+    }
+}
+
+/// Creates the broker's own SASL user (`sasl_broker_user`) unless a user
+/// of that name exists: the controller decides against the committed
+/// metadata, so a password changed since is kept. Retried while the
+/// quorum cannot answer; a refusal is logged and the broker carries on.
+async fn bootstrap_user(service: &MetadataService, user: &str, password: &str) {
+    let credentials: Vec<_> = control::ScramMechanism::ALL
+        .into_iter()
+        .map(|m| crate::sasl::credential_for_password(user, m, password))
+        .collect();
+    loop {
+        match service
+            .request(ControllerRequest::BootstrapScramUser(credentials.clone()))
+            .await
+        {
+            Ok(()) => return,
+            Err(RequestError::Refused(e)) => {
+                tracing::error!(%user, error = %e, "the broker's SASL user was refused");
+                return;
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "creating the broker's SASL user; retrying");
                 glommio::timer::sleep(RETRY_EVERY).await;
             }
         }

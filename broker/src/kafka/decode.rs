@@ -3,13 +3,15 @@
 //! decode, and what the fuzz target drives for every API served.
 
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest, FetchRequest,
+    AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeProducersRequest, DescribeUserScramCredentialsRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SyncGroupRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -132,6 +134,22 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         ApiKey::DescribeProducers => {
             checked::<DescribeProducersRequest>(request, bounds::check_describe_producers).map(drop)
         }
+        ApiKey::SaslHandshake => {
+            checked::<SaslHandshakeRequest>(request, bounds::check_sasl_handshake).map(drop)
+        }
+        ApiKey::SaslAuthenticate => {
+            checked::<SaslAuthenticateRequest>(request, bounds::check_sasl_authenticate).map(drop)
+        }
+        ApiKey::DescribeUserScramCredentials => checked::<DescribeUserScramCredentialsRequest>(
+            request,
+            bounds::check_describe_user_scram_credentials,
+        )
+        .map(drop),
+        ApiKey::AlterUserScramCredentials => checked::<AlterUserScramCredentialsRequest>(
+            request,
+            bounds::check_alter_user_scram_credentials,
+        )
+        .map(drop),
         other => Err(DecodeError::NoWalker(other, version)),
     }
 }

@@ -150,3 +150,43 @@ pub fn hash_of(mechanism: ScramMechanism) -> client::scram::Mechanism {
         ScramMechanism::Sha512 => client::scram::Mechanism::Sha512,
     }
 }
+
+/// Iterations for credentials the broker makes itself (Kafka's tools'
+/// default).
+pub const DEFAULT_ITERATIONS: u32 = 4096;
+
+/// The credential a salted password gives (what AlterUserScramCredentials
+/// carries: the password itself never reaches the broker).
+pub fn credential_from_salted(
+    user: &str,
+    mechanism: ScramMechanism,
+    salt: Vec<u8>,
+    iterations: u32,
+    salted_password: &[u8],
+) -> ScramCredential {
+    let (stored_key, server_key) = hash_of(mechanism).stored_keys(salted_password);
+    ScramCredential {
+        user: user.to_string(),
+        mechanism,
+        salt,
+        iterations,
+        stored_key,
+        server_key,
+    }
+}
+
+/// A credential for `password`, with a fresh random salt.
+pub fn credential_for_password(
+    user: &str,
+    mechanism: ScramMechanism,
+    password: &str,
+) -> ScramCredential {
+    let salt = new_salt();
+    let salted = hash_of(mechanism).salted_password(password.as_bytes(), &salt, DEFAULT_ITERATIONS);
+    credential_from_salted(user, mechanism, salt, DEFAULT_ITERATIONS, &salted)
+}
+
+/// 24 random bytes.
+pub fn new_salt() -> Vec<u8> {
+    client::scram::unbase64(&client::scram::new_nonce()).expect("our own base64")
+}

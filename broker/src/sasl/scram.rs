@@ -15,15 +15,23 @@ enum State {
     /// Waiting for the client's first message.
     First,
     /// The server's first message went out; waiting for the proof.
-    Final {
-        user: String,
-        credential: Option<ScramCredential>,
-        gs2_header: String,
-        nonce: String,
-        auth_message_start: String,
-    },
+    Final(Box<Pending>),
     /// Finished (either way): nothing more is accepted.
     Done,
+}
+
+/// What the server's first message committed the exchange to.
+struct Pending {
+    user: String,
+    /// None for a user that does not exist (it fails at the proof).
+    credential: Option<ScramCredential>,
+    gs2_header: String,
+    /// The client's nonce and the server's, concatenated.
+    nonce: String,
+    /// How much of `nonce` is the client's.
+    client_nonce_len: usize,
+    /// The client's bare first message and the server's first message.
+    auth_message_start: String,
 }
 
 /// One exchange.
@@ -59,22 +67,11 @@ impl ScramServer {
         let text = std::str::from_utf8(message).map_err(|_| Failure::malformed("not UTF-8"))?;
         match std::mem::replace(&mut self.state, State::Done) {
             State::First => self.first(text, credential_of),
-            State::Final {
-                user,
-                credential,
-                gs2_header,
-                nonce,
-                auth_message_start,
-            } => {
-                let expected = Expected {
-                    gs2_header: &gs2_header,
-                    nonce: &nonce,
-                    auth_message_start: &auth_message_start,
-                };
-                let signature = self.verify(text, &expected, credential.as_ref())?;
+            State::Final(pending) => {
+                let signature = self.verify(text, &pending)?;
                 Ok(Step {
                     message: format!("v={}", base64(&signature)).into_bytes(),
-                    user: Some(user),
+                    user: Some(pending.user),
                 })
             }
             State::Done => Err(Failure::malformed("the exchange is over")),
@@ -118,13 +115,14 @@ impl ScramServer {
         };
         let nonce = format!("{client_nonce}{}", new_nonce());
         let server_first = format!("r={nonce},s={},i={iterations}", base64(&salt));
-        self.state = State::Final {
+        self.state = State::Final(Box::new(Pending {
             user,
             credential,
             gs2_header: gs2_header.to_string(),
             nonce,
+            client_nonce_len: client_nonce.len(),
             auth_message_start: format!("{bare},{server_first}"),
-        };
+        }));
         Ok(Step {
             message: server_first.into_bytes(),
             user: None,
@@ -132,12 +130,7 @@ impl ScramServer {
     }
 
     /// Checks the client's proof; the server's signature if it holds.
-    fn verify(
-        &self,
-        text: &str,
-        expected: &Expected<'_>,
-        credential: Option<&ScramCredential>,
-    ) -> Result<Vec<u8>, Failure> {
+    fn verify(&self, text: &str, expected: &Pending) -> Result<Vec<u8>, Failure> {
         let attrs = attributes(text).map_err(Failure::from)?;
         let binding = unbase64(attribute(&attrs, 0, 'c')?).map_err(Failure::from)?;
         if binding != expected.gs2_header.as_bytes() {
@@ -145,13 +138,13 @@ impl ScramServer {
                 "channel binding differs from the first message",
             ));
         }
-        if attribute(&attrs, 1, 'r')? != expected.nonce {
+        if !nonce_matches(attribute(&attrs, 1, 'r')?, expected) {
             return Err(Failure::malformed("nonce differs from the server's"));
         }
         let proof = unbase64(attribute(&attrs, 2, 'p')?).map_err(Failure::from)?;
         let without_proof = &text[..text.rfind(",p=").expect("the proof was found")];
         let auth_message = format!("{},{without_proof}", expected.auth_message_start);
-        let Some(credential) = credential else {
+        let Some(credential) = &expected.credential else {
             return Err(Failure::credentials("unknown user"));
         };
         let m = self.mechanism;
@@ -167,11 +160,17 @@ impl ScramServer {
     }
 }
 
-/// What the final message must match.
-struct Expected<'a> {
-    gs2_header: &'a str,
-    nonce: &'a str,
-    auth_message_start: &'a str,
+/// Whether the final message's nonce is the server's (RFC 5802), or the
+/// server's with the client's prepended once more: librdkafka before
+/// 2.6.1 sends that (its bug since its first SCRAM release), and the
+/// clients built on it must keep working, as they do with Kafka 3.x. The
+/// server's part is checked either way.
+fn nonce_matches(given: &str, expected: &Pending) -> bool {
+    let client_nonce = &expected.nonce[..expected.client_nonce_len];
+    given == expected.nonce
+        || given
+            .strip_prefix(client_nonce)
+            .is_some_and(|rest| rest == expected.nonce)
 }
 
 /// Splits "n,[a=authzid]," from the bare message. Channel binding ('p')
@@ -201,7 +200,7 @@ fn authzid(gs2_header: &str) -> Option<String> {
 /// within this process, so two attempts look like a real user's.
 fn decoy_salt(user: &str) -> Vec<u8> {
     static KEY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let key = KEY.get_or_init(|| unbase64(&new_nonce()).expect("our own base64"));
+    let key = KEY.get_or_init(super::new_salt);
     Mechanism::Sha256.hmac_of(key, user.as_bytes())[..16].to_vec()
 }
 
@@ -287,6 +286,40 @@ pub(super) mod tests {
             "wrong nonce"
         );
         assert!(server.step(b"n,,n=a,r=abc", lookup).is_err(), "over");
+    }
+
+    /// librdkafka before 2.6.1 sends the client's nonce twice in its final
+    /// message (and signs that message): accepted; any other nonce is not.
+    #[test]
+    fn the_final_nonce_of_older_librdkafka_is_accepted_and_no_other() {
+        let m = Mechanism::Sha256;
+        let stored = credential("alice", "secret", m);
+        let lookup = |_: &str| Some(stored.clone());
+        let salted = m.salted_password(b"secret", &stored.salt, stored.iterations);
+        let client_key = m.client_key(&salted);
+        let final_with = |server_first: &str, nonce: &str| {
+            let without_proof = format!("c=biws,r={nonce}");
+            let auth = format!("n=alice,r=cn,{server_first},{without_proof}");
+            let proof = xor(
+                &client_key,
+                &m.hmac_of(&m.hash(&client_key), auth.as_bytes()),
+            );
+            format!("{without_proof},p={}", base64(&proof))
+        };
+        for (shape, accepted) in [
+            ("cn{}", true),
+            ("{}", true),
+            ("cncn{}", false),
+            ("x{}", false),
+        ] {
+            let mut server = ScramServer::new(m);
+            let first = server.step(b"n,,n=alice,r=cn", lookup).unwrap();
+            let server_first = String::from_utf8(first.message).unwrap();
+            let full = server_first[2..server_first.find(',').unwrap()].to_string();
+            let nonce = shape.replace("{}", &full);
+            let outcome = server.step(final_with(&server_first, &nonce).as_bytes(), lookup);
+            assert_eq!(outcome.is_ok(), accepted, "{shape}");
+        }
     }
 
     #[test]

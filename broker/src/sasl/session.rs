@@ -59,6 +59,9 @@ pub struct Session {
     enabled: Vec<SaslMechanism>,
     lifetime: Option<Duration>,
     state: State,
+    /// The exchange under way came from a SaslHandshake v0: its messages
+    /// come as bare size-prefixed frames, not SaslAuthenticate requests.
+    raw_tokens: bool,
 }
 
 impl Session {
@@ -69,6 +72,7 @@ impl Session {
             enabled,
             lifetime,
             state: State::New,
+            raw_tokens: false,
         }
     }
 
@@ -106,8 +110,20 @@ impl Session {
         }
     }
 
-    /// A SaslHandshake naming `mechanism`.
-    pub fn handshake(&mut self, mechanism: &str) -> Result<(), Failure> {
+    /// Whether the next frame is a bare token of the exchange (after a
+    /// SaslHandshake v0) rather than a request.
+    pub fn wants_raw_token(&self) -> bool {
+        self.raw_tokens
+            && matches!(
+                self.state,
+                State::Exchanging(_) | State::Reauthenticating(..)
+            )
+    }
+
+    /// A SaslHandshake naming `mechanism`; `raw_tokens` for v0, whose
+    /// exchange goes in bare frames.
+    pub fn handshake(&mut self, mechanism: &str, raw_tokens: bool) -> Result<(), Failure> {
+        self.raw_tokens = raw_tokens;
         let chosen = SaslMechanism::from_name(mechanism)
             .filter(|m| self.enabled.contains(m))
             .ok_or_else(|| Failure::Unsupported(mechanism.to_string()))?;
@@ -162,6 +178,7 @@ impl Session {
         if previous.is_some_and(|a| a.user != user) {
             return Err(Failure::State("re-authenticated as another user".into()));
         }
+        self.raw_tokens = false;
         self.state = State::Authenticated(Authenticated {
             user: user.clone(),
             mechanism: exchange.mechanism(),
@@ -226,16 +243,16 @@ mod tests {
         );
         let mut s = session(None);
         assert!(matches!(
-            s.handshake("GSSAPI"),
+            s.handshake("GSSAPI", false),
             Err(Failure::Unsupported(_))
         ));
-        s.handshake("PLAIN").unwrap();
+        s.handshake("PLAIN", false).unwrap();
         assert!(
-            s.handshake("PLAIN").is_err(),
+            s.handshake("PLAIN", false).is_err(),
             "a handshake during an exchange"
         );
         let mut s = session(None);
-        s.handshake("PLAIN").unwrap();
+        s.handshake("PLAIN", false).unwrap();
         assert!(matches!(
             s.admit(ApiKey::Produce, now),
             Admission::Refuse(_)
@@ -260,7 +277,7 @@ mod tests {
         let lifetime = Duration::from_secs(60);
         let start = Instant::now();
         let mut s = session(Some(lifetime));
-        s.handshake("PLAIN").unwrap();
+        s.handshake("PLAIN", false).unwrap();
         let done = s
             .authenticate(&plain("alice", "secret"), &extra, start)
             .unwrap();
@@ -270,12 +287,15 @@ mod tests {
             s.admit(ApiKey::Fetch, later),
             Admission::Refuse(_)
         ));
-        assert!(s.handshake("SCRAM-SHA-256").is_err(), "another mechanism");
-        s.handshake("PLAIN").unwrap();
+        assert!(
+            s.handshake("SCRAM-SHA-256", false).is_err(),
+            "another mechanism"
+        );
+        s.handshake("PLAIN", false).unwrap();
         s.authenticate(&plain("alice", "secret"), &extra, later)
             .unwrap();
         assert_eq!(s.admit(ApiKey::Fetch, later), Admission::Serve);
-        s.handshake("PLAIN").unwrap();
+        s.handshake("PLAIN", false).unwrap();
         assert!(
             s.authenticate(&plain("bob", "pw"), &extra, later).is_err(),
             "another user"
@@ -286,7 +306,7 @@ mod tests {
     fn a_wrong_password_fails() {
         let metadata = metadata_with("alice", "secret");
         let mut s = session(None);
-        s.handshake("PLAIN").unwrap();
+        s.handshake("PLAIN", false).unwrap();
         let failure = s
             .authenticate(&plain("alice", "guess"), &metadata, Instant::now())
             .unwrap_err();

@@ -2,18 +2,22 @@
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use futures::future::{select, Either, Shared};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::timer::Timer;
+use kafka_protocol::messages::ApiKey;
 
+use super::authentication;
 use super::handlers::{self, Outcome};
 use super::shard::Shard;
 use super::tls::looks_like_tls;
 use crate::kafka::frame::{FrameError, FrameReader};
 use crate::kafka::request;
+use crate::kafka::response::Frame;
+use crate::sasl::session::{Admission, Session};
 
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -60,6 +64,12 @@ where
     // large requests, and four times more under TLS, whose reads end at
     // each 16 KiB record).
     let mut idle: Option<Timer> = None;
+    let config = &shard.cluster.config;
+    let mut session = config.kafka_uses_sasl().then(|| {
+        let lifetime = (config.connections_max_reauth_ms > 0)
+            .then(|| Duration::from_millis(config.connections_max_reauth_ms));
+        Session::new(config.sasl_mechanisms(), lifetime)
+    });
     loop {
         loop {
             let request_frame = match reader.next_frame() {
@@ -75,6 +85,16 @@ where
                 .metrics
                 .bytes_in
                 .fetch_add(4 + request_frame.len() as u64, Ordering::Relaxed);
+            if let Some(session) = session.as_mut().filter(|s| s.wants_raw_token()) {
+                let answer =
+                    authentication::raw_token(&shard, session, &request_frame, &peer).await;
+                match answer {
+                    Some(frame) if send(&mut stream, &frame, &shard, idle_max, &peer).await => {
+                        continue
+                    }
+                    _ => return,
+                }
+            }
             let request = match request::parse(request_frame) {
                 Ok(request) => request,
                 Err(e) => {
@@ -86,35 +106,41 @@ where
             // from one producer connection keep their order.
             let api_key = request.header.request_api_key;
             shard.metrics.request(api_key);
-            let response = match handlers::handle(&shard, &request, &client_host).await {
-                Ok(Outcome::Respond(response)) => response,
-                Ok(Outcome::NoResponse) => continue,
-                Err(e) => {
-                    shard.metrics.request_error(api_key);
-                    tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
+            let (response, close) = match session
+                .as_ref()
+                .map(|s| s.admit(request.api_key, Instant::now()))
+            {
+                Some(Admission::Refuse(why)) => {
+                    tracing::info!(%peer, api = ?request.api_key, why, "closing connection: not authenticated");
                     return;
                 }
-            };
-            shard
-                .metrics
-                .bytes_out
-                .fetch_add(response.len() as u64, Ordering::Relaxed);
-            let write = async {
-                for part in response.parts() {
-                    stream.write_all(part).await?;
+                Some(Admission::Authenticate) | None
+                    if matches!(
+                        request.api_key,
+                        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+                    ) =>
+                {
+                    match authentication::answer(&shard, session.as_mut(), &request, &peer).await {
+                        Ok(answer) => (answer.frame, answer.close),
+                        Err(e) => {
+                            shard.metrics.request_error(api_key);
+                            tracing::warn!(%peer, api = ?request.api_key, error = %e, "closing connection");
+                            return;
+                        }
+                    }
                 }
-                // Sends what TLS buffered (nothing to do on plain TCP).
-                stream.flush().await
+                _ => match handlers::handle(&shard, &request, &client_host).await {
+                    Ok(Outcome::Respond(response)) => (response, false),
+                    Ok(Outcome::NoResponse) => continue,
+                    Err(e) => {
+                        shard.metrics.request_error(api_key);
+                        tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
+                        return;
+                    }
+                },
             };
-            // A client that stops reading its answers must not hold the
-            // connection (and its answer's memory) forever.
-            match within(idle_max, write).await {
-                Some(Ok(())) => {}
-                Some(Err(_)) => return,
-                None => {
-                    tracing::info!(%peer, "closing a connection whose client has not taken its answer within connections_max_idle_ms");
-                    return;
-                }
+            if !send(&mut stream, &response, &shard, idle_max, &peer).await || close {
+                return;
             }
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
@@ -133,6 +159,38 @@ where
             Ok(n) => n,
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Writes an answer; false if the connection is to close (the client
+/// went, or did not take its answer within `limit`).
+async fn send<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    response: &Frame,
+    shard: &Shard,
+    limit: Duration,
+    peer: &str,
+) -> bool {
+    shard
+        .metrics
+        .bytes_out
+        .fetch_add(response.len() as u64, Ordering::Relaxed);
+    let write = async {
+        for part in response.parts() {
+            stream.write_all(part).await?;
+        }
+        // Sends what TLS buffered (nothing to do on plain TCP).
+        stream.flush().await
+    };
+    // A client that stops reading its answers must not hold the
+    // connection (and its answer's memory) forever.
+    match within(limit, write).await {
+        Some(Ok(())) => true,
+        Some(Err(_)) => false,
+        None => {
+            tracing::info!(%peer, "closing a connection whose client has not taken its answer within connections_max_idle_ms");
+            false
+        }
     }
 }
 

@@ -367,6 +367,16 @@ fn requests(page: &mut Page, all: &Registry) {
         "connections to a TLS port (Kafka or HTTP) closed because their handshake failed or took too long",
         sum(all, |m| m.tls_handshake_failures.load(Ordering::Relaxed)),
     );
+    page.counter(
+        "sasl_authentications_total",
+        "SASL authentications that succeeded, re-authentications included",
+        sum(all, |m| m.sasl_authentications.load(Ordering::Relaxed)),
+    );
+    page.counter(
+        "sasl_authentication_failures_total",
+        "SASL authentications that failed: wrong password, unknown user, malformed or out-of-order exchanges (each closes its connection)",
+        sum(all, |m| m.sasl_authentication_failures.load(Ordering::Relaxed)),
+    );
 }
 
 fn fetches(page: &mut Page, all: &Registry) {

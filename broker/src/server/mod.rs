@@ -7,6 +7,7 @@
 //! its stream of committed changes into its own copy of the metadata.
 
 mod admission;
+mod authentication;
 mod connection;
 mod handlers;
 mod health;

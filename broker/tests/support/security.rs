@@ -4,6 +4,7 @@
 //! a log line.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -76,7 +77,6 @@ pub fn server_files(dir: &Path, authority: &Authority) -> Files {
     }
 }
 
-
 pub fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
     let mut command = Command::new("timeout");
     command.arg("30").arg("kcat").args(args);
@@ -99,7 +99,6 @@ pub fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-
 /// Waits (bounded) until the broker's log has a line containing `needle`.
 pub fn wait_logged(broker: &Broker, needle: &str) -> bool {
     let started = Instant::now();
@@ -112,3 +111,16 @@ pub fn wait_logged(broker: &Broker, needle: &str) -> bool {
     false
 }
 
+/// Partition 0's leader and ISR size, from the HTTP API.
+pub fn leader_and_isr(http: SocketAddr, topic: &str) -> Option<(i32, usize)> {
+    let (status, body) = super::http(http, "GET", &format!("/topics/{topic}"), "");
+    if status != 200 {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let partition = &value["partitions"][0];
+    Some((
+        partition["leader"].as_i64()? as i32,
+        partition["isr"].as_array()?.len(),
+    ))
+}

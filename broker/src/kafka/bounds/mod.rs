@@ -8,13 +8,16 @@
 //! one), every string and byte field fits, and every tagged field fits.
 //! One walker per request type that has arrays; each is tested against the
 //! codec's own encoding of every version it serves. The consumer group
-//! APIs' walkers are in `groups`.
+//! APIs' walkers are in `groups`, the producers' in `producers`, the
+//! authentication and user APIs' in `security`.
 
 mod groups;
 mod producers;
+mod security;
 
 pub use groups::*;
 pub use producers::*;
+pub use security::*;
 
 /// Why a body was refused before decoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -14,6 +14,7 @@ mod offsets;
 mod produce;
 mod producers;
 mod topics;
+mod users;
 
 use std::rc::Rc;
 
@@ -129,7 +130,26 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
         ApiKey::DescribeProducers,
         producers::DESCRIBE_PRODUCERS_VERSIONS,
     ),
+    (
+        ApiKey::DescribeUserScramCredentials,
+        users::DESCRIBE_VERSIONS,
+    ),
+    (ApiKey::AlterUserScramCredentials, users::ALTER_VERSIONS),
+    // Answered by the connection (they change its session): see
+    // server::authentication. SaslHandshake v0's exchange follows in bare
+    // frames, v1's in SaslAuthenticate requests (librdkafka looks for v0
+    // before it uses v1); SaslAuthenticate v1 adds the session lifetime.
+    (ApiKey::SaslHandshake, (0, 1)),
+    (ApiKey::SaslAuthenticate, (0, 2)),
 ];
+
+/// Whether `api` is served at `version`.
+pub fn is_served(api: ApiKey, version: i16) -> bool {
+    SERVED
+        .iter()
+        .find(|(key, _)| *key == api)
+        .is_some_and(|(_, (min, max))| (*min..=*max).contains(&version))
+}
 
 /// Answers one request from a client at `client_host` ("/ip", as
 /// DescribeGroups shows it).
@@ -145,11 +165,7 @@ pub async fn handle(
         let body = api_versions::answer(request, SERVED);
         return Ok(Outcome::Respond(Frame::of_body(&body)));
     }
-    let served = SERVED
-        .iter()
-        .find(|(key, _)| *key == api)
-        .is_some_and(|(_, (min, max))| (*min..=*max).contains(&version));
-    if !served {
+    if !is_served(api, version) {
         return Err(HandlerError::NotServed(api, version));
     }
     match api {
@@ -179,6 +195,8 @@ pub async fn handle(
         ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request).await,
         ApiKey::InitProducerId => producers::init_producer_id(shard, request).await,
         ApiKey::DescribeProducers => producers::describe_producers(shard, request).await,
+        ApiKey::DescribeUserScramCredentials => users::describe(shard, request).await,
+        ApiKey::AlterUserScramCredentials => users::alter(shard, request).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

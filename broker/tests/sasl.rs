@@ -1,0 +1,461 @@
+//! SASL on the Kafka port (kafka_security_protocol = SASL_SSL or
+//! SASL_PLAINTEXT): users made with the CLI log in from librdkafka (kcat)
+//! and kafka-python with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN; a wrong
+//! password, an unknown user, a deleted user and a client without SASL
+//! are refused with nothing served, each failure logged (never the
+//! password) and counted; users survive a restart through a metadata
+//! snapshot; a session expires (KIP-368) unless the client authenticates
+//! again on its connection; a 3-broker cluster replicates and fails over
+//! with brokers logging in to each other over SASL_SSL.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use support::security::{kcat, leader_and_isr, server_files, wait_logged, Authority, Files};
+use support::{start_broker_with, Broker};
+
+const ADMIN: &str = "admin";
+const ADMIN_PASSWORD: &str = "admin-secret-1";
+
+fn sasl_ssl_env(files: &Files) -> Vec<(&'static str, String)> {
+    vec![
+        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SASL_SSL".into()),
+        (
+            "BROKER_SSL_CERTIFICATE_LOCATION",
+            files.certificate.display().to_string(),
+        ),
+        ("BROKER_SSL_KEY_LOCATION", files.key.display().to_string()),
+        ("BROKER_SSL_CA_LOCATION", files.ca.display().to_string()),
+        (
+            "BROKER_SASL_BROKER_USER",
+            format!("{ADMIN}:{ADMIN_PASSWORD}"),
+        ),
+        (
+            "BROKER_SASL_ENABLED_MECHANISMS",
+            "[SCRAM-SHA-512,SCRAM-SHA-256,PLAIN]".into(),
+        ),
+    ]
+}
+
+fn start(data: &Path, env: &[(&'static str, String)]) -> Broker {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    start_broker_with(data, &env)
+}
+
+/// kcat over SASL_SSL as `user`/`password` with `mechanism`.
+fn kcat_as(
+    broker: &str,
+    ca: &str,
+    (mechanism, user, password): (&str, &str, &str),
+    args: &[&str],
+    input: Option<&str>,
+) -> std::process::Output {
+    let settings = [
+        "security.protocol=sasl_ssl".to_string(),
+        format!("ssl.ca.location={ca}"),
+        format!("sasl.mechanisms={mechanism}"),
+        format!("sasl.username={user}"),
+        format!("sasl.password={password}"),
+    ];
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["-b".to_string(), broker.to_string()]);
+    for setting in settings {
+        all.extend(["-X".to_string(), setting]);
+    }
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    kcat(&all, input)
+}
+
+/// The broker's admin CLI over SASL_SSL as the admin user (password from
+/// the environment, as an operator keeps it out of `ps`).
+fn admin(bootstrap: &str, ca: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", bootstrap, "--ssl-ca-location", ca])
+        .args([
+            "--sasl-mechanism",
+            "SCRAM-SHA-512",
+            "--sasl-username",
+            ADMIN,
+        ])
+        .env("BROKER_SASL_PASSWORD", ADMIN_PASSWORD)
+        .output()
+        .unwrap()
+}
+
+fn counter(broker: &Broker, name: &str) -> u64 {
+    support::cluster::counter(broker.http, name)
+}
+
+#[test]
+fn users_made_with_the_cli_log_in_from_librdkafka_and_kafka_python_and_wrong_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("test-ca");
+    let files = server_files(dir.path(), &authority);
+    let ca = files.ca.to_str().unwrap().to_string();
+    let mut env = sasl_ssl_env(&files);
+    // Snapshots every few entries: the users come back from one.
+    env.push(("BROKER_METADATA_SNAPSHOT_EVERY_ENTRIES", "3".into()));
+    let data = dir.path().join("data");
+    let mut broker = start(&data, &env);
+    let bootstrap = broker.bootstrap();
+
+    let out = admin(
+        &bootstrap,
+        &ca,
+        &["user", "create", "alice", "--password", "alice-pw"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = admin(&bootstrap, &ca, &["user", "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        listed.contains("alice") && listed.contains(ADMIN),
+        "{out:?}"
+    );
+    assert!(
+        listed.contains("SCRAM-SHA-512 (4096 iterations)"),
+        "{listed}"
+    );
+
+    // librdkafka: SCRAM-SHA-512 produce and consume, PLAIN metadata.
+    let alice = ("SCRAM-SHA-512", "alice", "alice-pw");
+    let out = kcat_as(
+        &bootstrap,
+        &ca,
+        alice,
+        &["-P", "-t", "sasl"],
+        Some("one\ntwo\n"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let consume = ["-C", "-t", "sasl", "-o", "beginning", "-e"];
+    let out = kcat_as(&bootstrap, &ca, alice, &consume, None);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "one\ntwo\n",
+        "{out:?}"
+    );
+    let plain = ("PLAIN", "alice", "alice-pw");
+    let out = kcat_as(&bootstrap, &ca, plain, &["-L", "-t", "sasl"], None);
+    assert!(out.status.success(), "{out:?}");
+
+    // kafka-python with its default (idempotent) producer, SCRAM-SHA-256.
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/secure_roundtrip.py"
+    );
+    let settings = format!(
+        r#"{{"security_protocol": "SASL_SSL", "ssl_cafile": "{ca}",
+            "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+            "sasl_plain_password": "alice-pw"}}"#
+    );
+    let out = Command::new("timeout")
+        .args(["60", &python, script, &bootstrap, "python-sasl", &settings])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "consumed 100 in order"
+    );
+
+    // Refused: a wrong password, an unknown user; each logged without the
+    // password and counted; a client without SASL is closed.
+    let failures = counter(&broker, "sasl_authentication_failures_total");
+    for (who, password) in [("alice", "not-the-password"), ("mallory", "alice-pw")] {
+        let login = ("SCRAM-SHA-512", who, password);
+        let out = kcat_as(&bootstrap, &ca, login, &["-L", "-m", "3"], None);
+        assert!(!out.status.success(), "{who} got in: {out:?}");
+    }
+    assert!(wait_logged(&broker, "SASL authentication failed"));
+    assert!(
+        broker.logged("not-the-password").is_empty(),
+        "a password was logged"
+    );
+    // librdkafka tries each login a few times: at least one failure each.
+    assert!(counter(&broker, "sasl_authentication_failures_total") >= failures + 2);
+    let tls_only = [
+        "-L",
+        "-m",
+        "5",
+        "-b",
+        &bootstrap,
+        "-X",
+        "security.protocol=ssl",
+        "-X",
+    ];
+    let ca_setting = format!("ssl.ca.location={ca}");
+    let mut args = tls_only.to_vec();
+    args.push(&ca_setting);
+    let out = kcat(&args, None);
+    assert!(!out.status.success(), "served without SASL: {out:?}");
+    assert!(wait_logged(&broker, "not authenticated"));
+
+    // The users come back after a restart (from the snapshot and log).
+    broker.stop();
+    let broker = start(&data, &env);
+    let bootstrap = broker.bootstrap();
+    let out = kcat_as(&bootstrap, &ca, alice, &consume, None);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "one\ntwo\n",
+        "{out:?}"
+    );
+
+    // A deleted user is refused from then on.
+    let out = admin(&bootstrap, &ca, &["user", "delete", "alice"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = kcat_as(&bootstrap, &ca, alice, &["-L", "-m", "3"], None);
+    assert!(!out.status.success(), "a deleted user got in: {out:?}");
+    let out = admin(&bootstrap, &ca, &["user", "list"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("alice"),
+        "{out:?}"
+    );
+    // And the CLI itself needs a login.
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args([
+            "topic",
+            "list",
+            "--brokers",
+            &bootstrap,
+            "--ssl-ca-location",
+            &ca,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the CLI got in without SASL: {out:?}"
+    );
+}
+
+/// A raw Kafka connection for the protocol-level checks.
+struct Raw {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Raw {
+    fn connect(address: SocketAddr) -> Raw {
+        let stream = TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Raw {
+            stream,
+            correlation_id: 0,
+        }
+    }
+
+    /// Sends `request` at `version`; its answer, or None if the broker
+    /// closed the connection instead.
+    fn call<R>(&mut self, key: ApiKey, request: &R, version: i16) -> Option<Bytes>
+    where
+        R: Encodable + HeaderVersion,
+    {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("sasl-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        self.frame(&body)
+    }
+
+    /// Sends `body` in one size-prefixed frame; the frame answering it.
+    fn frame(&mut self, body: &[u8]) -> Option<Bytes> {
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        self.stream.write_all(&frame).ok()?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut answer = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut answer).ok()?;
+        Some(Bytes::from(answer))
+    }
+
+    fn handshake(&mut self, mechanism: &'static str) -> Option<SaslHandshakeResponse> {
+        self.handshake_at(mechanism, 1)
+    }
+
+    fn handshake_at(
+        &mut self,
+        mechanism: &'static str,
+        version: i16,
+    ) -> Option<SaslHandshakeResponse> {
+        let request =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let mut answer = self.call(ApiKey::SaslHandshake, &request, version)?;
+        ResponseHeader::decode(&mut answer, 0).unwrap();
+        Some(SaslHandshakeResponse::decode(&mut answer, version).unwrap())
+    }
+
+    fn authenticate(&mut self, message: &str) -> Option<SaslAuthenticateResponse> {
+        let request = SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::copy_from_slice(message.as_bytes()));
+        let mut answer = self.call(ApiKey::SaslAuthenticate, &request, 2)?;
+        ResponseHeader::decode(&mut answer, 1).unwrap();
+        Some(SaslAuthenticateResponse::decode(&mut answer, 2).unwrap())
+    }
+
+    /// PLAIN as the admin: the session lifetime the broker gives.
+    fn log_in(&mut self) -> i64 {
+        assert_eq!(self.handshake("PLAIN").unwrap().error_code, 0);
+        let answer = self
+            .authenticate(&format!("\0{ADMIN}\0{ADMIN_PASSWORD}"))
+            .unwrap();
+        assert_eq!(answer.error_code, 0, "{answer:?}");
+        answer.session_lifetime_ms
+    }
+
+    /// Whether a Metadata request is answered.
+    fn metadata_answered(&mut self) -> bool {
+        let request = MetadataRequest::default().with_topics(None);
+        match self.call(ApiKey::Metadata, &request, 9) {
+            Some(mut answer) => {
+                ResponseHeader::decode(&mut answer, 1).unwrap();
+                MetadataResponse::decode(&mut answer, 9).is_ok()
+            }
+            None => false,
+        }
+    }
+}
+
+#[test]
+fn a_session_expires_unless_the_client_authenticates_again_and_order_is_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        (
+            "BROKER_KAFKA_SECURITY_PROTOCOL",
+            "SASL_PLAINTEXT".to_string(),
+        ),
+        (
+            "BROKER_SASL_BROKER_USER",
+            format!("{ADMIN}:{ADMIN_PASSWORD}"),
+        ),
+        ("BROKER_SASL_ENABLED_MECHANISMS", "[PLAIN]".into()),
+        ("BROKER_CONNECTIONS_MAX_REAUTH_MS", "1500".into()),
+    ];
+    let broker = start(dir.path(), &env);
+
+    // Nothing before authenticating; no SaslAuthenticate before a handshake;
+    // an unknown mechanism refused with the ones offered.
+    assert!(!Raw::connect(broker.address).metadata_answered());
+    let mut raw = Raw::connect(broker.address);
+    let refused = raw.authenticate("\0admin\0x").unwrap();
+    assert_eq!(refused.error_code, 34, "ILLEGAL_SASL_STATE");
+    assert!(!raw.metadata_answered(), "closed after it");
+    let refused = Raw::connect(broker.address).handshake("GSSAPI").unwrap();
+    assert_eq!(refused.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert_eq!(refused.mechanisms, vec![StrBytes::from_static_str("PLAIN")]);
+    let mut raw = Raw::connect(broker.address);
+    raw.handshake("PLAIN").unwrap();
+    let wrong = raw.authenticate("\0admin\0wrong").unwrap();
+    assert_eq!(wrong.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    // A SaslHandshake v0 client (Kafka before 1.0): the exchange in bare
+    // frames, then requests as usual; a wrong bare token is not answered.
+    let mut old = Raw::connect(broker.address);
+    assert_eq!(old.handshake_at("PLAIN", 0).unwrap().error_code, 0);
+    let token = format!("\0{ADMIN}\0{ADMIN_PASSWORD}");
+    assert_eq!(old.frame(token.as_bytes()), Some(Bytes::new()));
+    assert!(old.metadata_answered());
+    let mut old = Raw::connect(broker.address);
+    old.handshake_at("PLAIN", 0).unwrap();
+    assert_eq!(old.frame(b"\0admin\0wrong"), None);
+
+    // A session lasts what the broker said, then serves nothing more.
+    let mut expiring = Raw::connect(broker.address);
+    let started = Instant::now();
+    assert_eq!(expiring.log_in(), 1500);
+    assert!(expiring.metadata_answered());
+    // Meanwhile a second connection authenticates again before expiring.
+    let mut renewed = Raw::connect(broker.address);
+    renewed.log_in();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(renewed.log_in(), 1500, "re-authenticated on its connection");
+    std::thread::sleep(
+        Duration::from_millis(1500).saturating_sub(started.elapsed()) + Duration::from_millis(200),
+    );
+    assert!(
+        !expiring.metadata_answered(),
+        "served after its session expired"
+    );
+    assert!(renewed.metadata_answered(), "the renewed session is served");
+    assert!(wait_logged(&broker, "after its session expired"));
+    assert!(counter(&broker, "sasl_authentications_total") >= 3);
+}
+
+#[test]
+fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("cluster-ca");
+    let files = server_files(dir.path(), &authority);
+    let ca = files.ca.to_str().unwrap().to_string();
+    let env = sasl_ssl_env(&files);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
+    cluster.start();
+    let http = cluster.node(1).http;
+    let (status, body) = support::http(
+        http,
+        "POST",
+        "/topics",
+        r#"{"name": "replicated", "partitions": 1, "replication_factor": 3}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let everyone = cluster
+        .addresses()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let admin_login = ("SCRAM-SHA-512", ADMIN, ADMIN_PASSWORD);
+    let produce = ["-P", "-t", "replicated", "-p", "0", "-X", "acks=all"];
+    let first: String = (0..200).map(|i| format!("m{i}\n")).collect();
+    let out = kcat_as(&everyone, &ca, admin_login, &produce, Some(&first));
+    assert!(out.status.success(), "{out:?}");
+    // acks=all answered with all three in the ISR: the followers fetched
+    // over SASL_SSL (a follower that could not log in would have left the
+    // ISR, or held the answer).
+    let started = Instant::now();
+    let leader = loop {
+        match leader_and_isr(http, "replicated") {
+            Some((leader, 3)) => break leader,
+            _ if started.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("the followers did not catch up: {other:?}"),
+        }
+    };
+    cluster.kill9(leader);
+    let survivors: Vec<String> = (1..=3)
+        .filter(|id| *id != leader)
+        .map(|id| cluster.node(id).kafka.to_string())
+        .collect();
+    let survivors = survivors.join(",");
+    let second: String = (200..400).map(|i| format!("m{i}\n")).collect();
+    let out = kcat_as(&survivors, &ca, admin_login, &produce, Some(&second));
+    assert!(out.status.success(), "{out:?}");
+    let consume = ["-C", "-t", "replicated", "-p", "0", "-o", "beginning", "-e"];
+    let out = kcat_as(&survivors, &ca, admin_login, &consume, None);
+    assert!(out.status.success(), "{out:?}");
+    let expected: String = (0..400).map(|i| format!("m{i}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}

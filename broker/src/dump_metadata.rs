@@ -124,6 +124,7 @@ fn describe(out: &mut String, metadata: &Metadata) {
         metadata.deleted_topics.len(),
         metadata.unclean_leader_elections
     );
+    let _ = writeln!(out, "  acls {}", metadata.acls.len());
     for (user, by_mechanism) in &metadata.scram_credentials {
         let mechanisms: Vec<_> = by_mechanism.keys().map(|m| m.name()).collect();
         let _ = writeln!(out, "  user {user:?} {}", mechanisms.join(" "));
@@ -174,5 +175,7 @@ fn summary(record: &MetadataRecord) -> String {
         MetadataRecord::DeleteScramCredential { user, mechanism } => {
             format!("DeleteScramCredential {user:?} {mechanism}")
         }
+        MetadataRecord::CreateAcls(acls) => format!("CreateAcls {}", acls.len()),
+        MetadataRecord::DeleteAcls(acls) => format!("DeleteAcls {}", acls.len()),
     }
 }

@@ -115,4 +115,7 @@ pub enum MetadataError {
         /// The mechanism's name.
         mechanism: String,
     },
+    /// An ACL outside the accepted shapes.
+    #[error("invalid ACL: {0}")]
+    InvalidAcl(String),
 }

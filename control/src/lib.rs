@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acls;
 pub mod changes;
 pub mod config;
 pub mod controller;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rkyv::{Archive, Deserialize, Serialize};
 
+use crate::acls::{check_acl, AclBinding, ACLS_MAX};
 use crate::config::TopicConfig;
 use crate::credentials::{check_credential, ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
@@ -92,6 +93,8 @@ pub struct Metadata {
     pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
     /// SCRAM credentials by user, then mechanism.
     pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// The ACLs.
+    pub acls: BTreeSet<AclBinding>,
 }
 
 impl Metadata {
@@ -152,6 +155,17 @@ impl Metadata {
             MetadataRecord::DeleteScramCredential { user, mechanism } => {
                 self.scram_credential(user, *mechanism).map(|_| ())
             }
+            MetadataRecord::CreateAcls(acls) => {
+                acls.iter().try_for_each(check_acl)?;
+                let new = acls.iter().filter(|a| !self.acls.contains(a)).count();
+                if self.acls.len() + new > ACLS_MAX {
+                    return Err(MetadataError::InvalidAcl(format!(
+                        "more than {ACLS_MAX} ACLs"
+                    )));
+                }
+                Ok(())
+            }
+            MetadataRecord::DeleteAcls(_) => Ok(()),
         }
     }
 
@@ -222,6 +236,12 @@ impl Metadata {
                 user_credentials.remove(mechanism);
                 if user_credentials.is_empty() {
                     self.scram_credentials.remove(user);
+                }
+            }
+            MetadataRecord::CreateAcls(acls) => self.acls.extend(acls.iter().cloned()),
+            MetadataRecord::DeleteAcls(acls) => {
+                for acl in acls {
+                    self.acls.remove(acl);
                 }
             }
         }

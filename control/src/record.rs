@@ -4,6 +4,7 @@
 
 use rkyv::{Archive, Deserialize, Serialize};
 
+use crate::acls::AclBinding;
 use crate::config::TopicConfig;
 use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
@@ -134,6 +135,10 @@ pub enum MetadataRecord {
         /// The mechanism.
         mechanism: ScramMechanism,
     },
+    /// ACLs are added (those already there stay once).
+    CreateAcls(Vec<AclBinding>),
+    /// ACLs are removed (those not there are skipped).
+    DeleteAcls(Vec<AclBinding>),
 }
 
 impl MetadataRecord {

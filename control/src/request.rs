@@ -4,6 +4,7 @@
 //! them there. They live below both the service and the transports, so
 //! neither needs the other's types.
 
+use crate::acls::{AclBinding, AclFilter};
 use crate::config::TopicConfig;
 use crate::controller::AlterIsr;
 use crate::credentials::{ScramCredential, ScramMechanism};
@@ -78,6 +79,10 @@ pub enum ControllerRequest {
     /// are set only if the user has none yet, so a password changed since
     /// (with AlterUserScramCredentials) is not put back at every start.
     BootstrapScramUser(Vec<ScramCredential>),
+    /// Add ACLs (CreateAcls).
+    CreateAcls(Vec<AclBinding>),
+    /// Remove the ACLs each filter selects (DeleteAcls).
+    DeleteAcls(Vec<AclFilter>),
 }
 
 /// Why a controller request failed.

@@ -578,6 +578,20 @@ impl<T: Transport> Driver<T> {
                     .map(MetadataRecord::SetScramCredential)
                     .collect()
             }
+            ControllerRequest::CreateAcls(acls) => vec![MetadataRecord::CreateAcls(acls)],
+            ControllerRequest::DeleteAcls(filters) => {
+                let selected: Vec<_> = metadata
+                    .acls
+                    .iter()
+                    .filter(|acl| filters.iter().any(|f| f.selects(acl)))
+                    .cloned()
+                    .collect();
+                if selected.is_empty() {
+                    vec![]
+                } else {
+                    vec![MetadataRecord::DeleteAcls(selected)]
+                }
+            }
         })
     }
 

@@ -6,8 +6,9 @@
 //! envelope: the bare archive of the state as it was before
 //! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
 //! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
-//! 4 added the producer id blocks ([`MetadataV4`]); version 5 adds the
-//! SCRAM credentials. The frozen layouts below never change.
+//! 4 added the producer id blocks ([`MetadataV4`]); version 5 added the
+//! SCRAM credentials ([`MetadataV5`]); version 6 adds the ACLs. The frozen
+//! layouts below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
 //!
@@ -21,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rkyv::{Archive, Deserialize, Serialize};
 
+use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::model::{Broker, Metadata, Topic};
 use crate::types::{BrokerId, ClusterId, TopicId};
@@ -29,8 +31,10 @@ use crate::types::{BrokerId, ClusterId, TopicId};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the SCRAM credentials.
-const VERSION_CURRENT: u8 = 5;
+/// The version written now: [`Metadata`] with the ACLs.
+const VERSION_CURRENT: u8 = 6;
+/// [`MetadataV5`].
+const VERSION_5: u8 = 5;
 /// [`MetadataV4`].
 const VERSION_4: u8 = 4;
 /// [`MetadataV2`].
@@ -61,6 +65,7 @@ impl From<MetadataV1> for Metadata {
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
         }
     }
 }
@@ -89,6 +94,7 @@ impl From<MetadataV2> for Metadata {
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
         }
     }
 }
@@ -118,6 +124,7 @@ impl From<MetadataV3> for Metadata {
             next_producer_id: 0,
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
         }
     }
 }
@@ -149,6 +156,40 @@ impl From<MetadataV4> for Metadata {
             next_producer_id: v4.next_producer_id,
             producer_id_blocks: v4.producer_id_blocks,
             scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
+        }
+    }
+}
+
+/// The state as version 5 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV5 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+}
+
+impl From<MetadataV5> for Metadata {
+    fn from(v5: MetadataV5) -> Metadata {
+        Metadata {
+            brokers: v5.brokers,
+            topics: v5.topics,
+            names: v5.names,
+            unclean_leader_elections: v5.unclean_leader_elections,
+            deleted_topics: v5.deleted_topics,
+            cluster_id: v5.cluster_id,
+            next_producer_id: v5.next_producer_id,
+            producer_id_blocks: v5.producer_id_blocks,
+            scram_credentials: v5.scram_credentials,
+            acls: BTreeSet::new(),
         }
     }
 }
@@ -185,6 +226,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_5, archived)) => archive::<MetadataV5>(archived).map(Metadata::from),
         Some((&VERSION_4, archived)) => archive::<MetadataV4>(archived).map(Metadata::from),
         Some((&VERSION_3, archived)) => archive::<MetadataV3>(archived).map(Metadata::from),
         Some((&VERSION_2, archived)) => archive::<MetadataV2>(archived).map(Metadata::from),
@@ -252,6 +294,18 @@ mod tests {
         assert_eq!(metadata.next_producer_id, 3000);
         assert_eq!(metadata.producer_id_blocks[&BrokerId(2)], (2000, 1000));
         assert!(metadata.scram_credentials.is_empty());
+    }
+
+    #[test]
+    fn a_version_5_snapshot_decodes_into_the_current_state() {
+        let mut v5 = MetadataV5::default();
+        v5.scram_credentials.insert("alice".into(), BTreeMap::new());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_5);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v5).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.scram_credentials.contains_key("alice"));
+        assert!(metadata.acls.is_empty());
     }
 
     #[test]

@@ -67,6 +67,11 @@ pub struct BrokerConfig {
     pub http_listen: String,
     /// The HTTP listener speaks TLS (HTTPS) with the `ssl_*` files.
     pub http_tls: bool,
+    /// Who may use the HTTP API: `none` (anyone who reaches the port) or
+    /// `basic` (HTTP Basic authentication as a SASL/SCRAM user; meant for
+    /// `http_tls`). Unset: `basic` when the Kafka port asks for SASL, else
+    /// `none`. /health and /metrics never ask.
+    pub http_authentication: Option<String>,
     /// Shards (one glommio executor per core); 0 means one per available core.
     pub shards: usize,
     /// This broker's rack, for replica placement.
@@ -172,6 +177,7 @@ impl Default for BrokerConfig {
             ssl_client_auth: "none".into(),
             http_listen: "0.0.0.0:8080".into(),
             http_tls: false,
+            http_authentication: None,
             shards: 0,
             rack: None,
             auto_create_topics: true,
@@ -407,6 +413,13 @@ impl BrokerConfig {
                 ));
             }
         }
+        if let Some(http) = &self.http_authentication {
+            if !matches!(http.as_str(), "none" | "basic") {
+                return invalid(format!(
+                    "http_authentication must be none or basic, got {http:?}"
+                ));
+            }
+        }
         if !self.kafka_uses_sasl() {
             return Ok(());
         }
@@ -421,6 +434,14 @@ impl BrokerConfig {
             );
         }
         Ok(())
+    }
+
+    /// Whether the HTTP API asks for a user (see `http_authentication`).
+    pub fn http_asks_for_user(&self) -> bool {
+        match self.http_authentication.as_deref() {
+            Some(setting) => setting == "basic",
+            None => self.kafka_uses_sasl(),
+        }
     }
 
     /// Whether the Kafka port asks for SASL authentication.

@@ -72,6 +72,8 @@ pub struct ShardMetrics {
     pub sasl_authentications: AtomicU64,
     /// SASL authentications that failed (each closed its connection).
     pub sasl_authentication_failures: AtomicU64,
+    /// HTTP API requests refused for their Basic credentials (401).
+    pub http_authentication_failures: AtomicU64,
     /// Produce request latency by acks: 0, 1, all.
     pub produce_latency: [Histogram; 3],
     /// Consumer fetch latency (long-poll waits included, as Kafka's).
@@ -95,6 +97,7 @@ impl Default for ShardMetrics {
             tls_handshake_failures: AtomicU64::new(0),
             sasl_authentications: AtomicU64::new(0),
             sasl_authentication_failures: AtomicU64::new(0),
+            http_authentication_failures: AtomicU64::new(0),
             produce_latency: Default::default(),
             fetch_latency: Histogram::default(),
             isr_shrinks: AtomicU64::new(0),

@@ -38,6 +38,8 @@ pub struct Head {
     pub content_length: usize,
     /// Bytes of the head, its blank line included: the body starts here.
     pub head_bytes: usize,
+    /// The Authorization header's value, if any.
+    pub authorization: Option<String>,
 }
 
 /// A whole request.
@@ -51,6 +53,8 @@ pub struct HttpRequest {
     pub query: BTreeMap<String, String>,
     /// The body (empty without one).
     pub body: Vec<u8>,
+    /// The Authorization header's value, if any.
+    pub authorization: Option<String>,
 }
 
 /// Parses the head from the bytes read so far: `Ok(None)` while it is
@@ -73,6 +77,7 @@ pub fn parse_head(buffered: &[u8]) -> Result<Option<Head>, Refusal> {
         return Err(refuse(400, "malformed request line"));
     };
     let mut content_length = None;
+    let mut authorization = None;
     for header in lines {
         let Some((name, value)) = header.split_once(':') else {
             return Err(refuse(400, "malformed header"));
@@ -88,6 +93,7 @@ pub fn parse_head(buffered: &[u8]) -> Result<Option<Head>, Refusal> {
                 }
                 content_length = Some(length);
             }
+            "authorization" => authorization = Some(value.trim().to_string()),
             "transfer-encoding" if !value.trim().eq_ignore_ascii_case("identity") => {
                 return Err(refuse(
                     411,
@@ -113,6 +119,7 @@ pub fn parse_head(buffered: &[u8]) -> Result<Option<Head>, Refusal> {
         target: target.to_string(),
         content_length,
         head_bytes,
+        authorization,
     }))
 }
 
@@ -131,6 +138,7 @@ pub fn request(head: &Head, body: Vec<u8>) -> HttpRequest {
             })
             .collect(),
         body,
+        authorization: head.authorization.clone(),
     }
 }
 

@@ -408,7 +408,9 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
     let authority = Authority::new("cluster-ca");
     let files = server_files(dir.path(), &authority);
     let ca = files.ca.to_str().unwrap().to_string();
-    let env = sasl_ssl_env(&files);
+    let mut env = sasl_ssl_env(&files);
+    // The test reads leaders from the HTTP API without logging in.
+    env.push(("BROKER_HTTP_AUTHENTICATION", "none".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
     cluster.start();
@@ -458,4 +460,84 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
     assert!(out.status.success(), "{out:?}");
     let expected: String = (0..400).map(|i| format!("m{i}\n")).collect();
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}
+
+#[test]
+fn the_http_api_asks_for_a_broker_user_while_health_and_metrics_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        (
+            "BROKER_KAFKA_SECURITY_PROTOCOL",
+            "SASL_PLAINTEXT".to_string(),
+        ),
+        (
+            "BROKER_SASL_BROKER_USER",
+            format!("{ADMIN}:{ADMIN_PASSWORD}"),
+        ),
+    ];
+    let broker = start(dir.path(), &env);
+    let curl = |login: Option<&str>, path: &str| {
+        let mut command = Command::new("curl");
+        command.args(["-sS", "-i", "--max-time", "10"]);
+        if let Some(login) = login {
+            command.args(["-u", login]);
+        }
+        let out = command
+            .arg(format!("http://{}{path}", broker.http))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(curl(None, "/health").starts_with("HTTP/1.1 200"));
+    assert!(curl(None, "/metrics").starts_with("HTTP/1.1 200"));
+    let refused = curl(None, "/topics");
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.contains("www-authenticate: Basic"), "{refused}");
+    let wrong = curl(Some("admin:guess"), "/topics");
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let login = format!("{ADMIN}:{ADMIN_PASSWORD}");
+    for _ in 0..2 {
+        let answer = curl(Some(&login), "/topics");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    assert!(counter(&broker, "http_authentication_failures_total") >= 2);
+    assert!(wait_logged(
+        &broker,
+        "refusing an HTTP API request: not logged in"
+    ));
+    assert!(broker.logged("guess").is_empty(), "a password was logged");
+}
+
+#[test]
+fn loadgen_logs_in_and_verifies_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        (
+            "BROKER_KAFKA_SECURITY_PROTOCOL",
+            "SASL_PLAINTEXT".to_string(),
+        ),
+        (
+            "BROKER_SASL_BROKER_USER",
+            format!("{ADMIN}:{ADMIN_PASSWORD}"),
+        ),
+    ];
+    let broker = start(dir.path(), &env);
+    let line = format!(
+        "verify --bootstrap {} --topic over-sasl --partitions 2 --producers 1 --consumers 1 \
+         --keys 50 --rate 5000 --duration 2 --warmup 1 --no-pin",
+        broker.bootstrap()
+    );
+    let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let mut options = loadgen::options::parse(&args).unwrap();
+    // Without a login loadgen cannot get in.
+    assert!(loadgen::run::run_load(options.clone()).is_err());
+    options.sasl = Some(client::security::SaslLogin {
+        mechanism: client::security::SaslMechanism::from_name("SCRAM-SHA-512").unwrap(),
+        user: ADMIN.into(),
+        password: ADMIN_PASSWORD.into(),
+    });
+    let outcome = loadgen::run::run_load(options).expect("a clean verify run over SASL");
+    let verdict = outcome.verdicts[0];
+    assert_eq!((verdict.lost, verdict.out_of_order), (0, 0), "{verdict:?}");
+    assert!(verdict.checked >= 10_000, "{} checked", verdict.checked);
 }

@@ -32,6 +32,9 @@ pub struct Options {
     pub bootstrap: String,
     /// Over TLS: the CA file the brokers' certificates chain to.
     pub ssl_ca: Option<PathBuf>,
+    /// A SASL login (`--sasl MECHANISM:USER`, the password from
+    /// `LOADGEN_SASL_PASSWORD`).
+    pub sasl: Option<client::security::SaslLogin>,
     /// The topic (created with `partitions` if missing).
     pub topic: String,
     /// Partitions of the topic when loadgen creates it.
@@ -85,6 +88,7 @@ impl Default for Options {
             mode: Mode::Produce,
             bootstrap: "127.0.0.1:9092".into(),
             ssl_ca: None,
+            sasl: None,
             topic: "loadgen".into(),
             partitions: 8,
             producers: 1,
@@ -129,7 +133,8 @@ options (defaults in brackets):
   --warmup S [2]   --max-in-flight-bytes N [67108864]
   --out DIR (writes NAME-produce.hlog, NAME-e2e.hlog, NAME.json)   --name NAME [run]
   --no-pin   --from earliest|latest [earliest]   --dir DIR [.] (baselines)
-  --ssl-ca-location FILE (TLS to brokers whose certificates chain to this CA)";
+  --ssl-ca-location FILE (TLS to brokers whose certificates chain to this CA)
+  --sasl MECHANISM:USER (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password from LOADGEN_SASL_PASSWORD)";
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
     value
@@ -161,6 +166,18 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         match flag.as_str() {
             "--bootstrap" => options.bootstrap = value.clone(),
             "--ssl-ca-location" => options.ssl_ca = Some(PathBuf::from(value)),
+            "--sasl" => {
+                let (mechanism, user) = value
+                    .split_once(':')
+                    .ok_or_else(|| format!("--sasl {value}: MECHANISM:USER"))?;
+                options.sasl = Some(client::security::SaslLogin {
+                    mechanism: client::security::SaslMechanism::from_name(mechanism)
+                        .ok_or_else(|| format!("--sasl: unknown mechanism {mechanism}"))?,
+                    user: user.to_string(),
+                    password: std::env::var("LOADGEN_SASL_PASSWORD")
+                        .map_err(|_| "--sasl needs LOADGEN_SASL_PASSWORD".to_string())?,
+                });
+            }
             "--topic" => options.topic = value.clone(),
             "--partitions" => options.partitions = number(flag, value)?,
             "--producers" => options.producers = number(flag, value)?,
@@ -223,7 +240,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 impl Options {
-    /// The cluster at `--bootstrap`, over TLS if `--ssl-ca-location`.
+    /// The cluster at `--bootstrap`, over TLS if `--ssl-ca-location`,
+    /// logged in if `--sasl`.
     pub fn cluster(
         &self,
         client_id: &str,
@@ -235,7 +253,10 @@ impl Options {
             }
             None => None,
         };
-        let security = client::security::Security::tls(tls);
+        let security = client::security::Security {
+            tls,
+            sasl: self.sasl.clone(),
+        };
         Ok(client::cluster::Cluster::with_security(
             address, client_id, security,
         ))

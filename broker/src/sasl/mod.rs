@@ -1,9 +1,11 @@
 //! SASL authentication, sans-IO: the mechanisms (PLAIN, SCRAM-SHA-256,
-//! SCRAM-SHA-512), one exchange of each, and a connection's session
-//! (which requests it may send, when it must authenticate again). The
-//! credentials are the metadata's; the Kafka messages that carry the
-//! exchange are the server's.
+//! SCRAM-SHA-512), one exchange of each, a connection's session (which
+//! requests it may send, when it must authenticate again), and the HTTP
+//! API's Basic logins against the same users. The credentials are the
+//! metadata's; the Kafka messages that carry the exchange are the
+//! server's.
 
+pub mod basic;
 mod plain;
 mod scram;
 pub mod session;

@@ -34,13 +34,20 @@ pub fn authenticate(
         ));
     }
     let credential = credential_of(user).ok_or_else(|| Failure::credentials("unknown user"))?;
+    check_password(&credential, password)?;
+    Ok(user.to_string())
+}
+
+/// Whether `password` is the one `credential` was made from (one PBKDF2
+/// run: milliseconds, by design).
+pub fn check_password(credential: &ScramCredential, password: &[u8]) -> Result<(), Failure> {
     let mechanism = super::hash_of(credential.mechanism);
     let salted = mechanism.salted_password(password, &credential.salt, credential.iterations);
     let (stored_key, _) = mechanism.stored_keys(&salted);
     if !constant_time_eq(&stored_key, &credential.stored_key) {
         return Err(Failure::credentials("wrong password"));
     }
-    Ok(user.to_string())
+    Ok(())
 }
 
 #[cfg(test)]

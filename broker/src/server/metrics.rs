@@ -377,6 +377,13 @@ fn requests(page: &mut Page, all: &Registry) {
         "SASL authentications that failed: wrong password, unknown user, malformed or out-of-order exchanges (each closes its connection)",
         sum(all, |m| m.sasl_authentication_failures.load(Ordering::Relaxed)),
     );
+    page.counter(
+        "http_authentication_failures_total",
+        "HTTP API requests refused for missing or wrong Basic credentials (401)",
+        sum(all, |m| {
+            m.http_authentication_failures.load(Ordering::Relaxed)
+        }),
+    );
 }
 
 fn fetches(page: &mut Page, all: &Registry) {

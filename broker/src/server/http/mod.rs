@@ -20,7 +20,7 @@ mod forward;
 mod group_calls;
 mod groups;
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -34,6 +34,7 @@ use glommio::net::{TcpListener, TcpStream};
 use super::admission::Admission;
 use super::shard::Shard;
 use super::tls::TlsServer;
+use crate::sasl::basic::BasicAuth;
 
 pub use crate::http_request::HttpRequest;
 use crate::http_request::{parse_head, request, Refusal};
@@ -65,6 +66,7 @@ pub async fn serve(
     read_max: Duration,
 ) {
     let admission = Admission::with_limits(CONNECTIONS_MAX, CONNECTIONS_PER_IP_MAX);
+    let logins = Rc::new(RefCell::new(BasicAuth::default()));
     let read_max = read_max.min(REQUEST_READ_MAX);
     loop {
         match listener.accept().await {
@@ -78,8 +80,10 @@ pub async fn serve(
                 };
                 let shard = shard.clone();
                 let tls = tls.as_ref().map(|tls| tls.acceptor());
+                let logins = logins.clone();
                 glommio::spawn_local(async move {
-                    answer_within(stream, tls, shard, read_max).await;
+                    let port = Port { shard, logins };
+                    answer_within(stream, tls, port, read_max).await;
                     drop(admitted);
                 })
                 .detach();
@@ -140,6 +144,13 @@ impl HttpResponse {
             self.body.len()
         )
         .into_bytes();
+        if self.status == 401 {
+            // Insert the challenge before the blank line ending the head.
+            out.truncate(out.len() - 2);
+            out.extend_from_slice(
+                b"www-authenticate: Basic realm=\"broker\", charset=\"UTF-8\"\r\n\r\n",
+            );
+        }
         out.extend_from_slice(&self.body);
         out
     }
@@ -152,6 +163,7 @@ fn reason(status: u16) -> &'static str {
         204 => "No Content",
         400 => "Bad Request",
         404 => "Not Found",
+        401 => "Unauthorized",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         409 => "Conflict",
@@ -172,16 +184,17 @@ fn reason(status: u16) -> &'static str {
 async fn answer_within(
     stream: TcpStream,
     tls: Option<futures_rustls::TlsAcceptor>,
-    shard: Rc<OnceCell<Rc<Shard>>>,
+    port: Port,
     read_max: Duration,
 ) {
     let mut deadline = Box::pin(glommio::timer::sleep(read_max));
-    let Some(tls) = tls else {
-        return answer(stream, shard, deadline).await;
-    };
     let peer = stream.peer_addr().ok();
+    let Some(tls) = tls else {
+        return answer(stream, peer, port, deadline).await;
+    };
+    let shard = port.shard.clone();
     let failure = match select(tls.accept(stream), &mut deadline).await {
-        Either::Left((Ok(stream), _)) => return answer(stream, shard, deadline).await,
+        Either::Left((Ok(stream), _)) => return answer(stream, peer, port, deadline).await,
         Either::Left((Err(e), _)) => e.to_string(),
         Either::Right(_) => "no handshake in time".to_string(),
     };
@@ -192,7 +205,14 @@ async fn answer_within(
     tracing::info!(?peer, error = %failure, "closing an HTTP connection: TLS handshake failed");
 }
 
-async fn answer<S, D>(mut stream: S, shard: Rc<OnceCell<Rc<Shard>>>, deadline: D)
+/// What every connection of the port shares: the shard (once it
+/// exists) and the Basic logins already checked.
+struct Port {
+    shard: Rc<OnceCell<Rc<Shard>>>,
+    logins: Rc<RefCell<BasicAuth>>,
+}
+
+async fn answer<S, D>(mut stream: S, peer: Option<SocketAddr>, port: Port, deadline: D)
 where
     S: AsyncRead + AsyncWrite + Unpin,
     D: std::future::Future + Unpin,
@@ -208,8 +228,8 @@ where
         }
     };
     let response = match read {
-        Ok(request) => match shard.get().cloned() {
-            Some(shard) => route(&shard, request).await,
+        Ok(request) => match port.shard.get().cloned() {
+            Some(shard) => route(&shard, request, peer, &port.logins).await,
             None => HttpResponse::text(503, "starting\n"),
         },
         Err(Some(refusal)) => refusal,
@@ -225,7 +245,12 @@ where
     let _ = select(Box::pin(write), taken_in_time).await;
 }
 
-async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
+async fn route(
+    shard: &Rc<Shard>,
+    request: HttpRequest,
+    peer: Option<SocketAddr>,
+    logins: &RefCell<BasicAuth>,
+) -> HttpResponse {
     match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/health") => {
             let health = super::health::check(shard).await;
@@ -250,9 +275,45 @@ async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
                 }
                 glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
             }
+            if let Err(refusal) = log_in(shard, &request, peer, logins) {
+                return refusal;
+            }
             api::route(shard, request).await
         }
     }
+}
+
+/// Checks the request's Basic credentials when the API asks for a user;
+/// a 401 (logged with the peer, never the password, and counted) if they
+/// are missing or wrong.
+fn log_in(
+    shard: &Shard,
+    request: &HttpRequest,
+    peer: Option<SocketAddr>,
+    logins: &RefCell<BasicAuth>,
+) -> Result<(), HttpResponse> {
+    if !shard.cluster.config.http_asks_for_user() {
+        return Ok(());
+    }
+    let outcome = match &request.authorization {
+        Some(header) => {
+            let view = shard.cluster.view.borrow();
+            logins.borrow_mut().verify(header, &view.metadata)
+        }
+        None => Err(crate::sasl::Failure::Malformed(
+            "no Authorization header".into(),
+        )),
+    };
+    outcome.map(drop).map_err(|failure| {
+        let failures = &shard.metrics.http_authentication_failures;
+        failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(?peer, %failure, "refusing an HTTP API request: not logged in");
+        HttpResponse::error(
+            401,
+            -1,
+            "log in with HTTP Basic authentication as a broker user",
+        )
+    })
 }
 
 /// How long an API request made while the broker starts waits for it.

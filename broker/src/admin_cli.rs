@@ -17,6 +17,7 @@
 //! broker user create NAME [--password P] [--mechanism M]... [--iterations N]
 //! broker user delete NAME [--mechanism M]...
 //! broker user list
+//! broker acl create|list|delete ...   (see acl_cli)
 //! ```
 //! Every subcommand takes `--brokers HOST:PORT` (default 127.0.0.1:9092,
 //! or `BROKER_BROKERS`), and for brokers whose Kafka port speaks TLS
@@ -35,6 +36,9 @@ use client::connection::ClientError;
 use client::security::{SaslLogin, SaslMechanism, Security};
 use client::tls::ClientTls;
 
+use control::acls::Permission;
+
+use crate::acl_cli::{self, AclCommand, AclFlags};
 use crate::group_cli::{self, parse_datetime, GroupCommand, ResetTo};
 use crate::user_cli::{self, mechanisms_or_both, UserCommand};
 
@@ -61,6 +65,12 @@ pub const USAGE: &str = "usage:
          (the password from BROKER_USER_PASSWORD if not given; both mechanisms unless named)
   broker user delete NAME [--mechanism M]...
   broker user list
+  broker acl create (--allow P | --deny P)... --operation OP... RESOURCE [--host IP] [--prefixed]
+  broker acl list [--principal P] [RESOURCE [--prefixed]]
+  broker acl delete [--allow P | --deny P | --principal P]... [--operation OP]... [RESOURCE [--prefixed]]
+         RESOURCE: --topic NAME | --group NAME | --cluster | --transactional-id NAME;
+         P: User:name; OP: Read, Write, Create, Delete, Alter, Describe, ClusterAction,
+         DescribeConfigs, AlterConfigs, IdempotentWrite, All
 Over TLS, every admin command also takes --ssl-ca-location FILE
   [--ssl-certificate-location FILE --ssl-key-location FILE]
 With SASL: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-username U
@@ -101,6 +111,8 @@ pub enum Command {
     Group(GroupCommand),
     /// `user ...`.
     User(UserCommand),
+    /// `acl ...`.
+    Acl(AclCommand),
 }
 
 /// Where the admin commands go, and how.
@@ -135,6 +147,7 @@ struct Flags {
     password: Option<String>,
     mechanisms: Vec<String>,
     iterations: u32,
+    acl: AclFlags,
 }
 
 /// Parses `args` (after `broker`): the command and the bootstrap address.
@@ -209,6 +222,7 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
         password: None,
         mechanisms: Vec::new(),
         iterations: crate::user_cli::ITERATIONS_DEFAULT,
+        acl: AclFlags::default(),
     };
     let mut positional = Vec::new();
     let mut it = args.iter();
@@ -240,7 +254,21 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
                 flags.sets.push((k.to_string(), v.to_string()));
             }
             "--delete-config" => flags.resets.push(value()?),
-            "--topic" => flags.group_topics.push(value()?),
+            "--topic" => {
+                let topic = value()?;
+                flags.acl.resource = acl_cli::resource(arg, Some(topic.clone()));
+                flags.group_topics.push(topic);
+            }
+            "--group" | "--transactional-id" => {
+                flags.acl.resource = acl_cli::resource(arg, Some(value()?))
+            }
+            "--cluster" => flags.acl.resource = acl_cli::resource(arg, None),
+            "--allow" => flags.acl.principals.push((Permission::Allow, value()?)),
+            "--deny" => flags.acl.principals.push((Permission::Deny, value()?)),
+            "--principal" => flags.acl.any_principal = Some(value()?),
+            "--operation" => flags.acl.operations.push(value()?),
+            "--host" => flags.acl.host = Some(value()?),
+            "--prefixed" => flags.acl.prefixed = true,
             "--all-topics" => flags.all_topics = true,
             "--to-earliest" => flags.reset_to.push(ResetTo::Earliest),
             "--to-latest" => flags.reset_to.push(ResetTo::Latest),
@@ -325,6 +353,17 @@ fn command_of(words: &[&str], flags: Flags) -> Result<Command, String> {
             })
         }
         ["user", "list"] => Command::User(UserCommand::List),
+        ["acl", "create"] => Command::Acl(acl_cli::create(&flags.acl)?),
+        ["acl", "list"] => {
+            let mut patterns = acl_cli::patterns(&flags.acl)?;
+            if patterns.len() != 1 {
+                return Err(
+                    "acl list takes --principal, not --allow/--deny or several operations".into(),
+                );
+            }
+            Command::Acl(AclCommand::List(patterns.remove(0)))
+        }
+        ["acl", "delete"] => Command::Acl(AclCommand::Delete(acl_cli::patterns(&flags.acl)?)),
         _ => return Err(USAGE.to_string()),
     };
     Ok(command)
@@ -414,6 +453,7 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
         }
         Command::Group(command) => out = group_cli::execute(cluster, command).await?,
         Command::User(command) => out = user_cli::execute(cluster, command).await?,
+        Command::Acl(command) => out = acl_cli::execute(cluster, command).await?,
         Command::ClusterStatus => {
             let description = cluster.describe_cluster().await?;
             let _ = writeln!(

@@ -49,6 +49,15 @@ pub struct BrokerConfig {
     /// exists yet, and the user it authenticates as to other brokers.
     /// Required with SASL. Never logged.
     pub sasl_broker_user: Option<Secret>,
+    /// Who may do what: `none` (every client let in may do anything) or
+    /// `acl` (Kafka's ACLs, kept in the metadata; docs/security.md).
+    pub authorizer: String,
+    /// Principals that pass every ACL check (`User:admin`, or a client
+    /// certificate's `User:CN=...`). The broker's own SASL user is one.
+    pub super_users: Vec<String>,
+    /// With `authorizer = "acl"`: whether a resource no ACL is about is
+    /// open to everyone (Kafka's allow.everyone.if.no.acl.found).
+    pub allow_everyone_if_no_acl_found: bool,
     /// How long a SASL authentication lasts before the client must
     /// authenticate again on its connection (KIP-368; 0: as long as the
     /// connection).
@@ -171,6 +180,9 @@ impl Default for BrokerConfig {
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
             sasl_broker_user: None,
             connections_max_reauth_ms: 0,
+            authorizer: "none".into(),
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
             ssl_certificate_location: None,
             ssl_key_location: None,
             ssl_ca_location: None,
@@ -413,6 +425,15 @@ impl BrokerConfig {
                 ));
             }
         }
+        if !matches!(self.authorizer.as_str(), "none" | "acl") {
+            return invalid(format!(
+                "authorizer must be none or acl, got {:?}",
+                self.authorizer
+            ));
+        }
+        if let Some(user) = self.super_users.iter().find(|u| !u.starts_with("User:")) {
+            return invalid(format!("super_users: {user:?} is not User:name"));
+        }
         if let Some(http) = &self.http_authentication {
             if !matches!(http.as_str(), "none" | "basic") {
                 return invalid(format!(
@@ -434,6 +455,20 @@ impl BrokerConfig {
             );
         }
         Ok(())
+    }
+
+    /// Whether requests are checked against the ACLs.
+    pub fn acls_checked(&self) -> bool {
+        self.authorizer == "acl"
+    }
+
+    /// `super_users`, and the broker's own SASL user.
+    pub fn all_super_users(&self) -> Vec<String> {
+        let mut all = self.super_users.clone();
+        if let Some((user, _)) = self.broker_user().filter(|_| self.kafka_uses_sasl()) {
+            all.push(format!("User:{user}"));
+        }
+        all
     }
 
     /// Whether the HTTP API asks for a user (see `http_authentication`).

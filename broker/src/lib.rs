@@ -20,12 +20,15 @@
 //!
 //! Beside them: `kafka` (framing, bounds walkers, decoding, shared
 //! answers), `groups` (membership and offsets state machines), `sasl`
-//! (authentication exchanges and a connection's session), `config`,
+//! (authentication exchanges and a connection's session), `authorizer`
+//! (the ACL decisions), `config`,
 //! `counters`, and the binaries' subcommands.
 
 #![warn(missing_docs)]
 
+pub mod acl_cli;
 pub mod admin_cli;
+pub mod authorizer;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;

@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acls;
 pub mod admin;
 pub mod cluster;
 pub mod connection;

@@ -15,6 +15,7 @@ pub mod routing;
 pub mod topics;
 pub mod view;
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -25,6 +26,7 @@ use client::security::{SaslLogin, SaslMechanism, Security};
 use control::service::MetadataService;
 use control::BrokerId;
 
+use crate::authorizer::Authorizer;
 use crate::config::BrokerConfig;
 use crate::runtime::sharded::{Mesh, ShardId, Sharded};
 use peer_tls::PeerTls;
@@ -74,6 +76,9 @@ pub struct Cluster {
     /// How this broker reaches other brokers' Kafka ports when they speak
     /// TLS (its CA file, and its own certificate if they ask for one).
     peer_tls: Option<Arc<PeerTls>>,
+    /// The ACL authorizer, as of a metadata index (rebuilt when the
+    /// metadata moved on); unused unless `authorizer = "acl"`.
+    authorizer: RefCell<Option<(Option<u64>, Rc<Authorizer>)>>,
     peers: Sharded<Cluster>,
 }
 
@@ -98,8 +103,31 @@ impl Cluster {
             controller,
             producer_ids: ProducerIds::default(),
             peer_tls,
+            authorizer: RefCell::new(None),
             peers: Sharded::new(index, this.clone(), mesh),
         })
+    }
+
+    /// The ACL authorizer of this shard's metadata, or None when ACLs are
+    /// not checked (`authorizer = "none"`).
+    pub fn authorizer(&self) -> Option<Rc<Authorizer>> {
+        if !self.config.acls_checked() {
+            return None;
+        }
+        let view = self.view.borrow();
+        let mut cached = self.authorizer.borrow_mut();
+        match &*cached {
+            Some((index, authorizer)) if *index == view.applied_index => Some(authorizer.clone()),
+            _ => {
+                let authorizer = Rc::new(Authorizer::new(
+                    &view.metadata.acls,
+                    &self.config.all_super_users(),
+                    self.config.allow_everyone_if_no_acl_found,
+                ));
+                *cached = Some((view.applied_index, authorizer.clone()));
+                Some(authorizer)
+            }
+        }
     }
 
     /// A connection to another broker's Kafka port at `address` (over TLS

@@ -56,6 +56,12 @@ impl Cluster {
         self.route_in(topic, index)
     }
 
+    /// The name of the topic `id`, if it exists.
+    pub fn topic_name(&self, id: TopicId) -> Option<String> {
+        let view = self.view.borrow();
+        view.metadata.topic(id).ok().map(|t| t.name.clone())
+    }
+
     /// [`Cluster::route_by_name`] for the versions that name topics by id.
     pub fn route_by_id(&self, topic: TopicId, index: i32) -> Route {
         let view = self.view.borrow();

@@ -4,8 +4,9 @@
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     DescribeProducersRequest, DescribeUserScramCredentialsRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
@@ -150,6 +151,15 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
             bounds::check_alter_user_scram_credentials,
         )
         .map(drop),
+        ApiKey::CreateAcls => {
+            checked::<CreateAclsRequest>(request, bounds::check_create_acls).map(drop)
+        }
+        ApiKey::DescribeAcls => {
+            checked::<DescribeAclsRequest>(request, bounds::check_describe_acls).map(drop)
+        }
+        ApiKey::DeleteAcls => {
+            checked::<DeleteAclsRequest>(request, bounds::check_delete_acls).map(drop)
+        }
         other => Err(DecodeError::NoWalker(other, version)),
     }
 }

@@ -26,6 +26,10 @@ pub struct Cluster<'a> {
     pub cluster_id: &'a str,
     /// The active controller's node id (-1 if unknown).
     pub controller_id: i32,
+    /// Whether the client may see a topic (DESCRIBE): a topic it may not is
+    /// left out of an "all topics" answer and answered
+    /// TOPIC_AUTHORIZATION_FAILED when named, whether it exists or not.
+    pub may_describe: &'a dyn Fn(&str) -> bool,
 }
 
 /// A Metadata answer: the response (header and body) and the requested
@@ -63,13 +67,19 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Metada
             .filter_map(|t| t.name.map(|n| n.0.to_string()))
             .collect()
     });
-    let names: Vec<String> = requested
-        .clone()
-        .unwrap_or_else(|| metadata.names.keys().cloned().collect());
+    let names: Vec<String> = requested.clone().unwrap_or_else(|| {
+        let all = metadata.names.keys();
+        all.filter(|name| (cluster.may_describe)(name))
+            .cloned()
+            .collect()
+    });
     let mut missing = Vec::new();
     let topics = names
         .iter()
         .map(|name| match metadata.topic_by_name(name) {
+            _ if !(cluster.may_describe)(name) => MetadataResponseTopic::default()
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
             Ok(topic) => topic_entry(topic, version),
             Err(_) => {
                 missing.push(name.clone());
@@ -236,6 +246,7 @@ mod tests {
             metadata: &metadata,
             cluster_id: "test-cluster",
             controller_id: 1,
+            may_describe: &|_| true,
         };
         for version in VERSIONS.0..=VERSIONS.1 {
             let answer = answer(&request(version, Some(vec!["orders"])), &cluster).unwrap();
@@ -273,6 +284,7 @@ mod tests {
             metadata: &metadata,
             cluster_id: "c",
             controller_id: 1,
+            may_describe: &|_| true,
         };
         let answer_unknown = answer(&request(9, Some(vec!["orders", "nope"])), &cluster).unwrap();
         assert_eq!(answer_unknown.missing_topics, vec!["nope".to_string()]);
@@ -292,6 +304,7 @@ mod tests {
             metadata: &metadata,
             cluster_id: "c",
             controller_id: 1,
+            may_describe: &|_| true,
         };
         let mut forged = request(4, Some(vec![]));
         forged.body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1]);

@@ -11,9 +11,11 @@ use glommio::timer::Timer;
 use kafka_protocol::messages::ApiKey;
 
 use super::authentication;
+use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
 use super::shard::Shard;
 use super::tls::looks_like_tls;
+use crate::authorizer::ANONYMOUS;
 use crate::kafka::frame::{FrameError, FrameReader};
 use crate::kafka::request;
 use crate::kafka::response::Frame;
@@ -129,7 +131,13 @@ where
                         }
                     }
                 }
-                _ => match handlers::handle(&shard, &request, &client_host).await {
+                _ => match handlers::handle(
+                    &shard,
+                    &request,
+                    &caller(&shard, &client, session.as_ref(), &client_host),
+                )
+                .await
+                {
                     Ok(Outcome::Respond(response)) => (response, false),
                     Ok(Outcome::NoResponse) => continue,
                     Err(e) => {
@@ -160,6 +168,23 @@ where
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
     }
+}
+
+/// Who sent the request now (its SASL user can change on
+/// re-authentication), for the ACL checks.
+fn caller<'a>(
+    shard: &Shard,
+    client: &Client,
+    session: Option<&Session>,
+    group_host: &'a str,
+) -> Caller<'a> {
+    let principal = || match (session.and_then(Session::principal), &client.principal) {
+        (Some(user), _) => format!("User:{user}"),
+        (None, Some(subject)) => format!("User:{subject}"),
+        (None, None) => ANONYMOUS.to_string(),
+    };
+    let ip = client.address.map(|a| a.ip());
+    Caller::new(shard.cluster.authorizer(), principal, ip, group_host)
 }
 
 /// Writes an answer; false if the connection is to close (the client

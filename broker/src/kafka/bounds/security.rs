@@ -1,6 +1,6 @@
-//! Bounds walks of the authentication and user APIs: SaslHandshake,
-//! SaslAuthenticate, DescribeUserScramCredentials and
-//! AlterUserScramCredentials.
+//! Bounds walks of the authentication, user and ACL APIs: SaslHandshake,
+//! SaslAuthenticate, DescribeUserScramCredentials,
+//! AlterUserScramCredentials, CreateAcls, DescribeAcls and DeleteAcls.
 
 use super::{Walk, Walker};
 
@@ -49,6 +49,41 @@ pub fn check_alter_user_scram_credentials(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// One ACL or ACL filter: type, name, pattern, principal, host, operation,
+/// permission (the same shape in all three ACL APIs).
+fn acl_fields(w: &mut Walker<'_>) -> Walk {
+    w.fixed(1)?; // resource type
+    w.string()?; // resource name (nullable in filters)
+    w.fixed(1)?; // pattern type
+    w.string()?; // principal
+    w.string()?; // host
+    w.fixed(1 + 1) // operation, permission
+}
+
+/// CreateAcls v1-3 (flexible from v2).
+pub fn check_create_acls(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    w.array(|w| {
+        acl_fields(w)?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// DescribeAcls v1-3 (flexible from v2).
+pub fn check_describe_acls(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    acl_fields(&mut w)?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// DeleteAcls v1-3 (flexible from v2).
+pub fn check_delete_acls(body: &[u8], version: i16) -> Walk {
+    check_create_acls(body, version)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,11 +92,14 @@ mod tests {
     use kafka_protocol::messages::alter_user_scram_credentials_request::{
         ScramCredentialDeletion, ScramCredentialUpsertion,
     };
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
     use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
     use kafka_protocol::messages::{
         AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
         SaslAuthenticateRequest, SaslHandshakeRequest,
     };
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
     use kafka_protocol::protocol::StrBytes;
 
     fn name(s: &'static str) -> StrBytes {
@@ -98,6 +136,31 @@ mod tests {
                 .with_salt(Bytes::from_static(&[1; 16]))
                 .with_salted_password(Bytes::from_static(&[2; 64]))]);
         check_alter_user_scram_credentials(&encoded(&alter, 0), 0).unwrap();
+        for version in 1..=3 {
+            let creation = AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(name("orders"))
+                .with_resource_pattern_type(3)
+                .with_principal(name("User:alice"))
+                .with_host(name("*"))
+                .with_operation(4)
+                .with_permission_type(3);
+            let create = CreateAclsRequest::default().with_creations(vec![creation]);
+            check_create_acls(&encoded(&create, version), version).unwrap();
+            let describe = DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(Some(name("User:alice")));
+            check_describe_acls(&encoded(&describe, version), version).unwrap();
+            let filter = DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(name("orders")))
+                .with_pattern_type_filter(3);
+            let delete = DeleteAclsRequest::default().with_filters(vec![filter]);
+            check_delete_acls(&encoded(&delete, version), version).unwrap();
+        }
+        assert!(check_create_acls(&[0x7f, 0xff, 0xff, 0xff], 1).is_err());
         // Forged: a count of 2^28 elements, a 2 GiB byte string.
         assert!(check_alter_user_scram_credentials(&[0xff, 0xff, 0xff, 0xff, 0x01], 0).is_err());
         assert!(check_sasl_authenticate(&[0x7f, 0xff, 0xff, 0xff], 0).is_err());

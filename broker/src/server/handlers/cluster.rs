@@ -6,6 +6,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::access::{Caller, CLUSTER_DENIED};
 use super::{HandlerError, Outcome};
 use crate::cluster::topics::NewTopic;
 use crate::kafka::bounds::check_describe_cluster;
@@ -14,6 +15,7 @@ use crate::kafka::metadata::{self, Cluster, MetadataError};
 use crate::kafka::request::Request;
 use crate::kafka::response::{self, Frame};
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// DescribeCluster versions served.
 pub const DESCRIBE_CLUSTER_VERSIONS: (i16, i16) = (0, 2);
@@ -21,13 +23,19 @@ pub const DESCRIBE_CLUSTER_VERSIONS: (i16, i16) = (0, 2);
 /// "Authorized operations not requested".
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
-fn answer_metadata(shard: &Shard, request: &Request) -> Result<metadata::Answer, HandlerError> {
+fn answer_metadata(
+    shard: &Shard,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<metadata::Answer, HandlerError> {
     let view = shard.cluster.view.borrow();
     let cluster_id = super::super::cluster_id(&view.metadata);
+    let may_describe = |topic: &str| caller.may_topic(Operation::Describe, topic);
     let cluster = Cluster {
         metadata: &view.metadata,
         cluster_id: &cluster_id,
         controller_id: view.controller_id,
+        may_describe: &may_describe,
     };
     metadata::answer(request, &cluster).map_err(|e| match e {
         MetadataError::Bounds(b) => HandlerError::Bounds(b),
@@ -37,15 +45,22 @@ fn answer_metadata(shard: &Shard, request: &Request) -> Result<metadata::Answer,
 
 /// Answers Metadata, first creating unknown topics the client asked for
 /// when both it and the broker allow auto-creation.
-pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
-    let answer = answer_metadata(shard, request)?;
+pub async fn metadata(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
+    let answer = answer_metadata(shard, request, caller)?;
     if answer.missing_topics.is_empty()
         || !answer.allow_auto_create
         || !shard.cluster.config.auto_create_topics
     {
         return Ok(Outcome::Respond(Frame::of_body(&answer.response)));
     }
-    for name in answer.missing_topics {
+    let may_create = |name: &str| {
+        caller.may_cluster(Operation::Create) || caller.may_topic(Operation::Create, name)
+    };
+    for name in answer.missing_topics.into_iter().filter(|n| may_create(n)) {
         let topic = NewTopic {
             name: name.clone(),
             partitions: -1,
@@ -58,7 +73,7 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
             tracing::debug!(topic = %name, code, %why, "auto-creating a topic failed");
         }
     }
-    let answer = answer_metadata(shard, request)?;
+    let answer = answer_metadata(shard, request, caller)?;
     Ok(Outcome::Respond(Frame::of_body(&answer.response)))
 }
 
@@ -66,9 +81,14 @@ pub async fn metadata(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
 pub async fn describe_cluster(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DescribeClusterRequest = checked(request, check_describe_cluster)?;
+    if !caller.may_cluster(Operation::Describe) {
+        let refused = DescribeClusterResponse::default().with_error_code(CLUSTER_DENIED);
+        return super::respond(request, &refused);
+    }
     let view = shard.cluster.view.borrow();
     let brokers = view
         .metadata

@@ -10,6 +10,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use storage::LeaderEpoch;
 
+use super::access::Caller;
 use super::{in_request_order, respond, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_offset_for_leader_epoch;
@@ -20,6 +21,7 @@ use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// OffsetForLeaderEpoch versions served.
 pub const VERSIONS: (i16, i16) = (2, 4);
@@ -28,7 +30,11 @@ pub const VERSIONS: (i16, i16) = (2, 4);
 const UNDEFINED: (i32, i64) = (-1, -1);
 
 /// Answers OffsetForLeaderEpoch.
-pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: OffsetForLeaderEpochRequest = checked(request, check_offset_for_leader_epoch)?;
     let asked: Vec<(Route, (i32, i32))> = decoded
         .topics
@@ -38,6 +44,9 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
                 let route = shard
                     .cluster
                     .route_by_name(topic.topic.as_str(), p.partition);
+                // Followers (the broker's user, a super user) pass; a
+                // consumer needs DESCRIBE on the topic.
+                let route = caller.topic_route(route, Operation::Describe, Some(&topic.topic));
                 (route, (p.current_leader_epoch, p.leader_epoch))
             })
         })

@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use storage::batch::{stored_batch_len, whole_batches_within};
 use storage::Offset;
 
+use super::access::{Caller, TOPIC_DENIED};
 use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_fetch;
@@ -33,6 +34,7 @@ use crate::partition::role::Role;
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// Fetch versions served.
 pub const VERSIONS: (i16, i16) = (4, 18);
@@ -85,7 +87,11 @@ impl Reader {
 }
 
 /// Answers a Fetch request, waiting up to max_wait_ms for min_bytes.
-pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let started = Instant::now();
     let version = request.header.request_api_version;
     let decoded: FetchRequest = checked(request, check_fetch)?;
@@ -99,8 +105,8 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
             &answer,
         )?));
     }
-    let asked = wanted(shard, &decoded, version);
     let reader = reader(shard, &decoded, version);
+    let asked = wanted(shard, &decoded, version, &Permit::of(caller, &reader));
     let reads = long_poll(shard, &decoded, &asked, &reader).await;
     if !matches!(reader, Reader::Follower(_)) {
         shard.metrics.fetch_latency.observe(started.elapsed());
@@ -113,19 +119,57 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     Ok(Outcome::Respond(frame))
 }
 
+/// What the ACLs let a fetcher read: a follower needs CLUSTER_ACTION on
+/// the cluster, a consumer READ on each topic (Kafka's checks; a refusal
+/// is TOPIC_AUTHORIZATION_FAILED for the partitions either way).
+struct Permit<'a, 'c> {
+    caller: &'a Caller<'c>,
+    follower_allowed: Option<bool>,
+}
+
+impl<'a, 'c> Permit<'a, 'c> {
+    fn of(caller: &'a Caller<'c>, reader: &Reader) -> Permit<'a, 'c> {
+        let follower_allowed = matches!(reader, Reader::Follower(_))
+            .then(|| caller.may_cluster(Operation::ClusterAction));
+        Permit {
+            caller,
+            follower_allowed,
+        }
+    }
+
+    fn route(&self, route: Route, topic: Option<&str>) -> Route {
+        match self.follower_allowed {
+            Some(true) => route,
+            Some(false) => Err(TOPIC_DENIED),
+            None => self.caller.topic_route(route, Operation::Read, topic),
+        }
+    }
+}
+
 /// Every partition asked for, in the request's order, with its route.
-fn wanted(shard: &Shard, decoded: &FetchRequest, version: i16) -> Vec<(Route, Wanted)> {
+fn wanted(
+    shard: &Shard,
+    decoded: &FetchRequest,
+    version: i16,
+    permit: &Permit<'_, '_>,
+) -> Vec<(Route, Wanted)> {
     let cluster = &shard.cluster;
     decoded
         .topics
         .iter()
         .flat_map(|topic| {
+            let name = if version >= 13 {
+                cluster.topic_name(control::TopicId(*topic.topic_id.as_bytes()))
+            } else {
+                Some(topic.topic.to_string())
+            };
             topic.partitions.iter().map(move |p| {
                 let route = if version >= 13 {
                     cluster.route_by_id(control::TopicId(*topic.topic_id.as_bytes()), p.partition)
                 } else {
                     cluster.route_by_name(topic.topic.as_str(), p.partition)
                 };
+                let route = permit.route(route, name.as_deref());
                 let wanted = Wanted {
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes.max(0) as usize,

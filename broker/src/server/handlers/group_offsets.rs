@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::records::CommittedOffset;
 use crate::kafka::bounds;
@@ -27,6 +28,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// OffsetCommit versions served.
 pub const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 9);
@@ -53,11 +55,17 @@ fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
 
 /// Answers OffsetCommit: every valid partition's offset is stored in one
 /// record batch, answered once durable.
-pub async fn offset_commit(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn offset_commit(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: OffsetCommitRequest = checked(request, bounds::check_offset_commit)?;
-    let (codes, offsets) = sort_commits(shard, version, &decoded);
-    let group_code = if decoded.group_id.is_empty() {
+    let (codes, offsets) = sort_commits(shard, version, &decoded, caller);
+    let group_code = if !caller.may_group(Operation::Read, &decoded.group_id) {
+        GROUP_DENIED
+    } else if decoded.group_id.is_empty() {
         ResponseError::InvalidGroupId.code()
     } else if offsets.is_empty() {
         0
@@ -76,6 +84,7 @@ fn sort_commits(
     shard: &Shard,
     version: i16,
     decoded: &OffsetCommitRequest,
+    caller: &Caller<'_>,
 ) -> (Vec<Vec<Code>>, Vec<ToCommit>) {
     let now = crate::runtime::clock::wall_ms();
     let mut codes = Vec::new();
@@ -88,7 +97,9 @@ fn sort_commits(
                 .as_ref()
                 .map(|m| m.to_string())
                 .unwrap_or_default();
-            let code = if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+            let code = if !caller.may_topic(Operation::Read, &topic.name) {
+                TOPIC_DENIED
+            } else if metadata.len() > OFFSET_METADATA_MAX_BYTES {
                 ResponseError::OffsetMetadataTooLarge.code()
             } else if !partition_exists(shard, topic.name.as_str(), p.partition_index) {
                 ResponseError::UnknownTopicOrPartition.code()
@@ -209,12 +220,24 @@ type Wanted = Option<Vec<(String, Vec<i32>)>>;
 /// Answers OffsetFetch: -1 for partitions without a committed offset.
 /// Up to v7 a request names one group, from v8 a list of groups; both
 /// are read as a list and the answer laid out for the version.
-pub async fn offset_fetch(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn offset_fetch(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: OffsetFetchRequest = checked(request, bounds::check_offset_fetch)?;
     let mut answers = Vec::new();
     for (group, wanted) in groups_asked(version, &decoded) {
-        let fetched = fetch_group(shard, group.to_string(), wanted).await;
+        if !caller.may_group(Operation::Describe, &group) {
+            answers.push((group, Err(GROUP_DENIED)));
+            continue;
+        }
+        let mut fetched = fetch_group(shard, group.to_string(), wanted).await;
+        // Topics the caller may not see are left out.
+        if let Ok(offsets) = &mut fetched {
+            offsets.retain(|(topic, _, _)| caller.may_topic(Operation::Describe, topic));
+        }
         answers.push((group, fetched.map(by_topic)));
     }
     let answer = if version <= 7 {

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, GROUP_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::membership::{Join, Joined};
 use crate::kafka::bounds;
@@ -24,6 +25,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// FindCoordinator versions served (batched keys from v4).
 pub const FIND_COORDINATOR_VERSIONS: (i16, i16) = (0, 6);
@@ -59,6 +61,7 @@ fn coordinator_of(shard: &Shard, group: &str) -> Result<Endpoint, Code> {
 pub async fn find_coordinator(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: FindCoordinatorRequest = checked(request, bounds::check_find_coordinator)?;
@@ -71,7 +74,12 @@ pub async fn find_coordinator(
     } else {
         vec![decoded.key.to_string()]
     };
-    let found = find_each(shard, decoded.key_type, &keys).await;
+    let mut found = find_each(shard, decoded.key_type, &keys).await;
+    for (key, found) in keys.iter().zip(found.iter_mut()) {
+        if decoded.key_type == 0 && !caller.may_group(Operation::Describe, key) {
+            *found = Err((GROUP_DENIED, "not authorized to describe this group"));
+        }
+    }
     let answer = if version >= 4 {
         coordinators_layout(keys, found)
     } else {
@@ -161,15 +169,17 @@ fn failed_join(code: Code) -> Joined {
 pub async fn join_group(
     shard: &Rc<Shard>,
     request: &Request,
-    client_host: &str,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: JoinGroupRequest = checked(request, bounds::check_join_group)?;
     let group = decoded.group_id.to_string();
-    let join = if group.is_empty() {
+    let join = if !caller.may_group(Operation::Read, &group) {
+        Err(GROUP_DENIED)
+    } else if group.is_empty() {
         Err(ResponseError::InvalidGroupId.code())
     } else {
-        join_of(shard, request, &decoded, client_host)
+        join_of(shard, request, &decoded, caller.group_host)
     };
     let joined = match join {
         Err(code) => failed_join(code),
@@ -263,10 +273,20 @@ fn join_answer(version: i16, decoded: &JoinGroupRequest, joined: Joined) -> Join
 }
 
 /// Answers SyncGroup: the member's assignment, once the leader sent it.
-pub async fn sync_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn sync_group(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: SyncGroupRequest = checked(request, bounds::check_sync_group)?;
     let group = decoded.group_id.to_string();
+    if !caller.may_group(Operation::Read, &group) {
+        return respond(
+            request,
+            &SyncGroupResponse::default().with_error_code(GROUP_DENIED),
+        );
+    }
     let member = decoded.member_id.to_string();
     let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
     let generation = decoded.generation_id;
@@ -308,9 +328,19 @@ pub async fn sync_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome,
 }
 
 /// Answers Heartbeat.
-pub async fn heartbeat(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn heartbeat(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: HeartbeatRequest = checked(request, bounds::check_heartbeat)?;
     let group = decoded.group_id.to_string();
+    if !caller.may_group(Operation::Read, &group) {
+        return respond(
+            request,
+            &HeartbeatResponse::default().with_error_code(GROUP_DENIED),
+        );
+    }
     let member = decoded.member_id.to_string();
     let instance = decoded.group_instance_id.as_ref().map(|i| i.to_string());
     let generation = decoded.generation_id;
@@ -331,10 +361,20 @@ pub async fn heartbeat(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, 
 }
 
 /// Answers LeaveGroup (one member before v3, a list from v3).
-pub async fn leave_group(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn leave_group(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: LeaveGroupRequest = checked(request, bounds::check_leave_group)?;
     let group = decoded.group_id.to_string();
+    if !caller.may_group(Operation::Read, &group) {
+        return respond(
+            request,
+            &LeaveGroupResponse::default().with_error_code(GROUP_DENIED),
+        );
+    }
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         decoded
             .members

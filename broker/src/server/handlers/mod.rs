@@ -3,6 +3,8 @@
 //! shard), and encodes the answer. A request that cannot be answered is an
 //! error, and the connection is closed.
 
+pub mod access;
+mod acls;
 mod cluster;
 mod configs;
 mod epochs;
@@ -19,6 +21,9 @@ mod users;
 use std::rc::Rc;
 
 use kafka_protocol::messages::ApiKey;
+
+use access::Caller;
+use control::acls::Operation;
 
 use crate::kafka::bounds::BoundsError;
 use crate::kafka::decode::DecodeError;
@@ -54,6 +59,10 @@ pub enum HandlerError {
     /// advertised, so this is not a client to keep talking to.
     #[error("{0:?} v{1} is not served")]
     NotServed(ApiKey, i16),
+    /// An admin API whose per-resource ACL checks are not written yet,
+    /// from a caller without ALTER on the cluster.
+    #[error("{0:?} needs ALTER on the cluster (its per-resource ACL checks are to come)")]
+    NotAuthorized(ApiKey),
 }
 
 /// Lays a fan-out's answers (one per partition, in the order asked) back
@@ -135,12 +144,31 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
         users::DESCRIBE_VERSIONS,
     ),
     (ApiKey::AlterUserScramCredentials, users::ALTER_VERSIONS),
+    (ApiKey::CreateAcls, acls::CREATE_VERSIONS),
+    (ApiKey::DescribeAcls, acls::DESCRIBE_VERSIONS),
+    (ApiKey::DeleteAcls, acls::DELETE_VERSIONS),
     // Answered by the connection (they change its session): see
     // server::authentication. SaslHandshake v0's exchange follows in bare
     // frames, v1's in SaslAuthenticate requests (librdkafka looks for v0
     // before it uses v1); SaslAuthenticate v1 adds the session lifetime.
     (ApiKey::SaslHandshake, (0, 1)),
     (ApiKey::SaslAuthenticate, (0, 2)),
+];
+
+/// The admin APIs whose per-resource ACL checks are not written yet: with
+/// ACLs on, only callers with ALTER on the cluster (super users) may send
+/// them; anyone else's connection is closed with a log line.
+const ADMIN_ONLY: &[ApiKey] = &[
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::OffsetDelete,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::DescribeProducers,
 ];
 
 /// Whether `api` is served at `version`.
@@ -151,12 +179,11 @@ pub fn is_served(api: ApiKey, version: i16) -> bool {
         .is_some_and(|(_, (min, max))| (*min..=*max).contains(&version))
 }
 
-/// Answers one request from a client at `client_host` ("/ip", as
-/// DescribeGroups shows it).
+/// Answers one request from `caller`.
 pub async fn handle(
     shard: &Rc<Shard>,
     request: &Request,
-    client_host: &str,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let api = request.api_key;
     let version = request.header.request_api_version;
@@ -168,35 +195,41 @@ pub async fn handle(
     if !is_served(api, version) {
         return Err(HandlerError::NotServed(api, version));
     }
+    if ADMIN_ONLY.contains(&api) && !caller.may_cluster(Operation::Alter) {
+        return Err(HandlerError::NotAuthorized(api));
+    }
     match api {
-        ApiKey::Produce => produce::handle(shard, request).await,
-        ApiKey::Fetch => fetch::handle(shard, request).await,
-        ApiKey::ListOffsets => offsets::list_offsets(shard, request).await,
-        ApiKey::Metadata => cluster::metadata(shard, request).await,
-        ApiKey::CreateTopics => topics::create_topics(shard, request).await,
-        ApiKey::DeleteTopics => topics::delete_topics(shard, request).await,
+        ApiKey::Produce => produce::handle(shard, request, caller).await,
+        ApiKey::Fetch => fetch::handle(shard, request, caller).await,
+        ApiKey::ListOffsets => offsets::list_offsets(shard, request, caller).await,
+        ApiKey::Metadata => cluster::metadata(shard, request, caller).await,
+        ApiKey::CreateTopics => topics::create_topics(shard, request, caller).await,
+        ApiKey::DeleteTopics => topics::delete_topics(shard, request, caller).await,
         ApiKey::DeleteRecords => offsets::delete_records(shard, request).await,
         ApiKey::DescribeConfigs => configs::describe(shard, request).await,
         ApiKey::AlterConfigs => configs::alter(shard, request).await,
         ApiKey::CreatePartitions => topics::create_partitions(shard, request).await,
         ApiKey::IncrementalAlterConfigs => configs::incremental_alter(shard, request).await,
-        ApiKey::DescribeCluster => cluster::describe_cluster(shard, request).await,
-        ApiKey::FindCoordinator => groups::find_coordinator(shard, request).await,
-        ApiKey::JoinGroup => groups::join_group(shard, request, client_host).await,
-        ApiKey::SyncGroup => groups::sync_group(shard, request).await,
-        ApiKey::Heartbeat => groups::heartbeat(shard, request).await,
-        ApiKey::LeaveGroup => groups::leave_group(shard, request).await,
-        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, request).await,
-        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, request).await,
+        ApiKey::DescribeCluster => cluster::describe_cluster(shard, request, caller).await,
+        ApiKey::FindCoordinator => groups::find_coordinator(shard, request, caller).await,
+        ApiKey::JoinGroup => groups::join_group(shard, request, caller).await,
+        ApiKey::SyncGroup => groups::sync_group(shard, request, caller).await,
+        ApiKey::Heartbeat => groups::heartbeat(shard, request, caller).await,
+        ApiKey::LeaveGroup => groups::leave_group(shard, request, caller).await,
+        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, request, caller).await,
+        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, request, caller).await,
         ApiKey::OffsetDelete => group_offsets::offset_delete(shard, request).await,
         ApiKey::ListGroups => group_admin::list_groups(shard, request).await,
         ApiKey::DescribeGroups => group_admin::describe_groups(shard, request).await,
         ApiKey::DeleteGroups => group_admin::delete_groups(shard, request).await,
-        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request).await,
-        ApiKey::InitProducerId => producers::init_producer_id(shard, request).await,
+        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request, caller).await,
+        ApiKey::InitProducerId => producers::init_producer_id(shard, request, caller).await,
         ApiKey::DescribeProducers => producers::describe_producers(shard, request).await,
-        ApiKey::DescribeUserScramCredentials => users::describe(shard, request).await,
-        ApiKey::AlterUserScramCredentials => users::alter(shard, request).await,
+        ApiKey::DescribeUserScramCredentials => users::describe(shard, request, caller).await,
+        ApiKey::AlterUserScramCredentials => users::alter(shard, request, caller).await,
+        ApiKey::CreateAcls => acls::create(shard, request, caller).await,
+        ApiKey::DescribeAcls => acls::describe(shard, request, caller).await,
+        ApiKey::DeleteAcls => acls::delete(shard, request, caller).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

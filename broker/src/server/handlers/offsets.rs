@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError, TimestampMs};
 
+use super::access::Caller;
 use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_delete_records, check_list_offsets};
@@ -26,6 +27,7 @@ use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// ListOffsets versions served. v7+ adds the max-timestamp query (-3),
 /// not served; clients negotiate down.
@@ -46,7 +48,11 @@ struct Listed {
 }
 
 /// Answers ListOffsets.
-pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn list_offsets(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: ListOffsetsRequest = checked(request, check_list_offsets)?;
     let asked: Vec<(Route, (i64, i32))> = decoded
@@ -57,6 +63,7 @@ pub async fn list_offsets(shard: &Rc<Shard>, request: &Request) -> Result<Outcom
                 let route = shard
                     .cluster
                     .route_by_name(topic.name.as_str(), p.partition_index);
+                let route = caller.topic_route(route, Operation::Describe, Some(&topic.name));
                 let epoch = if version >= 4 {
                     p.current_leader_epoch
                 } else {

@@ -14,6 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
+use super::access::Caller;
 use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
@@ -24,6 +25,7 @@ use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
 /// older librdkafka's sake and answered with UNSUPPORTED_VERSION (see
@@ -34,7 +36,11 @@ pub const VERSIONS: (i16, i16) = (0, 13);
 const TIMEOUT_MAX: Duration = Duration::from_secs(300);
 
 /// Answers a Produce request (`None` for acks=0: Kafka sends no response).
-pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     if version < 3 {
         let answer = crate::kafka::produce_legacy::answer(
@@ -49,7 +55,9 @@ pub async fn handle(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Han
     let started = Instant::now();
     let decoded: ProduceRequest = checked(request, check_produce)?;
     let span = produce_span(&decoded, request.header.correlation_id);
-    let results = append_all(shard, &decoded, version).instrument(span).await;
+    let results = append_all(shard, &decoded, version, caller)
+        .instrument(span)
+        .await;
     shard.metrics.produce(decoded.acks, started.elapsed());
     if results.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
@@ -71,6 +79,7 @@ async fn append_all(
     shard: &Shard,
     decoded: &ProduceRequest,
     version: i16,
+    caller: &Caller<'_>,
 ) -> Vec<Result<Appended, Code>> {
     let acks = Acks::from_field(decoded.acks);
     let refusal = match acks {
@@ -90,7 +99,11 @@ async fn append_all(
             topic.partition_data.iter().map(move |data| {
                 let route = match refusal {
                     Some(code) => Err(code),
-                    None => route(shard, topic, data.index, version),
+                    None => {
+                        let name = topic_name(shard, topic, version);
+                        let route = route(shard, topic, data.index, version);
+                        caller.topic_route(route, Operation::Write, name.as_deref())
+                    }
                 };
                 let records = data.records.clone().unwrap_or_default();
                 (route, (topic.name.to_string(), data.index, records))
@@ -107,6 +120,15 @@ async fn append_all(
             as crate::runtime::sharded::LocalFuture<_>
     };
     shard.partitions.fan_out(asked, true, work).await
+}
+
+/// The topic's name (from its id in v13+; None for an unknown id).
+fn topic_name(shard: &Shard, topic: &TopicProduceData, version: i16) -> Option<String> {
+    if version < 13 {
+        return Some(topic.name.to_string());
+    }
+    let id = control::TopicId(*topic.topic_id.as_bytes());
+    shard.cluster.topic_name(id)
 }
 
 /// Where a topic's partition is, by id (v13+) or by name.

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, CLUSTER_DENIED};
 use super::{in_request_order, respond, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
@@ -23,6 +24,7 @@ use crate::partition::led::Led;
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// InitProducerId versions served.
 pub const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 5);
@@ -39,9 +41,18 @@ pub const DESCRIBE_PRODUCERS_VERSIONS: (i16, i16) = (0, 0);
 pub async fn init_producer_id(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let decoded: InitProducerIdRequest = checked(request, check_init_producer_id)?;
-    let answer = match decided(shard, &decoded).await {
+    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+    // on some topic (Kafka's rule since 3.0); each write is checked again.
+    let allowed =
+        caller.may_cluster(Operation::IdempotentWrite) || caller.may_on_any_topic(Operation::Write);
+    let outcome = match allowed {
+        true => decided(shard, &decoded).await,
+        false => Err(CLUSTER_DENIED),
+    };
+    let answer = match outcome {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),

@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, TOPIC_DENIED};
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
 use crate::cluster::topics::{Created, NewTopic, Refused};
@@ -28,6 +29,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// CreateTopics versions served.
 pub const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 7);
@@ -37,12 +39,23 @@ pub const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 6);
 pub const CREATE_PARTITIONS_VERSIONS: (i16, i16) = (0, 3);
 
 /// Answers CreateTopics.
-pub async fn create_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn create_topics(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: CreateTopicsRequest = checked(request, check_create_topics)?;
     let mut results = Vec::new();
     for topic in &decoded.topics {
-        let outcome = if !topic.assignments.is_empty() {
+        let allowed = caller.may_cluster(Operation::Create)
+            || caller.may_topic(Operation::Create, topic.name.as_str());
+        let outcome = if !allowed {
+            Err((
+                TOPIC_DENIED,
+                "not authorized to create this topic".to_string(),
+            ))
+        } else if !topic.assignments.is_empty() {
             Err((
                 ResponseError::InvalidReplicaAssignment.code(),
                 "manual replica assignment is not supported; the controller places replicas"
@@ -126,7 +139,11 @@ fn creatable_result(
 }
 
 /// Answers DeleteTopics (by name; v6 also by id).
-pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn delete_topics(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DeleteTopicsRequest = checked(request, check_delete_topics)?;
     // (name if known, id if given)
@@ -161,6 +178,10 @@ pub async fn delete_topics(shard: &Rc<Shard>, request: &Request) -> Result<Outco
             None => Err((
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
+            )),
+            Some(name) if !caller.may_topic(Operation::Delete, name) => Err((
+                TOPIC_DENIED,
+                "not authorized to delete this topic".to_string(),
             )),
             Some(name) => shard.cluster.delete_topic(name).await,
         };

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, CLUSTER_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
 use crate::kafka::bounds::{
@@ -40,9 +41,21 @@ type Failure = (Code, String);
 
 /// Answers DescribeUserScramCredentials: each user's mechanisms and
 /// iterations (never a key), all users when none are named.
-pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn describe(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: DescribeUserScramCredentialsRequest =
         checked(request, check_describe_user_scram_credentials)?;
+    if !caller.may_cluster(control::acls::Operation::Describe) {
+        let refused = DescribeUserScramCredentialsResponse::default()
+            .with_error_code(CLUSTER_DENIED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "needs DESCRIBE on the cluster",
+            )));
+        return respond(request, &refused);
+    }
     let view = shard.cluster.view.borrow();
     let stored = &view.metadata.scram_credentials;
     let named: Vec<String> = match &decoded.users {
@@ -108,9 +121,14 @@ enum Change {
 
 /// Answers AlterUserScramCredentials: per user, every change is checked
 /// before any is made, then each goes to the controller in order.
-pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn alter(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: AlterUserScramCredentialsRequest =
         checked(request, check_alter_user_scram_credentials)?;
+    let allowed = caller.may_cluster(control::acls::Operation::Alter);
     let mut by_user: BTreeMap<String, Vec<Result<Change, i8>>> = BTreeMap::new();
     for d in &decoded.deletions {
         let change = ScramMechanism::from_code(d.mechanism)
@@ -131,7 +149,10 @@ pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Hand
     }
     let mut results = Vec::new();
     for (user, changes) in by_user {
-        let outcome = alter_user(shard, &user, changes).await;
+        let outcome = match allowed {
+            true => alter_user(shard, &user, changes).await,
+            false => Err((CLUSTER_DENIED, "needs ALTER on the cluster".to_string())),
+        };
         let (code, message) = match outcome {
             Ok(()) => (0, None),
             Err((code, message)) => (code, Some(StrBytes::from_string(message))),

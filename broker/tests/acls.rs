@@ -179,7 +179,15 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
     // The HTTP API checks the same ACLs, as the logged-in user.
     let http_produce = |topic: &str| {
         let out = Command::new("curl")
-            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"])
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "10",
+            ])
             .args(["-u", &format!("alice:{ALICE_PASSWORD}")])
             .args(["-d", r#"{"value":"over http"}"#])
             .arg(format!(

@@ -409,19 +409,81 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
     let files = server_files(dir.path(), &authority);
     let ca = files.ca.to_str().unwrap().to_string();
     let mut env = sasl_ssl_env(&files);
-    // The test reads leaders from the HTTP API without logging in.
+    // ACLs on: the brokers' fetches pass as their own (super) user. The
+    // test reads leaders from the HTTP API without logging in, as
+    // User:ANONYMOUS, allowed to describe the topic below.
     env.push(("BROKER_HTTP_AUTHENTICATION", "none".into()));
+    env.push(("BROKER_AUTHORIZER", "acl".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
     cluster.start();
     let http = cluster.node(1).http;
-    let (status, body) = support::http(
-        http,
-        "POST",
-        "/topics",
-        r#"{"name": "replicated", "partitions": 1, "replication_factor": 3}"#,
+    let first_broker = cluster.node(1).kafka.to_string();
+    let as_admin = |args: &[&str]| {
+        let out = admin(&first_broker, &ca, args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    as_admin(&[
+        "topic",
+        "create",
+        "replicated",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    as_admin(&[
+        "topic",
+        "create",
+        "other",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    as_admin(&["user", "create", "alice", "--password", "alice-pw"]);
+    for (principal, operation) in [("User:ANONYMOUS", "Describe"), ("User:alice", "Write")] {
+        as_admin(&[
+            "acl",
+            "create",
+            "--allow",
+            principal,
+            "--operation",
+            operation,
+            "--topic",
+            "replicated",
+        ]);
+    }
+    // The ACLs (made through broker 1) reach every broker.
+    for id in 1..=3 {
+        let node = cluster.node(id).kafka.to_string();
+        let listed = admin(&node, &ca, &["acl", "list", "--principal", "User:alice"]);
+        assert!(
+            String::from_utf8_lossy(&listed.stdout).contains("replicated"),
+            "broker {id}: {listed:?}"
+        );
+    }
+    let alice = ("SCRAM-SHA-512", "alice", "alice-pw");
+    let third = cluster.node(3).kafka.to_string();
+    let out = kcat_as(
+        &third,
+        &ca,
+        alice,
+        &["-P", "-t", "replicated", "-p", "0"],
+        Some("from-alice\n"),
     );
-    assert_eq!(status, 201, "{body}");
+    assert!(out.status.success(), "{out:?}");
+    let out = kcat_as(
+        &third,
+        &ca,
+        alice,
+        &["-P", "-t", "other", "-p", "0"],
+        Some("no\n"),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("authorization failed"),
+        "{out:?}"
+    );
     let everyone = cluster
         .addresses()
         .iter()
@@ -458,7 +520,9 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
     let consume = ["-C", "-t", "replicated", "-p", "0", "-o", "beginning", "-e"];
     let out = kcat_as(&survivors, &ca, admin_login, &consume, None);
     assert!(out.status.success(), "{out:?}");
-    let expected: String = (0..400).map(|i| format!("m{i}\n")).collect();
+    let expected: String = std::iter::once("from-alice\n".to_string())
+        .chain((0..400).map(|i| format!("m{i}\n")))
+        .collect();
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }
 

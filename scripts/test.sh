@@ -25,11 +25,12 @@ if [ ${#needed[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${needed[@]}"
 fi
 
-# kafka-python, the second client of the group tests, and PyYAML (the
-# HTTP API test reads docs/openapi.yaml with it), in a virtualenv of its
-# own under target/ (no system packages touched).
+# kafka-python, the second client of the group tests, PyYAML (the HTTP
+# API test reads docs/openapi.yaml with it) and confluent-kafka (a recent
+# librdkafka, for the SASL tests), in a virtualenv of its own under
+# target/ (no system packages touched).
 venv=target/test-venv
-if ! "$venv/bin/python" -c "import kafka, yaml" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka" >/dev/null 2>&1; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -37,7 +38,7 @@ if ! "$venv/bin/python" -c "import kafka, yaml" >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv
     fi
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q kafka-python pyyaml
+    "$venv/bin/pip" install -q kafka-python pyyaml confluent-kafka
 fi
 export KAFKA_PYTHON="$PWD/$venv/bin/python"
 

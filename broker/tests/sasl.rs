@@ -170,6 +170,35 @@ fn users_made_with_the_cli_log_in_from_librdkafka_and_kafka_python_and_wrong_one
         "consumed 100 in order"
     );
 
+    // confluent-kafka (a librdkafka of 2.6.1 or later, whose SCRAM sends
+    // the nonce as RFC 5802 has it), default settings, SCRAM-SHA-512.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/confluent_roundtrip.py"
+    );
+    let settings = format!(
+        r#"{{"security.protocol": "SASL_SSL", "ssl.ca.location": "{ca}",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+            "sasl.password": "alice-pw"}}"#
+    );
+    let out = Command::new("timeout")
+        .args([
+            "90",
+            &python,
+            script,
+            &bootstrap,
+            "confluent-sasl",
+            "confluent-group",
+            &settings,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "consumed 100 in order"
+    );
+
     // Refused: a wrong password, an unknown user; each logged without the
     // password and counted; a client without SASL is closed.
     let failures = counter(&broker, "sasl_authentication_failures_total");

@@ -209,11 +209,17 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
         (&["user", "list"], "code 31"),
         (&["acl", "list"], "code 31"),
         (&["user", "create", "eve", "--password", "x"], "code 31"),
+        (&["topic", "alter", "orders", "--config", "retention.ms=1000"], "code 29"),
+        (&["group", "delete", "billing"], "code 30"),
     ] {
         let out = cli(&bootstrap, alice, args);
         assert!(!out.status.success(), "alice ran {args:?}: {out:?}");
         assert!(text(&out).contains(code), "{args:?}: {out:?}");
     }
+
+    // Groups alice may describe (READ implies DESCRIBE) are listed.
+    let groups = ok(cli(&bootstrap, alice, &["group", "list"]));
+    assert!(groups.contains("billing"), "{groups}");
 
     // kafka-python's default producer (idempotent: InitProducerId needs
     // WRITE on some topic) writes orders.

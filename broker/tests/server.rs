@@ -124,7 +124,7 @@ fn sigterm_stops_accepting_and_exits_cleanly() {
 #[test]
 fn the_projects_client_negotiates_versions_with_the_broker() {
     use client::connection::{ClientError, Connection};
-    use kafka_protocol::messages::{DescribeAclsRequest, ProduceRequest};
+    use kafka_protocol::messages::{EndTxnRequest, ProduceRequest};
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
     let address = broker.address;
@@ -135,7 +135,7 @@ fn the_projects_client_negotiates_versions_with_the_broker() {
         assert_eq!(connection.version_for::<ApiVersionsRequest>().unwrap(), 3);
         assert_eq!(connection.version_for::<ProduceRequest>().unwrap(), 13);
         assert!(matches!(
-            connection.version_for::<DescribeAclsRequest>(),
+            connection.version_for::<EndTxnRequest>(),
             Err(ClientError::Unsupported(_))
         ));
         // A version the broker does not serve gets the v0 fallback answer.

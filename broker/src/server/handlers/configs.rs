@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, CLUSTER_DENIED, TOPIC_DENIED};
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
 use crate::kafka::bounds::{
@@ -29,6 +30,7 @@ use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// DescribeConfigs versions served.
 pub const DESCRIBE_VERSIONS: (i16, i16) = (1, 4);
@@ -46,7 +48,11 @@ const DEFAULT_CONFIG: i8 = 5;
 type Failure = (Code, String);
 
 /// Answers DescribeConfigs.
-pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn describe(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DescribeConfigsRequest = checked(request, check_describe_configs)?;
     let defaults = TopicConfig::default();
@@ -58,6 +64,17 @@ pub async fn describe(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, H
             let entry = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            let name = resource.resource_name.as_str();
+            if let Some((code, why)) = denied(
+                caller,
+                Operation::DescribeConfigs,
+                resource.resource_type,
+                name,
+            ) {
+                return entry
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(why)));
+            }
             match resource.resource_type {
                 BROKER => entry.with_configs(vec![]),
                 TOPIC => match view.metadata.topic_by_name(resource.resource_name.as_str()) {
@@ -173,7 +190,33 @@ async fn alter_topic(
     Ok(())
 }
 
-fn refuse_non_topic(resource_type: i8) -> Option<Failure> {
+/// The refusal of `operation` on a topic or the cluster (a broker's
+/// configs), if the ACLs refuse it.
+fn denied(
+    caller: &Caller<'_>,
+    operation: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<Failure> {
+    match resource_type {
+        TOPIC if !caller.may_topic(operation, name) => Some((
+            TOPIC_DENIED,
+            format!("not authorized: {operation:?} on topic {name}"),
+        )),
+        BROKER if !caller.may_cluster(operation) => Some((
+            CLUSTER_DENIED,
+            format!("not authorized: {operation:?} on the cluster"),
+        )),
+        _ => None,
+    }
+}
+
+/// Why a change of `resource_type`'s configs is refused, if it is: the
+/// ACLs (ALTER_CONFIGS), or a resource whose configs do not change.
+fn refuse_non_topic(caller: &Caller<'_>, resource_type: i8, name: &str) -> Option<Failure> {
+    if let Some(failure) = denied(caller, Operation::AlterConfigs, resource_type, name) {
+        return Some(failure);
+    }
     match resource_type {
         TOPIC => None,
         BROKER => Some((
@@ -188,12 +231,17 @@ fn refuse_non_topic(resource_type: i8) -> Option<Failure> {
 }
 
 /// Answers AlterConfigs (the whole set of a topic's overrides is replaced).
-pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn alter(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: AlterConfigsRequest = checked(request, check_alter_configs)?;
     let mut responses = Vec::new();
     for resource in &decoded.resources {
-        let outcome = match refuse_non_topic(resource.resource_type) {
+        let name = resource.resource_name.as_str();
+        let outcome = match refuse_non_topic(caller, resource.resource_type, name) {
             Some(failure) => Err(failure),
             None => {
                 let changes = resource
@@ -242,6 +290,7 @@ pub async fn alter(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, Hand
 pub async fn incremental_alter(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: IncrementalAlterConfigsRequest =
@@ -265,7 +314,11 @@ pub async fn incremental_alter(
                 }
             })
             .collect();
-        let outcome = match (refuse_non_topic(resource.resource_type), changes) {
+        let name = resource.resource_name.as_str();
+        let outcome = match (
+            refuse_non_topic(caller, resource.resource_type, name),
+            changes,
+        ) {
             (Some(failure), _) | (None, Err(failure)) => Err(failure),
             (None, Ok(changes)) => {
                 alter_topic(

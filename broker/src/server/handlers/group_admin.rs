@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::access::{Caller, GROUP_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::coordinator::Listed;
 use crate::groups::membership::GroupSnapshot;
@@ -21,6 +22,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
+use control::acls::Operation;
 
 /// ListGroups versions served (state filter from v4, type filter from v5).
 pub const LIST_GROUPS_VERSIONS: (i16, i16) = (0, 5);
@@ -66,7 +68,11 @@ async fn all_groups(shard: &Shard) -> Vec<Listed> {
 }
 
 /// Answers ListGroups.
-pub async fn list_groups(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn list_groups(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: ListGroupsRequest = checked(request, bounds::check_list_groups)?;
     let states: Vec<String> = decoded
@@ -79,9 +85,13 @@ pub async fn list_groups(shard: &Rc<Shard>, request: &Request) -> Result<Outcome
         .iter()
         .map(|s| s.to_lowercase())
         .collect();
+    // DESCRIBE on the cluster lists every group; otherwise those the
+    // caller may describe (Kafka's rule).
+    let everything = caller.may_cluster(Operation::Describe);
     let groups = all_groups(shard)
         .await
         .into_iter()
+        .filter(|g| everything || caller.may_group(Operation::Describe, &g.group))
         .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == CLASSIC))
         .map(|g| {
@@ -104,6 +114,7 @@ pub async fn list_groups(shard: &Rc<Shard>, request: &Request) -> Result<Outcome
 pub async fn describe_groups(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DescribeGroupsRequest = checked(request, bounds::check_describe_groups)?;
@@ -111,12 +122,17 @@ pub async fn describe_groups(
     for group in &decoded.groups {
         let id = group.to_string();
         let key = id.clone();
-        let found: Result<Option<GroupSnapshot>, Code> = shard
-            .coordinator
-            .on_group(&key, Err, move |partition| {
-                Box::pin(async move { Ok(partition.describe(&id)) })
-            })
-            .await;
+        let found: Result<Option<GroupSnapshot>, Code> =
+            if !caller.may_group(Operation::Describe, &id) {
+                Err(GROUP_DENIED)
+            } else {
+                shard
+                    .coordinator
+                    .on_group(&key, Err, move |partition| {
+                        Box::pin(async move { Ok(partition.describe(&id)) })
+                    })
+                    .await
+            };
         let mut entry = DescribedGroup::default().with_group_id(group.clone());
         if version >= 3 {
             entry = entry.with_authorized_operations(OPERATIONS_UNKNOWN);
@@ -157,12 +173,18 @@ pub async fn describe_groups(
 }
 
 /// Answers DeleteGroups: each group must have no members.
-pub async fn delete_groups(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn delete_groups(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: DeleteGroupsRequest = checked(request, bounds::check_delete_groups)?;
     let mut results = Vec::new();
     for group in &decoded.groups_names {
         let id = group.to_string();
-        let code = if id.is_empty() {
+        let code = if !caller.may_group(Operation::Delete, &id) {
+            GROUP_DENIED
+        } else if id.is_empty() {
             ResponseError::InvalidGroupId.code()
         } else {
             let key = id.clone();

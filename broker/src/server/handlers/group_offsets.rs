@@ -360,12 +360,24 @@ fn parts(committed: Option<CommittedOffset>) -> (i64, i32, String) {
 }
 
 /// Answers OffsetDelete.
-pub async fn offset_delete(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn offset_delete(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let decoded: OffsetDeleteRequest = checked(request, bounds::check_offset_delete)?;
     let group = decoded.group_id.to_string();
+    if !caller.may_group(Operation::Delete, &group) {
+        let refused = OffsetDeleteResponse::default().with_error_code(GROUP_DENIED);
+        return respond(request, &refused);
+    }
+    // Partitions of topics the caller may not read are refused; the rest
+    // go to the coordinator.
+    let readable = |topic: &str| caller.may_topic(Operation::Read, topic);
     let partitions: Vec<(String, i32)> = decoded
         .topics
         .iter()
+        .filter(|t| readable(&t.name))
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -374,7 +386,7 @@ pub async fn offset_delete(shard: &Rc<Shard>, request: &Request) -> Result<Outco
         .collect();
     let count = partitions.len();
     let key = group.clone();
-    let (group_code, codes) = shard
+    let (group_code, mut codes) = shard
         .coordinator
         .on_group(
             &key,
@@ -384,22 +396,26 @@ pub async fn offset_delete(shard: &Rc<Shard>, request: &Request) -> Result<Outco
             },
         )
         .await;
-    let mut codes = if codes.len() == count {
-        codes.into_iter()
-    } else {
-        vec![group_code; count].into_iter()
-    };
+    if codes.len() != count {
+        codes = vec![group_code; count];
+    }
+    let mut codes = codes.into_iter();
     let topics = decoded
         .topics
         .iter()
         .map(|t| {
+            let allowed = readable(&t.name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
+                    let code = match allowed {
+                        true => codes.next().unwrap_or(group_code),
+                        false => TOPIC_DENIED,
+                    };
                     OffsetDeleteResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or(group_code))
+                        .with_error_code(code)
                 })
                 .collect();
             OffsetDeleteResponseTopic::default()

@@ -23,7 +23,6 @@ use std::rc::Rc;
 use kafka_protocol::messages::ApiKey;
 
 use access::Caller;
-use control::acls::Operation;
 
 use crate::kafka::bounds::BoundsError;
 use crate::kafka::decode::DecodeError;
@@ -59,10 +58,6 @@ pub enum HandlerError {
     /// advertised, so this is not a client to keep talking to.
     #[error("{0:?} v{1} is not served")]
     NotServed(ApiKey, i16),
-    /// An admin API whose per-resource ACL checks are not written yet,
-    /// from a caller without ALTER on the cluster.
-    #[error("{0:?} needs ALTER on the cluster (its per-resource ACL checks are to come)")]
-    NotAuthorized(ApiKey),
 }
 
 /// Lays a fan-out's answers (one per partition, in the order asked) back
@@ -155,22 +150,6 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
     (ApiKey::SaslAuthenticate, (0, 2)),
 ];
 
-/// The admin APIs whose per-resource ACL checks are not written yet: with
-/// ACLs on, only callers with ALTER on the cluster (super users) may send
-/// them; anyone else's connection is closed with a log line.
-const ADMIN_ONLY: &[ApiKey] = &[
-    ApiKey::DeleteRecords,
-    ApiKey::DescribeConfigs,
-    ApiKey::AlterConfigs,
-    ApiKey::IncrementalAlterConfigs,
-    ApiKey::CreatePartitions,
-    ApiKey::OffsetDelete,
-    ApiKey::ListGroups,
-    ApiKey::DescribeGroups,
-    ApiKey::DeleteGroups,
-    ApiKey::DescribeProducers,
-];
-
 /// Whether `api` is served at `version`.
 pub fn is_served(api: ApiKey, version: i16) -> bool {
     SERVED
@@ -195,9 +174,6 @@ pub async fn handle(
     if !is_served(api, version) {
         return Err(HandlerError::NotServed(api, version));
     }
-    if ADMIN_ONLY.contains(&api) && !caller.may_cluster(Operation::Alter) {
-        return Err(HandlerError::NotAuthorized(api));
-    }
     match api {
         ApiKey::Produce => produce::handle(shard, request, caller).await,
         ApiKey::Fetch => fetch::handle(shard, request, caller).await,
@@ -205,11 +181,11 @@ pub async fn handle(
         ApiKey::Metadata => cluster::metadata(shard, request, caller).await,
         ApiKey::CreateTopics => topics::create_topics(shard, request, caller).await,
         ApiKey::DeleteTopics => topics::delete_topics(shard, request, caller).await,
-        ApiKey::DeleteRecords => offsets::delete_records(shard, request).await,
-        ApiKey::DescribeConfigs => configs::describe(shard, request).await,
-        ApiKey::AlterConfigs => configs::alter(shard, request).await,
-        ApiKey::CreatePartitions => topics::create_partitions(shard, request).await,
-        ApiKey::IncrementalAlterConfigs => configs::incremental_alter(shard, request).await,
+        ApiKey::DeleteRecords => offsets::delete_records(shard, request, caller).await,
+        ApiKey::DescribeConfigs => configs::describe(shard, request, caller).await,
+        ApiKey::AlterConfigs => configs::alter(shard, request, caller).await,
+        ApiKey::CreatePartitions => topics::create_partitions(shard, request, caller).await,
+        ApiKey::IncrementalAlterConfigs => configs::incremental_alter(shard, request, caller).await,
         ApiKey::DescribeCluster => cluster::describe_cluster(shard, request, caller).await,
         ApiKey::FindCoordinator => groups::find_coordinator(shard, request, caller).await,
         ApiKey::JoinGroup => groups::join_group(shard, request, caller).await,
@@ -218,13 +194,13 @@ pub async fn handle(
         ApiKey::LeaveGroup => groups::leave_group(shard, request, caller).await,
         ApiKey::OffsetCommit => group_offsets::offset_commit(shard, request, caller).await,
         ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, request, caller).await,
-        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, request).await,
-        ApiKey::ListGroups => group_admin::list_groups(shard, request).await,
-        ApiKey::DescribeGroups => group_admin::describe_groups(shard, request).await,
-        ApiKey::DeleteGroups => group_admin::delete_groups(shard, request).await,
+        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, request, caller).await,
+        ApiKey::ListGroups => group_admin::list_groups(shard, request, caller).await,
+        ApiKey::DescribeGroups => group_admin::describe_groups(shard, request, caller).await,
+        ApiKey::DeleteGroups => group_admin::delete_groups(shard, request, caller).await,
         ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request, caller).await,
         ApiKey::InitProducerId => producers::init_producer_id(shard, request, caller).await,
-        ApiKey::DescribeProducers => producers::describe_producers(shard, request).await,
+        ApiKey::DescribeProducers => producers::describe_producers(shard, request, caller).await,
         ApiKey::DescribeUserScramCredentials => users::describe(shard, request, caller).await,
         ApiKey::AlterUserScramCredentials => users::alter(shard, request, caller).await,
         ApiKey::CreateAcls => acls::create(shard, request, caller).await,

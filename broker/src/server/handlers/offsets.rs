@@ -127,7 +127,11 @@ fn listed_response(
 
 /// Answers DeleteRecords: each partition's log start moves up to the
 /// offset given (-1: the high watermark), never past the high watermark.
-pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outcome, HandlerError> {
+pub async fn delete_records(
+    shard: &Rc<Shard>,
+    request: &Request,
+    caller: &Caller<'_>,
+) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: DeleteRecordsRequest = checked(request, check_delete_records)?;
     let asked: Vec<(Route, i64)> = decoded
@@ -138,6 +142,7 @@ pub async fn delete_records(shard: &Rc<Shard>, request: &Request) -> Result<Outc
                 let route = shard
                     .cluster
                     .route_by_name(topic.name.as_str(), p.partition_index);
+                let route = caller.topic_route(route, Operation::Delete, Some(&topic.name));
                 (route, p.offset)
             })
         })

@@ -82,16 +82,21 @@ async fn decided(shard: &Rc<Shard>, request: &InitProducerIdRequest) -> Result<(
 pub async fn describe_producers(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let decoded: DescribeProducersRequest = checked(request, check_describe_producers)?;
     let asked: Vec<(Route, ())> = decoded
         .topics
         .iter()
         .flat_map(|topic| {
-            topic
-                .partition_indexes
-                .iter()
-                .map(move |&index| (shard.cluster.route_by_name(topic.name.as_str(), index), ()))
+            topic.partition_indexes.iter().map(move |&index| {
+                let route = shard.cluster.route_by_name(topic.name.as_str(), index);
+                // Kafka asks READ on the topic.
+                (
+                    caller.topic_route(route, Operation::Read, Some(&topic.name)),
+                    (),
+                )
+            })
         })
         .collect();
     let work = |_: Rc<Partitions>, led: Led, (): ()| -> LocalFuture<_> {

@@ -210,6 +210,7 @@ pub async fn delete_topics(
 pub async fn create_partitions(
     shard: &Rc<Shard>,
     request: &Request,
+    caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: CreatePartitionsRequest = checked(request, check_create_partitions)?;
@@ -224,6 +225,10 @@ pub async fn create_partitions(
             .topic_by_name(&name)
             .map(|t| t.partitions.len());
         let outcome = match current {
+            _ if !caller.may_topic(Operation::Alter, &name) => Err((
+                TOPIC_DENIED,
+                format!("not authorized to alter topic {name}"),
+            )),
             Err(_) => Err((
                 ResponseError::UnknownTopicOrPartition.code(),
                 format!("no topic {name}"),

@@ -177,5 +177,8 @@ fn summary(record: &MetadataRecord) -> String {
         }
         MetadataRecord::CreateAcls(acls) => format!("CreateAcls {}", acls.len()),
         MetadataRecord::DeleteAcls(acls) => format!("DeleteAcls {}", acls.len()),
+        MetadataRecord::SetClientQuota { entity, key, value } => {
+            format!("SetClientQuota {entity:?} {key} {value:?}")
+        }
     }
 }

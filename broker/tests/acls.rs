@@ -209,7 +209,10 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
         (&["user", "list"], "code 31"),
         (&["acl", "list"], "code 31"),
         (&["user", "create", "eve", "--password", "x"], "code 31"),
-        (&["topic", "alter", "orders", "--config", "retention.ms=1000"], "code 29"),
+        (
+            &["topic", "alter", "orders", "--config", "retention.ms=1000"],
+            "code 29",
+        ),
         (&["group", "delete", "billing"], "code 30"),
     ] {
         let out = cli(&bootstrap, alice, args);

@@ -118,4 +118,7 @@ pub enum MetadataError {
     /// An ACL outside the accepted shapes.
     #[error("invalid ACL: {0}")]
     InvalidAcl(String),
+    /// A client quota outside the accepted shapes.
+    #[error("invalid quota: {0}")]
+    InvalidQuota(String),
 }

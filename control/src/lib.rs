@@ -21,6 +21,7 @@ pub mod memory;
 pub mod model;
 pub mod node;
 pub mod placement;
+pub mod quotas;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod record;

@@ -10,6 +10,7 @@ use crate::acls::{check_acl, AclBinding, ACLS_MAX};
 use crate::config::TopicConfig;
 use crate::credentials::{check_credential, ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
+use crate::quotas::{check_quota, QuotaEntity, QUOTA_ENTITIES_MAX};
 use crate::record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
 use crate::types::{
     BrokerId, ClusterId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
@@ -95,6 +96,8 @@ pub struct Metadata {
     pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
     /// The ACLs.
     pub acls: BTreeSet<AclBinding>,
+    /// Client quotas: per entity, bytes per second by key.
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
 }
 
 impl Metadata {
@@ -166,6 +169,16 @@ impl Metadata {
                 Ok(())
             }
             MetadataRecord::DeleteAcls(_) => Ok(()),
+            MetadataRecord::SetClientQuota { entity, key, value } => {
+                check_quota(entity, key, *value)?;
+                let new = !self.client_quotas.contains_key(entity);
+                if new && self.client_quotas.len() >= QUOTA_ENTITIES_MAX {
+                    return Err(MetadataError::InvalidQuota(format!(
+                        "more than {QUOTA_ENTITIES_MAX} quota entities"
+                    )));
+                }
+                Ok(())
+            }
         }
     }
 
@@ -244,8 +257,30 @@ impl Metadata {
                     self.acls.remove(acl);
                 }
             }
+            MetadataRecord::SetClientQuota { entity, key, value } => {
+                let quotas = self.client_quotas.entry(entity.clone()).or_default();
+                match value {
+                    Some(value) => {
+                        quotas.insert(key.clone(), *value);
+                    }
+                    None => {
+                        quotas.remove(key);
+                    }
+                }
+                if quotas.is_empty() {
+                    self.client_quotas.remove(entity);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The quota `key` that applies to `user` connecting with `client_id`
+    /// (the most specific entity that sets it), in bytes per second.
+    pub fn client_quota(&self, user: &str, client_id: &str, key: &str) -> Option<u64> {
+        QuotaEntity::precedence(user, client_id)
+            .iter()
+            .find_map(|entity| self.client_quotas.get(entity)?.get(key).copied())
     }
 
     /// A user's credential for a mechanism.

@@ -8,6 +8,7 @@ use crate::acls::AclBinding;
 use crate::config::TopicConfig;
 use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
+use crate::quotas::QuotaEntity;
 use crate::types::{
     BrokerId, ClusterId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId,
 };
@@ -139,6 +140,15 @@ pub enum MetadataRecord {
     CreateAcls(Vec<AclBinding>),
     /// ACLs are removed (those not there are skipped).
     DeleteAcls(Vec<AclBinding>),
+    /// A client quota is set (or removed, with no value).
+    SetClientQuota {
+        /// Who it is for.
+        entity: QuotaEntity,
+        /// Which quota (`producer_byte_rate`, `consumer_byte_rate`).
+        key: String,
+        /// Bytes per second; None removes it.
+        value: Option<u64>,
+    },
 }
 
 impl MetadataRecord {

@@ -10,6 +10,7 @@ use crate::controller::AlterIsr;
 use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::node::NodeId;
+use crate::quotas::QuotaEntity;
 use crate::record::BrokerRegistration;
 use crate::types::{BrokerId, Incarnation, TopicId};
 
@@ -83,6 +84,14 @@ pub enum ControllerRequest {
     CreateAcls(Vec<AclBinding>),
     /// Remove the ACLs each filter selects (DeleteAcls).
     DeleteAcls(Vec<AclFilter>),
+    /// Set or remove client quotas (AlterClientQuotas): one entity's
+    /// changes, applied together.
+    AlterClientQuotas {
+        /// Who.
+        entity: QuotaEntity,
+        /// (key, bytes per second or None to remove).
+        changes: Vec<(String, Option<u64>)>,
+    },
 }
 
 /// Why a controller request failed.

@@ -579,6 +579,14 @@ impl<T: Transport> Driver<T> {
                     .collect()
             }
             ControllerRequest::CreateAcls(acls) => vec![MetadataRecord::CreateAcls(acls)],
+            ControllerRequest::AlterClientQuotas { entity, changes } => changes
+                .into_iter()
+                .map(|(key, value)| MetadataRecord::SetClientQuota {
+                    entity: entity.clone(),
+                    key,
+                    value,
+                })
+                .collect(),
             ControllerRequest::DeleteAcls(filters) => {
                 let selected: Vec<_> = metadata
                     .acls

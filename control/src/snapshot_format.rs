@@ -7,8 +7,9 @@
 //! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
 //! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
 //! 4 added the producer id blocks ([`MetadataV4`]); version 5 added the
-//! SCRAM credentials ([`MetadataV5`]); version 6 adds the ACLs. The frozen
-//! layouts below never change.
+//! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
+//! ([`MetadataV6`]); version 7 adds the client quotas. The frozen layouts
+//! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
 //!
@@ -22,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rkyv::{Archive, Deserialize, Serialize};
 
+use crate::acls::AclBinding;
 use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::model::{Broker, Metadata, Topic};
@@ -31,8 +33,10 @@ use crate::types::{BrokerId, ClusterId, TopicId};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the ACLs.
-const VERSION_CURRENT: u8 = 6;
+/// The version written now: [`Metadata`] with the client quotas.
+const VERSION_CURRENT: u8 = 7;
+/// [`MetadataV6`].
+const VERSION_6: u8 = 6;
 /// [`MetadataV5`].
 const VERSION_5: u8 = 5;
 /// [`MetadataV4`].
@@ -66,6 +70,7 @@ impl From<MetadataV1> for Metadata {
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
         }
     }
 }
@@ -95,6 +100,7 @@ impl From<MetadataV2> for Metadata {
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
         }
     }
 }
@@ -125,6 +131,7 @@ impl From<MetadataV3> for Metadata {
             producer_id_blocks: BTreeMap::new(),
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
         }
     }
 }
@@ -157,6 +164,7 @@ impl From<MetadataV4> for Metadata {
             producer_id_blocks: v4.producer_id_blocks,
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
         }
     }
 }
@@ -190,6 +198,42 @@ impl From<MetadataV5> for Metadata {
             producer_id_blocks: v5.producer_id_blocks,
             scram_credentials: v5.scram_credentials,
             acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 6 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV6 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+}
+
+impl From<MetadataV6> for Metadata {
+    fn from(v6: MetadataV6) -> Metadata {
+        Metadata {
+            brokers: v6.brokers,
+            topics: v6.topics,
+            names: v6.names,
+            unclean_leader_elections: v6.unclean_leader_elections,
+            deleted_topics: v6.deleted_topics,
+            cluster_id: v6.cluster_id,
+            next_producer_id: v6.next_producer_id,
+            producer_id_blocks: v6.producer_id_blocks,
+            scram_credentials: v6.scram_credentials,
+            acls: v6.acls,
+            client_quotas: BTreeMap::new(),
         }
     }
 }
@@ -226,6 +270,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_6, archived)) => archive::<MetadataV6>(archived).map(Metadata::from),
         Some((&VERSION_5, archived)) => archive::<MetadataV5>(archived).map(Metadata::from),
         Some((&VERSION_4, archived)) => archive::<MetadataV4>(archived).map(Metadata::from),
         Some((&VERSION_3, archived)) => archive::<MetadataV3>(archived).map(Metadata::from),
@@ -306,6 +351,18 @@ mod tests {
         let metadata = decode(&bytes).unwrap();
         assert!(metadata.scram_credentials.contains_key("alice"));
         assert!(metadata.acls.is_empty());
+    }
+
+    #[test]
+    fn a_version_6_snapshot_decodes_into_the_current_state() {
+        let mut v6 = MetadataV6::default();
+        v6.scram_credentials.insert("alice".into(), BTreeMap::new());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_6);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v6).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.scram_credentials.contains_key("alice"));
+        assert!(metadata.client_quotas.is_empty());
     }
 
     #[test]

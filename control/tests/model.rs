@@ -408,3 +408,54 @@ fn scram_credentials_are_set_replaced_deleted_and_survive_a_snapshot() {
         .unwrap();
     assert!(metadata.scram_credentials.is_empty(), "the user is gone");
 }
+
+/// Client quotas: set, replaced and removed per entity and key; the most
+/// specific entity applies (Kafka's precedence); kept by a snapshot.
+#[test]
+fn client_quotas_apply_most_specific_first_and_survive_a_snapshot() {
+    use control::quotas::{EntityName, QuotaEntity, PRODUCER_BYTE_RATE};
+    let mut metadata = cluster(1);
+    let named = |s: &str| Some(EntityName::Named(s.into()));
+    let set = |user, client_id, value| MetadataRecord::SetClientQuota {
+        entity: QuotaEntity { user, client_id },
+        key: PRODUCER_BYTE_RATE.into(),
+        value,
+    };
+    metadata
+        .apply(&set(Some(EntityName::Default), None, Some(1000)))
+        .unwrap();
+    assert_eq!(
+        metadata.client_quota("bob", "app", PRODUCER_BYTE_RATE),
+        Some(1000)
+    );
+    metadata
+        .apply(&set(named("alice"), None, Some(500)))
+        .unwrap();
+    metadata
+        .apply(&set(named("alice"), named("app"), Some(200)))
+        .unwrap();
+    assert_eq!(
+        metadata.client_quota("alice", "app", PRODUCER_BYTE_RATE),
+        Some(200)
+    );
+    assert_eq!(
+        metadata.client_quota("alice", "other", PRODUCER_BYTE_RATE),
+        Some(500)
+    );
+    assert_eq!(
+        metadata.client_quota("alice", "app", "consumer_byte_rate"),
+        None
+    );
+    let restored = Metadata::decode(&metadata.encode()).unwrap();
+    assert_eq!(restored.client_quotas, metadata.client_quotas);
+    metadata
+        .apply(&set(named("alice"), named("app"), None))
+        .unwrap();
+    assert_eq!(
+        metadata.client_quota("alice", "app", PRODUCER_BYTE_RATE),
+        Some(500)
+    );
+    let before = metadata.clone();
+    assert!(metadata.apply(&set(None, None, Some(1))).is_err());
+    assert_eq!(metadata, before);
+}

@@ -18,6 +18,7 @@
 //! broker user delete NAME [--mechanism M]...
 //! broker user list
 //! broker acl create|list|delete ...   (see acl_cli)
+//! broker quota set|remove|list ...    (see quota_cli)
 //! ```
 //! Every subcommand takes `--brokers HOST:PORT` (default 127.0.0.1:9092,
 //! or `BROKER_BROKERS`), and for brokers whose Kafka port speaks TLS
@@ -40,6 +41,7 @@ use control::acls::Permission;
 
 use crate::acl_cli::{self, AclCommand, AclFlags};
 use crate::group_cli::{self, parse_datetime, GroupCommand, ResetTo};
+use crate::quota_cli::{self, QuotaCommand, QuotaFlags};
 use crate::user_cli::{self, mechanisms_or_both, UserCommand};
 
 /// The usage text.
@@ -71,13 +73,17 @@ pub const USAGE: &str = "usage:
          RESOURCE: --topic NAME | --group NAME | --cluster | --transactional-id NAME;
          P: User:name; OP: Read, Write, Create, Delete, Alter, Describe, ClusterAction,
          DescribeConfigs, AlterConfigs, IdempotentWrite, All
+  broker quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N]
+  broker quota remove ENTITY [--key producer_byte_rate|consumer_byte_rate]...
+  broker quota list
+         ENTITY: [--user NAME | --user-default] [--client-id ID | --client-default]
 Over TLS, every admin command also takes --ssl-ca-location FILE
   [--ssl-certificate-location FILE --ssl-key-location FILE]
 With SASL: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-username U
   [--sasl-password P] (else BROKER_SASL_PASSWORD)";
 
 /// A parsed admin command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// `topic create`.
     Create {
@@ -113,6 +119,8 @@ pub enum Command {
     User(UserCommand),
     /// `acl ...`.
     Acl(AclCommand),
+    /// `quota ...`.
+    Quota(QuotaCommand),
 }
 
 /// Where the admin commands go, and how.
@@ -148,6 +156,7 @@ struct Flags {
     mechanisms: Vec<String>,
     iterations: u32,
     acl: AclFlags,
+    quota: QuotaFlags,
 }
 
 /// Parses `args` (after `broker`): the command and the bootstrap address.
@@ -223,6 +232,7 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
         mechanisms: Vec::new(),
         iterations: crate::user_cli::ITERATIONS_DEFAULT,
         acl: AclFlags::default(),
+        quota: QuotaFlags::default(),
     };
     let mut positional = Vec::new();
     let mut it = args.iter();
@@ -269,6 +279,19 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
             "--operation" => flags.acl.operations.push(value()?),
             "--host" => flags.acl.host = Some(value()?),
             "--prefixed" => flags.acl.prefixed = true,
+            "--user" => flags.quota.entity.push(("user".into(), Some(value()?))),
+            "--user-default" => flags.quota.entity.push(("user".into(), None)),
+            "--client-id" => flags
+                .quota
+                .entity
+                .push(("client-id".into(), Some(value()?))),
+            "--client-default" => flags.quota.entity.push(("client-id".into(), None)),
+            "--producer-byte-rate" | "--consumer-byte-rate" => {
+                let key = arg.trim_start_matches("--").replace('-', "_");
+                let rate = number(arg, value()?)? as f64;
+                flags.quota.rates.push((key, rate));
+            }
+            "--key" => flags.quota.keys.push(value()?),
             "--all-topics" => flags.all_topics = true,
             "--to-earliest" => flags.reset_to.push(ResetTo::Earliest),
             "--to-latest" => flags.reset_to.push(ResetTo::Latest),
@@ -364,6 +387,9 @@ fn command_of(words: &[&str], flags: Flags) -> Result<Command, String> {
             Command::Acl(AclCommand::List(patterns.remove(0)))
         }
         ["acl", "delete"] => Command::Acl(AclCommand::Delete(acl_cli::patterns(&flags.acl)?)),
+        ["quota", "set"] => Command::Quota(quota_cli::alter(flags.quota, false)?),
+        ["quota", "remove"] => Command::Quota(quota_cli::alter(flags.quota, true)?),
+        ["quota", "list"] => Command::Quota(QuotaCommand::List),
         _ => return Err(USAGE.to_string()),
     };
     Ok(command)
@@ -454,6 +480,7 @@ async fn execute(cluster: &Cluster, command: Command) -> Result<String, ClientEr
         Command::Group(command) => out = group_cli::execute(cluster, command).await?,
         Command::User(command) => out = user_cli::execute(cluster, command).await?,
         Command::Acl(command) => out = acl_cli::execute(cluster, command).await?,
+        Command::Quota(command) => out = quota_cli::execute(cluster, command).await?,
         Command::ClusterStatus => {
             let description = cluster.describe_cluster().await?;
             let _ = writeln!(

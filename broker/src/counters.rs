@@ -74,6 +74,10 @@ pub struct ShardMetrics {
     pub sasl_authentication_failures: AtomicU64,
     /// HTTP API requests refused for their Basic credentials (401).
     pub http_authentication_failures: AtomicU64,
+    /// Requests answered with a throttle time (a client over its quota).
+    pub throttled_requests: AtomicU64,
+    /// The throttle time handed out, in ms, in all.
+    pub throttle_ms: AtomicU64,
     /// Produce request latency by acks: 0, 1, all.
     pub produce_latency: [Histogram; 3],
     /// Consumer fetch latency (long-poll waits included, as Kafka's).
@@ -98,6 +102,8 @@ impl Default for ShardMetrics {
             sasl_authentications: AtomicU64::new(0),
             sasl_authentication_failures: AtomicU64::new(0),
             http_authentication_failures: AtomicU64::new(0),
+            throttled_requests: AtomicU64::new(0),
+            throttle_ms: AtomicU64::new(0),
             produce_latency: Default::default(),
             fetch_latency: Histogram::default(),
             isr_shrinks: AtomicU64::new(0),
@@ -108,6 +114,12 @@ impl Default for ShardMetrics {
 }
 
 impl ShardMetrics {
+    /// A request answered with `throttle_ms` of throttle time.
+    pub fn throttled(&self, throttle_ms: u64) {
+        self.throttled_requests.fetch_add(1, Ordering::Relaxed);
+        self.throttle_ms.fetch_add(throttle_ms, Ordering::Relaxed);
+    }
+
     /// Requests of API `key` counted (`key` below [`API_KEYS`]).
     pub fn requests_of(&self, key: usize) -> u64 {
         self.requests[key].load(Ordering::Relaxed)

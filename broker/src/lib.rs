@@ -21,7 +21,7 @@
 //! Beside them: `kafka` (framing, bounds walkers, decoding, shared
 //! answers), `groups` (membership and offsets state machines), `sasl`
 //! (authentication exchanges and a connection's session), `authorizer`
-//! (the ACL decisions), `config`,
+//! (the ACL decisions), `quotas` (byte-rate meters), `config`,
 //! `counters`, and the binaries' subcommands.
 
 #![warn(missing_docs)]
@@ -42,6 +42,8 @@ pub mod http_request;
 pub mod kafka;
 pub mod partition;
 pub mod process;
+pub mod quota_cli;
+pub mod quotas;
 pub mod replica;
 pub mod runtime;
 pub mod sasl;

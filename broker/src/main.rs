@@ -11,7 +11,7 @@ fn main() {
     let command = args.first().cloned().unwrap_or_default();
     match command.as_str() {
         "--help" | "-h" | "help" => println!("{}", broker::admin_cli::USAGE),
-        "topic" | "cluster" | "group" | "user" | "acl" => {
+        "topic" | "cluster" | "group" | "user" | "acl" | "quota" => {
             init_logging(false);
             let outcome = broker::admin_cli::parse_target(&args)
                 .and_then(|(command, target)| broker::admin_cli::run(command, &target));

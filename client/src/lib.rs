@@ -13,6 +13,7 @@ pub mod consumer;
 pub mod groups;
 pub mod partitioner;
 pub mod producer;
+pub mod quotas;
 pub mod records;
 pub mod scram;
 pub mod security;

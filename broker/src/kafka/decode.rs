@@ -3,16 +3,16 @@
 //! decode, and what the fuzz target drives for every API served.
 
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
-    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    DescribeProducersRequest, DescribeUserScramCredentialsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, SyncGroupRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
+    ApiVersionsRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
+    DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -159,6 +159,14 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         }
         ApiKey::DeleteAcls => {
             checked::<DeleteAclsRequest>(request, bounds::check_delete_acls).map(drop)
+        }
+        ApiKey::DescribeClientQuotas => {
+            checked::<DescribeClientQuotasRequest>(request, bounds::check_describe_client_quotas)
+                .map(drop)
+        }
+        ApiKey::AlterClientQuotas => {
+            checked::<AlterClientQuotasRequest>(request, bounds::check_alter_client_quotas)
+                .map(drop)
         }
         other => Err(DecodeError::NoWalker(other, version)),
     }

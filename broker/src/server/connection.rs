@@ -66,6 +66,8 @@ where
     // large requests, and four times more under TLS, whose reads end at
     // each 16 KiB record).
     let mut idle: Option<Timer> = None;
+    // The throttle time of the request just answered, if over a quota.
+    let mut throttled = 0;
     let config = &shard.cluster.config;
     let mut session = config.kafka_uses_sasl().then(|| {
         let lifetime = (config.connections_max_reauth_ms > 0)
@@ -123,7 +125,7 @@ where
                     ) =>
                 {
                     match authentication::answer(&shard, session.as_mut(), &request, &peer).await {
-                        Ok(answer) => (answer.frame, answer.close),
+                        Ok(answer) => (Some(answer.frame), answer.close),
                         Err(e) => {
                             shard.metrics.request_error(api_key);
                             tracing::warn!(%peer, api = ?request.api_key, error = %e, "closing connection");
@@ -131,24 +133,33 @@ where
                         }
                     }
                 }
-                _ => match handlers::handle(
-                    &shard,
-                    &request,
-                    &caller(&shard, &client, session.as_ref(), &client_host),
-                )
-                .await
-                {
-                    Ok(Outcome::Respond(response)) => (response, false),
-                    Ok(Outcome::NoResponse) => continue,
-                    Err(e) => {
-                        shard.metrics.request_error(api_key);
-                        tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
-                        return;
+                _ => {
+                    let client_id = request.header.client_id.as_deref().unwrap_or("");
+                    let caller = caller(&shard, &client, session.as_ref(), client_id, &client_host);
+                    let outcome = handlers::handle(&shard, &request, &caller).await;
+                    throttled = caller.throttled_ms();
+                    match outcome {
+                        Ok(Outcome::Respond(response)) => (Some(response), false),
+                        Ok(Outcome::NoResponse) => (None, false),
+                        Err(e) => {
+                            shard.metrics.request_error(api_key);
+                            tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
+                            return;
+                        }
                     }
-                },
+                }
             };
-            if !send(&mut stream, &response, &shard, idle_max, &peer).await || close {
-                return;
+            if let Some(response) = response {
+                if !send(&mut stream, &response, &shard, idle_max, &peer).await || close {
+                    return;
+                }
+            }
+            if throttled > 0 {
+                // Over its quota: answered at once with the throttle time,
+                // then muted for it (KIP-219).
+                shard.metrics.throttled(throttled);
+                glommio::timer::sleep(Duration::from_millis(throttled)).await;
+                throttled = 0;
             }
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
@@ -171,11 +182,12 @@ where
 }
 
 /// Who sent the request now (its SASL user can change on
-/// re-authentication), for the ACL checks.
+/// re-authentication), for the ACL checks and the quotas.
 fn caller<'a>(
     shard: &Shard,
     client: &Client,
     session: Option<&Session>,
+    client_id: &'a str,
     group_host: &'a str,
 ) -> Caller<'a> {
     let principal = || match (session.and_then(Session::principal), &client.principal) {
@@ -184,7 +196,15 @@ fn caller<'a>(
         (None, None) => ANONYMOUS.to_string(),
     };
     let ip = client.address.map(|a| a.ip());
-    Caller::new(shard.cluster.authorizer(), principal, ip, group_host)
+    let metered = !shard
+        .cluster
+        .view
+        .borrow()
+        .metadata
+        .client_quotas
+        .is_empty();
+    let checks = (shard.cluster.authorizer(), metered);
+    Caller::new(checks, principal, (ip, client_id), group_host)
 }
 
 /// Writes an answer; false if the connection is to close (the client

@@ -384,6 +384,16 @@ fn requests(page: &mut Page, all: &Registry) {
             m.http_authentication_failures.load(Ordering::Relaxed)
         }),
     );
+    page.counter(
+        "throttled_requests_total",
+        "requests answered with a throttle time: their client was over its produce or fetch byte-rate quota, and its connection is muted for that long",
+        sum(all, |m| m.throttled_requests.load(Ordering::Relaxed)),
+    );
+    page.counter(
+        "throttle_time_ms_total",
+        "throttle time handed out to clients over their quotas, in ms",
+        sum(all, |m| m.throttle_ms.load(Ordering::Relaxed)),
+    );
 }
 
 fn fetches(page: &mut Page, all: &Registry) {

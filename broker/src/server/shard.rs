@@ -5,6 +5,7 @@
 //! and the server's start name every service; the transports receive a
 //! [`Shard`].
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use crate::config::BrokerConfig;
 use crate::coordinator::Coordinator;
 use crate::counters::{Registry, ShardMetrics};
 use crate::partition::Partitions;
+use crate::quotas::Meters;
 use crate::replica::Replication;
 use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId};
 
@@ -37,6 +39,8 @@ pub struct Shard {
     pub metrics_registry: Registry,
     /// The client connection limits, shared by every shard.
     pub admission: Arc<Admission>,
+    /// This shard's clients' produce and fetch byte rates (quotas).
+    pub quota_meters: RefCell<Meters>,
 }
 
 /// The meshes of the services reachable from other shards, made before
@@ -126,6 +130,7 @@ impl Shard {
             metrics,
             metrics_registry: parts.metrics_registry,
             admission: parts.admission,
+            quota_meters: RefCell::new(Meters::default()),
         })
     }
 }

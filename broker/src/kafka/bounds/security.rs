@@ -84,6 +84,41 @@ pub fn check_delete_acls(body: &[u8], version: i16) -> Walk {
     check_create_acls(body, version)
 }
 
+/// DescribeClientQuotas v0-1 (flexible from v1).
+pub fn check_describe_client_quotas(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 1);
+    w.array(|w| {
+        w.string()?; // entity_type
+        w.fixed(1)?; // match_type
+        w.string()?; // match (nullable)
+        w.tagged_fields()
+    })?;
+    w.fixed(1)?; // strict
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// AlterClientQuotas v0-1 (flexible from v1).
+pub fn check_alter_client_quotas(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 1);
+    w.array(|w| {
+        w.array(|w| {
+            w.string()?; // entity_type
+            w.string()?; // entity_name (nullable)
+            w.tagged_fields()
+        })?;
+        w.array(|w| {
+            w.string()?; // key
+            w.fixed(8 + 1)?; // value, remove
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.fixed(1)?; // validate_only
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +196,29 @@ mod tests {
             check_delete_acls(&encoded(&delete, version), version).unwrap();
         }
         assert!(check_create_acls(&[0x7f, 0xff, 0xff, 0xff], 1).is_err());
+        for version in 0..=1 {
+            use kafka_protocol::messages::alter_client_quotas_request::{
+                EntityData, EntryData, OpData,
+            };
+            use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+            use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+            let describe = DescribeClientQuotasRequest::default().with_components(vec![
+                ComponentData::default()
+                    .with_entity_type(name("user"))
+                    .with_match_type(1),
+            ]);
+            check_describe_client_quotas(&encoded(&describe, version), version).unwrap();
+            let alter =
+                AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+                    .with_entity(vec![EntityData::default()
+                        .with_entity_type(name("user"))
+                        .with_entity_name(Some(name("alice")))])
+                    .with_ops(vec![OpData::default()
+                        .with_key(name("producer_byte_rate"))
+                        .with_value(1024.0)])]);
+            check_alter_client_quotas(&encoded(&alter, version), version).unwrap();
+        }
+        assert!(check_alter_client_quotas(&[0x7f, 0xff, 0xff, 0xff], 0).is_err());
         // Forged: a count of 2^28 elements, a 2 GiB byte string.
         assert!(check_alter_user_scram_credentials(&[0xff, 0xff, 0xff, 0xff, 0x01], 0).is_err());
         assert!(check_sasl_authenticate(&[0x7f, 0xff, 0xff, 0xff], 0).is_err());

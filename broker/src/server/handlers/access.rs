@@ -3,22 +3,34 @@
 //! with Kafka's code (TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED).
 //! With `authorizer = "none"` every question is answered yes at once.
 
+use std::cell::Cell;
 use std::net::IpAddr;
 use std::rc::Rc;
 
 use control::acls::{Operation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::ResponseError;
 
+use control::quotas::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE};
+
 use crate::authorizer::Authorizer;
 use crate::cluster::routing::Route;
 use crate::kafka::Code;
+use crate::quotas::{shard_share, Direction};
+use crate::runtime::clock::monotonic_ms;
+use crate::server::shard::Shard;
 
 /// The sender of a request.
 pub struct Caller<'a> {
     authorizer: Option<Rc<Authorizer>>,
     /// `User:name`: the SASL user, else the client certificate's subject,
-    /// else `User:ANONYMOUS` (empty when nothing is checked).
+    /// else `User:ANONYMOUS` (empty when nothing is checked or metered).
     principal: String,
+    /// The request's client id (quotas are per user and client id).
+    client_id: &'a str,
+    /// Whether any client quota is set (else nothing is metered).
+    metered: bool,
+    /// The throttle time a handler answered with (0: none).
+    throttled_ms: Cell<u64>,
     /// Its IP address, as ACL hosts name it.
     host: String,
     /// "/ip", as DescribeGroups shows a member's host.
@@ -29,21 +41,70 @@ impl<'a> Caller<'a> {
     /// A caller checked by `authorizer` (None: nothing is checked);
     /// `principal` is asked only when something is.
     pub fn new(
-        authorizer: Option<Rc<Authorizer>>,
+        (authorizer, metered): (Option<Rc<Authorizer>>, bool),
         principal: impl FnOnce() -> String,
-        ip: Option<IpAddr>,
+        (ip, client_id): (Option<IpAddr>, &'a str),
         group_host: &'a str,
     ) -> Caller<'a> {
-        let (principal, host) = match &authorizer {
-            Some(_) => (principal(), ip.map(|ip| ip.to_string()).unwrap_or_default()),
-            None => (String::new(), String::new()),
+        let principal = match authorizer.is_some() || metered {
+            true => principal(),
+            false => String::new(),
+        };
+        let host = match &authorizer {
+            Some(_) => ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            None => String::new(),
         };
         Caller {
             authorizer,
             principal,
+            client_id,
+            metered,
+            throttled_ms: Cell::new(0),
             host,
             group_host,
         }
+    }
+
+    /// Meters `bytes` of `direction` against the caller's quota (Kafka's
+    /// precedence of user and client id quotas); the throttle time to
+    /// answer with, in ms (0 without a quota or under it). The connection
+    /// then reads nothing more for that long.
+    pub fn meter(&self, shard: &Shard, direction: Direction, bytes: usize) -> i32 {
+        if !self.metered {
+            return 0;
+        }
+        let key = match direction {
+            Direction::Produce => PRODUCER_BYTE_RATE,
+            Direction::Fetch => CONSUMER_BYTE_RATE,
+        };
+        let user = self
+            .principal
+            .strip_prefix("User:")
+            .unwrap_or(&self.principal);
+        let quota = shard
+            .cluster
+            .view
+            .borrow()
+            .metadata
+            .client_quota(user, self.client_id, key);
+        let Some(quota) = quota else {
+            return 0;
+        };
+        let share = shard_share(quota, shard.cluster.shards());
+        let throttle = shard.quota_meters.borrow_mut().record(
+            direction,
+            (user, self.client_id),
+            bytes as u64,
+            share,
+            monotonic_ms(),
+        );
+        self.throttled_ms.set(self.throttled_ms.get().max(throttle));
+        throttle as i32
+    }
+
+    /// The throttle time of the request answered (0: none).
+    pub fn throttled_ms(&self) -> u64 {
+        self.throttled_ms.get()
     }
 
     /// Whether the caller may do `operation` to `name` of `resource`.

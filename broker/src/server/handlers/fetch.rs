@@ -32,6 +32,7 @@ use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::read::{Bound, Read};
 use crate::partition::role::Role;
 use crate::partition::Partitions;
+use crate::quotas::Direction;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 use control::acls::Operation;
@@ -114,7 +115,11 @@ pub async fn handle(
     if reads.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
     }
-    let answer = encode(&decoded, reads, version);
+    // Consumers are metered on what they are sent (followers replicate
+    // unmetered: the broker's own user has no quota unless one is set).
+    let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
+    let throttle = caller.meter(shard, Direction::Fetch, bytes);
+    let answer = encode(&decoded, reads, version).with_throttle_time_ms(throttle);
     let frame = fetch_frame::encode(request.header.correlation_id, version, answer)?;
     Ok(Outcome::Respond(frame))
 }

@@ -15,6 +15,7 @@ mod groups;
 mod offsets;
 mod produce;
 mod producers;
+mod quotas;
 mod topics;
 mod users;
 
@@ -139,6 +140,8 @@ pub const SERVED: &[(ApiKey, (i16, i16))] = &[
         users::DESCRIBE_VERSIONS,
     ),
     (ApiKey::AlterUserScramCredentials, users::ALTER_VERSIONS),
+    (ApiKey::DescribeClientQuotas, quotas::DESCRIBE_VERSIONS),
+    (ApiKey::AlterClientQuotas, quotas::ALTER_VERSIONS),
     (ApiKey::CreateAcls, acls::CREATE_VERSIONS),
     (ApiKey::DescribeAcls, acls::DESCRIBE_VERSIONS),
     (ApiKey::DeleteAcls, acls::DELETE_VERSIONS),
@@ -203,6 +206,8 @@ pub async fn handle(
         ApiKey::DescribeProducers => producers::describe_producers(shard, request, caller).await,
         ApiKey::DescribeUserScramCredentials => users::describe(shard, request, caller).await,
         ApiKey::AlterUserScramCredentials => users::alter(shard, request, caller).await,
+        ApiKey::DescribeClientQuotas => quotas::describe(shard, request, caller).await,
+        ApiKey::AlterClientQuotas => quotas::alter(shard, request, caller).await,
         ApiKey::CreateAcls => acls::create(shard, request, caller).await,
         ApiKey::DescribeAcls => acls::describe(shard, request, caller).await,
         ApiKey::DeleteAcls => acls::delete(shard, request, caller).await,

@@ -24,6 +24,7 @@ use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
+use crate::quotas::Direction;
 use crate::server::shard::Shard;
 use control::acls::Operation;
 
@@ -62,10 +63,13 @@ pub async fn handle(
     if results.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
     }
+    // Metered after the append, as Kafka does: the answer carries the
+    // throttle time and the connection is muted for it.
+    let throttle = caller.meter(shard, Direction::Produce, request.body.len());
     if decoded.acks == 0 {
         return Ok(Outcome::NoResponse);
     }
-    let answer = encode(&decoded.topic_data, results, version);
+    let answer = encode(&decoded.topic_data, results, version).with_throttle_time_ms(throttle);
     Ok(Outcome::Respond(response::encode(
         request.header.correlation_id,
         version,

@@ -53,9 +53,12 @@ impl Meter {
             return 0;
         };
         let total: u64 = self.samples.iter().map(|(_, bytes)| bytes).sum();
-        // At least one whole sample: a burst at the start is measured
-        // over a second, not over the milliseconds since it began.
-        let span_ms = (now_ms - oldest).max(SAMPLE_MS);
+        // The samples in the window, the current one counted whole: a
+        // client at its quota is never throttled at a sample's start, and
+        // a burst at the start is measured over one second, not over the
+        // milliseconds since it began (Kafka measures it over nine, which
+        // lets a new client send nine seconds' worth at once).
+        let span_ms = now_ms - now_ms % SAMPLE_MS + SAMPLE_MS - oldest;
         let allowed = quota.saturating_mul(span_ms) / 1_000;
         if total <= allowed {
             return 0;

@@ -113,6 +113,10 @@ pub struct BrokerConfig {
     /// This broker's metadata listener; defaults to its own entry in
     /// `controller_quorum_voters`.
     pub controller_listen: Option<String>,
+    /// The metadata quorum's transport (Raft, forwarded controller calls):
+    /// `PLAINTEXT` or `SSL` (the `ssl_*` files, certificates required both
+    /// ways).
+    pub controller_security_protocol: String,
     /// A broker whose heartbeats stop this long is fenced by the controller.
     pub broker_session_timeout_ms: u64,
     /// How often a broker heartbeats the controller.
@@ -203,6 +207,7 @@ impl Default for BrokerConfig {
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
             controller_listen: None,
+            controller_security_protocol: "PLAINTEXT".into(),
             broker_session_timeout_ms: 9_000,
             broker_heartbeat_interval_ms: 1_000,
             replica_lag_time_max_ms: 30_000,
@@ -521,7 +526,16 @@ impl BrokerConfig {
                 self.ssl_client_auth
             ));
         }
-        if !self.kafka_uses_tls() && !self.http_tls {
+        if !matches!(
+            self.controller_security_protocol.as_str(),
+            "PLAINTEXT" | "SSL"
+        ) {
+            return invalid(format!(
+                "controller_security_protocol must be PLAINTEXT or SSL, got {:?}",
+                self.controller_security_protocol
+            ));
+        }
+        if !self.kafka_uses_tls() && !self.http_tls && !self.controller_uses_tls() {
             if self.ssl_client_auth != "none" {
                 return invalid(format!(
                     "ssl_client_auth {} asks for client certificates, but no port speaks TLS \
@@ -545,6 +559,15 @@ impl BrokerConfig {
                     .into(),
             );
         }
+        if self.controller_uses_tls()
+            && (self.ssl_ca_location.is_none() || self.ssl_certificate_location.is_none())
+        {
+            return invalid(
+                "controller_security_protocol SSL needs ssl_certificate_location, \
+                 ssl_key_location and ssl_ca_location (brokers present certificates to each other)"
+                    .into(),
+            );
+        }
         if self.ssl_client_auth != "none" && self.ssl_ca_location.is_none() {
             return invalid(format!(
                 "ssl_client_auth {} needs ssl_ca_location (the CA client certificates chain to)",
@@ -552,6 +575,11 @@ impl BrokerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the metadata quorum's transport speaks TLS.
+    pub fn controller_uses_tls(&self) -> bool {
+        self.controller_security_protocol == "SSL"
     }
 
     /// Whether the Kafka port speaks TLS.
@@ -758,6 +786,25 @@ mod tests {
             ..BrokerConfig::default()
         };
         assert!(plaintext.check().is_err());
+        // The quorum's TLS needs the certificate, key and CA.
+        let quorum = BrokerConfig {
+            controller_security_protocol: "SSL".into(),
+            ssl_certificate_location: Some("server.pem".into()),
+            ssl_key_location: Some("server.key".into()),
+            ..BrokerConfig::default()
+        };
+        let err = quorum.check().unwrap_err().to_string();
+        assert!(err.contains("ssl_ca_location"), "{err}");
+        let with_ca = BrokerConfig {
+            ssl_ca_location: Some("ca.pem".into()),
+            ..quorum.clone()
+        };
+        assert!(with_ca.check().is_ok());
+        let typo = BrokerConfig {
+            controller_security_protocol: "TLS".into(),
+            ..BrokerConfig::default()
+        };
+        assert!(typo.check().is_err());
         // HTTPS alone needs the files too.
         let https = BrokerConfig {
             http_tls: true,

@@ -48,4 +48,5 @@ pub mod replica;
 pub mod runtime;
 pub mod sasl;
 pub mod server;
+pub mod tls_files;
 pub mod user_cli;

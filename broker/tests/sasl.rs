@@ -433,6 +433,7 @@ fn a_session_expires_unless_the_client_authenticates_again_and_order_is_enforced
 
 #[test]
 fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_over() {
+    // With the metadata quorum over TLS (mutual certificates) as well.
     let dir = tempfile::tempdir().unwrap();
     let authority = Authority::new("cluster-ca");
     let files = server_files(dir.path(), &authority);
@@ -443,6 +444,9 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
     // User:ANONYMOUS, allowed to describe the topic below.
     env.push(("BROKER_HTTP_AUTHENTICATION", "none".into()));
     env.push(("BROKER_AUTHORIZER", "acl".into()));
+    // The metadata quorum (Raft, forwarded controller calls) over TLS too:
+    // no port of the cluster speaks plaintext.
+    env.push(("BROKER_CONTROLLER_SECURITY_PROTOCOL", "SSL".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
     cluster.start();
@@ -483,6 +487,24 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
             "replicated",
         ]);
     }
+    // A plaintext peer on a metadata port is refused at the handshake.
+    let mut intruder = std::net::TcpStream::connect(cluster.metadata_address(2)).unwrap();
+    intruder
+        .write_all(b"RAFT\0\0\0\x10garbage-frame!!!")
+        .unwrap();
+    let log = cluster.log_path(2);
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("closing a metadata connection: TLS handshake failed")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no log line for the plaintext peer"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(intruder);
     // The ACLs (made through broker 1) reach every broker.
     for id in 1..=3 {
         let node = cluster.node(id).kafka.to_string();

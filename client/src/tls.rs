@@ -70,7 +70,7 @@ impl ClientTls {
     }
 
     /// What makes a TLS stream of a TCP stream.
-    pub(crate) fn connector(&self) -> TlsConnector {
+    pub fn connector(&self) -> TlsConnector {
         TlsConnector::from(self.config.clone())
     }
 }

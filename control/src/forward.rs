@@ -13,9 +13,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures::future::{select, Either};
-use futures::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
+use futures::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use crate::link::{self, QuorumTls};
 use crate::request::{Call, Reply, RequestError};
 use crate::transport::FrameError;
 
@@ -46,7 +46,7 @@ fn frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// Reads one frame's payload, its length bounded and checksum checked.
-pub async fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, FrameError> {
+pub async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, FrameError> {
     let mut header = [0u8; 8];
     stream
         .read_exact(&mut header)
@@ -90,13 +90,18 @@ pub fn decode_reply(payload: &[u8]) -> Result<Reply, FrameError> {
 /// most `timeout`) for its reply. Anything that goes wrong on the way is
 /// [`RequestError::Unavailable`]: the caller retries, as with a
 /// controller that moved.
-pub async fn forward(address: SocketAddr, call: &Call, timeout: Duration) -> Reply {
+pub async fn forward(
+    address: SocketAddr,
+    call: &Call,
+    timeout: Duration,
+    tls: Option<&QuorumTls>,
+) -> Reply {
     let exchange = async {
-        let mut stream = TcpStream::connect(address).await.ok()?;
-        let _ = stream.set_nodelay(true);
+        let mut stream = link::connect(address, tls).await.ok()?;
         let mut bytes = CALL_PREAMBLE.to_vec();
         bytes.extend_from_slice(&encode_call(call));
         stream.write_all(&bytes).await.ok()?;
+        stream.flush().await.ok()?;
         let payload = read_frame(&mut stream).await.ok()?;
         decode_reply(&payload).ok()
     };

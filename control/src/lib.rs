@@ -17,6 +17,7 @@ pub mod files;
 pub mod error;
 #[allow(missing_docs)]
 pub mod forward;
+pub mod link;
 pub mod memory;
 pub mod model;
 pub mod node;

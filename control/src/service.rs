@@ -22,6 +22,7 @@ use crate::controller::Controller;
 use crate::disk::FileRaftDisk;
 use crate::error::MetadataError;
 use crate::forward::forward;
+use crate::link::QuorumTls;
 use crate::model::Metadata;
 use crate::node::{Applied, MetadataNode, NodeId, Persist, ProposeError};
 use crate::record::MetadataRecord;
@@ -47,6 +48,9 @@ pub struct ServiceConfig {
     pub peers: BTreeMap<NodeId, SocketAddr>,
     /// How long a forwarded call may take.
     pub call_timeout: Duration,
+    /// TLS for forwarded calls (as for the Raft transport), if the quorum
+    /// speaks it.
+    pub tls: Option<QuorumTls>,
 }
 
 impl ServiceConfig {
@@ -58,6 +62,7 @@ impl ServiceConfig {
             controller_interval: Duration::from_millis(500),
             peers: BTreeMap::new(),
             call_timeout: Duration::from_secs(2),
+            tls: None,
         }
     }
 }
@@ -94,6 +99,7 @@ pub struct MetadataService {
     commands: LocalSender<Command>,
     peers: Rc<BTreeMap<NodeId, SocketAddr>>,
     call_timeout: Duration,
+    tls: Option<QuorumTls>,
     view: Rc<RefCell<View>>,
     subscribers: Rc<RefCell<Vec<LocalSender<Change>>>>,
     _task: Task<()>,
@@ -122,6 +128,7 @@ impl MetadataService {
         let subscribers = Rc::new(RefCell::new(Vec::new()));
         let peers = Rc::new(config.peers.clone());
         let call_timeout = config.call_timeout;
+        let tls = config.tls.clone();
         let driver = Driver {
             node,
             disk: Some(disk),
@@ -140,6 +147,7 @@ impl MetadataService {
             commands,
             peers,
             call_timeout,
+            tls,
             view,
             subscribers,
             _task: task,
@@ -167,12 +175,13 @@ impl MetadataService {
         match leader.and_then(|l| self.peers.get(&l)) {
             Some(address) => {
                 let (address, timeout) = (*address, self.call_timeout);
+                let tls = self.tls.clone();
                 spawn_local(async move {
                     let call = Call::Heartbeat {
                         broker,
                         incarnation,
                     };
-                    if let Err(e) = forward(address, &call, timeout).await {
+                    if let Err(e) = forward(address, &call, timeout, tls.as_ref()).await {
                         tracing::debug!(error = %e, "forwarded heartbeat refused");
                     }
                 })
@@ -228,7 +237,9 @@ impl MetadataService {
             Err(RequestError::NotController {
                 leader: Some(leader),
             }) => match self.peers.get(leader) {
-                Some(address) => forward(*address, &call, self.call_timeout).await,
+                Some(address) => {
+                    forward(*address, &call, self.call_timeout, self.tls.as_ref()).await
+                }
                 None => local,
             },
             _ => local,

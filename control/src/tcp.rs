@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::TcpListener;
 use glommio::{spawn_local, Task};
 use raft::eraftpb::{Message, MessageType};
 
 use crate::forward::{decode_call, encode_reply, read_frame, CALL_PREAMBLE, RAFT_PREAMBLE};
+use crate::link::{self, Link, QuorumTls};
 use crate::node::NodeId;
 use crate::service::RequestError;
 use crate::transport::{
@@ -53,7 +54,18 @@ impl TcpTransport {
         listen: SocketAddr,
         peers: BTreeMap<NodeId, SocketAddr>,
     ) -> std::io::Result<TcpTransport> {
-        Self::with_listener(id, TcpListener::bind(listen)?, peers)
+        Self::with_listener(id, TcpListener::bind(listen)?, peers, None)
+    }
+
+    /// As [`TcpTransport::start`], over TLS if `tls` (both ends present
+    /// certificates from the cluster's CA).
+    pub fn start_with(
+        id: NodeId,
+        listen: SocketAddr,
+        peers: BTreeMap<NodeId, SocketAddr>,
+        tls: Option<QuorumTls>,
+    ) -> std::io::Result<TcpTransport> {
+        Self::with_listener(id, TcpListener::bind(listen)?, peers, tls)
     }
 
     /// As [`TcpTransport::start`], on a listener already bound (so its
@@ -62,6 +74,7 @@ impl TcpTransport {
         id: NodeId,
         listener: TcpListener,
         peers: BTreeMap<NodeId, SocketAddr>,
+        tls: Option<QuorumTls>,
     ) -> std::io::Result<TcpTransport> {
         let local_addr = listener.local_addr()?;
         let (inbound_tx, inbound) = local_channel::new_bounded(INBOUND_QUEUE_MESSAGES_MAX);
@@ -72,15 +85,16 @@ impl TcpTransport {
             listener,
             inbound_tx.clone(),
             readers.clone(),
+            tls.clone(),
         ))];
         let mut senders = BTreeMap::new();
         for (peer, address) in peers.into_iter().filter(|(peer, _)| *peer != id) {
             let (tx, rx) = local_channel::new_bounded(PEER_QUEUE_MESSAGES_MAX);
             tasks.push(spawn_local(send_loop(
-                peer,
-                address,
+                (peer, address),
                 rx,
                 inbound_tx.clone(),
+                tls.clone(),
             )));
             senders.insert(peer, tx);
         }
@@ -133,11 +147,22 @@ async fn accept_loop(
     listener: TcpListener,
     inbound: Rc<LocalSender<Inbound>>,
     readers: Rc<RefCell<Vec<Task<()>>>>,
+    tls: Option<QuorumTls>,
 ) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                let task = spawn_local(read_loop(id, stream, inbound.clone()));
+                let inbound = inbound.clone();
+                let tls = tls.clone();
+                let task = spawn_local(async move {
+                    let peer = stream.peer_addr().ok();
+                    match link::accept(stream, tls.as_ref()).await {
+                        Ok(link) => read_loop(id, link, inbound).await,
+                        Err(e) => {
+                            tracing::warn!(node = id, ?peer, error = %e, "closing a metadata connection: TLS handshake failed")
+                        }
+                    }
+                });
                 let mut readers = readers.borrow_mut();
                 // Peers reconnect after failures: keep the newest readers,
                 // cancelling the oldest (their connections are long gone).
@@ -155,7 +180,7 @@ async fn accept_loop(
 }
 
 /// Reads a connection's preamble, then its Raft messages or its calls.
-async fn read_loop(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+async fn read_loop(id: NodeId, mut stream: Link, inbound: Rc<LocalSender<Inbound>>) {
     let mut preamble = [0u8; 4];
     if stream.read_exact(&mut preamble).await.is_err() {
         return;
@@ -171,7 +196,7 @@ async fn read_loop(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<In
 }
 
 /// Answers calls in order until the caller hangs up or sends garbage.
-async fn answer_calls(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+async fn answer_calls(id: NodeId, mut stream: Link, inbound: Rc<LocalSender<Inbound>>) {
     loop {
         let call = match read_frame(&mut stream).await.and_then(|p| decode_call(&p)) {
             Ok(call) => call,
@@ -186,7 +211,11 @@ async fn answer_calls(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender
             Ok(()) => answer.await.unwrap_or(Err(RequestError::Unavailable)),
             Err(_) => Err(RequestError::Unavailable),
         };
-        if stream.write_all(&encode_reply(&reply)).await.is_err() {
+        let written = async {
+            stream.write_all(&encode_reply(&reply)).await?;
+            stream.flush().await
+        };
+        if written.await.is_err() {
             return;
         }
     }
@@ -194,7 +223,7 @@ async fn answer_calls(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender
 
 /// Reads frames until the peer hangs up or sends garbage; a bad connection
 /// is logged and closed, the node carries on.
-async fn read_messages(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSender<Inbound>>) {
+async fn read_messages(id: NodeId, mut stream: Link, inbound: Rc<LocalSender<Inbound>>) {
     loop {
         let mut header = [0u8; FRAME_HEADER_BYTES];
         if stream.read_exact(&mut header).await.is_err() {
@@ -231,19 +260,29 @@ async fn read_messages(id: NodeId, mut stream: TcpStream, inbound: Rc<LocalSende
 }
 
 async fn send_loop(
-    peer: NodeId,
-    address: SocketAddr,
+    (peer, address): (NodeId, SocketAddr),
     queue: LocalReceiver<Message>,
     inbound: Rc<LocalSender<Inbound>>,
+    tls: Option<QuorumTls>,
 ) {
     let mut backoff = BACKOFF_MIN;
+    let mut failures = 0u64;
     loop {
-        let mut stream = match TcpStream::connect(address).await {
+        let mut stream = match link::connect(address, tls.as_ref()).await {
             Ok(stream) => {
                 backoff = BACKOFF_MIN;
+                failures = 0;
                 stream
             }
-            Err(_) => {
+            Err(e) => {
+                // A refused TLS handshake is a misconfiguration: said
+                // (first, then every 60th try); a peer down is not.
+                if tls.is_some() && e.kind() != std::io::ErrorKind::ConnectionRefused {
+                    if failures % 60 == 0 {
+                        tracing::warn!(peer, %address, error = %e, "cannot reach a metadata peer over TLS");
+                    }
+                    failures += 1;
+                }
                 // Messages wait in the bounded queue meanwhile; once it is
                 // full, new ones are dropped and reported by `send`.
                 glommio::timer::sleep(backoff).await;
@@ -251,13 +290,21 @@ async fn send_loop(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        if stream.write_all(&RAFT_PREAMBLE).await.is_err() {
+        let preamble = async {
+            stream.write_all(&RAFT_PREAMBLE).await?;
+            stream.flush().await
+        };
+        if preamble.await.is_err() {
             glommio::timer::sleep(backoff).await;
             continue;
         }
         while let Some(message) = queue.recv().await {
-            if stream.write_all(&encode_frame(&message)).await.is_err() {
+            let sent = async {
+                stream.write_all(&encode_frame(&message)).await?;
+                // TLS holds what it encrypted until flushed.
+                stream.flush().await
+            };
+            if sent.await.is_err() {
                 report(&inbound, peer, &message);
                 break;
             }

@@ -51,7 +51,8 @@ fn three_nodes(dirs: &[tempfile::TempDir], peers: bool) -> BTreeMap<u64, Metadat
         let disk = FileRaftDisk::open(dir.path()).unwrap();
         let node =
             MetadataNode::start(&NodeConfig::new(*id, ids.to_vec()), disk.recovered()).unwrap();
-        let transport = TcpTransport::with_listener(*id, listener, addresses.clone()).unwrap();
+        let transport =
+            TcpTransport::with_listener(*id, listener, addresses.clone(), None).unwrap();
         let mut config = ServiceConfig::new(TICK);
         if peers {
             config.peers = addresses.clone();

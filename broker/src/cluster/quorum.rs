@@ -20,6 +20,7 @@ use super::lease::extend_lease;
 use crate::config::BrokerConfig;
 use crate::runtime::clock::{monotonic_ms, wall_ms};
 use crate::runtime::wait;
+use control::link::QuorumTls;
 
 /// One Raft tick of the metadata quorum.
 const METADATA_TICK: Duration = Duration::from_millis(10);
@@ -69,14 +70,44 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     node_config.election_ticks = 30;
     node_config.snapshot_every_entries = config.metadata_snapshot_every_entries;
     let node = MetadataNode::start(&node_config, disk.recovered()).map_err(damaged)?;
-    let transport = TcpTransport::start(node_id, listen, peers.clone())?;
+    let tls = quorum_tls(config)?;
+    let transport = TcpTransport::start_with(node_id, listen, peers.clone(), tls.clone())?;
     service_config.peers = peers.into_iter().filter(|(id, _)| *id != node_id).collect();
+    service_config.tls = tls;
     Ok(MetadataService::start(
         node,
         disk,
         transport,
         service_config,
     ))
+}
+
+/// The quorum's TLS (`controller_security_protocol = "SSL"`): the broker's
+/// certificate presented both ways, and every peer's required to chain to
+/// `ssl_ca_location`, so only the cluster's brokers join the quorum or
+/// forward controller calls. Read once at start (a SIGHUP does not reload
+/// it).
+fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
+    if !config.controller_uses_tls() {
+        return Ok(None);
+    }
+    let invalid = |e: String| std::io::Error::other(format!("controller TLS: {e}"));
+    let files = crate::tls_files::TlsFiles::for_quorum(config)
+        .ok_or_else(|| invalid("needs the ssl_* files".into()))?;
+    let server = files.load().map_err(|e| invalid(e.to_string()))?;
+    let (Some(ca), Some(certificate), Some(key)) = (
+        &config.ssl_ca_location,
+        &config.ssl_certificate_location,
+        &config.ssl_key_location,
+    ) else {
+        return Err(invalid("needs the ssl_* files".into()));
+    };
+    let client = client::tls::ClientTls::from_files(ca, Some((certificate, key)))
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(Some(QuorumTls {
+        connector: client.connector(),
+        acceptor: futures_rustls::TlsAcceptor::from(server),
+    }))
 }
 
 /// This broker's current life, as registered (shard 0 keeps it): the

@@ -31,6 +31,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Broker `id`'s metadata listener (Raft and controller calls).
+    pub fn metadata_address(&self, id: i32) -> SocketAddr {
+        let entry = self
+            .voters
+            .split(',')
+            .find(|v| v.starts_with(&format!("{id}@")))
+            .expect("a voter");
+        entry.split_once('@').unwrap().1.parse().unwrap()
+    }
+
     /// `brokers` brokers under `root` (not started), each also given `env`.
     pub fn new(root: &Path, brokers: i32, env: &[(&str, &str)]) -> Cluster {
         let mut nodes = Vec::new();

@@ -48,6 +48,17 @@ fn sasl_ssl_env(files: &Files) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A SASL_PLAINTEXT broker whose own user is the admin.
+fn sasl_plaintext_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT".into()),
+        (
+            "BROKER_SASL_BROKER_USER",
+            format!("{ADMIN}:{ADMIN_PASSWORD}"),
+        ),
+    ]
+}
+
 fn start(data: &Path, env: &[(&'static str, String)]) -> Broker {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     start_broker_with(data, &env)
@@ -370,18 +381,9 @@ impl Raw {
 #[test]
 fn a_session_expires_unless_the_client_authenticates_again_and_order_is_enforced() {
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        (
-            "BROKER_KAFKA_SECURITY_PROTOCOL",
-            "SASL_PLAINTEXT".to_string(),
-        ),
-        (
-            "BROKER_SASL_BROKER_USER",
-            format!("{ADMIN}:{ADMIN_PASSWORD}"),
-        ),
-        ("BROKER_SASL_ENABLED_MECHANISMS", "[PLAIN]".into()),
-        ("BROKER_CONNECTIONS_MAX_REAUTH_MS", "1500".into()),
-    ];
+    let mut env = sasl_plaintext_env();
+    env.push(("BROKER_SASL_ENABLED_MECHANISMS", "[PLAIN]".into()));
+    env.push(("BROKER_CONNECTIONS_MAX_REAUTH_MS", "1500".into()));
     let broker = start(dir.path(), &env);
 
     // Nothing before authenticating; no SaslAuthenticate before a handshake;
@@ -580,17 +582,7 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
 #[test]
 fn the_http_api_asks_for_a_broker_user_while_health_and_metrics_do_not() {
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        (
-            "BROKER_KAFKA_SECURITY_PROTOCOL",
-            "SASL_PLAINTEXT".to_string(),
-        ),
-        (
-            "BROKER_SASL_BROKER_USER",
-            format!("{ADMIN}:{ADMIN_PASSWORD}"),
-        ),
-    ];
-    let broker = start(dir.path(), &env);
+    let broker = start(dir.path(), &sasl_plaintext_env());
     let curl = |login: Option<&str>, path: &str| {
         let mut command = Command::new("curl");
         command.args(["-sS", "-i", "--max-time", "10"]);
@@ -626,17 +618,7 @@ fn the_http_api_asks_for_a_broker_user_while_health_and_metrics_do_not() {
 #[test]
 fn loadgen_logs_in_and_verifies_every_message() {
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        (
-            "BROKER_KAFKA_SECURITY_PROTOCOL",
-            "SASL_PLAINTEXT".to_string(),
-        ),
-        (
-            "BROKER_SASL_BROKER_USER",
-            format!("{ADMIN}:{ADMIN_PASSWORD}"),
-        ),
-    ];
-    let broker = start(dir.path(), &env);
+    let broker = start(dir.path(), &sasl_plaintext_env());
     let line = format!(
         "verify --bootstrap {} --topic over-sasl --partitions 2 --producers 1 --consumers 1 \
          --keys 50 --rate 5000 --duration 2 --warmup 1 --no-pin",

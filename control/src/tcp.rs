@@ -54,7 +54,7 @@ impl TcpTransport {
         listen: SocketAddr,
         peers: BTreeMap<NodeId, SocketAddr>,
     ) -> std::io::Result<TcpTransport> {
-        Self::with_listener(id, TcpListener::bind(listen)?, peers, None)
+        Self::start_with(id, listen, peers, None)
     }
 
     /// As [`TcpTransport::start`], over TLS if `tls` (both ends present

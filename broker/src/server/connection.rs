@@ -66,8 +66,6 @@ where
     // large requests, and four times more under TLS, whose reads end at
     // each 16 KiB record).
     let mut idle: Option<Timer> = None;
-    // The throttle time of the request just answered, if over a quota.
-    let mut throttled = 0;
     let config = &shard.cluster.config;
     let mut session = config.kafka_uses_sasl().then(|| {
         let lifetime = (config.connections_max_reauth_ms > 0)
@@ -110,6 +108,7 @@ where
             // from one producer connection keep their order.
             let api_key = request.header.request_api_key;
             shard.metrics.request(api_key);
+            let mut throttled = 0;
             let (response, close) = match session
                 .as_ref()
                 .map(|s| s.admit(request.api_key, Instant::now()))
@@ -156,10 +155,12 @@ where
             }
             if throttled > 0 {
                 // Over its quota: answered at once with the throttle time,
-                // then muted for it (KIP-219).
+                // then muted for it (KIP-219), unless the shard stops.
                 shard.metrics.throttled(throttled);
-                glommio::timer::sleep(Duration::from_millis(throttled)).await;
-                throttled = 0;
+                let mute = glommio::timer::sleep(Duration::from_millis(throttled));
+                if let Either::Right(_) = select(Box::pin(mute), stopping.clone()).await {
+                    return;
+                }
             }
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));

@@ -431,6 +431,35 @@ fn a_session_expires_unless_the_client_authenticates_again_and_order_is_enforced
     assert!(renewed.metadata_answered(), "the renewed session is served");
     assert!(wait_logged(&broker, "after its session expired"));
     assert!(counter(&broker, "sasl_authentications_total") >= 3);
+
+    // The project's own client (the brokers' fetchers, loadgen, the CLI)
+    // logs in again before its session ends: one connection serves on for
+    // more than twice the session's lifetime.
+    let address = broker.address;
+    let answered = support::on_glommio(async move {
+        let security = client::security::Security {
+            tls: None,
+            sasl: Some(client::security::SaslLogin {
+                mechanism: client::security::SaslMechanism::Plain,
+                user: ADMIN.into(),
+                password: ADMIN_PASSWORD.into(),
+            }),
+        };
+        let mut connection =
+            client::connection::Connection::connect_with(address, "reauth-test", &security)
+                .await
+                .unwrap();
+        let version = connection.version_for::<MetadataRequest>().unwrap();
+        let mut answered = 0;
+        for _ in 0..20 {
+            let request = MetadataRequest::default().with_topics(None);
+            connection.call(&request, version).await.expect("served on one connection");
+            answered += 1;
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+        }
+        answered
+    });
+    assert_eq!(answered, 20);
 }
 
 #[test]

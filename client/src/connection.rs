@@ -108,6 +108,11 @@ pub struct Connection {
     response_bytes_max: usize,
     /// api key -> (min, max) served by the broker.
     versions: BTreeMap<i16, (i16, i16)>,
+    /// The SASL login, kept to log in again before the session ends.
+    login: Option<SaslLogin>,
+    /// When to log in again (KIP-368: the broker said how long the
+    /// session lasts; a request after that closes the connection).
+    reauthenticate_at: Option<std::time::Instant>,
 }
 
 impl Connection {
@@ -159,21 +164,34 @@ impl Connection {
             next_correlation_id: 0,
             response_bytes_max: RESPONSE_BYTES_MAX_DEFAULT,
             versions: BTreeMap::new(),
+            login: security.sasl.clone(),
+            reauthenticate_at: None,
         };
         connection.negotiate().await?;
-        if let Some(login) = &security.sasl {
-            connection.log_in(login).await?;
-        }
+        connection.log_in().await?;
         Ok(connection)
     }
 
+    /// Logs in again if the session is near its end (at 85% of the
+    /// lifetime the broker gave, as Kafka's clients do).
+    async fn renew_if_due(&mut self) -> Result<(), ClientError> {
+        match self.reauthenticate_at {
+            Some(at) if std::time::Instant::now() >= at => self.log_in().await,
+            _ => Ok(()),
+        }
+    }
+
     /// SaslHandshake, then the mechanism's exchange in SaslAuthenticate
-    /// requests; a refusal is the broker's error code and message.
-    async fn log_in(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+    /// requests (nothing without a login); a refusal is the broker's error
+    /// code and message.
+    async fn log_in(&mut self) -> Result<(), ClientError> {
+        let Some(login) = self.login.clone() else {
+            return Ok(());
+        };
         let handshake = SaslHandshakeRequest::default()
             .with_mechanism(StrBytes::from_static_str(login.mechanism.name()));
         let version = self.version_for::<SaslHandshakeRequest>()?;
-        let answer = self.call(&handshake, version).await?;
+        let answer = self.call_now(&handshake, version).await?;
         if answer.error_code != 0 {
             let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
             return Err(ClientError::Refused(
@@ -205,17 +223,24 @@ impl Connection {
         }
     }
 
-    /// One SaslAuthenticate: the broker's answer, or its refusal.
+    /// One SaslAuthenticate: the broker's answer, or its refusal. An
+    /// answer with a session lifetime sets when to log in again.
     async fn authenticate_step(&mut self, message: Vec<u8>) -> Result<Bytes, ClientError> {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
         let version = self.version_for::<SaslAuthenticateRequest>()?;
-        let answer = self.call(&request, version).await?;
+        let sent_at = std::time::Instant::now();
+        let answer = self.call_now(&request, version).await?;
         if answer.error_code != 0 {
             let message = answer
                 .error_message
                 .map(|m| m.to_string())
                 .unwrap_or_default();
             return Err(ClientError::Refused(answer.error_code, message));
+        }
+        if answer.session_lifetime_ms > 0 {
+            let renew =
+                std::time::Duration::from_millis(answer.session_lifetime_ms as u64 * 85 / 100);
+            self.reauthenticate_at = Some(sent_at + renew);
         }
         Ok(answer.auth_bytes)
     }
@@ -224,10 +249,10 @@ impl Connection {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("commit-log-client"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut response = self.call(&request, API_VERSIONS_VERSION).await?;
+        let mut response = self.call_now(&request, API_VERSIONS_VERSION).await?;
         if response.error_code == kafka_protocol::ResponseError::UnsupportedVersion.code() {
             // The broker answered in v0 with what it serves: retry at v0.
-            response = self.call(&ApiVersionsRequest::default(), 0).await?;
+            response = self.call_now(&ApiVersionsRequest::default(), 0).await?;
         }
         if response.error_code != 0 {
             return Err(ClientError::Broker(response.error_code));
@@ -261,13 +286,23 @@ impl Connection {
         &self.versions
     }
 
-    /// Sends `request` at `version` and waits for its response.
+    /// Sends `request` at `version` and waits for its response (logging
+    /// in again first if the session is near its end).
     pub async fn call<R: Request>(
         &mut self,
         request: &R,
         version: i16,
     ) -> Result<R::Response, ClientError> {
-        let correlation_id = self.send_only(request, version).await?;
+        self.renew_if_due().await?;
+        self.call_now(request, version).await
+    }
+
+    async fn call_now<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let correlation_id = self.send_now(request, version).await?;
         self.read_response::<R>(correlation_id, version).await
     }
 
@@ -281,8 +316,11 @@ impl Connection {
         version: i16,
     ) -> Vec<Result<R::Response, ClientError>> {
         let mut sent = Vec::with_capacity(requests.len());
+        if let Err(e) = self.renew_if_due().await {
+            return requests.iter().map(|_| Err(protocol(&e))).collect();
+        }
         for request in requests {
-            sent.push(self.send_only(request, version).await);
+            sent.push(self.send_now(request, version).await);
         }
         let mut answers = Vec::with_capacity(requests.len());
         let mut broken = false;
@@ -301,6 +339,15 @@ impl Connection {
     /// Sends `request` without waiting for a response (Produce with
     /// acks=0 gets none); returns its correlation id.
     pub async fn send_only<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<i32, ClientError> {
+        self.renew_if_due().await?;
+        self.send_now(request, version).await
+    }
+
+    async fn send_now<R: Request>(
         &mut self,
         request: &R,
         version: i16,

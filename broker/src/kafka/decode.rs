@@ -194,6 +194,6 @@ mod tests {
             }
             checked_seeds += 1;
         }
-        assert!(checked_seeds >= 22, "{checked_seeds} seeds");
+        assert!(checked_seeds >= 28, "{checked_seeds} seeds");
     }
 }

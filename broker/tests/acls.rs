@@ -200,6 +200,22 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
     };
     assert_eq!(http_produce("orders"), "200");
     assert_eq!(http_produce("payments"), "403");
+    let listed = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-u",
+            &format!("alice:{ALICE_PASSWORD}"),
+        ])
+        .arg(format!("http://{}/topics", broker.http))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(
+        listed.contains("\"orders\"") && !listed.contains("payments"),
+        "{listed}"
+    );
 
     // Admin calls: TOPIC_AUTHORIZATION_FAILED (29) for topics,
     // CLUSTER_AUTHORIZATION_FAILED (31) for users and ACLs.

@@ -453,7 +453,10 @@ fn a_session_expires_unless_the_client_authenticates_again_and_order_is_enforced
         let mut answered = 0;
         for _ in 0..20 {
             let request = MetadataRequest::default().with_topics(None);
-            connection.call(&request, version).await.expect("served on one connection");
+            connection
+                .call(&request, version)
+                .await
+                .expect("served on one connection");
             answered += 1;
             glommio::timer::sleep(Duration::from_millis(200)).await;
         }

@@ -28,7 +28,13 @@ const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
 const RECORDS_PER_REQUEST_MAX: usize = 100_000;
 
 /// Answers an API request (anything but /health and /metrics).
-pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
+/// Answers `request`; `visible` says which topics the caller may see
+/// (DESCRIBE, with ACLs on).
+pub async fn route(
+    shard: &Rc<Shard>,
+    request: HttpRequest,
+    visible: &dyn Fn(&str) -> bool,
+) -> HttpResponse {
     let segments: Vec<&str> = request
         .path
         .trim_matches('/')
@@ -36,7 +42,7 @@ pub async fn route(shard: &Rc<Shard>, request: HttpRequest) -> HttpResponse {
         .filter(|s| !s.is_empty())
         .collect();
     match (request.method.as_str(), segments.as_slice()) {
-        ("GET", ["topics"]) => list_topics(shard),
+        ("GET", ["topics"]) => list_topics(shard, visible),
         ("POST", ["topics"]) => create(shard, &request.body).await,
         ("GET", ["topics", topic]) => describe(shard, topic),
         ("DELETE", ["topics", topic]) => delete(shard, topic).await,
@@ -83,12 +89,13 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, HttpResponse> {
         .map_err(|e| HttpResponse::error(400, -1, format!("bad JSON body: {e}")))
 }
 
-fn list_topics(shard: &Shard) -> HttpResponse {
+fn list_topics(shard: &Shard, visible: &dyn Fn(&str) -> bool) -> HttpResponse {
     let view = shard.cluster.view.borrow();
     let topics: Vec<Value> = view
         .metadata
         .topics
         .values()
+        .filter(|t| visible(&t.name))
         .map(|t| {
             json!({
                 "name": t.name,

@@ -37,6 +37,7 @@ use super::shard::Shard;
 use super::tls::TlsServer;
 use crate::authorizer::ANONYMOUS;
 use crate::sasl::basic::BasicAuth;
+use control::acls::{Operation, ResourceType};
 
 pub use crate::http_request::HttpRequest;
 use crate::http_request::{parse_head, request, Refusal};
@@ -282,18 +283,31 @@ async fn route(
                 Ok(user) => user,
                 Err(refusal) => return refusal,
             };
-            if let Some(authorizer) = shard.cluster.authorizer() {
-                let principal = user.map_or_else(|| ANONYMOUS.to_string(), |u| format!("User:{u}"));
-                let host = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+            let authorizer = shard.cluster.authorizer();
+            let principal = user.map_or_else(|| ANONYMOUS.to_string(), |u| format!("User:{u}"));
+            let host = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+            if let Some(authorizer) = &authorizer {
                 let segments: Vec<&str> =
                     request.path.split('/').filter(|s| !s.is_empty()).collect();
                 if let Some(refusal) =
-                    access::check(&authorizer, &principal, &host, &request, &segments)
+                    access::check(authorizer, &principal, &host, &request, &segments)
                 {
                     return refusal;
                 }
             }
-            api::route(shard, request).await
+            // Topics listed are those the caller may describe.
+            let visible = |topic: &str| {
+                authorizer.as_ref().is_none_or(|a| {
+                    a.allows(
+                        &principal,
+                        &host,
+                        Operation::Describe,
+                        ResourceType::Topic,
+                        topic,
+                    )
+                })
+            };
+            api::route(shard, request, &visible).await
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -18,12 +19,34 @@ use glommio::net::TcpStream;
 const HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
 /// The quorum's TLS: how a node connects to its peers and accepts them.
+/// Shared by the node's connections; [`QuorumTls::install`] replaces it
+/// for the connections made after (a certificate reload).
 #[derive(Clone)]
 pub struct QuorumTls {
-    /// Presents this node's certificate and checks the peer's (by IP).
-    pub connector: TlsConnector,
-    /// Presents this node's certificate and requires the peer's.
-    pub acceptor: TlsAcceptor,
+    current: Arc<Mutex<(TlsConnector, TlsAcceptor)>>,
+}
+
+impl QuorumTls {
+    /// `connector` presents this node's certificate and checks the peer's
+    /// (by IP); `acceptor` presents it and requires the peer's.
+    pub fn new(connector: TlsConnector, acceptor: TlsAcceptor) -> QuorumTls {
+        QuorumTls {
+            current: Arc::new(Mutex::new((connector, acceptor))),
+        }
+    }
+
+    /// Uses these from the next connection on.
+    pub fn install(&self, connector: TlsConnector, acceptor: TlsAcceptor) {
+        *self.current.lock().expect("quorum TLS") = (connector, acceptor);
+    }
+
+    fn connector(&self) -> TlsConnector {
+        self.current.lock().expect("quorum TLS").0.clone()
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        self.current.lock().expect("quorum TLS").1.clone()
+    }
 }
 
 impl std::fmt::Debug for QuorumTls {
@@ -52,7 +75,7 @@ pub async fn connect(address: SocketAddr, tls: Option<&QuorumTls>) -> std::io::R
         return Ok(Link::Plain(tcp));
     };
     let name = ServerName::IpAddress(address.ip().into());
-    let stream = within(tls.connector.connect(name, tcp)).await?;
+    let stream = within(tls.connector().connect(name, tcp)).await?;
     Ok(Link::Client(Box::new(stream)))
 }
 
@@ -62,7 +85,7 @@ pub async fn accept(tcp: TcpStream, tls: Option<&QuorumTls>) -> std::io::Result<
     let Some(tls) = tls else {
         return Ok(Link::Plain(tcp));
     };
-    let stream = within(tls.acceptor.accept(tcp)).await?;
+    let stream = within(tls.acceptor().accept(tcp)).await?;
     Ok(Link::Server(Box::new(stream)))
 }
 

@@ -30,7 +30,10 @@ const RETRY_EVERY: Duration = Duration::from_millis(250);
 /// Starts this broker's metadata node with its log under the data
 /// directory: alone (a one-voter quorum) when no voters are configured,
 /// else one voter of `controller_quorum_voters` over TCP.
-pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
+pub fn start_quorum(
+    config: &BrokerConfig,
+    tls: Option<QuorumTls>,
+) -> std::io::Result<MetadataService> {
     let node_id = config.node_id as u64;
     let voters = config.voters().map_err(std::io::Error::other)?;
     let disk = FileRaftDisk::open(config.data_dir.join("metadata"))?;
@@ -70,7 +73,6 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
     node_config.election_ticks = 30;
     node_config.snapshot_every_entries = config.metadata_snapshot_every_entries;
     let node = MetadataNode::start(&node_config, disk.recovered()).map_err(damaged)?;
-    let tls = quorum_tls(config)?;
     let transport = TcpTransport::start_with(node_id, listen, peers.clone(), tls.clone())?;
     service_config.peers = peers.into_iter().filter(|(id, _)| *id != node_id).collect();
     service_config.tls = tls;
@@ -85,13 +87,21 @@ pub fn start_quorum(config: &BrokerConfig) -> std::io::Result<MetadataService> {
 /// The quorum's TLS (`controller_security_protocol = "SSL"`): the broker's
 /// certificate presented both ways, and every peer's required to chain to
 /// `ssl_ca_location`, so only the cluster's brokers join the quorum or
-/// forward controller calls. Read once at start (a SIGHUP does not reload
-/// it).
-fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
+/// forward controller calls. Read at start (a broken file stops it) and
+/// again on SIGHUP ([`read_quorum_tls`]).
+pub fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
     if !config.controller_uses_tls() {
         return Ok(None);
     }
-    let invalid = |e: String| std::io::Error::other(format!("controller TLS: {e}"));
+    let (connector, acceptor) = read_quorum_tls(config).map_err(std::io::Error::other)?;
+    Ok(Some(QuorumTls::new(connector, acceptor)))
+}
+
+/// Reads the quorum's TLS files: both sides, or why not.
+pub fn read_quorum_tls(
+    config: &BrokerConfig,
+) -> Result<(futures_rustls::TlsConnector, futures_rustls::TlsAcceptor), String> {
+    let invalid = |e: String| format!("controller TLS: {e}");
     let files = crate::tls_files::TlsFiles::for_quorum(config)
         .ok_or_else(|| invalid("needs the ssl_* files".into()))?;
     let server = files.load().map_err(|e| invalid(e.to_string()))?;
@@ -104,10 +114,10 @@ fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
     };
     let client = client::tls::ClientTls::from_files(ca, Some((certificate, key)))
         .map_err(|e| invalid(e.to_string()))?;
-    Ok(Some(QuorumTls {
-        connector: client.connector(),
-        acceptor: futures_rustls::TlsAcceptor::from(server),
-    }))
+    Ok((
+        client.connector(),
+        futures_rustls::TlsAcceptor::from(server),
+    ))
 }
 
 /// This broker's current life, as registered (shard 0 keeps it): the

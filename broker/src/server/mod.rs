@@ -30,6 +30,7 @@ use crate::cluster::peer_tls::PeerTls;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::config::BrokerConfig;
+use control::link::QuorumTls;
 use serve::{DRAIN_MAX, STOP_POLL};
 use shard::{Meshes, Parts, Queues, Shard};
 use start::{Changes, ShardStart, StartSignals};
@@ -81,6 +82,8 @@ struct Shared {
     http_tls: Option<Arc<tls::TlsServer>>,
     /// How to reach other brokers' Kafka ports over TLS.
     peer_tls: Option<Arc<PeerTls>>,
+    /// The metadata quorum's TLS, if it speaks TLS.
+    quorum_tls: Option<QuorumTls>,
 }
 
 /// Runs the server until `stop` is set, then stops accepting, lets open
@@ -109,7 +112,8 @@ pub fn run(
     };
     let admission = admission::Admission::new(&config);
     let peer_tls = PeerTls::of_config(&config).map_err(std::io::Error::other)?;
-    let tls = start_tls(&config, peer_tls.clone())?;
+    let quorum_tls = crate::cluster::quorum::quorum_tls(&config)?;
+    let tls = start_tls(&config, peer_tls.clone(), quorum_tls.clone())?;
     let (kafka_tls, http_tls) = (
         tls.clone().filter(|_| config.kafka_uses_tls()),
         tls.filter(|_| config.http_tls),
@@ -132,6 +136,7 @@ pub fn run(
         tls: kafka_tls,
         http_tls,
         peer_tls,
+        quorum_tls,
     };
     let failed = shared.failed.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
@@ -147,42 +152,61 @@ pub fn run(
 }
 
 /// The TLS settings of the ports that speak it, read now (a broken file stops the
-/// start), and read again on every SIGHUP (a reload that fails keeps the
-/// ones in use; open connections keep theirs).
+/// start), and read again on every SIGHUP with the peer and quorum ones
+/// (all read before any is put in use: a reload that fails keeps them all;
+/// open connections keep theirs).
 fn start_tls(
     config: &BrokerConfig,
     peer: Option<Arc<PeerTls>>,
+    quorum: Option<QuorumTls>,
 ) -> std::io::Result<Option<Arc<tls::TlsServer>>> {
-    let Some(files) = tls::TlsFiles::of_config(config) else {
-        return Ok(None);
+    let served = match tls::TlsFiles::of_config(config) {
+        Some(files) => Some(Arc::new(
+            tls::TlsServer::start(files).map_err(std::io::Error::other)?,
+        )),
+        None => None,
     };
-    let server = Arc::new(tls::TlsServer::start(files).map_err(std::io::Error::other)?);
+    if served.is_none() && peer.is_none() && quorum.is_none() {
+        return Ok(None);
+    }
     let mut hangups = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])?;
-    let reloaded = server.clone();
+    let reloaded = served.clone();
+    let config = config.clone();
     std::thread::spawn(move || {
         for _ in hangups.forever() {
-            // Both read before either is put in use: all or nothing.
-            let served = reloaded.read_again().map_err(|e| e.to_string());
-            let peers = peer
-                .as_ref()
-                .map(|peer| peer.read_again())
-                .transpose()
-                .map_err(|e| e.to_string());
-            match (served, peers) {
-                (Ok(served), Ok(peers)) => {
-                    reloaded.install(served);
+            let read = || -> Result<_, String> {
+                let served = reloaded.as_ref().map(|s| s.read_again()).transpose();
+                let peers = peer.as_ref().map(|p| p.read_again()).transpose();
+                let quorum_sides = quorum
+                    .as_ref()
+                    .map(|_| crate::cluster::quorum::read_quorum_tls(&config))
+                    .transpose();
+                Ok((
+                    served.map_err(|e| e.to_string())?,
+                    peers.map_err(|e| e.to_string())?,
+                    quorum_sides?,
+                ))
+            };
+            match read() {
+                Ok((served, peers, quorum_sides)) => {
+                    if let (Some(server), Some(served)) = (&reloaded, served) {
+                        server.install(served);
+                    }
                     if let (Some(peer), Some(peers)) = (&peer, peers) {
                         peer.install(peers);
                     }
+                    if let (Some(quorum), Some((connector, acceptor))) = (&quorum, quorum_sides) {
+                        quorum.install(connector, acceptor);
+                    }
                     tracing::info!("SIGHUP: TLS certificates reloaded")
                 }
-                (Err(e), _) | (_, Err(e)) => {
+                Err(e) => {
                     tracing::error!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use")
                 }
             }
         }
     });
-    Ok(Some(server))
+    Ok(served)
 }
 
 /// One shard, from start to stop.
@@ -256,9 +280,13 @@ async fn start_shard(
             to_others: &shared.start_tx,
             failed: &shared.failed,
         };
+        let tls = start::FirstShardTls {
+            http: shared.http_tls.clone(),
+            quorum: shared.quorum_tls.clone(),
+        };
         return start::first_shard(
             &shared.config,
-            shared.http_tls.clone(),
+            tls,
             shared.listen,
             &signals,
             &shared.ready,

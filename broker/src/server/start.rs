@@ -45,10 +45,18 @@ pub struct StartSignals<'a> {
     pub failed: &'a std::sync::Mutex<Option<String>>,
 }
 
+/// The TLS the first shard's own services use.
+pub struct FirstShardTls {
+    /// The HTTP port's, if it speaks TLS.
+    pub http: Option<Arc<TlsServer>>,
+    /// The metadata quorum's, if it speaks TLS.
+    pub quorum: Option<control::link::QuorumTls>,
+}
+
 /// Binds, starts the metadata quorum, and hands the others their start.
 pub fn first_shard(
     config: &BrokerConfig,
-    http_tls: Option<Arc<TlsServer>>,
+    tls: FirstShardTls,
     listen: SocketAddr,
     signals: &StartSignals,
     ready: &mpsc::Sender<Listening>,
@@ -75,7 +83,11 @@ pub fn first_shard(
         Ok(bound) => bound,
         Err(e) => return fail("cannot bind the HTTP listener", e),
     };
-    let service = match quorum::start_quorum(config) {
+    let FirstShardTls {
+        http: http_tls,
+        quorum: quorum_tls,
+    } = tls;
+    let service = match quorum::start_quorum(config, quorum_tls) {
         Ok(service) => Rc::new(service),
         Err(e) => return fail("cannot start the metadata quorum", e),
     };

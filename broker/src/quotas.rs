@@ -75,6 +75,9 @@ impl Meter {
 #[derive(Debug, Default)]
 pub struct Meters {
     clients: HashMap<(Direction, String, String), Meter>,
+    /// When idle meters were last forgotten (at most once a sample, so a
+    /// client cycling client ids cannot make every request scan them).
+    pruned_ms: u64,
 }
 
 impl Meters {
@@ -88,7 +91,8 @@ impl Meters {
         quota: u64,
         now_ms: u64,
     ) -> u64 {
-        if self.clients.len() >= CLIENTS_MAX {
+        if self.clients.len() >= CLIENTS_MAX && now_ms >= self.pruned_ms + SAMPLE_MS {
+            self.pruned_ms = now_ms;
             let recent = now_ms.saturating_sub(SAMPLES * SAMPLE_MS);
             self.clients.retain(|_, meter| meter.last_ms() >= recent);
         }

@@ -212,6 +212,34 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    // A group alice may read does not open a topic she may not: polling
+    // or committing payments through the HTTP group calls is refused.
+    let http_status = |method: &str, path: &str, body: &str| {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "10",
+            ])
+            .args(["-X", method, "-u", &format!("alice:{ALICE_PASSWORD}")])
+            .args(["-d", body])
+            .arg(format!("http://{}{path}", broker.http))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let poll = "/consumer-groups/billing/poll?topic=payments&partition=0&offset=0&max_wait_ms=0";
+    assert_eq!(http_status("GET", poll, ""), "403");
+    let commit = r#"{"consumer_id":"c","member_id":"m","generation_id":1,
+        "offsets":[{"topic":"payments","partition":0,"offset":1}]}"#;
+    assert_eq!(
+        http_status("POST", "/consumer-groups/billing/commit", commit),
+        "403"
+    );
     assert!(
         listed.contains("\"orders\"") && !listed.contains("payments"),
         "{listed}"

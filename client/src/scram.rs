@@ -10,6 +10,10 @@ use ring::{digest, hmac, pbkdf2};
 
 /// The gs2 header this client sends: no channel binding, no authzid.
 const GS2_HEADER: &str = "n,,";
+/// The iteration counts a client accepts from a server (Kafka's bounds).
+pub const ITERATIONS_MIN: u32 = 4096;
+/// See [`ITERATIONS_MIN`].
+pub const ITERATIONS_MAX: u32 = 16384;
 /// The longest nonce (either side's part) accepted.
 pub const NONCE_MAX_BYTES: usize = 256;
 
@@ -238,6 +242,13 @@ impl ScramClient {
         let iterations: u32 = attribute(&attrs, 2, 'i')?
             .parse()
             .map_err(|_| malformed("iteration count"))?;
+        // Fewer would make a captured proof cheap to guess from; more
+        // would hold this client's thread (Kafka's bounds).
+        if !(ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations) {
+            return Err(malformed(format!(
+                "{iterations} iterations: outside {ITERATIONS_MIN}..={ITERATIONS_MAX}"
+            )));
+        }
         let without_proof = format!("c={},r={nonce}", base64(GS2_HEADER.as_bytes()));
         let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
         let m = self.mechanism;
@@ -303,7 +314,14 @@ mod tests {
     #[test]
     fn a_server_nonce_not_extending_the_clients_is_refused() {
         let mut client = ScramClient::new(Mechanism::Sha512, "u", "p", "abc".into());
-        for server_first in ["r=abc,s=AAAA,i=4096", "r=xyz1,s=AAAA,i=4096", "s=AAAA", ""] {
+        for server_first in [
+            "r=abc,s=AAAA,i=4096",
+            "r=xyz1,s=AAAA,i=4096",
+            "s=AAAA",
+            "",
+            "r=abcd,s=AAAA,i=1",
+            "r=abcd,s=AAAA,i=4294967295",
+        ] {
             assert!(
                 client.final_message(server_first).is_err(),
                 "{server_first}"

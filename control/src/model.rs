@@ -278,9 +278,25 @@ impl Metadata {
     /// The quota `key` that applies to `user` connecting with `client_id`
     /// (the most specific entity that sets it), in bytes per second.
     pub fn client_quota(&self, user: &str, client_id: &str, key: &str) -> Option<u64> {
+        self.client_quota_entity(user, client_id, key)
+            .map(|(_, quota)| quota)
+    }
+
+    /// [`Metadata::client_quota`] with the entity that set it (a meter is
+    /// shared by what the entity names: all of a user's client ids for a
+    /// user quota, as Kafka's).
+    pub fn client_quota_entity(
+        &self,
+        user: &str,
+        client_id: &str,
+        key: &str,
+    ) -> Option<(QuotaEntity, u64)> {
         QuotaEntity::precedence(user, client_id)
-            .iter()
-            .find_map(|entity| self.client_quotas.get(entity)?.get(key).copied())
+            .into_iter()
+            .find_map(|entity| {
+                let quota = *self.client_quotas.get(&entity)?.get(key)?;
+                Some((entity, quota))
+            })
     }
 
     /// A user's credential for a mechanism.

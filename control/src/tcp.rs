@@ -80,12 +80,15 @@ impl TcpTransport {
         let (inbound_tx, inbound) = local_channel::new_bounded(INBOUND_QUEUE_MESSAGES_MAX);
         let inbound_tx = Rc::new(inbound_tx);
         let readers = Rc::new(RefCell::new(Vec::new()));
+        // With TLS, only the voters' addresses may connect (the CA may
+        // also sign Kafka clients' certificates).
+        let voters: Vec<std::net::IpAddr> = peers.values().map(|a| a.ip()).collect();
         let mut tasks = vec![spawn_local(accept_loop(
             id,
             listener,
             inbound_tx.clone(),
             readers.clone(),
-            tls.clone(),
+            tls.clone().map(|tls| (tls, voters)),
         ))];
         let mut senders = BTreeMap::new();
         for (peer, address) in peers.into_iter().filter(|(peer, _)| *peer != id) {
@@ -147,15 +150,26 @@ async fn accept_loop(
     listener: TcpListener,
     inbound: Rc<LocalSender<Inbound>>,
     readers: Rc<RefCell<Vec<Task<()>>>>,
-    tls: Option<QuorumTls>,
+    tls: Option<(QuorumTls, Vec<std::net::IpAddr>)>,
 ) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
+                let peer = stream.peer_addr().ok();
+                let stranger = tls.as_ref().is_some_and(|(_, voters)| {
+                    peer.is_none_or(|p| !voters.contains(&p.ip().to_canonical()))
+                });
+                if stranger {
+                    tracing::warn!(
+                        node = id,
+                        ?peer,
+                        "closing a metadata connection from an address that is no voter's"
+                    );
+                    continue;
+                }
                 let inbound = inbound.clone();
-                let tls = tls.clone();
+                let tls = tls.as_ref().map(|(tls, _)| tls.clone());
                 let task = spawn_local(async move {
-                    let peer = stream.peer_addr().ok();
                     match link::accept(stream, tls.as_ref()).await {
                         Ok(link) => read_loop(id, link, inbound).await,
                         Err(e) => {

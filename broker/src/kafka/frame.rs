@@ -33,6 +33,11 @@ impl FrameReader {
         }
     }
 
+    /// Refuses frames larger than `max_bytes` from now on.
+    pub fn set_max(&mut self, max_bytes: u32) {
+        self.max_bytes = max_bytes;
+    }
+
     /// Space to read into: at least `min` bytes, and enough for the frame
     /// in progress once its size is known (so a large frame is read into
     /// one buffer without regrowing).

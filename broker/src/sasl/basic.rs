@@ -28,8 +28,10 @@ impl BasicAuth {
     /// against `metadata`'s credentials.
     pub fn verify(&mut self, header: &str, metadata: &Metadata) -> Result<String, Failure> {
         let (user, password) = parse(header)?;
-        let credential =
-            strongest(metadata, &user).ok_or_else(|| Failure::credentials("unknown user"))?;
+        let Some(credential) = strongest(metadata, &user) else {
+            plain::spend_like_a_check(password.as_bytes());
+            return Err(Failure::credentials("unknown user"));
+        };
         let m = client::scram::Mechanism::Sha256;
         let key = m.hash(
             &[

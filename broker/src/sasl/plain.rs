@@ -33,9 +33,25 @@ pub fn authenticate(
             "an authorization id other than the user",
         ));
     }
-    let credential = credential_of(user).ok_or_else(|| Failure::credentials("unknown user"))?;
+    let Some(credential) = credential_of(user) else {
+        spend_like_a_check(password);
+        return Err(Failure::credentials("unknown user"));
+    };
     check_password(&credential, password)?;
     Ok(user.to_string())
+}
+
+/// The work of checking a password, for a user that does not exist: the
+/// answer takes as long as a wrong password's, so its time does not tell
+/// which users exist.
+pub fn spend_like_a_check(password: &[u8]) {
+    let m = client::scram::Mechanism::Sha512;
+    let salted = m.salted_password(
+        password,
+        b"no such user",
+        control::credentials::SCRAM_ITERATIONS_MIN,
+    );
+    std::hint::black_box(salted);
 }
 
 /// Whether `password` is the one `credential` was made from (one PBKDF2

@@ -196,12 +196,16 @@ fn authzid(gs2_header: &str) -> Option<String> {
     unescape_user(field.strip_prefix("a=")?)
 }
 
-/// A salt for a user that does not exist: the same for the same name
-/// within this process, so two attempts look like a real user's.
+/// A salt for a user that does not exist: as long as the salts the broker
+/// makes ([`super::new_salt`], 24 bytes) and the same for the same name
+/// within this process, so two attempts look like a real user's. (Another
+/// broker, or this one after a restart, gives another: a user enumerating
+/// names across brokers could tell; a cluster-wide secret would close it.)
 fn decoy_salt(user: &str) -> Vec<u8> {
     static KEY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     let key = KEY.get_or_init(super::new_salt);
-    Mechanism::Sha256.hmac_of(key, user.as_bytes())[..16].to_vec()
+    let salt_len = super::new_salt().len();
+    Mechanism::Sha256.hmac_of(key, user.as_bytes())[..salt_len].to_vec()
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ use crate::kafka::request;
 use crate::kafka::response::Frame;
 use crate::sasl::session::{Admission, Session};
 
+/// The largest frame a client on a SASL port may send before it logs in.
+const PRE_LOGIN_FRAME_MAX: u32 = 512 * 1024;
+
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -58,7 +61,8 @@ where
     // How DescribeGroups shows a member's host, as Kafka does.
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
-    let mut reader = FrameReader::new(shard.cluster.config.socket_request_max_bytes);
+    let frame_max = shard.cluster.config.socket_request_max_bytes;
+    let mut reader = FrameReader::new(frame_max);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
     // The deadline for the next request to arrive whole, made once per
@@ -72,8 +76,19 @@ where
             .then(|| Duration::from_millis(config.connections_max_reauth_ms));
         Session::new(config.sasl_mechanisms(), lifetime)
     });
+    if session.is_some() {
+        // Before a client logs in, its frames are small (Kafka's
+        // sasl.server.max.receive.size): an anonymous peer cannot make
+        // the broker hold 100 MiB.
+        reader.set_max(PRE_LOGIN_FRAME_MAX.min(frame_max));
+    }
+    let mut logged_in = false;
     loop {
         loop {
+            if !logged_in && session.as_ref().is_some_and(|s| s.principal().is_some()) {
+                logged_in = true;
+                reader.set_max(frame_max);
+            }
             let request_frame = match reader.next_frame() {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => break,
@@ -196,7 +211,9 @@ fn caller<'a>(
         (None, Some(subject)) => format!("User:{subject}"),
         (None, None) => ANONYMOUS.to_string(),
     };
-    let ip = client.address.map(|a| a.ip());
+    // IPv4 clients of a dual-stack port appear as ::ffff:a.b.c.d: ACLs
+    // name them as a.b.c.d.
+    let ip = client.address.map(|a| a.ip().to_canonical());
     let metered = !shard
         .cluster
         .view

@@ -111,6 +111,7 @@ pub fn run(
         PoolPlacement::Unbound(shards)
     };
     let admission = admission::Admission::new(&config);
+    warn_about_open_doors(&config);
     let peer_tls = PeerTls::of_config(&config).map_err(std::io::Error::other)?;
     let quorum_tls = crate::cluster::quorum::quorum_tls(&config)?;
     let tls = start_tls(&config, peer_tls.clone(), quorum_tls.clone())?;
@@ -148,6 +149,18 @@ pub fn run(
     match why {
         Some(why) => Err(std::io::Error::other(why)),
         None => Ok(()),
+    }
+}
+
+/// Says, at start, where a secured broker still talks in the clear.
+fn warn_about_open_doors(config: &BrokerConfig) {
+    let secured = config.kafka_uses_sasl() || config.acls_checked();
+    if config.http_asks_for_user() && !config.http_tls {
+        tracing::warn!("the HTTP API takes passwords (http_authentication = basic) over plain HTTP: set http_tls");
+    }
+    let cluster = config.voters().is_ok_and(|v| v.len() > 1);
+    if secured && cluster && !config.controller_uses_tls() {
+        tracing::warn!("the metadata quorum runs in the clear (controller_security_protocol = PLAINTEXT): anyone reaching controller_listen can send controller calls; set it to SSL or keep the port on a private network");
     }
 }
 

@@ -81,19 +81,35 @@ impl<'a> Caller<'a> {
             .principal
             .strip_prefix("User:")
             .unwrap_or(&self.principal);
-        let quota = shard
+        // The broker's own calls (forwarded from its HTTP API, say) are
+        // never throttled.
+        if shard
             .cluster
-            .view
-            .borrow()
-            .metadata
-            .client_quota(user, self.client_id, key);
-        let Some(quota) = quota else {
+            .config
+            .broker_user()
+            .is_some_and(|(own, _)| own == user)
+        {
             return 0;
+        }
+        let matched = {
+            let view = shard.cluster.view.borrow();
+            view.metadata.client_quota_entity(user, self.client_id, key)
+        };
+        let Some((entity, quota)) = matched else {
+            return 0;
+        };
+        // One meter per what the quota names (a user quota is shared by
+        // all of the user's client ids, as Kafka's).
+        let metered_user = if entity.user.is_some() { user } else { "" };
+        let metered_client = if entity.client_id.is_some() {
+            self.client_id
+        } else {
+            ""
         };
         let share = shard_share(quota, shard.cluster.shards());
         let throttle = shard.quota_meters.borrow_mut().record(
             direction,
-            (user, self.client_id),
+            (metered_user, metered_client),
             bytes as u64,
             share,
             monotonic_ms(),

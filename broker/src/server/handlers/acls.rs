@@ -57,7 +57,11 @@ fn binding(
         resource_name: name.to_string(),
         pattern: PatternType::from_code(pattern).ok_or(format!("pattern type {pattern}"))?,
         principal: principal.to_string(),
-        host: host.to_string(),
+        // An address as the checks see clients' (canonical, IPv4 unmapped).
+        host: match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.to_canonical().to_string(),
+            Err(_) => host.to_string(),
+        },
         operation: Operation::from_code(operation).ok_or(format!("operation {operation}"))?,
         permission: Permission::from_code(permission).ok_or(format!("permission {permission}"))?,
     })

@@ -115,10 +115,15 @@ pub async fn handle(
     if reads.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
     }
-    // Consumers are metered on what they are sent (followers replicate
-    // unmetered: the broker's own user has no quota unless one is set).
-    let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
-    let throttle = caller.meter(shard, Direction::Fetch, bytes);
+    // Consumers are metered on what they are sent; replication is not
+    // (a client quota must never throttle a follower).
+    let throttle = match reader {
+        Reader::Follower(_) => 0,
+        _ => {
+            let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
+            caller.meter(shard, Direction::Fetch, bytes)
+        }
+    };
     let answer = encode(&decoded, reads, version).with_throttle_time_ms(throttle);
     let frame = fetch_frame::encode(request.header.correlation_id, version, answer)?;
     Ok(Outcome::Respond(frame))

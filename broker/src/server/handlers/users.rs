@@ -62,12 +62,16 @@ pub async fn describe(
         Some(users) => users.iter().map(|u| u.name.to_string()).collect(),
         None => stored.keys().cloned().collect(),
     };
+    let mut seen = std::collections::HashMap::new();
+    for user in &named {
+        *seen.entry(user.as_str()).or_insert(0) += 1;
+    }
     let results = named
         .iter()
         .map(|user| {
             let result = DescribeUserScramCredentialsResult::default()
                 .with_user(StrBytes::from_string(user.clone()));
-            if named.iter().filter(|n| *n == user).count() > 1 {
+            if seen[user.as_str()] > 1 {
                 return failed(
                     result,
                     ResponseError::DuplicateResource.code(),

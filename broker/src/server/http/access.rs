@@ -1,7 +1,7 @@
 //! The ACL checks of the HTTP API: each endpoint asks what its Kafka
 //! counterpart asks (producing WRITE on the topic, a group's calls READ on
-//! the group and, when joining, READ on each topic subscribed; the topic
-//! list shows what the caller may describe), as the
+//! the group and READ on each topic joined, polled or committed to; the
+//! topic list shows what the caller may describe), as the
 //! logged-in user (`User:name`, `User:ANONYMOUS` without a login). A
 //! refusal is 403 with Kafka's code.
 
@@ -39,13 +39,18 @@ pub fn check(
             CLUSTER,
         ),
         (_, ["consumer-groups", group, action]) => {
+            // READ on the group, and on every topic the call reads or
+            // commits: the one joined, polled or committed to.
+            let topics = match *action {
+                "join" => subscribed(&request.body),
+                "commit" => committed(&request.body),
+                "poll" => request.query.get("topic").cloned().into_iter().collect(),
+                _ => Vec::new(),
+            };
             if !may(Operation::Read, ResourceType::Group, group) {
                 (false, GROUP)
-            } else if *action == "join" {
-                let topics = subscribed(&request.body);
-                (topics.iter().all(|t| topic(Operation::Read, t)), TOPIC)
             } else {
-                (true, 0)
+                (topics.iter().all(|t| topic(Operation::Read, t)), TOPIC)
             }
         }
         _ => (true, 0),
@@ -56,6 +61,21 @@ pub fn check(
 const TOPIC: i16 = ResponseError::TopicAuthorizationFailed.code();
 const GROUP: i16 = ResponseError::GroupAuthorizationFailed.code();
 const CLUSTER: i16 = ResponseError::ClusterAuthorizationFailed.code();
+
+/// The topics a commit's body commits offsets of (none if it does not
+/// parse: the commit itself then refuses it).
+fn committed(body: &[u8]) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    value["offsets"]
+        .as_array()
+        .map(|offsets| {
+            offsets
+                .iter()
+                .filter_map(|o| o["topic"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// The topics a join's body subscribes to (none if it does not parse: the
 /// join itself then refuses it).

@@ -279,13 +279,15 @@ async fn route(
                 }
                 glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
             }
-            let user = match log_in(shard, &request, peer, logins) {
+            let user = match log_in_or_wait(shard, &request, peer, logins).await {
                 Ok(user) => user,
                 Err(refusal) => return refusal,
             };
             let authorizer = shard.cluster.authorizer();
             let principal = user.map_or_else(|| ANONYMOUS.to_string(), |u| format!("User:{u}"));
-            let host = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+            let host = peer
+                .map(|p| p.ip().to_canonical().to_string())
+                .unwrap_or_default();
             if let Some(authorizer) = &authorizer {
                 let segments: Vec<&str> =
                     request.path.split('/').filter(|s| !s.is_empty()).collect();
@@ -343,6 +345,24 @@ fn log_in(
             "log in with HTTP Basic authentication as a broker user",
         )
     })
+}
+
+/// How long a refused login's answer waits, as the Kafka port's: a
+/// client guessing passwords gets one guess per connection and per this.
+const LOGIN_FAILURE_DELAY: Duration = Duration::from_millis(100);
+
+/// [`log_in`], a refusal answered after [`LOGIN_FAILURE_DELAY`].
+async fn log_in_or_wait(
+    shard: &Shard,
+    request: &HttpRequest,
+    peer: Option<SocketAddr>,
+    logins: &RefCell<BasicAuth>,
+) -> Result<Option<String>, HttpResponse> {
+    let outcome = log_in(shard, request, peer, logins);
+    if outcome.is_err() {
+        glommio::timer::sleep(LOGIN_FAILURE_DELAY).await;
+    }
+    outcome
 }
 
 /// How long an API request made while the broker starts waits for it.

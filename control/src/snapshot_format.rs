@@ -14,7 +14,9 @@
 //! previous layout here.
 //!
 //! Caution: every frozen layout holds the live [`Broker`] and [`Topic`],
-//! so changing either changes them all. The fixtures under
+//! so changing either changes them all (and versions 5 and 6 hold the
+//! live `ScramCredential`, version 6 the live `AclBinding`: freeze copies
+//! of those too before changing them). The fixtures under
 //! broker/tests/fixtures (snapshots an earlier version wrote, with brokers
 //! and topics) stop loading if that happens; freeze copies of the two
 //! here before changing them.

@@ -117,6 +117,10 @@ pub struct BrokerConfig {
     /// `PLAINTEXT` or `SSL` (the `ssl_*` files, certificates required both
     /// ways).
     pub controller_security_protocol: String,
+    /// The CA the brokers' certificates chain to, for the metadata quorum
+    /// only (unset: `ssl_ca_location`). A CA of the brokers' own keeps
+    /// clients' certificates (signed by `ssl_ca_location`) out of it.
+    pub controller_ssl_ca_location: Option<PathBuf>,
     /// A broker whose heartbeats stop this long is fenced by the controller.
     pub broker_session_timeout_ms: u64,
     /// How often a broker heartbeats the controller.
@@ -208,6 +212,7 @@ impl Default for BrokerConfig {
             controller_quorum_voters: String::new(),
             controller_listen: None,
             controller_security_protocol: "PLAINTEXT".into(),
+            controller_ssl_ca_location: None,
             broker_session_timeout_ms: 9_000,
             broker_heartbeat_interval_ms: 1_000,
             replica_lag_time_max_ms: 30_000,
@@ -560,11 +565,12 @@ impl BrokerConfig {
             );
         }
         if self.controller_uses_tls()
-            && (self.ssl_ca_location.is_none() || self.ssl_certificate_location.is_none())
+            && (self.quorum_ca_location().is_none() || self.ssl_certificate_location.is_none())
         {
             return invalid(
                 "controller_security_protocol SSL needs ssl_certificate_location, \
-                 ssl_key_location and ssl_ca_location (brokers present certificates to each other)"
+                 ssl_key_location and ssl_ca_location or controller_ssl_ca_location \
+                 (brokers present certificates to each other)"
                     .into(),
             );
         }
@@ -575,6 +581,13 @@ impl BrokerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The CA the quorum's peers' certificates must chain to.
+    pub fn quorum_ca_location(&self) -> Option<&PathBuf> {
+        self.controller_ssl_ca_location
+            .as_ref()
+            .or(self.ssl_ca_location.as_ref())
     }
 
     /// Whether the metadata quorum's transport speaks TLS.
@@ -800,6 +813,15 @@ mod tests {
             ..quorum.clone()
         };
         assert!(with_ca.check().is_ok());
+        let own_ca = BrokerConfig {
+            controller_ssl_ca_location: Some("brokers-ca.pem".into()),
+            ..quorum.clone()
+        };
+        assert!(own_ca.check().is_ok());
+        assert_eq!(
+            own_ca.quorum_ca_location(),
+            Some(&PathBuf::from("brokers-ca.pem"))
+        );
         let typo = BrokerConfig {
             controller_security_protocol: "TLS".into(),
             ..BrokerConfig::default()

@@ -87,7 +87,7 @@ impl TlsFiles {
         Some(TlsFiles {
             certificate: config.ssl_certificate_location.clone()?,
             key: config.ssl_key_location.clone()?,
-            ca: Some(config.ssl_ca_location.clone()?),
+            ca: Some(config.quorum_ca_location()?.clone()),
             client_auth: ClientAuth::Required,
         })
     }

@@ -86,7 +86,8 @@ pub fn start_quorum(
 
 /// The quorum's TLS (`controller_security_protocol = "SSL"`): the broker's
 /// certificate presented both ways, and every peer's required to chain to
-/// `ssl_ca_location`, so only the cluster's brokers join the quorum or
+/// `controller_ssl_ca_location` (else `ssl_ca_location`), so only the
+/// cluster's brokers join the quorum or
 /// forward controller calls. Read at start (a broken file stops it) and
 /// again on SIGHUP ([`read_quorum_tls`]).
 pub fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
@@ -106,7 +107,7 @@ pub fn read_quorum_tls(
         .ok_or_else(|| invalid("needs the ssl_* files".into()))?;
     let server = files.load().map_err(|e| invalid(e.to_string()))?;
     let (Some(ca), Some(certificate), Some(key)) = (
-        &config.ssl_ca_location,
+        config.quorum_ca_location(),
         &config.ssl_certificate_location,
         &config.ssl_key_location,
     ) else {

@@ -176,44 +176,8 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
         text(&out).contains("not authorized to describe this group"),
         "{out:?}"
     );
-    // The HTTP API checks the same ACLs, as the logged-in user.
-    let http_produce = |topic: &str| {
-        let out = Command::new("curl")
-            .args([
-                "-sS",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "10",
-            ])
-            .args(["-u", &format!("alice:{ALICE_PASSWORD}")])
-            .args(["-d", r#"{"value":"over http"}"#])
-            .arg(format!(
-                "http://{}/topics/{topic}/messages?encoding=text",
-                broker.http
-            ))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    assert_eq!(http_produce("orders"), "200");
-    assert_eq!(http_produce("payments"), "403");
-    let listed = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "10",
-            "-u",
-            &format!("alice:{ALICE_PASSWORD}"),
-        ])
-        .arg(format!("http://{}/topics", broker.http))
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
-    // A group alice may read does not open a topic she may not: polling
-    // or committing payments through the HTTP group calls is refused.
+    // The HTTP API checks the same ACLs, as the logged-in user: the
+    // status of a call as alice.
     let http_status = |method: &str, path: &str, body: &str| {
         let out = Command::new("curl")
             .args([
@@ -232,6 +196,26 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).to_string()
     };
+    let http_produce = |topic: &str| {
+        let path = format!("/topics/{topic}/messages?encoding=text");
+        http_status("POST", &path, r#"{"value":"over http"}"#)
+    };
+    assert_eq!(http_produce("orders"), "200");
+    assert_eq!(http_produce("payments"), "403");
+    let listed = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-u",
+            &format!("alice:{ALICE_PASSWORD}"),
+        ])
+        .arg(format!("http://{}/topics", broker.http))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    // A group alice may read does not open a topic she may not: polling
+    // or committing payments through the HTTP group calls is refused.
     let poll = "/consumer-groups/billing/poll?topic=payments&partition=0&offset=0&max_wait_ms=0";
     assert_eq!(http_status("GET", poll, ""), "403");
     let commit = r#"{"consumer_id":"c","member_id":"m","generation_id":1,

@@ -123,6 +123,12 @@ impl<'a> Caller<'a> {
         self.throttled_ms.get()
     }
 
+    /// Whether the ACLs are checked (else every question is answered yes,
+    /// and what a check would need need not be looked up).
+    pub fn checks_acls(&self) -> bool {
+        self.authorizer.is_some()
+    }
+
     /// Whether the caller may do `operation` to `name` of `resource`.
     pub fn may(&self, operation: Operation, resource: ResourceType, name: &str) -> bool {
         self.authorizer

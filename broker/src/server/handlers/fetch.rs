@@ -168,10 +168,11 @@ fn wanted(
         .topics
         .iter()
         .flat_map(|topic| {
-            let name = if version >= 13 {
-                cluster.topic_name(control::TopicId(*topic.topic_id.as_bytes()))
-            } else {
-                Some(topic.topic.to_string())
+            // Looked up only for the ACLs (a consumer's READ).
+            let name = match (permit.caller.checks_acls(), version >= 13) {
+                (false, _) => None,
+                (true, true) => cluster.topic_name(control::TopicId(*topic.topic_id.as_bytes())),
+                (true, false) => Some(topic.topic.to_string()),
             };
             topic.partitions.iter().map(move |p| {
                 let route = if version >= 13 {

@@ -104,7 +104,12 @@ async fn append_all(
                 let route = match refusal {
                     Some(code) => Err(code),
                     None => {
-                        let name = topic_name(shard, topic, version);
+                        // Looked up only for the ACLs: a name per partition
+                        // on the hot path otherwise.
+                        let name = caller
+                            .checks_acls()
+                            .then(|| topic_name(shard, topic, version))
+                            .flatten();
                         let route = route(shard, topic, data.index, version);
                         caller.topic_route(route, Operation::Write, name.as_deref())
                     }

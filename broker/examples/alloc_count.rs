@@ -130,7 +130,7 @@ fn main() {
     let listening = ready_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the broker started");
-    let (kafka, http) = (listening.kafka, listening.http);
+    let (kafka, http) = (listening.kafka[0].1, listening.http);
     let common = format!(
         "--bootstrap {kafka} --topic counted --partitions 2 --message-bytes {} --warmup 0 --no-pin",
         options.message_bytes

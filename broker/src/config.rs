@@ -9,6 +9,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
+
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 
@@ -41,6 +43,20 @@ pub struct BrokerConfig {
     /// with the `ssl_*` files), `SASL_PLAINTEXT` or `SASL_SSL` (clients
     /// authenticate with SASL; docs/security.md).
     pub kafka_security_protocol: String,
+    /// Several Kafka listeners, `NAME://ip:port` each (Kafka's
+    /// listeners); set, they replace `kafka_listen`, `advertised_listener`
+    /// and `kafka_security_protocol`. A client is told the addresses of
+    /// the listener it connected to.
+    pub listeners: Vec<String>,
+    /// `NAME://host:port` for listeners whose clients are told another
+    /// address than the bound one (Kafka's advertised.listeners).
+    pub advertised_listeners: Vec<String>,
+    /// `NAME:PROTOCOL` for listeners not named after their protocol
+    /// (Kafka's listener.security.protocol.map).
+    pub listener_security_protocol_map: Vec<String>,
+    /// The listener brokers reach each other on (replication, forwarded
+    /// calls); unset: the first of `listeners`.
+    pub inter_broker_listener_name: Option<String>,
     /// The SASL mechanisms a SASL listener offers (Kafka's
     /// sasl.enabled.mechanisms): `SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`.
     pub sasl_enabled_mechanisms: Vec<String>,
@@ -185,6 +201,10 @@ impl Default for BrokerConfig {
             kafka_listen: "0.0.0.0:9092".into(),
             advertised_listener: None,
             kafka_security_protocol: "PLAINTEXT".into(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            listener_security_protocol_map: Vec::new(),
+            inter_broker_listener_name: None,
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
             sasl_broker_user: None,
             connections_max_reauth_ms: 0,
@@ -353,6 +373,7 @@ impl BrokerConfig {
     /// Checks the values against each other.
     pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
+        self.kafka_listeners()?;
         for (name, address) in [
             ("kafka_listen", &self.kafka_listen),
             ("http_listen", &self.http_listen),
@@ -489,9 +510,16 @@ impl BrokerConfig {
         }
     }
 
-    /// Whether the Kafka port asks for SASL authentication.
+    /// Whether some Kafka listener asks for SASL authentication.
     pub fn kafka_uses_sasl(&self) -> bool {
-        self.kafka_security_protocol.starts_with("SASL_")
+        self.kafka_listeners()
+            .is_ok_and(|l| l.any(SecurityProtocol::uses_sasl))
+    }
+
+    /// Whether brokers log in to each other's Kafka ports with SASL.
+    pub fn inter_broker_uses_sasl(&self) -> bool {
+        self.kafka_listeners()
+            .is_ok_and(|l| l.inter_broker().protocol.uses_sasl())
     }
 
     /// The SASL mechanisms the Kafka port offers (checked names).
@@ -513,15 +541,6 @@ impl BrokerConfig {
     /// The TLS settings make sense together (the files are read at start).
     fn check_tls(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
-        if !matches!(
-            self.kafka_security_protocol.as_str(),
-            "PLAINTEXT" | "SSL" | "SASL_PLAINTEXT" | "SASL_SSL"
-        ) {
-            return invalid(format!(
-                "kafka_security_protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got {:?}",
-                self.kafka_security_protocol
-            ));
-        }
         if !matches!(
             self.ssl_client_auth.as_str(),
             "none" | "requested" | "required"
@@ -557,10 +576,14 @@ impl BrokerConfig {
                     .into(),
             );
         }
-        if self.kafka_uses_tls() && self.voters()?.len() > 1 && self.ssl_ca_location.is_none() {
+        if self.inter_broker_uses_tls()
+            && self.voters()?.len() > 1
+            && self.ssl_ca_location.is_none()
+        {
             return invalid(
-                "kafka_security_protocol SSL in a cluster needs ssl_ca_location: brokers reach \
-                 each other's Kafka ports over TLS and check the certificates against it"
+                "an inter-broker listener speaking TLS in a cluster needs ssl_ca_location: \
+                 brokers reach each other's Kafka ports over TLS and check the certificates \
+                 against it"
                     .into(),
             );
         }
@@ -595,9 +618,77 @@ impl BrokerConfig {
         self.controller_security_protocol == "SSL"
     }
 
-    /// Whether the Kafka port speaks TLS.
+    /// Whether some Kafka listener speaks TLS.
     pub fn kafka_uses_tls(&self) -> bool {
-        matches!(self.kafka_security_protocol.as_str(), "SSL" | "SASL_SSL")
+        self.kafka_listeners()
+            .is_ok_and(|l| l.any(SecurityProtocol::uses_tls))
+    }
+
+    /// Whether brokers reach each other's Kafka ports over TLS.
+    pub fn inter_broker_uses_tls(&self) -> bool {
+        self.kafka_listeners()
+            .is_ok_and(|l| l.inter_broker().protocol.uses_tls())
+    }
+
+    /// The Kafka listeners: `listeners` with the settings that go with
+    /// it, else the one of `kafka_listen`, `advertised_listener` and
+    /// `kafka_security_protocol` (named after its protocol, as Kafka's
+    /// default listener is).
+    pub fn kafka_listeners(&self) -> Result<Listeners, ConfigError> {
+        let invalid = |why: String| Err(ConfigError::Invalid(why));
+        if !self.listeners.is_empty() {
+            let defaults = BrokerConfig::default();
+            if self.kafka_listen != defaults.kafka_listen
+                || self.advertised_listener.is_some()
+                || self.kafka_security_protocol != defaults.kafka_security_protocol
+            {
+                return invalid(
+                    "listeners replaces kafka_listen, advertised_listener and \
+                     kafka_security_protocol: set one or the other"
+                        .into(),
+                );
+            }
+            let settings = ListenerSettings {
+                listeners: &self.listeners,
+                advertised: &self.advertised_listeners,
+                protocol_map: &self.listener_security_protocol_map,
+                inter_broker: self.inter_broker_listener_name.as_deref(),
+            };
+            return Listeners::parse(&settings).map_err(ConfigError::Invalid);
+        }
+        if !self.advertised_listeners.is_empty() || !self.listener_security_protocol_map.is_empty()
+        {
+            return invalid(
+                "advertised_listeners and listener_security_protocol_map name listeners: \
+                 set listeners too"
+                    .into(),
+            );
+        }
+        let name = self.kafka_security_protocol.clone();
+        let Some(protocol) = SecurityProtocol::from_name(&name) else {
+            return invalid(format!(
+                "kafka_security_protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got {name:?}"
+            ));
+        };
+        if let Some(inter) = &self.inter_broker_listener_name {
+            if !inter.eq_ignore_ascii_case(&name) {
+                return invalid(format!(
+                    "inter_broker_listener_name {inter} is not one of the listeners ({name})"
+                ));
+            }
+        }
+        let Ok(listen) = self.kafka_listen.parse() else {
+            return invalid(format!(
+                "kafka_listen must be host:port with an IP host, got {:?}",
+                self.kafka_listen
+            ));
+        };
+        Ok(Listeners::single(Listener {
+            name,
+            listen,
+            advertised: self.advertised_listener.clone(),
+            protocol,
+        }))
     }
 
     /// The metadata quorum's voters by node id (empty: this broker alone).
@@ -629,13 +720,6 @@ impl BrokerConfig {
     /// Whether consumers may read from in-sync followers in their rack.
     pub fn rack_aware_reads(&self) -> bool {
         self.replica_selector == "rack-aware"
-    }
-
-    /// What clients are told to connect to.
-    pub fn advertised(&self) -> String {
-        self.advertised_listener
-            .clone()
-            .unwrap_or_else(|| self.kafka_listen.replace("0.0.0.0", "127.0.0.1"))
     }
 }
 
@@ -691,7 +775,11 @@ mod tests {
         Jail::expect_with(|_| {
             let config = BrokerConfig::load(&CommandLine::default()).unwrap();
             assert_eq!(config, BrokerConfig::default());
-            assert_eq!(config.advertised(), "127.0.0.1:9092");
+            let listeners = config.kafka_listeners().unwrap();
+            assert_eq!(listeners.all.len(), 1);
+            let only = listeners.inter_broker();
+            assert_eq!(only.name, "PLAINTEXT");
+            assert_eq!(only.advertised_at(only.listen), "127.0.0.1:9092");
             Ok(())
         });
     }
@@ -758,6 +846,56 @@ mod tests {
                 Err(ConfigError::Usage(_))
             ));
             assert!(BrokerConfig::load(&flags(&["--config", "missing.toml"])).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn several_listeners_come_from_kafkas_settings_and_replace_the_single_one() {
+        Jail::expect_with(|jail| {
+            jail.set_env(
+                "BROKER_LISTENERS",
+                "[INTERNAL://127.0.0.1:9092,EXTERNAL://0.0.0.0:9093]",
+            );
+            jail.set_env(
+                "BROKER_LISTENER_SECURITY_PROTOCOL_MAP",
+                "[INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL]",
+            );
+            jail.set_env(
+                "BROKER_ADVERTISED_LISTENERS",
+                "[EXTERNAL://kafka.example:443]",
+            );
+            jail.set_env("BROKER_INTER_BROKER_LISTENER_NAME", "INTERNAL");
+            jail.set_env("BROKER_SASL_BROKER_USER", "broker:secret");
+            jail.set_env("BROKER_SSL_CERTIFICATE_LOCATION", "server.pem");
+            jail.set_env("BROKER_SSL_KEY_LOCATION", "server.key");
+            let config = BrokerConfig::load(&CommandLine::default()).unwrap();
+            let listeners = config.kafka_listeners().unwrap();
+            assert_eq!(listeners.all.len(), 2);
+            assert_eq!(listeners.inter_broker().name, "INTERNAL");
+            assert_eq!(
+                listeners.all[1].advertised.as_deref(),
+                Some("kafka.example:443")
+            );
+            // The other listener's protocols decide what the broker needs.
+            assert!(config.kafka_uses_sasl() && config.kafka_uses_tls());
+            assert!(!config.inter_broker_uses_sasl() && !config.inter_broker_uses_tls());
+            // Mixed with the single listener's settings: refused.
+            let mixed = BrokerConfig::load(&flags(&["--kafka-listen", "127.0.0.1:1"]));
+            assert!(
+                mixed
+                    .unwrap_err()
+                    .to_string()
+                    .contains("set one or the other"),
+                "kafka_listen beside listeners"
+            );
+            jail.clear_env();
+            jail.set_env(
+                "BROKER_ADVERTISED_LISTENERS",
+                "[EXTERNAL://kafka.example:443]",
+            );
+            let orphan = BrokerConfig::load(&CommandLine::default()).unwrap_err();
+            assert!(orphan.to_string().contains("set listeners too"), "{orphan}");
             Ok(())
         });
     }

@@ -98,6 +98,13 @@ fn describe(out: &mut String, metadata: &Metadata) {
             r.listener,
             r.rack
         );
+        if let Some(endpoints) = metadata.broker_endpoints.get(&r.id) {
+            let named: Vec<String> = endpoints
+                .iter()
+                .map(|e| format!("{}={}", e.listener, e.address))
+                .collect();
+            let _ = writeln!(out, "    listeners {}", named.join(","));
+        }
     }
     for topic in metadata.topics.values() {
         let _ = writeln!(
@@ -179,6 +186,21 @@ fn summary(record: &MetadataRecord) -> String {
         MetadataRecord::DeleteAcls(acls) => format!("DeleteAcls {}", acls.len()),
         MetadataRecord::SetClientQuota { entity, key, value } => {
             format!("SetClientQuota {entity:?} {key} {value:?}")
+        }
+        MetadataRecord::SetBrokerEndpoints {
+            id,
+            incarnation,
+            endpoints,
+        } => {
+            let listeners: Vec<String> = endpoints
+                .iter()
+                .map(|e| format!("{}={}", e.listener, e.address))
+                .collect();
+            format!(
+                "SetBrokerEndpoints {id} incarnation {} {}",
+                incarnation.0,
+                listeners.join(",")
+            )
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod group_cli;
 pub mod groups;
 pub mod http_request;
 pub mod kafka;
+pub mod listeners;
 pub mod partition;
 pub mod process;
 pub mod quota_cli;

@@ -44,7 +44,16 @@ pub fn serve(config: BrokerConfig) -> i32 {
     let (ready_tx, ready_rx) = mpsc::channel::<crate::server::Listening>();
     let announcer = std::thread::spawn(move || {
         if let Ok(listening) = ready_rx.recv() {
-            tracing::info!(kafka = %listening.kafka, http = %listening.http, "listening");
+            // `kafka`: the first listener's address (scripts read it);
+            // `listeners`: every one by name.
+            let named: Vec<String> = listening
+                .kafka
+                .iter()
+                .map(|(name, address)| format!("{name}={address}"))
+                .collect();
+            if let Some((_, first)) = listening.kafka.first() {
+                tracing::info!(kafka = %first, http = %listening.http, listeners = %named.join(","), "listening");
+            }
         }
     });
     if let Err(e) = crate::server::run(config, ready_tx, stop) {

@@ -121,4 +121,7 @@ pub enum MetadataError {
     /// A client quota outside the accepted shapes.
     #[error("invalid quota: {0}")]
     InvalidQuota(String),
+    /// A broker's listeners outside the accepted shapes.
+    #[error("invalid broker endpoints: {0}")]
+    InvalidEndpoints(String),
 }

@@ -122,13 +122,16 @@ mod tests {
 
     #[test]
     fn calls_and_replies_round_trip_and_damage_is_refused() {
-        let call = Call::Request(ControllerRequest::RegisterBroker(BrokerRegistration {
-            id: BrokerId(2),
-            incarnation: Incarnation(7),
-            listener: "127.0.0.1:9092".into(),
-            rack: Some("a".into()),
-            shards: 2,
-        }));
+        let call = Call::Request(ControllerRequest::RegisterBroker(
+            BrokerRegistration {
+                id: BrokerId(2),
+                incarnation: Incarnation(7),
+                listener: "127.0.0.1:9092".into(),
+                rack: Some("a".into()),
+                shards: 2,
+            },
+            vec![],
+        ));
         let frame = encode_call(&call);
         let decoded = decode_call(&frame[8..]).unwrap();
         assert_eq!(format!("{decoded:?}"), format!("{call:?}"));

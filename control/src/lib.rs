@@ -38,7 +38,9 @@ pub use config::{CleanupPolicy, TopicConfig};
 pub use credentials::{ScramCredential, ScramMechanism};
 pub use error::MetadataError;
 pub use model::{Broker, Metadata, Partition, Topic};
-pub use record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
+pub use record::{
+    BrokerEndpoint, BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange,
+};
 pub use types::{
     BrokerId, ClusterId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
 };

@@ -11,7 +11,9 @@ use crate::config::TopicConfig;
 use crate::credentials::{check_credential, ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::quotas::{check_quota, QuotaEntity, QUOTA_ENTITIES_MAX};
-use crate::record::{BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange};
+use crate::record::{
+    BrokerEndpoint, BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange,
+};
 use crate::types::{
     BrokerId, ClusterId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, ShardId, TopicId,
 };
@@ -25,6 +27,10 @@ pub const PRODUCER_ID_BLOCK_MAX: i64 = 1_000_000;
 /// The block a broker asks for (Kafka's size): one metadata record per
 /// thousand producers started on it.
 pub const PRODUCER_ID_BLOCK: i64 = 1_000;
+/// The most listeners one broker may have.
+pub const ENDPOINTS_PER_BROKER_MAX: usize = 16;
+/// The longest listener name.
+pub const LISTENER_NAME_MAX_CHARS: usize = 64;
 
 /// A registered broker.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -98,6 +104,10 @@ pub struct Metadata {
     pub acls: BTreeSet<AclBinding>,
     /// Client quotas: per entity, bytes per second by key.
     pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    /// Each broker life's listeners. A broker with no entry (registered
+    /// before brokers had several listeners) is reached at its
+    /// registration's `listener` on every listener.
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
 }
 
 impl Metadata {
@@ -169,6 +179,14 @@ impl Metadata {
                 Ok(())
             }
             MetadataRecord::DeleteAcls(_) => Ok(()),
+            MetadataRecord::SetBrokerEndpoints {
+                id,
+                incarnation,
+                endpoints,
+            } => {
+                self.broker_life(*id, *incarnation)?;
+                check_endpoints(endpoints)
+            }
             MetadataRecord::SetClientQuota { entity, key, value } => {
                 check_quota(entity, key, *value)?;
                 let new = !self.client_quotas.contains_key(entity);
@@ -193,6 +211,12 @@ impl Metadata {
                     fenced: true,
                 };
                 self.brokers.insert(registration.id, broker);
+                // The old life's listeners go with it; the new life's
+                // follow in the next record.
+                self.broker_endpoints.remove(&registration.id);
+            }
+            MetadataRecord::SetBrokerEndpoints { id, endpoints, .. } => {
+                self.broker_endpoints.insert(*id, endpoints.clone());
             }
             MetadataRecord::FenceBroker { id, .. } => self.broker_mut(*id).fenced = true,
             MetadataRecord::UnfenceBroker { id, .. } => self.broker_mut(*id).fenced = false,
@@ -273,6 +297,20 @@ impl Metadata {
             }
         }
         Ok(())
+    }
+
+    /// Where clients of listener `listener` reach `broker` (`host:port`):
+    /// its endpoint of that name; None if it has none (it is not offered
+    /// to those clients, as Kafka leaves it out). A broker that registered
+    /// no endpoints is reached at its registration's listener.
+    pub fn endpoint<'a>(&'a self, broker: &'a Broker, listener: &str) -> Option<&'a str> {
+        match self.broker_endpoints.get(&broker.registration.id) {
+            None => Some(&broker.registration.listener),
+            Some(endpoints) => endpoints
+                .iter()
+                .find(|e| e.listener == listener)
+                .map(|e| e.address.as_str()),
+        }
     }
 
     /// The quota `key` that applies to `user` connecting with `client_id`
@@ -542,6 +580,47 @@ pub fn check_topic_name(name: &str) -> Result<(), MetadataError> {
         || name == ".."
     {
         return Err(MetadataError::InvalidTopicName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// A listener name: letters, digits, `_` and `-`, at most
+/// [`LISTENER_NAME_MAX_CHARS`] (Kafka's names are upper case by custom).
+pub fn check_listener_name(name: &str) -> Result<(), MetadataError> {
+    let valid_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if name.is_empty() || name.len() > LISTENER_NAME_MAX_CHARS || !valid_chars {
+        return Err(MetadataError::InvalidEndpoints(format!(
+            "listener name {name:?}: 1 to {LISTENER_NAME_MAX_CHARS} letters, digits, _ or -"
+        )));
+    }
+    Ok(())
+}
+
+/// A broker's endpoints: at most [`ENDPOINTS_PER_BROKER_MAX`], names
+/// unique, each address `host:port`.
+fn check_endpoints(endpoints: &[BrokerEndpoint]) -> Result<(), MetadataError> {
+    let invalid = |why: String| Err(MetadataError::InvalidEndpoints(why));
+    if endpoints.is_empty() || endpoints.len() > ENDPOINTS_PER_BROKER_MAX {
+        return invalid(format!(
+            "{} listeners (1 to {ENDPOINTS_PER_BROKER_MAX})",
+            endpoints.len()
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for endpoint in endpoints {
+        check_listener_name(&endpoint.listener)?;
+        if !names.insert(endpoint.listener.as_str()) {
+            return invalid(format!("listener {} twice", endpoint.listener));
+        }
+        let port = endpoint
+            .address
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
+        if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
+            return invalid(format!("{}: expected host:port", endpoint.address));
+        }
     }
     Ok(())
 }

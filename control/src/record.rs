@@ -29,6 +29,17 @@ pub struct BrokerRegistration {
     pub shards: u16,
 }
 
+/// One of a broker's listeners: its name and where clients of that
+/// listener reach the broker (Kafka's advertised.listeners entry).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BrokerEndpoint {
+    /// The listener's name (`INTERNAL`, `EXTERNAL`, `SASL_SSL`, ...).
+    pub listener: String,
+    /// `host:port`.
+    pub address: String,
+}
+
 /// Where one partition's replicas live.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
@@ -148,6 +159,16 @@ pub enum MetadataRecord {
         key: String,
         /// Bytes per second; None removes it.
         value: Option<u64>,
+    },
+    /// A broker life's listeners (proposed right after its registration,
+    /// which keeps the inter-broker one in `listener`).
+    SetBrokerEndpoints {
+        /// The broker.
+        id: BrokerId,
+        /// The life they belong to.
+        incarnation: Incarnation,
+        /// One per listener, names unique.
+        endpoints: Vec<BrokerEndpoint>,
     },
 }
 

@@ -11,15 +11,16 @@ use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::node::NodeId;
 use crate::quotas::QuotaEntity;
-use crate::record::BrokerRegistration;
+use crate::record::{BrokerEndpoint, BrokerRegistration};
 use crate::types::{BrokerId, Incarnation, TopicId};
 
 /// A request to the active controller.
 #[derive(Debug, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(attr(allow(missing_docs)))]
 pub enum ControllerRequest {
-    /// A broker process announces itself.
-    RegisterBroker(BrokerRegistration),
+    /// A broker process announces itself, with its listeners (empty: its
+    /// registration's listener serves every client).
+    RegisterBroker(BrokerRegistration, Vec<BrokerEndpoint>),
     /// A new topic, placed by the controller.
     CreateTopic {
         /// Chosen by the caller (a random UUID).

@@ -509,7 +509,7 @@ impl<T: Transport> Driver<T> {
         let metadata = self.node.metadata();
         let controller = &self.controller;
         Ok(match request {
-            ControllerRequest::RegisterBroker(registration) => {
+            ControllerRequest::RegisterBroker(registration, endpoints) => {
                 // A new life of a broker whose old life still leads: the
                 // old one is fenced first (its leaderships move to other
                 // in-sync replicas, or wait for it), so the new life leads
@@ -525,7 +525,17 @@ impl<T: Transport> Driver<T> {
                         ));
                     }
                 }
+                let (id, incarnation) = (registration.id, registration.incarnation);
                 records.push(MetadataRecord::RegisterBroker(registration));
+                // In the same batch: no client sees the new life without
+                // its listeners.
+                if !endpoints.is_empty() {
+                    records.push(MetadataRecord::SetBrokerEndpoints {
+                        id,
+                        incarnation,
+                        endpoints,
+                    });
+                }
                 records
             }
             ControllerRequest::CreateTopic {

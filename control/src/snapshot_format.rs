@@ -8,7 +8,8 @@
 //! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
 //! 4 added the producer id blocks ([`MetadataV4`]); version 5 added the
 //! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
-//! ([`MetadataV6`]); version 7 adds the client quotas. The frozen layouts
+//! ([`MetadataV6`]); version 7 added the client quotas ([`MetadataV7`]);
+//! version 8 adds the brokers' listeners. The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
@@ -29,14 +30,17 @@ use crate::acls::AclBinding;
 use crate::credentials::{ScramCredential, ScramMechanism};
 use crate::error::MetadataError;
 use crate::model::{Broker, Metadata, Topic};
+use crate::quotas::QuotaEntity;
 use crate::types::{BrokerId, ClusterId, TopicId};
 
 /// Marks an enveloped snapshot. The first byte is not printable, so a
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the client quotas.
-const VERSION_CURRENT: u8 = 7;
+/// The version written now: [`Metadata`] with the brokers' listeners.
+const VERSION_CURRENT: u8 = 8;
+/// [`MetadataV7`].
+const VERSION_7: u8 = 7;
 /// [`MetadataV6`].
 const VERSION_6: u8 = 6;
 /// [`MetadataV5`].
@@ -73,6 +77,7 @@ impl From<MetadataV1> for Metadata {
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -103,6 +108,7 @@ impl From<MetadataV2> for Metadata {
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -134,6 +140,7 @@ impl From<MetadataV3> for Metadata {
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -167,6 +174,7 @@ impl From<MetadataV4> for Metadata {
             scram_credentials: BTreeMap::new(),
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -201,6 +209,7 @@ impl From<MetadataV5> for Metadata {
             scram_credentials: v5.scram_credentials,
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -236,6 +245,44 @@ impl From<MetadataV6> for Metadata {
             scram_credentials: v6.scram_credentials,
             acls: v6.acls,
             client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 7 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV7 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+}
+
+impl From<MetadataV7> for Metadata {
+    fn from(v7: MetadataV7) -> Metadata {
+        Metadata {
+            brokers: v7.brokers,
+            topics: v7.topics,
+            names: v7.names,
+            unclean_leader_elections: v7.unclean_leader_elections,
+            deleted_topics: v7.deleted_topics,
+            cluster_id: v7.cluster_id,
+            next_producer_id: v7.next_producer_id,
+            producer_id_blocks: v7.producer_id_blocks,
+            scram_credentials: v7.scram_credentials,
+            acls: v7.acls,
+            client_quotas: v7.client_quotas,
+            broker_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -272,6 +319,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_7, archived)) => archive::<MetadataV7>(archived).map(Metadata::from),
         Some((&VERSION_6, archived)) => archive::<MetadataV6>(archived).map(Metadata::from),
         Some((&VERSION_5, archived)) => archive::<MetadataV5>(archived).map(Metadata::from),
         Some((&VERSION_4, archived)) => archive::<MetadataV4>(archived).map(Metadata::from),
@@ -368,9 +416,30 @@ mod tests {
     }
 
     #[test]
+    fn a_version_7_snapshot_decodes_into_the_current_state() {
+        let mut v7 = MetadataV7::default();
+        let quota = BTreeMap::from([("producer_byte_rate".to_string(), 1024)]);
+        let entity = QuotaEntity::precedence("alice", "app")[0].clone();
+        v7.client_quotas.insert(entity.clone(), quota.clone());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_7);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v7).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.client_quotas[&entity], quota);
+        assert!(metadata.broker_endpoints.is_empty());
+    }
+
+    #[test]
     fn the_current_version_round_trips_and_a_newer_one_is_refused() {
         let mut metadata = Metadata::default();
         metadata.deleted_topics.insert(TopicId([1; 16]));
+        let endpoint = crate::record::BrokerEndpoint {
+            listener: "EXTERNAL".into(),
+            address: "broker1.example:9093".into(),
+        };
+        metadata
+            .broker_endpoints
+            .insert(BrokerId(1), vec![endpoint]);
         assert_eq!(decode(&encode(&metadata)).unwrap(), metadata);
         let mut newer = encode(&metadata);
         newer[MAGIC.len()] = VERSION_CURRENT + 1;

@@ -459,3 +459,70 @@ fn client_quotas_apply_most_specific_first_and_survive_a_snapshot() {
     assert!(metadata.apply(&set(None, None, Some(1))).is_err());
     assert_eq!(metadata, before);
 }
+
+#[test]
+fn a_brokers_listeners_belong_to_its_life_and_are_checked() {
+    let mut metadata = cluster(2);
+    let endpoint = |listener: &str, address: &str| BrokerEndpoint {
+        listener: listener.into(),
+        address: address.into(),
+    };
+    let set =
+        |incarnation: u64, endpoints: Vec<BrokerEndpoint>| MetadataRecord::SetBrokerEndpoints {
+            id: BrokerId(1),
+            incarnation: Incarnation(incarnation),
+            endpoints,
+        };
+    // No endpoints yet: the registration's listener serves every name.
+    let broker = metadata.brokers[&BrokerId(1)].clone();
+    assert_eq!(metadata.endpoint(&broker, "ANY"), Some("127.0.0.1:9093"));
+    let both = vec![
+        endpoint("INTERNAL", "10.0.0.1:9092"),
+        endpoint("EXTERNAL", "broker1.example:9093"),
+    ];
+    metadata.apply(&set(1, both.clone())).unwrap();
+    assert_eq!(
+        metadata.endpoint(&broker, "EXTERNAL"),
+        Some("broker1.example:9093")
+    );
+    assert_eq!(
+        metadata.endpoint(&broker, "INTERNAL"),
+        Some("10.0.0.1:9092")
+    );
+    assert_eq!(metadata.endpoint(&broker, "OTHER"), None);
+    // Another life's, a repeated name, a bad address, none: refused.
+    let before = metadata.clone();
+    assert!(matches!(
+        metadata.apply(&set(2, both.clone())),
+        Err(MetadataError::StaleIncarnation { .. })
+    ));
+    for bad in [
+        vec![endpoint("A", "h:1"), endpoint("A", "h:2")],
+        vec![endpoint("A", "no-port")],
+        vec![endpoint("A", ":9092")],
+        vec![endpoint("A B", "h:1")],
+        vec![],
+    ] {
+        let refused = metadata.apply(&set(1, bad.clone()));
+        assert!(
+            matches!(refused, Err(MetadataError::InvalidEndpoints(_))),
+            "{bad:?}: {refused:?}"
+        );
+    }
+    assert_eq!(metadata, before);
+    // They survive a snapshot; a new life starts without them.
+    assert_eq!(Metadata::decode(&metadata.encode()).unwrap(), metadata);
+    metadata
+        .apply(&MetadataRecord::FenceBroker {
+            id: BrokerId(1),
+            incarnation: Incarnation(1),
+        })
+        .unwrap();
+    metadata
+        .apply(&MetadataRecord::RegisterBroker(BrokerRegistration {
+            incarnation: Incarnation(2),
+            ..broker.registration.clone()
+        }))
+        .unwrap();
+    assert!(!metadata.broker_endpoints.contains_key(&BrokerId(1)));
+}

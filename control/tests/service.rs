@@ -124,7 +124,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
                 shards: 2,
             };
             controller
-                .request(ControllerRequest::RegisterBroker(registration))
+                .request(ControllerRequest::RegisterBroker(registration, vec![]))
                 .await
                 .unwrap();
         }

@@ -131,9 +131,14 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
             unreachable!()
         };
         let incarnation = registration.incarnation;
+        let external = control::BrokerEndpoint {
+            listener: "EXTERNAL".into(),
+            address: "broker5.example:9093".into(),
+        };
         let asked = services[&follower]
             .request(service::ControllerRequest::RegisterBroker(
                 registration.clone(),
+                vec![external.clone()],
             ))
             .await;
         assert_eq!(asked, Ok(()), "registration through a follower");
@@ -147,6 +152,7 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
                 .is_some_and(|b| b.fenced)
         })
         .await;
+
         // A heartbeat through the follower unfences it.
         services[&follower]
             .heartbeat(BrokerId(5), incarnation)
@@ -161,6 +167,15 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
             })
         })
         .await;
+        // Its listeners were committed with the registration, before the
+        // request was answered (so before the heartbeat that unfenced it).
+        let metadata = services[&follower].view().metadata.clone();
+        let broker = &metadata.brokers[&BrokerId(5)];
+        assert_eq!(
+            metadata.endpoint(broker, "EXTERNAL"),
+            Some("broker5.example:9093")
+        );
+        assert_eq!(metadata.endpoint(broker, "INTERNAL"), None);
         // A refusal comes back as the leader's refusal.
         let again = services[&follower]
             .request(service::ControllerRequest::RegisterBroker(
@@ -168,6 +183,7 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
                     incarnation: Incarnation(incarnation.0 - 1),
                     ..registration
                 },
+                vec![],
             ))
             .await;
         assert!(

@@ -37,7 +37,7 @@ use view::View;
 /// How this broker logs in to the others: as its own user, with the first
 /// of `sasl_enabled_mechanisms` (every broker of a cluster offers the same).
 fn peer_login(config: &BrokerConfig) -> Option<SaslLogin> {
-    if !config.kafka_uses_sasl() {
+    if !config.inter_broker_uses_sasl() {
         return None;
     }
     let (user, password) = config.broker_user()?;

@@ -21,11 +21,11 @@ pub struct PeerTls {
 }
 
 impl PeerTls {
-    /// The broker's peer TLS, if its Kafka port speaks TLS and a CA file
+    /// The broker's peer TLS, if its inter-broker listener speaks TLS and a CA file
     /// is given (the configuration's check asks for one in a cluster).
     pub fn of_config(config: &BrokerConfig) -> Result<Option<Arc<PeerTls>>, ClientTlsError> {
         let (true, Some(ca), Some(certificate), Some(key)) = (
-            config.kafka_uses_tls(),
+            config.inter_broker_uses_tls(),
             config.ssl_ca_location.clone(),
             config.ssl_certificate_location.clone(),
             config.ssl_key_location.clone(),

@@ -14,7 +14,7 @@ use control::memory::MemoryNetwork;
 use control::node::{MetadataNode, NodeConfig};
 use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
 use control::tcp::TcpTransport;
-use control::{BrokerId, BrokerRegistration, Incarnation, MetadataError};
+use control::{BrokerEndpoint, BrokerId, BrokerRegistration, Incarnation, MetadataError};
 
 use super::lease::extend_lease;
 use crate::config::BrokerConfig;
@@ -145,21 +145,31 @@ pub struct BrokerLife {
 pub async fn register_and_heartbeat(
     service: Rc<MetadataService>,
     config: BrokerConfig,
-    advertised: String,
+    endpoints: Vec<BrokerEndpoint>,
     shards: usize,
     life: Rc<BrokerLife>,
     on_live: impl FnOnce(),
 ) {
     let id = BrokerId(config.node_id);
+    // Other brokers reach this one at its inter-broker listener.
+    let inter_broker = config
+        .kafka_listeners()
+        .map(|l| l.inter_broker().name.clone())
+        .unwrap_or_default();
+    let listener = endpoints
+        .iter()
+        .find(|e| e.listener == inter_broker)
+        .map(|e| e.address.clone())
+        .unwrap_or_default();
     // Each start registers a larger incarnation: the wall clock in ms.
     let registration = BrokerRegistration {
         id,
         incarnation: Incarnation(wall_ms().max(1) as u64),
-        listener: advertised,
+        listener,
         rack: config.rack.clone(),
         shards: shards as u16,
     };
-    let incarnation = register(&service, registration, &life).await;
+    let incarnation = register(&service, (registration, endpoints), &life).await;
     life.incarnation.set(Some(incarnation));
     // Before the first heartbeat makes the broker live (and its ports
     // accept): a client of a new cluster finds the user there.
@@ -173,7 +183,7 @@ pub async fn register_and_heartbeat(
 /// controller accepts; the incarnation registered.
 async fn register(
     service: &MetadataService,
-    mut registration: BrokerRegistration,
+    (mut registration, endpoints): (BrokerRegistration, Vec<BrokerEndpoint>),
     life: &BrokerLife,
 ) -> Incarnation {
     loop {
@@ -182,7 +192,10 @@ async fn register(
             glommio::timer::sleep(METADATA_TICK).await;
         }
         match service
-            .request(ControllerRequest::RegisterBroker(registration.clone()))
+            .request(ControllerRequest::RegisterBroker(
+                registration.clone(),
+                endpoints.clone(),
+            ))
             .await
         {
             Ok(()) => return registration.incarnation,

@@ -108,7 +108,7 @@ impl Cluster {
     }
 
     /// The broker coordinating `group` (leading its offsets partition),
-    /// with its Kafka listener; it must not be fenced.
+    /// with its inter-broker Kafka listener; it must not be fenced.
     pub fn group_coordinator(&self, group: &str) -> Result<(BrokerId, String), Code> {
         let unavailable = ResponseError::CoordinatorNotAvailable.code();
         let view = self.view.borrow();
@@ -123,7 +123,14 @@ impl Cluster {
         Ok((leader, broker.registration.listener.clone()))
     }
 
-    /// A broker's Kafka listener, if the metadata knows it.
+    /// Where clients of `listener` reach `broker`, if it has that listener.
+    pub fn client_endpoint(&self, broker: BrokerId, listener: &str) -> Option<String> {
+        let view = self.view.borrow();
+        let broker = view.metadata.brokers.get(&broker)?;
+        view.metadata.endpoint(broker, listener).map(str::to_string)
+    }
+
+    /// A broker's inter-broker Kafka listener, if the metadata knows it.
     pub fn address_of(&self, broker: BrokerId) -> Option<SocketAddr> {
         let view = self.view.borrow();
         let broker = view.metadata.brokers.get(&broker)?;

@@ -26,6 +26,9 @@ pub struct Cluster<'a> {
     pub cluster_id: &'a str,
     /// The active controller's node id (-1 if unknown).
     pub controller_id: i32,
+    /// The listener the client connected to: brokers are given by their
+    /// address on it (those without it are left out, as Kafka does).
+    pub listener: &'a str,
     /// Whether the client may see a topic (DESCRIBE): a topic it may not is
     /// left out of an "all topics" answer and answered
     /// TOPIC_AUTHORIZATION_FAILED when named, whether it exists or not.
@@ -92,7 +95,7 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Metada
     let brokers = metadata
         .live_brokers()
         .filter_map(|b| {
-            let (host, port) = b.registration.listener.rsplit_once(':')?;
+            let (host, port) = metadata.endpoint(b, cluster.listener)?.rsplit_once(':')?;
             let mut entry = MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.registration.id.0))
                 .with_host(StrBytes::from_string(host.to_string()))
@@ -247,6 +250,7 @@ mod tests {
             cluster_id: "test-cluster",
             controller_id: 1,
             may_describe: &|_| true,
+            listener: "PLAINTEXT",
         };
         for version in VERSIONS.0..=VERSIONS.1 {
             let answer = answer(&request(version, Some(vec!["orders"])), &cluster).unwrap();
@@ -278,6 +282,51 @@ mod tests {
     }
 
     #[test]
+    fn brokers_are_given_at_their_address_on_the_clients_listener() {
+        let mut metadata = cluster_metadata();
+        let endpoint = |listener: &str, address: &str| control::BrokerEndpoint {
+            listener: listener.into(),
+            address: address.into(),
+        };
+        // Broker 1 has two listeners; broker 2 only the internal one.
+        let both = vec![
+            endpoint("INTERNAL", "10.0.0.1:9092"),
+            endpoint("EXTERNAL", "kafka1.example:443"),
+        ];
+        for (id, endpoints) in [(1, both), (2, vec![endpoint("INTERNAL", "10.0.0.2:9092")])] {
+            let record = MetadataRecord::SetBrokerEndpoints {
+                id: control::BrokerId(id),
+                incarnation: Incarnation(1),
+                endpoints,
+            };
+            metadata.apply(&record).unwrap();
+        }
+        let brokers_on = |listener: &str| {
+            let cluster = Cluster {
+                metadata: &metadata,
+                cluster_id: "c",
+                controller_id: 1,
+                may_describe: &|_| true,
+                listener,
+            };
+            let answer = answer(&request(12, None), &cluster).unwrap();
+            let mut brokers: Vec<String> = decode(answer.response, 12)
+                .brokers
+                .iter()
+                .map(|b| format!("{}@{}:{}", b.node_id.0, b.host.as_str(), b.port))
+                .collect();
+            brokers.sort();
+            brokers
+        };
+        assert_eq!(
+            brokers_on("INTERNAL"),
+            ["1@10.0.0.1:9092", "2@10.0.0.2:9092"]
+        );
+        assert_eq!(brokers_on("EXTERNAL"), ["1@kafka1.example:443"]);
+        assert!(brokers_on("OTHER").is_empty());
+    }
+
+    #[test]
     fn unknown_topics_are_reported_and_null_means_all() {
         let metadata = cluster_metadata();
         let cluster = Cluster {
@@ -285,6 +334,7 @@ mod tests {
             cluster_id: "c",
             controller_id: 1,
             may_describe: &|_| true,
+            listener: "PLAINTEXT",
         };
         let answer_unknown = answer(&request(9, Some(vec!["orders", "nope"])), &cluster).unwrap();
         assert_eq!(answer_unknown.missing_topics, vec!["nope".to_string()]);
@@ -305,6 +355,7 @@ mod tests {
             cluster_id: "c",
             controller_id: 1,
             may_describe: &|_| true,
+            listener: "PLAINTEXT",
         };
         let mut forged = request(4, Some(vec![]));
         forged.body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1]);

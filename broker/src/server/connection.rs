@@ -37,6 +37,17 @@ pub struct Client {
     pub address: Option<std::net::SocketAddr>,
     /// The subject of its TLS client certificate, if it presented one.
     pub principal: Option<String>,
+    /// The listener it connected to.
+    pub listener: Rc<ListenerOf>,
+}
+
+/// What a connection needs of the listener it came in on.
+#[derive(Debug)]
+pub struct ListenerOf {
+    /// Its name: Metadata answers with the brokers' addresses on it.
+    pub name: Rc<str>,
+    /// Its clients must log in with SASL.
+    pub sasl: bool,
 }
 
 /// Serves a connection (a TCP stream, or TLS over one) until the client
@@ -71,7 +82,7 @@ where
     // each 16 KiB record).
     let mut idle: Option<Timer> = None;
     let config = &shard.cluster.config;
-    let mut session = config.kafka_uses_sasl().then(|| {
+    let mut session = client.listener.sasl.then(|| {
         let lifetime = (config.connections_max_reauth_ms > 0)
             .then(|| Duration::from_millis(config.connections_max_reauth_ms));
         Session::new(config.sasl_mechanisms(), lifetime)
@@ -222,7 +233,8 @@ fn caller<'a>(
         .client_quotas
         .is_empty();
     let checks = (shard.cluster.authorizer(), metered);
-    Caller::new(checks, principal, (ip, client_id), group_host)
+    let on = (group_host, client.listener.name.clone());
+    Caller::new(checks, principal, (ip, client_id), on)
 }
 
 /// Writes an answer; false if the connection is to close (the client

@@ -30,6 +30,7 @@ use crate::cluster::peer_tls::PeerTls;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::config::BrokerConfig;
+use crate::listeners::Listeners;
 use control::link::QuorumTls;
 use serve::{DRAIN_MAX, STOP_POLL};
 use shard::{Meshes, Parts, Queues, Shard};
@@ -47,10 +48,11 @@ pub fn cluster_id(metadata: &control::Metadata) -> String {
 const SHARD_IO_MEMORY_BYTES: usize = 2 << 20;
 
 /// Where a ready broker listens.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Listening {
-    /// The Kafka listener (port 0 resolved).
-    pub kafka: SocketAddr,
+    /// The Kafka listeners by name (ports 0 resolved), in the order
+    /// configured.
+    pub kafka: Vec<(String, SocketAddr)>,
     /// The HTTP listener.
     pub http: SocketAddr,
 }
@@ -60,7 +62,7 @@ pub struct Listening {
 struct Shared {
     config: BrokerConfig,
     shards: usize,
-    listen: SocketAddr,
+    listeners: Arc<Listeners>,
     ready: mpsc::Sender<Listening>,
     stop: Arc<AtomicBool>,
     meshes: Meshes,
@@ -76,7 +78,7 @@ struct Shared {
     metrics_registry: crate::counters::Registry,
     /// The client connection limits, counted over every shard.
     admission: Arc<admission::Admission>,
-    /// The Kafka port's TLS, if it has it.
+    /// The TLS of the Kafka listeners that speak it.
     tls: Option<Arc<tls::TlsServer>>,
     /// The HTTP port's (the same certificate), if it has it.
     http_tls: Option<Arc<tls::TlsServer>>,
@@ -98,10 +100,7 @@ pub fn run(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let listen: SocketAddr = config
-        .kafka_listen
-        .parse()
-        .map_err(|e| std::io::Error::other(format!("kafka_listen: {e}")))?;
+    let listeners = config.kafka_listeners().map_err(std::io::Error::other)?;
     ports::check_free(&config)?;
     let (meshes, queues) = shard::meshes(shards);
     let (start_tx, start_rx) = mpsc::channel();
@@ -122,7 +121,7 @@ pub fn run(
     let shared = Shared {
         config,
         shards,
-        listen,
+        listeners: Arc::new(listeners),
         ready,
         stop,
         meshes,
@@ -237,7 +236,7 @@ async fn run_shard(shared: Shared) {
     // The HTTP listener (shard 0) serves this shard once it exists.
     let this_shard = Rc::new(std::cell::OnceCell::new());
     let life = Rc::new(BrokerLife::default());
-    let Some((listener, changes)) = start_shard(&shared, index, &life, &this_shard).await else {
+    let Some((ports, changes)) = start_shard(&shared, index, &life, &this_shard).await else {
         return;
     };
     let controller = match &changes {
@@ -258,14 +257,19 @@ async fn run_shard(shared: Shared) {
     let _ = this_shard.set(shard.clone());
     spawn_services(&shard, &shared, index, changes);
     let shutdown = (index == 0).then_some(life);
-    serve::serve_until_stopped(
-        listener,
-        shared.tls.clone(),
-        shard.clone(),
-        shared.stop.clone(),
-        shutdown,
-    )
-    .await;
+    let ports = ports
+        .into_iter()
+        .zip(&shared.listeners.all)
+        .map(|(socket, listener)| serve::Port {
+            socket,
+            listener: Rc::new(connection::ListenerOf {
+                name: listener.name.as_str().into(),
+                sasl: listener.protocol.uses_sasl(),
+            }),
+            tls: shared.tls.clone().filter(|_| listener.protocol.uses_tls()),
+        })
+        .collect();
+    serve::serve_until_stopped(ports, shard.clone(), shared.stop.clone(), shutdown).await;
     // Every shard keeps running the jobs of the others until all have
     // drained their connections (a connection's request may be waiting on
     // a partition of this shard).
@@ -286,7 +290,7 @@ async fn start_shard(
     index: usize,
     life: &Rc<BrokerLife>,
     this_shard: &Rc<std::cell::OnceCell<Rc<Shard>>>,
-) -> Option<(glommio::net::TcpListener, Changes)> {
+) -> Option<(Vec<glommio::net::TcpListener>, Changes)> {
     if index == 0 {
         let signals = StartSignals {
             shards: shared.shards,
@@ -300,7 +304,7 @@ async fn start_shard(
         return start::first_shard(
             &shared.config,
             tls,
-            shared.listen,
+            &shared.listeners,
             &signals,
             &shared.ready,
             life.clone(),

@@ -40,14 +40,20 @@ struct Listening {
 
 /// Checks that no other process listens on the broker's addresses.
 pub fn check_free(config: &BrokerConfig) -> std::io::Result<()> {
-    let mut listeners = vec![
-        ("kafka_listen", config.kafka_listen.clone()),
-        ("http_listen", config.http_listen.clone()),
-    ];
+    let kafka = config.kafka_listeners().map_err(std::io::Error::other)?;
+    let mut listeners: Vec<(String, String)> = kafka
+        .all
+        .iter()
+        .map(|l| (format!("listener {}", l.name), l.listen.to_string()))
+        .collect();
+    if config.listeners.is_empty() {
+        listeners[0].0 = "kafka_listen".into();
+    }
+    listeners.push(("http_listen".into(), config.http_listen.clone()));
     let voters = config.voters().map_err(std::io::Error::other)?;
     if let Some(own) = voters.get(&config.node_id) {
         let listen = config.controller_listen.clone().unwrap_or(own.to_string());
-        listeners.push(("controller_listen", listen));
+        listeners.push(("controller_listen".into(), listen));
     }
     let mut wanted = Vec::new();
     for (name, address) in listeners {
@@ -57,6 +63,15 @@ pub fn check_free(config: &BrokerConfig) -> std::io::Result<()> {
         // Port 0 is any free port: nobody else can hold it.
         if address.port() != 0 {
             wanted.push((name, address));
+        }
+    }
+    // SO_REUSEPORT would let two of its own ports share connections.
+    for (i, (name, address)) in wanted.iter().enumerate() {
+        if let Some((other, _)) = wanted[i + 1..].iter().find(|(_, a)| overlaps(*a, *address)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{name} {address} and {other} share a port"),
+            ));
         }
     }
     let started = Instant::now();
@@ -223,5 +238,28 @@ mod tests {
         );
         drop(held);
         check_free(&config).unwrap();
+    }
+
+    #[test]
+    fn two_of_the_brokers_own_ports_on_one_port_are_refused() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = BrokerConfig {
+            listeners: vec![
+                format!("INTERNAL://127.0.0.1:{port}"),
+                format!("EXTERNAL://0.0.0.0:{port}"),
+            ],
+            listener_security_protocol_map: vec![
+                "INTERNAL:PLAINTEXT".into(),
+                "EXTERNAL:PLAINTEXT".into(),
+            ],
+            http_listen: "127.0.0.1:0".into(),
+            ..BrokerConfig::default()
+        };
+        let refused = check_free(&config).unwrap_err().to_string();
+        assert!(refused.contains("share a port"), "{refused}");
     }
 }

@@ -163,9 +163,10 @@ async fn controlled_shutdown(shard: &Shard, life: &BrokerLife) {
     }
 }
 
+/// Serves the shard's Kafka ports until `stop` is set; then (shard 0,
+/// given `shutdown`) a controlled shutdown, and the connections drain.
 pub async fn serve_until_stopped(
-    listener: TcpListener,
-    tls: Option<Arc<TlsServer>>,
+    ports: Vec<Port>,
     shard: Rc<Shard>,
     stop: Arc<AtomicBool>,
     shutdown: Option<Rc<BrokerLife>>,
@@ -173,22 +174,26 @@ pub async fn serve_until_stopped(
     let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
-    let port = Port {
-        listener,
-        tls,
-        open: open.clone(),
-        stopping,
-    };
-    let acceptor = glommio::spawn_local(accept_loop(port, shard.clone()));
+    let acceptors: Vec<_> = ports
+        .into_iter()
+        .map(|port| {
+            let accepting = Accepting {
+                port,
+                open: open.clone(),
+                stopping: stopping.clone(),
+            };
+            glommio::spawn_local(accept_loop(accepting, shard.clone()))
+        })
+        .collect();
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(STOP_POLL).await;
     }
     if let Some(life) = shutdown {
         controlled_shutdown(&shard, &life).await;
     }
-    // Dropping the acceptor cancels it and closes the listener; connections
+    // Dropping the acceptors cancels them and closes the ports; connections
     // close once the request they are answering (if any) is answered.
-    drop(acceptor);
+    drop(acceptors);
     let _ = stopping_tx.send(());
     let started = std::time::Instant::now();
     tracing::debug!(open = open.get(), "stopping: draining connections");
@@ -206,18 +211,17 @@ pub async fn serve_until_stopped(
 /// requests unread, rather than be answered before the broker knows the
 /// cluster (a client connects the moment a restarted broker's port
 /// accepts).
-async fn accept_loop(port: Port, shard: Rc<Shard>) {
+async fn accept_loop(accepting: Accepting, shard: Rc<Shard>) {
     while !ready_to_serve(shard.cluster.view.borrow().applied_index) {
         glommio::timer::sleep(READY_POLL).await;
     }
-    let Port {
-        listener,
-        tls,
+    let Accepting {
+        port,
         open,
         stopping,
-    } = port;
+    } = accepting;
     loop {
-        match listener.accept().await {
+        match port.socket.accept().await {
             Ok(stream) => {
                 let Some(admitted) = admit(&shard, &stream) else {
                     continue; // dropped: closed at once
@@ -231,11 +235,12 @@ async fn accept_loop(port: Port, shard: Rc<Shard>) {
                 let open = open.clone();
                 let stopping = stopping.clone();
                 let shard = shard.clone();
-                let tls = tls.as_ref().map(|tls| tls.acceptor());
+                let tls = port.tls.as_ref().map(|tls| tls.acceptor());
+                let listener = port.listener.clone();
                 open.set(open.get() + 1);
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    serve_stream(stream, tls, shard, stopping).await;
+                    serve_stream(stream, (listener, tls), shard, stopping).await;
                     tracing::debug!(?peer, "connection closed");
                     open.set(open.get() - 1);
                     drop(admitted);
@@ -250,11 +255,20 @@ async fn accept_loop(port: Port, shard: Rc<Shard>) {
     }
 }
 
-/// A Kafka port: its socket, its TLS if any, and what a stop waits for.
-struct Port {
-    listener: TcpListener,
-    tls: Option<Arc<TlsServer>>,
-    /// Connections open.
+/// One Kafka listener's socket on this shard.
+pub struct Port {
+    /// The bound socket.
+    pub socket: TcpListener,
+    /// What its connections need to know of it.
+    pub listener: Rc<connection::ListenerOf>,
+    /// Its TLS, if it speaks TLS.
+    pub tls: Option<Arc<TlsServer>>,
+}
+
+/// A port being served, and what a stop waits for.
+struct Accepting {
+    port: Port,
+    /// Connections open (over all ports).
     open: Rc<Cell<usize>>,
     stopping: connection::Stopping,
 }
@@ -266,7 +280,10 @@ const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 /// has TLS (a failed or slow handshake closes it, logged and counted).
 async fn serve_stream(
     stream: glommio::net::TcpStream,
-    tls: Option<futures_rustls::TlsAcceptor>,
+    (listener, tls): (
+        Rc<connection::ListenerOf>,
+        Option<futures_rustls::TlsAcceptor>,
+    ),
     shard: Rc<Shard>,
     stopping: connection::Stopping,
 ) {
@@ -275,6 +292,7 @@ async fn serve_stream(
         let client = connection::Client {
             address,
             principal: None,
+            listener,
         };
         return connection::serve(stream, client, shard, stopping).await;
     };
@@ -285,6 +303,7 @@ async fn serve_stream(
             let client = connection::Client {
                 address,
                 principal: tls::principal(stream.get_ref().1),
+                listener,
             };
             return connection::serve(stream, client, shard, stopping).await;
         }

@@ -1,7 +1,8 @@
-//! How a broker's shards start: the first binds the Kafka and HTTP ports
-//! and starts the metadata quorum, registers the broker and, once it is
-//! live, marks it ready; every other shard binds the same port
-//! (SO_REUSEPORT) and follows the first's stream of metadata changes.
+//! How a broker's shards start: the first binds the Kafka listeners and
+//! the HTTP port and starts the metadata quorum, registers the broker
+//! (with each listener's advertised address) and, once it is live, marks
+//! it ready; every other shard binds the same ports (SO_REUSEPORT) and
+//! follows the first's stream of metadata changes.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -18,7 +19,9 @@ use super::Listening;
 use crate::cluster::quorum::{self, BrokerLife};
 use crate::cluster::{lease, view, PARTITIONS_DIR};
 use crate::config::BrokerConfig;
+use crate::listeners::Listeners;
 use crate::partition::dirs::reconcile_topic_dirs;
+use control::BrokerEndpoint;
 
 /// Where a shard's metadata changes come from.
 pub enum Changes {
@@ -30,7 +33,8 @@ pub enum Changes {
 
 /// What the first shard hands each other shard.
 pub struct ShardStart {
-    address: SocketAddr,
+    /// Each Kafka listener's bound address (ports resolved).
+    addresses: Vec<SocketAddr>,
     changes: SharedReceiver<Change>,
 }
 
@@ -57,12 +61,12 @@ pub struct FirstShardTls {
 pub fn first_shard(
     config: &BrokerConfig,
     tls: FirstShardTls,
-    listen: SocketAddr,
+    listeners: &Listeners,
     signals: &StartSignals,
     ready: &mpsc::Sender<Listening>,
     life: Rc<BrokerLife>,
     shard: Rc<std::cell::OnceCell<Rc<Shard>>>,
-) -> Option<(TcpListener, Changes)> {
+) -> Option<(Vec<TcpListener>, Changes)> {
     let (shards, start_tx) = (signals.shards, signals.to_others);
     let fail = |what: &str, e: std::io::Error| {
         tracing::error!(error = %e, "{what}");
@@ -72,12 +76,9 @@ pub fn first_shard(
         }
         None
     };
-    let bound = TcpListener::bind(listen)
-        .map_err(std::io::Error::from)
-        .and_then(|l| l.local_addr().map(|a| (l, a)).map_err(std::io::Error::from));
-    let (listener, address) = match bound {
+    let (ports, addresses) = match bind_all(listeners) {
         Ok(bound) => bound,
-        Err(e) => return fail("cannot bind the Kafka listener", e),
+        Err(e) => return fail("cannot bind a Kafka listener", e),
     };
     let (http_listener, http) = match super::http::bind(&config.http_listen) {
         Ok(bound) => bound,
@@ -96,7 +97,11 @@ pub fn first_shard(
     for _ in 1..shards {
         match service.subscribe_shared(view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {
-                let _ = start_tx.send(Some(ShardStart { address, changes }));
+                let start = ShardStart {
+                    addresses: addresses.clone(),
+                    changes,
+                };
+                let _ = start_tx.send(Some(start));
             }
             Err(e) => {
                 return fail(
@@ -107,25 +112,51 @@ pub fn first_shard(
         }
     }
     let local = service.subscribe(view::CHANGES_QUEUED_MAX);
-    let advertised = config
-        .advertised_listener
-        .clone()
-        .unwrap_or_else(|| address.to_string().replace("0.0.0.0", "127.0.0.1"));
+    let endpoints: Vec<BrokerEndpoint> = listeners
+        .all
+        .iter()
+        .zip(&addresses)
+        .map(|(listener, bound)| BrokerEndpoint {
+            listener: listener.name.clone(),
+            address: listener.advertised_at(*bound),
+        })
+        .collect();
     let listening = Listening {
-        kafka: address,
+        kafka: listeners
+            .all
+            .iter()
+            .map(|l| l.name.clone())
+            .zip(addresses)
+            .collect(),
         http,
     };
     let on_live = go_live(config, service.clone(), listening, ready.clone());
     let registration = quorum::register_and_heartbeat(
         service.clone(),
         config.clone(),
-        advertised,
+        endpoints,
         shards,
         life,
         on_live,
     );
     glommio::spawn_local(registration).detach();
-    Some((listener, Changes::Local(service, local)))
+    Some((ports, Changes::Local(service, local)))
+}
+
+/// Binds every Kafka listener: the sockets and their addresses (ports
+/// resolved), in the listeners' order.
+fn bind_all(listeners: &Listeners) -> std::io::Result<(Vec<TcpListener>, Vec<SocketAddr>)> {
+    let mut ports = Vec::new();
+    let mut addresses = Vec::new();
+    for listener in &listeners.all {
+        let named = |e: glommio::GlommioError<()>| {
+            std::io::Error::other(format!("{} {}: {e}", listener.name, listener.listen))
+        };
+        let port = TcpListener::bind(listener.listen).map_err(named)?;
+        addresses.push(port.local_addr().map_err(named)?);
+        ports.push(port);
+    }
+    Ok((ports, addresses))
 }
 
 /// What the broker does once its registration is committed and live:
@@ -167,15 +198,19 @@ fn go_live(
     }
 }
 
-/// Binds the port the first shard bound and connects to its change stream.
-pub async fn other_shard(start: Option<ShardStart>) -> Option<(TcpListener, Changes)> {
+/// Binds the ports the first shard bound and connects to its change stream.
+pub async fn other_shard(start: Option<ShardStart>) -> Option<(Vec<TcpListener>, Changes)> {
     let start = start?;
     let changes = start.changes.connect().await;
-    match TcpListener::bind(start.address) {
-        Ok(listener) => Some((listener, Changes::Shared(changes))),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot bind the Kafka listener");
-            None
+    let mut ports = Vec::new();
+    for address in start.addresses {
+        match TcpListener::bind(address) {
+            Ok(port) => ports.push(port),
+            Err(e) => {
+                tracing::error!(error = %e, %address, "cannot bind a Kafka listener");
+                return None;
+            }
         }
     }
+    Some((ports, Changes::Shared(changes)))
 }

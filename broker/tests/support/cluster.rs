@@ -14,6 +14,9 @@ pub struct Node {
     pub kafka: SocketAddr,
     /// Its HTTP listener.
     pub http: SocketAddr,
+    /// Its second Kafka listener, EXTERNAL, if the cluster has two (then
+    /// `kafka` is the one named INTERNAL).
+    pub external: Option<SocketAddr>,
     /// Its directory (data/ and broker.log).
     pub dir: PathBuf,
     process: Option<Child>,
@@ -55,6 +58,7 @@ impl Cluster {
             nodes.push(Node {
                 kafka: format!("127.0.0.1:{kafka}").parse().unwrap(),
                 http: format!("127.0.0.1:{http}").parse().unwrap(),
+                external: None,
                 dir: root.join(id.to_string()),
                 process: None,
                 paused: false,
@@ -69,6 +73,20 @@ impl Cluster {
                 .collect(),
             shards: 1,
         }
+    }
+
+    /// [`Cluster::new`] with two Kafka listeners per broker, INTERNAL at
+    /// `kafka` and EXTERNAL at `external` (`env` maps them to protocols).
+    pub fn with_two_listeners(root: &Path, brokers: i32, env: &[(&str, &str)]) -> Cluster {
+        let mut cluster = Cluster::new(root, brokers, env);
+        for node in &mut cluster.nodes {
+            node.external = Some(
+                format!("127.0.0.1:{}", super::fixed_port())
+                    .parse()
+                    .unwrap(),
+            );
+        }
+        cluster
     }
 
     /// Starts every broker and waits until all are registered.
@@ -117,7 +135,6 @@ impl Cluster {
             .args(["serve", "--node-id", &id.to_string(), "--shards", &shards])
             .arg("--data-dir")
             .arg(node.dir.join("data"))
-            .args(["--kafka-listen", &node.kafka.to_string()])
             .args(["--http-listen", &node.http.to_string()])
             .env("RUST_LOG", "info")
             .env("BROKER_CONTROLLER_QUORUM_VOTERS", voters)
@@ -126,6 +143,13 @@ impl Cluster {
             .env("BROKER_AUTO_CREATE_TOPICS", "false")
             .stdout(Stdio::null())
             .stderr(log);
+        match node.external {
+            None => command.args(["--kafka-listen", &node.kafka.to_string()]),
+            Some(external) => command.env(
+                "BROKER_LISTENERS",
+                format!("[INTERNAL://{},EXTERNAL://{external}]", node.kafka),
+            ),
+        };
         for (key, value) in env {
             command.env(key, value);
         }

@@ -74,16 +74,17 @@ pub fn start_broker(data_dir: &Path) -> Broker {
 
 /// [`start_broker`] with extra environment variables.
 pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
+    start_broker_on(data_dir, &["--kafka-listen", "127.0.0.1:0"], env)
+}
+
+/// [`start_broker_with`], its Kafka listeners given by `listen` (the
+/// arguments naming them; none when the environment's `BROKER_LISTENERS`
+/// does).
+pub fn start_broker_on(data_dir: &Path, listen: &[&str], env: &[(&str, &str)]) -> Broker {
     let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
     command
-        .args([
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--shards",
-            "2",
-        ])
+        .args(listen)
+        .args(["--http-listen", "127.0.0.1:0", "--shards", "2"])
         .arg("--data-dir")
         .arg(data_dir)
         .env("RUST_LOG", "info")

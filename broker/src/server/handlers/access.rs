@@ -35,16 +35,20 @@ pub struct Caller<'a> {
     host: String,
     /// "/ip", as DescribeGroups shows a member's host.
     pub group_host: &'a str,
+    /// The listener the request came in on: Metadata, FindCoordinator
+    /// and DescribeCluster answer with the brokers' addresses on it.
+    pub listener: Rc<str>,
 }
 
 impl<'a> Caller<'a> {
     /// A caller checked by `authorizer` (None: nothing is checked);
-    /// `principal` is asked only when something is.
+    /// `principal` is asked only when something is. `on`: its group host
+    /// ("/ip") and the listener it connected to.
     pub fn new(
         (authorizer, metered): (Option<Rc<Authorizer>>, bool),
         principal: impl FnOnce() -> String,
         (ip, client_id): (Option<IpAddr>, &'a str),
-        group_host: &'a str,
+        (group_host, listener): (&'a str, Rc<str>),
     ) -> Caller<'a> {
         let principal = match authorizer.is_some() || metered {
             true => principal(),
@@ -62,6 +66,7 @@ impl<'a> Caller<'a> {
             throttled_ms: Cell::new(0),
             host,
             group_host,
+            listener,
         }
     }
 

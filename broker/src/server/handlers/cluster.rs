@@ -36,6 +36,7 @@ fn answer_metadata(
         cluster_id: &cluster_id,
         controller_id: view.controller_id,
         may_describe: &may_describe,
+        listener: &caller.listener,
     };
     metadata::answer(request, &cluster).map_err(|e| match e {
         MetadataError::Bounds(b) => HandlerError::Bounds(b),
@@ -96,7 +97,8 @@ pub async fn describe_cluster(
         .values()
         .filter(|b| !b.fenced || (version >= 2 && decoded.include_fenced_brokers))
         .filter_map(|b| {
-            let (host, port) = b.registration.listener.rsplit_once(':')?;
+            let address = view.metadata.endpoint(b, &caller.listener)?;
+            let (host, port) = address.rsplit_once(':')?;
             let mut entry = DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.registration.id.0))
                 .with_host(StrBytes::from_string(host.to_string()))

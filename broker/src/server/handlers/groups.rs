@@ -45,10 +45,14 @@ fn text(s: impl Into<String>) -> StrBytes {
 /// A broker's id, host and port.
 type Endpoint = (i32, String, i32);
 
-/// The broker coordinating `group`.
-fn coordinator_of(shard: &Shard, group: &str) -> Result<Endpoint, Code> {
-    let (broker, listener) = shard.cluster.group_coordinator(group)?;
-    let (host, port) = listener
+/// The broker coordinating `group`, at its address on `listener`.
+fn coordinator_of(shard: &Shard, group: &str, listener: &str) -> Result<Endpoint, Code> {
+    let (broker, _) = shard.cluster.group_coordinator(group)?;
+    let address = shard
+        .cluster
+        .client_endpoint(broker, listener)
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+    let (host, port) = address
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
         .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
@@ -74,7 +78,7 @@ pub async fn find_coordinator(
     } else {
         vec![decoded.key.to_string()]
     };
-    let mut found = find_each(shard, decoded.key_type, &keys).await;
+    let mut found = find_each(shard, decoded.key_type, &keys, &caller.listener).await;
     for (key, found) in keys.iter().zip(found.iter_mut()) {
         if decoded.key_type == 0 && !caller.may_group(Operation::Describe, key) {
             *found = Err((GROUP_DENIED, "not authorized to describe this group"));
@@ -92,7 +96,7 @@ pub async fn find_coordinator(
 type Found = Result<Endpoint, (Code, &'static str)>;
 
 /// Each key's coordinator (creating the offsets topic on first use).
-async fn find_each(shard: &Shard, key_type: i8, keys: &[String]) -> Vec<Found> {
+async fn find_each(shard: &Shard, key_type: i8, keys: &[String], listener: &str) -> Vec<Found> {
     let ensured = if key_type == 0 {
         crate::coordinator::ensure_offsets_topic(&shard.cluster).await
     } else {
@@ -110,7 +114,7 @@ async fn find_each(shard: &Shard, key_type: i8, keys: &[String]) -> Vec<Found> {
                 return Err((ResponseError::InvalidGroupId.code(), "empty group id"));
             }
             ensured.map_err(|c| (c, "no offsets topic"))?;
-            coordinator_of(shard, key).map_err(|c| (c, "coordinator not available"))
+            coordinator_of(shard, key, listener).map_err(|c| (c, "coordinator not available"))
         })
         .collect()
 }

@@ -73,8 +73,8 @@ pub const USAGE: &str = "usage:
          RESOURCE: --topic NAME | --group NAME | --cluster | --transactional-id NAME;
          P: User:name; OP: Read, Write, Create, Delete, Alter, Describe, ClusterAction,
          DescribeConfigs, AlterConfigs, IdempotentWrite, All
-  broker quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N]
-  broker quota remove ENTITY [--key producer_byte_rate|consumer_byte_rate]...
+  broker quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N] [--request-percentage N]
+  broker quota remove ENTITY [--key producer_byte_rate|consumer_byte_rate|request_percentage]...
   broker quota list
          ENTITY: [--user NAME | --user-default] [--client-id ID | --client-default]
 Over TLS, every admin command also takes --ssl-ca-location FILE
@@ -286,7 +286,7 @@ fn parse_flags(args: &[String]) -> Result<(Flags, Vec<String>), String> {
                 .entity
                 .push(("client-id".into(), Some(value()?))),
             "--client-default" => flags.quota.entity.push(("client-id".into(), None)),
-            "--producer-byte-rate" | "--consumer-byte-rate" => {
+            "--producer-byte-rate" | "--consumer-byte-rate" | "--request-percentage" => {
                 let key = arg.trim_start_matches("--").replace('-', "_");
                 let rate = number(arg, value()?)? as f64;
                 flags.quota.rates.push((key, rate));

@@ -2,8 +2,8 @@
 //! `kafka-configs.sh --entity-type users|clients` and `rpk cluster quotas`.
 //!
 //! ```text
-//! broker quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N]
-//! broker quota remove ENTITY [--key producer_byte_rate|consumer_byte_rate]...
+//! broker quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N] [--request-percentage N]
+//! broker quota remove ENTITY [--key producer_byte_rate|consumer_byte_rate|request_percentage]...
 //! broker quota list
 //! ENTITY: [--user NAME | --user-default] [--client-id ID | --client-default]
 //! ```
@@ -43,10 +43,10 @@ pub fn alter(flags: QuotaFlags, remove: bool) -> Result<QuotaCommand, String> {
     }
     let changes: Vec<(String, Option<f64>)> = if remove {
         let keys = match flags.keys.is_empty() {
-            true => vec![
-                "producer_byte_rate".to_string(),
-                "consumer_byte_rate".to_string(),
-            ],
+            true => control::quotas::QUOTA_KEYS
+                .iter()
+                .map(|key| key.to_string())
+                .collect(),
             false => flags.keys,
         };
         keys.into_iter().map(|k| (k, None)).collect()
@@ -54,7 +54,10 @@ pub fn alter(flags: QuotaFlags, remove: bool) -> Result<QuotaCommand, String> {
         flags.rates.into_iter().map(|(k, v)| (k, Some(v))).collect()
     };
     if changes.is_empty() {
-        return Err("quota set needs --producer-byte-rate or --consumer-byte-rate".into());
+        return Err(
+            "quota set needs --producer-byte-rate, --consumer-byte-rate or --request-percentage"
+                .into(),
+        );
     }
     Ok(QuotaCommand::Alter(flags.entity, changes))
 }

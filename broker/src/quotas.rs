@@ -1,7 +1,8 @@
-//! Byte-rate quotas, sans-IO: how many bytes each client (user and client
+//! Client quotas, sans-IO: how many bytes each client (user and client
 //! id) produced or fetched on this shard over the last seconds, and how
-//! long it must pause when that is over its quota (Kafka's throttle time:
-//! long enough that the rate over the window falls back to the quota).
+//! much of the shard's time its requests took, and how long it must pause
+//! when that is over its quota (Kafka's throttle time: long enough that
+//! the rate over the window falls back to the quota).
 //! The broker answers at once with the throttle time and then reads
 //! nothing more from the connection for that long (KIP-219), so a client
 //! over its quota slows down without holding anyone else's request.
@@ -22,14 +23,38 @@ pub const CLIENTS_MAX: usize = 10_000;
 
 /// What is metered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
+pub enum Metered {
     /// Bytes produced (request sizes).
     Produce,
     /// Bytes fetched (response sizes).
     Fetch,
+    /// Microseconds the shard spent on the client's requests (the time
+    /// their handling ran, not the time it waited on disks or peers).
+    RequestTime,
 }
 
-/// One client's bytes per one-second sample.
+impl Metered {
+    /// The quota key that limits it.
+    pub fn quota_key(self) -> &'static str {
+        match self {
+            Metered::Produce => control::quotas::PRODUCER_BYTE_RATE,
+            Metered::Fetch => control::quotas::CONSUMER_BYTE_RATE,
+            Metered::RequestTime => control::quotas::REQUEST_PERCENTAGE,
+        }
+    }
+
+    /// A quota's value as units per second of what is metered: bytes, or
+    /// for `request_percentage` microseconds (100% is one shard's whole
+    /// second).
+    pub fn per_second(self, quota: u64) -> u64 {
+        match self {
+            Metered::Produce | Metered::Fetch => quota,
+            Metered::RequestTime => quota.saturating_mul(10_000),
+        }
+    }
+}
+
+/// One client's amount (bytes, or microseconds) per one-second sample.
 #[derive(Debug, Default)]
 struct Meter {
     /// (sample start ms, bytes), oldest first, within the window.
@@ -74,20 +99,21 @@ impl Meter {
 /// The meters of one shard's clients.
 #[derive(Debug, Default)]
 pub struct Meters {
-    clients: HashMap<(Direction, String, String), Meter>,
+    clients: HashMap<(Metered, String, String), Meter>,
     /// When idle meters were last forgotten (at most once a sample, so a
     /// client cycling client ids cannot make every request scan them).
     pruned_ms: u64,
 }
 
 impl Meters {
-    /// Records `bytes` of `direction` by (`user`, `client_id`) at `now_ms`
-    /// against `quota` bytes/s (this shard's share); the throttle time.
+    /// Records `amount` of `metered` by (`user`, `client_id`) at `now_ms`
+    /// against `quota` units per second (this shard's share); the
+    /// throttle time.
     pub fn record(
         &mut self,
-        direction: Direction,
+        metered: Metered,
         (user, client_id): (&str, &str),
-        bytes: u64,
+        amount: u64,
         quota: u64,
         now_ms: u64,
     ) -> u64 {
@@ -96,9 +122,9 @@ impl Meters {
             let recent = now_ms.saturating_sub(SAMPLES * SAMPLE_MS);
             self.clients.retain(|_, meter| meter.last_ms() >= recent);
         }
-        let key = (direction, user.to_string(), client_id.to_string());
+        let key = (metered, user.to_string(), client_id.to_string());
         let meter = self.clients.entry(key).or_default();
-        meter.record(bytes, now_ms);
+        meter.record(amount, now_ms);
         meter.throttle_ms(quota, now_ms)
     }
 }
@@ -119,7 +145,7 @@ mod tests {
         let mut meters = Meters::default();
         for second in 0..20 {
             let now = second * 1_000;
-            assert_eq!(meters.record(Direction::Produce, ALICE, 900, 1_000, now), 0);
+            assert_eq!(meters.record(Metered::Produce, ALICE, 900, 1_000, now), 0);
         }
     }
 
@@ -128,29 +154,38 @@ mod tests {
         let mut meters = Meters::default();
         // 5,000 bytes at once against 1,000 bytes/s: 4 s of pause, so that
         // 5,000 bytes over the 5 s since are the quota.
-        let throttle = meters.record(Direction::Produce, ALICE, 5_000, 1_000, 0);
+        let throttle = meters.record(Metered::Produce, ALICE, 5_000, 1_000, 0);
         assert_eq!(throttle, 4_000);
         // After the pause, the same rate is under the quota again.
-        assert_eq!(meters.record(Direction::Produce, ALICE, 0, 1_000, 5_000), 0);
+        assert_eq!(meters.record(Metered::Produce, ALICE, 0, 1_000, 5_000), 0);
         // Another client, and the other direction, have meters of their own.
         assert_eq!(
-            meters.record(Direction::Produce, ("bob", "app"), 500, 1_000, 5_000),
+            meters.record(Metered::Produce, ("bob", "app"), 500, 1_000, 5_000),
             0
         );
-        assert_eq!(meters.record(Direction::Fetch, ALICE, 500, 1_000, 5_000), 0);
+        assert_eq!(meters.record(Metered::Fetch, ALICE, 500, 1_000, 5_000), 0);
     }
 
     #[test]
     fn old_samples_leave_the_window_and_throttles_are_capped() {
         let mut meters = Meters::default();
-        meters.record(Direction::Fetch, ALICE, 1_000_000, 1_000, 0);
-        let capped = meters.record(Direction::Fetch, ALICE, 0, 1_000, 1_000);
+        meters.record(Metered::Fetch, ALICE, 1_000_000, 1_000, 0);
+        let capped = meters.record(Metered::Fetch, ALICE, 0, 1_000, 1_000);
         assert_eq!(capped, THROTTLE_MAX_MS);
         // Eleven seconds on, the burst is out of the window.
-        assert_eq!(
-            meters.record(Direction::Fetch, ALICE, 100, 1_000, 11_000),
-            0
-        );
+        assert_eq!(meters.record(Metered::Fetch, ALICE, 100, 1_000, 11_000), 0);
+    }
+
+    #[test]
+    fn a_request_percentage_is_a_share_of_a_shards_second() {
+        // 5% of a shard: 50 ms of handling per second. 200 ms used at
+        // once is 150 ms over: a 3 s pause brings it to 5% over 4 s.
+        let quota = Metered::RequestTime.per_second(5);
+        assert_eq!(quota, 50_000);
+        let mut meters = Meters::default();
+        let throttle = meters.record(Metered::RequestTime, ALICE, 200_000, quota, 0);
+        assert_eq!(throttle, 3_000);
+        assert_eq!(Metered::Produce.per_second(5), 5);
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! Client quotas: a producer over its byte-rate quota is slowed to it
 //! (answered with a throttle time and muted for it) while another
-//! producer on the same broker carries on at its usual latency; quotas
-//! are set, listed and removed with the CLI (AlterClientQuotas,
+//! producer on the same broker carries on at its usual latency; a client
+//! over its request-time quota (request_percentage) is slowed while
+//! another's requests are answered as fast as before; quotas are set,
+//! listed and removed with the CLI (AlterClientQuotas,
 //! DescribeClientQuotas) and survive a restart.
 
 mod support;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -205,4 +209,105 @@ fn a_producer_over_its_quota_is_slowed_to_it_and_the_others_are_not() {
     assert!(cli(&bootstrap, &["quota", "list"]).contains("client-id=noisy"));
     cli(&bootstrap, &["quota", "remove", "--client-id", "noisy"]);
     assert!(!cli(&bootstrap, &["quota", "list"]).contains("noisy"));
+}
+
+/// One Metadata request for every topic (v9) as `client_id`, answered.
+fn metadata_roundtrip(stream: &mut TcpStream, client_id: &str, correlation: i32) {
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestHeader};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+    let version = 9;
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut body = bytes::BytesMut::new();
+    header
+        .encode(&mut body, MetadataRequest::header_version(version))
+        .unwrap();
+    MetadataRequest::default()
+        .with_topics(None)
+        .encode(&mut body, version)
+        .unwrap();
+    stream
+        .write_all(&(body.len() as u32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).unwrap();
+    let mut answer = vec![0u8; u32::from_be_bytes(length) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[..4], correlation.to_be_bytes(), "answered in order");
+}
+
+/// Metadata requests as `client_id`, one at a time for `length`: how
+/// many were answered, and the median time each took.
+fn metadata_loop(address: SocketAddr, client_id: &str, length: Duration) -> (u32, Duration) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    while started.elapsed() < length {
+        let sent = Instant::now();
+        metadata_roundtrip(&mut stream, client_id, latencies.len() as i32);
+        latencies.push(sent.elapsed());
+    }
+    let answered = latencies.len() as u32;
+    latencies.sort();
+    (answered, latencies[latencies.len() / 2])
+}
+
+#[test]
+fn a_client_over_its_request_time_quota_is_slowed_and_the_others_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    // One shard: the quota is the broker's, not split between shards.
+    let broker = start_broker_with(&dir.path().join("data"), &[("BROKER_SHARDS", "1")]);
+    let bootstrap = broker.bootstrap();
+    // Metadata for 64 partitions: a request that takes the broker some
+    // real time to answer.
+    cli(
+        &bootstrap,
+        &["topic", "create", "wide", "--partitions", "64"],
+    );
+    let two_seconds = Duration::from_secs(2);
+    let (free, free_median) = metadata_loop(broker.address, "dashboard", two_seconds);
+
+    // 1% of the shard: 10 ms of handling per second.
+    cli(
+        &bootstrap,
+        &[
+            "quota",
+            "set",
+            "--client-id",
+            "dashboard",
+            "--request-percentage",
+            "1",
+        ],
+    );
+    let listed = cli(&bootstrap, &["quota", "list"]);
+    assert!(listed.contains("request_percentage=1"), "{listed}");
+    thread::sleep(Duration::from_millis(300));
+    let address = broker.address;
+    let busy = thread::spawn(move || metadata_loop(address, "dashboard", Duration::from_secs(4)));
+    thread::sleep(Duration::from_millis(500));
+    let (_, calm_median) = metadata_loop(broker.address, "calm", two_seconds);
+    let (throttled, _) = busy.join().unwrap();
+    // Per second: at most a fifth of the unthrottled rate.
+    let (free_rate, throttled_rate) = (free as f64 / 2.0, throttled as f64 / 4.0);
+    println!(
+        "metadata requests/s: {free_rate} alone, {throttled_rate} under 1%; median latency \
+         {free_median:?} alone, {calm_median:?} for another client beside the throttled one"
+    );
+    assert!(
+        throttled_rate * 5.0 < free_rate,
+        "{throttled_rate}/s under a 1% quota, {free_rate}/s without"
+    );
+    assert!(
+        calm_median < free_median * 4 + Duration::from_millis(5),
+        "another client's median {calm_median:?} beside the throttled one ({free_median:?} alone)"
+    );
+    assert!(support::cluster::counter(broker.http, "throttled_requests_total") > 0);
 }

@@ -1,8 +1,9 @@
-//! Client quotas as Kafka's (KIP-13, KIP-546): byte rates a user, a client
-//! id, or a user's client id may produce and fetch per broker, with
-//! defaults for any user or client id, stored in the metadata so every
-//! broker enforces the same ones. The most specific quota applies, in
-//! Kafka's order of precedence.
+//! Client quotas as Kafka's (KIP-13, KIP-124, KIP-546): byte rates a user,
+//! a client id, or a user's client id may produce and fetch per broker,
+//! and the share of the broker's request-handling time its requests may
+//! take, with defaults for any user or client id, stored in the metadata
+//! so every broker enforces the same ones. The most specific quota
+//! applies, in Kafka's order of precedence.
 
 use rkyv::{Archive, Deserialize, Serialize};
 
@@ -12,8 +13,11 @@ use crate::error::MetadataError;
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// See [`PRODUCER_BYTE_RATE`].
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// Percent of one request-handling thread (here: one shard's time)
+/// over the quota window; 200 is two threads' worth (KIP-124).
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
 /// Every key served.
-pub const QUOTA_KEYS: [&str; 2] = [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE];
+pub const QUOTA_KEYS: [&str; 3] = [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE];
 /// The most quota entities the metadata holds.
 pub const QUOTA_ENTITIES_MAX: usize = 100_000;
 
@@ -106,7 +110,8 @@ mod tests {
         };
         check_quota(&alice, PRODUCER_BYTE_RATE, Some(1024)).unwrap();
         check_quota(&alice, PRODUCER_BYTE_RATE, None).unwrap();
-        assert!(check_quota(&alice, "request_percentage", Some(50)).is_err());
+        assert!(check_quota(&alice, REQUEST_PERCENTAGE, Some(50)).is_ok());
+        assert!(check_quota(&alice, "controller_mutation_rate", Some(50)).is_err());
         assert!(check_quota(&alice, CONSUMER_BYTE_RATE, Some(0)).is_err());
         let nobody = QuotaEntity {
             user: None,

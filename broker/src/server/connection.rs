@@ -19,6 +19,8 @@ use crate::authorizer::ANONYMOUS;
 use crate::kafka::frame::{FrameError, FrameReader};
 use crate::kafka::request;
 use crate::kafka::response::Frame;
+use crate::quotas::Metered;
+use crate::runtime::busy::timed;
 use crate::sasl::session::{Admission, Session};
 
 /// The largest frame a client on a SASL port may send before it logs in.
@@ -161,7 +163,18 @@ where
                 _ => {
                     let client_id = request.header.client_id.as_deref().unwrap_or("");
                     let caller = caller(&shard, &client, session.as_ref(), client_id, &client_host);
-                    let outcome = handlers::handle(&shard, &request, &caller).await;
+                    let outcome = if caller.metered() {
+                        // The request-time quota: the shard's time the
+                        // handling took, metered once it is answered (its
+                        // pause mutes the connection; throttle_time_ms in
+                        // the answer carries the byte-rate quotas').
+                        let (outcome, busy) =
+                            timed(handlers::handle(&shard, &request, &caller)).await;
+                        caller.meter(&shard, Metered::RequestTime, busy.as_micros() as usize);
+                        outcome
+                    } else {
+                        handlers::handle(&shard, &request, &caller).await
+                    };
                     throttled = caller.throttled_ms();
                     match outcome {
                         Ok(Outcome::Respond(response)) => (Some(response), false),

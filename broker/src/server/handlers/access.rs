@@ -10,12 +10,10 @@ use std::rc::Rc;
 use control::acls::{Operation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::ResponseError;
 
-use control::quotas::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE};
-
 use crate::authorizer::Authorizer;
 use crate::cluster::routing::Route;
 use crate::kafka::Code;
-use crate::quotas::{shard_share, Direction};
+use crate::quotas::{shard_share, Metered};
 use crate::runtime::clock::monotonic_ms;
 use crate::server::shard::Shard;
 
@@ -70,18 +68,15 @@ impl<'a> Caller<'a> {
         }
     }
 
-    /// Meters `bytes` of `direction` against the caller's quota (Kafka's
-    /// precedence of user and client id quotas); the throttle time to
-    /// answer with, in ms (0 without a quota or under it). The connection
-    /// then reads nothing more for that long.
-    pub fn meter(&self, shard: &Shard, direction: Direction, bytes: usize) -> i32 {
+    /// Meters `amount` of `metered` (bytes, or microseconds) against the
+    /// caller's quota (Kafka's precedence of user and client id quotas);
+    /// the throttle time to answer with, in ms (0 without a quota or
+    /// under it). The connection then reads nothing more for that long.
+    pub fn meter(&self, shard: &Shard, metered: Metered, amount: usize) -> i32 {
         if !self.metered {
             return 0;
         }
-        let key = match direction {
-            Direction::Produce => PRODUCER_BYTE_RATE,
-            Direction::Fetch => CONSUMER_BYTE_RATE,
-        };
+        let key = metered.quota_key();
         let user = self
             .principal
             .strip_prefix("User:")
@@ -111,16 +106,21 @@ impl<'a> Caller<'a> {
         } else {
             ""
         };
-        let share = shard_share(quota, shard.cluster.shards());
+        let share = shard_share(metered.per_second(quota), shard.cluster.shards());
         let throttle = shard.quota_meters.borrow_mut().record(
-            direction,
+            metered,
             (metered_user, metered_client),
-            bytes as u64,
+            amount as u64,
             share,
             monotonic_ms(),
         );
         self.throttled_ms.set(self.throttled_ms.get().max(throttle));
         throttle as i32
+    }
+
+    /// Whether any client quota is set (else nothing is metered).
+    pub fn metered(&self) -> bool {
+        self.metered
     }
 
     /// The throttle time of the request answered (0: none).

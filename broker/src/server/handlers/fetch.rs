@@ -32,7 +32,7 @@ use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::read::{Bound, Read};
 use crate::partition::role::Role;
 use crate::partition::Partitions;
-use crate::quotas::Direction;
+use crate::quotas::Metered;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 use control::acls::Operation;
@@ -121,7 +121,7 @@ pub async fn handle(
         Reader::Follower(_) => 0,
         _ => {
             let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
-            caller.meter(shard, Direction::Fetch, bytes)
+            caller.meter(shard, Metered::Fetch, bytes)
         }
     };
     let answer = encode(&decoded, reads, version).with_throttle_time_ms(throttle);

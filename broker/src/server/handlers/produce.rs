@@ -24,7 +24,7 @@ use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
-use crate::quotas::Direction;
+use crate::quotas::Metered;
 use crate::server::shard::Shard;
 use control::acls::Operation;
 
@@ -65,7 +65,7 @@ pub async fn handle(
     }
     // Metered after the append, as Kafka does: the answer carries the
     // throttle time and the connection is muted for it.
-    let throttle = caller.meter(shard, Direction::Produce, request.body.len());
+    let throttle = caller.meter(shard, Metered::Produce, request.body.len());
     if decoded.acks == 0 {
         return Ok(Outcome::NoResponse);
     }

@@ -4,7 +4,9 @@
 //! admitted connections carry on; an idle connection is closed after
 //! connections_max_idle_ms while a busy one stays open. The HTTP port
 //! likewise: a flood held to its per-address limit, an unfinished request
-//! answered 408 and closed.
+//! answered 408 and closed. In a cluster whose brokers talk on a
+//! listener of their own, a follower reconnects to a leader whose
+//! connections a flood has filled.
 
 mod support;
 
@@ -242,4 +244,89 @@ fn a_client_that_does_not_take_its_answer_is_closed_after_connections_max_idle_m
         "no log line says why"
     );
     drop(stalled);
+}
+
+/// The broker's CLI against `bootstrap`.
+fn cli(bootstrap: SocketAddr, args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", &bootstrap.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    out
+}
+
+#[test]
+fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
+    // Clients on EXTERNAL, brokers on INTERNAL (the inter-broker listener,
+    // which max_connections does not hold back, as Kafka's KIP-402).
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        (
+            "BROKER_LISTENER_SECURITY_PROTOCOL_MAP",
+            "[INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT]",
+        ),
+        ("BROKER_INTER_BROKER_LISTENER_NAME", "INTERNAL"),
+        ("BROKER_MAX_CONNECTIONS", "40"),
+        ("BROKER_MAX_CONNECTIONS_PER_IP", "12"),
+    ];
+    let mut cluster = support::cluster::Cluster::with_two_listeners(dir.path(), 3, &env);
+    cluster.start();
+    let args = [
+        "topic",
+        "create",
+        "flooded",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ];
+    cli(cluster.node(1).kafka, &args);
+    let full_isr = |http: SocketAddr, within: Duration| -> Option<i32> {
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if let Some((leader, 3)) = support::security::leader_and_isr(http, "flooded") {
+                return Some(leader);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    };
+    let first = cluster.node(1).http;
+    let leader = full_isr(first, Duration::from_secs(60)).expect("a full ISR at first");
+    let (http, external) = (
+        cluster.node(leader).http,
+        cluster.node(leader).external.unwrap(),
+    );
+
+    // Four addresses fill the leader's connections in all (12 each, 40
+    // in all counting the followers' own): the next client is closed.
+    let mut flood = Vec::new();
+    for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+        flood.extend((0..12).map(|_| connect_from(from, external)));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    flood.retain_mut(|stream| !closed_within(stream, Duration::from_millis(50)));
+    assert!(flood.len() >= 30, "only {} of the flood kept", flood.len());
+    let mut latecomer = connect_from("127.0.0.6", external);
+    assert!(
+        closed_within(&mut latecomer, Duration::from_secs(2)),
+        "a client past max_connections was kept"
+    );
+
+    // A follower killed and restarted reconnects to the full leader on
+    // INTERNAL and rejoins the ISR; the leader's /health still answers.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    cluster.kill9(follower);
+    cluster.restart(follower);
+    assert_eq!(
+        full_isr(http, Duration::from_secs(60)),
+        Some(leader),
+        "the follower did not rejoin the ISR through the flood"
+    );
+    let (status, _) = support::http(http, "GET", "/health", "");
+    assert_eq!(status, 200);
+    assert!(gauge(http, "connections_refused_total") >= 1.0);
+    drop(flood);
 }

@@ -5,6 +5,13 @@
 //! replication and the controller need too. Shared by every shard's
 //! acceptor; its lock is taken when a connection opens or closes, never
 //! per request.
+//!
+//! As Kafka's (KIP-402), the inter-broker listener of a broker with
+//! several listeners is not held back by `max_connections`: clients
+//! filling the broker cannot keep a follower from reconnecting to its
+//! leader. Its connections still count, and still meet the per-address
+//! limit. (With one listener, clients and brokers share it and the limit
+//! holds for all: it is the only flood protection there.)
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -76,11 +83,13 @@ impl Admission {
         })
     }
 
-    /// Counts a connection from `ip`, or says which limit it would cross.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refusal> {
+    /// Counts a connection from `ip`, or says which limit it would cross;
+    /// `for_brokers`: it came in on a listener kept for brokers, which
+    /// the limit in all does not hold back.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, for_brokers: bool) -> Result<Admitted, Refusal> {
         let mut open = self.open.lock().expect("admission counts");
         let from_ip = open.per_ip.get(&ip).copied().unwrap_or(0);
-        let refusal = if open.total >= self.max_total {
+        let refusal = if open.total >= self.max_total && !for_brokers {
             Some(Refusal::Total)
         } else if from_ip >= self.max_per_ip {
             Some(Refusal::PerIp)
@@ -128,21 +137,35 @@ mod tests {
     fn each_limit_refuses_past_it_and_a_closed_connection_frees_its_place() {
         let limits = admission(5, 2);
         let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let first = limits.admit(a).unwrap();
-        let _second = limits.admit(a).unwrap();
-        assert_eq!(limits.admit(a).unwrap_err(), Refusal::PerIp);
-        let others: Vec<_> = (0..2).map(|_| limits.admit(b).unwrap()).collect();
+        let first = limits.admit(a, false).unwrap();
+        let _second = limits.admit(a, false).unwrap();
+        assert_eq!(limits.admit(a, false).unwrap_err(), Refusal::PerIp);
+        let others: Vec<_> = (0..2).map(|_| limits.admit(b, false).unwrap()).collect();
         assert_eq!(limits.open(), 4);
         let c: IpAddr = "10.0.0.3".parse().unwrap();
-        let _fifth = limits.admit(c).unwrap();
-        assert_eq!(limits.admit(c).unwrap_err(), Refusal::Total);
+        let _fifth = limits.admit(c, false).unwrap();
+        assert_eq!(limits.admit(c, false).unwrap_err(), Refusal::Total);
         drop(first);
         assert!(
-            limits.admit(a).is_ok(),
+            limits.admit(a, false).is_ok(),
             "a closed connection frees its place"
         );
         drop(others);
         assert_eq!(limits.open(), 2);
         assert_eq!(limits.refused.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn the_brokers_listener_passes_the_limit_in_all_but_not_the_one_per_address() {
+        let limits = admission(2, 2);
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let _clients: Vec<_> = (0..2).map(|_| limits.admit(a, false).unwrap()).collect();
+        assert_eq!(limits.admit(b, false).unwrap_err(), Refusal::Total);
+        let _broker = limits
+            .admit(b, true)
+            .expect("a broker past the limit in all");
+        let _again = limits.admit(b, true).unwrap();
+        assert_eq!(limits.admit(b, true).unwrap_err(), Refusal::PerIp);
+        assert_eq!(limits.open(), 4, "broker connections count too");
     }
 }

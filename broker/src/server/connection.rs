@@ -50,6 +50,9 @@ pub struct ListenerOf {
     pub name: Rc<str>,
     /// Its clients must log in with SASL.
     pub sasl: bool,
+    /// It is the inter-broker listener of a broker with several: the
+    /// limit on connections in all does not hold it back (KIP-402).
+    pub for_brokers: bool,
 }
 
 /// Serves a connection (a TCP stream, or TLS over one) until the client

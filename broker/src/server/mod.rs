@@ -265,6 +265,8 @@ async fn run_shard(shared: Shared) {
             listener: Rc::new(connection::ListenerOf {
                 name: listener.name.as_str().into(),
                 sasl: listener.protocol.uses_sasl(),
+                for_brokers: shared.listeners.all.len() > 1
+                    && listener.name == shared.listeners.inter_broker().name,
             }),
             tls: shared.tls.clone().filter(|_| listener.protocol.uses_tls()),
         })

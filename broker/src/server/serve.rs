@@ -223,7 +223,7 @@ async fn accept_loop(accepting: Accepting, shard: Rc<Shard>) {
     loop {
         match port.socket.accept().await {
             Ok(stream) => {
-                let Some(admitted) = admit(&shard, &stream) else {
+                let Some(admitted) = admit(&shard, &stream, &port.listener) else {
                     continue; // dropped: closed at once
                 };
                 // Answers go out when written, as Kafka's: a response that
@@ -323,9 +323,13 @@ async fn serve_stream(
 /// crosses one (the caller drops it, closing it at once). Refusals are
 /// logged at debug level (a flood would flood the log) and counted in
 /// /metrics.
-fn admit(shard: &Shard, stream: &glommio::net::TcpStream) -> Option<Admitted> {
+fn admit(
+    shard: &Shard,
+    stream: &glommio::net::TcpStream,
+    listener: &connection::ListenerOf,
+) -> Option<Admitted> {
     let ip = stream.peer_addr().ok()?.ip();
-    match shard.admission.admit(ip) {
+    match shard.admission.admit(ip, listener.for_brokers) {
         Ok(admitted) => Some(admitted),
         Err(refusal) => {
             tracing::debug!(%ip, ?refusal, "refusing a connection: over its limit");

@@ -77,7 +77,7 @@ pub async fn serve(
                 let Some(ip) = stream.peer_addr().ok().map(|a| a.ip()) else {
                     continue;
                 };
-                let Ok(admitted) = admission.admit(ip) else {
+                let Ok(admitted) = admission.admit(ip, false) else {
                     tracing::debug!(%ip, "refusing an HTTP connection: over its limit");
                     continue; // dropped: closed at once
                 };

@@ -595,12 +595,20 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
         if lists_topic && full && acknowledged {
             break faults_ended.elapsed();
         }
-        assert!(
-            faults_ended.elapsed() < RECOVERY_MAX,
-            "seed {seed}: the cluster did not serve again within {RECOVERY_MAX:?} after the last \
-             fault: every broker lists the topic {lists_topic}, leaders and full ISRs {full}, \
-             produce acknowledged {acknowledged}"
-        );
+        if faults_ended.elapsed() >= RECOVERY_MAX {
+            // What each broker believes, and the files, for the post-mortem.
+            for i in 0..addresses.len() {
+                let view = support::on_glommio(metadata(&addresses[i..=i], 0));
+                println!("broker {} sees (leader, _, epoch, isr): {view:?}", i + 1);
+            }
+            let kept = root.keep();
+            panic!(
+                "seed {seed}: the cluster did not serve again within {RECOVERY_MAX:?} after the \
+                 last fault: every broker lists the topic {lists_topic}, leaders and full ISRs \
+                 {full}, produce acknowledged {acknowledged} (logs and data kept in {})",
+                kept.display()
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     std::thread::sleep(Duration::from_secs(1));

@@ -30,12 +30,19 @@ pub struct AlterIsr {
 }
 
 /// The controller's state beyond the metadata: when each broker last
-/// proved it was alive.
+/// proved it was alive, and which leaderless partitions it asked to elect.
 #[derive(Debug)]
 pub struct Controller {
     session_timeout_ms: u64,
     last_heartbeat_ms: BTreeMap<BrokerId, (Incarnation, u64)>,
+    /// Elections proposed by [`Controller::tick`]: (partition epoch, when),
+    /// so a proposal not applied yet is not proposed again every tick.
+    elections_asked: BTreeMap<(TopicId, PartitionId), (PartitionEpoch, u64)>,
 }
+
+/// How long an election [`Controller::tick`] proposed may take to apply
+/// before it is proposed again.
+const ELECTION_RETRY_MS: u64 = 1_000;
 
 impl Controller {
     /// A controller fencing brokers silent for `session_timeout_ms`.
@@ -43,6 +50,7 @@ impl Controller {
         Controller {
             session_timeout_ms,
             last_heartbeat_ms: BTreeMap::new(),
+            elections_asked: BTreeMap::new(),
         }
     }
 
@@ -84,10 +92,24 @@ impl Controller {
     }
 
     /// Periodic work: fences live brokers whose session expired and moves
-    /// their leaderships to other in-sync replicas. Brokers never heard from
+    /// their leaderships to other in-sync replicas, then elects a leader
+    /// for any partition left without one while an in-sync replica is live
+    /// (see [`Controller::elect_leaderless`]). Brokers never heard from
     /// by this controller get a session from `now_ms` (a new controller
     /// does not fence everyone at once).
     pub fn tick(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
+        let (scratch, mut records) = self.fence_expired(metadata, now_ms);
+        records.extend(self.elect_leaderless(&scratch, now_ms));
+        records
+    }
+
+    /// The fences of brokers whose session expired, and the metadata
+    /// they leave.
+    fn fence_expired(
+        &mut self,
+        metadata: &Metadata,
+        now_ms: u64,
+    ) -> (Metadata, Vec<MetadataRecord>) {
         let mut records = Vec::new();
         let mut scratch = metadata.clone();
         for broker in metadata.live_brokers() {
@@ -119,6 +141,53 @@ impl Controller {
                 }
             }
         }
+        (scratch, records)
+    }
+
+    /// Elections for partitions without a leader whose ISR holds a live
+    /// broker: the first such in replica order leads (a clean election).
+    /// A broker's unfencing elects the partitions waiting for it, but its
+    /// records apply one by one: if a change committed in between makes
+    /// the election stale, the broker is live and nothing else would ever
+    /// elect the partition. This is the net under that, and under any
+    /// state no other path foresaw.
+    fn elect_leaderless(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
+        let live = |b: &BrokerId| metadata.brokers.get(b).is_some_and(|x| !x.fenced);
+        let mut records = Vec::new();
+        for topic in metadata.topics.values() {
+            for (index, partition) in topic.partitions.iter().enumerate() {
+                if partition.leader.is_some() {
+                    continue;
+                }
+                let Some(leader) = partition
+                    .replicas
+                    .iter()
+                    .copied()
+                    .find(|b| partition.isr.contains(b) && live(b))
+                else {
+                    continue;
+                };
+                let key = (topic.id, PartitionId(index as i32));
+                let epoch = partition.partition_epoch;
+                if let Some((asked_epoch, at)) = self.elections_asked.get(&key) {
+                    if *asked_epoch == epoch && now_ms < at + ELECTION_RETRY_MS {
+                        continue;
+                    }
+                }
+                tracing::info!(topic = %topic.name, partition = index, %leader, "electing a leader for a partition left without one while an in-sync replica is live");
+                self.elections_asked.insert(key, (epoch, now_ms));
+                records.push(MetadataRecord::ChangePartition(PartitionChange {
+                    topic: topic.id,
+                    partition: key.1,
+                    expected_epoch: epoch,
+                    leader: Some(leader),
+                    isr: partition.isr.clone(),
+                    unclean: false,
+                }));
+            }
+        }
+        self.elections_asked
+            .retain(|_, (_, at)| now_ms < *at + ELECTION_RETRY_MS);
         records
     }
 

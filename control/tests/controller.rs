@@ -321,3 +321,38 @@ fn partitions_only_grow() {
     assert_eq!(partitions.len(), 5);
     assert!(partitions.iter().all(|p| p.replicas.len() == 3));
 }
+
+#[test]
+fn a_partition_left_leaderless_with_a_live_in_sync_replica_gets_it_as_leader() {
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = cluster(&mut controller);
+    // Partition 0 of "strict" ends without a leader while broker 2, in its
+    // ISR, is live (the state an election refused at apply leaves).
+    let topic = metadata.topics[&TopicId([1; 16])].clone();
+    let partition = &topic.partitions[0];
+    let offline = MetadataRecord::ChangePartition(PartitionChange {
+        topic: topic.id,
+        partition: PartitionId(0),
+        expected_epoch: partition.partition_epoch,
+        leader: None,
+        isr: vec![BrokerId(2)],
+        unclean: false,
+    });
+    apply_all(&mut metadata, vec![offline]);
+    for id in 1..=3 {
+        let records = controller
+            .heartbeat(&metadata, BrokerId(id), Incarnation(1), 100)
+            .unwrap();
+        assert!(records.is_empty(), "broker {id} was live already");
+    }
+    let records = controller.tick(&metadata, 100);
+    assert_eq!(records.len(), 1, "{records:?}");
+    // Until it applies, the next ticks do not ask again.
+    assert!(controller.tick(&metadata, 200).is_empty());
+    apply_all(&mut metadata, records);
+    let partition = &metadata.topics[&topic.id].partitions[0];
+    assert_eq!(partition.leader, Some(BrokerId(2)));
+    assert_eq!(partition.isr, vec![BrokerId(2)]);
+    assert!(controller.tick(&metadata, 300).is_empty());
+    assert_eq!(metadata.unclean_leader_elections, 0);
+}

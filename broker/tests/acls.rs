@@ -254,27 +254,17 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
 
     // kafka-python's default producer (idempotent: InitProducerId needs
     // WRITE on some topic) writes orders.
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/secure_roundtrip.py"
-    );
     let settings = format!(
         r#"{{"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_plain_username": "alice", "sasl_plain_password": "{ALICE_PASSWORD}"}}"#
     );
-    let out = Command::new("timeout")
-        .args([
-            "60",
-            &python,
-            script,
-            &bootstrap,
-            "orders",
-            &settings,
-            "--produce-only",
-        ])
-        .output()
-        .unwrap();
+    let out = support::security::kafka_python_roundtrip(
+        &bootstrap,
+        "orders",
+        &settings,
+        &["--produce-only"],
+        60,
+    );
     assert!(out.status.success(), "{out:?}");
 
     // After a restart (the ACLs come back from the metadata snapshot).

@@ -246,17 +246,6 @@ fn a_client_that_does_not_take_its_answer_is_closed_after_connections_max_idle_m
     drop(stalled);
 }
 
-/// The broker's CLI against `bootstrap`.
-fn cli(bootstrap: SocketAddr, args: &[&str]) -> std::process::Output {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", &bootstrap.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    out
-}
-
 #[test]
 fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
     // Clients on EXTERNAL, brokers on INTERNAL (the inter-broker listener,
@@ -282,7 +271,7 @@ fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
         "--replication-factor",
         "3",
     ];
-    cli(cluster.node(1).kafka, &args);
+    support::cli(&cluster.node(1).kafka.to_string(), &args);
     let full_isr = |http: SocketAddr, within: Duration| -> Option<i32> {
         let started = Instant::now();
         while started.elapsed() < within {

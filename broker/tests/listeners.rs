@@ -11,11 +11,10 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::security::{kcat, leader_and_isr, server_files, wait_logged, Authority, Files};
-use support::{start_broker_on, Broker};
+use support::{cli, start_broker_on, Broker};
 
 const ADMIN: &str = "admin";
 const ADMIN_PASSWORD: &str = "admin-secret-1";
@@ -86,33 +85,15 @@ fn sasl_ssl(ca: &str, user: &str, password: &str) -> Vec<String> {
     ]
 }
 
-/// The broker's CLI against `bootstrap` in the clear.
-fn cli(bootstrap: &str, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", bootstrap])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-}
-
 /// kafka-python's default producer (idempotent, acks=all) and a consumer
 /// over SASL_SSL with SCRAM-SHA-256 as alice: 100 values in order.
 fn python_roundtrip(bootstrap: &str, ca: &str, topic: &str) {
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/secure_roundtrip.py"
-    );
     let settings = format!(
         r#"{{"security_protocol": "SASL_SSL", "ssl_cafile": "{ca}",
             "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-pw"}}"#
     );
-    let out = Command::new("timeout")
-        .args(["90", &python, script, bootstrap, topic, &settings])
-        .output()
-        .unwrap();
+    let out = support::security::kafka_python_roundtrip(bootstrap, topic, &settings, &[], 90);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),

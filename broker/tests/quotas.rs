@@ -10,7 +10,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -22,7 +21,7 @@ use rdkafka::producer::{
     ThreadedProducer,
 };
 use rdkafka::ClientContext;
-use support::start_broker_with;
+use support::{cli, start_broker_with};
 
 /// Counts acknowledged messages (and panics on a failed one).
 #[derive(Clone, Default)]
@@ -39,16 +38,6 @@ impl ProducerContext for Acks {
 
 /// 512 KiB/s for the noisy client.
 const QUOTA: u64 = 512 * 1024;
-
-fn cli(bootstrap: &str, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", bootstrap])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
 
 #[test]
 fn a_producer_over_its_quota_is_slowed_to_it_and_the_others_are_not() {

@@ -161,20 +161,13 @@ fn users_made_with_the_cli_log_in_from_librdkafka_and_kafka_python_and_wrong_one
     assert!(out.status.success(), "{out:?}");
 
     // kafka-python with its default (idempotent) producer, SCRAM-SHA-256.
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/secure_roundtrip.py"
-    );
     let settings = format!(
         r#"{{"security_protocol": "SASL_SSL", "ssl_cafile": "{ca}",
             "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-pw"}}"#
     );
-    let out = Command::new("timeout")
-        .args(["60", &python, script, &bootstrap, "python-sasl", &settings])
-        .output()
-        .unwrap();
+    let out =
+        support::security::kafka_python_roundtrip(&bootstrap, "python-sasl", &settings, &[], 60);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
@@ -183,6 +176,7 @@ fn users_made_with_the_cli_log_in_from_librdkafka_and_kafka_python_and_wrong_one
 
     // confluent-kafka (a librdkafka of 2.6.1 or later, whose SCRAM sends
     // the nonce as RFC 5802 has it), default settings, SCRAM-SHA-512.
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/confluent_roundtrip.py"

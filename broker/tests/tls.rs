@@ -135,16 +135,9 @@ fn librdkafka_and_kafka_python_produce_and_consume_over_tls_and_plaintext_is_ref
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nthree\n");
 
     // kafka-python with its default producer (idempotent), then a consumer.
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/secure_roundtrip.py"
-    );
     let settings = format!(r#"{{"security_protocol": "SSL", "ssl_cafile": "{ca}"}}"#);
-    let out = Command::new("timeout")
-        .args(["60", &python, script, &bootstrap, "python-tls", &settings])
-        .output()
-        .unwrap();
+    let out =
+        support::security::kafka_python_roundtrip(&bootstrap, "python-tls", &settings, &[], 60);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),

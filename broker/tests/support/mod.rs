@@ -142,6 +142,18 @@ pub fn start_broker_on(data_dir: &Path, listen: &[&str], env: &[(&str, &str)]) -
     }
 }
 
+/// The broker's CLI (`broker ARGS --brokers BOOTSTRAP`), which must
+/// succeed; what it printed.
+pub fn cli(bootstrap: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", bootstrap])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 impl Broker {
     /// `host:port`.
     pub fn bootstrap(&self) -> String {

@@ -124,3 +124,34 @@ pub fn leader_and_isr(http: SocketAddr, topic: &str) -> Option<(i32, usize)> {
         partition["isr"].as_array()?.len(),
     ))
 }
+
+/// kafka-python (tests/python/secure_roundtrip.py) against `bootstrap`
+/// with `settings` (its client settings as JSON, e.g. the security
+/// protocol and login): its default producer (idempotent) sends 100
+/// values to `topic`, then a consumer reads them back in order (only the
+/// producer with `--produce-only` in `extra`). Bounded by `timeout_s`.
+pub fn kafka_python_roundtrip(
+    bootstrap: &str,
+    topic: &str,
+    settings: &str,
+    extra: &[&str],
+    timeout_s: u32,
+) -> std::process::Output {
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/secure_roundtrip.py"
+    );
+    Command::new("timeout")
+        .args([
+            &timeout_s.to_string(),
+            &python,
+            script,
+            bootstrap,
+            topic,
+            settings,
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}

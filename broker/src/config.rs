@@ -373,7 +373,23 @@ impl BrokerConfig {
     /// Checks the values against each other.
     pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
-        self.kafka_listeners()?;
+        let listeners = self.kafka_listeners()?;
+        // Brokers reach each other by IP address (no name resolution on
+        // that path): a name there would leave followers with no leader.
+        let inter = listeners.inter_broker();
+        if let Some(advertised) = inter
+            .advertised
+            .as_ref()
+            .filter(|_| self.voters().is_ok_and(|v| v.len() > 1))
+        {
+            if advertised.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!(
+                    "the inter-broker listener {} is advertised as {advertised:?}: in a cluster \
+                     brokers reach it by IP address (ip:port)",
+                    inter.name
+                ));
+            }
+        }
         for (name, address) in [
             ("kafka_listen", &self.kafka_listen),
             ("http_listen", &self.http_listen),
@@ -896,6 +912,19 @@ mod tests {
             );
             let orphan = BrokerConfig::load(&CommandLine::default()).unwrap_err();
             assert!(orphan.to_string().contains("set listeners too"), "{orphan}");
+            // In a cluster, the inter-broker listener is told as an IP.
+            jail.clear_env();
+            jail.set_env("BROKER_ADVERTISED_LISTENER", "broker1.internal:9092");
+            assert!(
+                BrokerConfig::load(&CommandLine::default()).is_ok(),
+                "one broker"
+            );
+            jail.set_env(
+                "BROKER_CONTROLLER_QUORUM_VOTERS",
+                "1@127.0.0.1:1,2@127.0.0.1:2",
+            );
+            let named = BrokerConfig::load(&CommandLine::default()).unwrap_err();
+            assert!(named.to_string().contains("by IP address"), "{named}");
             Ok(())
         });
     }

@@ -141,6 +141,9 @@ impl Listeners {
                     "advertised_listeners: {entry:?}: expected NAME://host:port"
                 ));
             }
+            if listener.advertised.is_some() {
+                return Err(format!("advertised_listeners: {name} twice"));
+            }
             listener.advertised = Some(address);
         }
         let inter_broker = match settings.inter_broker {
@@ -179,7 +182,7 @@ fn split_entry(setting: &str, entry: &str, form: &str) -> Result<(String, String
 
 /// `NAME:PROTOCOL` entries.
 fn parse_protocol_map(entries: &[String]) -> Result<Vec<(String, SecurityProtocol)>, String> {
-    entries
+    let map: Vec<(String, SecurityProtocol)> = entries
         .iter()
         .map(|entry| {
             let bad = || {
@@ -192,7 +195,13 @@ fn parse_protocol_map(entries: &[String]) -> Result<Vec<(String, SecurityProtoco
             let protocol = SecurityProtocol::from_name(&protocol.to_ascii_uppercase());
             Ok((name.to_ascii_uppercase(), protocol.ok_or_else(bad)?))
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    for (i, (name, _)) in map.iter().enumerate() {
+        if map[..i].iter().any(|(n, _)| n == name) {
+            return Err(format!("listener_security_protocol_map: {name} twice"));
+        }
+    }
+    Ok(map)
 }
 
 /// `ip:port`, or `:port` for every interface.
@@ -304,5 +313,13 @@ mod tests {
             "inter_broker_listener_name INTERNAL",
         );
         refused(parse(&["A B://:9092"], &[], &[], None), "listener name");
+        refused(
+            parse(&["A://:9092"], &[], &["A:SSL", "a:PLAINTEXT"], None),
+            "A twice",
+        );
+        refused(
+            parse(&["SSL://:9092"], &["SSL://h:1", "SSL://h:2"], &[], None),
+            "SSL twice",
+        );
     }
 }

@@ -289,8 +289,12 @@ fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
         cluster.node(leader).external.unwrap(),
     );
 
-    // Four addresses fill the leader's connections in all (12 each, 40
-    // in all counting the followers' own): the next client is closed.
+    // A follower goes down; meanwhile four addresses fill the leader's
+    // connections in all (12 each, 40 in all counting the other
+    // follower's): the next client is closed. Then the follower comes
+    // back, and must reconnect to the full leader.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    cluster.kill9(follower);
     let mut flood = Vec::new();
     for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
         flood.extend((0..12).map(|_| connect_from(from, external)));
@@ -298,16 +302,24 @@ fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
     std::thread::sleep(Duration::from_secs(1));
     flood.retain_mut(|stream| !closed_within(stream, Duration::from_millis(50)));
     assert!(flood.len() >= 30, "only {} of the flood kept", flood.len());
-    let mut latecomer = connect_from("127.0.0.6", external);
-    assert!(
-        closed_within(&mut latecomer, Duration::from_secs(2)),
-        "a client past max_connections was kept"
-    );
+    // Until one is closed at once: the broker is full (the dead
+    // follower's connections may take a moment to be let go).
+    let started = Instant::now();
+    loop {
+        let mut latecomer = connect_from("127.0.0.6", external);
+        if closed_within(&mut latecomer, Duration::from_millis(500)) {
+            break;
+        }
+        flood.push(latecomer);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "clients past max_connections were kept: {}",
+            flood.len()
+        );
+    }
 
-    // A follower killed and restarted reconnects to the full leader on
-    // INTERNAL and rejoins the ISR; the leader's /health still answers.
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
-    cluster.kill9(follower);
+    // The follower reconnects on INTERNAL and rejoins the ISR; the
+    // leader's /health still answers.
     cluster.restart(follower);
     assert_eq!(
         full_isr(http, Duration::from_secs(60)),

@@ -173,7 +173,11 @@ where
                         // the answer carries the byte-rate quotas').
                         let (outcome, busy) =
                             timed(handlers::handle(&shard, &request, &caller)).await;
-                        caller.meter(&shard, Metered::RequestTime, busy.as_micros() as usize);
+                        // Never replication: not a follower's fetch, nor
+                        // anything on a listener kept for brokers.
+                        if !caller.is_replication() && !client.listener.for_brokers {
+                            caller.meter(&shard, Metered::RequestTime, busy.as_micros() as usize);
+                        }
                         outcome
                     } else {
                         handlers::handle(&shard, &request, &caller).await

@@ -30,7 +30,7 @@ use crate::cluster::peer_tls::PeerTls;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::config::BrokerConfig;
-use crate::listeners::Listeners;
+use crate::listeners::{Listeners, SecurityProtocol};
 use control::link::QuorumTls;
 use serve::{DRAIN_MAX, STOP_POLL};
 use shard::{Meshes, Parts, Queues, Shard};
@@ -118,6 +118,12 @@ pub fn run(
         tls.clone().filter(|_| config.kafka_uses_tls()),
         tls.filter(|_| config.http_tls),
     );
+    if kafka_tls.is_none() && listeners.any(SecurityProtocol::uses_tls) {
+        // Never serve a TLS listener in the clear.
+        return Err(std::io::Error::other(
+            "a Kafka listener speaks TLS but no certificate was loaded (ssl_certificate_location, ssl_key_location)",
+        ));
+    }
     let shared = Shared {
         config,
         shards,
@@ -158,6 +164,9 @@ fn warn_about_open_doors(config: &BrokerConfig) {
         tracing::warn!("the HTTP API takes passwords (http_authentication = basic) over plain HTTP: set http_tls");
     }
     let cluster = config.voters().is_ok_and(|v| v.len() > 1);
+    if config.acls_checked() && cluster && !config.inter_broker_uses_sasl() {
+        tracing::warn!("ACLs are checked but brokers do not log in to each other (the inter-broker listener is not SASL): followers fetch as User:ANONYMOUS, or as their certificate's subject over SSL with client certificates; put that principal in super_users or replication is refused");
+    }
     if secured && cluster && !config.controller_uses_tls() {
         tracing::warn!("the metadata quorum runs in the clear (controller_security_protocol = PLAINTEXT): anyone reaching controller_listen can send controller calls; set it to SSL or keep the port on a private network");
     }

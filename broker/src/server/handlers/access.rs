@@ -29,6 +29,8 @@ pub struct Caller<'a> {
     metered: bool,
     /// The throttle time a handler answered with (0: none).
     throttled_ms: Cell<u64>,
+    /// The request was a follower's fetch: no quota applies to it.
+    replication: Cell<bool>,
     /// Its IP address, as ACL hosts name it.
     host: String,
     /// "/ip", as DescribeGroups shows a member's host.
@@ -62,6 +64,7 @@ impl<'a> Caller<'a> {
             client_id,
             metered,
             throttled_ms: Cell::new(0),
+            replication: Cell::new(false),
             host,
             group_host,
             listener,
@@ -121,6 +124,17 @@ impl<'a> Caller<'a> {
     /// Whether any client quota is set (else nothing is metered).
     pub fn metered(&self) -> bool {
         self.metered
+    }
+
+    /// Marks the request as a follower's fetch: replication is never
+    /// metered, whoever the follower logged in as.
+    pub fn mark_replication(&self) {
+        self.replication.set(true);
+    }
+
+    /// Whether the request was a follower's fetch.
+    pub fn is_replication(&self) -> bool {
+        self.replication.get()
     }
 
     /// The throttle time of the request answered (0: none).

@@ -118,7 +118,10 @@ pub async fn handle(
     // Consumers are metered on what they are sent; replication is not
     // (a client quota must never throttle a follower).
     let throttle = match reader {
-        Reader::Follower(_) => 0,
+        Reader::Follower(_) => {
+            caller.mark_replication();
+            0
+        }
         _ => {
             let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
             caller.meter(shard, Metered::Fetch, bytes)

@@ -300,3 +300,95 @@ fn a_client_over_its_request_time_quota_is_slowed_and_the_others_are_not() {
     );
     assert!(support::cluster::counter(broker.http, "throttled_requests_total") > 0);
 }
+
+#[test]
+fn followers_are_never_held_back_by_a_request_time_quota() {
+    // Two brokers of two shards; every client id without its own quota
+    // (the followers' fetchers among them) gets 1% of a shard, split
+    // between the shards. A producer with a quota of its own writes 64 MiB
+    // with acks=all: the follower replicates it all (its fetches take more
+    // than that share of the leader's shard) and nothing is throttled.
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000")];
+    let mut cluster = support::cluster::Cluster::new(dir.path(), 2, &env);
+    cluster.shards = 2;
+    cluster.start();
+    let bootstrap = cluster.node(1).kafka.to_string();
+    let create = [
+        "topic",
+        "create",
+        "mirrored",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "2",
+    ];
+    cli(&bootstrap, &create);
+    let default = [
+        "quota",
+        "set",
+        "--client-default",
+        "--request-percentage",
+        "1",
+    ];
+    cli(&bootstrap, &default);
+    let own = [
+        "quota",
+        "set",
+        "--client-id",
+        "bulk",
+        "--request-percentage",
+        "10000",
+    ];
+    cli(&bootstrap, &own);
+    let (leader, _) = support::security::leader_and_isr(cluster.node(1).http, "mirrored")
+        .expect("the topic's leader");
+    let http = cluster.node(leader).http;
+    thread::sleep(Duration::from_millis(300));
+
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("client.id", "bulk")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .create_with_context(acks.clone())
+        .unwrap();
+    let value = vec![b'r'; 1024];
+    let messages = 64 * 1024;
+    let started = Instant::now();
+    for _ in 0..messages {
+        let mut record = BaseRecord::<(), [u8]>::to("mirrored").payload(&value[..]);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    while acks.0.load(Ordering::SeqCst) < messages {
+        producer.poll(Duration::from_millis(10));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "acks=all: {} of {messages} acknowledged",
+            acks.0.load(Ordering::SeqCst)
+        );
+    }
+    assert_eq!(
+        support::security::leader_and_isr(http, "mirrored"),
+        Some((leader, 2)),
+        "the follower left the ISR"
+    );
+    let throttled = support::cluster::counter(http, "throttled_requests_total");
+    println!(
+        "64 MiB acknowledged in {:?}, {throttled} requests throttled",
+        started.elapsed()
+    );
+    assert_eq!(
+        throttled, 0,
+        "a follower (or the producer with its own quota) was throttled"
+    );
+}

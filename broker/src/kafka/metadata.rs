@@ -76,6 +76,10 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Metada
             .cloned()
             .collect()
     });
+    let on_listener = |id: control::BrokerId| {
+        (metadata.brokers.get(&id))
+            .is_some_and(|b| metadata.endpoint(b, cluster.listener).is_some())
+    };
     let mut missing = Vec::new();
     let topics = names
         .iter()
@@ -83,7 +87,7 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Metada
             _ if !(cluster.may_describe)(name) => MetadataResponseTopic::default()
                 .with_error_code(ResponseError::TopicAuthorizationFailed.code())
                 .with_name(Some(TopicName(StrBytes::from_string(name.clone())))),
-            Ok(topic) => topic_entry(topic, version),
+            Ok(topic) => topic_entry(topic, version, &on_listener),
             Err(_) => {
                 missing.push(name.clone());
                 MetadataResponseTopic::default()
@@ -129,7 +133,14 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Metada
     })
 }
 
-fn topic_entry(topic: &control::Topic, version: i16) -> MetadataResponseTopic {
+/// A topic's entry; `on_listener` says whether a broker has an address on
+/// the client's listener (a leader without one is answered as Kafka does:
+/// LISTENER_NOT_FOUND, no leader id).
+fn topic_entry(
+    topic: &control::Topic,
+    version: i16,
+    on_listener: &dyn Fn(control::BrokerId) -> bool,
+) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
@@ -138,13 +149,16 @@ fn topic_entry(topic: &control::Topic, version: i16) -> MetadataResponseTopic {
             let ids = |brokers: &[control::BrokerId]| {
                 brokers.iter().map(|b| BrokerId(b.0)).collect::<Vec<_>>()
             };
+            let leader = p.leader.filter(|l| on_listener(*l));
             let mut entry = MetadataResponsePartition::default()
                 .with_partition_index(index as i32)
-                .with_leader_id(BrokerId(p.leader.map_or(-1, |l| l.0)))
+                .with_leader_id(BrokerId(leader.map_or(-1, |l| l.0)))
                 .with_replica_nodes(ids(&p.replicas))
                 .with_isr_nodes(ids(&p.isr));
             if p.leader.is_none() {
                 entry = entry.with_error_code(ResponseError::LeaderNotAvailable.code());
+            } else if leader.is_none() {
+                entry = entry.with_error_code(ResponseError::ListenerNotFound.code());
             }
             if version >= 7 {
                 entry = entry.with_leader_epoch(p.leader_epoch.0);
@@ -324,6 +338,31 @@ mod tests {
         );
         assert_eq!(brokers_on("EXTERNAL"), ["1@kafka1.example:443"]);
         assert!(brokers_on("OTHER").is_empty());
+        // On EXTERNAL, partitions broker 2 leads have no leader to name.
+        let cluster = Cluster {
+            metadata: &metadata,
+            cluster_id: "c",
+            controller_id: 1,
+            may_describe: &|_| true,
+            listener: "EXTERNAL",
+        };
+        let answer = answer(&request(12, Some(vec!["orders"])), &cluster).unwrap();
+        let topic = &decode(answer.response, 12).topics[0];
+        let orders = &metadata.topics[&TopicId([9; 16])];
+        for (partition, placed) in topic.partitions.iter().zip(&orders.partitions) {
+            let expected = match placed.leader {
+                Some(control::BrokerId(1)) => (0, 1),
+                _ => (ResponseError::ListenerNotFound.code(), -1),
+            };
+            assert_eq!((partition.error_code, partition.leader_id.0), expected);
+        }
+        assert!(
+            orders
+                .partitions
+                .iter()
+                .any(|p| p.leader == Some(control::BrokerId(2))),
+            "some partition is led by broker 2"
+        );
     }
 
     #[test]

@@ -86,11 +86,11 @@ fn sasl_ssl(ca: &str, user: &str, password: &str) -> Vec<String> {
 }
 
 /// kafka-python's default producer (idempotent, acks=all) and a consumer
-/// over SASL_SSL with SCRAM-SHA-256 as alice: 100 values in order.
+/// over SASL_SSL with SCRAM-SHA-512 as alice: 100 values in order.
 fn python_roundtrip(bootstrap: &str, ca: &str, topic: &str) {
     let settings = format!(
         r#"{{"security_protocol": "SASL_SSL", "ssl_cafile": "{ca}",
-            "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-pw"}}"#
     );
     let out = support::security::kafka_python_roundtrip(bootstrap, topic, &settings, &[], 90);

@@ -176,28 +176,17 @@ fn users_made_with_the_cli_log_in_from_librdkafka_and_kafka_python_and_wrong_one
 
     // confluent-kafka (a librdkafka of 2.6.1 or later, whose SCRAM sends
     // the nonce as RFC 5802 has it), default settings, SCRAM-SHA-512.
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/confluent_roundtrip.py"
-    );
     let settings = format!(
         r#"{{"security.protocol": "SASL_SSL", "ssl.ca.location": "{ca}",
             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
             "sasl.password": "alice-pw"}}"#
     );
-    let out = Command::new("timeout")
-        .args([
-            "90",
-            &python,
-            script,
-            &bootstrap,
-            "confluent-sasl",
-            "confluent-group",
-            &settings,
-        ])
-        .output()
-        .unwrap();
+    let out = support::security::confluent_roundtrip(
+        &bootstrap,
+        "confluent-sasl",
+        "confluent-group",
+        &settings,
+    );
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),

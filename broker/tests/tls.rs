@@ -1,8 +1,9 @@
 //! TLS on the Kafka port (kafka_security_protocol = SSL): librdkafka
 //! (kcat) and kafka-python produce and consume over it; a plaintext client
 //! on the TLS port and a TLS client on a plaintext port are refused with
-//! nothing served; client certificates (mTLS) are required when asked,
-//! and an expired or missing one is refused; a SIGHUP reloads the
+//! nothing served; client certificates (mTLS) are required when asked
+//! (kcat, kafka-python, confluent-kafka and the CLI log in with one), and
+//! an expired or missing one is refused; a SIGHUP reloads the
 //! certificate for new connections while open ones carry on; a missing
 //! file stops the start with its name. Every certificate is made here.
 
@@ -272,6 +273,35 @@ fn client_certificates_when_required_refuse_missing_expired_and_foreign_ones() {
         "the CLI got in without a certificate"
     );
     assert!(!cli(&["--ssl-key-location", key]).status.success());
+
+    // kafka-python (its default idempotent producer) and confluent-kafka
+    // with alice's certificate.
+    let settings = format!(
+        r#"{{"security_protocol": "SSL", "ssl_cafile": "{ca}",
+            "ssl_certfile": "{certificate}", "ssl_keyfile": "{key}"}}"#
+    );
+    let out =
+        support::security::kafka_python_roundtrip(&bootstrap, "mtls-python", &settings, &[], 60);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "consumed 100 in order"
+    );
+    let settings = format!(
+        r#"{{"security.protocol": "SSL", "ssl.ca.location": "{ca}",
+            "ssl.certificate.location": "{certificate}", "ssl.key.location": "{key}"}}"#
+    );
+    let out = support::security::confluent_roundtrip(
+        &bootstrap,
+        "mtls-confluent",
+        "mtls-group",
+        &settings,
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "consumed 100 in order"
+    );
 
     let expired = authority.issue(&["bob"], "bob", true);
     let stranger = Authority::new("other-ca").issue(&["eve"], "eve", false);

@@ -155,3 +155,24 @@ pub fn kafka_python_roundtrip(
         .output()
         .unwrap()
 }
+
+/// confluent-kafka (tests/python/confluent_roundtrip.py) against
+/// `bootstrap` with `settings` (librdkafka's settings as JSON): a producer
+/// with its default settings sends 100 values to `topic`, then a consumer
+/// in `group` reads them back. Bounded by 90 s.
+pub fn confluent_roundtrip(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    settings: &str,
+) -> std::process::Output {
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/confluent_roundtrip.py"
+    );
+    Command::new("timeout")
+        .args(["90", &python, script, bootstrap, topic, group, settings])
+        .output()
+        .unwrap()
+}

@@ -361,9 +361,17 @@ fn move_off(
     };
     // The leader stays unless it is the broker leaving, or (in a state
     // from before fenced brokers were kept from leading) no longer live; a
-    // partition without a leader waits for its last in-sync replica.
+    // partition without a leader waits for its last in-sync replica, which
+    // stays on record even when it is the broker leaving (an empty ISR
+    // would leave nobody to wait for: the partition could only come back
+    // by an unclean election).
     match partition.leader {
-        None => return change,
+        None => {
+            if change.isr.is_empty() {
+                change.isr = vec![broker];
+            }
+            return change;
+        }
         Some(leader) if leader != broker && live(&leader) => return change,
         Some(_) => {}
     }

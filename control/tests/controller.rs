@@ -356,3 +356,45 @@ fn a_partition_left_leaderless_with_a_live_in_sync_replica_gets_it_as_leader() {
     assert!(controller.tick(&metadata, 300).is_empty());
     assert_eq!(metadata.unclean_leader_elections, 0);
 }
+
+#[test]
+fn fencing_the_last_in_sync_replica_of_a_leaderless_partition_keeps_it_on_record() {
+    // Found by a fault test: a partition without a leader, waiting for
+    // broker 2 (its only in-sync replica), lost broker 2 from its ISR
+    // when broker 2 was fenced again before it led: an empty ISR, offline
+    // for good without an unclean election.
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = cluster(&mut controller);
+    let topic = metadata.topics[&TopicId([1; 16])].clone();
+    let offline = MetadataRecord::ChangePartition(PartitionChange {
+        topic: topic.id,
+        partition: PartitionId(0),
+        expected_epoch: topic.partitions[0].partition_epoch,
+        leader: None,
+        isr: vec![BrokerId(2)],
+        unclean: false,
+    });
+    apply_all(&mut metadata, vec![offline]);
+    let fencing = control::controller::fence(&metadata, BrokerId(2), Incarnation(1));
+    apply_all(&mut metadata, fencing);
+    let partition = &metadata.topics[&topic.id].partitions[0];
+    assert_eq!(partition.leader, None);
+    assert_eq!(partition.isr, vec![BrokerId(2)], "the one to wait for");
+    // Its next life leads it again once unfenced.
+    let registration = BrokerRegistration {
+        incarnation: Incarnation(2),
+        ..metadata.brokers[&BrokerId(2)].registration.clone()
+    };
+    apply_all(
+        &mut metadata,
+        vec![MetadataRecord::RegisterBroker(registration)],
+    );
+    let records = controller
+        .heartbeat(&metadata, BrokerId(2), Incarnation(2), 100)
+        .unwrap();
+    apply_all(&mut metadata, records);
+    assert_eq!(
+        metadata.topics[&topic.id].partitions[0].leader,
+        Some(BrokerId(2))
+    );
+}

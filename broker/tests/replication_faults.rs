@@ -61,8 +61,13 @@ const BATCH_RECORDS: u64 = 5;
 const SESSION_TIMEOUT_MS: u64 = 1_500;
 /// A call with no answer in this long (a stopped broker) is given up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(4);
-/// After the last fault, the cluster must serve again within this.
-const RECOVERY_MAX: Duration = Duration::from_secs(30);
+/// After the last fault, the cluster must serve again within this. It
+/// catches a cluster that does not recover (an emptied ISR, a lost
+/// election: both seen and fixed). 30 s was also missed by clusters that
+/// did recover: a broker restarted by the heal reopening ~100 MB of logs
+/// (debug build, two cores shared with the other tests) took its roles
+/// and caught up 20-30 s after it went live.
+const RECOVERY_MAX: Duration = Duration::from_secs(60);
 
 async fn with_timeout<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
     let timer = glommio::timer::sleep(CALL_TIMEOUT);

@@ -188,6 +188,21 @@ mod tests {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{ApiKey, RequestHeader};
 
+    fn everything(_: &str) -> bool {
+        true
+    }
+
+    /// What an answer needs, every topic described, on `listener`.
+    fn open_cluster<'a>(metadata: &'a control::Metadata, listener: &'a str) -> Cluster<'a> {
+        Cluster {
+            metadata,
+            cluster_id: "test-cluster",
+            controller_id: 1,
+            may_describe: &everything,
+            listener,
+        }
+    }
+
     fn cluster_metadata() -> control::Metadata {
         let mut metadata = control::Metadata::default();
         for id in 1..=2 {
@@ -259,13 +274,7 @@ mod tests {
     #[test]
     fn every_served_version_describes_brokers_and_partitions() {
         let metadata = cluster_metadata();
-        let cluster = Cluster {
-            metadata: &metadata,
-            cluster_id: "test-cluster",
-            controller_id: 1,
-            may_describe: &|_| true,
-            listener: "PLAINTEXT",
-        };
+        let cluster = open_cluster(&metadata, "PLAINTEXT");
         for version in VERSIONS.0..=VERSIONS.1 {
             let answer = answer(&request(version, Some(vec!["orders"])), &cluster).unwrap();
             assert!(answer.missing_topics.is_empty());
@@ -316,13 +325,7 @@ mod tests {
             metadata.apply(&record).unwrap();
         }
         let brokers_on = |listener: &str| {
-            let cluster = Cluster {
-                metadata: &metadata,
-                cluster_id: "c",
-                controller_id: 1,
-                may_describe: &|_| true,
-                listener,
-            };
+            let cluster = open_cluster(&metadata, listener);
             let answer = answer(&request(12, None), &cluster).unwrap();
             let mut brokers: Vec<String> = decode(answer.response, 12)
                 .brokers
@@ -339,13 +342,7 @@ mod tests {
         assert_eq!(brokers_on("EXTERNAL"), ["1@kafka1.example:443"]);
         assert!(brokers_on("OTHER").is_empty());
         // On EXTERNAL, partitions broker 2 leads have no leader to name.
-        let cluster = Cluster {
-            metadata: &metadata,
-            cluster_id: "c",
-            controller_id: 1,
-            may_describe: &|_| true,
-            listener: "EXTERNAL",
-        };
+        let cluster = open_cluster(&metadata, "EXTERNAL");
         let answer = answer(&request(12, Some(vec!["orders"])), &cluster).unwrap();
         let topic = &decode(answer.response, 12).topics[0];
         let orders = &metadata.topics[&TopicId([9; 16])];
@@ -368,13 +365,7 @@ mod tests {
     #[test]
     fn unknown_topics_are_reported_and_null_means_all() {
         let metadata = cluster_metadata();
-        let cluster = Cluster {
-            metadata: &metadata,
-            cluster_id: "c",
-            controller_id: 1,
-            may_describe: &|_| true,
-            listener: "PLAINTEXT",
-        };
+        let cluster = open_cluster(&metadata, "PLAINTEXT");
         let answer_unknown = answer(&request(9, Some(vec!["orders", "nope"])), &cluster).unwrap();
         assert_eq!(answer_unknown.missing_topics, vec!["nope".to_string()]);
         let response = decode(answer_unknown.response, 9);
@@ -389,13 +380,7 @@ mod tests {
     #[test]
     fn a_forged_topic_count_is_refused_before_decoding() {
         let metadata = cluster_metadata();
-        let cluster = Cluster {
-            metadata: &metadata,
-            cluster_id: "c",
-            controller_id: 1,
-            may_describe: &|_| true,
-            listener: "PLAINTEXT",
-        };
+        let cluster = open_cluster(&metadata, "PLAINTEXT");
         let mut forged = request(4, Some(vec![]));
         forged.body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1]);
         assert!(matches!(

@@ -66,6 +66,10 @@ pub struct ClusterDescription {
     pub brokers: Vec<BrokerInfo>,
 }
 
+/// How often a CreateTopics answered NOT_CONTROLLER is asked again
+/// (250 ms apart: 5 s, longer than a metadata election takes).
+const NOT_CONTROLLER_RETRIES: u32 = 20;
+
 impl Cluster {
     /// Creates a topic; `partitions`/`replication_factor` -1 take the broker's defaults.
     pub async fn create_topic(
@@ -91,10 +95,22 @@ impl Cluster {
                         })
                         .collect(),
                 )]);
-        let response = self.call_any(&request).await?;
-        for topic in &response.topics {
-            if topic.error_code != 0 {
-                return Err(refused(topic.error_code, topic.error_message.as_ref()));
+        // NOT_CONTROLLER is retriable (a metadata election under way),
+        // as Kafka's clients treat it: asked again for a few seconds.
+        let not_controller = ResponseError::NotController.code();
+        let mut attempts = 0;
+        loop {
+            let response = self.call_any(&request).await?;
+            let failed = response.topics.iter().find(|t| t.error_code != 0);
+            match failed {
+                Some(topic)
+                    if topic.error_code == not_controller && attempts < NOT_CONTROLLER_RETRIES =>
+                {
+                    attempts += 1;
+                    glommio::timer::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Some(topic) => return Err(refused(topic.error_code, topic.error_message.as_ref())),
+                None => break,
             }
         }
         self.refresh(Some(&[name]), false).await

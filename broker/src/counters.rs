@@ -66,6 +66,8 @@ pub struct ShardMetrics {
     pub bytes_out: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
+    /// Client connections handed to the shard owning their partitions.
+    pub connections_moved: AtomicU64,
     /// Connections to a TLS port whose handshake failed or timed out.
     pub tls_handshake_failures: AtomicU64,
     /// SASL authentications that succeeded (re-authentications included).
@@ -98,6 +100,7 @@ impl Default for ShardMetrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             connections: AtomicI64::new(0),
+            connections_moved: AtomicU64::new(0),
             tls_handshake_failures: AtomicU64::new(0),
             sasl_authentications: AtomicU64::new(0),
             sasl_authentication_failures: AtomicU64::new(0),

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
     DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 
 use crate::cluster::{BrokerInfo, Cluster, TopicInfo};
@@ -66,11 +66,38 @@ pub struct ClusterDescription {
     pub brokers: Vec<BrokerInfo>,
 }
 
-/// How often a CreateTopics answered NOT_CONTROLLER is asked again
-/// (250 ms apart: 5 s, longer than a metadata election takes).
+/// How often a call the controller decides, answered NOT_CONTROLLER, is
+/// asked again (250 ms apart: 5 s, longer than a metadata election takes).
 const NOT_CONTROLLER_RETRIES: u32 = 20;
 
+/// A response's first error: its code and message.
+type FirstError = Option<(i16, Option<StrBytes>)>;
+
 impl Cluster {
+    /// Sends a call the controller decides (topics created, deleted, grown,
+    /// configs altered) to any broker, asking again while the answer is
+    /// NOT_CONTROLLER: retriable (a metadata election under way), as
+    /// Kafka's clients treat it. Any other error is returned as a refusal.
+    async fn call_controller<R: Request>(
+        &self,
+        request: &R,
+        first_error: impl Fn(&R::Response) -> FirstError,
+    ) -> Result<R::Response, ClientError> {
+        let not_controller = ResponseError::NotController.code();
+        let mut attempts = 0;
+        loop {
+            let response = self.call_any(request).await?;
+            match first_error(&response) {
+                Some((code, _)) if code == not_controller && attempts < NOT_CONTROLLER_RETRIES => {
+                    attempts += 1;
+                    glommio::timer::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Some((code, message)) => return Err(refused(code, message.as_ref())),
+                None => return Ok(response),
+            }
+        }
+    }
+
     /// Creates a topic; `partitions`/`replication_factor` -1 take the broker's defaults.
     pub async fn create_topic(
         &self,
@@ -95,24 +122,13 @@ impl Cluster {
                         })
                         .collect(),
                 )]);
-        // NOT_CONTROLLER is retriable (a metadata election under way),
-        // as Kafka's clients treat it: asked again for a few seconds.
-        let not_controller = ResponseError::NotController.code();
-        let mut attempts = 0;
-        loop {
-            let response = self.call_any(&request).await?;
-            let failed = response.topics.iter().find(|t| t.error_code != 0);
-            match failed {
-                Some(topic)
-                    if topic.error_code == not_controller && attempts < NOT_CONTROLLER_RETRIES =>
-                {
-                    attempts += 1;
-                    glommio::timer::sleep(std::time::Duration::from_millis(250)).await;
-                }
-                Some(topic) => return Err(refused(topic.error_code, topic.error_message.as_ref())),
-                None => break,
-            }
-        }
+        self.call_controller(&request, |r| {
+            r.topics
+                .iter()
+                .find(|t| t.error_code != 0)
+                .map(|t| (t.error_code, t.error_message.clone()))
+        })
+        .await?;
         self.refresh(Some(&[name]), false).await
     }
 
@@ -173,12 +189,13 @@ impl Cluster {
             .with_topics(vec![
                 DeleteTopicState::default().with_name(Some(TopicName(text(name))))
             ]);
-        let response = self.call_any(&request).await?;
-        for topic in &response.responses {
-            if topic.error_code != 0 {
-                return Err(refused(topic.error_code, topic.error_message.as_ref()));
-            }
-        }
+        self.call_controller(&request, |r| {
+            r.responses
+                .iter()
+                .find(|t| t.error_code != 0)
+                .map(|t| (t.error_code, t.error_message.clone()))
+        })
+        .await?;
         Ok(())
     }
 
@@ -246,12 +263,13 @@ impl Cluster {
                         .collect(),
                 ),
         ]);
-        let response = self.call_any(&request).await?;
-        for r in &response.responses {
-            if r.error_code != 0 {
-                return Err(refused(r.error_code, r.error_message.as_ref()));
-            }
-        }
+        self.call_controller(&request, |r| {
+            r.responses
+                .iter()
+                .find(|c| c.error_code != 0)
+                .map(|c| (c.error_code, c.error_message.clone()))
+        })
+        .await?;
         Ok(())
     }
 
@@ -262,12 +280,13 @@ impl Cluster {
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(TopicName(text(topic)))
                 .with_count(total)]);
-        let response = self.call_any(&request).await?;
-        for r in &response.results {
-            if r.error_code != 0 {
-                return Err(refused(r.error_code, r.error_message.as_ref()));
-            }
-        }
+        self.call_controller(&request, |r| {
+            r.results
+                .iter()
+                .find(|t| t.error_code != 0)
+                .map(|t| (t.error_code, t.error_message.clone()))
+        })
+        .await?;
         self.refresh(Some(&[topic]), false).await
     }
 

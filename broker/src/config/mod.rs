@@ -123,6 +123,11 @@ pub struct BrokerConfig {
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
+    /// Move a plain TCP client connection (no TLS, no SASL) to the shard
+    /// owning the partitions it reads and writes, once its requests name
+    /// only that shard's (the default): its requests then do not cross
+    /// the shard mesh.
+    pub connections_follow_partitions: bool,
     /// The metadata quorum's voters, `id@ip:port` separated by commas
     /// (their metadata listeners). Empty: this broker is a quorum alone.
     pub controller_quorum_voters: String,
@@ -224,6 +229,7 @@ impl Default for BrokerConfig {
             default_partitions: 1,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             pin_shards: true,
+            connections_follow_partitions: true,
             offsets_topic_partitions: 50,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,

@@ -1,19 +1,24 @@
-//! One client connection: read frames, answer each request in order.
+//! One client connection: read frames, answer each request in order;
+//! between two requests a plain TCP connection may move to the shard
+//! owning its partitions ([`super::follow`] says when).
 
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
-use futures::future::{select, Either, Shared};
+use futures::future::{select, Either};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use glommio::net::TcpStream;
 use glommio::timer::Timer;
 use kafka_protocol::messages::ApiKey;
 
+use super::admission::Admitted;
 use super::authentication;
+use super::follow::{Follow, PartitionShards};
 use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
-use super::shard::Shard;
+use super::shard::{ConnectionHost, Shard, Stopping};
 use super::tls::looks_like_tls;
 use crate::authorizer::ANONYMOUS;
 use crate::kafka::frame::{FrameError, FrameReader};
@@ -21,6 +26,7 @@ use crate::kafka::request;
 use crate::kafka::response::Frame;
 use crate::quotas::Metered;
 use crate::runtime::busy::timed;
+use crate::runtime::sharded::{LocalFuture, ShardId};
 use crate::sasl::session::{Admission, Session};
 
 /// The largest frame a client on a SASL port may send before it logs in.
@@ -28,9 +34,6 @@ const PRE_LOGIN_FRAME_MAX: u32 = 512 * 1024;
 
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
-
-/// Resolves when the shard is stopping.
-pub type Stopping = Shared<oneshot::Receiver<()>>;
 
 /// Who is at the other end of a connection.
 #[derive(Debug)]
@@ -41,6 +44,8 @@ pub struct Client {
     pub principal: Option<String>,
     /// The listener it connected to.
     pub listener: Rc<ListenerOf>,
+    /// Its place under the connection limits (released when it closes).
+    pub admitted: Admitted,
 }
 
 /// What a connection needs of the listener it came in on.
@@ -55,30 +60,95 @@ pub struct ListenerOf {
     pub for_brokers: bool,
 }
 
-/// Serves a connection (a TCP stream, or TLS over one) until the client
-/// closes it, sends something that cannot be answered, or the shard stops
-/// (between requests); the shard carries on either way.
+/// Serves a connection over TLS until the client closes it, sends
+/// something that cannot be answered, or the shard stops (between
+/// requests); the shard carries on either way. It stays on this shard.
 pub async fn serve<S>(stream: S, client: Client, shard: Rc<Shard>, stopping: Stopping)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let metrics = shard.metrics.clone();
-    metrics.connections.fetch_add(1, Ordering::Relaxed);
-    serve_open(stream, client, shard, stopping).await;
-    metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    let carried = Carried::new(client, &shard);
+    serve_counted(stream, carried, None, shard, stopping).await;
 }
 
-async fn serve_open<S>(mut stream: S, client: Client, shard: Rc<Shard>, stopping: Stopping)
+/// Serves a plain TCP connection as [`serve`] does; it may move to the
+/// shard owning the partitions it reads and writes.
+pub async fn serve_tcp(stream: TcpStream, client: Client, shard: Rc<Shard>, stopping: Stopping) {
+    let carried = Carried::new(client, &shard);
+    let fd = stream.as_raw_fd();
+    serve_counted(stream, carried, Some(fd), shard, stopping).await;
+}
+
+/// What a connection carries between requests, and to another shard.
+struct Carried {
+    client: Client,
+    /// What was read of the next requests.
+    reader: FrameReader,
+    /// Where its partitions were, and its moves so far.
+    follow: Follow,
+}
+
+impl Carried {
+    fn new(client: Client, shard: &Shard) -> Carried {
+        Carried {
+            client,
+            reader: FrameReader::new(shard.cluster.config.socket_request_max_bytes),
+            follow: Follow::new(shard.cluster.shard(), 0),
+        }
+    }
+}
+
+/// How a connection's service on this shard ended.
+enum Ended {
+    Closed,
+    /// Another shard serves it now.
+    Moved,
+}
+
+async fn serve_counted<S>(
+    stream: S,
+    carried: Carried,
+    fd: Option<std::os::fd::RawFd>,
+    shard: Rc<Shard>,
+    stopping: Stopping,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let metrics = shard.metrics.clone();
+    metrics.connections.fetch_add(1, Ordering::Relaxed);
+    let ended = serve_open(stream, carried, fd, shard, stopping).await;
+    metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    if let Ended::Moved = ended {
+        metrics.connections_moved.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves the connection until it ends here: `fd` is its socket if it
+/// may move to another shard (plain TCP without SASL: a TLS or SASL
+/// session's state stays where it was made).
+async fn serve_open<S>(
+    mut stream: S,
+    carried: Carried,
+    fd: Option<std::os::fd::RawFd>,
+    shard: Rc<Shard>,
+    stopping: Stopping,
+) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let Carried {
+        mut client,
+        mut reader,
+        mut follow,
+    } = carried;
     let address = client.address;
     let peer = address.map(|a| a.to_string()).unwrap_or_default();
     // How DescribeGroups shows a member's host, as Kafka does.
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let frame_max = shard.cluster.config.socket_request_max_bytes;
-    let mut reader = FrameReader::new(frame_max);
+    let movable =
+        fd.filter(|_| !client.listener.sasl && shard.cluster.config.connections_follow_partitions);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
     // The deadline for the next request to arrive whole, made once per
@@ -110,7 +180,7 @@ where
                 Ok(None) => break,
                 Err(e) => {
                     log_bad_frame(&peer, &e);
-                    return;
+                    return Ended::Closed;
                 }
             };
             idle = None;
@@ -125,14 +195,14 @@ where
                     Some(frame) if send(&mut stream, &frame, &shard, idle_max, &peer).await => {
                         continue
                     }
-                    _ => return,
+                    _ => return Ended::Closed,
                 }
             }
             let request = match request::parse(request_frame) {
                 Ok(request) => request,
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "closing connection: malformed request");
-                    return;
+                    return Ended::Closed;
                 }
             };
             // One request at a time per connection, as Kafka does: appends
@@ -140,13 +210,14 @@ where
             let api_key = request.header.request_api_key;
             shard.metrics.request(api_key);
             let mut throttled = 0;
+            let mut on = PartitionShards::None;
             let (response, close) = match session
                 .as_ref()
                 .map(|s| s.admit(request.api_key, Instant::now()))
             {
                 Some(Admission::Refuse(why)) => {
                     tracing::info!(%peer, api = ?request.api_key, why, "closing connection: not authenticated");
-                    return;
+                    return Ended::Closed;
                 }
                 Some(Admission::Authenticate) | None
                     if matches!(
@@ -159,7 +230,7 @@ where
                         Err(e) => {
                             shard.metrics.request_error(api_key);
                             tracing::warn!(%peer, api = ?request.api_key, error = %e, "closing connection");
-                            return;
+                            return Ended::Closed;
                         }
                     }
                 }
@@ -183,20 +254,21 @@ where
                         handlers::handle(&shard, &request, &caller).await
                     };
                     throttled = caller.throttled_ms();
+                    on = caller.partition_shards();
                     match outcome {
                         Ok(Outcome::Respond(response)) => (Some(response), false),
                         Ok(Outcome::NoResponse) => (None, false),
                         Err(e) => {
                             shard.metrics.request_error(api_key);
                             tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
-                            return;
+                            return Ended::Closed;
                         }
                     }
                 }
             };
             if let Some(response) = response {
                 if !send(&mut stream, &response, &shard, idle_max, &peer).await || close {
-                    return;
+                    return Ended::Closed;
                 }
             }
             if throttled > 0 {
@@ -205,8 +277,27 @@ where
                 shard.metrics.throttled(throttled);
                 let mute = glommio::timer::sleep(Duration::from_millis(throttled));
                 if let Either::Right(_) = select(Box::pin(mute), stopping.clone()).await {
-                    return;
+                    return Ended::Closed;
                 }
+            }
+            let (Some(fd), Some(to)) = (movable, follow.after(on)) else {
+                continue;
+            };
+            let carried = Carried {
+                client,
+                reader,
+                follow,
+            };
+            match hand_over(&shard, to, fd, carried).await {
+                Ok(()) => {
+                    tracing::debug!(%peer, to = %to, "connection moved to the shard of its partitions");
+                    return Ended::Moved;
+                }
+                Err(Some(back)) => {
+                    (client, reader, follow) = (back.client, back.reader, back.follow);
+                    follow.refused();
+                }
+                Err(None) => return Ended::Closed,
             }
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
@@ -216,16 +307,131 @@ where
             // Stopping (no request half-answered), or idle too long.
             Either::Right((Either::Right(_), _)) => {
                 tracing::debug!(%peer, "closing an idle connection");
-                return;
+                return Ended::Closed;
             }
-            Either::Right(_) => return,
+            Either::Right(_) => return Ended::Closed,
         };
         let n = match read {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return Ended::Closed,
             Ok(n) => n,
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
     }
+}
+
+/// A connection on its way to another shard: everything it carries, with
+/// a copy of its socket (the sending shard closes its own).
+struct Handover {
+    socket: OwnedFd,
+    address: Option<std::net::SocketAddr>,
+    principal: Option<String>,
+    listener: (String, bool, bool),
+    admitted: Admitted,
+    reader: FrameReader,
+    follow: Follow,
+}
+
+/// Moves a connection (between two requests, nothing in flight on its
+/// socket) to shard `to`. Err(Some) gives it back when `to` does not take
+/// it (stopping); Err(None) when it was lost on the way (`to` is gone:
+/// the broker stops) and the connection is to close.
+async fn hand_over(
+    shard: &Shard,
+    to: ShardId,
+    fd: std::os::fd::RawFd,
+    carried: Carried,
+) -> Result<(), Option<Carried>> {
+    // SAFETY: `fd` is the open socket of the stream the caller still
+    // holds; the copy is a new descriptor of the same socket.
+    let socket = match unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned() {
+        Ok(socket) => socket,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot copy a connection's socket; it stays on its shard");
+            return Err(Some(carried));
+        }
+    };
+    let Carried {
+        client,
+        reader,
+        follow,
+    } = carried;
+    let listener = client.listener.clone();
+    let handover = Box::new(Handover {
+        socket,
+        address: client.address,
+        principal: client.principal,
+        listener: (
+            listener.name.to_string(),
+            listener.sasl,
+            listener.for_brokers,
+        ),
+        admitted: client.admitted,
+        reader,
+        follow,
+    });
+    let adopted = shard
+        .connection_hosts
+        .invoke_on(to, |host| -> LocalFuture<_> {
+            Box::pin(async move { adopt(&host, handover) })
+        })
+        .await;
+    match adopted {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(back)) => Err(Some(Carried {
+            client: Client {
+                address: back.address,
+                principal: back.principal,
+                listener,
+                admitted: back.admitted,
+            },
+            reader: back.reader,
+            follow: back.follow,
+        })),
+        Err(_) => Err(None),
+    }
+}
+
+/// Takes over a connection from another shard and serves it here, unless
+/// this shard does not accept connections (not yet, or stopping).
+fn adopt(host: &Rc<ConnectionHost>, handover: Box<Handover>) -> Result<(), Box<Handover>> {
+    let Some((shard, stopping)) = host.serving() else {
+        return Err(handover);
+    };
+    let Handover {
+        socket,
+        address,
+        principal,
+        listener: (name, sasl, for_brokers),
+        admitted,
+        reader,
+        follow,
+    } = *handover;
+    // SAFETY: the descriptor is ours alone (a copy made for this move).
+    let stream = unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) };
+    let listener = Rc::new(ListenerOf {
+        name: name.into(),
+        sasl,
+        for_brokers,
+    });
+    let carried = Carried {
+        client: Client {
+            address,
+            principal,
+            listener,
+            admitted,
+        },
+        reader,
+        follow: Follow::new(shard.cluster.shard(), follow.moves() + 1),
+    };
+    host.opened();
+    let host = host.clone();
+    glommio::spawn_local(async move {
+        let fd = stream.as_raw_fd();
+        serve_counted(stream, carried, Some(fd), shard, stopping).await;
+        host.closed();
+    })
+    .detach();
+    Ok(())
 }
 
 /// Who sent the request now (its SASL user can change on

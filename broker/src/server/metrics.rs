@@ -363,6 +363,11 @@ fn requests(page: &mut Page, all: &Registry) {
         .sum();
     page.gauge("connections", "open client connections", connections as f64);
     page.counter(
+        "connections_moved_total",
+        "client connections moved to the shard owning the partitions they read and write",
+        sum(all, |m| m.connections_moved.load(Ordering::Relaxed)),
+    );
+    page.counter(
         "tls_handshake_failures_total",
         "connections to a TLS port (Kafka or HTTP) closed because their handshake failed or took too long",
         sum(all, |m| m.tls_handshake_failures.load(Ordering::Relaxed)),

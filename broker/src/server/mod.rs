@@ -9,6 +9,7 @@
 mod admission;
 mod authentication;
 mod connection;
+mod follow;
 mod handlers;
 mod health;
 mod http;

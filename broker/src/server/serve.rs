@@ -3,7 +3,6 @@
 //! (controlled shutdown, draining connections), with the testing-only
 //! faults of the configuration.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use glommio::net::TcpListener;
 
 use super::admission::Admitted;
 use super::connection;
-use super::shard::Shard;
+use super::shard::{Shard, Stopping};
 use super::start::Changes;
 use super::tls::{self, TlsServer};
 use crate::cluster::lease::ready_to_serve;
@@ -171,15 +170,14 @@ pub async fn serve_until_stopped(
     stop: Arc<AtomicBool>,
     shutdown: Option<Rc<BrokerLife>>,
 ) {
-    let open = Rc::new(Cell::new(0usize));
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let stopping = stopping_rx.shared();
+    shard.connections.accepting(stopping.clone());
     let acceptors: Vec<_> = ports
         .into_iter()
         .map(|port| {
             let accepting = Accepting {
                 port,
-                open: open.clone(),
                 stopping: stopping.clone(),
             };
             glommio::spawn_local(accept_loop(accepting, shard.clone()))
@@ -196,12 +194,16 @@ pub async fn serve_until_stopped(
     drop(acceptors);
     let _ = stopping_tx.send(());
     let started = std::time::Instant::now();
-    tracing::debug!(open = open.get(), "stopping: draining connections");
-    while open.get() > 0 && started.elapsed() < DRAIN_MAX {
+    let connections = &shard.connections;
+    tracing::debug!(open = connections.open(), "stopping: draining connections");
+    while connections.open() > 0 && started.elapsed() < DRAIN_MAX {
         glommio::timer::sleep(STOP_POLL).await;
     }
-    if open.get() > 0 {
-        tracing::warn!(open = open.get(), "stopping with connections still busy");
+    if connections.open() > 0 {
+        tracing::warn!(
+            open = connections.open(),
+            "stopping with connections still busy"
+        );
     }
 }
 
@@ -215,11 +217,7 @@ async fn accept_loop(accepting: Accepting, shard: Rc<Shard>) {
     while !ready_to_serve(shard.cluster.view.borrow().applied_index) {
         glommio::timer::sleep(READY_POLL).await;
     }
-    let Accepting {
-        port,
-        open,
-        stopping,
-    } = accepting;
+    let Accepting { port, stopping } = accepting;
     loop {
         match port.socket.accept().await {
             Ok(stream) => {
@@ -232,18 +230,17 @@ async fn accept_loop(accepting: Accepting, shard: Rc<Shard>) {
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(error = %e, "cannot set TCP_NODELAY");
                 }
-                let open = open.clone();
                 let stopping = stopping.clone();
                 let shard = shard.clone();
                 let tls = port.tls.as_ref().map(|tls| tls.acceptor());
                 let listener = port.listener.clone();
-                open.set(open.get() + 1);
+                shard.connections.opened();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    serve_stream(stream, (listener, tls), shard, stopping).await;
-                    tracing::debug!(?peer, "connection closed");
-                    open.set(open.get() - 1);
-                    drop(admitted);
+                    let connections = shard.connections.clone();
+                    serve_stream(stream, (listener, tls), shard, stopping, admitted).await;
+                    tracing::debug!(?peer, "connection closed here");
+                    connections.closed();
                 })
                 .detach();
             }
@@ -268,9 +265,7 @@ pub struct Port {
 /// A port being served, and what a stop waits for.
 struct Accepting {
     port: Port,
-    /// Connections open (over all ports).
-    open: Rc<Cell<usize>>,
-    stopping: connection::Stopping,
+    stopping: Stopping,
 }
 
 /// How long a TLS client has to finish its handshake.
@@ -285,7 +280,8 @@ async fn serve_stream(
         Option<futures_rustls::TlsAcceptor>,
     ),
     shard: Rc<Shard>,
-    stopping: connection::Stopping,
+    stopping: Stopping,
+    admitted: Admitted,
 ) {
     let address = stream.peer_addr().ok();
     let Some(tls) = tls else {
@@ -293,8 +289,9 @@ async fn serve_stream(
             address,
             principal: None,
             listener,
+            admitted,
         };
-        return connection::serve(stream, client, shard, stopping).await;
+        return connection::serve_tcp(stream, client, shard, stopping).await;
     };
     let handshake = tls.accept(stream);
     let deadline = glommio::timer::sleep(TLS_HANDSHAKE_MAX);
@@ -304,6 +301,7 @@ async fn serve_stream(
                 address,
                 principal: tls::principal(stream.get_ref().1),
                 listener,
+                admitted,
             };
             return connection::serve(stream, client, shard, stopping).await;
         }

@@ -5,11 +5,13 @@
 //! and the server's start name every service; the transports receive a
 //! [`Shard`].
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use control::service::MetadataService;
+use futures::channel::oneshot;
+use futures::future::Shared;
 
 use super::admission::Admission;
 use crate::cluster::quorum::BrokerLife;
@@ -21,7 +23,7 @@ use crate::counters::{Registry, ShardMetrics};
 use crate::partition::Partitions;
 use crate::quotas::Meters;
 use crate::replica::Replication;
-use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId};
+use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId, Sharded};
 
 /// Every shard's services.
 pub struct Shard {
@@ -41,6 +43,55 @@ pub struct Shard {
     pub admission: Arc<Admission>,
     /// This shard's clients' produce and fetch byte rates (quotas).
     pub quota_meters: RefCell<Meters>,
+    /// The client connections this shard serves.
+    pub connections: Rc<ConnectionHost>,
+    /// Every shard's connection host: a connection moves to the shard
+    /// owning the partitions it reads and writes.
+    pub connection_hosts: Sharded<ConnectionHost>,
+}
+
+/// Resolves when the shard is stopping.
+pub type Stopping = Shared<oneshot::Receiver<()>>;
+
+/// The client connections a shard serves: counted (a stop waits for them
+/// to finish) and, while the shard accepts, taken over from other shards.
+#[derive(Default)]
+pub struct ConnectionHost {
+    shard: RefCell<Weak<Shard>>,
+    open: Cell<usize>,
+    stopping: RefCell<Option<Stopping>>,
+}
+
+impl ConnectionHost {
+    /// The shard accepts connections until `stopping` resolves.
+    pub fn accepting(&self, stopping: Stopping) {
+        self.stopping.replace(Some(stopping));
+    }
+
+    /// The shard and its stop signal while it accepts connections (None
+    /// before it accepts, and once it stops).
+    pub fn serving(&self) -> Option<(Rc<Shard>, Stopping)> {
+        let stopping = self.stopping.borrow().clone()?;
+        if stopping.peek().is_some() {
+            return None;
+        }
+        Some((self.shard.borrow().upgrade()?, stopping))
+    }
+
+    /// Connections open on this shard, over all ports.
+    pub fn open(&self) -> usize {
+        self.open.get()
+    }
+
+    /// One more connection open.
+    pub fn opened(&self) {
+        self.open.set(self.open.get() + 1);
+    }
+
+    /// One connection closed (or moved to another shard).
+    pub fn closed(&self) {
+        self.open.set(self.open.get() - 1);
+    }
 }
 
 /// The meshes of the services reachable from other shards, made before
@@ -50,6 +101,7 @@ pub struct Meshes {
     cluster: Mesh<Cluster>,
     partitions: Mesh<Partitions>,
     coordinator: Mesh<Coordinator>,
+    connections: Mesh<ConnectionHost>,
 }
 
 /// One shard's ends of the meshes.
@@ -57,6 +109,7 @@ pub struct Queues {
     cluster: JobQueue<Cluster>,
     partitions: JobQueue<Partitions>,
     coordinator: JobQueue<Coordinator>,
+    connections: JobQueue<ConnectionHost>,
 }
 
 /// The meshes for `shards` shards, and each shard's queues.
@@ -64,20 +117,26 @@ pub fn meshes(shards: usize) -> (Meshes, Vec<Queues>) {
     let (cluster, cluster_queues) = sharded::mesh(shards);
     let (partitions, partition_queues) = sharded::mesh(shards);
     let (coordinator, coordinator_queues) = sharded::mesh(shards);
+    let (connections, connection_queues) = sharded::mesh(shards);
     let queues = cluster_queues
         .into_iter()
         .zip(partition_queues)
         .zip(coordinator_queues)
-        .map(|((cluster, partitions), coordinator)| Queues {
-            cluster,
-            partitions,
-            coordinator,
-        })
+        .zip(connection_queues)
+        .map(
+            |(((cluster, partitions), coordinator), connections)| Queues {
+                cluster,
+                partitions,
+                coordinator,
+                connections,
+            },
+        )
         .collect();
     let meshes = Meshes {
         cluster,
         partitions,
         coordinator,
+        connections,
     };
     (meshes, queues)
 }
@@ -122,7 +181,14 @@ impl Shard {
         glommio::spawn_local(sharded::serve(cluster.clone(), queues.cluster)).detach();
         glommio::spawn_local(sharded::serve(partitions.clone(), queues.partitions)).detach();
         glommio::spawn_local(sharded::serve(coordinator.clone(), queues.coordinator)).detach();
-        Rc::new(Shard {
+        let connections = Rc::new(ConnectionHost::default());
+        let connection_hosts = Sharded::new(
+            ShardId(parts.index),
+            Rc::downgrade(&connections),
+            meshes.connections,
+        );
+        glommio::spawn_local(sharded::serve(connections.clone(), queues.connections)).detach();
+        let shard = Rc::new(Shard {
             cluster,
             partitions,
             replication,
@@ -131,6 +197,10 @@ impl Shard {
             metrics_registry: parts.metrics_registry,
             admission: parts.admission,
             quota_meters: RefCell::new(Meters::default()),
-        })
+            connections,
+            connection_hosts,
+        });
+        shard.connections.shard.replace(Rc::downgrade(&shard));
+        shard
     }
 }

@@ -15,6 +15,7 @@ use crate::cluster::routing::Route;
 use crate::kafka::Code;
 use crate::quotas::{shard_share, Metered};
 use crate::runtime::clock::monotonic_ms;
+use crate::server::follow::PartitionShards;
 use crate::server::shard::Shard;
 
 /// The sender of a request.
@@ -31,6 +32,9 @@ pub struct Caller<'a> {
     throttled_ms: Cell<u64>,
     /// The request was a follower's fetch: no quota applies to it.
     replication: Cell<bool>,
+    /// Where the partitions it reads or writes live (the connection
+    /// moves to their shard: [`crate::server::follow`]).
+    partition_shards: Cell<PartitionShards>,
     /// Its IP address, as ACL hosts name it.
     host: String,
     /// "/ip", as DescribeGroups shows a member's host.
@@ -65,6 +69,7 @@ impl<'a> Caller<'a> {
             metered,
             throttled_ms: Cell::new(0),
             replication: Cell::new(false),
+            partition_shards: Cell::default(),
             host,
             group_host,
             listener,
@@ -130,6 +135,21 @@ impl<'a> Caller<'a> {
     /// metered, whoever the follower logged in as.
     pub fn mark_replication(&self) {
         self.replication.set(true);
+    }
+
+    /// Notes the shards of the partitions a data request routes to (the
+    /// refused ones have none).
+    pub fn note_routes<'r>(&self, routes: impl IntoIterator<Item = &'r Route>) {
+        let noted = routes
+            .into_iter()
+            .flatten()
+            .fold(self.partition_shards.get(), |on, (_, shard)| on.and(*shard));
+        self.partition_shards.set(noted);
+    }
+
+    /// Where the partitions of the request (a Fetch or Produce) live.
+    pub fn partition_shards(&self) -> PartitionShards {
+        self.partition_shards.get()
     }
 
     /// Whether the request was a follower's fetch.

@@ -108,6 +108,7 @@ pub async fn handle(
     }
     let reader = reader(shard, &decoded, version);
     let asked = wanted(shard, &decoded, version, &Permit::of(caller, &reader));
+    caller.note_routes(asked.iter().map(|(route, _)| route));
     let reads = long_poll(shard, &decoded, &asked, &reader).await;
     if !matches!(reader, Reader::Follower(_)) {
         shard.metrics.fetch_latency.observe(started.elapsed());

@@ -119,6 +119,7 @@ async fn append_all(
             })
         })
         .collect();
+    caller.note_routes(asked.iter().map(|(route, _)| route));
     let acks = acks.unwrap_or(Acks::All);
     let parent = tracing::Span::current();
     let work = move |owner: Rc<Partitions>, led, (topic, index, records): (String, i32, Bytes)| {

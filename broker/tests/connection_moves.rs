@@ -1,0 +1,244 @@
+//! A plain TCP connection whose requests name one other shard's
+//! partitions moves to that shard between two requests: requests the
+//! client had already sent (pipelined) are answered there, in order, and
+//! nothing is lost, duplicated or reordered; the broker counts the moves
+//! and stops cleanly with moved connections open.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use storage::batch::{build, RecordSpec};
+use storage::TimestampMs;
+use support::{http, on_glommio, start_broker};
+
+const TOPIC: &str = "moves";
+const VERSION: i16 = 9;
+/// Requests written at once, before any answer is read.
+const PIPELINED: usize = 12;
+
+fn value(partition: i32, seq: usize) -> String {
+    format!("{partition}:{seq:06}")
+}
+
+/// A size-prefixed Produce request of one record for `partition`.
+fn produce_frame(partition: i32, seq: usize, correlation_id: i32) -> Vec<u8> {
+    let records = build(
+        TimestampMs(1_000),
+        &[RecordSpec {
+            timestamp_delta: 0,
+            key: None,
+            value: Some(value(partition, seq).into_bytes()),
+        }],
+    )
+    .freeze();
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Produce as i16)
+        .with_request_api_version(VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("moves")))
+        .encode(&mut body, ProduceRequest::header_version(VERSION))
+        .unwrap();
+    request.encode(&mut body, VERSION).unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// One answer: (correlation id, error code, base offset).
+fn read_answer(stream: &mut TcpStream) -> (i32, i16, i64) {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).expect("an answer's size");
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).expect("an answer");
+    let mut body = Bytes::from(body);
+    let header =
+        ResponseHeader::decode(&mut body, ProduceResponse::header_version(VERSION)).unwrap();
+    let answer = ProduceResponse::decode(&mut body, VERSION).unwrap();
+    let partition = &answer.responses[0].partition_responses[0];
+    (
+        header.correlation_id,
+        partition.error_code,
+        partition.base_offset,
+    )
+}
+
+/// Writes PIPELINED requests for `partition` in one write, then reads
+/// their answers: each in request order, each at the next offset.
+fn pipelined_run(
+    stream: &mut TcpStream,
+    partition: i32,
+    next: &mut [usize; 2],
+    correlation: &mut i32,
+) {
+    let first = *correlation;
+    let start = next[partition as usize];
+    let frames: Vec<u8> = (0..PIPELINED)
+        .flat_map(|i| produce_frame(partition, start + i, first + i as i32))
+        .collect();
+    stream.write_all(&frames).unwrap();
+    for i in 0..PIPELINED {
+        let (id, error, offset) = read_answer(stream);
+        assert_eq!(id, first + i as i32, "answers in request order");
+        assert_eq!(error, 0, "request {id} refused");
+        assert_eq!(
+            offset,
+            (start + i) as i64,
+            "partition {partition}: offsets in order"
+        );
+    }
+    next[partition as usize] += PIPELINED;
+    *correlation += PIPELINED as i32;
+}
+
+/// Each partition read from its start by its own librdkafka consumer (so
+/// each fetching connection names one shard's partition).
+fn consume(bootstrap: &str, partition: i32, expected: usize) -> Vec<(i64, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("moves-{partition}"))
+        .set("enable.auto.commit", "false")
+        // Small fetches: many of them, so a move happens mid-read.
+        .set("message.max.bytes", "4096")
+        .set("fetch.max.bytes", "4096")
+        .set("max.partition.fetch.bytes", "4096")
+        .create()
+        .expect("an rdkafka consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(TOPIC, partition, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut read = Vec::new();
+    let started = Instant::now();
+    while read.len() < expected && started.elapsed() < Duration::from_secs(60) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
+                read.push((m.offset(), text));
+            }
+            Some(Err(e)) => panic!("consuming partition {partition}: {e}"),
+            None => {}
+        }
+    }
+    read
+}
+
+fn moved_so_far(http_address: SocketAddr) -> u64 {
+    let (status, page) = http(http_address, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    page.lines()
+        .find_map(|l| l.strip_prefix("connections_moved_total "))
+        .expect("connections_moved_total in /metrics")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "moves-admin");
+        cluster.create_topic(TOPIC, 2, 1, &[]).await.unwrap();
+    });
+    assert_eq!(moved_so_far(broker.http), 0);
+
+    // One connection: runs of pipelined requests for partition 0, then 1,
+    // then 0, then 1. The two partitions are on the two shards (one each,
+    // the least loaded first), so whichever shard accepted the connection,
+    // at least two runs name the other shard's partition alone: the
+    // connection moves during them (after 3 requests, then 6, then 12)
+    // with the rest of the run already read into its buffer.
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut next = [0usize; 2];
+    let mut correlation = 1;
+    for partition in [0, 1, 0, 1] {
+        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+    }
+    let moved = moved_so_far(broker.http);
+    assert!(
+        moved >= 2,
+        "the connection moved {moved} times; expected at least 2"
+    );
+
+    // librdkafka's idempotent producer (5 requests in flight per
+    // connection), one partition after the other, then its consumers.
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "1")
+        .set("batch.num.messages", "20")
+        .create()
+        .expect("an rdkafka producer");
+    const PER_PARTITION: usize = 2_000;
+    for partition in [0, 1] {
+        for _ in 0..PER_PARTITION {
+            let seq = next[partition as usize];
+            let payload = value(partition, seq);
+            let mut record = BaseRecord::<(), str>::to(TOPIC)
+                .partition(partition)
+                .payload(&payload);
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                producer.poll(Duration::from_millis(5));
+            }
+            next[partition as usize] += 1;
+        }
+        producer
+            .flush(Duration::from_secs(60))
+            .expect("every message acknowledged");
+    }
+    for partition in [0, 1] {
+        let expected = next[partition as usize];
+        let read = consume(&broker.bootstrap(), partition, expected);
+        let wanted: Vec<(i64, String)> = (0..expected)
+            .map(|seq| (seq as i64, value(partition, seq)))
+            .collect();
+        assert_eq!(
+            read.len(),
+            expected,
+            "partition {partition}: every message read"
+        );
+        assert!(
+            read == wanted,
+            "partition {partition}: each message once, in order, at its offset"
+        );
+    }
+    let moved_in_all = moved_so_far(broker.http);
+    println!("connections moved: {moved} by the raw client, {moved_in_all} in all");
+    assert!(
+        moved_in_all > moved,
+        "librdkafka's connections moved too ({moved_in_all} in all)"
+    );
+
+    // A stop with moved connections still open drains and exits cleanly.
+    let _still_open = stream;
+    let status = broker.stop();
+    assert!(status.success(), "the broker stopped with {status:?}");
+}

@@ -1,8 +1,9 @@
 //! A plain TCP connection whose requests name one other shard's
 //! partitions moves to that shard between two requests: requests the
 //! client had already sent (pipelined) are answered there, in order, and
-//! nothing is lost, duplicated or reordered; the broker counts the moves
-//! and stops cleanly with moved connections open.
+//! nothing is lost, duplicated or reordered; a SASL login moves with its
+//! connection; the broker counts the moves and stops cleanly with moved
+//! connections open.
 
 mod support;
 
@@ -21,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use storage::batch::{build, RecordSpec};
 use storage::TimestampMs;
-use support::{http, on_glommio, start_broker};
+use support::{http, on_glommio, start_broker, start_broker_with};
 
 const TOPIC: &str = "moves";
 const VERSION: i16 = 9;
@@ -113,9 +114,13 @@ fn pipelined_run(
 
 /// Each partition read from its start by its own librdkafka consumer (so
 /// each fetching connection names one shard's partition).
-fn consume(bootstrap: &str, partition: i32, expected: usize) -> Vec<(i64, String)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+fn consume(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    partition: i32,
+    expected: usize,
+) -> Vec<(i64, String)> {
+    let consumer: BaseConsumer = config(bootstrap, settings)
         .set("group.id", format!("moves-{partition}"))
         .set("enable.auto.commit", "false")
         // Small fetches: many of them, so a move happens mid-read.
@@ -142,6 +147,62 @@ fn consume(bootstrap: &str, partition: i32, expected: usize) -> Vec<(i64, String
         }
     }
     read
+}
+
+fn config(bootstrap: &str, settings: &[(&str, &str)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in settings {
+        config.set(*key, *value);
+    }
+    config
+}
+
+/// librdkafka's idempotent producer (5 requests in flight per connection)
+/// writes 2,000 messages to partition 0, then 2,000 to partition 1; a
+/// consumer per partition then reads each partition whole: each message
+/// once, in order, at its offset (`next`: what each partition holds).
+fn roundtrip_with_librdkafka(bootstrap: &str, settings: &[(&str, &str)], next: &mut [usize; 2]) {
+    let producer: BaseProducer = config(bootstrap, settings)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "1")
+        .set("batch.num.messages", "20")
+        .create()
+        .expect("an rdkafka producer");
+    const PER_PARTITION: usize = 2_000;
+    for partition in [0, 1] {
+        for _ in 0..PER_PARTITION {
+            let seq = next[partition as usize];
+            let payload = value(partition, seq);
+            let mut record = BaseRecord::<(), str>::to(TOPIC)
+                .partition(partition)
+                .payload(&payload);
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                producer.poll(Duration::from_millis(5));
+            }
+            next[partition as usize] += 1;
+        }
+        producer
+            .flush(Duration::from_secs(60))
+            .expect("every message acknowledged");
+    }
+    for partition in [0, 1] {
+        let expected = next[partition as usize];
+        let read = consume(bootstrap, settings, partition, expected);
+        let wanted: Vec<(i64, String)> = (0..expected)
+            .map(|seq| (seq as i64, value(partition, seq)))
+            .collect();
+        assert_eq!(
+            read.len(),
+            expected,
+            "partition {partition}: every message read"
+        );
+        assert!(
+            read == wanted,
+            "partition {partition}: each message once, in order, at its offset"
+        );
+    }
 }
 
 fn moved_so_far(http_address: SocketAddr) -> u64 {
@@ -189,47 +250,7 @@ fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_or
 
     // librdkafka's idempotent producer (5 requests in flight per
     // connection), one partition after the other, then its consumers.
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "1")
-        .set("batch.num.messages", "20")
-        .create()
-        .expect("an rdkafka producer");
-    const PER_PARTITION: usize = 2_000;
-    for partition in [0, 1] {
-        for _ in 0..PER_PARTITION {
-            let seq = next[partition as usize];
-            let payload = value(partition, seq);
-            let mut record = BaseRecord::<(), str>::to(TOPIC)
-                .partition(partition)
-                .payload(&payload);
-            while let Err((_, back)) = producer.send(record) {
-                record = back;
-                producer.poll(Duration::from_millis(5));
-            }
-            next[partition as usize] += 1;
-        }
-        producer
-            .flush(Duration::from_secs(60))
-            .expect("every message acknowledged");
-    }
-    for partition in [0, 1] {
-        let expected = next[partition as usize];
-        let read = consume(&broker.bootstrap(), partition, expected);
-        let wanted: Vec<(i64, String)> = (0..expected)
-            .map(|seq| (seq as i64, value(partition, seq)))
-            .collect();
-        assert_eq!(
-            read.len(),
-            expected,
-            "partition {partition}: every message read"
-        );
-        assert!(
-            read == wanted,
-            "partition {partition}: each message once, in order, at its offset"
-        );
-    }
+    roundtrip_with_librdkafka(&broker.bootstrap(), &[], &mut next);
     let moved_in_all = moved_so_far(broker.http);
     println!("connections moved: {moved} by the raw client, {moved_in_all} in all");
     assert!(
@@ -241,4 +262,36 @@ fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_or
     let _still_open = stream;
     let status = broker.stop();
     assert!(status.success(), "the broker stopped with {status:?}");
+}
+
+#[test]
+fn a_sasl_login_moves_with_its_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[
+            ("BROKER_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT"),
+            ("BROKER_SASL_BROKER_USER", "admin:admin-secret-1"),
+            ("BROKER_DEFAULT_PARTITIONS", "2"),
+        ],
+    );
+    let login = [
+        ("security.protocol", "sasl_plaintext"),
+        ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ("sasl.username", "admin"),
+        ("sasl.password", "admin-secret-1"),
+    ];
+    // The topic is made by the producer's first Metadata (2 partitions,
+    // one per shard): whichever shard took the producer's connection, one
+    // partition is the other's, and the connection moves while writing it
+    // (and a consumer's, reading it), logged in.
+    let mut next = [0usize; 2];
+    roundtrip_with_librdkafka(&broker.bootstrap(), &login, &mut next);
+    let moved = moved_so_far(broker.http);
+    assert!(moved >= 1, "no SASL connection moved");
+    let refused = broker.logged("not authenticated");
+    assert!(
+        refused.is_empty(),
+        "a moved connection lost its login: {refused:?}"
+    );
 }

@@ -84,15 +84,24 @@ struct Carried {
     client: Client,
     /// What was read of the next requests.
     reader: FrameReader,
+    /// Its SASL login, on a SASL listener.
+    session: Option<Session>,
     /// Where its partitions were, and its moves so far.
     follow: Follow,
 }
 
 impl Carried {
     fn new(client: Client, shard: &Shard) -> Carried {
+        let config = &shard.cluster.config;
+        let session = client.listener.sasl.then(|| {
+            let lifetime = (config.connections_max_reauth_ms > 0)
+                .then(|| Duration::from_millis(config.connections_max_reauth_ms));
+            Session::new(config.sasl_mechanisms(), lifetime)
+        });
         Carried {
             client,
-            reader: FrameReader::new(shard.cluster.config.socket_request_max_bytes),
+            reader: FrameReader::new(config.socket_request_max_bytes),
+            session,
             follow: Follow::new(shard.cluster.shard(), 0),
         }
     }
@@ -124,8 +133,8 @@ async fn serve_counted<S>(
 }
 
 /// Serves the connection until it ends here: `fd` is its socket if it
-/// may move to another shard (plain TCP without SASL: a TLS or SASL
-/// session's state stays where it was made).
+/// may move to another shard (plain TCP: a TLS session's state stays
+/// where it was made; a SASL login moves with the connection).
 async fn serve_open<S>(
     mut stream: S,
     carried: Carried,
@@ -139,6 +148,7 @@ where
     let Carried {
         mut client,
         mut reader,
+        mut session,
         mut follow,
     } = carried;
     let address = client.address;
@@ -147,8 +157,7 @@ where
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let frame_max = shard.cluster.config.socket_request_max_bytes;
-    let movable =
-        fd.filter(|_| !client.listener.sasl && shard.cluster.config.connections_follow_partitions);
+    let movable = fd.filter(|_| shard.cluster.config.connections_follow_partitions);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
     // The deadline for the next request to arrive whole, made once per
@@ -156,13 +165,7 @@ where
     // large requests, and four times more under TLS, whose reads end at
     // each 16 KiB record).
     let mut idle: Option<Timer> = None;
-    let config = &shard.cluster.config;
-    let mut session = client.listener.sasl.then(|| {
-        let lifetime = (config.connections_max_reauth_ms > 0)
-            .then(|| Duration::from_millis(config.connections_max_reauth_ms));
-        Session::new(config.sasl_mechanisms(), lifetime)
-    });
-    if session.is_some() {
+    if session.as_ref().is_some_and(|s| s.principal().is_none()) {
         // Before a client logs in, its frames are small (Kafka's
         // sasl.server.max.receive.size): an anonymous peer cannot make
         // the broker hold 100 MiB.
@@ -286,6 +289,7 @@ where
             let carried = Carried {
                 client,
                 reader,
+                session,
                 follow,
             };
             match hand_over(&shard, to, fd, carried).await {
@@ -294,7 +298,8 @@ where
                     return Ended::Moved;
                 }
                 Err(Some(back)) => {
-                    (client, reader, follow) = (back.client, back.reader, back.follow);
+                    (client, reader, session) = (back.client, back.reader, back.session);
+                    follow = back.follow;
                     follow.refused();
                 }
                 Err(None) => return Ended::Closed,
@@ -328,6 +333,7 @@ struct Handover {
     listener: (String, bool, bool),
     admitted: Admitted,
     reader: FrameReader,
+    session: Option<Session>,
     follow: Follow,
 }
 
@@ -353,6 +359,7 @@ async fn hand_over(
     let Carried {
         client,
         reader,
+        session,
         follow,
     } = carried;
     let listener = client.listener.clone();
@@ -367,6 +374,7 @@ async fn hand_over(
         ),
         admitted: client.admitted,
         reader,
+        session,
         follow,
     });
     let adopted = shard
@@ -385,6 +393,7 @@ async fn hand_over(
                 admitted: back.admitted,
             },
             reader: back.reader,
+            session: back.session,
             follow: back.follow,
         })),
         Err(_) => Err(None),
@@ -404,6 +413,7 @@ fn adopt(host: &Rc<ConnectionHost>, handover: Box<Handover>) -> Result<(), Box<H
         listener: (name, sasl, for_brokers),
         admitted,
         reader,
+        session,
         follow,
     } = *handover;
     // SAFETY: the descriptor is ours alone (a copy made for this move).
@@ -421,6 +431,7 @@ fn adopt(host: &Rc<ConnectionHost>, handover: Box<Handover>) -> Result<(), Box<H
             admitted,
         },
         reader,
+        session,
         follow: Follow::new(shard.cluster.shard(), follow.moves() + 1),
     };
     host.opened();

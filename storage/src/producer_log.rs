@@ -15,6 +15,18 @@ use crate::log::Log;
 use crate::producers::{ProducerState, PRODUCER_SNAPSHOTS_KEPT};
 use crate::types::{Offset, TimestampMs};
 
+/// Bytes of a segment read at a time when replaying its batch headers.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// How far a chunk's replay got.
+enum Replayed {
+    /// Every header starting in the chunk was read: the next batch starts
+    /// this many bytes past the chunk's start.
+    Through(usize),
+    /// Past `to`, or at bytes that are not a batch: nothing more to read.
+    Done,
+}
+
 impl<FS: FileSystem> Log<FS> {
     /// The idempotent producers' state as of the log end.
     pub fn producers(&self) -> ProducerState {
@@ -95,27 +107,49 @@ impl<FS: FileSystem> Log<FS> {
         for (base, file, start, size) in segments {
             let Some(file) = file else { continue };
             let mut position = start;
+            // Headers parsed out of large reads: a read per batch header
+            // made a restart after a crash take seconds per 100 MB.
             while position + HEADER_BYTES as u64 <= size {
-                let head = file
-                    .read_at(position, HEADER_BYTES)
+                let want = SCAN_CHUNK_BYTES.min((size - position) as usize);
+                let chunk = file
+                    .read_at(position, want)
                     .await
-                    .map_err(|e| StorageError::io(format!("segment {base}: reading header"), e))?;
-                let Ok(header) = BatchHeader::parse(&head, self.config.max_batch_bytes) else {
-                    break;
-                };
-                position += header.total_bytes as u64;
-                if header.next_offset() <= from {
-                    continue;
-                }
-                if header.base_offset >= to {
-                    break;
-                }
-                if let Some(producer) = header.producer() {
-                    state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
+                    .map_err(|e| StorageError::io(format!("segment {base}: reading headers"), e))?;
+                match self.replay_chunk(state, &chunk, (from, to), now) {
+                    Replayed::Through(0) | Replayed::Done => break,
+                    Replayed::Through(bytes) => position += bytes as u64,
                 }
             }
         }
         Ok(())
+    }
+
+    /// Records the idempotent batches of `[from, to)` whose headers start
+    /// in `chunk` (a batch may run past its end).
+    fn replay_chunk(
+        &self,
+        state: &mut ProducerState,
+        chunk: &[u8],
+        (from, to): (Offset, Offset),
+        now: TimestampMs,
+    ) -> Replayed {
+        let mut at = 0usize;
+        while at + HEADER_BYTES <= chunk.len() {
+            let Ok(header) = BatchHeader::parse(&chunk[at..], self.config.max_batch_bytes) else {
+                return Replayed::Done;
+            };
+            if header.base_offset >= to {
+                return Replayed::Done;
+            }
+            at += header.total_bytes;
+            if header.next_offset() <= from {
+                continue;
+            }
+            if let Some(producer) = header.producer() {
+                state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
+            }
+        }
+        Replayed::Through(at)
     }
 
     /// Writes the snapshot a roll left due, once the data below its offset

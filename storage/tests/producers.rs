@@ -128,6 +128,59 @@ fn the_state_survives_a_clean_close_and_a_crash() {
     });
 }
 
+#[test]
+fn a_crash_rebuilds_the_state_from_headers_read_in_large_chunks() {
+    // One 8 MiB segment holding about 3 MiB of batches of 2-26 KiB, so the
+    // replay at open (no snapshot: no roll, no clean close) reads several
+    // 1 MiB chunks, with batches running across their ends.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 8 * 1024 * 1024,
+        preallocate_bytes: 1024 * 1024,
+        ..small_config()
+    };
+    on_glommio(async {
+        let log = Log::open(DmaFs, dir.path(), config.clone()).await.unwrap();
+        let (mut seq7, mut seq8, mut bytes) = (0i32, 0i32, 0usize);
+        let mut last = (Offset(0), Offset(0));
+        let mut i = 0u64;
+        while bytes < 3 * 1024 * 1024 {
+            let count = 20 + (i as usize * 37) % 230;
+            let batch = idempotent(7, 0, seq7, count, i);
+            bytes += batch.len();
+            let info = log.append(batch, E).await.unwrap();
+            last = (info.base_offset, info.last_offset);
+            seq7 += count as i32;
+            if i % 7 == 0 {
+                // A second producer, and a batch of no producer.
+                log.append(idempotent(8, 2, seq8, 3, i), E).await.unwrap();
+                seq8 += 3;
+                log.append(batch_of(4, 100, i, 1_000), E).await.unwrap();
+            }
+            if i % 16 == 15 {
+                log.flush().await.unwrap();
+            }
+            i += 1;
+        }
+        log.flush().await.unwrap();
+        assert_eq!(log.segment_count(), 1);
+        let before = known(&log);
+        assert_eq!(before.len(), 2);
+        drop(log); // a crash: no close, no snapshot
+        assert!(snapshots(dir.path()).is_empty());
+        let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
+        assert_eq!(known(&log), before);
+        let count = 20 + ((i - 1) as usize * 37) % 230;
+        let again = log
+            .append(idempotent(7, 0, seq7 - count as i32, count, i - 1), E)
+            .await
+            .unwrap();
+        assert!(again.duplicate, "the last batch's retry is recognised");
+        assert_eq!((again.base_offset, again.last_offset), last);
+        log.close().await.unwrap();
+    });
+}
+
 fn snapshots(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = std::fs::read_dir(dir)
         .unwrap()

@@ -15,6 +15,7 @@ pub mod epochs;
 pub mod error;
 mod files;
 mod flush;
+mod headers;
 pub mod index;
 pub mod io;
 mod io_lock;

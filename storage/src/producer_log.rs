@@ -7,25 +7,16 @@
 //! A snapshot is only ever a shortcut: a damaged or missing one is
 //! replaced by replaying more of the log.
 
-use crate::batch::{BatchHeader, HEADER_BYTES};
+use std::ops::ControlFlow;
+
+use crate::batch::BatchHeader;
 use crate::error::{Result, StorageError};
 use crate::files::{self, parse_snapshot_name, PRODUCER_SNAPSHOT_SUFFIX};
-use crate::io::{DirectFile, FileSystem};
+use crate::headers;
+use crate::io::FileSystem;
 use crate::log::Log;
 use crate::producers::{ProducerState, PRODUCER_SNAPSHOTS_KEPT};
 use crate::types::{Offset, TimestampMs};
-
-/// Bytes of a segment read at a time when replaying its batch headers.
-const SCAN_CHUNK_BYTES: usize = 1 << 20;
-
-/// How far a chunk's replay got.
-enum Replayed {
-    /// Every header starting in the chunk was read: the next batch starts
-    /// this many bytes past the chunk's start.
-    Through(usize),
-    /// Past `to`, or at bytes that are not a batch: nothing more to read.
-    Done,
-}
 
 impl<FS: FileSystem> Log<FS> {
     /// The idempotent producers' state as of the log end.
@@ -106,50 +97,20 @@ impl<FS: FileSystem> Log<FS> {
         let now = (self.clock)();
         for (base, file, start, size) in segments {
             let Some(file) = file else { continue };
-            let mut position = start;
-            // Headers parsed out of large reads: a read per batch header
-            // made a restart after a crash take seconds per 100 MB.
-            while position + HEADER_BYTES as u64 <= size {
-                let want = SCAN_CHUNK_BYTES.min((size - position) as usize);
-                let chunk = file
-                    .read_at(position, want)
-                    .await
-                    .map_err(|e| StorageError::io(format!("segment {base}: reading headers"), e))?;
-                match self.replay_chunk(state, &chunk, (from, to), now) {
-                    Replayed::Through(0) | Replayed::Done => break,
-                    Replayed::Through(bytes) => position += bytes as u64,
+            let replay = |header: &BatchHeader| {
+                if header.base_offset >= to {
+                    return ControlFlow::Break(());
                 }
-            }
+                if let Some(producer) = header.producer().filter(|_| header.next_offset() > from) {
+                    state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
+                }
+                ControlFlow::Continue(())
+            };
+            headers::walk(&*file, start, size, self.config.max_batch_bytes, replay)
+                .await
+                .map_err(|e| StorageError::io(format!("segment {base}: reading headers"), e))?;
         }
         Ok(())
-    }
-
-    /// Records the idempotent batches of `[from, to)` whose headers start
-    /// in `chunk` (a batch may run past its end).
-    fn replay_chunk(
-        &self,
-        state: &mut ProducerState,
-        chunk: &[u8],
-        (from, to): (Offset, Offset),
-        now: TimestampMs,
-    ) -> Replayed {
-        let mut at = 0usize;
-        while at + HEADER_BYTES <= chunk.len() {
-            let Ok(header) = BatchHeader::parse(&chunk[at..], self.config.max_batch_bytes) else {
-                return Replayed::Done;
-            };
-            if header.base_offset >= to {
-                return Replayed::Done;
-            }
-            at += header.total_bytes;
-            if header.next_offset() <= from {
-                continue;
-            }
-            if let Some(producer) = header.producer() {
-                state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
-            }
-        }
-        Replayed::Through(at)
     }
 
     /// Writes the snapshot a roll left due, once the data below its offset

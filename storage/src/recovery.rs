@@ -15,6 +15,7 @@ use crate::files::{
     self, CLEANED_SUFFIX, CLEAN_SHUTDOWN_FILE, INDEX_SUFFIX, LEADER_EPOCHS_FILE, LOG_START_FILE,
     TIME_INDEX_SUFFIX, TMP_SUFFIX,
 };
+use crate::headers;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{align_down, DirectFile, FileSystem};
 use crate::log::{Log, LogConfig, State};
@@ -225,20 +226,15 @@ impl<FS: FileSystem> Log<FS> {
         size: u64,
     ) -> Result<Vec<(LeaderEpoch, Offset)>> {
         let mut found: Vec<(LeaderEpoch, Offset)> = Vec::new();
-        let mut position = 0u64;
-        while position + HEADER_BYTES as u64 <= size {
-            let head = file
-                .read_at(position, HEADER_BYTES)
-                .await
-                .map_err(|e| StorageError::io(format!("segment {base}: reading header"), e))?;
-            let Ok(header) = BatchHeader::parse(&head, self.config.max_batch_bytes) else {
-                break;
-            };
+        let note = |header: &BatchHeader| {
             if found.last().is_none_or(|(e, _)| *e != header.leader_epoch) {
                 found.push((header.leader_epoch, header.base_offset));
             }
-            position += header.total_bytes as u64;
-        }
+            std::ops::ControlFlow::Continue(())
+        };
+        headers::walk(&**file, 0, size, self.config.max_batch_bytes, note)
+            .await
+            .map_err(|e| StorageError::io(format!("segment {base}: reading headers"), e))?;
         Ok(found)
     }
 

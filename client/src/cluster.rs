@@ -245,6 +245,26 @@ impl Cluster {
         self.known.borrow().topics.get(name).cloned()
     }
 
+    /// How many partitions a known topic has (None: not known).
+    pub fn partition_count(&self, name: &str) -> Option<usize> {
+        self.known
+            .borrow()
+            .topics
+            .get(name)
+            .map(|t| t.leaders.len())
+    }
+
+    /// A known partition's leader (-1: none).
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        let known = self.known.borrow();
+        known
+            .topics
+            .get(topic)?
+            .leaders
+            .get(partition as usize)
+            .copied()
+    }
+
     /// The known brokers.
     pub fn brokers(&self) -> Vec<BrokerInfo> {
         let mut brokers: Vec<_> = self.known.borrow().brokers.values().cloned().collect();

@@ -73,6 +73,9 @@ pub struct Delivered {
     pub partition: i32,
     /// Its offset (-1 with acks=0).
     pub offset: i64,
+    /// When its answer was read (one clock read for the whole request,
+    /// so a latency measurement needs none per record).
+    pub acknowledged_at: Instant,
 }
 
 /// A record's fate.
@@ -116,10 +119,59 @@ struct Batch {
     sequence: Option<((i64, i16), i32)>,
 }
 
+/// Each partition's batches, oldest first, by topic then partition: a
+/// record finds its queue by the topic's name without making a key.
+#[derive(Default)]
+struct PartitionQueues(BTreeMap<String, BTreeMap<i32, VecDeque<Batch>>>);
+
+impl PartitionQueues {
+    /// `(topic, partition)`'s queue, made if new.
+    fn queue(&mut self, topic: &str, partition: i32) -> &mut VecDeque<Batch> {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_string(), BTreeMap::new());
+        }
+        let partitions = self.0.get_mut(topic).expect("inserted above");
+        partitions.entry(partition).or_default()
+    }
+
+    /// Every queue with its (topic, partition).
+    fn iter_mut(&mut self) -> impl Iterator<Item = ((&String, i32), &mut VecDeque<Batch>)> {
+        self.0.iter_mut().flat_map(|(topic, partitions)| {
+            partitions.iter_mut().map(move |(p, q)| ((topic, *p), q))
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0
+            .values()
+            .flat_map(|p| p.values())
+            .all(VecDeque::is_empty)
+    }
+
+    /// Every batch queued, taken out.
+    fn take_all(&mut self) -> Vec<Taken> {
+        std::mem::take(&mut self.0)
+            .into_iter()
+            .flat_map(|(topic, partitions)| {
+                partitions.into_iter().flat_map(move |(partition, queue)| {
+                    let topic = topic.clone();
+                    queue
+                        .into_iter()
+                        .map(move |b| ((topic.clone(), partition), b))
+                })
+            })
+            .collect()
+    }
+
+    /// The topics with a queue.
+    fn topics(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+}
+
 #[derive(Default)]
 struct Queues {
-    /// (topic, partition) -> batches, oldest first.
-    batches: BTreeMap<(String, i32), VecDeque<Batch>>,
+    batches: PartitionQueues,
     /// Round-robin position for records without a key.
     next_unkeyed: u32,
     in_flight: usize,
@@ -209,8 +261,12 @@ impl Producer {
         record: ProducerRecord,
         waiter: Waiter,
     ) -> Result<(), ClientError> {
-        let info = self.cluster.topic_info(topic, true).await?;
-        let partitions = info.leaders.len() as u32;
+        // Known topics are looked up without copying their info (a record
+        // at a time, this was most of the producer's allocations).
+        let partitions = match self.cluster.partition_count(topic) {
+            Some(count) => count,
+            None => self.cluster.topic_info(topic, true).await?.leaders.len(),
+        } as u32;
         if partitions == 0 {
             return Err(ClientError::Broker(
                 ResponseError::LeaderNotAvailable.code(),
@@ -226,10 +282,7 @@ impl Producer {
                 }
             } as i32;
             let size = record_size(&record);
-            let queue = queues
-                .batches
-                .entry((topic.to_string(), partition))
-                .or_default();
+            let queue = queues.batches.queue(topic, partition);
             let fresh = queue
                 .back()
                 .is_none_or(|b| b.bytes + size > self.config.batch_bytes || b.attempts > 0);
@@ -257,7 +310,7 @@ impl Producer {
         loop {
             let idle = {
                 let queues = self.queues.borrow();
-                queues.in_flight == 0 && queues.batches.values().all(|q| q.is_empty())
+                queues.in_flight == 0 && queues.batches.is_empty()
             };
             if idle {
                 return;
@@ -292,18 +345,14 @@ impl Producer {
                 next_due = Some(next_due.map_or(wait, |d| d.min(wait)));
                 continue;
             }
-            let leader = self
-                .cluster
-                .topic(topic)
-                .and_then(|t| t.leaders.get(*partition as usize).copied())
-                .unwrap_or(-1);
+            let leader = self.cluster.leader_of(topic, partition).unwrap_or(-1);
             let mut batch = queue.pop_front().expect("a front batch");
             if let Some(identity) = queues_identity {
                 if batch
                     .sequence
                     .is_none_or(|(numbered, _)| numbered != identity)
                 {
-                    let key = (topic.clone(), *partition);
+                    let key = (topic.clone(), partition);
                     let next = next_sequences.entry(key).or_insert(0);
                     batch.sequence = Some((identity, *next));
                     *next = add_sequence(*next, batch.records.len() as i32);
@@ -312,7 +361,7 @@ impl Producer {
             ready
                 .entry(leader)
                 .or_default()
-                .push(((topic.clone(), *partition), batch));
+                .push(((topic.clone(), partition), batch));
         }
         let taken: usize = ready.values().map(|v| v.len()).sum();
         queues.in_flight += taken;
@@ -356,12 +405,9 @@ impl Producer {
             self.queues.borrow_mut().init_failures = 0;
             let waiting: Vec<Taken> = {
                 let mut queues = self.queues.borrow_mut();
-                let batches = std::mem::take(&mut queues.batches);
-                queues.in_flight += batches.values().map(|q| q.len()).sum::<usize>();
+                let batches = queues.batches.take_all();
+                queues.in_flight += batches.len();
                 batches
-                    .into_iter()
-                    .flat_map(|(key, queue)| queue.into_iter().map(move |b| (key.clone(), b)))
-                    .collect()
             };
             self.fail_all(waiting, &format!("no producer id: {failure}"));
         }
@@ -386,7 +432,7 @@ impl Producer {
         let mut queues = self.queues.borrow_mut();
         queues.in_flight -= batches.len();
         for (key, batch) in batches.into_iter().rev() {
-            queues.batches.entry(key).or_default().push_front(batch);
+            queues.batches.queue(&key.0, key.1).push_front(batch);
         }
     }
 
@@ -457,6 +503,7 @@ impl Producer {
         let mut retry = Vec::new();
         let mut done = 0;
         let mut reset = false;
+        let acknowledged_at = Instant::now();
         for ((topic, partition), batch) in batches {
             let id = self.cluster.topic(&topic).map(|t| t.id);
             let answer = response.as_ref().and_then(|r| {
@@ -477,7 +524,11 @@ impl Producer {
                 done += 1;
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
                     let offset = if base < 0 { -1 } else { base + i as i64 };
-                    waiter.tell(Ok(Delivered { partition, offset }));
+                    waiter.tell(Ok(Delivered {
+                        partition,
+                        offset,
+                        acknowledged_at,
+                    }));
                 }
             } else if is_retriable(error) && batch.attempts < self.config.retries {
                 retry.push(((topic, partition), batch));
@@ -580,13 +631,7 @@ async fn run_sender(producer: std::rc::Weak<Producer>) {
             }
             this.requeue(retries);
             glommio::timer::sleep(this.config.retry_backoff).await;
-            let topics: Vec<String> = this
-                .queues
-                .borrow()
-                .batches
-                .keys()
-                .map(|(t, _)| t.clone())
-                .collect();
+            let topics = this.queues.borrow().batches.topics();
             let names: Vec<&str> = topics.iter().map(|t| t.as_str()).collect();
             // A failed refresh shows up as the next attempt's failure.
             let _ = this.cluster.refresh(Some(&names), false).await;

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::{Bytes, BytesMut};
+
 /// Bytes of the header; messages are at least this long.
 pub const HEADER_BYTES: usize = 20;
 
@@ -31,15 +33,28 @@ pub fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
+/// Payloads are cut out of buffers of this size (one allocation per
+/// buffer, not per message).
+const ARENA_BYTES: usize = 1 << 20;
+
 /// A payload of `size` bytes (at least [`HEADER_BYTES`]) carrying `stamp`.
-pub fn encode(stamp: Stamp, size: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(size.max(HEADER_BYTES));
-    out.extend_from_slice(&MAGIC.to_be_bytes());
-    out.extend_from_slice(&stamp.producer.to_be_bytes());
-    out.extend_from_slice(&stamp.sequence.to_be_bytes());
-    out.extend_from_slice(&stamp.intended_ns.to_be_bytes());
-    out.resize(size.max(HEADER_BYTES), b'.');
-    out
+pub fn encode(stamp: Stamp, size: usize) -> Bytes {
+    encode_into(&mut BytesMut::new(), stamp, size)
+}
+
+/// [`encode`], cut out of `arena` (refilled with a fresh buffer when it
+/// has no room left; the payloads cut out share its memory).
+pub fn encode_into(arena: &mut BytesMut, stamp: Stamp, size: usize) -> Bytes {
+    let size = size.max(HEADER_BYTES);
+    if arena.capacity() < size {
+        *arena = BytesMut::with_capacity(ARENA_BYTES.max(size));
+    }
+    arena.extend_from_slice(&MAGIC.to_be_bytes());
+    arena.extend_from_slice(&stamp.producer.to_be_bytes());
+    arena.extend_from_slice(&stamp.sequence.to_be_bytes());
+    arena.extend_from_slice(&stamp.intended_ns.to_be_bytes());
+    arena.resize(size, b'.');
+    arena.split().freeze()
 }
 
 /// The stamp of a loadgen payload (None for anything else).
@@ -69,6 +84,25 @@ mod tests {
         assert_eq!(bytes.len(), 100);
         assert_eq!(decode(&bytes), Some(stamp));
         assert_eq!(encode(stamp, 5).len(), HEADER_BYTES);
+        // Cut out of one buffer, each payload whole and its own.
+        let mut arena = BytesMut::new();
+        let many: Vec<Bytes> = (0..30_000)
+            .map(|i| {
+                encode_into(
+                    &mut arena,
+                    Stamp {
+                        sequence: i,
+                        ..stamp
+                    },
+                    100,
+                )
+            })
+            .collect();
+        for (i, payload) in many.iter().enumerate() {
+            assert_eq!(payload.len(), 100);
+            assert_eq!(decode(payload).map(|s| s.sequence), Some(i as u64));
+            assert!(payload[HEADER_BYTES..].iter().all(|&b| b == b'.'));
+        }
         assert_eq!(decode(b"hello"), None);
         assert_eq!(decode(&[0u8; 40]), None);
     }

@@ -22,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use storage::batch::{build, RecordSpec};
 use storage::TimestampMs;
-use support::{http, on_glommio, start_broker, start_broker_with};
+use support::{cli, http, on_glommio, start_broker, start_broker_with};
 
 const TOPIC: &str = "moves";
 const VERSION: i16 = 9;
@@ -294,4 +294,35 @@ fn a_sasl_login_moves_with_its_connection() {
         refused.is_empty(),
         "a moved connection lost its login: {refused:?}"
     );
+}
+
+#[test]
+fn no_connection_moves_while_a_client_quota_is_set() {
+    // Quotas are metered per shard, as a share: a client's connections
+    // gathered on one shard would get one share of its quota.
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "moves-admin");
+        cluster.create_topic(TOPIC, 2, 1, &[]).await.unwrap();
+    });
+    let quota = [
+        "quota",
+        "set",
+        "--client-id",
+        "someone-else",
+        "--producer-byte-rate",
+        "1048576",
+    ];
+    cli(&broker.bootstrap(), &quota);
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (mut next, mut correlation) = ([0usize; 2], 1);
+    for partition in [0, 1, 0, 1] {
+        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+    }
+    assert_eq!(moved_so_far(broker.http), 0, "a connection moved");
 }

@@ -11,6 +11,11 @@ use crate::io::DirectFile;
 /// Bytes of a segment read at a time.
 const CHUNK_BYTES: usize = 1 << 20;
 
+/// Batches larger than this on average are walked one header read at a
+/// time: a 1 MiB read would mostly hold batch bodies (a segment of 1 MiB
+/// batches would be read whole).
+const LARGE_BATCH_BYTES: usize = 64 * 1024;
+
 /// Calls `visit` with each batch header of `file` from byte `start` (a
 /// batch's start) below `size`, in order, until one does not parse (the
 /// end of what was written) or `visit` breaks.
@@ -22,31 +27,40 @@ pub(crate) async fn walk<F: DirectFile>(
     mut visit: impl FnMut(&BatchHeader) -> ControlFlow<()>,
 ) -> std::io::Result<()> {
     let mut position = start;
+    let mut read_bytes = CHUNK_BYTES;
     while position + HEADER_BYTES as u64 <= size {
-        let want = CHUNK_BYTES.min((size - position) as usize);
+        let want = read_bytes.min((size - position) as usize);
         let chunk = file.read_at(position, want).await?;
         match walk_chunk(&chunk, max_batch_bytes, &mut visit) {
-            ControlFlow::Continue(0) | ControlFlow::Break(()) => break,
-            ControlFlow::Continue(through) => position += through as u64,
+            ControlFlow::Continue((0, _)) | ControlFlow::Break(()) => break,
+            ControlFlow::Continue((through, headers)) => {
+                position += through as u64;
+                read_bytes = match through / headers.max(1) > LARGE_BATCH_BYTES {
+                    true => HEADER_BYTES,
+                    false => CHUNK_BYTES,
+                };
+            }
         }
     }
     Ok(())
 }
 
-/// Visits the headers starting in `chunk` (a batch may run past its end);
-/// how far past the chunk's start the next batch starts.
+/// Visits the headers starting in `chunk` (a batch may run past its end):
+/// how far past the chunk's start the next batch starts, and how many
+/// headers it held.
 fn walk_chunk(
     chunk: &[u8],
     max_batch_bytes: usize,
     visit: &mut impl FnMut(&BatchHeader) -> ControlFlow<()>,
-) -> ControlFlow<(), usize> {
-    let mut at = 0usize;
+) -> ControlFlow<(), (usize, usize)> {
+    let (mut at, mut headers) = (0usize, 0usize);
     while at + HEADER_BYTES <= chunk.len() {
         let Ok(header) = BatchHeader::parse(&chunk[at..], max_batch_bytes) else {
             return ControlFlow::Break(());
         };
         visit(&header)?;
         at += header.total_bytes;
+        headers += 1;
     }
-    ControlFlow::Continue(at)
+    ControlFlow::Continue((at, headers))
 }

@@ -130,13 +130,16 @@ fn the_state_survives_a_clean_close_and_a_crash() {
 
 #[test]
 fn a_crash_rebuilds_the_state_from_headers_read_in_large_chunks() {
-    // One 8 MiB segment holding about 3 MiB of batches of 2-26 KiB, so the
-    // replay at open (no snapshot: no roll, no clean close) reads several
-    // 1 MiB chunks, with batches running across their ends.
+    // One 8 MiB segment holding about 3 MiB of batches of 2-26 KiB and,
+    // in runs, of ~150 KiB, so the replay at open (no snapshot: no roll,
+    // no clean close) reads several 1 MiB chunks with batches running
+    // across their ends, and walks the large batches a header at a time.
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes: 8 * 1024 * 1024,
         preallocate_bytes: 1024 * 1024,
+        max_batch_bytes: 512 * 1024,
+        max_pending_bytes: 4 * 1024 * 1024,
         ..small_config()
     };
     on_glommio(async {
@@ -144,8 +147,12 @@ fn a_crash_rebuilds_the_state_from_headers_read_in_large_chunks() {
         let (mut seq7, mut seq8, mut bytes) = (0i32, 0i32, 0usize);
         let mut last = (Offset(0), Offset(0));
         let mut i = 0u64;
+        let count_of = |i: u64| match i % 40 < 6 {
+            true => 1_400 + (i as usize * 13) % 200,
+            false => 20 + (i as usize * 37) % 230,
+        };
         while bytes < 3 * 1024 * 1024 {
-            let count = 20 + (i as usize * 37) % 230;
+            let count = count_of(i);
             let batch = idempotent(7, 0, seq7, count, i);
             bytes += batch.len();
             let info = log.append(batch, E).await.unwrap();
@@ -170,7 +177,7 @@ fn a_crash_rebuilds_the_state_from_headers_read_in_large_chunks() {
         assert!(snapshots(dir.path()).is_empty());
         let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
         assert_eq!(known(&log), before);
-        let count = 20 + ((i - 1) as usize * 37) % 230;
+        let count = count_of(i - 1);
         let again = log
             .append(idempotent(7, 0, seq7 - count as i32, count, i - 1), E)
             .await

@@ -214,6 +214,7 @@ where
             shard.metrics.request(api_key);
             let mut throttled = 0;
             let mut on = PartitionShards::None;
+            let mut metered = false;
             let (response, close) = match session
                 .as_ref()
                 .map(|s| s.admit(request.api_key, Instant::now()))
@@ -258,6 +259,7 @@ where
                     };
                     throttled = caller.throttled_ms();
                     on = caller.partition_shards();
+                    metered = caller.metered();
                     match outcome {
                         Ok(Outcome::Respond(response)) => (Some(response), false),
                         Ok(Outcome::NoResponse) => (None, false),
@@ -286,6 +288,12 @@ where
             let (Some(fd), Some(to)) = (movable, follow.after(on)) else {
                 continue;
             };
+            if shard.connections.serving().is_none() || metered {
+                // Stopping: it closes here, between requests. Metered: a
+                // client's quota is a per-shard share, and its connections
+                // gathered on one shard would get a fraction of it.
+                continue;
+            }
             let carried = Carried {
                 client,
                 reader,

@@ -192,6 +192,7 @@ pub async fn serve_until_stopped(
     // Dropping the acceptors cancels them and closes the ports; connections
     // close once the request they are answering (if any) is answered.
     drop(acceptors);
+    shard.connections.stop();
     let _ = stopping_tx.send(());
     let started = std::time::Instant::now();
     let connections = &shard.connections;

@@ -60,6 +60,10 @@ pub struct ConnectionHost {
     shard: RefCell<Weak<Shard>>,
     open: Cell<usize>,
     stopping: RefCell<Option<Stopping>>,
+    /// Set when the shard's stop begins (its stop signal resolves only
+    /// once something polls it, which a shard without connections never
+    /// does).
+    stopped: Cell<bool>,
 }
 
 impl ConnectionHost {
@@ -68,13 +72,18 @@ impl ConnectionHost {
         self.stopping.replace(Some(stopping));
     }
 
+    /// The shard's stop began: it takes no more connections.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+    }
+
     /// The shard and its stop signal while it accepts connections (None
     /// before it accepts, and once it stops).
     pub fn serving(&self) -> Option<(Rc<Shard>, Stopping)> {
-        let stopping = self.stopping.borrow().clone()?;
-        if stopping.peek().is_some() {
+        if self.stopped.get() {
             return None;
         }
+        let stopping = self.stopping.borrow().clone()?;
         Some((self.shard.borrow().upgrade()?, stopping))
     }
 

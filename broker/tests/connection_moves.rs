@@ -22,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use storage::batch::{build, RecordSpec};
 use storage::TimestampMs;
-use support::{cli, http, on_glommio, start_broker, start_broker_with};
+use support::{cli, on_glommio, start_broker, start_broker_with};
 
 const TOPIC: &str = "moves";
 const VERSION: i16 = 9;
@@ -206,14 +206,7 @@ fn roundtrip_with_librdkafka(bootstrap: &str, settings: &[(&str, &str)], next: &
 }
 
 fn moved_so_far(http_address: SocketAddr) -> u64 {
-    let (status, page) = http(http_address, "GET", "/metrics", "");
-    assert_eq!(status, 200);
-    page.lines()
-        .find_map(|l| l.strip_prefix("connections_moved_total "))
-        .expect("connections_moved_total in /metrics")
-        .trim()
-        .parse()
-        .unwrap()
+    support::cluster::counter(http_address, "connections_moved_total")
 }
 
 #[test]

@@ -176,6 +176,13 @@ drop_topic bench-a0
 
 # The disk absorbs the writes before it: latency runs start from a quiet disk.
 sleep "$settle"
+# The disk alone under C's load (its rate, group-committed to one file per
+# partition, no broker): what any acks=all latency on this disk sits on.
+# A short probe misses the stalls of a virtual disk; this runs as long as C.
+echo "== C's disk floor: the disk alone at C's rate (no broker)"
+"$bin/loadgen" disk-floor --dir "$data_root" --rate $((load_base / 2)) --message-bytes 100 \
+    --partitions "$partitions" --duration "$seconds" | tee "$results/C-disk-floor.txt"
+sleep "$settle"
 echo "== C: produce latency at half of A's rate, capped ($((load_base / 2)) msg/s)"
 sample_cpu C
 "$bin/loadgen" produce "${common[@]}" --name C --topic bench-c --message-bytes 100 --rate $((load_base / 2)) "${latency[@]}"
@@ -264,6 +271,14 @@ import json, sys
 results, disk, tcp, sync = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 disk_read = float(sys.argv[5])
 sync = sync.split("latency: ")[-1]
+def disk_floor():
+    """The message percentiles of the disk alone at C's rate."""
+    try:
+        line = open(f"{results}/C-disk-floor.txt").read()
+    except OSError:
+        return "-"
+    return line.split("message ")[-1].split(";")[0]
+floor = disk_floor()
 load = lambda n: json.load(open(f"{results}/{n}.json"))
 a, b, c, d = load("A"), load("B"), load("C"), load("D")
 a0, b0 = load("A0"), load("B0")
@@ -286,9 +301,9 @@ rows = [
     ("B 1 KiB, acks=all", f"{b['produce_mb_per_s']:.0f} MB/s ({b['produce_msgs_per_s']:,.0f} msg/s)",
      f"disk {disk:.0f} MB/s / TCP {tcp:.0f} MB/s", f"{b['produce_mb_per_s'] / disk:.0%} / {b['produce_mb_per_s'] / tcp:.0%}",
      "target 500 MB/s"),
-    (f"C at {c['produce_msgs_per_s']:,.0f} msg/s", 
+    (f"C at {c['produce_msgs_per_s']:,.0f} msg/s",
      f"produce p50 {ms(c['produce_latency_us']['p50']):.2f} p99 {ms(c['produce_latency_us']['p99']):.2f} p99.9 {ms(c['produce_latency_us']['p99.9']):.2f} ms",
-     f"disk sync {sync}", "-", "target p99 <= 5 ms, p99.9 <= 20 ms"),
+     f"disk floor {floor}; probe {sync}", "-", "target p99 <= 2 ms, p99.9 <= 5 ms"),
     ("A0 as A, not idempotent", f"{a0['produce_msgs_per_s']:,.0f} msg/s", "A idempotent",
      f"A/A0 {a['produce_msgs_per_s'] / a0['produce_msgs_per_s']:.0%}", "idempotence's cost"),
     ("B0 as B, not idempotent", f"{b0['produce_mb_per_s']:.0f} MB/s", "B idempotent",

@@ -10,6 +10,7 @@
 
 pub mod baseline;
 pub mod consume;
+pub mod disk_floor;
 pub mod options;
 pub mod payload;
 pub mod produce;

@@ -1,6 +1,7 @@
 //! `loadgen MODE [OPTIONS]`: see `loadgen::options::USAGE`.
 
 use loadgen::baseline;
+use loadgen::disk_floor;
 use loadgen::options::{self, Mode};
 use loadgen::run::run_load;
 use std::time::Duration;
@@ -52,10 +53,43 @@ fn main() {
                 Ok(())
             })
             .map_err(|e| e.to_string()),
+        Mode::DiskFloor => disk_floor(&options),
         _ => run_load(options).map(drop),
     };
     if let Err(message) = outcome {
         eprintln!("loadgen: {message}");
         std::process::exit(1);
     }
+}
+
+/// Prints the disk's own latency under the options' rate (see `disk_floor`).
+fn disk_floor(options: &options::Options) -> Result<(), String> {
+    let rate = options.rate.ok_or("disk-floor needs --rate")?;
+    let load = disk_floor::Load {
+        messages_per_s: rate as f64,
+        message_bytes: options.message_bytes,
+        writers: options.partitions.max(1) as usize,
+        duration: options.duration,
+    };
+    let floor = disk_floor::measure(&options.dir, load).map_err(|e| e.to_string())?;
+    let ms = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let (m, f) = (&floor.message_latency, &floor.flush_latency);
+    println!(
+        "disk floor, {rate} msg/s of {} B group-committed to {} files for {} s: \
+         message p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms; \
+         flush (O_DIRECT write + fdatasync) p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms, {} flushes",
+        load.message_bytes,
+        load.writers,
+        load.duration.as_secs(),
+        ms(m, 0.5),
+        ms(m, 0.99),
+        ms(m, 0.999),
+        m.max() as f64 / 1000.0,
+        ms(f, 0.5),
+        ms(f, 0.99),
+        ms(f, 0.999),
+        f.max() as f64 / 1000.0,
+        floor.flushes
+    );
+    Ok(())
 }

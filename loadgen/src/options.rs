@@ -21,6 +21,9 @@ pub enum Mode {
     TcpBaseline,
     /// The raw sequential O_DIRECT write bandwidth of a directory's disk.
     DiskBaseline,
+    /// The disk's own durable-write latency under a produce workload's
+    /// rate, without a broker (`disk_floor`).
+    DiskFloor,
 }
 
 /// Every option, with its default.
@@ -124,6 +127,8 @@ modes:
   verify          e2e, then report lost, duplicated and out-of-order messages
   tcp-baseline    loopback TCP bandwidth of this machine
   disk-baseline   raw sequential O_DIRECT write bandwidth under --dir
+  disk-floor      the disk's own latency under --rate x --message-bytes, group-committed to
+                  --partitions files under --dir for --duration (no broker): the acks=all floor
 options (defaults in brackets):
   --bootstrap HOST:PORT [127.0.0.1:9092]   --topic NAME [loadgen]   --partitions N [8]
   --producers N [1]   --consumers N [1]   --groups N [1] (independent readers of the whole topic)
@@ -153,6 +158,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         Some("verify") => Mode::Verify,
         Some("tcp-baseline") => Mode::TcpBaseline,
         Some("disk-baseline") => Mode::DiskBaseline,
+        Some("disk-floor") => Mode::DiskFloor,
         _ => return Err(USAGE.to_string()),
     };
     while let Some(flag) = it.next() {

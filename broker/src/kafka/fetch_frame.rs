@@ -7,6 +7,10 @@
 //! but the record sets; a record set of at least [`INLINE_MAX`] bytes goes
 //! out as its own part of the frame, the others are copied inline.
 //!
+//! A partition's record set may come as several chunks (the cached
+//! batches it spans): they are sent one after another, never joined first,
+//! so a large fetch of small batches costs no buffer of its size.
+//!
 //! The record set is the last field of a partition before its tagged
 //! fields, in every version. A piece is spliced only when it has no tagged
 //! field set (checked on the structure: a tagged field's bytes can end like
@@ -29,16 +33,24 @@ pub const INLINE_MAX: usize = 16 * 1024;
 /// The first version with compact arrays and tagged fields.
 const FIRST_FLEXIBLE: i16 = 12;
 
-/// The Fetch response frame answering `correlation_id`.
+/// Each partition's record set as chunks of whole batches, one entry per
+/// partition in the response's order (topic by topic). A partition's
+/// record set is its `records` followed by its chunks.
+pub type RecordChunks = Vec<Vec<Bytes>>;
+
+/// The Fetch response frame answering `correlation_id`, each partition's
+/// record set extended by its entry of `chunks`.
 pub fn encode(
     correlation_id: i32,
     version: i16,
     mut response: FetchResponse,
+    chunks: RecordChunks,
 ) -> Result<Frame, EncodeError> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = FetchResponse::header_version(version);
     let size = header.compute_size(header_version).map_err(failed)?
-        + response.compute_size(version).map_err(failed)?;
+        + response.compute_size(version).map_err(failed)?
+        + chunks_size(&response, &chunks, version);
     let topics = std::mem::take(&mut response.responses);
     let mut frame = Parts::new(4 + size);
     frame.buf.put_i32(size as i32);
@@ -46,13 +58,17 @@ pub fn encode(
         .encode(&mut frame.buf, header_version)
         .map_err(failed)?;
     let untagged = response.node_endpoints.is_empty() && response.unknown_tagged_fields.is_empty();
+    let mut chunks = chunks.into_iter();
     if !(untagged && put_without_last(&mut frame.buf, &response, version, EMPTY_ARRAY)?) {
         response.responses = topics;
+        for topic in &mut response.responses {
+            join_chunks(&mut topic.partitions, &mut chunks);
+        }
         return super::response::encode(correlation_id, version, &response);
     }
     put_length(&mut frame.buf, version, topics.len());
     for topic in topics {
-        put_topic(&mut frame, version, topic)?;
+        put_topic(&mut frame, version, topic, &mut chunks)?;
     }
     put_no_tags(&mut frame.buf, version);
     let parts = frame.finish();
@@ -66,43 +82,98 @@ pub fn encode(
     Ok(Frame::from_parts(parts))
 }
 
+/// The bytes the chunks add to the response the codec sized without them:
+/// their own, and any longer length prefix of the record sets they extend.
+fn chunks_size(response: &FetchResponse, chunks: &RecordChunks, version: i16) -> usize {
+    let partitions = response.responses.iter().flat_map(|t| &t.partitions);
+    partitions
+        .zip(chunks)
+        .map(|(partition, chunks)| {
+            let had = partition.records.as_ref().map_or(0, Bytes::len);
+            let added: usize = chunks.iter().map(Bytes::len).sum();
+            records_field_size(had + added, version) - records_field_size(had, version)
+        })
+        .sum()
+}
+
+/// A non-null record set's encoded size (a null one's is that of an
+/// empty one, in every version).
+fn records_field_size(len: usize, version: i16) -> usize {
+    match version >= FIRST_FLEXIBLE {
+        true => varint_size(len as u32 + 1) + len,
+        false => 4 + len,
+    }
+}
+
+fn varint_size(value: u32) -> usize {
+    (32 - value.leading_zeros() as usize).div_ceil(7).max(1)
+}
+
+/// For the codec's own encoding: each partition's chunks joined into its
+/// records (a copy; only responses with tagged fields take this way).
+fn join_chunks(partitions: &mut [PartitionData], chunks: &mut std::vec::IntoIter<Vec<Bytes>>) {
+    for partition in partitions {
+        let added = chunks.next().unwrap_or_default();
+        if added.is_empty() {
+            continue;
+        }
+        let had = partition.records.take().unwrap_or_default();
+        let mut joined =
+            BytesMut::with_capacity(had.len() + added.iter().map(Bytes::len).sum::<usize>());
+        joined.extend_from_slice(&had);
+        added.iter().for_each(|c| joined.extend_from_slice(c));
+        partition.records = Some(joined.freeze());
+    }
+}
+
 /// One topic: its fields, then its partitions.
 fn put_topic(
     frame: &mut Parts,
     version: i16,
     mut topic: FetchableTopicResponse,
+    chunks: &mut std::vec::IntoIter<Vec<Bytes>>,
 ) -> Result<(), EncodeError> {
-    let partitions = std::mem::take(&mut topic.partitions);
+    let mut partitions = std::mem::take(&mut topic.partitions);
     let untagged = topic.unknown_tagged_fields.is_empty();
     if !(untagged && put_without_last(&mut frame.buf, &topic, version, EMPTY_ARRAY)?) {
+        join_chunks(&mut partitions, chunks);
         topic.partitions = partitions;
         return topic.encode(&mut frame.buf, version).map_err(failed);
     }
     put_length(&mut frame.buf, version, partitions.len());
     for partition in partitions {
-        put_partition(frame, version, partition)?;
+        let added = chunks.next().unwrap_or_default();
+        put_partition(frame, version, partition, added)?;
     }
     put_no_tags(&mut frame.buf, version);
     Ok(())
 }
 
-/// One partition: its fields, then its record set (a part of its own when
-/// large).
+/// One partition: its fields, then its record set (large chunks as parts
+/// of their own).
 fn put_partition(
     frame: &mut Parts,
     version: i16,
     mut partition: PartitionData,
+    added: Vec<Bytes>,
 ) -> Result<(), EncodeError> {
-    let Some(records) = partition.records.take() else {
+    if partition.records.is_none() && added.is_empty() {
         return partition.encode(&mut frame.buf, version).map_err(failed);
-    };
+    }
+    let records = partition.records.take().unwrap_or_default();
     if !(untagged(&partition) && put_without_last(&mut frame.buf, &partition, version, NULL_BYTES)?)
     {
         partition.records = Some(records);
+        join_chunks(
+            std::slice::from_mut(&mut partition),
+            &mut vec![added].into_iter(),
+        );
         return partition.encode(&mut frame.buf, version).map_err(failed);
     }
-    put_bytes_length(&mut frame.buf, version, records.len());
+    let len = records.len() + added.iter().map(Bytes::len).sum::<usize>();
+    put_bytes_length(&mut frame.buf, version, len);
     frame.push(records);
+    added.into_iter().for_each(|chunk| frame.push(chunk));
     put_no_tags(&mut frame.buf, version);
     Ok(())
 }
@@ -282,6 +353,63 @@ mod tests {
         partition
     }
 
+    /// The response with each record set cut at random: a prefix left in
+    /// `records`, the rest as chunks (as the log hands out cached batches).
+    fn in_chunks(rng: &mut SmallRng, mut response: FetchResponse) -> (FetchResponse, RecordChunks) {
+        let mut chunks = RecordChunks::new();
+        for partition in response
+            .responses
+            .iter_mut()
+            .flat_map(|t| &mut t.partitions)
+        {
+            let mut rest = match partition.records.take() {
+                None => {
+                    chunks.push(vec![]);
+                    continue;
+                }
+                Some(records) => records,
+            };
+            let kept = rng.gen_range(0..=rest.len());
+            partition.records = match rng.gen_bool(0.5) {
+                true => Some(rest.split_to(kept)),
+                false => Some(Bytes::new()),
+            };
+            let mut mine = vec![];
+            while !rest.is_empty() {
+                let len = rng.gen_range(1..=rest.len().min(3 * INLINE_MAX));
+                mine.push(rest.split_to(len));
+            }
+            chunks.push(mine);
+        }
+        (response, chunks)
+    }
+
+    #[test]
+    fn record_sets_in_chunks_encode_as_the_codec_does_joined() {
+        let seed: u64 = rand::random();
+        eprintln!("seed {seed}");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut chunked = 0;
+        for version in 4..=18 {
+            for round in 0..40 {
+                let response = random_response(&mut rng, version);
+                let expected = whole(round, version, &response);
+                let (cut, chunks) = in_chunks(&mut rng, response);
+                chunked += chunks.iter().filter(|c| c.len() > 1).count();
+                let frame = encode(round, version, cut, chunks).unwrap();
+                assert_eq!(
+                    frame.to_bytes(),
+                    expected,
+                    "seed {seed} version {version} round {round}"
+                );
+            }
+        }
+        assert!(
+            chunked > 100,
+            "only {chunked} record sets in several chunks"
+        );
+    }
+
     #[test]
     fn every_version_encodes_as_the_codec_does_with_large_record_sets_as_their_own_parts() {
         let seed: u64 = rand::random();
@@ -292,7 +420,7 @@ mod tests {
             for round in 0..40 {
                 let response = random_response(&mut rng, version);
                 let expected = whole(round, version, &response);
-                let frame = encode(round, version, response.clone()).unwrap();
+                let frame = encode(round, version, response.clone(), vec![]).unwrap();
                 assert_eq!(
                     frame.to_bytes(),
                     expected,
@@ -321,10 +449,16 @@ mod tests {
                 .with_partitions(vec![
                     PartitionData::default().with_records(Some(records.clone()))
                 ])]);
-        let frame = encode(1, 11, response).unwrap();
-        assert!(
-            frame.parts().iter().any(|p| p.as_ptr() == records.as_ptr()),
-            "the record set was copied"
-        );
+        let chunks = vec![
+            Bytes::from(vec![8u8; 70_000]),
+            Bytes::from(vec![9u8; 50_000]),
+        ];
+        let frame = encode(1, 11, response, vec![chunks.clone()]).unwrap();
+        for sent in std::iter::once(&records).chain(&chunks) {
+            assert!(
+                frame.parts().iter().any(|p| p.as_ptr() == sent.as_ptr()),
+                "a record set's chunk was copied"
+            );
+        }
     }
 }

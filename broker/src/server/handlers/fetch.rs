@@ -128,8 +128,9 @@ pub async fn handle(
             caller.meter(shard, Metered::Fetch, bytes)
         }
     };
-    let answer = encode(&decoded, reads, version).with_throttle_time_ms(throttle);
-    let frame = fetch_frame::encode(request.header.correlation_id, version, answer)?;
+    let (answer, chunks) = encode(&decoded, reads, version);
+    let answer = answer.with_throttle_time_ms(throttle);
+    let frame = fetch_frame::encode(request.header.correlation_id, version, answer, chunks)?;
     Ok(Outcome::Respond(frame))
 }
 
@@ -390,17 +391,32 @@ fn fit_response(
         first = false;
         let limit = budget.max(floor);
         if read.bytes > limit {
-            let joined = read.joined();
-            let whole = whole_batches_within(&joined, limit);
-            read.chunks = match whole {
-                0 => vec![],
-                _ => vec![joined.slice(..whole)],
-            };
-            read.bytes = whole;
+            read.chunks = whole_chunks_within(std::mem::take(&mut read.chunks), limit);
+            read.bytes = read.chunks.iter().map(Bytes::len).sum();
         }
         budget = budget.saturating_sub(read.bytes);
     }
     reads
+}
+
+/// The leading whole batches of `chunks` (each of whole batches) within
+/// `limit` bytes, without joining them.
+fn whole_chunks_within(chunks: Vec<Bytes>, limit: usize) -> Vec<Bytes> {
+    let mut left = limit;
+    let mut kept = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        if chunk.len() <= left {
+            left -= chunk.len();
+            kept.push(chunk);
+            continue;
+        }
+        let whole = whole_batches_within(&chunk, left);
+        if whole > 0 {
+            kept.push(chunk.slice(..whole));
+        }
+        break;
+    }
+    kept
 }
 
 /// Waits until any partition's bound moves past what the reads saw, or
@@ -439,16 +455,23 @@ async fn wait_for_any(
 }
 
 /// The response, in the request's order.
+/// The answer, its record sets left empty, and their chunks (as the log
+/// handed them out) in the answer's partition order.
 fn encode(
     decoded: &FetchRequest,
     reads: Vec<Result<PartitionRead, Code>>,
     version: i16,
-) -> FetchResponse {
+) -> (FetchResponse, fetch_frame::RecordChunks) {
+    let mut chunks = Vec::with_capacity(reads.len());
     let topics = in_request_order(
         &decoded.topics,
         |topic| &topic.partitions,
         reads,
-        |p, read| partition_data(p.partition, read, version),
+        |p, read| {
+            let (data, records) = partition_data(p.partition, read, version);
+            chunks.push(records);
+            data
+        },
         |topic, partitions| {
             let entry = FetchableTopicResponse::default().with_partitions(partitions);
             if version >= 13 {
@@ -458,10 +481,15 @@ fn encode(
             }
         },
     );
-    FetchResponse::default().with_responses(topics)
+    (FetchResponse::default().with_responses(topics), chunks)
 }
 
-fn partition_data(index: i32, read: Result<PartitionRead, Code>, version: i16) -> PartitionData {
+/// A partition's answer with an empty record set, and the chunks of it.
+fn partition_data(
+    index: i32,
+    read: Result<PartitionRead, Code>,
+    version: i16,
+) -> (PartitionData, Vec<Bytes>) {
     let (error, read) = match read {
         Ok(read) => (0, read),
         Err(code) => {
@@ -476,7 +504,6 @@ fn partition_data(index: i32, read: Result<PartitionRead, Code>, version: i16) -
             (code, none)
         }
     };
-    let records: Bytes = read.read.joined();
     let high_watermark = read.high_watermark.0;
     let mut entry = PartitionData::default()
         .with_partition_index(index)
@@ -484,7 +511,7 @@ fn partition_data(index: i32, read: Result<PartitionRead, Code>, version: i16) -
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(high_watermark)
         .with_aborted_transactions(Some(vec![]))
-        .with_records(Some(records));
+        .with_records(Some(Bytes::new()));
     if version >= 5 {
         entry = entry.with_log_start_offset(read.read.log_start.0);
     }
@@ -493,7 +520,7 @@ fn partition_data(index: i32, read: Result<PartitionRead, Code>, version: i16) -
             read.preferred_read_replica,
         ));
     }
-    entry
+    (entry, read.read.chunks)
 }
 
 #[cfg(test)]
@@ -512,6 +539,22 @@ mod tests {
             read: Read {
                 bytes: bytes.len(),
                 chunks: vec![Bytes::from(bytes)],
+                ..Read::default()
+            },
+            ..PartitionRead::default()
+        })
+    }
+
+    /// A read of several chunks, each of whole batches.
+    fn read_in_chunks(chunks: &[&[usize]]) -> Result<PartitionRead, Code> {
+        let chunks: Vec<Bytes> = chunks
+            .iter()
+            .map(|batches| Bytes::from(batches.iter().flat_map(|&l| batch(l)).collect::<Vec<u8>>()))
+            .collect();
+        Ok(PartitionRead {
+            read: Read {
+                bytes: chunks.iter().map(Bytes::len).sum(),
+                chunks,
                 ..Read::default()
             },
             ..PartitionRead::default()
@@ -538,5 +581,25 @@ mod tests {
         let failed = Err(ResponseError::NotLeaderOrFollower.code());
         let fitted = fit_response(vec![nothing, failed, read(&[70])], 10);
         assert_eq!(bytes(&fitted[2]), 70);
+    }
+
+    #[test]
+    fn the_response_budget_cuts_chunks_without_joining_them() {
+        let reads = vec![read_in_chunks(&[&[40], &[40, 40], &[40]])];
+        let first = reads[0].as_ref().unwrap().read.chunks[0].clone();
+        let fitted = fit_response(reads, 100);
+        let chunks = &fitted[0].as_ref().unwrap().read.chunks;
+        assert_eq!(bytes(&fitted[0]), 80);
+        assert_eq!(chunks.iter().map(Bytes::len).collect::<Vec<_>>(), [40, 40]);
+        assert_eq!(
+            chunks[0].as_ptr(),
+            first.as_ptr(),
+            "the first chunk was copied"
+        );
+        // A chunk that fits whole is kept whole; one that does not, cut
+        // at a batch; nothing after it.
+        let fitted = fit_response(vec![read_in_chunks(&[&[40, 40], &[30]]), read(&[20])], 85);
+        assert_eq!(bytes(&fitted[0]), 80);
+        assert_eq!(bytes(&fitted[1]), 0);
     }
 }

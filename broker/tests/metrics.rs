@@ -107,6 +107,21 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
     grew("bytes_in_total", 28_000.0);
     grew("log_appended_batches_total", 1.0);
     grew("log_fdatasync_total", 1.0);
+    // Each flush that wrote is counted by its duration, as many as the
+    // log's flushes, their time at least that of their fdatasyncs.
+    grew("log_flush_latency_seconds_count", 1.0);
+    assert_eq!(
+        value(&produced, "log_flush_latency_seconds_bucket{le=\"+Inf\"}"),
+        value(&produced, "log_flush_latency_seconds_count")
+    );
+    assert!(
+        value(&produced, "log_flush_latency_seconds_bucket{le=\"10\"}")
+            <= value(&produced, "log_flush_latency_seconds_count")
+    );
+    assert!(
+        value(&produced, "log_flush_latency_seconds_sum")
+            >= value(&produced, "log_fdatasync_seconds_total") * 0.5
+    );
     assert_eq!(
         value(
             &produced,

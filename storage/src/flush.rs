@@ -113,6 +113,7 @@ impl<FS: FileSystem> Log<FS> {
             generation,
             work,
         } = taken;
+        let flush_started = std::time::Instant::now();
         let mut written = Vec::with_capacity(work.len());
         for item in work {
             let segment = self
@@ -128,6 +129,7 @@ impl<FS: FileSystem> Log<FS> {
             synced.map_err(|e| self.fail("fdatasync", e))?;
             self.count_fdatasync(started);
         }
+        self.count_flush(flush_started, &written);
         self.publish(target, generation, &written);
         critical.finish();
         self.io_lock.notify();
@@ -150,6 +152,7 @@ impl<FS: FileSystem> Log<FS> {
             work,
         } = taken;
         let critical = self.critical("a flush");
+        let flush_started = std::time::Instant::now();
         let mut written = Vec::with_capacity(work.len());
         for mut item in work {
             let seal = item.seal.take();
@@ -162,6 +165,7 @@ impl<FS: FileSystem> Log<FS> {
             synced.map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);
         }
+        self.count_flush(flush_started, &written);
         // A roll left a producer snapshot due; the data below it is now durable.
         self.write_due_producer_snapshot(target).await;
         self.publish(target, generation, &written);
@@ -315,6 +319,17 @@ impl<FS: FileSystem> Log<FS> {
                 .map_err(|e| ("fdatasync", e))?;
         }
         Ok(())
+    }
+
+    /// Counts a flush that wrote data, by its duration since `started`.
+    fn count_flush(&self, started: std::time::Instant, written: &[Written<FS::File>]) {
+        if written.iter().all(|w| w.end.is_none()) {
+            return;
+        }
+        let elapsed = started.elapsed();
+        let mut st = self.state.borrow_mut();
+        st.stats.flush_buckets[crate::log::flush_bucket(elapsed)] += 1;
+        st.stats.flush_nanos += elapsed.as_nanos() as u64;
     }
 
     fn count_fdatasync(&self, started: std::time::Instant) {

@@ -34,6 +34,8 @@ pub mod write_buffer;
 pub use cache::CacheShare;
 pub use compaction::{CompactionPolicy, CompactionStats};
 pub use error::{BatchError, Result, StorageError};
-pub use log::{AppendInfo, Log, LogConfig, LogStats, ReadOutcome};
+pub use log::{
+    flush_bucket, AppendInfo, Log, LogConfig, LogStats, ReadOutcome, FLUSH_BUCKET_BOUNDS_SECONDS,
+};
 pub use maintenance::RetentionPolicy;
 pub use types::{LeaderEpoch, Offset, TimestampMs};

@@ -137,11 +137,33 @@ pub(crate) struct State<F: DirectFile> {
     pub producer_snapshot_due: Option<(Offset, Vec<u8>)>,
 }
 
+/// The upper bounds, in seconds, of [`LogStats::flush_buckets`]; the
+/// last bucket counts the flushes above them all.
+pub const FLUSH_BUCKET_BOUNDS_SECONDS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0,
+];
+
+/// The bucket of [`LogStats::flush_buckets`] a flush of `elapsed` counts in.
+pub fn flush_bucket(elapsed: std::time::Duration) -> usize {
+    let seconds = elapsed.as_secs_f64();
+    FLUSH_BUCKET_BOUNDS_SECONDS
+        .iter()
+        .position(|&bound| seconds <= bound)
+        .unwrap_or(FLUSH_BUCKET_BOUNDS_SECONDS.len())
+}
+
 /// Counters of a log's write path, for metrics and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// Flushes that wrote data (each one write burst and one fdatasync).
     pub flushes: u64,
+    /// Those flushes by the time from their first write to the end of
+    /// their fdatasync, within each of [`FLUSH_BUCKET_BOUNDS_SECONDS`]
+    /// (not cumulative), then above the last: what every acks=all answer
+    /// waits for, write stalls included (fdatasync alone hides them).
+    pub flush_buckets: [u64; FLUSH_BUCKET_BOUNDS_SECONDS.len() + 1],
+    /// Total nanoseconds of those flushes' writes and fdatasync.
+    pub flush_nanos: u64,
     /// Bytes of batches those flushes made durable.
     pub flushed_bytes: u64,
     /// Direct writes issued (a flush issues one per chunk).

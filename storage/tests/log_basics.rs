@@ -167,7 +167,23 @@ fn concurrent_appenders_share_one_write_and_one_fdatasync() {
             "twenty appends, two direct writes"
         );
         assert_eq!(log.flushed(), Offset(21));
+        // Every flush that wrote is counted by its duration.
+        let stats = log.stats();
+        assert_eq!(stats.flush_buckets.iter().sum::<u64>(), stats.flushes);
+        assert!(stats.flushes >= 3 && stats.flush_nanos > 0);
     });
+}
+
+#[test]
+fn flushes_are_bucketed_by_their_duration() {
+    use std::time::Duration;
+    use storage::flush_bucket;
+    assert_eq!(flush_bucket(Duration::from_micros(300)), 0);
+    assert_eq!(flush_bucket(Duration::from_micros(500)), 0);
+    assert_eq!(flush_bucket(Duration::from_micros(700)), 1);
+    assert_eq!(flush_bucket(Duration::from_millis(60)), 6, "up to 100 ms");
+    let last = storage::FLUSH_BUCKET_BOUNDS_SECONDS.len();
+    assert_eq!(flush_bucket(Duration::from_secs(20)), last);
 }
 
 #[test]

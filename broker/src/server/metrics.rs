@@ -78,6 +78,10 @@ fn add_stats(total: &mut storage::LogStats, stats: &storage::LogStats) {
     total.appended_batches += stats.appended_batches;
     total.fdatasyncs += stats.fdatasyncs;
     total.fdatasync_nanos += stats.fdatasync_nanos;
+    for (sum, count) in total.flush_buckets.iter_mut().zip(&stats.flush_buckets) {
+        *sum += count;
+    }
+    total.flush_nanos += stats.flush_nanos;
     total.cache_reads += stats.cache_reads;
     total.disk_reads += stats.disk_reads;
     total.prefetch_reads += stats.prefetch_reads;
@@ -451,6 +455,23 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
     );
     let seconds = storage.fdatasync_nanos as f64 / 1e9;
     page.sample("log_fdatasync_seconds_total", "", seconds);
+    page.header(
+        "log_flush_latency_seconds",
+        "histogram",
+        "flushes that wrote, from their first write to the end of their fdatasync (write stalls included)",
+    );
+    let buckets = (
+        &storage::FLUSH_BUCKET_BOUNDS_SECONDS[..],
+        &storage.flush_buckets[..],
+    );
+    let flushes = storage.flush_buckets.iter().sum();
+    page.histogram_of(
+        "log_flush_latency_seconds",
+        "",
+        buckets,
+        flushes,
+        storage.flush_nanos,
+    );
     page.gauge(
         "log_read_cache_hit_ratio",
         "reads served from the in-memory tail rather than the files, since start",
@@ -556,9 +577,23 @@ impl Page {
     }
 
     fn histogram(&mut self, name: &str, labels: &str, total: &HistogramTotal) {
+        let buckets = (&LATENCY_BUCKETS_SECONDS[..], &total.buckets[..]);
+        self.histogram_of(name, labels, buckets, total.count, total.sum_nanos);
+    }
+
+    /// A histogram of `(bounds, counts)`, the counts per bucket (not
+    /// cumulative); `count` holds those above every bound too.
+    fn histogram_of(
+        &mut self,
+        name: &str,
+        labels: &str,
+        (bounds, counts): (&[f64], &[u64]),
+        total_count: u64,
+        sum_nanos: u64,
+    ) {
         let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
-        for (bound, count) in LATENCY_BUCKETS_SECONDS.iter().zip(&total.buckets) {
+        for (bound, count) in bounds.iter().zip(counts) {
             cumulative += count;
             let _ = writeln!(
                 self.text,
@@ -567,20 +602,15 @@ impl Page {
         }
         let _ = writeln!(
             self.text,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            total.count
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {total_count}"
         );
         let braces = if labels.is_empty() {
             String::new()
         } else {
             format!("{{{labels}}}")
         };
-        let _ = writeln!(
-            self.text,
-            "{name}_sum{braces} {}",
-            total.sum_nanos as f64 / 1e9
-        );
-        let _ = writeln!(self.text, "{name}_count{braces} {}", total.count);
+        let _ = writeln!(self.text, "{name}_sum{braces} {}", sum_nanos as f64 / 1e9);
+        let _ = writeln!(self.text, "{name}_count{braces} {total_count}");
     }
 }
 

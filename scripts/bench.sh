@@ -55,7 +55,7 @@ data_dir="$(mktemp -d "$data_root/run.XXXXXX")"
 broker_pid=""
 cleanup() {
     [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-    rm -rf "$data_dir"
+    rm -rf "$data_dir" "$data_dir.floor"
 }
 trap cleanup EXIT
 
@@ -180,12 +180,18 @@ sleep "$settle"
 # partition, no broker): what any acks=all latency on this disk sits on.
 # A short probe misses the stalls of a virtual disk; this runs as long as C.
 echo "== C's disk floor: the disk alone at C's rate (no broker)"
-"$bin/loadgen" disk-floor --dir "$data_root" --rate $((load_base / 2)) --message-bytes 100 \
-    --partitions "$partitions" --duration "$seconds" | tee "$results/C-disk-floor.txt"
+mkdir -p "$data_dir.floor"
+"$bin/loadgen" disk-floor --dir "$data_dir.floor" --rate $((load_base / 2)) --message-bytes 100 \
+    --partitions "$partitions" --duration "$seconds" | tee "$results/C-disk-floor.txt" \
+    || echo "disk floor: failed" | tee "$results/C-disk-floor.txt"
 sleep "$settle"
 echo "== C: produce latency at half of A's rate, capped ($((load_base / 2)) msg/s)"
 # The broker's own flushes over C (write + fdatasync), from /metrics.
-flushes() { echo "$(metric log_flush_latency_seconds_count) $(metric 'log_flush_latency_seconds_bucket{le="0.025"}')"; }
+flushes() {  # all, and those within 25 ms (a bound of storage's FLUSH_BUCKET_BOUNDS_SECONDS)
+    local all fast
+    all=$(metric log_flush_latency_seconds_count); fast=$(metric 'log_flush_latency_seconds_bucket{le="0.025"}')
+    echo "${all:-0} ${fast:-0}"
+}
 flushes_before=$(flushes)
 sample_cpu C
 "$bin/loadgen" produce "${common[@]}" --name C --topic bench-c --message-bytes 100 --rate $((load_base / 2)) "${latency[@]}"
@@ -283,6 +289,8 @@ def disk_floor():
     try:
         line = open(f"{results}/C-disk-floor.txt").read()
     except OSError:
+        return "-"
+    if "message " not in line:
         return "-"
     return line.split("message ")[-1].split(";")[0]
 floor = disk_floor()

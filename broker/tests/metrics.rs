@@ -107,20 +107,14 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
     grew("bytes_in_total", 28_000.0);
     grew("log_appended_batches_total", 1.0);
     grew("log_fdatasync_total", 1.0);
-    // Each flush that wrote is counted by its duration, as many as the
-    // log's flushes, their time at least that of their fdatasyncs.
+    // Each flush that wrote is counted by its duration once it is durable:
+    // all of the log's flushes but those in flight (one per shard at most).
     grew("log_flush_latency_seconds_count", 1.0);
-    assert_eq!(
-        value(&produced, "log_flush_latency_seconds_bucket{le=\"+Inf\"}"),
-        value(&produced, "log_flush_latency_seconds_count")
-    );
+    let timed = value(&produced, "log_flush_latency_seconds_count");
+    let flushes = value(&produced, "log_flushes_total");
     assert!(
-        value(&produced, "log_flush_latency_seconds_bucket{le=\"10\"}")
-            <= value(&produced, "log_flush_latency_seconds_count")
-    );
-    assert!(
-        value(&produced, "log_flush_latency_seconds_sum")
-            >= value(&produced, "log_fdatasync_seconds_total") * 0.5
+        timed <= flushes && timed + 2.0 >= flushes,
+        "{timed} flushes timed of {flushes}"
     );
     assert_eq!(
         value(

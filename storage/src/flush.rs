@@ -165,9 +165,9 @@ impl<FS: FileSystem> Log<FS> {
             synced.map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);
         }
-        self.count_flush(flush_started, &written);
         // A roll left a producer snapshot due; the data below it is now durable.
         self.write_due_producer_snapshot(target).await;
+        self.count_flush(flush_started, &written);
         self.publish(target, generation, &written);
         critical.finish();
         self.io_lock.notify();
@@ -321,7 +321,8 @@ impl<FS: FileSystem> Log<FS> {
         Ok(())
     }
 
-    /// Counts a flush that wrote data, by its duration since `started`.
+    /// Counts a flush that wrote data, by its duration since `started`
+    /// (when it began writing) until now, just before it is published.
     fn count_flush(&self, started: std::time::Instant, written: &[Written<FS::File>]) {
         if written.iter().all(|w| w.end.is_none()) {
             return;

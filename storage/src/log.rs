@@ -157,10 +157,12 @@ pub fn flush_bucket(elapsed: std::time::Duration) -> usize {
 pub struct LogStats {
     /// Flushes that wrote data (each one write burst and one fdatasync).
     pub flushes: u64,
-    /// Those flushes by the time from their first write to the end of
-    /// their fdatasync, within each of [`FLUSH_BUCKET_BOUNDS_SECONDS`]
-    /// (not cumulative), then above the last: what every acks=all answer
-    /// waits for, write stalls included (fdatasync alone hides them).
+    /// Those flushes by the time from their first write (a new segment's
+    /// creation and preallocation included) to being durable (a sealed
+    /// segment's indexes too), within each of
+    /// [`FLUSH_BUCKET_BOUNDS_SECONDS`] (not cumulative), then above the
+    /// last: what every acks=all answer waits for, write stalls included
+    /// (fdatasync's own time hides them).
     pub flush_buckets: [u64; FLUSH_BUCKET_BOUNDS_SECONDS.len() + 1],
     /// Total nanoseconds of those flushes' writes and fdatasync.
     pub flush_nanos: u64,

@@ -8,8 +8,9 @@
 //! out as its own part of the frame, the others are copied inline.
 //!
 //! A partition's record set may come as several chunks (the cached
-//! batches it spans): they are sent one after another, never joined first,
-//! so a large fetch of small batches costs no buffer of its size.
+//! batches it spans): they are never joined into a buffer of their own.
+//! Chunks of at least [`INLINE_MAX`] bytes go out as they are; smaller ones
+//! are copied into the frame's buffer between them, as small fields are.
 //!
 //! The record set is the last field of a partition before its tagged
 //! fields, in every version. A piece is spliced only when it has no tagged
@@ -51,6 +52,11 @@ pub fn encode(
     let size = header.compute_size(header_version).map_err(failed)?
         + response.compute_size(version).map_err(failed)?
         + chunks_size(&response, &chunks, version);
+    let partitions: usize = response.responses.iter().map(|t| t.partitions.len()).sum();
+    debug_assert!(
+        chunks.is_empty() || chunks.len() == partitions,
+        "one chunk list per partition"
+    );
     let topics = std::mem::take(&mut response.responses);
     let mut frame = Parts::new(4 + size);
     frame.buf.put_i32(size as i32);
@@ -105,6 +111,7 @@ fn records_field_size(len: usize, version: i16) -> usize {
     }
 }
 
+/// Bytes of `value` as an unsigned varint (7 bits a byte, at least one).
 fn varint_size(value: u32) -> usize {
     (32 - value.leading_zeros() as usize).div_ceil(7).max(1)
 }
@@ -113,17 +120,21 @@ fn varint_size(value: u32) -> usize {
 /// records (a copy; only responses with tagged fields take this way).
 fn join_chunks(partitions: &mut [PartitionData], chunks: &mut std::vec::IntoIter<Vec<Bytes>>) {
     for partition in partitions {
-        let added = chunks.next().unwrap_or_default();
-        if added.is_empty() {
-            continue;
-        }
-        let had = partition.records.take().unwrap_or_default();
-        let mut joined =
-            BytesMut::with_capacity(had.len() + added.iter().map(Bytes::len).sum::<usize>());
-        joined.extend_from_slice(&had);
-        added.iter().for_each(|c| joined.extend_from_slice(c));
-        partition.records = Some(joined.freeze());
+        join_into(partition, chunks.next().unwrap_or_default());
     }
+}
+
+/// The partition's records followed by `added`, in one buffer.
+fn join_into(partition: &mut PartitionData, added: Vec<Bytes>) {
+    if added.is_empty() {
+        return;
+    }
+    let had = partition.records.take().unwrap_or_default();
+    let len = had.len() + added.iter().map(Bytes::len).sum::<usize>();
+    let mut joined = BytesMut::with_capacity(len);
+    joined.extend_from_slice(&had);
+    added.iter().for_each(|c| joined.extend_from_slice(c));
+    partition.records = Some(joined.freeze());
 }
 
 /// One topic: its fields, then its partitions.
@@ -164,10 +175,7 @@ fn put_partition(
     if !(untagged(&partition) && put_without_last(&mut frame.buf, &partition, version, NULL_BYTES)?)
     {
         partition.records = Some(records);
-        join_chunks(
-            std::slice::from_mut(&mut partition),
-            &mut vec![added].into_iter(),
-        );
+        join_into(&mut partition, added);
         return partition.encode(&mut frame.buf, version).map_err(failed);
     }
     let len = records.len() + added.iter().map(Bytes::len).sum::<usize>();
@@ -316,6 +324,14 @@ mod tests {
         let mut response = FetchResponse::default()
             .with_throttle_time_ms(rng.gen_range(0..100))
             .with_responses(topics);
+        if version >= FIRST_FLEXIBLE && rng.gen_bool(0.1) {
+            // A tagged field on the response, or on a topic: encoded whole.
+            let tag = (99, Bytes::from_static(b"t"));
+            match response.responses.first_mut().filter(|_| rng.gen_bool(0.5)) {
+                Some(topic) => topic.unknown_tagged_fields.extend([tag]),
+                None => response.unknown_tagged_fields.extend([tag]),
+            }
+        }
         if version >= 7 {
             response = response.with_error_code(rng.gen_range(0..2));
         }

@@ -458,7 +458,7 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
     page.header(
         "log_flush_latency_seconds",
         "histogram",
-        "flushes that wrote, from their first write to the end of their fdatasync (write stalls included)",
+        "flushes that wrote, from their first write to being durable (write stalls included)",
     );
     let buckets = (
         &storage::FLUSH_BUCKET_BOUNDS_SECONDS[..],

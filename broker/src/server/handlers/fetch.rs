@@ -454,7 +454,6 @@ async fn wait_for_any(
     let _ = select(select_all(waits), Box::pin(glommio::timer::sleep(left))).await;
 }
 
-/// The response, in the request's order.
 /// The answer, its record sets left empty, and their chunks (as the log
 /// handed them out) in the answer's partition order.
 fn encode(
@@ -601,5 +600,8 @@ mod tests {
         let fitted = fit_response(vec![read_in_chunks(&[&[40, 40], &[30]]), read(&[20])], 85);
         assert_eq!(bytes(&fitted[0]), 80);
         assert_eq!(bytes(&fitted[1]), 0);
+        // The first batch is kept even when it alone exceeds the budget.
+        let fitted = fit_response(vec![read_in_chunks(&[&[100], &[50]])], 60);
+        assert_eq!(bytes(&fitted[0]), 100);
     }
 }

@@ -72,24 +72,27 @@ fn disk_floor(options: &options::Options) -> Result<(), String> {
         duration: options.duration,
     };
     let floor = disk_floor::measure(&options.dir, load).map_err(|e| e.to_string())?;
-    let ms = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    let (m, f) = (&floor.message_latency, &floor.flush_latency);
     println!(
         "disk floor, {rate} msg/s of {} B group-committed to {} files for {} s: \
-         message p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms; \
-         flush (O_DIRECT write + fdatasync) p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms, {} flushes",
+         message {}; flush (O_DIRECT write + fdatasync) {}, {} flushes",
         load.message_bytes,
         load.writers,
         load.duration.as_secs(),
-        ms(m, 0.5),
-        ms(m, 0.99),
-        ms(m, 0.999),
-        m.max() as f64 / 1000.0,
-        ms(f, 0.5),
-        ms(f, 0.99),
-        ms(f, 0.999),
-        f.max() as f64 / 1000.0,
+        percentiles(&floor.message_latency),
+        percentiles(&floor.flush_latency),
         floor.flushes
     );
     Ok(())
+}
+
+/// "p50 .. p99 .. p99.9 .. max .. ms" of a histogram in microseconds.
+fn percentiles(h: &hdrhistogram::Histogram<u64>) -> String {
+    let ms = |us: u64| us as f64 / 1000.0;
+    format!(
+        "p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms",
+        ms(h.value_at_quantile(0.5)),
+        ms(h.value_at_quantile(0.99)),
+        ms(h.value_at_quantile(0.999)),
+        ms(h.max())
+    )
 }

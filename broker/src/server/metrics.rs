@@ -582,7 +582,7 @@ impl Page {
     }
 
     /// A histogram of `(bounds, counts)`, the counts per bucket (not
-    /// cumulative); `count` holds those above every bound too.
+    /// cumulative); `total_count` holds those above every bound too.
     fn histogram_of(
         &mut self,
         name: &str,

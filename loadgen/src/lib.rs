@@ -16,4 +16,5 @@ pub mod payload;
 pub mod produce;
 pub mod report;
 pub mod run;
+pub mod send_modes;
 pub mod verify;

@@ -4,6 +4,7 @@ use loadgen::baseline;
 use loadgen::disk_floor;
 use loadgen::options::{self, Mode};
 use loadgen::run::run_load;
+use loadgen::send_modes::{self, SendMode};
 use std::time::Duration;
 
 fn main() {
@@ -54,6 +55,7 @@ fn main() {
             })
             .map_err(|e| e.to_string()),
         Mode::DiskFloor => disk_floor(&options),
+        Mode::SendModes => compare_send_modes(options.duration),
         _ => run_load(options).map(drop),
     };
     if let Err(message) = outcome {
@@ -95,4 +97,34 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> String {
         ms(h.value_at_quantile(0.999)),
         ms(h.max())
     )
+}
+
+/// Loopback TCP sent three ways, alternating for three rounds within
+/// `duration` (this VM's loopback varies minute to minute, so the modes
+/// take turns rather than run one after another).
+fn compare_send_modes(duration: Duration) -> Result<(), String> {
+    const ROUNDS: u32 = 3;
+    let each = duration / (ROUNDS * SendMode::ALL.len() as u32);
+    for round in 1..=ROUNDS {
+        for mode in SendMode::ALL {
+            let figures =
+                send_modes::measure(mode, each).map_err(|e| format!("{}: {e}", mode.name()))?;
+            let (sender, receiver) = figures.cpu_per_gb();
+            let copied = if mode == SendMode::UringSendZc {
+                format!(
+                    "; {} of {} zero-copy sends copied by the kernel",
+                    figures.copied, figures.notifications
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "round {round}, loopback TCP by {}: {:.0} MB/s; CPU per GB: sender {sender:.3} s, \
+                 receiver {receiver:.3} s{copied}",
+                mode.name(),
+                figures.bytes_per_s() / 1e6,
+            );
+        }
+    }
+    Ok(())
 }

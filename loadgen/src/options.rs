@@ -24,6 +24,9 @@ pub enum Mode {
     /// The disk's own durable-write latency under a produce workload's
     /// rate, without a broker (`disk_floor`).
     DiskFloor,
+    /// Loopback TCP sent three ways: write(2), io_uring send and
+    /// zero-copy send (`send_modes`).
+    SendModes,
 }
 
 /// Every option, with its default.
@@ -129,6 +132,7 @@ modes:
   disk-baseline   raw sequential O_DIRECT write bandwidth under --dir
   disk-floor      the disk's own latency under --rate x --message-bytes, group-committed to
                   --partitions files under --dir for --duration (no broker): the acks=all floor
+  send-modes      loopback TCP sent by write(2), io_uring send and io_uring send_zc, side by side
 options (defaults in brackets):
   --bootstrap HOST:PORT [127.0.0.1:9092]   --topic NAME [loadgen]   --partitions N [8]
   --producers N [1]   --consumers N [1]   --groups N [1] (independent readers of the whole topic)
@@ -159,6 +163,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         Some("tcp-baseline") => Mode::TcpBaseline,
         Some("disk-baseline") => Mode::DiskBaseline,
         Some("disk-floor") => Mode::DiskFloor,
+        Some("send-modes") => Mode::SendModes,
         _ => return Err(USAGE.to_string()),
     };
     while let Some(flag) = it.next() {

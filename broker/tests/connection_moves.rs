@@ -1,9 +1,9 @@
-//! A plain TCP connection whose requests name one other shard's
-//! partitions moves to that shard between two requests: requests the
-//! client had already sent (pipelined) are answered there, in order, and
-//! nothing is lost, duplicated or reordered; a SASL login moves with its
-//! connection; the broker counts the moves and stops cleanly with moved
-//! connections open.
+//! A connection whose requests name one other shard's partitions moves to
+//! that shard between two requests: requests the client had already sent
+//! (pipelined) are answered there, in order, and nothing is lost,
+//! duplicated or reordered; a TLS session and a SASL login move with
+//! their connection; the broker counts the moves and stops cleanly with
+//! moved connections open.
 
 mod support;
 
@@ -22,6 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use storage::batch::{build, RecordSpec};
 use storage::TimestampMs;
+use support::security::{server_files, start_tls_broker, tls_connect, Authority};
 use support::{cli, on_glommio, start_broker, start_broker_with};
 
 const TOPIC: &str = "moves";
@@ -67,7 +68,7 @@ fn produce_frame(partition: i32, seq: usize, correlation_id: i32) -> Vec<u8> {
 }
 
 /// One answer: (correlation id, error code, base offset).
-fn read_answer(stream: &mut TcpStream) -> (i32, i16, i64) {
+fn read_answer(stream: &mut impl Read) -> (i32, i16, i64) {
     let mut size = [0u8; 4];
     stream.read_exact(&mut size).expect("an answer's size");
     let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
@@ -87,7 +88,7 @@ fn read_answer(stream: &mut TcpStream) -> (i32, i16, i64) {
 /// Writes PIPELINED requests for `partition` in one write, then reads
 /// their answers: each in request order, each at the next offset.
 fn pipelined_run(
-    stream: &mut TcpStream,
+    stream: &mut (impl Read + Write),
     partition: i32,
     next: &mut [usize; 2],
     correlation: &mut i32,
@@ -252,6 +253,52 @@ fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_or
     );
 
     // A stop with moved connections still open drains and exits cleanly.
+    let _still_open = stream;
+    let status = broker.stop();
+    assert!(status.success(), "the broker stopped with {status:?}");
+}
+
+#[test]
+fn a_tls_connection_moves_with_its_session_answering_pipelined_requests_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("moves-ca");
+    let files = server_files(dir.path(), &authority);
+    let mut broker = start_tls_broker(
+        &dir.path().join("data"),
+        &files,
+        &[("BROKER_DEFAULT_PARTITIONS", "2")],
+    );
+    let ca = files.ca.to_str().unwrap();
+    let tls = [("security.protocol", "ssl"), ("ssl.ca.location", ca)];
+    // librdkafka makes the topic (2 partitions, one per shard) and moves
+    // its producer's and consumers' connections while writing and reading.
+    let mut next = [0usize; 2];
+    roundtrip_with_librdkafka(&broker.bootstrap(), &tls, &mut next);
+    let moved_by_librdkafka = moved_so_far(broker.http);
+    assert!(moved_by_librdkafka >= 1, "no TLS connection moved");
+
+    // One raw TLS connection: runs of pipelined requests, each run's
+    // records sealed in one write, so that when it moves the rest of the
+    // run is in its frame buffer, in its TLS session (read, not yet
+    // decrypted or handed out) or still in the socket.
+    let mut stream = tls_connect(broker.address, &authority.pem(), None);
+    let mut correlation = 1;
+    for partition in [0, 1, 0, 1] {
+        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+    }
+    let moved = moved_so_far(broker.http) - moved_by_librdkafka;
+    assert!(
+        moved >= 2,
+        "the TLS connection moved {moved} times; expected at least 2"
+    );
+    let lost = broker.logged("could not be put back together");
+    assert!(lost.is_empty(), "a moved TLS stream was lost: {lost:?}");
+    assert_eq!(
+        support::cluster::counter(broker.http, "tls_handshake_failures_total"),
+        0
+    );
+
+    // A stop with a moved TLS connection open drains and exits cleanly.
     let _still_open = stream;
     let status = broker.stop();
     assert!(status.success(), "the broker stopped with {status:?}");

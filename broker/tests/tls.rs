@@ -10,32 +10,19 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use support::security::{kcat, leader_and_isr, server_files, wait_logged, write, Authority, Files};
-use support::{start_broker, start_broker_with, Broker};
-
-fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broker {
-    let mut env = vec![
-        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL"),
-        (
-            "BROKER_SSL_CERTIFICATE_LOCATION",
-            files.certificate.to_str().unwrap(),
-        ),
-        ("BROKER_SSL_KEY_LOCATION", files.key.to_str().unwrap()),
-    ];
-    env.extend_from_slice(extra);
-    start_broker_with(data, &env)
-}
+use support::security::{
+    kcat, leader_and_isr, server_files, start_tls_broker, tls_connect, wait_logged, write,
+    Authority,
+};
+use support::{start_broker, Broker};
 
 fn api_versions_request(correlation_id: i32) -> Vec<u8> {
     support::api_versions_request(3, correlation_id, "tls-test")
@@ -62,41 +49,6 @@ fn ask_api_versions(stream: &mut impl ReadWrite, correlation_id: i32) -> std::io
 
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
-
-/// A TLS connection trusting `ca`, presenting `identity` (certificate and
-/// key PEM) if given.
-fn tls_connect(
-    address: SocketAddr,
-    ca: &str,
-    identity: Option<&(String, String)>,
-) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(certificate.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let config = match identity {
-        Some((certificate, key)) => {
-            let chain = CertificateDer::pem_slice_iter(certificate.as_bytes())
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-            builder.with_client_auth_cert(chain, key).unwrap()
-        }
-        None => builder.with_no_client_auth(),
-    };
-    let name = ServerName::try_from("127.0.0.1").unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let socket = TcpStream::connect(address).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
-    rustls::StreamOwned::new(connection, socket)
-}
 
 fn counter(broker: &Broker, name: &str) -> u64 {
     support::cluster::counter(broker.http, name)

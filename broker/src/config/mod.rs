@@ -123,7 +123,7 @@ pub struct BrokerConfig {
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
-    /// Move a client connection not on TLS to the shard
+    /// Move a client connection (plain or TLS) to the shard
     /// owning the partitions it reads and writes, once its requests name
     /// only that shard's (the default): its requests then do not cross
     /// the shard mesh.

@@ -1,14 +1,15 @@
 //! One client connection: read frames, answer each request in order;
-//! between two requests a plain TCP connection may move to the shard
+//! between two requests a connection (plain or TLS) may move to the shard
 //! owning its partitions ([`super::follow`] says when).
 
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::server::TlsStream;
+use futures_rustls::TlsAcceptor;
 use glommio::net::TcpStream;
 use glommio::timer::Timer;
 use kafka_protocol::messages::ApiKey;
@@ -18,6 +19,7 @@ use super::authentication;
 use super::follow::{Follow, PartitionShards};
 use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
+use super::portable::{Detached, Portable};
 use super::shard::{ConnectionHost, Shard, Stopping};
 use super::tls::looks_like_tls;
 use crate::authorizer::ANONYMOUS;
@@ -60,23 +62,20 @@ pub struct ListenerOf {
     pub for_brokers: bool,
 }
 
-/// Serves a connection over TLS until the client closes it, sends
-/// something that cannot be answered, or the shard stops (between
-/// requests); the shard carries on either way. It stays on this shard.
-pub async fn serve<S>(stream: S, client: Client, shard: Rc<Shard>, stopping: Stopping)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let carried = Carried::new(client, &shard);
-    serve_counted(stream, carried, None, shard, stopping).await;
-}
-
-/// Serves a plain TCP connection as [`serve`] does; it may move to the
-/// shard owning the partitions it reads and writes.
-pub async fn serve_tcp(stream: TcpStream, client: Client, shard: Rc<Shard>, stopping: Stopping) {
-    let carried = Carried::new(client, &shard);
-    let fd = stream.as_raw_fd();
-    serve_counted(stream, carried, Some(fd), shard, stopping).await;
+/// Serves a connection (plain TCP or TLS) until the client closes it,
+/// sends something that cannot be answered, or the shard stops (between
+/// requests); the shard carries on either way. Between two requests it may
+/// move to the shard owning the partitions it reads and writes; `tls` is
+/// the acceptor a TLS connection's session was made by.
+pub async fn serve<S: Portable>(
+    stream: S,
+    client: Client,
+    tls: Option<TlsAcceptor>,
+    shard: Rc<Shard>,
+    stopping: Stopping,
+) {
+    let carried = Carried::new(client, tls, &shard);
+    serve_counted(stream, carried, shard, stopping).await;
 }
 
 /// What a connection carries between requests, and to another shard.
@@ -88,10 +87,12 @@ struct Carried {
     session: Option<Session>,
     /// Where its partitions were, and its moves so far.
     follow: Follow,
+    /// Over TLS, what made its session (to rebuild its stream after a move).
+    tls: Option<TlsAcceptor>,
 }
 
 impl Carried {
-    fn new(client: Client, shard: &Shard) -> Carried {
+    fn new(client: Client, tls: Option<TlsAcceptor>, shard: &Shard) -> Carried {
         let config = &shard.cluster.config;
         let session = client.listener.sasl.then(|| {
             let lifetime = (config.connections_max_reauth_ms > 0)
@@ -103,53 +104,60 @@ impl Carried {
             reader: FrameReader::new(config.socket_request_max_bytes),
             session,
             follow: Follow::new(shard.cluster.shard(), 0),
+            tls,
         }
     }
 }
 
-/// How a connection's service on this shard ended.
+/// Why a connection's service here paused.
 enum Ended {
     Closed,
-    /// Another shard serves it now.
-    Moved,
+    /// Its requests named another shard's partitions: it is to move there.
+    Move(ShardId),
 }
 
-async fn serve_counted<S>(
-    stream: S,
-    carried: Carried,
-    fd: Option<std::os::fd::RawFd>,
+/// Serves the connection here until it closes or moves away.
+async fn serve_counted<S: Portable>(
+    mut stream: S,
+    mut carried: Carried,
     shard: Rc<Shard>,
     stopping: Stopping,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+) {
     let metrics = shard.metrics.clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
-    let ended = serve_open(stream, carried, fd, shard, stopping).await;
-    metrics.connections.fetch_sub(1, Ordering::Relaxed);
-    if let Ended::Moved = ended {
-        metrics.connections_moved.fetch_add(1, Ordering::Relaxed);
+    while let Ended::Move(to) = serve_open(&mut stream, &mut carried, &shard, &stopping).await {
+        match hand_over(&shard, to, stream, carried).await {
+            Ok(()) => {
+                metrics.connections_moved.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            Err(Some((back, mut carried_back))) => {
+                carried_back.follow.refused();
+                (stream, carried) = (back, carried_back);
+            }
+            Err(None) => break,
+        }
     }
+    metrics.connections.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Serves the connection until it ends here: `fd` is its socket if it
-/// may move to another shard (plain TCP: a TLS session's state stays
-/// where it was made; a SASL login moves with the connection).
+/// Serves the connection until it closes, or is to move to another
+/// shard (with its TLS session and SASL login, if any) between requests.
 async fn serve_open<S>(
-    mut stream: S,
-    carried: Carried,
-    fd: Option<std::os::fd::RawFd>,
-    shard: Rc<Shard>,
-    stopping: Stopping,
+    stream: &mut S,
+    carried: &mut Carried,
+    shard: &Rc<Shard>,
+    stopping: &Stopping,
 ) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let Carried {
-        mut client,
-        mut reader,
-        mut session,
-        mut follow,
+        client,
+        reader,
+        session,
+        follow,
+        tls: _,
     } = carried;
     let address = client.address;
     let peer = address.map(|a| a.to_string()).unwrap_or_default();
@@ -157,7 +165,7 @@ where
     let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let frame_max = shard.cluster.config.socket_request_max_bytes;
-    let movable = fd.filter(|_| shard.cluster.config.connections_follow_partitions);
+    let movable = shard.cluster.config.connections_follow_partitions;
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
     // The deadline for the next request to arrive whole, made once per
@@ -192,12 +200,9 @@ where
                 .bytes_in
                 .fetch_add(4 + request_frame.len() as u64, Ordering::Relaxed);
             if let Some(session) = session.as_mut().filter(|s| s.wants_raw_token()) {
-                let answer =
-                    authentication::raw_token(&shard, session, &request_frame, &peer).await;
+                let answer = authentication::raw_token(shard, session, &request_frame, &peer).await;
                 match answer {
-                    Some(frame) if send(&mut stream, &frame, &shard, idle_max, &peer).await => {
-                        continue
-                    }
+                    Some(frame) if send(stream, &frame, shard, idle_max, &peer).await => continue,
                     _ => return Ended::Closed,
                 }
             }
@@ -229,7 +234,7 @@ where
                         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
                     ) =>
                 {
-                    match authentication::answer(&shard, session.as_mut(), &request, &peer).await {
+                    match authentication::answer(shard, session.as_mut(), &request, &peer).await {
                         Ok(answer) => (Some(answer.frame), answer.close),
                         Err(e) => {
                             shard.metrics.request_error(api_key);
@@ -240,22 +245,22 @@ where
                 }
                 _ => {
                     let client_id = request.header.client_id.as_deref().unwrap_or("");
-                    let caller = caller(&shard, &client, session.as_ref(), client_id, &client_host);
+                    let caller = caller(shard, client, session.as_ref(), client_id, &client_host);
                     let outcome = if caller.metered() {
                         // The request-time quota: the shard's time the
                         // handling took, metered once it is answered (its
                         // pause mutes the connection; throttle_time_ms in
                         // the answer carries the byte-rate quotas').
                         let (outcome, busy) =
-                            timed(handlers::handle(&shard, &request, &caller)).await;
+                            timed(handlers::handle(shard, &request, &caller)).await;
                         // Never replication: not a follower's fetch, nor
                         // anything on a listener kept for brokers.
                         if !caller.is_replication() && !client.listener.for_brokers {
-                            caller.meter(&shard, Metered::RequestTime, busy.as_micros() as usize);
+                            caller.meter(shard, Metered::RequestTime, busy.as_micros() as usize);
                         }
                         outcome
                     } else {
-                        handlers::handle(&shard, &request, &caller).await
+                        handlers::handle(shard, &request, &caller).await
                     };
                     throttled = caller.throttled_ms();
                     on = caller.partition_shards();
@@ -272,7 +277,7 @@ where
                 }
             };
             if let Some(response) = response {
-                if !send(&mut stream, &response, &shard, idle_max, &peer).await || close {
+                if !send(stream, &response, shard, idle_max, &peer).await || close {
                     return Ended::Closed;
                 }
             }
@@ -285,7 +290,7 @@ where
                     return Ended::Closed;
                 }
             }
-            let (Some(fd), Some(to)) = (movable, follow.after(on)) else {
+            let Some(to) = follow.after(on).filter(|_| movable) else {
                 continue;
             };
             if shard.connections.serving().is_none() || metered {
@@ -294,24 +299,7 @@ where
                 // gathered on one shard would get a fraction of it.
                 continue;
             }
-            let carried = Carried {
-                client,
-                reader,
-                session,
-                follow,
-            };
-            match hand_over(&shard, to, fd, carried).await {
-                Ok(()) => {
-                    tracing::debug!(%peer, to = %to, "connection moved to the shard of its partitions");
-                    return Ended::Moved;
-                }
-                Err(Some(back)) => {
-                    (client, reader, session) = (back.client, back.reader, back.session);
-                    follow = back.follow;
-                    follow.refused();
-                }
-                Err(None) => return Ended::Closed,
-            }
+            return Ended::Move(to);
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
@@ -332,10 +320,10 @@ where
     }
 }
 
-/// A connection on its way to another shard: everything it carries, with
-/// a copy of its socket (the sending shard closes its own).
+/// A connection on its way to another shard: everything it carries, its
+/// stream taken apart (the listener by its parts: `Rc`s stay home).
 struct Handover {
-    socket: OwnedFd,
+    stream: Detached,
     address: Option<std::net::SocketAddr>,
     principal: Option<String>,
     listener: (String, bool, bool),
@@ -343,68 +331,96 @@ struct Handover {
     reader: FrameReader,
     session: Option<Session>,
     follow: Follow,
+    tls: Option<TlsAcceptor>,
+}
+
+impl Handover {
+    fn new(stream: Detached, carried: Carried) -> Handover {
+        let Carried {
+            client,
+            reader,
+            session,
+            follow,
+            tls,
+        } = carried;
+        let listener = &client.listener;
+        Handover {
+            stream,
+            address: client.address,
+            principal: client.principal,
+            listener: (
+                listener.name.to_string(),
+                listener.sasl,
+                listener.for_brokers,
+            ),
+            admitted: client.admitted,
+            reader,
+            session,
+            follow,
+            tls,
+        }
+    }
+
+    /// What the connection carries, on the shard that serves it now.
+    fn into_carried(self) -> (Detached, Carried) {
+        let (name, sasl, for_brokers) = self.listener;
+        let client = Client {
+            address: self.address,
+            principal: self.principal,
+            listener: Rc::new(ListenerOf {
+                name: name.into(),
+                sasl,
+                for_brokers,
+            }),
+            admitted: self.admitted,
+        };
+        let carried = Carried {
+            client,
+            reader: self.reader,
+            session: self.session,
+            follow: self.follow,
+            tls: self.tls,
+        };
+        (self.stream, carried)
+    }
 }
 
 /// Moves a connection (between two requests, nothing in flight on its
-/// socket) to shard `to`. Err(Some) gives it back when `to` does not take
-/// it (stopping); Err(None) when it was lost on the way (`to` is gone:
-/// the broker stops) and the connection is to close.
-async fn hand_over(
+/// socket) to shard `to`. Err(Some) gives it back when it cannot go (its
+/// socket cannot be copied, or `to` is stopping); Err(None) when it was
+/// lost on the way (`to` is gone: the broker stops) and is to close.
+async fn hand_over<S: Portable>(
     shard: &Shard,
     to: ShardId,
-    fd: std::os::fd::RawFd,
+    stream: S,
     carried: Carried,
-) -> Result<(), Option<Carried>> {
-    // SAFETY: `fd` is the open socket of the stream the caller still
-    // holds; the copy is a new descriptor of the same socket.
-    let socket = match unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned() {
-        Ok(socket) => socket,
-        Err(e) => {
+) -> Result<(), Option<(S, Carried)>> {
+    let detached = match stream.detach() {
+        Ok(detached) => detached,
+        Err((stream, e)) => {
             tracing::warn!(error = %e, "cannot copy a connection's socket; it stays on its shard");
-            return Err(Some(carried));
+            return Err(Some((stream, carried)));
         }
     };
-    let Carried {
-        client,
-        reader,
-        session,
-        follow,
-    } = carried;
-    let listener = client.listener.clone();
-    let handover = Box::new(Handover {
-        socket,
-        address: client.address,
-        principal: client.principal,
-        listener: (
-            listener.name.to_string(),
-            listener.sasl,
-            listener.for_brokers,
-        ),
-        admitted: client.admitted,
-        reader,
-        session,
-        follow,
-    });
+    let handover = Box::new(Handover::new(detached, carried));
     let adopted = shard
         .connection_hosts
         .invoke_on(to, |host| -> LocalFuture<_> {
             Box::pin(async move { adopt(&host, handover) })
         })
         .await;
-    match adopted {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(back)) => Err(Some(Carried {
-            client: Client {
-                address: back.address,
-                principal: back.principal,
-                listener,
-                admitted: back.admitted,
-            },
-            reader: back.reader,
-            session: back.session,
-            follow: back.follow,
-        })),
-        Err(_) => Err(None),
+    let back = match adopted {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(back)) => back,
+        Err(_) => return Err(None),
+    };
+    let (detached, carried) = back.into_carried();
+    match S::attach(detached, carried.tls.as_ref()).await {
+        Ok(stream) => Err(Some((stream, carried))),
+        Err(e) => {
+            tracing::warn!(error = %e, "closing a connection that could not move back together");
+            Err(None)
+        }
     }
 }
 
@@ -414,43 +430,35 @@ fn adopt(host: &Rc<ConnectionHost>, handover: Box<Handover>) -> Result<(), Box<H
     let Some((shard, stopping)) = host.serving() else {
         return Err(handover);
     };
-    let Handover {
-        socket,
-        address,
-        principal,
-        listener: (name, sasl, for_brokers),
-        admitted,
-        reader,
-        session,
-        follow,
-    } = *handover;
-    // SAFETY: the descriptor is ours alone (a copy made for this move).
-    let stream = unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) };
-    let listener = Rc::new(ListenerOf {
-        name: name.into(),
-        sasl,
-        for_brokers,
-    });
-    let carried = Carried {
-        client: Client {
-            address,
-            principal,
-            listener,
-            admitted,
-        },
-        reader,
-        session,
-        follow: Follow::new(shard.cluster.shard(), follow.moves() + 1),
-    };
+    let (detached, mut carried) = handover.into_carried();
+    carried.follow = Follow::new(shard.cluster.shard(), carried.follow.moves() + 1);
     host.opened();
     let host = host.clone();
     glommio::spawn_local(async move {
-        let fd = stream.as_raw_fd();
-        serve_counted(stream, carried, Some(fd), shard, stopping).await;
+        if detached.is_tls() {
+            resume::<TlsStream<TcpStream>>(detached, carried, shard, stopping).await;
+        } else {
+            resume::<TcpStream>(detached, carried, shard, stopping).await;
+        }
         host.closed();
     })
     .detach();
     Ok(())
+}
+
+/// Puts a moved connection's stream back together and serves it.
+async fn resume<S: Portable>(
+    detached: Detached,
+    carried: Carried,
+    shard: Rc<Shard>,
+    stopping: Stopping,
+) {
+    match S::attach(detached, carried.tls.as_ref()).await {
+        Ok(stream) => serve_counted(stream, carried, shard, stopping).await,
+        Err(e) => {
+            tracing::warn!(error = %e, "closing a moved connection that could not be put back together")
+        }
+    }
 }
 
 /// Who sent the request now (its SASL user can change on

@@ -14,6 +14,7 @@ mod handlers;
 mod health;
 mod http;
 mod metrics;
+mod portable;
 mod ports;
 mod serve;
 mod shard;

@@ -292,7 +292,7 @@ async fn serve_stream(
             listener,
             admitted,
         };
-        return connection::serve_tcp(stream, client, shard, stopping).await;
+        return connection::serve(stream, client, None, shard, stopping).await;
     };
     let handshake = tls.accept(stream);
     let deadline = glommio::timer::sleep(TLS_HANDSHAKE_MAX);
@@ -304,7 +304,7 @@ async fn serve_stream(
                 listener,
                 admitted,
             };
-            return connection::serve(stream, client, shard, stopping).await;
+            return connection::serve(stream, client, Some(tls), shard, stopping).await;
         }
         futures::future::Either::Left((Err(e), _)) => e.to_string(),
         futures::future::Either::Right(_) => "no handshake within 10 s".to_string(),

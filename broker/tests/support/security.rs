@@ -1,19 +1,23 @@
 //! What the tests of TLS and SASL share: a certificate authority of the
 //! test's own (no private key is committed), the files a TLS broker reads,
-//! kcat (the system's, built with OpenSSL and SASL) and a bounded wait for
-//! a log line.
+//! a broker on TLS, a raw TLS client, kcat (the system's, built with
+//! OpenSSL and SASL) and a bounded wait for a log line.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
 };
 
-use super::Broker;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use super::{start_broker_with, Broker};
 
 /// A certificate authority of the test's own.
 pub struct Authority {
@@ -175,4 +179,53 @@ pub fn confluent_roundtrip(
         .args(["90", &python, script, bootstrap, topic, group, settings])
         .output()
         .unwrap()
+}
+
+/// A broker whose Kafka port speaks TLS with `files`.
+pub fn start_tls_broker(data: &Path, files: &Files, extra: &[(&str, &str)]) -> Broker {
+    let mut env = vec![
+        ("BROKER_KAFKA_SECURITY_PROTOCOL", "SSL"),
+        (
+            "BROKER_SSL_CERTIFICATE_LOCATION",
+            files.certificate.to_str().unwrap(),
+        ),
+        ("BROKER_SSL_KEY_LOCATION", files.key.to_str().unwrap()),
+    ];
+    env.extend_from_slice(extra);
+    start_broker_with(data, &env)
+}
+
+/// A TLS connection trusting `ca`, presenting `identity` (certificate and
+/// key PEM) if given.
+pub fn tls_connect(
+    address: SocketAddr,
+    ca: &str,
+    identity: Option<&(String, String)>,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        Some((certificate, key)) => {
+            let chain = CertificateDer::pem_slice_iter(certificate.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let socket = TcpStream::connect(address).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    rustls::StreamOwned::new(connection, socket)
 }

@@ -17,6 +17,7 @@ use kafka_protocol::messages::ApiKey;
 use super::admission::Admitted;
 use super::authentication;
 use super::follow::{Follow, PartitionShards};
+use super::gathered::Gathered;
 use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
 use super::portable::{Detached, Portable};
@@ -436,7 +437,7 @@ fn adopt(host: &Rc<ConnectionHost>, handover: Box<Handover>) -> Result<(), Box<H
     let host = host.clone();
     glommio::spawn_local(async move {
         if detached.is_tls() {
-            resume::<TlsStream<TcpStream>>(detached, carried, shard, stopping).await;
+            resume::<TlsStream<Gathered>>(detached, carried, shard, stopping).await;
         } else {
             resume::<TcpStream>(detached, carried, shard, stopping).await;
         }

@@ -10,6 +10,7 @@ mod admission;
 mod authentication;
 mod connection;
 mod follow;
+mod gathered;
 mod handlers;
 mod health;
 mod http;

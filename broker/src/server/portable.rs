@@ -11,6 +11,8 @@ use futures_rustls::TlsAcceptor;
 use glommio::net::TcpStream;
 use rustls::server::ServerConnection;
 
+use super::gathered::Gathered;
+
 /// A stream apart: sendable to another thread.
 pub struct Detached {
     socket: OwnedFd,
@@ -72,7 +74,7 @@ impl Portable for TcpStream {
     }
 }
 
-impl Portable for TlsStream<TcpStream> {
+impl Portable for TlsStream<Gathered> {
     fn detach(self) -> Result<Detached, (Self, std::io::Error)> {
         match copy_socket(self.get_ref().0) {
             Ok(socket) => {
@@ -94,7 +96,7 @@ impl Portable for TlsStream<TcpStream> {
         // moved one takes its place before the first poll, and the
         // "handshake" of a session past its handshake only flushes what it
         // holds to send (nothing: its answers were flushed before it left).
-        let stream = stream_of(detached.socket);
+        let stream = Gathered::new(stream_of(detached.socket));
         acceptor
             .accept_with(stream, move |fresh| std::mem::swap(fresh, &mut *session))
             .await

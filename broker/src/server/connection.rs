@@ -25,7 +25,7 @@ use super::shard::{ConnectionHost, Shard, Stopping};
 use super::tls::looks_like_tls;
 use crate::authorizer::ANONYMOUS;
 use crate::kafka::frame::{FrameError, FrameReader};
-use crate::kafka::request;
+use crate::kafka::request::{self, Request};
 use crate::kafka::response::Frame;
 use crate::quotas::Metered;
 use crate::runtime::busy::timed;
@@ -160,10 +160,8 @@ where
         follow,
         tls: _,
     } = carried;
-    let address = client.address;
-    let peer = address.map(|a| a.to_string()).unwrap_or_default();
-    // How DescribeGroups shows a member's host, as Kafka does.
-    let client_host = address.map(|a| format!("/{}", a.ip())).unwrap_or_default();
+    let who = Who::of(client);
+    let peer = who.peer.clone();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let frame_max = shard.cluster.config.socket_request_max_bytes;
     let movable = shard.cluster.config.connections_follow_partitions;
@@ -207,81 +205,15 @@ where
                     _ => return Ended::Closed,
                 }
             }
-            let request = match request::parse(request_frame) {
-                Ok(request) => request,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: malformed request");
-                    return Ended::Closed;
-                }
+            let Some(answered) = answer(request_frame, shard, client, session, &who).await else {
+                return Ended::Closed;
             };
-            // One request at a time per connection, as Kafka does: appends
-            // from one producer connection keep their order.
-            let api_key = request.header.request_api_key;
-            shard.metrics.request(api_key);
-            let mut throttled = 0;
-            let mut on = PartitionShards::None;
-            let mut metered = false;
-            let (response, close) = match session
-                .as_ref()
-                .map(|s| s.admit(request.api_key, Instant::now()))
-            {
-                Some(Admission::Refuse(why)) => {
-                    tracing::info!(%peer, api = ?request.api_key, why, "closing connection: not authenticated");
-                    return Ended::Closed;
-                }
-                Some(Admission::Authenticate) | None
-                    if matches!(
-                        request.api_key,
-                        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-                    ) =>
-                {
-                    match authentication::answer(shard, session.as_mut(), &request, &peer).await {
-                        Ok(answer) => (Some(answer.frame), answer.close),
-                        Err(e) => {
-                            shard.metrics.request_error(api_key);
-                            tracing::warn!(%peer, api = ?request.api_key, error = %e, "closing connection");
-                            return Ended::Closed;
-                        }
-                    }
-                }
-                _ => {
-                    let client_id = request.header.client_id.as_deref().unwrap_or("");
-                    let caller = caller(shard, client, session.as_ref(), client_id, &client_host);
-                    let outcome = if caller.metered() {
-                        // The request-time quota: the shard's time the
-                        // handling took, metered once it is answered (its
-                        // pause mutes the connection; throttle_time_ms in
-                        // the answer carries the byte-rate quotas').
-                        let (outcome, busy) =
-                            timed(handlers::handle(shard, &request, &caller)).await;
-                        // Never replication: not a follower's fetch, nor
-                        // anything on a listener kept for brokers.
-                        if !caller.is_replication() && !client.listener.for_brokers {
-                            caller.meter(shard, Metered::RequestTime, busy.as_micros() as usize);
-                        }
-                        outcome
-                    } else {
-                        handlers::handle(shard, &request, &caller).await
-                    };
-                    throttled = caller.throttled_ms();
-                    on = caller.partition_shards();
-                    metered = caller.metered();
-                    match outcome {
-                        Ok(Outcome::Respond(response)) => (Some(response), false),
-                        Ok(Outcome::NoResponse) => (None, false),
-                        Err(e) => {
-                            shard.metrics.request_error(api_key);
-                            tracing::warn!(%peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
-                            return Ended::Closed;
-                        }
-                    }
-                }
-            };
-            if let Some(response) = response {
-                if !send(stream, &response, shard, idle_max, &peer).await || close {
+            if let Some(response) = &answered.response {
+                if !send(stream, response, shard, idle_max, &peer).await || answered.close {
                     return Ended::Closed;
                 }
             }
+            let throttled = answered.throttled_ms;
             if throttled > 0 {
                 // Over its quota: answered at once with the throttle time,
                 // then muted for it (KIP-219), unless the shard stops.
@@ -291,10 +223,10 @@ where
                     return Ended::Closed;
                 }
             }
-            let Some(to) = follow.after(on).filter(|_| movable) else {
+            let Some(to) = follow.after(answered.on).filter(|_| movable) else {
                 continue;
             };
-            if shard.connections.serving().is_none() || metered {
+            if shard.connections.serving().is_none() || answered.metered {
                 // Stopping: it closes here, between requests. Metered: a
                 // client's quota is a per-shard share, and its connections
                 // gathered on one shard would get a fraction of it.
@@ -319,6 +251,138 @@ where
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
     }
+}
+
+/// How the logs and the group coordinator name a connection's client.
+struct Who {
+    /// Its address, for the logs.
+    peer: String,
+    /// How DescribeGroups shows a member's host, as Kafka does (`/ip`).
+    host: String,
+}
+
+impl Who {
+    fn of(client: &Client) -> Who {
+        let address = client.address;
+        Who {
+            peer: address.map(|a| a.to_string()).unwrap_or_default(),
+            host: address.map(|a| format!("/{}", a.ip())).unwrap_or_default(),
+        }
+    }
+}
+
+/// One request answered, and what its answer asks of the connection.
+struct Answered {
+    response: Option<Frame>,
+    /// Close once the answer is sent (a login that failed).
+    close: bool,
+    /// Over a quota: muted this long once answered.
+    throttled_ms: u64,
+    /// Where the partitions it named live (whether to move).
+    on: PartitionShards,
+    /// Some client quota is set (connections then stay put).
+    metered: bool,
+}
+
+impl Answered {
+    fn login(frame: Frame, close: bool) -> Answered {
+        Answered {
+            response: Some(frame),
+            close,
+            throttled_ms: 0,
+            on: PartitionShards::None,
+            metered: false,
+        }
+    }
+}
+
+/// Answers one request, one at a time per connection as Kafka does
+/// (appends from one producer connection keep their order): None when
+/// the connection is to close (said in the log).
+async fn answer(
+    frame: bytes::Bytes,
+    shard: &Rc<Shard>,
+    client: &Client,
+    session: &mut Option<Session>,
+    who: &Who,
+) -> Option<Answered> {
+    let peer = &who.peer;
+    let request = match request::parse(frame) {
+        Ok(request) => request,
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "closing connection: malformed request");
+            return None;
+        }
+    };
+    let api_key = request.header.request_api_key;
+    shard.metrics.request(api_key);
+    match session
+        .as_ref()
+        .map(|s| s.admit(request.api_key, Instant::now()))
+    {
+        Some(Admission::Refuse(why)) => {
+            tracing::info!(%peer, api = ?request.api_key, why, "closing connection: not authenticated");
+            None
+        }
+        Some(Admission::Authenticate) | None
+            if matches!(
+                request.api_key,
+                ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            ) =>
+        {
+            match authentication::answer(shard, session.as_mut(), &request, peer).await {
+                Ok(answer) => Some(Answered::login(answer.frame, answer.close)),
+                Err(e) => {
+                    shard.metrics.request_error(api_key);
+                    tracing::warn!(%peer, api = ?request.api_key, error = %e, "closing connection");
+                    None
+                }
+            }
+        }
+        _ => handle(&request, shard, client, session.as_ref(), who).await,
+    }
+}
+
+/// Answers a request past the login, as its caller (ACLs, quotas).
+async fn handle(
+    request: &Request,
+    shard: &Rc<Shard>,
+    client: &Client,
+    session: Option<&Session>,
+    who: &Who,
+) -> Option<Answered> {
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let caller = caller(shard, client, session, client_id, &who.host);
+    let outcome = if caller.metered() {
+        // The request-time quota: the shard's time the handling took,
+        // metered once it is answered (its pause mutes the connection;
+        // throttle_time_ms in the answer carries the byte-rate quotas').
+        let (outcome, busy) = timed(handlers::handle(shard, request, &caller)).await;
+        // Never replication: not a follower's fetch, nor anything on a
+        // listener kept for brokers.
+        if !caller.is_replication() && !client.listener.for_brokers {
+            caller.meter(shard, Metered::RequestTime, busy.as_micros() as usize);
+        }
+        outcome
+    } else {
+        handlers::handle(shard, request, &caller).await
+    };
+    let response = match outcome {
+        Ok(Outcome::Respond(response)) => Some(response),
+        Ok(Outcome::NoResponse) => None,
+        Err(e) => {
+            shard.metrics.request_error(request.header.request_api_key);
+            tracing::warn!(peer = %who.peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
+            return None;
+        }
+    };
+    Some(Answered {
+        response,
+        close: false,
+        throttled_ms: caller.throttled_ms(),
+        on: caller.partition_shards(),
+        metered: caller.metered(),
+    })
 }
 
 /// A connection on its way to another shard: everything it carries, its

@@ -34,14 +34,17 @@ fn value(partition: i32, seq: usize) -> String {
     format!("{partition}:{seq:06}")
 }
 
-/// A size-prefixed Produce request of one record for `partition`.
-fn produce_frame(partition: i32, seq: usize, correlation_id: i32) -> Vec<u8> {
+/// A size-prefixed Produce request of one record for `partition`, its
+/// value padded to `padded_to` bytes.
+fn produce_frame(partition: i32, seq: usize, correlation_id: i32, padded_to: usize) -> Vec<u8> {
+    let mut value = value(partition, seq).into_bytes();
+    value.resize(value.len().max(padded_to), b'.');
     let records = build(
         TimestampMs(1_000),
         &[RecordSpec {
             timestamp_delta: 0,
             key: None,
-            value: Some(value(partition, seq).into_bytes()),
+            value: Some(value),
         }],
     )
     .freeze();
@@ -85,18 +88,19 @@ fn read_answer(stream: &mut impl Read) -> (i32, i16, i64) {
     )
 }
 
-/// Writes PIPELINED requests for `partition` in one write, then reads
-/// their answers: each in request order, each at the next offset.
+/// Writes PIPELINED requests for `partition` (values of `padded_to`
+/// bytes) in one write, then reads their answers: each in request order,
+/// each at the next offset.
 fn pipelined_run(
     stream: &mut (impl Read + Write),
-    partition: i32,
+    (partition, padded_to): (i32, usize),
     next: &mut [usize; 2],
     correlation: &mut i32,
 ) {
     let first = *correlation;
     let start = next[partition as usize];
     let frames: Vec<u8> = (0..PIPELINED)
-        .flat_map(|i| produce_frame(partition, start + i, first + i as i32))
+        .flat_map(|i| produce_frame(partition, start + i, first + i as i32, padded_to))
         .collect();
     stream.write_all(&frames).unwrap();
     for i in 0..PIPELINED {
@@ -234,7 +238,7 @@ fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_or
     let mut next = [0usize; 2];
     let mut correlation = 1;
     for partition in [0, 1, 0, 1] {
-        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+        pipelined_run(&mut stream, (partition, 0), &mut next, &mut correlation);
     }
     let moved = moved_so_far(broker.http);
     assert!(
@@ -277,14 +281,20 @@ fn a_tls_connection_moves_with_its_session_answering_pipelined_requests_in_order
     let moved_by_librdkafka = moved_so_far(broker.http);
     assert!(moved_by_librdkafka >= 1, "no TLS connection moved");
 
-    // One raw TLS connection: runs of pipelined requests, each run's
-    // records sealed in one write, so that when it moves the rest of the
-    // run is in its frame buffer, in its TLS session (read, not yet
-    // decrypted or handed out) or still in the socket.
+    // One raw TLS connection: runs of pipelined requests of 12 KiB values
+    // (a run of 12 is 9 TLS records, the broker reads 64 KiB at a time),
+    // so that when it moves the rest of the run is in its frame buffer,
+    // in its TLS session (read, not yet decrypted or handed out) or still
+    // in the socket.
     let mut stream = tls_connect(broker.address, &authority.pem(), None);
     let mut correlation = 1;
     for partition in [0, 1, 0, 1] {
-        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+        pipelined_run(
+            &mut stream,
+            (partition, 12 * 1024),
+            &mut next,
+            &mut correlation,
+        );
     }
     let moved = moved_so_far(broker.http) - moved_by_librdkafka;
     assert!(
@@ -362,7 +372,7 @@ fn no_connection_moves_while_a_client_quota_is_set() {
         .unwrap();
     let (mut next, mut correlation) = ([0usize; 2], 1);
     for partition in [0, 1, 0, 1] {
-        pipelined_run(&mut stream, partition, &mut next, &mut correlation);
+        pipelined_run(&mut stream, (partition, 0), &mut next, &mut correlation);
     }
     assert_eq!(moved_so_far(broker.http), 0, "a connection moved");
 }

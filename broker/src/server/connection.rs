@@ -127,8 +127,10 @@ async fn serve_counted<S: Portable>(
     let metrics = shard.metrics.clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
     while let Ended::Move(to) = serve_open(&mut stream, &mut carried, &shard, &stopping).await {
+        let peer = carried.client.address;
         match hand_over(&shard, to, stream, carried).await {
             Ok(()) => {
+                tracing::debug!(?peer, to = %to, "connection moved to the shard of its partitions");
                 metrics.connections_moved.fetch_add(1, Ordering::Relaxed);
                 break;
             }
@@ -480,7 +482,7 @@ async fn hand_over<S: Portable>(
         Err(_) => return Err(None),
     };
     let (detached, carried) = back.into_carried();
-    match S::attach(detached, carried.tls.as_ref()).await {
+    match reattach(detached, carried.tls.as_ref()).await {
         Ok(stream) => Err(Some((stream, carried))),
         Err(e) => {
             tracing::warn!(error = %e, "closing a connection that could not move back together");
@@ -518,12 +520,32 @@ async fn resume<S: Portable>(
     shard: Rc<Shard>,
     stopping: Stopping,
 ) {
-    match S::attach(detached, carried.tls.as_ref()).await {
+    match reattach::<S>(detached, carried.tls.as_ref()).await {
         Ok(stream) => serve_counted(stream, carried, shard, stopping).await,
         Err(e) => {
             tracing::warn!(error = %e, "closing a moved connection that could not be put back together")
         }
     }
+}
+
+/// How long putting a moved stream back together may take: a TLS session
+/// may still hold output its client has to take first (what it queued
+/// while reading a request answered with nothing, as an acks=0 Produce).
+const REATTACH_MAX: Duration = Duration::from_secs(10);
+
+/// [`Portable::attach`] within [`REATTACH_MAX`].
+async fn reattach<S: Portable>(
+    detached: Detached,
+    tls: Option<&TlsAcceptor>,
+) -> std::io::Result<S> {
+    within(REATTACH_MAX, S::attach(detached, tls))
+        .await
+        .unwrap_or_else(|| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "its client took nothing within 10 s",
+            ))
+        })
 }
 
 /// Who sent the request now (its SASL user can change on

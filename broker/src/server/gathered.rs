@@ -107,6 +107,11 @@ mod tests {
                 all
             });
             let mut writer = Gathered::new(TcpStream::connect(address).await.unwrap());
+            // An empty socket takes a gathered write whole: more than its
+            // first buffer (glommio's own vectored write sends that alone).
+            let small = [[1u8; 1024], [2u8; 1024], [3u8; 1024], [4u8; 1024]];
+            let slices: Vec<IoSlice> = small.iter().map(|b| IoSlice::new(b)).collect();
+            assert_eq!(writer.write_vectored(&slices).await.unwrap(), 4096);
             // 32 MiB in 2000 buffers of uneven sizes: more than both
             // sockets' buffers hold, more buffers than one sendmsg takes.
             let buffers: Vec<Vec<u8>> = (0..2000)
@@ -121,8 +126,9 @@ mod tests {
             }
             writer.close().await.unwrap();
             let received = reader.await;
-            assert_eq!(received.len(), buffers.iter().map(Vec::len).sum::<usize>());
-            assert!(received == buffers.concat(), "bytes out of order");
+            let sent: Vec<u8> = small.concat().into_iter().chain(buffers.concat()).collect();
+            assert_eq!(received.len(), sent.len());
+            assert!(received == sent, "bytes out of order");
         });
     }
 }

@@ -95,7 +95,8 @@ impl Portable for TlsStream<Gathered> {
         // futures-rustls builds a stream only from a new session: the
         // moved one takes its place before the first poll, and the
         // "handshake" of a session past its handshake only flushes what it
-        // holds to send (nothing: its answers were flushed before it left).
+        // holds to send (usually nothing: answers are flushed when sent;
+        // a request answered with nothing may have left output queued).
         let stream = Gathered::new(stream_of(detached.socket));
         acceptor
             .accept_with(stream, move |fresh| std::mem::swap(fresh, &mut *session))

@@ -274,8 +274,8 @@ struct Accepting {
 const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 
 /// Encrypted bytes a TLS connection holds before writing them (rustls's
-/// default is 64 KiB): a Fetch answer's records go out 256 KiB per
-/// gathered send instead of 64 KiB.
+/// default is 64 KiB): a Fetch answer's parts larger than that (its
+/// cached batches) go out 256 KiB per gathered send instead of 64 KiB.
 const TLS_SEND_BUFFER: usize = 256 * 1024;
 
 /// Serves an accepted connection, after its TLS handshake if the port

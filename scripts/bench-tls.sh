@@ -7,7 +7,8 @@
 # the run and removed with its data), back to back on the same disk: each
 # as fast as it goes, then at a fixed rate (A 1 M msg/s, B 100 MB/s), where
 # the broker's CPU seconds per GB show TLS's cost apart from how fast the
-# shared cores let the client go. Prints each figure, the broker's CPU
+# shared cores let the client go; B's topic is then read back whole by one
+# rdkafka_performance consumer (E). Prints each figure, the broker's CPU
 # seconds per GB over the run, and TLS as a share of plaintext. Writes
 # results/<UTC time>-tls/tls.txt (or to --out DIR).
 #
@@ -75,6 +76,17 @@ produce() {  # NAME SIZE COUNT CLIENT-SETTINGS...: "msg/s MB/s cpu-s/GB"
         '{ printf "%d %.1f %.2f\n", $7, $8, (d / hz) / ($4 / 1e9) }'
 }
 
+consume() {  # NAME COUNT CLIENT-SETTINGS...: "msg/s MB/s cpu-s/GB", both partitions from the start
+    local name=$1 count=$2 t0 t1 line; shift 2
+    t0=$(cpu_ticks)
+    line=$("$rdkafka_perf" -b "$bootstrap" -u -C -t "$name" -p 0 -p 1 -o beginning -c "$count" "$@" 2>&1 \
+        | grep '^|' | tail -1)
+    t1=$(cpu_ticks)
+    # consumer columns: elapsed, msgs, bytes, rtt, m/s, MB/s, ...
+    echo "$line" | awk -F'|' -v d=$((t1 - t0)) -v hz="$hz" \
+        '{ printf "%d %.1f %.2f\n", $6, $7, (d / hz) / ($4 / 1e9) }'
+}
+
 loadgen_produce() {  # NAME SIZE LOADGEN-SETTINGS...: "msg/s MB/s cpu-s/GB"
     local name=$1 size=$2 t0 t1 line; shift 2
     t0=$(cpu_ticks)
@@ -98,6 +110,8 @@ for protocol in PLAINTEXT SSL; do
     figures[B-loadgen-$protocol]=$(loadgen_produce tls-lb 1024 "${own[@]}")
     figures[A-$protocol]=$(produce tls-a 100 "$messages_a" "${settings[@]}")
     figures[B-$protocol]=$(produce tls-b 1024 "$messages_b" "${settings[@]}")
+    # Read back at once, while it is the newest in the broker's memory.
+    figures[E-$protocol]=$(consume tls-b "$messages_b" "${settings[@]}")
     figures[A-rate-$protocol]=$(produce tls-a-rate 100 $((messages_a / 2)) -r 1000000 "${settings[@]}")
     figures[B-rate-$protocol]=$(produce tls-b-rate 1024 $((messages_b / 2)) -r 100000 "${settings[@]}")
     stop_broker
@@ -106,8 +120,9 @@ done
 
 {
     echo "TLS vs plaintext, acks=all, idempotent, 2 partitions; A-loadgen, B-loadgen: loadgen, one producer per core;"
-    echo "A, B: rdkafka_performance, 1 producer, as fast as it goes; A-rate, B-rate: the same at a fixed rate"
-    for w in A-loadgen B-loadgen A B A-rate B-rate; do
+    echo "A, B: rdkafka_performance, 1 producer, as fast as it goes; A-rate, B-rate: the same at a fixed rate;"
+    echo "E: B's topic read back from its start by one rdkafka_performance consumer (both partitions, from memory)"
+    for w in A-loadgen B-loadgen A B A-rate B-rate E; do
         read -r pr pm pc <<<"${figures[$w-PLAINTEXT]}"
         read -r sr sm sc <<<"${figures[$w-SSL]}"
         printf "%s plaintext %s msg/s %s MB/s cpu %s s/GB | TLS %s msg/s %s MB/s cpu %s s/GB | TLS/plaintext %s\n" \

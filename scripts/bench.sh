@@ -13,7 +13,7 @@
 # F runs the peer comparison's workloads with rdkafka_performance: one
 # producer or consumer on one partition, 1000-message batches; consume
 # right after producing (memory), then after a broker restart (disk).
-# T (scripts/bench-tls.sh) runs A and B over TLS and plaintext.
+# T (scripts/bench-tls.sh) runs A and B over TLS and plaintext, and reads B back.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard, the broker's cache filled first
 # (as a long-running broker's is). Throughput runs use one producer

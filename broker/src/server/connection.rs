@@ -21,6 +21,7 @@ use super::gathered::Gathered;
 use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
 use super::portable::{Detached, Portable};
+use super::read_now::ReadNow;
 use super::shard::{ConnectionHost, Shard, Stopping};
 use super::tls::looks_like_tls;
 use crate::authorizer::ANONYMOUS;
@@ -153,7 +154,7 @@ async fn serve_open<S>(
     stopping: &Stopping,
 ) -> Ended
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + ReadNow + Unpin,
 {
     let Carried {
         client,
@@ -235,6 +236,13 @@ where
                 continue;
             }
             return Ended::Move(to);
+        }
+        // What the socket holds already goes straight into the frame
+        // buffer; only an empty socket is waited on.
+        match stream.read_now(reader.read_buffer(READ_CHUNK_BYTES)) {
+            Some(Ok(0)) | Some(Err(_)) => return Ended::Closed,
+            Some(Ok(_)) => continue,
+            None => {}
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);

@@ -17,6 +17,7 @@ mod http;
 mod metrics;
 mod portable;
 mod ports;
+mod read_now;
 mod serve;
 mod shard;
 mod start;

@@ -12,6 +12,7 @@ use glommio::net::TcpStream;
 use rustls::server::ServerConnection;
 
 use super::gathered::Gathered;
+use super::read_now::ReadNow;
 
 /// A stream apart: sendable to another thread.
 pub struct Detached {
@@ -29,7 +30,7 @@ impl Detached {
 /// A client stream that can be taken apart and put back together, on its
 /// own shard or another. Only between two requests: nothing half-read by
 /// the caller, every answer flushed.
-pub trait Portable: AsyncRead + AsyncWrite + Unpin + Sized {
+pub trait Portable: AsyncRead + AsyncWrite + ReadNow + Unpin + Sized {
     /// Takes it apart; on failure (no descriptor left to copy its socket
     /// into) gives it back whole.
     fn detach(self) -> Result<Detached, (Self, std::io::Error)>;

@@ -80,34 +80,27 @@ mod tests {
             buffer.extend_from_slice(b"kept ");
             assert!(reader.read_now(&mut buffer).is_none(), "nothing sent yet");
             writer.write_all(b"first").await.unwrap();
-            let mut waited = 0;
-            let n = loop {
-                match reader.read_now(&mut buffer) {
-                    Some(read) => break read.unwrap(),
-                    None if waited < 100 => {
-                        waited += 1;
-                        glommio::timer::sleep(Duration::from_millis(10)).await;
-                    }
-                    None => panic!("the bytes sent never arrived"),
-                }
-            };
-            assert_eq!(n, 5);
+            assert_eq!(read_when_there(&mut reader, &mut buffer).await, 5);
             assert_eq!(&buffer[..], b"kept first");
             writer.close().await.unwrap();
             drop(writer);
-            let mut waited = 0;
-            let end = loop {
-                match reader.read_now(&mut buffer) {
-                    Some(read) => break read.unwrap(),
-                    None if waited < 100 => {
-                        waited += 1;
-                        glommio::timer::sleep(Duration::from_millis(10)).await;
-                    }
-                    None => panic!("the end of the stream never came"),
-                }
-            };
-            assert_eq!(end, 0);
+            assert_eq!(
+                read_when_there(&mut reader, &mut buffer).await,
+                0,
+                "the end"
+            );
             assert_eq!(&buffer[..], b"kept first");
         });
+    }
+
+    /// read_now until the socket holds something (at most a second).
+    async fn read_when_there(reader: &mut TcpStream, buffer: &mut BytesMut) -> usize {
+        for _ in 0..100 {
+            if let Some(read) = reader.read_now(buffer) {
+                return read.unwrap();
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("nothing arrived within a second");
     }
 }

@@ -164,7 +164,7 @@ where
         tls: _,
     } = carried;
     let who = Who::of(client);
-    let peer = who.peer.clone();
+    let peer = who.peer.as_str();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
     let frame_max = shard.cluster.config.socket_request_max_bytes;
     let movable = shard.cluster.config.connections_follow_partitions;
@@ -192,7 +192,7 @@ where
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => break,
                 Err(e) => {
-                    log_bad_frame(&peer, &e);
+                    log_bad_frame(peer, &e);
                     return Ended::Closed;
                 }
             };
@@ -202,9 +202,9 @@ where
                 .bytes_in
                 .fetch_add(4 + request_frame.len() as u64, Ordering::Relaxed);
             if let Some(session) = session.as_mut().filter(|s| s.wants_raw_token()) {
-                let answer = authentication::raw_token(shard, session, &request_frame, &peer).await;
+                let answer = authentication::raw_token(shard, session, &request_frame, peer).await;
                 match answer {
-                    Some(frame) if send(stream, &frame, shard, idle_max, &peer).await => continue,
+                    Some(frame) if send(stream, &frame, shard, idle_max, peer).await => continue,
                     _ => return Ended::Closed,
                 }
             }
@@ -212,7 +212,7 @@ where
                 return Ended::Closed;
             };
             if let Some(response) = &answered.response {
-                if !send(stream, response, shard, idle_max, &peer).await || answered.close {
+                if !send(stream, response, shard, idle_max, peer).await || answered.close {
                     return Ended::Closed;
                 }
             }

@@ -90,6 +90,10 @@ pub struct ShardMetrics {
     pub isr_expands: AtomicU64,
     /// Consumer fetches served as a follower (rack-aware reads).
     pub follower_reads: AtomicU64,
+    /// Produced record bytes kept in the memory they arrived in.
+    pub produced_bytes_in_place: AtomicU64,
+    /// Produced record bytes copied on their way to the log.
+    pub produced_bytes_copied: AtomicU64,
 }
 
 impl Default for ShardMetrics {
@@ -112,6 +116,8 @@ impl Default for ShardMetrics {
             isr_shrinks: AtomicU64::new(0),
             isr_expands: AtomicU64::new(0),
             follower_reads: AtomicU64::new(0),
+            produced_bytes_in_place: AtomicU64::new(0),
+            produced_bytes_copied: AtomicU64::new(0),
         }
     }
 }
@@ -142,6 +148,16 @@ impl ShardMetrics {
     /// partition answered with an error).
     pub fn request_error(&self, api_key: i16) {
         self.request_errors[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A Produce request's record sets, taken over or copied.
+    pub fn record_sets(&self, taken: &crate::kafka::record_sets::RecordSets) {
+        let all: usize = taken.sets.iter().map(|set| set.len()).sum();
+        let in_place = all - taken.copied_bytes;
+        self.produced_bytes_in_place
+            .fetch_add(in_place as u64, Ordering::Relaxed);
+        self.produced_bytes_copied
+            .fetch_add(taken.copied_bytes as u64, Ordering::Relaxed);
     }
 
     /// A produce with `acks` took `elapsed`.

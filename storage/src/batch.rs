@@ -234,6 +234,11 @@ impl ValidBatch {
         self.bytes.len()
     }
 
+    /// Its bytes, as they will be stored (before the log stamps offsets).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Whether it is empty (never: a valid batch has a header).
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()

@@ -1,6 +1,10 @@
 //! Kafka framing: each request is `[size i32][size bytes]`. The size is
 //! checked against `socket.request.max.bytes` before anything is
 //! allocated; a bad size means the connection is closed.
+//!
+//! A large frame is read into memory of its own, sized to it and holding
+//! nothing else, so that its records can become the log's batches without
+//! a copy (`kafka::record_sets`).
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -16,6 +20,11 @@ pub enum FrameError {
         max: u32,
     },
 }
+
+/// Frames of at least this many bytes get memory of their own: their reads
+/// stop at their end, and the reader starts a new buffer after them.
+/// Smaller ones share the reader's buffer (one allocation for many).
+pub const OWN_MEMORY_MIN_BYTES: usize = 64 * 1024;
 
 /// Splits a connection's incoming bytes into request frames.
 #[derive(Debug)]
@@ -40,14 +49,32 @@ impl FrameReader {
 
     /// Space to read into: at least `min` bytes, and enough for the frame
     /// in progress once its size is known (so a large frame is read into
-    /// one buffer without regrowing).
+    /// one buffer without regrowing). For a large frame exactly its rest:
+    /// growing the buffer near its end would copy all of it.
     pub fn read_buffer(&mut self, min: usize) -> &mut BytesMut {
-        let wanted = match self.pending_size() {
-            Some(Ok(size)) => (4 + size).saturating_sub(self.buffer.len()).max(min),
+        let wanted = match (self.large_frame_rest(), self.pending_size()) {
+            (Some(rest), _) => rest,
+            (None, Some(Ok(size))) => (4 + size).saturating_sub(self.buffer.len()).max(min),
             _ => min,
         };
         self.buffer.reserve(wanted);
         &mut self.buffer
+    }
+
+    /// How many bytes the next read may take, at most `max`: the rest of
+    /// a large frame in progress, so that it ends its buffer.
+    pub fn read_limit(&self, max: usize) -> usize {
+        self.large_frame_rest().map_or(max, |rest| rest.min(max))
+    }
+
+    /// The bytes a large frame in progress still lacks.
+    fn large_frame_rest(&self) -> Option<usize> {
+        match self.pending_size() {
+            Some(Ok(size)) if size >= OWN_MEMORY_MIN_BYTES => {
+                Some((4 + size).saturating_sub(self.buffer.len())).filter(|rest| *rest > 0)
+            }
+            _ => None,
+        }
     }
 
     fn pending_size(&self) -> Option<Result<usize, FrameError>> {
@@ -72,6 +99,12 @@ impl FrameReader {
         };
         if self.buffer.len() < 4 + size {
             return Ok(None);
+        }
+        if size >= OWN_MEMORY_MIN_BYTES && self.buffer.len() == 4 + size {
+            // Its reads stopped at its end: the buffer is the frame's alone.
+            let mut frame = std::mem::take(&mut self.buffer);
+            frame.advance(4);
+            return Ok(Some(frame.freeze()));
         }
         self.buffer.advance(4);
         Ok(Some(self.buffer.split_to(size).freeze()))
@@ -103,6 +136,42 @@ mod tests {
         assert_eq!(
             got,
             vec![Bytes::from("one"), Bytes::new(), Bytes::from("three!")]
+        );
+    }
+
+    #[test]
+    fn a_large_frame_is_read_into_memory_of_its_own() {
+        let size = OWN_MEMORY_MIN_BYTES + 10;
+        let mut stream = crate::kafka::response::Frame::of_body(&b"small"[..])
+            .to_bytes()
+            .to_vec();
+        stream.extend_from_slice(&(size as i32).to_be_bytes());
+        stream.extend((0..size).map(|i| i as u8));
+        stream.extend_from_slice(&crate::kafka::response::Frame::of_body(&b"next"[..]).to_bytes());
+        let mut reader = FrameReader::new(1 << 20);
+        let mut at = 0;
+        let mut frames = Vec::new();
+        while at < stream.len() {
+            // Reads of up to 4000 bytes, as a socket might give them.
+            let limit = reader.read_limit(4000).min(stream.len() - at);
+            let buffer = reader.read_buffer(limit);
+            let capacity = buffer.capacity();
+            buffer.extend_from_slice(&stream[at..at + limit]);
+            assert_eq!(buffer.capacity(), capacity, "no regrowing");
+            at += limit;
+            while let Some(frame) = reader.next_frame().unwrap() {
+                frames.push(frame);
+            }
+        }
+        assert_eq!(frames.len(), 3);
+        assert_eq!(&frames[0][..], b"small");
+        assert_eq!(&frames[2][..], b"next");
+        let large = frames.swap_remove(1);
+        assert_eq!(large.len(), size);
+        assert!(large.iter().enumerate().all(|(i, b)| *b == i as u8));
+        assert!(
+            large.try_into_mut().is_ok(),
+            "nothing else shares the large frame's memory"
         );
     }
 

@@ -9,6 +9,7 @@ pub mod fetch_frame;
 pub mod frame;
 pub mod metadata;
 pub mod produce_legacy;
+pub mod record_sets;
 pub mod request;
 pub mod response;
 

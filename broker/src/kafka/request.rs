@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 /// Why a request frame could not be parsed: the connection is closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +53,48 @@ pub fn parse(mut frame: Bytes) -> Result<Request, RequestError> {
         .map_err(|e| RequestError::MalformedHeader(e.to_string()))?;
     Ok(Request {
         api_key,
-        header,
+        header: owning(header),
         body: frame,
     })
+}
+
+/// The header with copies of its few bytes instead of slices of the frame:
+/// once a handler owns the body, nothing else holds the frame's memory (a
+/// Produce request's records take it over, `kafka::record_sets`).
+fn owning(mut header: RequestHeader) -> RequestHeader {
+    header.client_id = header
+        .client_id
+        .map(|id| StrBytes::from_string(id.to_string()));
+    for field in header.unknown_tagged_fields.values_mut() {
+        *field = Bytes::copy_from_slice(field);
+    }
+    header
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn the_header_keeps_nothing_of_the_frame() {
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(9)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_static_str("producer-1")));
+        let mut frame = BytesMut::new();
+        header.encode(&mut frame, 2).unwrap();
+        frame.extend_from_slice(b"body");
+        let request = parse(frame.freeze()).unwrap();
+        assert_eq!(request.header.client_id.as_deref(), Some("producer-1"));
+        assert_eq!(&request.body[..], b"body");
+        let Request { header, body, .. } = request;
+        assert!(
+            body.try_into_mut().is_ok(),
+            "the body alone holds the frame's memory"
+        );
+        assert_eq!(header.correlation_id, 7);
+    }
 }

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::ResponseError;
 use storage::batch::{BatchHeader, ValidBatch};
 use storage::{BatchError, LeaderEpoch, Offset, StorageError};
@@ -203,7 +203,7 @@ impl Partitions {
     pub async fn produce(
         &self,
         led: Led,
-        records: Bytes,
+        records: BytesMut,
         acks: Acks,
         timeout: Duration,
     ) -> Result<Appended, Code> {
@@ -211,32 +211,30 @@ impl Partitions {
             return Err(ResponseError::InvalidTopicException.code());
         }
         let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
-        let batches = split_batches(&records, limit)?;
+        let batches = split_batches(records, limit)?;
         led.append(self, batches, acks, timeout).await
     }
 }
 
 /// Cuts a partition's records into whole, valid v2 batches, each within
-/// `limit` (max.message.bytes); all or nothing. Each batch is copied once
-/// into its own buffer (the log patches its offsets in place).
-pub fn split_batches(records: &Bytes, limit: usize) -> Result<Vec<ValidBatch>, Code> {
+/// `limit` (max.message.bytes); all or nothing. The batches are cut from
+/// the records' own memory, not copied (the log patches their offsets in
+/// place).
+pub fn split_batches(mut records: BytesMut, limit: usize) -> Result<Vec<ValidBatch>, Code> {
     if records.is_empty() {
         return Err(ResponseError::CorruptMessage.code());
     }
     let mut batches = Vec::new();
-    let mut at = 0;
-    while at < records.len() {
-        let rest = &records[at..];
-        let header = BatchHeader::parse(rest, usize::MAX).map_err(|e| batch_error_code(&e))?;
+    while !records.is_empty() {
+        let header = BatchHeader::parse(&records, usize::MAX).map_err(|e| batch_error_code(&e))?;
         if header.total_bytes > limit {
             return Err(ResponseError::MessageTooLarge.code());
         }
-        if header.total_bytes > rest.len() {
+        if header.total_bytes > records.len() {
             return Err(ResponseError::CorruptMessage.code());
         }
-        let one = BytesMut::from(&rest[..header.total_bytes]);
+        let one = records.split_to(header.total_bytes);
         batches.push(ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?);
-        at += header.total_bytes;
     }
     Ok(batches)
 }
@@ -286,27 +284,33 @@ mod tests {
     fn records_split_into_whole_valid_batches_or_are_refused() {
         let mut two = batch(3);
         two.extend_from_slice(&batch(2));
-        let two = two.freeze();
-        let split = split_batches(&two, 1 << 20).unwrap();
+        let split = split_batches(two.clone(), 1 << 20).unwrap();
         assert_eq!(split.len(), 2);
         assert_eq!(split[0].len() + split[1].len(), two.len());
+        let moved = two.clone();
+        let (start, first_len) = (moved.as_ptr(), split[0].len());
+        let cut = split_batches(moved, 1 << 20).unwrap();
+        assert_eq!(cut[0].bytes().as_ptr(), start, "cut, not copied");
+        assert_eq!(cut[1].bytes().as_ptr(), start.wrapping_add(first_len));
         // A flipped byte in the second batch refuses both.
-        let mut bad = two.to_vec();
+        let mut bad = two.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(
-            split_batches(&Bytes::from(bad), 1 << 20).err(),
+            split_batches(bad, 1 << 20).err(),
             Some(ResponseError::CorruptMessage.code())
         );
         // A cut tail, garbage and emptiness are corrupt; size over the limit is too large.
+        let mut cut_tail = two.clone();
+        cut_tail.truncate(two.len() - 3);
         assert_eq!(
-            split_batches(&two.slice(..two.len() - 3), 1 << 20).err(),
+            split_batches(cut_tail, 1 << 20).err(),
             Some(ResponseError::CorruptMessage.code())
         );
-        assert!(split_batches(&Bytes::from_static(&[1, 2, 3]), 1 << 20).is_err());
-        assert!(split_batches(&Bytes::new(), 1 << 20).is_err());
+        assert!(split_batches(BytesMut::from(&[1u8, 2, 3][..]), 1 << 20).is_err());
+        assert!(split_batches(BytesMut::new(), 1 << 20).is_err());
         assert_eq!(
-            split_batches(&two, split[0].len() - 1).err(),
+            split_batches(two, split[0].len() - 1).err(),
             Some(ResponseError::MessageTooLarge.code())
         );
     }

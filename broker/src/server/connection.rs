@@ -239,14 +239,16 @@ where
         }
         // What the socket holds already goes straight into the frame
         // buffer; only an empty socket is waited on.
-        match stream.read_now(reader.read_buffer(READ_CHUNK_BYTES)) {
+        // A large frame's reads stop at its end (kafka::frame).
+        let limit = reader.read_limit(READ_CHUNK_BYTES);
+        match stream.read_now(reader.read_buffer(limit), limit) {
             Some(Ok(0)) | Some(Err(_)) => return Ended::Closed,
             Some(Ok(_)) => continue,
             None => {}
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
-        let read = match select(Box::pin(stream.read(&mut chunk)), ended).await {
+        let read = match select(Box::pin(stream.read(&mut chunk[..limit])), ended).await {
             Either::Left((read, _)) => read,
             // Stopping (no request half-answered), or idle too long.
             Either::Right((Either::Right(_), _)) => {
@@ -349,19 +351,26 @@ async fn answer(
                 }
             }
         }
-        _ => handle(&request, shard, client, session.as_ref(), who).await,
+        _ => handle(request, shard, client, session.as_ref(), who).await,
     }
 }
 
 /// Answers a request past the login, as its caller (ACLs, quotas).
 async fn handle(
-    request: &Request,
+    request: Request,
     shard: &Rc<Shard>,
     client: &Client,
     session: Option<&Session>,
     who: &Who,
 ) -> Option<Answered> {
-    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    // The handler takes the request over; what the logs name is kept.
+    let (api, api_key, version) = (
+        request.api_key,
+        request.header.request_api_key,
+        request.header.request_api_version,
+    );
+    let client_id = request.header.client_id.clone();
+    let client_id = client_id.as_deref().unwrap_or("");
     let caller = caller(shard, client, session, client_id, &who.host);
     let outcome = if caller.metered() {
         // The request-time quota: the shard's time the handling took,
@@ -381,8 +390,8 @@ async fn handle(
         Ok(Outcome::Respond(response)) => Some(response),
         Ok(Outcome::NoResponse) => None,
         Err(e) => {
-            shard.metrics.request_error(request.header.request_api_key);
-            tracing::warn!(peer = %who.peer, api = ?request.api_key, version = request.header.request_api_version, error = %e, "closing connection");
+            shard.metrics.request_error(api_key);
+            tracing::warn!(peer = %who.peer, ?api, version, error = %e, "closing connection");
             return None;
         }
     };

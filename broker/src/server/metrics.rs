@@ -102,6 +102,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     let mut page = Page::default();
     // The design's metrics (seed section 15).
     produce_latency(&mut page, all);
+    produce_copies(&mut page, all);
     let ends = led_partitions(&reports);
     consumer_lag(&mut page, &reports, &ends);
     partitions_led(&mut page, cluster, &ends);
@@ -402,6 +403,21 @@ fn requests(page: &mut Page, all: &Registry) {
         "throttle_time_ms_total",
         "throttle time handed out to clients over their quotas, in ms",
         sum(all, |m| m.throttle_ms.load(Ordering::Relaxed)),
+    );
+}
+
+/// Whether produced records reached the log in the memory they arrived
+/// in (large requests, `kafka::record_sets`) or were copied.
+fn produce_copies(page: &mut Page, all: &Registry) {
+    page.counter(
+        "produce_record_bytes_in_place_total",
+        "produced record bytes stored in the memory their request arrived in",
+        sum(all, |m| m.produced_bytes_in_place.load(Ordering::Relaxed)),
+    );
+    page.counter(
+        "produce_record_bytes_copied_total",
+        "produced record bytes copied on their way to the log",
+        sum(all, |m| m.produced_bytes_copied.load(Ordering::Relaxed)),
     );
 }
 

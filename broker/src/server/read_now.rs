@@ -17,15 +17,17 @@ use super::gathered::Gathered;
 
 /// A client stream that may be read without waiting, into a buffer.
 pub trait ReadNow {
-    /// Reads what the socket holds now into `buffer`'s spare room: None
-    /// when it holds nothing (or the stream cannot: TLS decrypts first);
-    /// Some(Ok(0)) at the end of the stream.
-    fn read_now(&mut self, buffer: &mut BytesMut) -> Option<std::io::Result<usize>>;
+    /// Reads what the socket holds now into `buffer`'s spare room, at
+    /// most `limit` bytes: None when it holds nothing (or the stream
+    /// cannot: TLS decrypts first); Some(Ok(0)) at the end of the stream.
+    fn read_now(&mut self, buffer: &mut BytesMut, limit: usize) -> Option<std::io::Result<usize>>;
 }
 
 impl ReadNow for TcpStream {
-    fn read_now(&mut self, buffer: &mut BytesMut) -> Option<std::io::Result<usize>> {
+    fn read_now(&mut self, buffer: &mut BytesMut, limit: usize) -> Option<std::io::Result<usize>> {
         let room = buffer.spare_capacity_mut();
+        let room_len = limit.min(room.len());
+        let room = &mut room[..room_len];
         if room.is_empty() {
             return None;
         }
@@ -55,7 +57,7 @@ impl ReadNow for TcpStream {
 }
 
 impl ReadNow for TlsStream<Gathered> {
-    fn read_now(&mut self, _: &mut BytesMut) -> Option<std::io::Result<usize>> {
+    fn read_now(&mut self, _: &mut BytesMut, _: usize) -> Option<std::io::Result<usize>> {
         None
     }
 }
@@ -78,25 +80,34 @@ mod tests {
             let mut reader = listener.accept().await.unwrap();
             let mut buffer = BytesMut::with_capacity(64);
             buffer.extend_from_slice(b"kept ");
-            assert!(reader.read_now(&mut buffer).is_none(), "nothing sent yet");
-            writer.write_all(b"first").await.unwrap();
-            assert_eq!(read_when_there(&mut reader, &mut buffer).await, 5);
+            assert!(
+                reader.read_now(&mut buffer, 64).is_none(),
+                "nothing sent yet"
+            );
+            writer.write_all(b"first, then").await.unwrap();
+            assert_eq!(
+                read_when_there(&mut reader, &mut buffer, 5).await,
+                5,
+                "the limit"
+            );
             assert_eq!(&buffer[..], b"kept first");
+            assert_eq!(read_when_there(&mut reader, &mut buffer, 64).await, 6);
+            assert_eq!(&buffer[..], b"kept first, then");
             writer.close().await.unwrap();
             drop(writer);
             assert_eq!(
-                read_when_there(&mut reader, &mut buffer).await,
+                read_when_there(&mut reader, &mut buffer, 64).await,
                 0,
                 "the end"
             );
-            assert_eq!(&buffer[..], b"kept first");
+            assert_eq!(&buffer[..], b"kept first, then");
         });
     }
 
     /// read_now until the socket holds something (at most a second).
-    async fn read_when_there(reader: &mut TcpStream, buffer: &mut BytesMut) -> usize {
+    async fn read_when_there(reader: &mut TcpStream, buffer: &mut BytesMut, limit: usize) -> usize {
         for _ in 0..100 {
-            if let Some(read) = reader.read_now(buffer) {
+            if let Some(read) = reader.read_now(buffer, limit) {
                 return read.unwrap();
             }
             glommio::timer::sleep(Duration::from_millis(10)).await;

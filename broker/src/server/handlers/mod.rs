@@ -161,17 +161,18 @@ pub fn is_served(api: ApiKey, version: i16) -> bool {
         .is_some_and(|(_, (min, max))| (*min..=*max).contains(&version))
 }
 
-/// Answers one request from `caller`.
+/// Answers one request from `caller`. Produce takes the request over
+/// (its records become the log's batches, `kafka::record_sets`).
 pub async fn handle(
     shard: &Rc<Shard>,
-    request: &Request,
+    request: Request,
     caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let api = request.api_key;
     let version = request.header.request_api_version;
     if api == ApiKey::ApiVersions {
         // Answers even a too-new version (with error 35), as Kafka does.
-        let body = api_versions::answer(request, SERVED);
+        let body = api_versions::answer(&request, SERVED);
         return Ok(Outcome::Respond(Frame::of_body(&body)));
     }
     if !is_served(api, version) {
@@ -179,38 +180,40 @@ pub async fn handle(
     }
     match api {
         ApiKey::Produce => produce::handle(shard, request, caller).await,
-        ApiKey::Fetch => fetch::handle(shard, request, caller).await,
-        ApiKey::ListOffsets => offsets::list_offsets(shard, request, caller).await,
-        ApiKey::Metadata => cluster::metadata(shard, request, caller).await,
-        ApiKey::CreateTopics => topics::create_topics(shard, request, caller).await,
-        ApiKey::DeleteTopics => topics::delete_topics(shard, request, caller).await,
-        ApiKey::DeleteRecords => offsets::delete_records(shard, request, caller).await,
-        ApiKey::DescribeConfigs => configs::describe(shard, request, caller).await,
-        ApiKey::AlterConfigs => configs::alter(shard, request, caller).await,
-        ApiKey::CreatePartitions => topics::create_partitions(shard, request, caller).await,
-        ApiKey::IncrementalAlterConfigs => configs::incremental_alter(shard, request, caller).await,
-        ApiKey::DescribeCluster => cluster::describe_cluster(shard, request, caller).await,
-        ApiKey::FindCoordinator => groups::find_coordinator(shard, request, caller).await,
-        ApiKey::JoinGroup => groups::join_group(shard, request, caller).await,
-        ApiKey::SyncGroup => groups::sync_group(shard, request, caller).await,
-        ApiKey::Heartbeat => groups::heartbeat(shard, request, caller).await,
-        ApiKey::LeaveGroup => groups::leave_group(shard, request, caller).await,
-        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, request, caller).await,
-        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, request, caller).await,
-        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, request, caller).await,
-        ApiKey::ListGroups => group_admin::list_groups(shard, request, caller).await,
-        ApiKey::DescribeGroups => group_admin::describe_groups(shard, request, caller).await,
-        ApiKey::DeleteGroups => group_admin::delete_groups(shard, request, caller).await,
-        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, request, caller).await,
-        ApiKey::InitProducerId => producers::init_producer_id(shard, request, caller).await,
-        ApiKey::DescribeProducers => producers::describe_producers(shard, request, caller).await,
-        ApiKey::DescribeUserScramCredentials => users::describe(shard, request, caller).await,
-        ApiKey::AlterUserScramCredentials => users::alter(shard, request, caller).await,
-        ApiKey::DescribeClientQuotas => quotas::describe(shard, request, caller).await,
-        ApiKey::AlterClientQuotas => quotas::alter(shard, request, caller).await,
-        ApiKey::CreateAcls => acls::create(shard, request, caller).await,
-        ApiKey::DescribeAcls => acls::describe(shard, request, caller).await,
-        ApiKey::DeleteAcls => acls::delete(shard, request, caller).await,
+        ApiKey::Fetch => fetch::handle(shard, &request, caller).await,
+        ApiKey::ListOffsets => offsets::list_offsets(shard, &request, caller).await,
+        ApiKey::Metadata => cluster::metadata(shard, &request, caller).await,
+        ApiKey::CreateTopics => topics::create_topics(shard, &request, caller).await,
+        ApiKey::DeleteTopics => topics::delete_topics(shard, &request, caller).await,
+        ApiKey::DeleteRecords => offsets::delete_records(shard, &request, caller).await,
+        ApiKey::DescribeConfigs => configs::describe(shard, &request, caller).await,
+        ApiKey::AlterConfigs => configs::alter(shard, &request, caller).await,
+        ApiKey::CreatePartitions => topics::create_partitions(shard, &request, caller).await,
+        ApiKey::IncrementalAlterConfigs => {
+            configs::incremental_alter(shard, &request, caller).await
+        }
+        ApiKey::DescribeCluster => cluster::describe_cluster(shard, &request, caller).await,
+        ApiKey::FindCoordinator => groups::find_coordinator(shard, &request, caller).await,
+        ApiKey::JoinGroup => groups::join_group(shard, &request, caller).await,
+        ApiKey::SyncGroup => groups::sync_group(shard, &request, caller).await,
+        ApiKey::Heartbeat => groups::heartbeat(shard, &request, caller).await,
+        ApiKey::LeaveGroup => groups::leave_group(shard, &request, caller).await,
+        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, &request, caller).await,
+        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, &request, caller).await,
+        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, &request, caller).await,
+        ApiKey::ListGroups => group_admin::list_groups(shard, &request, caller).await,
+        ApiKey::DescribeGroups => group_admin::describe_groups(shard, &request, caller).await,
+        ApiKey::DeleteGroups => group_admin::delete_groups(shard, &request, caller).await,
+        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, &request, caller).await,
+        ApiKey::InitProducerId => producers::init_producer_id(shard, &request, caller).await,
+        ApiKey::DescribeProducers => producers::describe_producers(shard, &request, caller).await,
+        ApiKey::DescribeUserScramCredentials => users::describe(shard, &request, caller).await,
+        ApiKey::AlterUserScramCredentials => users::alter(shard, &request, caller).await,
+        ApiKey::DescribeClientQuotas => quotas::describe(shard, &request, caller).await,
+        ApiKey::AlterClientQuotas => quotas::alter(shard, &request, caller).await,
+        ApiKey::CreateAcls => acls::create(shard, &request, caller).await,
+        ApiKey::DescribeAcls => acls::describe(shard, &request, caller).await,
+        ApiKey::DeleteAcls => acls::delete(shard, &request, caller).await,
         other => Err(HandlerError::NotServed(other, version)),
     }
 }

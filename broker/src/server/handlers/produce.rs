@@ -1,4 +1,5 @@
-//! Produce v3-13: decode, append each partition's batches on its shard
+//! Produce v3-13: decode, take the record sets over as writable buffers
+//! (`kafka::record_sets`), append each partition's batches on its shard
 //! (the partition layer's [`Partitions::produce`]), encode. The answer
 //! comes once the records are buffered (acks=1), held as acks=all asks, or
 //! never (acks=0).
@@ -6,7 +7,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -19,6 +20,7 @@ use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
+use crate::kafka::record_sets::take_record_sets;
 use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
@@ -39,7 +41,7 @@ const TIMEOUT_MAX: Duration = Duration::from_secs(300);
 /// Answers a Produce request (`None` for acks=0: Kafka sends no response).
 pub async fn handle(
     shard: &Rc<Shard>,
-    request: &Request,
+    mut request: Request,
     caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
@@ -54,9 +56,12 @@ pub async fn handle(
         }));
     }
     let started = Instant::now();
-    let decoded: ProduceRequest = checked(request, check_produce)?;
+    let mut decoded: ProduceRequest = checked(&request, check_produce)?;
+    let request_bytes = request.body.len();
+    let record_sets = take_record_sets(&mut decoded, std::mem::take(&mut request.body));
+    shard.metrics.record_sets(&record_sets);
     let span = produce_span(&decoded, request.header.correlation_id);
-    let results = append_all(shard, &decoded, version, caller)
+    let results = append_all(shard, &decoded, record_sets.sets, version, caller)
         .instrument(span)
         .await;
     shard.metrics.produce(decoded.acks, started.elapsed());
@@ -65,7 +70,7 @@ pub async fn handle(
     }
     // Metered after the append, as Kafka does: the answer carries the
     // throttle time and the connection is muted for it.
-    let throttle = caller.meter(shard, Metered::Produce, request.body.len());
+    let throttle = caller.meter(shard, Metered::Produce, request_bytes);
     if decoded.acks == 0 {
         return Ok(Outcome::NoResponse);
     }
@@ -78,10 +83,11 @@ pub async fn handle(
 }
 
 /// Every partition's append at once, each on its own shard, in the order
-/// the request names them.
+/// the request names them (`record_sets` in that order too).
 async fn append_all(
     shard: &Shard,
     decoded: &ProduceRequest,
+    record_sets: Vec<BytesMut>,
     version: i16,
     caller: &Caller<'_>,
 ) -> Vec<Result<Appended, Code>> {
@@ -96,33 +102,37 @@ async fn append_all(
         Some(_) => None,
     };
     let timeout = Duration::from_millis(decoded.timeout_ms.max(0) as u64).min(TIMEOUT_MAX);
-    let asked: Vec<(Route, (String, i32, Bytes))> = decoded
-        .topic_data
-        .iter()
-        .flat_map(|topic| {
-            topic.partition_data.iter().map(move |data| {
-                let route = match refusal {
-                    Some(code) => Err(code),
-                    None => {
-                        // Looked up only for the ACLs: a name per partition
-                        // on the hot path otherwise.
-                        let name = caller
-                            .checks_acls()
-                            .then(|| topic_name(shard, topic, version))
-                            .flatten();
-                        let route = route(shard, topic, data.index, version);
-                        caller.topic_route(route, Operation::Write, name.as_deref())
-                    }
-                };
-                let records = data.records.clone().unwrap_or_default();
-                (route, (topic.name.to_string(), data.index, records))
-            })
+    let partitions = decoded.topic_data.iter().flat_map(|topic| {
+        topic
+            .partition_data
+            .iter()
+            .map(move |data| (topic, data.index))
+    });
+    let asked: Vec<(Route, (String, i32, BytesMut))> = partitions
+        .zip(record_sets)
+        .map(|((topic, index), records)| {
+            let route = match refusal {
+                Some(code) => Err(code),
+                None => {
+                    // Looked up only for the ACLs: a name per partition
+                    // on the hot path otherwise.
+                    let name = caller
+                        .checks_acls()
+                        .then(|| topic_name(shard, topic, version))
+                        .flatten();
+                    let route = route(shard, topic, index, version);
+                    caller.topic_route(route, Operation::Write, name.as_deref())
+                }
+            };
+            (route, (topic.name.to_string(), index, records))
         })
         .collect();
     caller.note_routes(asked.iter().map(|(route, _)| route));
     let acks = acks.unwrap_or(Acks::All);
     let parent = tracing::Span::current();
-    let work = move |owner: Rc<Partitions>, led, (topic, index, records): (String, i32, Bytes)| {
+    let work = move |owner: Rc<Partitions>,
+                     led,
+                     (topic, index, records): (String, i32, BytesMut)| {
         // A child span per partition on the owning shard: the append, the
         // leader's fdatasync, the wait for the ISR (docs/operations.md).
         let span = tracing::debug_span!(parent: &parent, "partition", topic = %topic, partition = index, acks = acks_tag(acks));

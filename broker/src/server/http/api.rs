@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use client::records::{encode_batch_as, ProducerRecord, ProducerSequence};
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
@@ -565,6 +565,9 @@ async fn produce_here(
         .partitions
         .on_led_partition(route, move |owner, led| {
             Box::pin(async move {
+                // The batch was built here, for this append alone: taken
+                // over, not copied.
+                let records = BytesMut::from(records);
                 owner
                     .produce(led, records, acks_wanted, PRODUCE_TIMEOUT)
                     .await

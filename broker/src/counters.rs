@@ -150,14 +150,13 @@ impl ShardMetrics {
         self.request_errors[api_index(api_key)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A Produce request's record sets, taken over or copied.
-    pub fn record_sets(&self, taken: &crate::kafka::record_sets::RecordSets) {
-        let all: usize = taken.sets.iter().map(|set| set.len()).sum();
-        let in_place = all - taken.copied_bytes;
+    /// Produced record bytes cut into batches: `in_place` kept in the
+    /// memory their request was read into, `copied` copied on the way.
+    pub fn produced_bytes(&self, in_place: usize, copied: usize) {
         self.produced_bytes_in_place
             .fetch_add(in_place as u64, Ordering::Relaxed);
         self.produced_bytes_copied
-            .fetch_add(taken.copied_bytes as u64, Ordering::Relaxed);
+            .fetch_add(copied as u64, Ordering::Relaxed);
     }
 
     /// A produce with `acks` took `elapsed`.

@@ -2,9 +2,9 @@
 //! checked against `socket.request.max.bytes` before anything is
 //! allocated; a bad size means the connection is closed.
 //!
-//! A large frame is read into memory of its own, sized to it and holding
-//! nothing else, so that its records can become the log's batches without
-//! a copy (`kafka::record_sets`).
+//! A large frame is read into memory of its own, of exactly its size and
+//! holding nothing else, so that its records can become the log's batches
+//! without a copy (`kafka::record_sets`).
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -49,12 +49,22 @@ impl FrameReader {
 
     /// Space to read into: at least `min` bytes, and enough for the frame
     /// in progress once its size is known (so a large frame is read into
-    /// one buffer without regrowing). For a large frame exactly its rest:
-    /// growing the buffer near its end would copy all of it.
+    /// one buffer without regrowing). A large frame gets a buffer of
+    /// exactly its size, the part read so far copied in: growing one as
+    /// reserve does would leave up to twice the memory, and the bytes of
+    /// earlier frames before it.
     pub fn read_buffer(&mut self, min: usize) -> &mut BytesMut {
-        let wanted = match (self.large_frame_rest(), self.pending_size()) {
-            (Some(rest), _) => rest,
-            (None, Some(Ok(size))) => (4 + size).saturating_sub(self.buffer.len()).max(min),
+        if let Some(rest) = self.large_frame_rest() {
+            let size = self.buffer.len() + rest;
+            if self.buffer.capacity() != size {
+                let mut own = BytesMut::with_capacity(size);
+                own.extend_from_slice(&self.buffer);
+                self.buffer = own;
+            }
+            return &mut self.buffer;
+        }
+        let wanted = match self.pending_size() {
+            Some(Ok(size)) => (4 + size).saturating_sub(self.buffer.len()).max(min),
             _ => min,
         };
         self.buffer.reserve(wanted);
@@ -140,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn a_large_frame_is_read_into_memory_of_its_own() {
+    fn a_large_frame_is_read_into_memory_of_exactly_its_size() {
         let size = OWN_MEMORY_MIN_BYTES + 10;
         let mut stream = crate::kafka::response::Frame::of_body(&b"small"[..])
             .to_bytes()
@@ -148,31 +158,33 @@ mod tests {
         stream.extend_from_slice(&(size as i32).to_be_bytes());
         stream.extend((0..size).map(|i| i as u8));
         stream.extend_from_slice(&crate::kafka::response::Frame::of_body(&b"next"[..]).to_bytes());
-        let mut reader = FrameReader::new(1 << 20);
-        let mut at = 0;
-        let mut frames = Vec::new();
-        while at < stream.len() {
-            // Reads of up to 4000 bytes, as a socket might give them.
-            let limit = reader.read_limit(4000).min(stream.len() - at);
-            let buffer = reader.read_buffer(limit);
-            let capacity = buffer.capacity();
-            buffer.extend_from_slice(&stream[at..at + limit]);
-            assert_eq!(buffer.capacity(), capacity, "no regrowing");
-            at += limit;
-            while let Some(frame) = reader.next_frame().unwrap() {
-                frames.push(frame);
+        // Reads as a socket might give them: the size prefix split across
+        // two, or the frame's start in the read with the small one.
+        for read_max in [7, 4000, 64 * 1024] {
+            let mut reader = FrameReader::new(1 << 20);
+            let mut at = 0;
+            let mut frames = Vec::new();
+            while at < stream.len() {
+                let limit = reader.read_limit(read_max).min(stream.len() - at);
+                reader
+                    .read_buffer(limit)
+                    .extend_from_slice(&stream[at..at + limit]);
+                at += limit;
+                while let Some(frame) = reader.next_frame().unwrap() {
+                    frames.push(frame);
+                }
             }
+            assert_eq!(frames.len(), 3, "reads of {read_max}");
+            assert_eq!(&frames[0][..], b"small");
+            assert_eq!(&frames[2][..], b"next");
+            let large = frames.swap_remove(1);
+            assert_eq!(large.len(), size);
+            assert!(large.iter().enumerate().all(|(i, b)| *b == i as u8));
+            let owned = large
+                .try_into_mut()
+                .expect("nothing else shares the large frame's memory");
+            assert_eq!(owned.capacity(), size, "reads of {read_max}");
         }
-        assert_eq!(frames.len(), 3);
-        assert_eq!(&frames[0][..], b"small");
-        assert_eq!(&frames[2][..], b"next");
-        let large = frames.swap_remove(1);
-        assert_eq!(large.len(), size);
-        assert!(large.iter().enumerate().all(|(i, b)| *b == i as u8));
-        assert!(
-            large.try_into_mut().is_ok(),
-            "nothing else shares the large frame's memory"
-        );
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! else holds that frame (the request header owns its bytes,
 //! `kafka::request`; a large frame has memory of its own, `kafka::frame`)
 //! its memory is taken over and cut into one buffer per partition, without
-//! a copy. A record set is copied instead when something else still
-//! shares the frame (small frames share the connection's read buffer), or
-//! when it is small beside its frame: in the log's cache it would keep the
-//! whole frame alive.
+//! a copy. When something else still shares the frame (small frames share
+//! the connection's read buffer) each record set is copied instead.
+//!
+//! Either way a record set says how much memory it keeps alive: the
+//! partition layer copies out a batch that is small beside it
+//! (`partition::append::split_batches`), as in the log's cache it would
+//! keep all of that memory alive.
 
 use std::ops::Range;
 
@@ -17,38 +20,42 @@ use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
-/// A record set keeps its frame's memory only if it is at least this
-/// fraction (1/N) of the frame: a cached batch then keeps alive at most N
-/// times the bytes the cache counts for it.
-const FRAME_SHARE_MIN: usize = 3;
+use super::frame::OWN_MEMORY_MIN_BYTES;
 
-/// A request's record sets, taken over or copied.
-#[derive(Debug)]
-pub struct RecordSets {
-    /// One per partition, in request order (an absent one empty).
-    pub sets: Vec<BytesMut>,
-    /// How many of their bytes were copied (the rest kept the frame's memory).
-    pub copied_bytes: usize,
+/// One partition's records, writable.
+#[derive(Debug, Default)]
+pub struct RecordSet {
+    /// The records (empty when the request had none).
+    pub records: BytesMut,
+    /// The bytes of the allocation they keep alive: the frame's when they
+    /// were cut from it, their own when copied.
+    pub memory: usize,
+    /// Whether they were copied out of the frame.
+    pub copied: bool,
 }
 
-/// Takes every partition's record set out of `request`, in request order,
-/// as a writable buffer. `body` is the request body it was decoded from,
-/// handed over.
-pub fn take_record_sets(request: &mut ProduceRequest, body: Bytes) -> RecordSets {
-    let sets = take_sets(request, body);
-    let copied_bytes = sets
-        .iter()
-        .filter(|(_, copied)| *copied)
-        .map(|(set, _)| set.len())
-        .sum();
-    RecordSets {
-        sets: sets.into_iter().map(|(set, _)| set).collect(),
-        copied_bytes,
+impl RecordSet {
+    /// Records the broker built itself for one append (the HTTP API).
+    pub fn built(records: BytesMut) -> RecordSet {
+        RecordSet {
+            memory: records.capacity(),
+            records,
+            copied: false,
+        }
+    }
+
+    fn copy_of(records: &[u8]) -> RecordSet {
+        RecordSet {
+            records: BytesMut::from(records),
+            memory: records.len(),
+            copied: true,
+        }
     }
 }
 
-/// The record sets, each with whether it was copied.
-fn take_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<(BytesMut, bool)> {
+/// Takes every partition's record set out of `request`, in request order.
+/// `body` is the request body it was decoded from, handed over.
+pub fn take_record_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<RecordSet> {
     let sets: Vec<Bytes> = request
         .topic_data
         .iter_mut()
@@ -62,10 +69,10 @@ fn take_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<(BytesMut, bool)>
         .all(|(set, place)| set.is_empty() || place.is_some());
     let ranges: Vec<&Range<usize>> = places.iter().flatten().collect();
     let in_order = ranges.windows(2).all(|pair| pair[0].end <= pair[1].start);
-    if !(placed && in_order) {
-        // Not slices of this body, one after the other (never so for a
-        // decoded request): copies.
-        return sets.iter().map(|set| copy(set)).collect();
+    if body.len() < OWN_MEMORY_MIN_BYTES || !(placed && in_order) {
+        // A small frame shares the read buffer; record sets not cut from
+        // this body one after the other never come from a decoded request.
+        return sets.iter().map(|set| RecordSet::copy_of(set)).collect();
     }
     drop(sets);
     release_frame(request);
@@ -73,13 +80,9 @@ fn take_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<(BytesMut, bool)>
         Ok(frame) => cut(frame, &places),
         Err(shared) => places
             .iter()
-            .map(|place| copy(place.clone().map_or(&[][..], |range| &shared[range])))
+            .map(|place| RecordSet::copy_of(place.clone().map_or(&[][..], |range| &shared[range])))
             .collect(),
     }
-}
-
-fn copy(set: &[u8]) -> (BytesMut, bool) {
-    (BytesMut::from(set), true)
 }
 
 /// Where `set` lies in `body`, if it is a slice of it (and not empty).
@@ -113,23 +116,24 @@ fn release_frame(request: &mut ProduceRequest) {
 }
 
 /// Cuts the frame, ours alone, into the record sets at `places` (one
-/// after the other in it); small ones are copied out of it.
-fn cut(mut frame: BytesMut, places: &[Option<Range<usize>>]) -> Vec<(BytesMut, bool)> {
-    let frame_len = frame.len();
+/// after the other in it).
+fn cut(mut frame: BytesMut, places: &[Option<Range<usize>>]) -> Vec<RecordSet> {
+    // What the frame's allocation holds from its body on (its capacity
+    // may exceed its length).
+    let memory = frame.capacity();
     let mut at = 0;
     places
         .iter()
         .map(|place| {
             let Some(range) = place else {
-                return (BytesMut::new(), false);
+                return RecordSet::default();
             };
             frame.advance(range.start - at);
-            let set = frame.split_to(range.len());
             at = range.end;
-            if range.len() * FRAME_SHARE_MIN < frame_len {
-                copy(&set)
-            } else {
-                (set, false)
+            RecordSet {
+                records: frame.split_to(range.len()),
+                memory,
+                copied: false,
             }
         })
         .collect()
@@ -143,13 +147,13 @@ mod tests {
 
     const VERSION: i16 = 9;
 
-    /// A request's body as a client encodes it: two large record sets and a
-    /// small one (each is opaque bytes to this layer).
-    fn body() -> Bytes {
-        let partition = |index: i32, len: usize| {
+    /// A request's body as a client encodes it: record sets of these sizes
+    /// (opaque bytes to this layer), filled with their index + 1.
+    fn encoded(sizes: [usize; 3]) -> Bytes {
+        let partition = |index: usize| {
             PartitionProduceData::default()
-                .with_index(index)
-                .with_records(Some(Bytes::from(vec![index as u8 + 1; len])))
+                .with_index(index as i32)
+                .with_records(Some(Bytes::from(vec![index as u8 + 1; sizes[index]])))
         };
         let request = ProduceRequest::default()
             .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))))
@@ -157,46 +161,49 @@ mod tests {
             .with_topic_data(vec![
                 TopicProduceData::default()
                     .with_name(TopicName(StrBytes::from_static_str("first")))
-                    .with_partition_data(vec![partition(0, 60_000), partition(1, 100)]),
+                    .with_partition_data(vec![partition(0), partition(1)]),
                 TopicProduceData::default()
                     .with_name(TopicName(StrBytes::from_static_str("second")))
-                    .with_partition_data(vec![partition(2, 60_000)]),
+                    .with_partition_data(vec![partition(2)]),
             ]);
         let mut out = BytesMut::new();
         request.encode(&mut out, VERSION).unwrap();
         out.freeze()
     }
 
+    const LARGE: [usize; 3] = [60_000, 100, 60_000];
+
     fn decode(body: &Bytes) -> ProduceRequest {
         ProduceRequest::decode(&mut body.clone(), VERSION).unwrap()
     }
 
-    fn within(set: &BytesMut, frame: Range<usize>) -> bool {
-        frame.contains(&(set.as_ptr() as usize))
+    fn span(body: &Bytes) -> Range<usize> {
+        body.as_ptr() as usize..body.as_ptr() as usize + body.len()
     }
 
-    fn assert_contents(sets: &[BytesMut]) {
-        let lens: Vec<usize> = sets.iter().map(BytesMut::len).collect();
-        assert_eq!(lens, [60_000, 100, 60_000]);
+    fn within(set: &RecordSet, frame: &Range<usize>) -> bool {
+        frame.contains(&(set.records.as_ptr() as usize))
+    }
+
+    fn assert_contents(sets: &[RecordSet], sizes: [usize; 3]) {
+        let lens: Vec<usize> = sets.iter().map(|set| set.records.len()).collect();
+        assert_eq!(lens, sizes);
         for (set, fill) in sets.iter().zip([1u8, 2, 3]) {
-            assert!(set.iter().all(|b| *b == fill));
+            assert!(set.records.iter().all(|b| *b == fill));
         }
     }
 
     #[test]
-    fn a_frame_held_by_nothing_else_becomes_the_large_record_sets_without_a_copy() {
-        let body = body();
-        let frame = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
+    fn a_large_frame_held_by_nothing_else_becomes_the_record_sets_without_a_copy() {
+        let body = encoded(LARGE);
+        let (frame, frame_len) = (span(&body), body.len());
         let mut request = decode(&body);
-        let taken = take_record_sets(&mut request, body);
-        assert_eq!(taken.copied_bytes, 100);
-        let sets = taken.sets;
-        assert_contents(&sets);
-        assert!(within(&sets[0], frame.clone()) && within(&sets[2], frame.clone()));
-        assert!(
-            !within(&sets[1], frame),
-            "a small record set is copied, not left holding the frame"
-        );
+        let sets = take_record_sets(&mut request, body);
+        assert_contents(&sets, LARGE);
+        for set in &sets {
+            assert!(within(set, &frame) && !set.copied);
+            assert!(set.memory >= frame_len, "each keeps the frame alive");
+        }
         // The rest of the request is intact, and no longer refers to the frame.
         assert_eq!(request.topic_data[1].name.as_str(), "second");
         assert_eq!(
@@ -211,32 +218,42 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_shared_with_anything_else_is_copied_from() {
-        let body = body();
-        let kept = body.clone();
-        let frame = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
+    fn a_frame_shared_with_anything_else_or_small_is_copied_from() {
+        let body = encoded(LARGE);
+        let _kept = body.clone();
+        let frame = span(&body);
+        let sets = take_record_sets(&mut decode(&body), body);
+        assert_contents(&sets, LARGE);
+        assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
+        assert!(sets.iter().all(|set| set.memory == set.records.len()));
+
+        let small = [1_000, 100, 1_000];
+        let body = encoded(small);
+        let frame = span(&body);
+        let sets = take_record_sets(&mut decode(&body), body);
+        assert_contents(&sets, small);
+        assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
+    }
+
+    #[test]
+    fn record_sets_that_are_not_slices_of_the_body_are_copied() {
+        let body = encoded(LARGE);
+        let frame = span(&body);
         let mut request = decode(&body);
-        let taken = take_record_sets(&mut request, body);
-        assert_eq!(taken.copied_bytes, 120_100);
-        let sets = taken.sets;
-        assert_contents(&sets);
-        assert!(sets.iter().all(|set| !within(set, frame.clone())));
-        assert_eq!(
-            kept.len(),
-            frame.len(),
-            "the other holder's bytes untouched"
-        );
+        let foreign = Bytes::from(vec![2u8; 100]);
+        request.topic_data[0].partition_data[1].records = Some(foreign);
+        let sets = take_record_sets(&mut request, body);
+        assert_contents(&sets, LARGE);
+        assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
     }
 
     #[test]
     fn a_request_with_an_absent_record_set_gets_an_empty_one() {
-        let body = body();
+        let body = encoded(LARGE);
         let mut request = decode(&body);
         request.topic_data[0].partition_data[1].records = None;
-        let sets = take_record_sets(&mut request, body).sets;
-        assert_eq!(
-            sets.iter().map(BytesMut::len).collect::<Vec<_>>(),
-            [60_000, 0, 60_000]
-        );
+        let sets = take_record_sets(&mut request, body);
+        let lens: Vec<usize> = sets.iter().map(|set| set.records.len()).collect();
+        assert_eq!(lens, [60_000, 0, 60_000]);
     }
 }

@@ -21,6 +21,7 @@ use tracing::Instrument;
 use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
 use super::led::Led;
 use super::Partitions;
+use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
 
 /// What a producer waits for.
@@ -203,7 +204,7 @@ impl Partitions {
     pub async fn produce(
         &self,
         led: Led,
-        records: BytesMut,
+        records: RecordSet,
         acks: Acks,
         timeout: Duration,
     ) -> Result<Appended, Code> {
@@ -211,20 +212,48 @@ impl Partitions {
             return Err(ResponseError::InvalidTopicException.code());
         }
         let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
-        let batches = split_batches(records, limit)?;
-        led.append(self, batches, acks, timeout).await
+        let split = split_batches(records, limit)?;
+        self.metrics
+            .produced_bytes(split.in_place_bytes, split.copied_bytes);
+        led.append(self, split.batches, acks, timeout).await
     }
+}
+
+/// A batch keeps the memory it arrived in only if it is at least this
+/// fraction (1/N) of it: in the log's cache it keeps all of that memory
+/// alive, so the cache then holds at most N times the bytes it counts.
+const MEMORY_SHARE_MIN: usize = 3;
+
+/// The batches of a record set, and how their bytes got there.
+#[derive(Debug)]
+pub struct Split {
+    /// Whole, valid batches, in order.
+    pub batches: Vec<ValidBatch>,
+    /// Bytes kept in the memory their request was read into.
+    pub in_place_bytes: usize,
+    /// Bytes copied on the way (out of a shared or small request, or out
+    /// of memory far larger than the batch).
+    pub copied_bytes: usize,
 }
 
 /// Cuts a partition's records into whole, valid v2 batches, each within
 /// `limit` (max.message.bytes); all or nothing. The batches are cut from
-/// the records' own memory, not copied (the log patches their offsets in
-/// place).
-pub fn split_batches(mut records: BytesMut, limit: usize) -> Result<Vec<ValidBatch>, Code> {
+/// the records' own memory (the log patches their offsets in place),
+/// except one small beside that memory, which is copied.
+pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
+    let RecordSet {
+        mut records,
+        memory,
+        copied,
+    } = set;
     if records.is_empty() {
         return Err(ResponseError::CorruptMessage.code());
     }
-    let mut batches = Vec::new();
+    let mut split = Split {
+        batches: Vec::new(),
+        in_place_bytes: 0,
+        copied_bytes: 0,
+    };
     while !records.is_empty() {
         let header = BatchHeader::parse(&records, usize::MAX).map_err(|e| batch_error_code(&e))?;
         if header.total_bytes > limit {
@@ -233,10 +262,19 @@ pub fn split_batches(mut records: BytesMut, limit: usize) -> Result<Vec<ValidBat
         if header.total_bytes > records.len() {
             return Err(ResponseError::CorruptMessage.code());
         }
-        let one = records.split_to(header.total_bytes);
-        batches.push(ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?);
+        let mut one = records.split_to(header.total_bytes);
+        if one.len() * MEMORY_SHARE_MIN < memory {
+            one = BytesMut::from(&one[..]);
+            split.copied_bytes += one.len();
+        } else if copied {
+            split.copied_bytes += one.len();
+        } else {
+            split.in_place_bytes += one.len();
+        }
+        let batch = ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?;
+        split.batches.push(batch);
     }
-    Ok(batches)
+    Ok(split)
 }
 
 fn batch_error_code(error: &BatchError) -> Code {
@@ -280,38 +318,82 @@ mod tests {
         build(TimestampMs(1_000), &specs)
     }
 
+    /// Records read into memory of `memory` bytes, as Produce hands them over.
+    fn set(records: &BytesMut, memory: usize) -> RecordSet {
+        RecordSet {
+            records: records.clone(),
+            memory,
+            copied: false,
+        }
+    }
+
     #[test]
     fn records_split_into_whole_valid_batches_or_are_refused() {
         let mut two = batch(3);
         two.extend_from_slice(&batch(2));
-        let split = split_batches(two.clone(), 1 << 20).unwrap();
-        assert_eq!(split.len(), 2);
-        assert_eq!(split[0].len() + split[1].len(), two.len());
-        let moved = two.clone();
-        let (start, first_len) = (moved.as_ptr(), split[0].len());
-        let cut = split_batches(moved, 1 << 20).unwrap();
-        assert_eq!(cut[0].bytes().as_ptr(), start, "cut, not copied");
-        assert_eq!(cut[1].bytes().as_ptr(), start.wrapping_add(first_len));
+        let split = split_batches(set(&two, two.len()), 1 << 20).unwrap();
+        assert_eq!(split.batches.len(), 2);
+        let first_len = split.batches[0].len();
+        assert_eq!(first_len + split.batches[1].len(), two.len());
         // A flipped byte in the second batch refuses both.
         let mut bad = two.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(
-            split_batches(bad, 1 << 20).err(),
+            split_batches(set(&bad, bad.len()), 1 << 20).err(),
             Some(ResponseError::CorruptMessage.code())
         );
         // A cut tail, garbage and emptiness are corrupt; size over the limit is too large.
-        let mut cut_tail = two.clone();
-        cut_tail.truncate(two.len() - 3);
+        let cut_tail = BytesMut::from(&two[..two.len() - 3]);
         assert_eq!(
-            split_batches(cut_tail, 1 << 20).err(),
+            split_batches(set(&cut_tail, cut_tail.len()), 1 << 20).err(),
             Some(ResponseError::CorruptMessage.code())
         );
-        assert!(split_batches(BytesMut::from(&[1u8, 2, 3][..]), 1 << 20).is_err());
-        assert!(split_batches(BytesMut::new(), 1 << 20).is_err());
+        let garbage = BytesMut::from(&[1u8, 2, 3][..]);
+        assert!(split_batches(set(&garbage, 3), 1 << 20).is_err());
+        assert!(split_batches(RecordSet::default(), 1 << 20).is_err());
         assert_eq!(
-            split_batches(two, split[0].len() - 1).err(),
+            split_batches(set(&two, two.len()), first_len - 1).err(),
             Some(ResponseError::MessageTooLarge.code())
         );
+    }
+
+    #[test]
+    fn batches_are_cut_from_their_memory_unless_small_beside_it() {
+        let mut two = batch(3);
+        two.extend_from_slice(&batch(2));
+        let records = set(&two, two.len());
+        let start = records.records.as_ptr();
+        let split = split_batches(records, 1 << 20).unwrap();
+        let first_len = split.batches[0].len();
+        assert_eq!(split.batches[0].bytes().as_ptr(), start, "cut, not copied");
+        assert_eq!(
+            split.batches[1].bytes().as_ptr(),
+            start.wrapping_add(first_len)
+        );
+        assert_eq!((split.in_place_bytes, split.copied_bytes), (two.len(), 0));
+
+        // In memory more than three times a batch's size, it is copied out:
+        // cached, it would keep all of that memory alive.
+        let memory = 3 * first_len + 1;
+        let records = set(&two, memory);
+        let start = records.records.as_ptr() as usize;
+        let split = split_batches(records, 1 << 20).unwrap();
+        let inside = |batch: &ValidBatch| {
+            (start..start + two.len()).contains(&(batch.bytes().as_ptr() as usize))
+        };
+        assert!(split.batches.iter().all(|batch| !inside(batch)));
+        assert_eq!((split.in_place_bytes, split.copied_bytes), (0, two.len()));
+        let at_a_third = set(&two, 3 * first_len);
+        let split = split_batches(at_a_third, 1 << 20).unwrap();
+        assert_eq!(split.in_place_bytes, first_len, "the first kept at a third");
+
+        // Records copied out of their request count as copied.
+        let copied = RecordSet {
+            copied: true,
+            ..set(&two, two.len())
+        };
+        let split = split_batches(copied, 1 << 20).unwrap();
+        assert_eq!((split.in_place_bytes, split.copied_bytes), (0, two.len()));
     }
 }

@@ -363,7 +363,8 @@ async fn handle(
     session: Option<&Session>,
     who: &Who,
 ) -> Option<Answered> {
-    // The handler takes the request over; what the logs name is kept.
+    // The handler takes the request over: what the logs name, and the
+    // client id the caller borrows, are kept apart from it.
     let (api, api_key, version) = (
         request.api_key,
         request.header.request_api_key,

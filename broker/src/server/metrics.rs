@@ -406,17 +406,17 @@ fn requests(page: &mut Page, all: &Registry) {
     );
 }
 
-/// Whether produced records reached the log in the memory they arrived
-/// in (large requests, `kafka::record_sets`) or were copied.
+/// Whether produced batches went to the log in the memory their request
+/// was read into (large requests, `kafka::record_sets`) or were copied.
 fn produce_copies(page: &mut Page, all: &Registry) {
     page.counter(
         "produce_record_bytes_in_place_total",
-        "produced record bytes stored in the memory their request arrived in",
+        "bytes of valid produced batches handed to the log in the memory their request was read into",
         sum(all, |m| m.produced_bytes_in_place.load(Ordering::Relaxed)),
     );
     page.counter(
         "produce_record_bytes_copied_total",
-        "produced record bytes copied on their way to the log",
+        "bytes of valid produced batches copied on their way to the log",
         sum(all, |m| m.produced_bytes_copied.load(Ordering::Relaxed)),
     );
 }

@@ -7,7 +7,6 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -20,7 +19,7 @@ use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
-use crate::kafka::record_sets::take_record_sets;
+use crate::kafka::record_sets::{take_record_sets, RecordSet};
 use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
@@ -59,9 +58,8 @@ pub async fn handle(
     let mut decoded: ProduceRequest = checked(&request, check_produce)?;
     let request_bytes = request.body.len();
     let record_sets = take_record_sets(&mut decoded, std::mem::take(&mut request.body));
-    shard.metrics.record_sets(&record_sets);
     let span = produce_span(&decoded, request.header.correlation_id);
-    let results = append_all(shard, &decoded, record_sets.sets, version, caller)
+    let results = append_all(shard, &decoded, record_sets, version, caller)
         .instrument(span)
         .await;
     shard.metrics.produce(decoded.acks, started.elapsed());
@@ -87,7 +85,7 @@ pub async fn handle(
 async fn append_all(
     shard: &Shard,
     decoded: &ProduceRequest,
-    record_sets: Vec<BytesMut>,
+    record_sets: Vec<RecordSet>,
     version: i16,
     caller: &Caller<'_>,
 ) -> Vec<Result<Appended, Code>> {
@@ -108,7 +106,8 @@ async fn append_all(
             .iter()
             .map(move |data| (topic, data.index))
     });
-    let asked: Vec<(Route, (String, i32, BytesMut))> = partitions
+    debug_assert_eq!(partitions.clone().count(), record_sets.len());
+    let asked: Vec<(Route, (String, i32, RecordSet))> = partitions
         .zip(record_sets)
         .map(|((topic, index), records)| {
             let route = match refusal {
@@ -132,7 +131,7 @@ async fn append_all(
     let parent = tracing::Span::current();
     let work = move |owner: Rc<Partitions>,
                      led,
-                     (topic, index, records): (String, i32, BytesMut)| {
+                     (topic, index, records): (String, i32, RecordSet)| {
         // A child span per partition on the owning shard: the append, the
         // leader's fdatasync, the wait for the ISR (docs/operations.md).
         let span = tracing::debug_span!(parent: &parent, "partition", topic = %topic, partition = index, acks = acks_tag(acks));

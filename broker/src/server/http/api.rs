@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use super::{HttpRequest, HttpResponse};
 use crate::cluster::topics::{Created, NewTopic};
+use crate::kafka::record_sets::RecordSet;
 use crate::kafka::{error_text, Code};
 use crate::partition::append::Acks;
 use crate::server::shard::Shard;
@@ -567,7 +568,7 @@ async fn produce_here(
             Box::pin(async move {
                 // The batch was built here, for this append alone: taken
                 // over, not copied.
-                let records = BytesMut::from(records);
+                let records = RecordSet::built(BytesMut::from(records));
                 owner
                     .produce(led, records, acks_wanted, PRODUCE_TIMEOUT)
                     .await

@@ -30,6 +30,8 @@ pub const OWN_MEMORY_MIN_BYTES: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct FrameReader {
     buffer: BytesMut,
+    /// Whether the buffer is memory of the large frame at its front alone.
+    own: bool,
     max_bytes: u32,
 }
 
@@ -38,6 +40,7 @@ impl FrameReader {
     pub fn new(max_bytes: u32) -> FrameReader {
         FrameReader {
             buffer: BytesMut::new(),
+            own: false,
             max_bytes,
         }
     }
@@ -52,14 +55,15 @@ impl FrameReader {
     /// one buffer without regrowing). A large frame gets a buffer of
     /// exactly its size, the part read so far copied in: growing one as
     /// reserve does would leave up to twice the memory, and the bytes of
-    /// earlier frames before it.
+    /// earlier frames before it. (Complete frames are taken before the
+    /// next read.)
     pub fn read_buffer(&mut self, min: usize) -> &mut BytesMut {
-        if let Some(rest) = self.large_frame_rest() {
-            let size = self.buffer.len() + rest;
-            if self.buffer.capacity() != size {
-                let mut own = BytesMut::with_capacity(size);
+        if let Some((size, _)) = self.large_frame() {
+            if !self.own {
+                let mut own = BytesMut::with_capacity(4 + size);
                 own.extend_from_slice(&self.buffer);
                 self.buffer = own;
+                self.own = true;
             }
             return &mut self.buffer;
         }
@@ -74,14 +78,17 @@ impl FrameReader {
     /// How many bytes the next read may take, at most `max`: the rest of
     /// a large frame in progress, so that it ends its buffer.
     pub fn read_limit(&self, max: usize) -> usize {
-        self.large_frame_rest().map_or(max, |rest| rest.min(max))
+        match self.large_frame() {
+            Some((_, rest)) if rest > 0 => rest.min(max),
+            _ => max,
+        }
     }
 
-    /// The bytes a large frame in progress still lacks.
-    fn large_frame_rest(&self) -> Option<usize> {
+    /// A large frame at the front: its size and the bytes it still lacks.
+    fn large_frame(&self) -> Option<(usize, usize)> {
         match self.pending_size() {
             Some(Ok(size)) if size >= OWN_MEMORY_MIN_BYTES => {
-                Some((4 + size).saturating_sub(self.buffer.len())).filter(|rest| *rest > 0)
+                Some((size, (4 + size).saturating_sub(self.buffer.len())))
             }
             _ => None,
         }
@@ -110,7 +117,8 @@ impl FrameReader {
         if self.buffer.len() < 4 + size {
             return Ok(None);
         }
-        if size >= OWN_MEMORY_MIN_BYTES && self.buffer.len() == 4 + size {
+        let own = std::mem::replace(&mut self.own, false);
+        if own && self.buffer.len() == 4 + size {
             // Its reads stopped at its end: the buffer is the frame's alone.
             let mut frame = std::mem::take(&mut self.buffer);
             frame.advance(4);
@@ -185,6 +193,26 @@ mod tests {
                 .expect("nothing else shares the large frame's memory");
             assert_eq!(owned.capacity(), size, "reads of {read_max}");
         }
+    }
+
+    #[test]
+    fn a_large_frame_gets_its_own_memory_even_where_the_room_left_would_fit_it() {
+        let size = OWN_MEMORY_MIN_BYTES + 10;
+        let small = crate::kafka::response::Frame::of_body(&b"small"[..]).to_bytes();
+        let mut reader = FrameReader::new(1 << 20);
+        // Room for the small frame and exactly the large one after it.
+        let buffer = reader.read_buffer(small.len() + 4 + size);
+        buffer.extend_from_slice(&small);
+        buffer.extend_from_slice(&(size as i32).to_be_bytes());
+        let first = reader.next_frame().unwrap().expect("the small frame");
+        assert_eq!(reader.read_limit(usize::MAX), size);
+        reader.read_buffer(size).extend_from_slice(&vec![7u8; size]);
+        let large = reader.next_frame().unwrap().expect("the large frame");
+        assert_eq!(&first[..], b"small", "still held");
+        assert!(
+            large.try_into_mut().is_ok(),
+            "the large frame shares nothing with the small one"
+        );
     }
 
     #[test]

@@ -54,8 +54,13 @@ impl RecordSet {
 }
 
 /// Takes every partition's record set out of `request`, in request order.
-/// `body` is the request body it was decoded from, handed over.
-pub fn take_record_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<RecordSet> {
+/// `body` is the request body it was decoded from, handed over, and
+/// `frame_bytes` the length of the whole frame around it.
+pub fn take_record_sets(
+    request: &mut ProduceRequest,
+    body: Bytes,
+    frame_bytes: usize,
+) -> Vec<RecordSet> {
     let sets: Vec<Bytes> = request
         .topic_data
         .iter_mut()
@@ -69,15 +74,17 @@ pub fn take_record_sets(request: &mut ProduceRequest, body: Bytes) -> Vec<Record
         .all(|(set, place)| set.is_empty() || place.is_some());
     let ranges: Vec<&Range<usize>> = places.iter().flatten().collect();
     let in_order = ranges.windows(2).all(|pair| pair[0].end <= pair[1].start);
-    if body.len() < OWN_MEMORY_MIN_BYTES || !(placed && in_order) {
-        // A small frame shares the read buffer; record sets not cut from
-        // this body one after the other never come from a decoded request.
+    if frame_bytes < 4 + OWN_MEMORY_MIN_BYTES || !(placed && in_order) {
+        // A small frame shares the read buffer; record sets that are not
+        // slices of this body in order never come from a decoded request.
         return sets.iter().map(|set| RecordSet::copy_of(set)).collect();
     }
     drop(sets);
     release_frame(request);
+    // What the frame holds before its body: its size prefix and header.
+    let before_body = frame_bytes.saturating_sub(body.len());
     match body.try_into_mut() {
-        Ok(frame) => cut(frame, &places),
+        Ok(frame) => cut(frame, before_body, &places),
         Err(shared) => places
             .iter()
             .map(|place| RecordSet::copy_of(place.clone().map_or(&[][..], |range| &shared[range])))
@@ -115,12 +122,12 @@ fn release_frame(request: &mut ProduceRequest) {
     }
 }
 
-/// Cuts the frame, ours alone, into the record sets at `places` (one
-/// after the other in it).
-fn cut(mut frame: BytesMut, places: &[Option<Range<usize>>]) -> Vec<RecordSet> {
-    // What the frame's allocation holds from its body on (its capacity
-    // may exceed its length).
-    let memory = frame.capacity();
+/// Cuts the frame's body, ours alone, into the record sets at `places`
+/// (one after the other in it).
+fn cut(mut frame: BytesMut, before_body: usize, places: &[Option<Range<usize>>]) -> Vec<RecordSet> {
+    // The whole allocation: what lies before the body (a header may be
+    // most of a frame), the body and any room after it.
+    let memory = before_body + frame.capacity();
     let mut at = 0;
     places
         .iter()
@@ -173,6 +180,14 @@ mod tests {
 
     const LARGE: [usize; 3] = [60_000, 100, 60_000];
 
+    /// A size prefix and a request header of a usual size.
+    const BEFORE_BODY: usize = 40;
+
+    fn take(request: &mut ProduceRequest, body: Bytes) -> Vec<RecordSet> {
+        let frame_bytes = BEFORE_BODY + body.len();
+        take_record_sets(request, body, frame_bytes)
+    }
+
     fn decode(body: &Bytes) -> ProduceRequest {
         ProduceRequest::decode(&mut body.clone(), VERSION).unwrap()
     }
@@ -198,11 +213,14 @@ mod tests {
         let body = encoded(LARGE);
         let (frame, frame_len) = (span(&body), body.len());
         let mut request = decode(&body);
-        let sets = take_record_sets(&mut request, body);
+        let sets = take(&mut request, body);
         assert_contents(&sets, LARGE);
         for set in &sets {
             assert!(within(set, &frame) && !set.copied);
-            assert!(set.memory >= frame_len, "each keeps the frame alive");
+            assert!(
+                set.memory >= BEFORE_BODY + frame_len,
+                "each keeps the whole frame alive"
+            );
         }
         // The rest of the request is intact, and no longer refers to the frame.
         assert_eq!(request.topic_data[1].name.as_str(), "second");
@@ -222,7 +240,7 @@ mod tests {
         let body = encoded(LARGE);
         let _kept = body.clone();
         let frame = span(&body);
-        let sets = take_record_sets(&mut decode(&body), body);
+        let sets = take(&mut decode(&body), body);
         assert_contents(&sets, LARGE);
         assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
         assert!(sets.iter().all(|set| set.memory == set.records.len()));
@@ -230,7 +248,7 @@ mod tests {
         let small = [1_000, 100, 1_000];
         let body = encoded(small);
         let frame = span(&body);
-        let sets = take_record_sets(&mut decode(&body), body);
+        let sets = take(&mut decode(&body), body);
         assert_contents(&sets, small);
         assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
     }
@@ -242,8 +260,33 @@ mod tests {
         let mut request = decode(&body);
         let foreign = Bytes::from(vec![2u8; 100]);
         request.topic_data[0].partition_data[1].records = Some(foreign);
-        let sets = take_record_sets(&mut request, body);
+        let sets = take(&mut request, body);
         assert_contents(&sets, LARGE);
+        assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
+    }
+
+    #[test]
+    fn a_header_that_is_most_of_the_frame_counts_in_the_memory_kept_alive() {
+        let body = encoded(LARGE);
+        let frame_bytes = 10 << 20;
+        let sets = take_record_sets(&mut decode(&body), body, frame_bytes);
+        assert!(sets
+            .iter()
+            .all(|set| !set.copied && set.memory >= frame_bytes));
+    }
+
+    #[test]
+    fn record_sets_out_of_their_order_in_the_body_are_copied() {
+        let body = encoded(LARGE);
+        let frame = span(&body);
+        let mut request = decode(&body);
+        let first = request.topic_data[0].partition_data[0].records.take();
+        let last = request.topic_data[1].partition_data[0].records.take();
+        request.topic_data[0].partition_data[0].records = last;
+        request.topic_data[1].partition_data[0].records = first;
+        let sets = take(&mut request, body);
+        let fills: Vec<u8> = sets.iter().map(|set| set.records[0]).collect();
+        assert_eq!(fills, [3, 2, 1], "each partition keeps its own records");
         assert!(sets.iter().all(|set| !within(set, &frame) && set.copied));
     }
 
@@ -252,7 +295,7 @@ mod tests {
         let body = encoded(LARGE);
         let mut request = decode(&body);
         request.topic_data[0].partition_data[1].records = None;
-        let sets = take_record_sets(&mut request, body);
+        let sets = take(&mut request, body);
         let lens: Vec<usize> = sets.iter().map(|set| set.records.len()).collect();
         assert_eq!(lens, [60_000, 0, 60_000]);
     }

@@ -11,6 +11,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
+use super::frame::OWN_MEMORY_MIN_BYTES;
+
 /// Why a request frame could not be parsed: the connection is closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
@@ -34,6 +36,9 @@ pub struct Request {
     pub header: RequestHeader,
     /// The body, not yet decoded.
     pub body: Bytes,
+    /// The whole frame's length, size prefix included: the memory the
+    /// body keeps alive with it.
+    pub frame_bytes: usize,
 }
 
 /// Parses a frame's header. The header's own version depends on the API
@@ -49,18 +54,24 @@ pub fn parse(mut frame: Bytes) -> Result<Request, RequestError> {
     // read: use the newest header version (answered with UNSUPPORTED_VERSION).
     let known = api_key.valid_versions();
     let header_version = api_key.request_header_version(version.clamp(known.min, known.max));
-    let header = RequestHeader::decode(&mut frame, header_version)
+    let frame_bytes = 4 + frame.len();
+    let mut header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| RequestError::MalformedHeader(e.to_string()))?;
+    if frame_bytes >= 4 + OWN_MEMORY_MIN_BYTES {
+        header = owning(header);
+    }
     Ok(Request {
         api_key,
-        header: owning(header),
+        header,
         body: frame,
+        frame_bytes,
     })
 }
 
 /// The header with copies of its few bytes instead of slices of the frame:
 /// once a handler owns the body, nothing else holds the frame's memory (a
-/// Produce request's records take it over, `kafka::record_sets`).
+/// Produce request's records take it over, `kafka::record_sets`). Only
+/// large frames have memory of their own to take over (`kafka::frame`).
 fn owning(mut header: RequestHeader) -> RequestHeader {
     header.client_id = header
         .client_id
@@ -78,7 +89,7 @@ mod tests {
     use kafka_protocol::protocol::Encodable;
 
     #[test]
-    fn the_header_keeps_nothing_of_the_frame() {
+    fn the_header_of_a_large_frame_keeps_nothing_of_it() {
         let header = RequestHeader::default()
             .with_request_api_key(ApiKey::Produce as i16)
             .with_request_api_version(9)
@@ -86,10 +97,12 @@ mod tests {
             .with_client_id(Some(StrBytes::from_static_str("producer-1")));
         let mut frame = BytesMut::new();
         header.encode(&mut frame, 2).unwrap();
-        frame.extend_from_slice(b"body");
+        let header_len = frame.len();
+        frame.extend_from_slice(&vec![1u8; OWN_MEMORY_MIN_BYTES]);
         let request = parse(frame.freeze()).unwrap();
         assert_eq!(request.header.client_id.as_deref(), Some("producer-1"));
-        assert_eq!(&request.body[..], b"body");
+        assert_eq!(request.body.len(), OWN_MEMORY_MIN_BYTES);
+        assert_eq!(request.frame_bytes, 4 + header_len + OWN_MEMORY_MIN_BYTES);
         let Request { header, body, .. } = request;
         assert!(
             body.try_into_mut().is_ok(),

@@ -57,7 +57,8 @@ pub async fn handle(
     let started = Instant::now();
     let mut decoded: ProduceRequest = checked(&request, check_produce)?;
     let request_bytes = request.body.len();
-    let record_sets = take_record_sets(&mut decoded, std::mem::take(&mut request.body));
+    let body = std::mem::take(&mut request.body);
+    let record_sets = take_record_sets(&mut decoded, body, request.frame_bytes);
     let span = produce_span(&decoded, request.header.correlation_id);
     let results = append_all(shard, &decoded, record_sets, version, caller)
         .instrument(span)

@@ -3,7 +3,8 @@
 //! message is there, at the offset it was acknowledged with, and each
 //! partition's offsets are dense. 10 rounds on one data directory;
 //! `SEED=n` replays the kill times. (Acknowledging acks=all before the
-//! flush is caught here: checked by mutation.)
+//! flush is caught here: checked by mutation.) Every third round's
+//! requests are large, their records stored in the memory they arrived in.
 
 mod support;
 
@@ -17,10 +18,19 @@ use client::cluster::Cluster;
 use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
 use client::producer::{Producer, ProducerConfig};
 use rand::{Rng, SeedableRng};
+use support::cluster::gauge;
 use support::{on_glommio, seed, start_broker_with};
 
 const PARTITIONS: i32 = 4;
 const ROUNDS: usize = 10;
+
+/// Every third round's messages are padded and share one key, in batches
+/// of up to 1 MiB: its requests exceed 64 KiB and are stored in the memory
+/// they were read into (broker/src/kafka/record_sets.rs).
+fn large_round(round: usize) -> bool {
+    round % 3 == 2
+}
+const LARGE_VALUE_PAD: usize = 3000;
 
 /// (partition, offset) -> value of every acknowledged message.
 type Acked = Arc<Mutex<BTreeMap<(i32, i64), String>>>;
@@ -34,20 +44,29 @@ fn produce_until_failure(
 ) {
     on_glommio(async move {
         let cluster = Cluster::new(address, "crash-producer");
-        let config = ProducerConfig {
+        let mut config = ProducerConfig {
             retries: 0,
             linger: Duration::from_millis(1),
             ..ProducerConfig::default()
         };
+        if large_round(round) {
+            // One batch per request: a batch small beside its request
+            // would be copied out of it.
+            config.batch_bytes = 1 << 20;
+        }
         let producer = Producer::new(cluster, config);
         let mut i = 0u64;
         while !stop.load(Ordering::Relaxed) {
             // A window of 64 messages in flight at a time.
             let mut window = Vec::new();
             for _ in 0..64 {
-                let value = format!("round {round} message {i}");
+                let mut value = format!("round {round} message {i}");
                 i += 1;
-                let key = Bytes::from(format!("key-{}", i % 17));
+                let mut key = Bytes::from(format!("key-{}", i % 17));
+                if large_round(round) {
+                    value.push_str(&"x".repeat(LARGE_VALUE_PAD));
+                    key = Bytes::from_static(b"large");
+                }
                 match producer
                     .send("crash", Some(key), Some(Bytes::from(value.clone())))
                     .await
@@ -129,6 +148,7 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
             .unwrap();
     });
     let mut broker = Some(broker);
+    let mut in_place = 0.0;
     for round in 0..ROUNDS {
         let running = broker.take().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -144,6 +164,9 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
         let waiting = std::time::Instant::now();
         while acked.lock().unwrap().len() == before && waiting.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(5));
+        }
+        if large_round(round) {
+            in_place += gauge(running.http, "produce_record_bytes_in_place_total");
         }
         running.kill9();
         stop.store(true, Ordering::Relaxed);
@@ -181,4 +204,9 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
         );
         broker = Some(restarted);
     }
+    println!("large rounds: {in_place} record bytes kept in place");
+    assert!(
+        in_place > 0.0,
+        "the large rounds' records were kept in the memory they arrived in"
+    );
 }

@@ -169,6 +169,50 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
         "a good batch still lands"
     );
 
+    // The same past 64 KiB, where a request's records take over the
+    // memory the frame was read into (broker/src/kafka/record_sets.rs).
+    on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "bad-input-large");
+        cluster.create_topic("large", 1, 1, &[]).await.unwrap();
+    });
+    let mut corrupt = batch(100_000).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce_error(address, &produce("large", 0, Bytes::from(corrupt), -1)),
+        2,
+        "CORRUPT_MESSAGE, large"
+    );
+    assert_eq!(
+        produce_error(
+            address,
+            &produce("large", 0, Bytes::from(vec![7u8; 100_000]), -1)
+        ),
+        43,
+        "UNSUPPORTED_FOR_MESSAGE_FORMAT: 100 KB of garbage read as a batch of magic 7"
+    );
+    assert_eq!(
+        produce_error(address, &produce("large", 0, batch(100_000), -1)),
+        0,
+        "a good large batch lands"
+    );
+    // A large frame cut short by its client: the connection closes, the
+    // broker serves on.
+    let cut = frame(
+        ApiKey::Produce,
+        9,
+        ProduceRequest::header_version(9),
+        &encoded(&produce("large", 0, batch(100_000), -1), 9),
+    );
+    let mut stream = connect(address);
+    stream.write_all(&cut[..cut.len() / 2]).unwrap();
+    drop(stream);
+    assert_eq!(
+        produce_error(address, &produce("large", 0, batch(100_000), -1)),
+        0,
+        "served after a cut-short frame"
+    );
+
     // acks=all below min.insync.replicas: refused, nothing written; acks=1 lands.
     on_glommio(async move {
         let cluster = client::cluster::Cluster::new(address, "bad-input-isr");

@@ -75,6 +75,14 @@ fn batch(value_bytes: usize) -> Bytes {
     .freeze()
 }
 
+/// `batch` with its last byte flipped: its CRC no longer matches.
+fn corrupted(batch: Bytes) -> Bytes {
+    let mut bytes = batch.to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    Bytes::from(bytes)
+}
+
 fn produce(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
     ProduceRequest::default()
         .with_acks(acks)
@@ -129,11 +137,9 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
     });
 
     // Per-partition errors, answered.
-    let mut corrupt = batch(100).to_vec();
-    let last = corrupt.len() - 1;
-    corrupt[last] ^= 0xff;
+    let corrupt = corrupted(batch(100));
     assert_eq!(
-        produce_error(address, &produce("small", 0, Bytes::from(corrupt), -1)),
+        produce_error(address, &produce("small", 0, corrupt, -1)),
         2,
         "CORRUPT_MESSAGE"
     );
@@ -175,11 +181,9 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
         let cluster = client::cluster::Cluster::new(address, "bad-input-large");
         cluster.create_topic("large", 1, 1, &[]).await.unwrap();
     });
-    let mut corrupt = batch(100_000).to_vec();
-    let last = corrupt.len() - 1;
-    corrupt[last] ^= 0xff;
+    let corrupt = corrupted(batch(100_000));
     assert_eq!(
-        produce_error(address, &produce("large", 0, Bytes::from(corrupt), -1)),
+        produce_error(address, &produce("large", 0, corrupt, -1)),
         2,
         "CORRUPT_MESSAGE, large"
     );

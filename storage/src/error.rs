@@ -92,6 +92,10 @@ pub enum StorageError {
     /// epoch: refused, nothing appended.
     #[error(transparent)]
     Sequence(#[from] crate::producers::SequenceError),
+    /// The caller's right to append (its leadership) ended while the
+    /// batch waited for room: nothing appended.
+    #[error("the append's leadership ended while it waited")]
+    Fenced,
     /// An argument outside what the log allows (e.g. truncating below the log start).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

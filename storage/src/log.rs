@@ -392,6 +392,22 @@ impl<FS: FileSystem> Log<FS> {
         batch: batch::ValidBatch,
         epoch: LeaderEpoch,
     ) -> Result<AppendInfo> {
+        self.append_valid_while(batch, epoch, || true).await
+    }
+
+    /// [`Log::append_valid`] for a caller whose right to append can end
+    /// while the batch waits for room (back-pressure): a leader deposed
+    /// meanwhile must not append in its old epoch, after its log may have
+    /// been truncated to the new leader's and the client's retry gone
+    /// there. `may_append` is asked after the last wait, with nothing
+    /// able to run between it and the append; false refuses the batch
+    /// ([`StorageError::Fenced`]) and appends nothing.
+    pub async fn append_valid_while(
+        &self,
+        batch: batch::ValidBatch,
+        epoch: LeaderEpoch,
+        may_append: impl Fn() -> bool,
+    ) -> Result<AppendInfo> {
         if batch.len() > self.config.max_batch_bytes {
             return Err(BatchError::TooLarge {
                 len: batch.len(),
@@ -401,6 +417,9 @@ impl<FS: FileSystem> Log<FS> {
         }
         let (bytes, header) = batch.into_parts();
         self.admit().await?;
+        if !may_append() {
+            return Err(StorageError::Fenced);
+        }
         self.append_validated(bytes, header, Some(epoch))
     }
 

@@ -429,3 +429,71 @@ fn compaction_keeps_a_producers_last_batch_even_when_it_empties_it() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_leadership_lost_while_a_batch_waits_for_room_appends_nothing() {
+    // The broker's produce path: a batch that waits for a flush to make
+    // room may find its leadership gone when it wakes (the log perhaps
+    // truncated to the new leader's, the client's retry sent there). The
+    // question is asked after the wait: here it says "leads" until the
+    // flush the batch waited for, then no more, so a check made before
+    // the wait would append and fail the test.
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let config = LogConfig {
+            max_pending_bytes: 32 * 1024,
+            ..small_config()
+        };
+        let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
+        // Over the pending bound, nothing flushed yet.
+        let (mut seq, mut pending) = (0, 0);
+        while pending <= 32 * 1024 {
+            let batch = idempotent(7, 0, seq, 10, seq as u64);
+            pending += batch.len();
+            log.append(batch, E).await.unwrap();
+            seq += 10;
+        }
+        assert_eq!(log.flushed(), Offset(0), "nothing flushed before the wait");
+        let end = log.log_end();
+        let valid =
+            storage::batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
+        let leads_until_flushed = || log.flushed() == Offset(0);
+        let refused = log
+            .append_valid_while(valid, E, leads_until_flushed)
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, StorageError::Fenced), "{refused:?}");
+        assert!(log.flushed() > Offset(0), "the batch waited for a flush");
+        assert_eq!(log.log_end(), end, "nothing appended");
+        assert_eq!(log.producers().entries()[&7].last_seq(), Some(seq - 1));
+        // Leading, the same batch is appended after its wait.
+        let valid =
+            storage::batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
+        let info = log.append_valid_while(valid, E, || true).await.unwrap();
+        assert_eq!(info.base_offset, end);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_truncation_whose_producer_state_cannot_be_rebuilt_fails_the_log() {
+    // A state still knowing the batches a truncation cut would answer
+    // their retries as duplicates of records no longer in the log: if it
+    // cannot be rebuilt (here a producer snapshot that cannot be read: a
+    // directory where its file should be), the log serves no more.
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        two_batches(&log).await;
+        let c = log.append(idempotent(7, 0, 10, 5, 3), E).await.unwrap();
+        log.flush().await.unwrap();
+        std::fs::create_dir(dir.path().join(format!("{:020}.snapshot", 0))).unwrap();
+        let refused = log.truncate_to(c.base_offset).await.unwrap_err();
+        assert!(
+            matches!(refused, StorageError::LogFailed { .. }),
+            "{refused:?}"
+        );
+        let after = log.append(idempotent(7, 0, 10, 5, 3), E).await.unwrap_err();
+        assert!(matches!(after, StorageError::LogFailed { .. }), "{after:?}");
+    });
+}

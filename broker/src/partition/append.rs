@@ -20,9 +20,16 @@ use tracing::Instrument;
 
 use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
 use super::led::Led;
+use super::role::Role;
 use super::Partitions;
 use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
+
+/// How long a produce waits for this broker's leader role to follow the
+/// metadata that made it leader (see [`Led::wait_for_role`]).
+const ROLE_LAG_MAX: Duration = Duration::from_secs(2);
+/// How often it looks.
+const ROLE_LAG_TICK: Duration = Duration::from_millis(2);
 
 /// What a producer waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,13 +76,15 @@ impl Led {
         timeout: Duration,
     ) -> Result<Appended, Code> {
         let replicated = self.replicated();
+        self.wait_for_role(replicated, timeout.min(ROLE_LAG_MAX))
+            .await;
         let epoch = self.epoch_to_stamp(replicated)?;
         let min_insync = self.topic.config.min_insync_replicas as usize;
         if acks == Acks::All {
             // Checked before appending, as Kafka does: a refusal writes nothing.
             self.check_enough_in_sync(replicated, min_insync)?;
         }
-        let appended = self.append_batches(batches, epoch).await?;
+        let appended = self.append_batches(batches, epoch, replicated).await?;
         tracing::debug!(
             base = appended.base_offset.0,
             last = appended.last_offset.0,
@@ -119,6 +128,30 @@ impl Led {
             .is_some_and(|p| p.replicas.len() > 1)
     }
 
+    /// Waits (up to `max`) while the metadata names this broker leader in
+    /// this epoch but its role is still an older one: the role follows the
+    /// metadata by a moment, longer while a follower's write it waits for
+    /// is flushed. Refusing in that moment (NOT_LEADER) while the client's
+    /// next pipelined batch lands once the role has come reads to
+    /// librdkafka as skipped sequence numbers: it bumps its epoch and
+    /// resends its unacknowledged batches under the new one, those the old
+    /// leader's followers already hold among them (stored twice).
+    async fn wait_for_role(&self, replicated: bool, max: Duration) {
+        if !replicated {
+            return;
+        }
+        // A role of this epoch or later (leader, or follower of a newer
+        // leader) ends the wait; none yet, or an older one, does not.
+        let lagging = || match &*self.partition.role.borrow() {
+            Role::Leader(leading) => leading.state.epoch() < self.epoch,
+            Role::Follower { epoch, .. } => *epoch < self.epoch,
+            Role::None => true,
+        };
+        if lagging() {
+            crate::runtime::wait::until(ROLE_LAG_TICK, max, || !lagging()).await;
+        }
+    }
+
     /// The epoch to stamp: a replicated partition's leader role must be in
     /// the metadata's epoch (it may lag a metadata change by a moment).
     fn epoch_to_stamp(&self, replicated: bool) -> Result<LeaderEpoch, Code> {
@@ -148,16 +181,22 @@ impl Led {
         Ok(())
     }
 
+    /// Appends each batch in `epoch`, as long as this broker still leads
+    /// in it: a batch can wait for room in the log (back-pressure), and
+    /// a leadership lost meanwhile (the log perhaps truncated to the new
+    /// leader's, the client's retry gone there) must write nothing more.
     async fn append_batches(
         &self,
         batches: Vec<ValidBatch>,
         epoch: LeaderEpoch,
+        replicated: bool,
     ) -> Result<Appended, Code> {
         let log = &self.partition.log;
+        let still_leads = || self.epoch_to_stamp(replicated) == Ok(epoch);
         let mut span = None;
         for batch in batches {
             let info = log
-                .append_valid(batch, epoch)
+                .append_valid_while(batch, epoch, still_leads)
                 .await
                 .map_err(|e| storage_error_code(&e))?;
             let base = span.map_or(info.base_offset, |(base, _)| base);
@@ -291,6 +330,7 @@ pub fn storage_error_code(error: &StorageError) -> Code {
     use storage::producers::SequenceError;
     match error {
         StorageError::InvalidBatch(e) => batch_error_code(e),
+        StorageError::Fenced => ResponseError::NotLeaderOrFollower.code(),
         StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => {
             ResponseError::InvalidProducerEpoch.code()
         }

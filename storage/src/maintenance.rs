@@ -120,10 +120,17 @@ impl<FS: FileSystem> Log<FS> {
             st.cache.truncate_from(new_end);
             st.bytes_moved();
         }
-        critical.finish();
         // The producers' state as of the new end: from the newest snapshot
-        // at or below it (later ones go) and the batches after it.
-        self.rebuild_producers().await?;
+        // at or below it (later ones go) and the batches after it. Still
+        // part of the critical sequence: a state that knew batches the cut
+        // removed would answer their retries as duplicates (acknowledging
+        // records no longer here), so a rebuild that fails or is cancelled
+        // fails the log rather than leave it serving on a wrong state.
+        if let Err(e) = self.rebuild_producers().await {
+            let error = std::io::Error::other(e.to_string());
+            return Err(self.fail("rebuilding producer state after a truncation", error));
+        }
+        critical.finish();
         Ok(new_end)
     }
 

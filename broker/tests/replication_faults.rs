@@ -4,7 +4,10 @@
 //! a topic with RF=3 and min.insync.replicas=2. Idempotent producers send
 //! unique, sequenced values, up to five batches in flight to a partition,
 //! resending every batch not acknowledged (in order, with its sequence)
-//! until it is; a consumer reads from the leaders throughout; a nemesis
+//! until it is; beside them librdkafka's idempotent producer (acks=all,
+//! 5 in flight, unbounded retries) retries as it decides, bumping its
+//! epoch when it sees skipped sequences; a consumer reads from the
+//! leaders throughout; a nemesis
 //! driven by a printed seed SIGKILLs partition leaders and followers,
 //! SIGKILLs two brokers at once and restarts both, SIGKILLs the active
 //! controller and a second broker during its failover, SIGSTOPs brokers
@@ -17,8 +20,11 @@
 //! at (none lost), each producer's values appear in send order within a
 //! partition, every value a consumer read during the run is still where it
 //! read it (nothing above the high watermark was served), reads never went
-//! backwards, nothing is stored twice (idempotence), and the replicas'
-//! logs are byte-identical up to the high watermark (`broker dump-log`).
+//! backwards, nothing is stored twice (idempotence: each duplicate is
+//! printed with both copies' offsets and batches, producer id, epoch and
+//! sequence, beside the fault timeline), librdkafka reported no delivery
+//! error, and the replicas' logs are byte-identical up to the high
+//! watermark (`broker dump-log`).
 //! The acks=1 run (plain batches: idempotence needs acks=all) reports what
 //! it lost and duplicated instead of failing on it.
 //!
@@ -173,6 +179,31 @@ struct Observed {
     /// Records a fetch returned below the offset asked for, or out of
     /// order within the response.
     nonmonotonic: usize,
+    /// librdkafka's delivery reports that were errors (a fatal
+    /// idempotence error, a timed-out message), with the error.
+    delivery_errors: Vec<String>,
+}
+
+/// What happened when, from the start of the faults: the nemesis's kills,
+/// pauses and restarts, printed with the verdict so a failure explains
+/// itself.
+struct Timeline {
+    started: Instant,
+    events: Vec<String>,
+}
+
+impl Timeline {
+    fn new() -> Timeline {
+        Timeline {
+            started: Instant::now(),
+            events: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, what: String) {
+        let at = self.started.elapsed().as_secs_f64();
+        self.events.push(format!("{at:8.3}s {what}"));
+    }
 }
 
 fn value(producer: usize, seq: u64) -> Bytes {
@@ -359,6 +390,78 @@ fn produce(
     });
 }
 
+/// Messages librdkafka's producer may have outstanding (sent, not yet
+/// reported), and how many it is handed every 10 ms: about 3,000 a
+/// second, a log the drain and the replica comparison read in seconds.
+const LIBRDKAFKA_OUTSTANDING_MAX: i32 = 2_000;
+const LIBRDKAFKA_PER_TICK: u64 = 30;
+
+/// librdkafka's idempotent producer as a user sets it up for durability
+/// (acks=all, 5 requests in flight, retries unbounded, 120 s message
+/// timeout, 5 s request timeout, 2 ms linger): it, not this test, decides
+/// how to retry, when to bump its epoch and resend. Values are numbered
+/// as the other producers', each sent to partition `seq % PARTITIONS`;
+/// delivery reports record what was acknowledged, and errors.
+fn produce_with_librdkafka(
+    producer: usize,
+    bootstrap: String,
+    observed: Arc<Mutex<Observed>>,
+    stop: Arc<AtomicBool>,
+) {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{
+        BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer,
+    };
+    use rdkafka::{ClientContext, Message};
+
+    struct Reports(Arc<Mutex<Observed>>);
+    impl ClientContext for Reports {}
+    impl ProducerContext for Reports {
+        type DeliveryOpaque = ();
+        fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+            let mut seen = self.0.lock().unwrap();
+            match result {
+                Ok(message) => {
+                    if let Some(key) = message.payload().and_then(parse_value) {
+                        seen.acked
+                            .insert(key, (message.partition(), message.offset()));
+                    }
+                }
+                Err((error, _)) => seen.delivery_errors.push(error.to_string()),
+            }
+        }
+    }
+
+    let client: ThreadedProducer<Reports> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", "120000")
+        .set("request.timeout.ms", "5000")
+        .create_with_context(Reports(observed))
+        .expect("librdkafka producer");
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if client.in_flight_count() < LIBRDKAFKA_OUTSTANDING_MAX {
+            for _ in 0..LIBRDKAFKA_PER_TICK {
+                let payload = value(producer, seq);
+                let record = BaseRecord::<(), _>::to(TOPIC)
+                    .payload(&payload[..])
+                    .partition((seq % PARTITIONS as u64) as i32);
+                if client.send(record).is_err() {
+                    break; // its queue is full: try again next tick
+                }
+                seq += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // What is not delivered by then is neither counted nor expected.
+    let _ = client.flush(Duration::from_secs(30));
+}
+
 /// Reads every partition from its leader, from 0, until `stop`.
 fn consume(addresses: Vec<SocketAddr>, observed: Arc<Mutex<Observed>>, stop: Arc<AtomicBool>) {
     support::on_glommio(async move {
@@ -437,18 +540,24 @@ fn active_controller(cluster: &Cluster, rng: &mut StdRng) -> Option<i32> {
         })
 }
 
-/// The nemesis: `faults` faults at random intervals, one broker down at a
-/// time. Returns each leader kill as (when, partition, killed leader).
+/// Sleeps for a random time in `range` (ms).
+fn pause_ms(rng: &mut StdRng, range: std::ops::Range<u64>) {
+    std::thread::sleep(Duration::from_millis(rng.gen_range(range)));
+}
+
+/// The nemesis: `faults` faults at random intervals, each noted in the
+/// timeline. Returns each leader kill as (when, partition, killed leader).
 fn nemesis(
     cluster: &mut Cluster,
     rng: &mut StdRng,
     faults: usize,
     counts: &mut BTreeMap<&'static str, usize>,
+    timeline: &mut Timeline,
 ) -> Vec<(Instant, i32, i32)> {
     let mut leader_kills = Vec::new();
     let addresses = cluster.addresses();
     for _ in 0..faults {
-        std::thread::sleep(Duration::from_millis(rng.gen_range(400..1200)));
+        pause_ms(rng, 400..1200);
         let fault = match rng.gen_range(0..5) {
             0 => Fault::KillLeader,
             1 => Fault::KillFollower,
@@ -466,26 +575,35 @@ fn nemesis(
             Fault::KillLeader => {
                 let victim = leader.unwrap_or_else(|| rng.gen_range(1..=BROKERS));
                 cluster.kill9(victim);
+                timeline.note(format!(
+                    "SIGKILL {victim} (leader of partition {partition})"
+                ));
                 leader_kills.push((Instant::now(), partition, victim));
                 *counts.entry("kill-leader").or_default() += 1;
-                std::thread::sleep(Duration::from_millis(rng.gen_range(1500..3000)));
+                pause_ms(rng, 1500..3000);
                 cluster.restart(victim);
+                timeline.note(format!("restart {victim}"));
             }
             Fault::KillFollower => {
                 let followers: Vec<i32> = (1..=BROKERS).filter(|b| Some(*b) != leader).collect();
                 let victim = followers[rng.gen_range(0..followers.len())];
                 cluster.kill9(victim);
+                timeline.note(format!(
+                    "SIGKILL {victim} (a follower of partition {partition})"
+                ));
                 *counts.entry("kill-follower").or_default() += 1;
-                std::thread::sleep(Duration::from_millis(rng.gen_range(500..2500)));
+                pause_ms(rng, 500..2500);
                 cluster.restart(victim);
+                timeline.note(format!("restart {victim}"));
             }
             Fault::Pause => {
                 let victim = rng.gen_range(1..=BROKERS);
                 cluster.signal(victim, libc::SIGSTOP);
+                timeline.note(format!("SIGSTOP {victim}"));
                 *counts.entry("pause").or_default() += 1;
-                let pause = SESSION_TIMEOUT_MS + rng.gen_range(300..1500);
-                std::thread::sleep(Duration::from_millis(pause));
+                pause_ms(rng, SESSION_TIMEOUT_MS + 300..SESSION_TIMEOUT_MS + 1500);
                 cluster.signal(victim, libc::SIGCONT);
+                timeline.note(format!("SIGCONT {victim}"));
             }
             Fault::KillTwo => {
                 let spared = rng.gen_range(1..=BROKERS);
@@ -493,22 +611,29 @@ fn nemesis(
                 for victim in &victims {
                     cluster.kill9(*victim);
                 }
+                timeline.note(format!("SIGKILL {victims:?} together"));
                 *counts.entry("kill-two").or_default() += 1;
-                std::thread::sleep(Duration::from_millis(rng.gen_range(500..3000)));
+                pause_ms(rng, 500..3000);
                 cluster.restart_all(&victims);
+                timeline.note(format!("restart {victims:?}"));
             }
             Fault::KillControllerInFailover => {
                 let controller =
                     active_controller(cluster, rng).unwrap_or_else(|| rng.gen_range(1..=BROKERS));
                 cluster.kill9(controller);
+                timeline.note(format!("SIGKILL {controller} (the active controller)"));
                 // Within the metadata election (300-600 ms without a leader).
-                std::thread::sleep(Duration::from_millis(rng.gen_range(50..600)));
+                pause_ms(rng, 50..600);
                 let others: Vec<i32> = (1..=BROKERS).filter(|b| *b != controller).collect();
                 let second = others[rng.gen_range(0..others.len())];
                 cluster.kill9(second);
+                timeline.note(format!(
+                    "SIGKILL {second} (during the controller's failover)"
+                ));
                 *counts.entry("kill-controller-in-failover").or_default() += 1;
-                std::thread::sleep(Duration::from_millis(rng.gen_range(500..2500)));
+                pause_ms(rng, 500..2500);
                 cluster.restart_all(&[controller, second]);
+                timeline.note(format!("restart {controller} and {second}"));
             }
         }
     }
@@ -525,6 +650,8 @@ struct Verdict {
     phantom_reads: usize,
     nonmonotonic: usize,
     divergent: usize,
+    /// librdkafka's delivery reports that were errors.
+    delivery_errors: usize,
     /// From the end of the last fault until the cluster served again
     /// (every broker lists the topic, leaders and full ISRs, a produce
     /// acknowledged).
@@ -568,6 +695,18 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
             produce(producer, acks, addresses, observed, stop)
         }));
     }
+    if acks == -1 {
+        let bootstrap = cluster
+            .addresses()
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let (observed, stop) = (observed.clone(), stop.clone());
+        workers.push(std::thread::spawn(move || {
+            produce_with_librdkafka(PRODUCERS, bootstrap, observed, stop)
+        }));
+    }
     let consumer = {
         let (addresses, observed, stop) =
             (cluster.addresses(), observed.clone(), stop_consumer.clone());
@@ -576,7 +715,9 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
 
     std::thread::sleep(Duration::from_secs(2));
     let mut counts = BTreeMap::new();
-    let leader_kills = nemesis(&mut cluster, &mut rng, faults, &mut counts);
+    let mut timeline = Timeline::new();
+    let leader_kills = nemesis(&mut cluster, &mut rng, faults, &mut counts, &mut timeline);
+    timeline.note("faults end: heal".into());
 
     // Heal: the cluster must serve again within RECOVERY_MAX (every
     // broker lists the topic, every partition has a leader and a full ISR,
@@ -635,7 +776,7 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
     }
 
     // Drain every partition from its leader, up to the high watermark.
-    let (logs, high_watermarks) = support::on_glommio(drain(addresses.clone()));
+    let (logs, high_watermarks, batches) = support::on_glommio(drain(addresses.clone()));
     stop_consumer.store(true, Ordering::Relaxed);
     consumer.join().unwrap();
     let observed = observed.lock().unwrap();
@@ -645,13 +786,17 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
         recovery,
         ..Verdict::default()
     };
-    let mut occurrences: HashMap<Bytes, usize> = HashMap::new();
-    for log in &logs {
-        for value in log.values() {
-            *occurrences.entry(value.clone()).or_default() += 1;
+    let mut occurrences: HashMap<Bytes, Vec<(i32, i64)>> = HashMap::new();
+    for (partition, log) in logs.iter().enumerate() {
+        for (offset, value) in log {
+            occurrences
+                .entry(value.clone())
+                .or_default()
+                .push((partition as i32, *offset));
         }
     }
-    verdict.duplicated = occurrences.values().map(|n| n - 1).sum();
+    verdict.duplicated = occurrences.values().map(|at| at.len() - 1).sum();
+    report_duplicates(&occurrences, &batches);
     for ((producer, seq), (partition, offset)) in &observed.acked {
         let want = value(*producer, *seq);
         if logs[*partition as usize].get(offset) != Some(&want) {
@@ -723,11 +868,20 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
             }
         }
     }
+    println!("fault timeline (seed {seed}):");
+    for event in &timeline.events {
+        println!("  {event}");
+    }
+    if !observed.delivery_errors.is_empty() {
+        println!("librdkafka delivery errors: {:?}", observed.delivery_errors);
+    }
+    verdict.delivery_errors = observed.delivery_errors.len();
     let p50 = failovers.get(failovers.len() / 2).copied();
     println!(
         "acks={acks} seed={seed} faults {counts:?}: acked {} lost {} duplicated {} reordered {} \
-         phantom_reads {} nonmonotonic {} divergent {}; served again {:?} after the last fault; \
-         failover after a leader kill (ms): p50 {p50:?} max {:?} over {} kills {failovers:?}",
+         phantom_reads {} nonmonotonic {} divergent {} delivery_errors {}; served again {:?} \
+         after the last fault; failover after a leader kill (ms): p50 {p50:?} max {:?} over {} \
+         kills {failovers:?}",
         verdict.acked,
         verdict.lost,
         verdict.duplicated,
@@ -735,6 +889,7 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
         verdict.phantom_reads,
         verdict.nonmonotonic,
         verdict.divergent,
+        verdict.delivery_errors,
         verdict.recovery,
         failovers.last(),
         failovers.len(),
@@ -748,9 +903,89 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
     verdict
 }
 
+/// Prints each value stored more than once: where (partition, offset)
+/// and the batch holding each copy (its leader epoch, and the producer id,
+/// epoch and sequence that the duplicate check compares), so a duplicate
+/// can be traced to its cause from the test's output alone.
+fn report_duplicates(occurrences: &HashMap<Bytes, Vec<(i32, i64)>>, batches: &[Vec<BatchInfo>]) {
+    let holding = |partition: i32, offset: i64| {
+        batches[partition as usize]
+            .iter()
+            .find(|b| b.base_offset <= offset && offset <= b.last_offset)
+            .map_or("no batch read".to_string(), |b| {
+                format!(
+                    "batch {}..={} leader epoch {} producer {} epoch {} first sequence {}",
+                    b.base_offset,
+                    b.last_offset,
+                    b.leader_epoch,
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence
+                )
+            })
+    };
+    let mut duplicated: Vec<_> = occurrences.iter().filter(|(_, at)| at.len() > 1).collect();
+    duplicated.sort_by_key(|(_, at)| at[0]);
+    for (value, at) in duplicated.iter().take(50) {
+        let copies: Vec<String> = at
+            .iter()
+            .map(|(p, o)| format!("partition {p} offset {o} in {}", holding(*p, *o)))
+            .collect();
+        println!("DUPLICATE {value:?}: {}", copies.join("; "));
+    }
+    if duplicated.len() > 50 {
+        println!("... and {} more duplicated values", duplicated.len() - 50);
+    }
+}
+
+/// One stored batch's header, as the drain read it: what a duplicate
+/// report names.
+#[derive(Clone, Copy)]
+struct BatchInfo {
+    base_offset: i64,
+    last_offset: i64,
+    leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+}
+
+impl BatchInfo {
+    /// The headers of the whole batches in fetched `bytes`.
+    fn all_in(bytes: &[u8]) -> Vec<BatchInfo> {
+        let field = |at: usize, n: usize| -> i64 {
+            bytes[at..at + n]
+                .iter()
+                .fold(0i64, |v, b| (v << 8) | *b as i64)
+        };
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 61 <= bytes.len() {
+            let total = 12 + field(at + 8, 4) as usize;
+            if at + total > bytes.len() {
+                break;
+            }
+            let base_offset = field(at, 8);
+            out.push(BatchInfo {
+                base_offset,
+                last_offset: base_offset + field(at + 23, 4) as i32 as i64,
+                leader_epoch: field(at + 12, 4) as i32,
+                producer_id: field(at + 43, 8),
+                producer_epoch: field(at + 51, 2) as i16,
+                base_sequence: field(at + 53, 4) as i32,
+            });
+            at += total;
+        }
+        out
+    }
+}
+
 /// Each partition's records (offset -> value) read from its leader up to
-/// its high watermark, and the high watermarks.
-async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i64>) {
+/// its high watermark, the high watermarks, and the batches read.
+async fn drain(
+    addresses: Vec<SocketAddr>,
+) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i64>, Vec<Vec<BatchInfo>>) {
+    let mut batches = vec![Vec::new(); PARTITIONS as usize];
     let mut logs = vec![BTreeMap::new(); PARTITIONS as usize];
     let mut high_watermarks = vec![-1i64; PARTITIONS as usize];
     let mut positions = vec![0i64; PARTITIONS as usize];
@@ -795,6 +1030,14 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
             }
             let records = data.records.clone().unwrap_or_default();
             let decoded = decode_records(partition, &records, positions[p]).unwrap();
+            for batch in BatchInfo::all_in(&records) {
+                if batches[p]
+                    .last()
+                    .is_none_or(|b: &BatchInfo| b.base_offset < batch.base_offset)
+                {
+                    batches[p].push(batch);
+                }
+            }
             for record in decoded.records {
                 assert!(
                     record.offset < data.high_watermark,
@@ -807,7 +1050,7 @@ async fn drain(addresses: Vec<SocketAddr>) -> (Vec<BTreeMap<i64, Bytes>>, Vec<i6
             }
         }
     }
-    (logs, high_watermarks)
+    (logs, high_watermarks, batches)
 }
 
 /// `broker dump-log` of one replica, a line per batch.
@@ -867,6 +1110,7 @@ fn acks_all_loses_nothing_acknowledged_through_kills_and_pauses() {
         assert_eq!(verdict.phantom_reads, 0, "seed {seed}: {verdict:?}");
         assert_eq!(verdict.nonmonotonic, 0, "seed {seed}: {verdict:?}");
         assert_eq!(verdict.divergent, 0, "seed {seed}: {verdict:?}");
+        assert_eq!(verdict.delivery_errors, 0, "seed {seed}: {verdict:?}");
     }
 }
 

@@ -7,12 +7,27 @@
 //! leader learning late that the controller committed its ISR change (and
 //! of fences that shrank its ISR).
 //!
+//! The records are an idempotent producer's batches (one record each, its
+//! value the batch's sequence), with at most five unacknowledged; it
+//! resends them in order, with their sequences, to whichever replica it
+//! believes leads, at any point of a failover. Every replica keeps the
+//! producer state the broker keeps (storage's `ProducerState`): a leader
+//! checks each batch against it (a retry of one of the last five is
+//! answered with its original offsets, a gap refused), followers record
+//! what they copy, and a truncation or a restart rebuilds it from the log.
+//! A leader's append happens in two steps, as the broker's does (accepted
+//! in its epoch, then appended once there is room), with other events in
+//! between; the second step asks again whether it still leads in that
+//! epoch.
+//!
 //! Checked after every step: every acknowledged record is in every live
 //! in-sync replica at its offset; no two replicas differ below both their
-//! high watermarks. At the end, healed and drained, every log is the same
-//! and holds every acknowledged record. Seeds are printed; `SEED=n` replays.
+//! high watermarks; no log holds a batch twice (checked as each is
+//! stored). At the end, healed and
+//! drained, every log is the same, holds every acknowledged record, and
+//! each batch at most once. Seeds are printed; `SEED=n` replays.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,12 +35,44 @@ use replication::epochs::EpochCache;
 use replication::follower::{high_watermark, truncation_step, Truncation};
 use replication::leader::{AckState, LeaderState};
 use replication::{LeaderEpoch, Offset, ReplicaId};
+use storage::producers::{Check, ProducerBatch, ProducerState, BATCHES_KEPT};
+use storage::TimestampMs;
 
 const REPLICAS: [ReplicaId; 3] = [1, 2, 3];
 const MIN_INSYNC: usize = 2;
 const LAG_MAX_MS: u64 = 300;
 /// Records a fetch returns at most.
 const FETCH_MAX: usize = 4;
+/// The producer's id; its epoch is 0 throughout.
+const PRODUCER_ID: i64 = 1;
+
+/// Values from here on are plain batches (no producer id: never checked,
+/// as the broker treats them), which the scripted tests send.
+const PLAIN_FROM: u64 = 1 << 40;
+
+/// The idempotent batch whose single record is `value` (its sequence),
+/// or None for a plain one.
+fn producer_batch(value: u64) -> Option<ProducerBatch> {
+    (value < PLAIN_FROM).then_some(ProducerBatch {
+        producer_id: PRODUCER_ID,
+        epoch: 0,
+        first_seq: value as i32,
+        offset_delta: 0,
+    })
+}
+
+/// The producer state a log implies: what the broker rebuilds after a
+/// truncation or at open.
+fn rebuilt(log: &[(LeaderEpoch, u64)]) -> ProducerState {
+    let mut state = ProducerState::default();
+    for (offset, (_, value)) in log.iter().enumerate() {
+        if let Some(batch) = producer_batch(*value) {
+            let at = Offset(offset as i64);
+            state.record_batch(&batch, at, TimestampMs(0), TimestampMs(0));
+        }
+    }
+    state
+}
 
 #[derive(Debug, Clone)]
 enum Role {
@@ -38,6 +85,16 @@ enum Role {
     },
     /// Knows of no leader (offline partition).
     Idle,
+}
+
+impl Role {
+    /// The epoch it leads in, if it leads.
+    fn leads_in(&self) -> Option<LeaderEpoch> {
+        match self {
+            Role::Leader(state) => Some(state.epoch()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +110,8 @@ struct Replica {
     role: Role,
     /// The controller's epoch this replica last heard.
     known_epoch: LeaderEpoch,
+    /// The idempotent producer's state as of the log end.
+    producers: ProducerState,
 }
 
 impl Replica {
@@ -64,11 +123,40 @@ impl Replica {
         self.log.truncate(to.0.max(0) as usize);
         self.epochs.truncate_from_end(to);
         self.hw = self.hw.min(to);
+        self.producers = rebuilt(&self.log);
+    }
+
+    /// Appends `value` in `epoch` (a leader's append or a follower's copy)
+    /// and records its batch.
+    fn push(&mut self, epoch: LeaderEpoch, value: u64) -> Offset {
+        let at = self.end();
+        // At most once: no log ever holds a batch twice.
+        if let Some(before) = self.log.iter().position(|e| e.1 == value) {
+            panic!(
+                "replica {} stores batch {value} twice: at {before} and {at}",
+                self.id
+            );
+        }
+        self.epochs.assign(epoch, at);
+        self.log.push((epoch, value));
+        if let Some(batch) = producer_batch(value) {
+            self.producers
+                .record_batch(&batch, at, TimestampMs(0), TimestampMs(0));
+        }
+        at
     }
 
     fn reachable(&self) -> bool {
         self.alive && !self.paused
     }
+}
+
+/// The idempotent producer: its batches not yet acknowledged, oldest
+/// first (at most the five a broker remembers).
+#[derive(Debug, Default)]
+struct Producer {
+    next_value: u64,
+    unacknowledged: VecDeque<u64>,
 }
 
 #[derive(Debug)]
@@ -83,7 +171,13 @@ struct Sim {
     now_ms: u64,
     replicas: Vec<Replica>,
     controller: Controller,
-    next_value: u64,
+    producer: Producer,
+    /// (leader, epoch, value) accepted in that epoch, not yet appended
+    /// (waiting for room in the log).
+    appending: Vec<(ReplicaId, LeaderEpoch, u64)>,
+    /// Retries answered as duplicates (a check that could not fail has
+    /// nothing to check).
+    duplicates_recognised: usize,
     /// (leader, epoch, offset, value) awaiting the high watermark.
     pending: Vec<(ReplicaId, LeaderEpoch, Offset, u64)>,
     /// (offset, value) acknowledged to a producer.
@@ -107,6 +201,7 @@ impl Sim {
                 paused: false,
                 role: Role::Idle,
                 known_epoch: LeaderEpoch(0),
+                producers: ProducerState::default(),
             })
             .collect();
         let mut sim = Sim {
@@ -118,7 +213,9 @@ impl Sim {
                 epoch: LeaderEpoch(1),
                 isr: REPLICAS.iter().copied().collect(),
             },
-            next_value: 0,
+            producer: Producer::default(),
+            appending: Vec::new(),
+            duplicates_recognised: 0,
             pending: Vec::new(),
             acked: Vec::new(),
             faults: 0,
@@ -225,7 +322,9 @@ impl Sim {
         }
     }
 
-    fn produce(&mut self) {
+    /// A replica that believes it leads, at random (a deposed one may not
+    /// have heard yet), as the producer's metadata may point at it.
+    fn pick_leader(&mut self) -> Option<ReplicaId> {
         let leaders: Vec<ReplicaId> = self
             .replicas
             .iter()
@@ -233,27 +332,112 @@ impl Sim {
             .map(|r| r.id)
             .collect();
         if leaders.is_empty() {
+            return None;
+        }
+        Some(leaders[self.rng.gen_range(0..leaders.len())])
+    }
+
+    /// A new batch of the producer's, unacknowledged until a leader says so.
+    fn new_batch(&mut self) -> u64 {
+        let value = self.producer.next_value;
+        self.producer.next_value += 1;
+        self.producer.unacknowledged.push_back(value);
+        value
+    }
+
+    /// A plain batch (no producer id), appended at once by the replica
+    /// that believes it leads (the scripted tests).
+    fn produce(&mut self) {
+        let Some(id) = self.pick_leader() else {
+            return;
+        };
+        let value = PLAIN_FROM + self.producer.next_value;
+        self.producer.next_value += 1;
+        if let Some(epoch) = self.accept(id) {
+            self.append(id, epoch, value);
+        }
+    }
+
+    /// One step of the producer: a new batch if fewer than five are
+    /// unacknowledged (sometimes), then every unacknowledged one, oldest
+    /// first with its sequence, to the replica it believes leads. Each
+    /// accepted batch is appended now or, waiting for room, in a later
+    /// step; a request that waits holds back the ones after it (one
+    /// connection answers in order), and a refusal ends the round.
+    fn producer_step(&mut self) {
+        let Some(id) = self.pick_leader() else {
+            return;
+        };
+        if self.producer.unacknowledged.len() < BATCHES_KEPT && self.rng.gen_bool(0.7) {
+            self.new_batch();
+        }
+        let window: Vec<u64> = self.producer.unacknowledged.iter().copied().collect();
+        for value in window {
+            let Some(epoch) = self.accept(id) else {
+                return;
+            };
+            if self.rng.gen_bool(0.5) {
+                self.appending.push((id, epoch, value));
+                return;
+            }
+            if !self.append(id, epoch, value) {
+                return;
+            }
+        }
+    }
+
+    /// A request's first step at replica `id`: its leader epoch, if it
+    /// leads (in its own view) and has enough in-sync replicas.
+    fn accept(&mut self, id: ReplicaId) -> Option<LeaderEpoch> {
+        let Role::Leader(state) = &self.replica(id).role else {
+            return None; // NOT_LEADER
+        };
+        state.check_acks_all(MIN_INSYNC).ok()?; // NOT_ENOUGH_REPLICAS otherwise
+        Some(state.epoch())
+    }
+
+    /// Finishes an accepted append that waited, if its replica can run.
+    fn finish_waiting_append(&mut self) {
+        let ready: Vec<usize> = (0..self.appending.len())
+            .filter(|i| self.replicas[(self.appending[*i].0 - 1) as usize].reachable())
+            .collect();
+        if ready.is_empty() {
             return;
         }
-        // Possibly a deposed leader that has not heard yet.
-        let id = leaders[self.rng.gen_range(0..leaders.len())];
-        let value = self.next_value;
-        self.next_value += 1;
+        let (id, epoch, value) = self
+            .appending
+            .remove(ready[self.rng.gen_range(0..ready.len())]);
+        self.append(id, epoch, value);
+    }
+
+    /// A request's second step: if replica `id` still leads in `epoch`,
+    /// the producer state decides (a retry of a stored batch is answered
+    /// with its offset, a gap refused), then the batch is appended. False
+    /// if refused.
+    fn append(&mut self, id: ReplicaId, epoch: LeaderEpoch, value: u64) -> bool {
         let r = self.replica(id);
-        let Role::Leader(state) = &r.role else {
-            unreachable!()
+        if r.role.leads_in() != Some(epoch) {
+            return false; // led no more when it had room: nothing appended
+        }
+        let check = match producer_batch(value) {
+            Some(batch) => r.producers.check(&batch),
+            None => Ok(Check::Append),
         };
-        if state.check_acks_all(MIN_INSYNC).is_err() {
-            return; // NOT_ENOUGH_REPLICAS: nothing appended
-        }
-        let epoch = state.epoch();
-        let offset = r.end();
-        r.epochs.assign(epoch, offset);
-        r.log.push((epoch, value));
-        let end = r.end();
-        if let Role::Leader(state) = &mut r.role {
-            state.update_high_watermark(end);
-        }
+        let offset = match check {
+            Err(_) => return false, // OUT_OF_ORDER_SEQUENCE_NUMBER
+            Ok(Check::Duplicate(original)) => {
+                self.duplicates_recognised += 1;
+                original.first_offset
+            }
+            Ok(Check::Append) => {
+                let offset = r.push(epoch, value);
+                let end = r.end();
+                if let Role::Leader(state) = &mut r.role {
+                    state.update_high_watermark(end);
+                }
+                offset
+            }
+        };
         self.pending.push((id, epoch, offset, value));
         if self.trace {
             println!(
@@ -261,6 +445,8 @@ impl Sim {
                 self.now_ms, epoch.0
             );
         }
+        self.complete_acks(id);
+        true
     }
 
     /// One follower fetches (truncating first if it has a new leader).
@@ -330,9 +516,7 @@ impl Sim {
         }
         let r = self.replica(id);
         for (epoch, value) in records {
-            let at = r.end();
-            r.epochs.assign(epoch, at);
-            r.log.push((epoch, value));
+            r.push(epoch, value);
         }
         r.hw = high_watermark(leader_hw, r.end()).max(r.hw);
         self.complete_acks(leader_id);
@@ -363,6 +547,7 @@ impl Sim {
                         "offset {offset} acknowledged with two values"
                     );
                     self.acked.push((offset, value));
+                    self.producer.unacknowledged.retain(|v| *v != value);
                 }
                 AckState::Waiting => still.push((id, epoch, offset, value)),
                 AckState::Failed(_) => {}
@@ -420,6 +605,7 @@ impl Sim {
                     r.alive = false;
                     r.role = Role::Idle;
                     self.pending.retain(|p| p.0 != target);
+                    self.appending.retain(|a| a.0 != target);
                     self.fence(target);
                 }
             }
@@ -430,6 +616,8 @@ impl Sim {
                     r.alive = true;
                     r.role = Role::Idle;
                     r.known_epoch = LeaderEpoch(-1);
+                    // Rebuilt from its log at open, as the broker does.
+                    r.producers = rebuilt(&r.log);
                     if self.controller.leader.is_none() {
                         self.elect();
                     }
@@ -461,7 +649,8 @@ impl Sim {
     fn step(&mut self, fault_rate: f64) {
         self.now_ms += self.rng.gen_range(1..30);
         match self.rng.gen_range(0..100) {
-            0..=34 => self.produce(),
+            0..=24 => self.producer_step(),
+            25..=34 => self.finish_waiting_append(),
             35..=79 => {
                 let id = REPLICAS[self.rng.gen_range(0..3)];
                 if self.replicas[(id - 1) as usize].reachable() {
@@ -517,6 +706,8 @@ impl Sim {
 
     /// Heals every fault and replicates until the logs settle.
     fn heal_and_drain(&mut self) {
+        // Requests still waiting time out at their clients.
+        self.appending.clear();
         for i in 0..self.replicas.len() {
             self.replicas[i].paused = false;
             if !self.replicas[i].alive {
@@ -571,6 +762,7 @@ fn no_acknowledged_record_is_lost_and_logs_never_diverge_under_random_faults() {
     let mut acked = 0;
     let mut faults = 0;
     let mut elections = 0;
+    let mut duplicates = 0;
     let runs = std::env::var("SIM_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -593,8 +785,16 @@ fn no_acknowledged_record_is_lost_and_logs_never_diverge_under_random_faults() {
         acked += sim.acked.len();
         faults += sim.faults;
         elections += sim.elections;
+        duplicates += sim.duplicates_recognised;
     }
-    println!("{runs} runs: {acked} records acknowledged, {faults} faults, {elections} elections; none lost, none diverged");
+    println!(
+        "{runs} runs: {acked} batches acknowledged, {faults} faults, {elections} elections, \
+         {duplicates} retries recognised as duplicates; none lost, none diverged, none stored twice"
+    );
+    assert!(
+        duplicates as u64 > runs,
+        "retries of stored batches were checked: {duplicates}"
+    );
     assert!(
         acked as u64 > runs * 30,
         "the runs made progress: {acked} acknowledged"

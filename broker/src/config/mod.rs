@@ -196,6 +196,10 @@ pub struct BrokerConfig {
     /// window in which a crash test's kill finds acknowledged-but-unwritten
     /// data if acks were ever sent early. 0 in production.
     pub test_flush_delay_ms: u64,
+    /// Testing only: a pause before this broker takes up a leadership the
+    /// metadata gave it (the moment a follower's write it waits for takes,
+    /// widened), so a test can produce in that moment. 0 in production.
+    pub test_role_delay_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -256,6 +260,7 @@ impl Default for BrokerConfig {
             test_panic_after_ms: 0,
             test_wedge_on_stop: false,
             test_flush_delay_ms: 0,
+            test_role_delay_ms: 0,
         }
     }
 }

@@ -80,6 +80,7 @@ pub async fn reconcile(replication: &Replication) {
                 continue;
             }
         };
+        delay_new_leadership(partitions, &partition, &meta).await;
         let _no_replica_write = partition.replica_writes.lock().await;
         assign_role(partitions, &partition, &topic, &meta);
         if let (Some(leader), true) = (meta.leader, meta.leader != Some(me)) {
@@ -92,6 +93,22 @@ pub async fn reconcile(replication: &Replication) {
         }
     }
     fetcher::follow(replication, following);
+}
+
+/// `test_role_delay_ms`: waits before taking up a leadership the
+/// metadata has just given this broker.
+async fn delay_new_leadership(
+    partitions: &Partitions,
+    partition: &OpenPartition,
+    meta: &Partition,
+) {
+    let delay = partitions.cluster.config.test_role_delay_ms;
+    let epoch = epoch::from_metadata(meta.leader_epoch);
+    let new = meta.leader == Some(partitions.cluster.me)
+        && partition.role.borrow().leader_epoch() != Some(epoch);
+    if delay > 0 && new {
+        glommio::timer::sleep(Duration::from_millis(delay)).await;
+    }
 }
 
 fn assign_role(

@@ -2,6 +2,7 @@
 //! between two requests a connection (plain or TLS) may move to the shard
 //! owning its partitions ([`super::follow`] says when).
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
 use super::portable::{Detached, Portable};
 use super::read_now::ReadNow;
+use super::refused_batches::RefusedBatches;
 use super::shard::{ConnectionHost, Shard, Stopping};
 use super::tls::looks_like_tls;
 use crate::authorizer::ANONYMOUS;
@@ -50,6 +52,9 @@ pub struct Client {
     pub listener: Rc<ListenerOf>,
     /// Its place under the connection limits (released when it closes).
     pub admitted: Admitted,
+    /// Its idempotent batches refused before they were appended (moves
+    /// with it): see [`crate::server::refused_batches`].
+    pub refused: RefCell<RefusedBatches>,
 }
 
 /// What a connection needs of the listener it came in on.
@@ -413,6 +418,7 @@ struct Handover {
     principal: Option<String>,
     listener: (String, bool, bool),
     admitted: Admitted,
+    refused: RefusedBatches,
     reader: FrameReader,
     session: Option<Session>,
     follow: Follow,
@@ -439,6 +445,7 @@ impl Handover {
                 listener.for_brokers,
             ),
             admitted: client.admitted,
+            refused: client.refused.into_inner(),
             reader,
             session,
             follow,
@@ -458,6 +465,7 @@ impl Handover {
                 for_brokers,
             }),
             admitted: self.admitted,
+            refused: RefCell::new(self.refused),
         };
         let carried = Carried {
             client,
@@ -570,7 +578,7 @@ async fn reattach<S: Portable>(
 /// re-authentication), for the ACL checks and the quotas.
 fn caller<'a>(
     shard: &Shard,
-    client: &Client,
+    client: &'a Client,
     session: Option<&Session>,
     client_id: &'a str,
     group_host: &'a str,
@@ -592,7 +600,7 @@ fn caller<'a>(
         .is_empty();
     let checks = (shard.cluster.authorizer(), metered);
     let on = (group_host, client.listener.name.clone());
-    Caller::new(checks, principal, (ip, client_id), on)
+    Caller::new(checks, principal, (ip, client_id), on).remembering(&client.refused)
 }
 
 /// Writes an answer; false if the connection is to close (the client

@@ -18,6 +18,7 @@ mod metrics;
 mod portable;
 mod ports;
 mod read_now;
+mod refused_batches;
 mod serve;
 mod shard;
 mod start;

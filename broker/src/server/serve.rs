@@ -297,6 +297,7 @@ async fn serve_stream(
             principal: None,
             listener,
             admitted,
+            refused: Default::default(),
         };
         return connection::serve(stream, client, None, shard, stopping).await;
     };
@@ -310,6 +311,7 @@ async fn serve_stream(
                 principal: tls::principal(stream.get_ref().1),
                 listener,
                 admitted,
+                refused: Default::default(),
             };
             return connection::serve(stream, client, Some(tls), shard, stopping).await;
         }

@@ -3,7 +3,7 @@
 //! with Kafka's code (TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED).
 //! With `authorizer = "none"` every question is answered yes at once.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;
 
@@ -16,6 +16,7 @@ use crate::kafka::Code;
 use crate::quotas::{shard_share, Metered};
 use crate::runtime::clock::monotonic_ms;
 use crate::server::follow::PartitionShards;
+use crate::server::refused_batches::RefusedBatches;
 use crate::server::shard::Shard;
 
 /// The sender of a request.
@@ -42,6 +43,9 @@ pub struct Caller<'a> {
     /// The listener the request came in on: Metadata, FindCoordinator
     /// and DescribeCluster answer with the brokers' addresses on it.
     pub listener: Rc<str>,
+    /// Its connection's refused idempotent batches (Produce answers the
+    /// batches behind one with its refusal).
+    pub refused: Option<&'a RefCell<RefusedBatches>>,
 }
 
 impl<'a> Caller<'a> {
@@ -73,6 +77,16 @@ impl<'a> Caller<'a> {
             host,
             group_host,
             listener,
+            refused: None,
+        }
+    }
+
+    /// The same caller, its Produce answers kept consistent through
+    /// `refused` (its connection's).
+    pub fn remembering(self, refused: &'a RefCell<RefusedBatches>) -> Caller<'a> {
+        Caller {
+            refused: Some(refused),
+            ..self
         }
     }
 

@@ -26,6 +26,7 @@ use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
 use crate::quotas::Metered;
+use crate::server::refused_batches::BatchIdentity;
 use crate::server::shard::Shard;
 use control::acls::Operation;
 
@@ -59,10 +60,15 @@ pub async fn handle(
     let request_bytes = request.body.len();
     let body = std::mem::take(&mut request.body);
     let record_sets = take_record_sets(&mut decoded, body, request.frame_bytes);
+    let batches: Vec<Option<BatchIdentity>> = record_sets
+        .iter()
+        .map(|set| BatchIdentity::of(&set.records))
+        .collect();
     let span = produce_span(&decoded, request.header.correlation_id);
     let results = append_all(shard, &decoded, record_sets, version, caller)
         .instrument(span)
         .await;
+    let results = consistent_with_refusals(&decoded, batches, results, caller);
     shard.metrics.produce(decoded.acks, started.elapsed());
     if results.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
@@ -140,6 +146,34 @@ async fn append_all(
             as crate::runtime::sharded::LocalFuture<_>
     };
     shard.partitions.fan_out(asked, true, work).await
+}
+
+/// Each partition's answer as its connection's earlier refusals make it:
+/// a batch meeting the gap a refused batch left before it is refused the
+/// same way, not as out of order ([`crate::server::refused_batches`]).
+fn consistent_with_refusals(
+    decoded: &ProduceRequest,
+    batches: Vec<Option<BatchIdentity>>,
+    results: Vec<Result<Appended, Code>>,
+    caller: &Caller<'_>,
+) -> Vec<Result<Appended, Code>> {
+    let Some(refused) = caller.refused else {
+        return results;
+    };
+    let mut refused = refused.borrow_mut();
+    let partitions = decoded.topic_data.iter().flat_map(|topic| {
+        // By id from v13 (the name is then empty), else by name.
+        let name = format!("{}{}", topic.name.as_str(), topic.topic_id);
+        topic
+            .partition_data
+            .iter()
+            .map(move |data| (name.clone(), data.index))
+    });
+    partitions
+        .zip(batches)
+        .zip(results)
+        .map(|((partition, batch), result)| refused.answer(partition, batch, result))
+        .collect()
 }
 
 /// The topic's name (from its id in v13+; None for an unknown id).

@@ -16,64 +16,61 @@
 //! the batch again (issue 30). Answered with the first batch's retriable
 //! error instead, the client resends both, in order, in the same epoch.
 //!
-//! A refusal is forgotten once the client resends the refused batch (or
-//! an earlier one) and it is answered, once any batch of that producer
-//! is appended, and once more partitions' refusals are kept than
-//! [`REFUSALS_MAX`]; so a real gap (a leader that lost acknowledged data)
-//! is still answered OUT_OF_ORDER when the refused batch itself comes
-//! back. Sans I/O.
+//! A refusal is kept only for the requests that can have been pipelined
+//! behind it: the next [`PIPELINED_MAX`] Produce requests of the
+//! connection (a connection's requests are served one at a time, and an
+//! idempotent client keeps at most five in flight). It is forgotten
+//! sooner once the refused batch (or an earlier one of that producer,
+//! epoch and partition) comes back and is answered, or once one of them
+//! is appended. So a real gap (a leader that lost acknowledged data) is
+//! still answered OUT_OF_ORDER, at the latest to the fifth request after
+//! the refusal. Sans I/O.
 
 use kafka_protocol::ResponseError;
+use storage::producers::ProducerBatch;
 
 use crate::kafka::Code;
 
-/// Refusals a connection remembers (one per partition and producer).
+/// The Produce requests after a refusal that it answers for: those an
+/// idempotent client (at most five in flight) sent before it saw it.
+pub const PIPELINED_MAX: u64 = 4;
+
+/// Refusals a connection remembers at once (one per partition and
+/// producer; one request may name many partitions).
 pub const REFUSALS_MAX: usize = 128;
 
-/// An idempotent batch's identity, from its header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchIdentity {
-    /// The producer.
-    pub producer_id: i64,
-    /// Its epoch.
-    pub epoch: i16,
-    /// The sequence of the batch's first record.
-    pub first_sequence: i32,
+/// The first batch of a partition's records as its header names it (None
+/// for plain batches, control batches or records too short to hold one).
+pub fn first_batch(records: &[u8]) -> Option<ProducerBatch> {
+    storage::batch::BatchHeader::parse(records, usize::MAX)
+        .ok()?
+        .producer()
 }
 
-impl BatchIdentity {
-    /// The identity of the first batch in `records` (a v2 batch header),
-    /// if it has a producer id; None for plain batches or short input.
-    pub fn of(records: &[u8]) -> Option<BatchIdentity> {
-        let header = records.get(..61)?;
-        let producer_id = i64::from_be_bytes(header[43..51].try_into().ok()?);
-        (producer_id >= 0 && header[16] == 2).then(|| BatchIdentity {
-            producer_id,
-            epoch: i16::from_be_bytes([header[51], header[52]]),
-            first_sequence: i32::from_be_bytes(header[53..57].try_into().expect("4 bytes")),
-        })
-    }
-}
-
-/// Where a batch went: its topic (by name, or id from Produce v13) and
-/// partition.
+/// Where a batch went: its topic (by name, or by id from Produce v13)
+/// and partition.
 pub type PartitionOf = (String, i32);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Refusal {
     partition: PartitionOf,
-    batch: BatchIdentity,
+    batch: ProducerBatch,
     code: Code,
+    /// The connection's Produce request it was refused in.
+    request: u64,
 }
 
 /// See the module's comment.
 #[derive(Debug, Default)]
 pub struct RefusedBatches {
     refusals: Vec<Refusal>,
+    /// The connection's Produce requests so far.
+    requests: u64,
 }
 
-/// Refusals that leave a batch unwritten and that clients retry.
-fn retriable_before_append(code: Code) -> bool {
+/// Whether `code` refuses a batch before it is appended, with an error
+/// clients retry.
+pub fn retriable_before_append(code: Code) -> bool {
     [
         ResponseError::NotLeaderOrFollower,
         ResponseError::NotEnoughReplicas,
@@ -92,13 +89,27 @@ fn after(a: i32, b: i32) -> bool {
 }
 
 impl RefusedBatches {
+    /// A Produce request begins: refusals too old to have had it
+    /// pipelined behind them are forgotten.
+    pub fn next_request(&mut self) {
+        self.requests += 1;
+        let requests = self.requests;
+        self.refusals
+            .retain(|r| requests - r.request <= PIPELINED_MAX);
+    }
+
+    /// Whether nothing is remembered (the common case: nothing to do).
+    pub fn is_empty(&self) -> bool {
+        self.refusals.is_empty()
+    }
+
     /// The answer to give for `batch` (the first batch of a partition's
     /// records, None if not idempotent) given the partition's `result`,
     /// remembering or forgetting refusals on the way.
     pub fn answer<T>(
         &mut self,
         partition: PartitionOf,
-        batch: Option<BatchIdentity>,
+        batch: Option<ProducerBatch>,
         result: Result<T, Code>,
     ) -> Result<T, Code> {
         let Some(batch) = batch else {
@@ -109,8 +120,8 @@ impl RefusedBatches {
                 && r.batch.producer_id == batch.producer_id
                 && r.batch.epoch == batch.epoch
         });
-        let behind_refused = known
-            .is_some_and(|i| after(batch.first_sequence, self.refusals[i].batch.first_sequence));
+        let behind_refused =
+            known.is_some_and(|i| after(batch.first_seq, self.refusals[i].batch.first_seq));
         match result {
             Err(code)
                 if code == ResponseError::OutOfOrderSequenceNumber.code() && behind_refused =>
@@ -119,12 +130,14 @@ impl RefusedBatches {
             }
             Err(code) if retriable_before_append(code) => {
                 if !behind_refused {
+                    let request = self.requests;
                     self.remember(
                         known,
                         Refusal {
                             partition,
                             batch,
                             code,
+                            request,
                         },
                     );
                 }
@@ -157,11 +170,12 @@ mod tests {
     const NOT_LEADER: Code = 6;
     const OUT_OF_ORDER: Code = 45;
 
-    fn batch(first_sequence: i32) -> Option<BatchIdentity> {
-        Some(BatchIdentity {
+    fn batch(first_seq: i32) -> Option<ProducerBatch> {
+        Some(ProducerBatch {
             producer_id: 7,
             epoch: 0,
-            first_sequence,
+            first_seq,
+            offset_delta: 4,
         })
     }
 
@@ -190,7 +204,7 @@ mod tests {
             refused.answer::<()>(("other".into(), 0), batch(15), Err(OUT_OF_ORDER)),
             Err(OUT_OF_ORDER)
         );
-        let other_epoch = Some(BatchIdentity {
+        let other_epoch = Some(ProducerBatch {
             epoch: 1,
             ..batch(15).unwrap()
         });
@@ -248,23 +262,43 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_is_read_from_a_batch_header() {
-        let mut header = vec![0u8; 61];
-        header[16] = 2;
-        header[43..51].copy_from_slice(&42i64.to_be_bytes());
-        header[51..53].copy_from_slice(&3i16.to_be_bytes());
-        header[53..57].copy_from_slice(&99i32.to_be_bytes());
-        let identity = BatchIdentity::of(&header).unwrap();
+    fn a_refusal_answers_only_for_the_requests_pipelined_behind_it() {
+        let mut refused = RefusedBatches::default();
+        refused.next_request();
+        let _ = refused.answer::<()>(orders(), batch(10), Err(NOT_LEADER));
+        for _ in 0..PIPELINED_MAX {
+            refused.next_request();
+            assert_eq!(
+                refused.answer::<()>(orders(), batch(15), Err(OUT_OF_ORDER)),
+                Err(NOT_LEADER)
+            );
+        }
+        // The fifth request after it was sent after its answer arrived: a
+        // gap there is real (here the refused batch went to another broker
+        // and this one later lost what it had).
+        refused.next_request();
+        assert!(refused.is_empty());
         assert_eq!(
-            (
-                identity.producer_id,
-                identity.epoch,
-                identity.first_sequence
-            ),
+            refused.answer::<()>(orders(), batch(15), Err(OUT_OF_ORDER)),
+            Err(OUT_OF_ORDER)
+        );
+    }
+
+    #[test]
+    fn the_first_batch_is_read_from_its_header() {
+        let specs = [storage::batch::RecordSpec {
+            key: None,
+            value: Some(b"v".to_vec()),
+            timestamp_delta: 0,
+        }];
+        let mut records = storage::batch::build(storage::TimestampMs(1), &specs);
+        assert_eq!(first_batch(&records), None, "no producer");
+        storage::batch::stamp_producer(&mut records, 42, 3, 99);
+        let batch = first_batch(&records).unwrap();
+        assert_eq!(
+            (batch.producer_id, batch.epoch, batch.first_seq),
             (42, 3, 99)
         );
-        header[43..51].copy_from_slice(&(-1i64).to_be_bytes());
-        assert_eq!(BatchIdentity::of(&header), None, "no producer");
-        assert_eq!(BatchIdentity::of(&header[..60]), None, "too short");
+        assert_eq!(first_batch(&records[..40]), None, "too short");
     }
 }

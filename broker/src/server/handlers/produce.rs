@@ -26,9 +26,10 @@ use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
 use crate::quotas::Metered;
-use crate::server::refused_batches::BatchIdentity;
+use crate::server::refused_batches::{first_batch, retriable_before_append};
 use crate::server::shard::Shard;
 use control::acls::Operation;
+use storage::producers::ProducerBatch;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
 /// older librdkafka's sake and answered with UNSUPPORTED_VERSION (see
@@ -60,15 +61,15 @@ pub async fn handle(
     let request_bytes = request.body.len();
     let body = std::mem::take(&mut request.body);
     let record_sets = take_record_sets(&mut decoded, body, request.frame_bytes);
-    let batches: Vec<Option<BatchIdentity>> = record_sets
+    let batches: Vec<Option<ProducerBatch>> = record_sets
         .iter()
-        .map(|set| BatchIdentity::of(&set.records))
+        .map(|set| first_batch(&set.records))
         .collect();
     let span = produce_span(&decoded, request.header.correlation_id);
     let results = append_all(shard, &decoded, record_sets, version, caller)
         .instrument(span)
         .await;
-    let results = consistent_with_refusals(&decoded, batches, results, caller);
+    let results = consistent_with_refusals(&decoded, version, (batches, results), caller);
     shard.metrics.produce(decoded.acks, started.elapsed());
     if results.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
@@ -153,17 +154,26 @@ async fn append_all(
 /// same way, not as out of order ([`crate::server::refused_batches`]).
 fn consistent_with_refusals(
     decoded: &ProduceRequest,
-    batches: Vec<Option<BatchIdentity>>,
-    results: Vec<Result<Appended, Code>>,
+    version: i16,
+    (batches, results): (Vec<Option<ProducerBatch>>, Vec<Result<Appended, Code>>),
     caller: &Caller<'_>,
 ) -> Vec<Result<Appended, Code>> {
     let Some(refused) = caller.refused else {
         return results;
     };
     let mut refused = refused.borrow_mut();
+    refused.next_request();
+    let refusing = results
+        .iter()
+        .any(|r| r.as_ref().is_err_and(|code| retriable_before_append(*code)));
+    if refused.is_empty() && !refusing {
+        return results;
+    }
     let partitions = decoded.topic_data.iter().flat_map(|topic| {
-        // By id from v13 (the name is then empty), else by name.
-        let name = format!("{}{}", topic.name.as_str(), topic.topic_id);
+        let name = match version {
+            13.. => topic.topic_id.to_string(),
+            _ => topic.name.to_string(),
+        };
         topic
             .partition_data
             .iter()
@@ -259,4 +269,80 @@ fn partition_response(
             entry.with_error_message(Some(StrBytes::from_string(error_text(error).to_string())));
     }
     entry
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use kafka_protocol::messages::produce_request::PartitionProduceData;
+    use kafka_protocol::messages::TopicName;
+
+    use super::*;
+    use crate::server::refused_batches::RefusedBatches;
+
+    fn request(version: i16, partitions: &[i32]) -> ProduceRequest {
+        let mut topic = TopicProduceData::default().with_partition_data(
+            partitions
+                .iter()
+                .map(|i| PartitionProduceData::default().with_index(*i))
+                .collect(),
+        );
+        topic = match version {
+            13.. => topic.with_topic_id(uuid::Uuid::from_bytes([7; 16])),
+            _ => topic.with_name(TopicName(StrBytes::from_static_str("orders"))),
+        };
+        ProduceRequest::default().with_topic_data(vec![topic])
+    }
+
+    fn batch(first_seq: i32) -> Option<ProducerBatch> {
+        Some(ProducerBatch {
+            producer_id: 7,
+            epoch: 0,
+            first_seq,
+            offset_delta: 4,
+        })
+    }
+
+    #[test]
+    fn pipelined_batches_behind_a_refused_one_share_its_refusal_by_name_and_by_id() {
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
+        for version in [12, 13] {
+            let refused = RefCell::new(RefusedBatches::default());
+            let caller = Caller::new((None, false), String::new, (None, ""), ("", "L".into()))
+                .remembering(&refused);
+            let first = request(version, &[0, 1]);
+            let answers = consistent_with_refusals(
+                &first,
+                version,
+                (
+                    vec![batch(10), batch(10)],
+                    vec![Err(not_leader), Err(out_of_order)],
+                ),
+                &caller,
+            );
+            assert_eq!(
+                answers,
+                vec![Err(not_leader), Err(out_of_order)],
+                "v{version}"
+            );
+            // The next request's batches: partition 0's meets the gap its
+            // refused batch left; partition 1 refused nothing.
+            let answers = consistent_with_refusals(
+                &first,
+                version,
+                (
+                    vec![batch(15), batch(15)],
+                    vec![Err(out_of_order), Err(out_of_order)],
+                ),
+                &caller,
+            );
+            assert_eq!(
+                answers,
+                vec![Err(not_leader), Err(out_of_order)],
+                "v{version}"
+            );
+        }
+    }
 }

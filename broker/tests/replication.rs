@@ -585,9 +585,13 @@ fn a_producer_reaching_a_new_leader_before_it_takes_up_the_role_is_served_in_ord
     });
     let address = cluster.node(new_leader).kafka;
     let answers = on_glommio(produce_pipelined(address, "role-lag", producer, 10, 5, 2));
+    let answered_after = named_at.elapsed();
     println!(
-        "answered {:?} after the metadata named broker {new_leader}: {answers:?}",
-        named_at.elapsed()
+        "answered {answered_after:?} after the metadata named broker {new_leader}: {answers:?}"
+    );
+    assert!(
+        answered_after >= Duration::from_millis(500),
+        "the produce reached the new leader inside the 1.5 s before its role (else this tests nothing)"
     );
     assert_eq!(
         answers.iter().map(|a| a.0).collect::<Vec<_>>(),

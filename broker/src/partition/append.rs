@@ -22,6 +22,8 @@ use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
 use super::led::Led;
 use super::role::Role;
 use super::Partitions;
+use crate::cluster::lease::lease_valid;
+use crate::cluster::routing::PartitionKey;
 use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
 
@@ -76,8 +78,10 @@ impl Led {
         timeout: Duration,
     ) -> Result<Appended, Code> {
         let replicated = self.replicated();
-        self.wait_for_role(replicated, timeout.min(ROLE_LAG_MAX))
+        let waited = self
+            .wait_for_role(partitions, replicated, timeout.min(ROLE_LAG_MAX))
             .await;
+        let timeout = timeout.saturating_sub(waited);
         let epoch = self.epoch_to_stamp(replicated)?;
         let min_insync = self.topic.config.min_insync_replicas as usize;
         if acks == Acks::All {
@@ -136,20 +140,39 @@ impl Led {
     /// librdkafka as skipped sequence numbers: it bumps its epoch and
     /// resends its unacknowledged batches under the new one, those the old
     /// leader's followers already hold among them (stored twice).
-    async fn wait_for_role(&self, replicated: bool, max: Duration) {
+    /// Returns how long it waited (taken from the request's timeout).
+    async fn wait_for_role(
+        &self,
+        partitions: &Partitions,
+        replicated: bool,
+        max: Duration,
+    ) -> Duration {
+        let started = std::time::Instant::now();
         if !replicated {
-            return;
+            return Duration::ZERO;
         }
         // A role of this epoch or later (leader, or follower of a newer
-        // leader) ends the wait; none yet, or an older one, does not.
-        let lagging = || match &*self.partition.role.borrow() {
-            Role::Leader(leading) => leading.state.epoch() < self.epoch,
-            Role::Follower { epoch, .. } => *epoch < self.epoch,
-            Role::None => true,
+        // leader) ends the wait; none yet, or an older one, does not,
+        // while the metadata still names this broker leader in this epoch.
+        let key = PartitionKey {
+            topic: self.topic.id,
+            index: self.index,
+        };
+        let lagging = || {
+            let behind = match &*self.partition.role.borrow() {
+                Role::Leader(leading) => leading.state.epoch() < self.epoch,
+                Role::Follower { epoch, .. } => *epoch < self.epoch,
+                Role::None => true,
+            };
+            behind
+                && partitions
+                    .served(key, true)
+                    .is_ok_and(|(_, e)| e == self.epoch)
         };
         if lagging() {
             crate::runtime::wait::until(ROLE_LAG_TICK, max, || !lagging()).await;
         }
+        started.elapsed()
     }
 
     /// The epoch to stamp: a replicated partition's leader role must be in
@@ -182,9 +205,13 @@ impl Led {
     }
 
     /// Appends each batch in `epoch`, as long as this broker still leads
-    /// in it: a batch can wait for room in the log (back-pressure), and
-    /// a leadership lost meanwhile (the log perhaps truncated to the new
-    /// leader's, the client's retry gone there) must write nothing more.
+    /// in it (and its lease holds): a batch can wait for room in the log
+    /// (back-pressure), and a leadership lost meanwhile (the log perhaps
+    /// truncated to the new leader's, the client's retry gone there) must
+    /// write nothing more. A record set of several batches fenced after
+    /// its first is answered NOT_LEADER with the first ones written, as
+    /// any later batch's error leaves them (clients send one batch per
+    /// partition in a request).
     async fn append_batches(
         &self,
         batches: Vec<ValidBatch>,
@@ -192,7 +219,7 @@ impl Led {
         replicated: bool,
     ) -> Result<Appended, Code> {
         let log = &self.partition.log;
-        let still_leads = || self.epoch_to_stamp(replicated) == Ok(epoch);
+        let still_leads = || lease_valid() && self.epoch_to_stamp(replicated) == Ok(epoch);
         let mut span = None;
         for batch in batches {
             let info = log

@@ -64,7 +64,11 @@ impl Partitions {
     }
 
     /// The partition's topic and leader epoch if this broker serves it.
-    fn served(&self, key: PartitionKey, leader_only: bool) -> Result<(Topic, LeaderEpoch), Code> {
+    pub(super) fn served(
+        &self,
+        key: PartitionKey,
+        leader_only: bool,
+    ) -> Result<(Topic, LeaderEpoch), Code> {
         let unknown = ResponseError::UnknownTopicOrPartition.code();
         let view = self.cluster.view.borrow();
         let topic = view.metadata.topic(key.topic).map_err(|_| unknown)?;

@@ -103,10 +103,13 @@ async fn delay_new_leadership(
     meta: &Partition,
 ) {
     let delay = partitions.cluster.config.test_role_delay_ms;
+    if delay == 0 {
+        return;
+    }
     let epoch = epoch::from_metadata(meta.leader_epoch);
     let new = meta.leader == Some(partitions.cluster.me)
         && partition.role.borrow().leader_epoch() != Some(epoch);
-    if delay > 0 && new {
+    if new {
         glommio::timer::sleep(Duration::from_millis(delay)).await;
     }
 }

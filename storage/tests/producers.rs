@@ -497,3 +497,45 @@ fn a_truncation_whose_producer_state_cannot_be_rebuilt_fails_the_log() {
         assert!(matches!(after, StorageError::LogFailed { .. }), "{after:?}");
     });
 }
+
+#[test]
+fn two_copies_of_one_batch_waiting_for_room_are_stored_once() {
+    // A retry can reach the leader while the first copy still waits for
+    // room (a client that gave up on a request and resent it on another
+    // connection): the check and the record are one step after the wait,
+    // so the first copy to get room is appended and the other answered
+    // as its duplicate, with its offsets.
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let config = LogConfig {
+            max_pending_bytes: 32 * 1024,
+            ..small_config()
+        };
+        let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
+        let (mut seq, mut pending) = (0, 0);
+        while pending <= 32 * 1024 {
+            let batch = idempotent(7, 0, seq, 10, seq as u64);
+            pending += batch.len();
+            log.append(batch, E).await.unwrap();
+            seq += 10;
+        }
+        let end = log.log_end();
+        let copy = || {
+            let bytes = idempotent(7, 0, seq, 10, 99);
+            storage::batch::ValidBatch::new(bytes, 1 << 20).unwrap()
+        };
+        let (a, b) = futures::join!(
+            log.append_valid_while(copy(), E, || true),
+            log.append_valid_while(copy(), E, || true)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(
+            [a.duplicate, b.duplicate].iter().filter(|d| **d).count(),
+            1,
+            "one appended, one recognised"
+        );
+        assert_eq!((a.base_offset, b.base_offset), (end, end));
+        assert_eq!(log.log_end(), end.plus(10), "stored once");
+        log.close().await.unwrap();
+    });
+}

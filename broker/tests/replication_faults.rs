@@ -174,6 +174,10 @@ struct Observed {
     acked: BTreeMap<(usize, u64), (i32, i64)>,
     /// (partition, broker that acknowledged, when).
     ack_times: Vec<(i32, i32, Instant)>,
+    /// (producer, seq) -> (broker that acknowledged, when, the batch's
+    /// first sequence), for the project's producers (librdkafka does not
+    /// say which broker answered).
+    acked_by: HashMap<(usize, u64), (i32, Instant, i32)>,
     /// (partition, offset) -> value, as a consumer read it during the run.
     consumed: BTreeMap<(i32, i64), Bytes>,
     /// Records a fetch returned below the offset asked for, or out of
@@ -370,6 +374,8 @@ fn produce(
                     for (i, s) in batch.seqs.clone().enumerate() {
                         seen.acked
                             .insert((producer, s), (partition, p.base_offset + i as i64));
+                        let by = (leader_id, Instant::now(), batch.first_sequence);
+                        seen.acked_by.insert((producer, s), by);
                     }
                     seen.ack_times.push((partition, leader_id, Instant::now()));
                     settled += 1;
@@ -813,8 +819,27 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
     report_duplicates(&occurrences, &batches);
     for ((producer, seq), (partition, offset)) in &observed.acked {
         let want = value(*producer, *seq);
-        if logs[*partition as usize].get(offset) != Some(&want) {
+        let stored = logs[*partition as usize].get(offset);
+        if stored != Some(&want) {
             verdict.lost += 1;
+            if verdict.lost <= 50 {
+                let found = occurrences.get(&want).cloned().unwrap_or_default();
+                let batch = describe_batch(&batches, *partition, *offset);
+                let by = observed
+                    .acked_by
+                    .get(&(*producer, *seq))
+                    .map(|(b, at, first)| {
+                        let t = at.saturating_duration_since(timeline.started).as_secs_f64();
+                        format!("by broker {b} at {t:.3}s, batch from sequence {first}")
+                    });
+                println!(
+                    "LOST {want:?}: acknowledged at partition {partition} offset {offset} \
+                     ({}; high watermark at the drain {}); stored there: {stored:?} in {batch}; \
+                     the value is at {found:?}",
+                    by.unwrap_or_else(|| "by librdkafka's leader".into()),
+                    high_watermarks[*partition as usize]
+                );
+            }
         }
     }
     // Send order: acknowledged values of one producer in one partition,
@@ -922,22 +947,7 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
 /// epoch and sequence that the duplicate check compares), so a duplicate
 /// can be traced to its cause from the test's output alone.
 fn report_duplicates(occurrences: &HashMap<Bytes, Vec<(i32, i64)>>, batches: &[Vec<BatchInfo>]) {
-    let holding = |partition: i32, offset: i64| {
-        batches[partition as usize]
-            .iter()
-            .find(|b| b.base_offset <= offset && offset <= b.last_offset)
-            .map_or("no batch read".to_string(), |b| {
-                format!(
-                    "batch {}..={} leader epoch {} producer {} epoch {} first sequence {}",
-                    b.base_offset,
-                    b.last_offset,
-                    b.leader_epoch,
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence
-                )
-            })
-    };
+    let holding = |partition: i32, offset: i64| describe_batch(batches, partition, offset);
     let mut duplicated: Vec<_> = occurrences.iter().filter(|(_, at)| at.len() > 1).collect();
     duplicated.sort_by_key(|(_, at)| at[0]);
     for (value, at) in duplicated.iter().take(50) {
@@ -950,6 +960,25 @@ fn report_duplicates(occurrences: &HashMap<Bytes, Vec<(i32, i64)>>, batches: &[V
     if duplicated.len() > 50 {
         println!("... and {} more duplicated values", duplicated.len() - 50);
     }
+}
+
+/// The batch the drain read holding `offset` of `partition`: its offsets,
+/// leader epoch, producer id, epoch and first sequence.
+fn describe_batch(batches: &[Vec<BatchInfo>], partition: i32, offset: i64) -> String {
+    batches[partition as usize]
+        .iter()
+        .find(|b| b.base_offset <= offset && offset <= b.last_offset)
+        .map_or("no batch read".to_string(), |b| {
+            format!(
+                "batch {}..={} leader epoch {} producer {} epoch {} first sequence {}",
+                b.base_offset,
+                b.last_offset,
+                b.leader_epoch,
+                b.producer_id,
+                b.producer_epoch,
+                b.base_sequence
+            )
+        })
 }
 
 /// One stored batch's header, as the drain read it: what a duplicate

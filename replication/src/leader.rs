@@ -55,11 +55,13 @@ pub struct LeaderState {
     /// only once it holds everything before it.
     epoch_start: Offset,
     isr: BTreeSet<ReplicaId>,
-    /// An ISR asked of the controller and not answered yet. Until it is,
-    /// the high watermark counts its members too (Kafka's "maximal ISR"):
-    /// a follower being added may already be in the controller's ISR, and
-    /// so electable, before this leader hears of the commit; the high
-    /// watermark must not pass what it holds.
+    /// The members of every ISR asked of the controller since the last
+    /// one this leader saw committed, while the outcome is unknown. Until
+    /// it is known, the high watermark counts them too (Kafka's "maximal
+    /// ISR"): a follower being added may already be in the controller's
+    /// ISR, and so electable, before this leader hears of the commit (an
+    /// answer lost in a controller's failover says nothing of whether it
+    /// committed); the high watermark must not pass what it holds.
     pending_isr: Option<BTreeSet<ReplicaId>>,
     followers: BTreeMap<ReplicaId, Progress>,
     high_watermark: Offset,
@@ -229,15 +231,29 @@ impl LeaderState {
         (isr != self.isr).then_some(isr)
     }
 
-    /// The leader asked the controller for `isr`: until the answer, the
-    /// high watermark waits for its members as well.
+    /// The leader asked the controller for `isr`: until the outcome is
+    /// known, the high watermark waits for its members as well, and for
+    /// those of earlier requests whose outcome is still unknown.
     pub fn isr_requested(&mut self, isr: BTreeSet<ReplicaId>) {
-        self.pending_isr = Some(isr);
+        match &mut self.pending_isr {
+            Some(pending) => pending.extend(isr),
+            None => self.pending_isr = Some(isr),
+        }
     }
 
-    /// The controller refused the ISR change (or it was lost): the high
-    /// watermark follows the committed ISR alone again.
-    pub fn isr_request_failed(&mut self) {
+    /// The ISRs asked for whose outcome is unknown (their members'
+    /// union), if any: to ask for again, so the controller's answer
+    /// settles it.
+    pub fn pending_isr(&self) -> Option<&BTreeSet<ReplicaId>> {
+        self.pending_isr.as_ref()
+    }
+
+    /// The controller refused the ISR change and changed nothing (the
+    /// request named the partition's current epoch): the high watermark
+    /// follows the committed ISR alone again. Not for an answer that was
+    /// lost, nor for a refusal because the partition had changed since:
+    /// those leave the outcome unknown until the metadata tells.
+    pub fn isr_request_refused(&mut self) {
         self.pending_isr = None;
     }
 
@@ -301,8 +317,14 @@ mod tests {
         // ISR, so electable) has not: the high watermark stays.
         assert_eq!(leader.on_fetch(2, Offset(15), Offset(15), 3), Offset(10));
         assert_eq!(leader.on_fetch(3, Offset(12), Offset(15), 4), Offset(12));
-        // Refused: back to the committed ISR.
-        leader.isr_request_failed();
+        // A later request (a shrink, say) while the expansion's outcome is
+        // unknown (its answer lost): 3 still counts.
+        leader.isr_requested(set(&[1, 2]));
+        assert_eq!(leader.pending_isr(), Some(&set(&[1, 2, 3])));
+        assert_eq!(leader.update_high_watermark(Offset(15)), Offset(12));
+        // Refused with nothing changed: back to the committed ISR.
+        leader.isr_request_refused();
+        assert_eq!(leader.pending_isr(), None);
         assert_eq!(leader.update_high_watermark(Offset(15)), Offset(15));
         leader.isr_requested(expanded.clone());
         leader.isr_committed(expanded, Offset(15));

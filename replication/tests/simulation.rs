@@ -569,30 +569,57 @@ impl Sim {
         self.pending = still;
     }
 
-    /// The leader proposes an ISR change; the controller commits it only
-    /// from the current leader at the current epoch.
+    /// The leader asks for an ISR change as the broker does: an earlier
+    /// request whose outcome it does not know, again, else the change it
+    /// proposes; the members asked for count for its high watermark from
+    /// then on. The controller commits it only from the current leader at
+    /// the current epoch and the ISR the leader knows (its partition
+    /// epoch), and sometimes refuses it anyway; a refusal that changed
+    /// nothing is heard, and the leader counts its committed ISR alone
+    /// again. A commit's answer is never heard here (as if lost in a
+    /// controller's failover): the leader learns of the commit on a later
+    /// refresh, and asks again meanwhile.
     fn isr_maintenance(&mut self, id: ReplicaId) {
         let now = self.now_ms;
-        let Role::Leader(state) = &self.replicas[(id - 1) as usize].role else {
+        let refuse_anyway = self.rng.gen_bool(0.15);
+        let current_leader = self.controller.leader == Some(id);
+        let controller_epoch = self.controller.epoch;
+        let controller_isr = self.controller.isr.clone();
+        let r = &mut self.replicas[(id - 1) as usize];
+        let end = r.end();
+        let Role::Leader(state) = &mut r.role else {
             return;
         };
-        let Some(proposed) = state.proposed_isr(now) else {
-            return;
+        let asked = match state.pending_isr() {
+            Some(unsettled) => unsettled.clone(),
+            None => match state.proposed_isr(now) {
+                Some(proposed) => proposed,
+                None => return,
+            },
         };
-        let current = self.controller.leader == Some(id) && self.controller.epoch == state.epoch();
-        if !current {
-            return; // refused: a deposed leader
+        if &asked == state.isr() {
+            state.isr_committed(asked, end); // settled: nothing to ask
+            return;
+        }
+        state.isr_requested(asked.clone());
+        if !current_leader || controller_epoch != state.epoch() {
+            state.isr_request_refused(); // refused as deposed, nothing changed
+            return;
+        }
+        if state.isr() != &controller_isr {
+            // Refused: the partition changed since the ISR this leader
+            // knows (its partition epoch is stale). What changed it may be
+            // one of its own requests whose answer was lost: unknown.
+            return;
+        }
+        if refuse_anyway {
+            state.isr_request_refused(); // refused, nothing changed
+            return;
         }
         if self.trace {
-            println!("t={} {id} commits isr {proposed:?}", self.now_ms);
+            println!("t={} {id} commits isr {asked:?}", self.now_ms);
         }
-        self.controller.isr = proposed.clone();
-        // The leader hears of the commit later (its next refresh); until
-        // then its high watermark counts the requested members too.
-        let r = self.replica(id);
-        if let Role::Leader(state) = &mut r.role {
-            state.isr_requested(proposed);
-        }
+        self.controller.isr = asked;
     }
 
     fn fault(&mut self) {

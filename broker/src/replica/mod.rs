@@ -21,8 +21,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use control::controller::AlterIsr;
-use control::service::ControllerRequest;
-use control::{BrokerId, Partition, PartitionId, Topic};
+use control::service::{ControllerRequest, RequestError};
+use control::{BrokerId, MetadataError, Partition, PartitionId, Topic};
 use replication::leader::LeaderState;
 
 use crate::cluster::routing::{PartitionKey, Replica};
@@ -229,9 +229,10 @@ pub async fn isr_loop(partitions: Rc<Partitions>) {
     }
 }
 
-/// The ISR change a leadership proposes now, marked in flight; None when
-/// it proposes none, one is in flight, or the partition is not
-/// replicated.
+/// The ISR change a leadership asks for now, marked in flight; None when
+/// it asks for none, one is in flight, or the partition is not
+/// replicated. It is computed against the ISR this shard's metadata
+/// committed (taken here if reconcile has not yet).
 fn isr_change_to_ask(
     partitions: &Partitions,
     key: PartitionKey,
@@ -245,27 +246,15 @@ fn isr_change_to_ask(
     if leading.isr_change_in_flight || !leading.replicated {
         return None;
     }
-    let mut isr = leading.state.proposed_isr(now)?;
     let view = partitions.cluster.view.borrow();
-    // The controller refuses fenced brokers into the ISR: do not ask (a
-    // stopping follower still looks caught up).
-    let current = leading.state.isr().clone();
-    isr.retain(|b| {
-        current.contains(b)
-            || view
-                .metadata
-                .brokers
-                .get(&BrokerId(*b))
-                .is_some_and(|x| !x.fenced)
-    });
-    if isr == current {
-        return None;
+    let topic = view.metadata.topics.get(&key.topic)?;
+    let meta = topic.partitions.get(key.index as usize)?;
+    if epoch::from_metadata(meta.leader_epoch) == leading.state.epoch() {
+        let committed = meta.isr.iter().map(|b| b.0).collect();
+        take_committed_isr(partitions, partition, leading, &topic.name, committed);
     }
-    let meta = view
-        .metadata
-        .topics
-        .get(&key.topic)
-        .and_then(|t| t.partitions.get(key.index as usize))?;
+    let end = own_end(partition, leading.fsync_before_ack);
+    let isr = isr_to_ask(leading, &view.metadata, end, now)?;
     leading.isr_change_in_flight = true;
     leading.state.isr_requested(isr.clone());
     Some(AlterIsr {
@@ -278,9 +267,45 @@ fn isr_change_to_ask(
     })
 }
 
+/// The ISR to ask for: an earlier request whose outcome is unknown (its
+/// answer lost, or the partition changed since), again, until the
+/// controller's answer or the metadata settles it (its members count for
+/// the high watermark meanwhile); else the change the leadership
+/// proposes, without brokers the controller would refuse as fenced (a
+/// stopping follower still looks caught up). None when nothing is to be
+/// asked; an unsettled request for the committed ISR is settled.
+fn isr_to_ask(
+    leading: &mut Leading,
+    metadata: &control::Metadata,
+    end: storage::Offset,
+    now: u64,
+) -> Option<BTreeSet<i32>> {
+    let current = leading.state.isr().clone();
+    if let Some(unsettled) = leading.state.pending_isr() {
+        if *unsettled != current {
+            return Some(unsettled.clone());
+        }
+        leading.state.isr_committed(current, end);
+        return None;
+    }
+    let mut isr = leading.state.proposed_isr(now)?;
+    isr.retain(|b| {
+        current.contains(b)
+            || metadata
+                .brokers
+                .get(&BrokerId(*b))
+                .is_some_and(|x| !x.fenced)
+    });
+    (isr != current).then_some(isr)
+}
+
 /// Sends one ISR change to the controller. Committed changes arrive with
-/// the metadata (and clear the in-flight flag there); a refusal clears it
-/// here, to ask again later.
+/// the metadata (and clear the in-flight flag there). Any other answer
+/// clears it here, to ask again later; only a refusal that changed nothing
+/// (the request named the partition's current epoch) ends the wait for
+/// the requested members: an answer lost in a controller's failover, or
+/// "the partition changed since", leaves unknown whether a new member is
+/// already in the controller's ISR, and so electable.
 async fn ask_isr_change(partitions: Rc<Partitions>, key: PartitionKey, request: AlterIsr) {
     tracing::info!(topic = %request.topic, partition = key.index, isr = ?request.isr, "asking the controller to change the ISR");
     let result = partitions
@@ -290,11 +315,17 @@ async fn ask_isr_change(partitions: Rc<Partitions>, key: PartitionKey, request: 
     let Err(e) = result else {
         return;
     };
-    tracing::info!(error = %e, "ISR change refused");
+    let nothing_changed = matches!(
+        &e,
+        RequestError::Refused(refusal) if !matches!(refusal, MetadataError::StalePartitionEpoch { .. })
+    );
+    tracing::info!(error = %e, nothing_changed, "ISR change not committed");
     if let Some(partition) = partitions.table.get_open(key) {
         if let Role::Leader(leading) = &mut *partition.role.borrow_mut() {
             leading.isr_change_in_flight = false;
-            leading.state.isr_request_failed();
+            if nothing_changed {
+                leading.state.isr_request_refused();
+            }
         }
     }
 }

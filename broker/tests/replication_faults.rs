@@ -184,8 +184,9 @@ struct Observed {
     /// order within the response.
     nonmonotonic: usize,
     /// librdkafka's delivery reports that were errors (a fatal
-    /// idempotence error, a timed-out message), with the error.
-    delivery_errors: Vec<String>,
+    /// idempotence error, a timed-out message): when, the partition, the
+    /// error.
+    delivery_errors: Vec<(Instant, i32, String)>,
 }
 
 /// What happened when, from the start of the faults: the nemesis's kills,
@@ -442,7 +443,10 @@ fn produce_with_librdkafka(
                     ),
                     _,
                 )) => {}
-                Err((error, _)) => seen.delivery_errors.push(error.to_string()),
+                Err((error, message)) => {
+                    let failed = (Instant::now(), message.partition(), error.to_string());
+                    seen.delivery_errors.push(failed);
+                }
             }
         }
     }
@@ -911,8 +915,18 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
     for event in &timeline.events {
         println!("  {event}");
     }
-    if !observed.delivery_errors.is_empty() {
-        println!("librdkafka delivery errors: {:?}", observed.delivery_errors);
+    let mut errors: BTreeMap<(i32, String), (usize, f64, f64)> = BTreeMap::new();
+    for (at, partition, error) in &observed.delivery_errors {
+        let t = at.saturating_duration_since(timeline.started).as_secs_f64();
+        let entry = errors
+            .entry((*partition, error.clone()))
+            .or_insert((0, t, t));
+        *entry = (entry.0 + 1, entry.1.min(t), entry.2.max(t));
+    }
+    for ((partition, error), (count, first, last)) in &errors {
+        println!(
+            "librdkafka delivery errors: {count} x partition {partition} {error:?}, at {first:.3}s to {last:.3}s"
+        );
     }
     verdict.delivery_errors = observed.delivery_errors.len();
     let p50 = failovers.get(failovers.len() / 2).copied();
@@ -938,7 +952,17 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
         verdict.acked >= 500,
         "too little was acknowledged to judge: {verdict:?}"
     );
-    drop(root);
+    let failed = verdict.lost
+        + verdict.duplicated
+        + verdict.reordered
+        + verdict.phantom_reads
+        + verdict.nonmonotonic
+        + verdict.divergent
+        + verdict.delivery_errors;
+    if failed > 0 {
+        let kept = root.keep();
+        println!("the brokers' data and logs are kept in {}", kept.display());
+    }
     verdict
 }
 

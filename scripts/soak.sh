@@ -2,8 +2,10 @@
 # The fault test, long: the acks=all run of broker/tests/replication_faults.rs
 # with FAULTS faults (default 100) for each of SEEDS seeds (default 4, taken
 # from the clock and printed, or given with --seed N to replay one). Each run
-# must lose nothing acknowledged, read nothing inconsistent or out of order,
-# and serve again within the test's bound after the last fault. Not part of
+# must lose nothing acknowledged, store nothing twice, read nothing
+# inconsistent or out of order, see no librdkafka delivery error, and serve
+# again within the test's bound after the last fault (a failed run keeps its
+# brokers' data and logs and says where). Not part of
 # the test command (about 5 minutes a seed); the test command runs the
 # same test with three seeds of 12 faults. Writes
 # results/soak-<UTC time>.txt (one verdict line per seed).

@@ -430,6 +430,26 @@ fn compaction_keeps_a_producers_last_batch_even_when_it_empties_it() {
     });
 }
 
+/// A log with more bytes awaiting a flush than it lets wait (32 KiB), none
+/// flushed yet, so the next append waits for one; and producer 7's next
+/// sequence.
+async fn over_the_pending_bound(dir: &Path) -> (std::rc::Rc<Log<DmaFs>>, i32) {
+    let config = LogConfig {
+        max_pending_bytes: 32 * 1024,
+        ..small_config()
+    };
+    let log = Log::open(DmaFs, dir, config).await.unwrap();
+    let (mut seq, mut pending) = (0, 0);
+    while pending <= 32 * 1024 {
+        let batch = idempotent(7, 0, seq, 10, seq as u64);
+        pending += batch.len();
+        log.append(batch, E).await.unwrap();
+        seq += 10;
+    }
+    assert_eq!(log.flushed(), Offset(0), "nothing flushed before the wait");
+    (log, seq)
+}
+
 #[test]
 fn a_leadership_lost_while_a_batch_waits_for_room_appends_nothing() {
     // The broker's produce path: a batch that waits for a flush to make
@@ -440,20 +460,7 @@ fn a_leadership_lost_while_a_batch_waits_for_room_appends_nothing() {
     // the wait would append and fail the test.
     let dir = tempfile::tempdir().unwrap();
     on_glommio(async {
-        let config = LogConfig {
-            max_pending_bytes: 32 * 1024,
-            ..small_config()
-        };
-        let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
-        // Over the pending bound, nothing flushed yet.
-        let (mut seq, mut pending) = (0, 0);
-        while pending <= 32 * 1024 {
-            let batch = idempotent(7, 0, seq, 10, seq as u64);
-            pending += batch.len();
-            log.append(batch, E).await.unwrap();
-            seq += 10;
-        }
-        assert_eq!(log.flushed(), Offset(0), "nothing flushed before the wait");
+        let (log, seq) = over_the_pending_bound(dir.path()).await;
         let end = log.log_end();
         let valid =
             storage::batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
@@ -507,18 +514,7 @@ fn two_copies_of_one_batch_waiting_for_room_are_stored_once() {
     // as its duplicate, with its offsets.
     let dir = tempfile::tempdir().unwrap();
     on_glommio(async {
-        let config = LogConfig {
-            max_pending_bytes: 32 * 1024,
-            ..small_config()
-        };
-        let log = Log::open(DmaFs, dir.path(), config).await.unwrap();
-        let (mut seq, mut pending) = (0, 0);
-        while pending <= 32 * 1024 {
-            let batch = idempotent(7, 0, seq, 10, seq as u64);
-            pending += batch.len();
-            log.append(batch, E).await.unwrap();
-            seq += 10;
-        }
+        let (log, seq) = over_the_pending_bound(dir.path()).await;
         let end = log.log_end();
         let copy = || {
             let bytes = idempotent(7, 0, seq, 10, 99);

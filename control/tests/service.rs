@@ -30,37 +30,14 @@ fn an_isolated_leader_is_replaced_and_rejoins_the_history() {
                 .find(|(_, s)| s.view().is_leader)
                 .map(|(id, _)| *id)
         };
+        propose_until_committed(&services, &ids, 1, "the first record everywhere").await;
         wait_until_tick("a leader", || leader_of(&services).is_some()).await;
         let first = leader_of(&services).unwrap();
-        services[&first].propose(register(1)).unwrap();
-        wait_until_tick("the first record everywhere", || {
-            services
-                .values()
-                .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(1)))
-        })
-        .await;
         network.isolate(first);
         // A proposal to the isolated leader cannot commit.
         services[&first].propose(register(66)).unwrap();
-        wait_until_tick("a new leader among the others", || {
-            services
-                .iter()
-                .any(|(id, s)| *id != first && s.view().is_leader)
-        })
-        .await;
-        let second = services
-            .iter()
-            .find(|(id, s)| **id != first && s.view().is_leader)
-            .map(|(id, _)| *id)
-            .unwrap();
-        services[&second].propose(register(2)).unwrap();
-        wait_until_tick("the majority commits", || {
-            services
-                .iter()
-                .filter(|(id, _)| **id != first)
-                .all(|(_, s)| s.view().metadata.brokers.contains_key(&BrokerId(2)))
-        })
-        .await;
+        let others: Vec<u64> = ids.iter().copied().filter(|id| *id != first).collect();
+        propose_until_committed(&services, &others, 2, "the majority commits").await;
         network.heal();
         wait_until_tick("the old leader rejoins", || {
             services[&first]
@@ -326,6 +303,40 @@ fn start_alone(dir: &std::path::Path) -> MetadataService {
     let node = MetadataNode::start(&NodeConfig::new(1, vec![1]), disk.recovered()).unwrap();
     let network = MemoryNetwork::new();
     MetadataService::start(node, disk, network.join(1), ServiceConfig::new(TICK))
+}
+
+/// Proposes `register(broker)` to whichever of `among` leads, again every
+/// 50 ticks, until every one of `among` has it: on a loaded machine a
+/// 50 ms election timeout can depose the leader before its proposal
+/// commits, and raft drops a deposed leader's uncommitted proposal.
+async fn propose_until_committed(
+    services: &BTreeMap<u64, MetadataService>,
+    among: &[u64],
+    broker: i32,
+    what: &str,
+) {
+    let everywhere = || {
+        among.iter().all(|id| {
+            services[id]
+                .view()
+                .metadata
+                .brokers
+                .contains_key(&BrokerId(broker))
+        })
+    };
+    let start = Instant::now();
+    while !everywhere() {
+        assert!(start.elapsed() < WAIT_MAX, "timed out waiting for {what}");
+        if let Some(leader) = among.iter().find(|id| services[id].view().is_leader) {
+            services[leader].propose(register(broker)).unwrap();
+        }
+        for _ in 0..50 {
+            if everywhere() {
+                return;
+            }
+            glommio::timer::sleep(TICK).await;
+        }
+    }
 }
 
 async fn wait_until_tick(what: &str, check: impl FnMut() -> bool) {

@@ -9,7 +9,8 @@
 # it goes (one producer per core), rdkafka_performance as fast as it goes
 # and at a fixed 1 M msg/s, where the broker's CPU seconds per GB show the
 # checks' cost apart from how fast the shared cores let the client go.
-# Writes results/<UTC time>-acl/acl.txt (or to --out DIR).
+# Writes results/<UTC time>-acl/acl.txt (or to --out DIR; results/ is
+# local, not tracked by git).
 #
 # --acl-first runs the broker with ACLs first (the second broker of a run
 # has been seen to gain from going second; run both orders).

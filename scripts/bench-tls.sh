@@ -10,7 +10,8 @@
 # shared cores let the client go; B's topic is then read back whole by one
 # rdkafka_performance consumer (E). Prints each figure, the broker's CPU
 # seconds per GB over the run, and TLS as a share of plaintext. Writes
-# results/<UTC time>-tls/tls.txt (or to --out DIR).
+# results/<UTC time>-tls/tls.txt (or to --out DIR; results/ is local, not
+# tracked by git).
 #
 # Usage: scripts/bench-tls.sh [--messages-a N] [--messages-b N] [--out DIR] [--data-dir DIR]
 set -euo pipefail

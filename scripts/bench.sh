@@ -20,8 +20,9 @@
 # per core with 1 MiB batches (linger 5 ms); the latency run one producer
 # with linger 1 ms (docs/benchmarks.md says why).
 # Writes results/<UTC time>/ (interval logs, JSON summaries, references,
-# dashboard.html) and prints each figure beside its physical limit and the
-# broker's CPU seconds per GB moved (utime+stime over the measured window).
+# dashboard.html; results/ is local, not tracked by git) and prints each
+# figure beside its physical limit and the broker's CPU seconds per GB
+# moved (utime+stime over the measured window).
 #
 # Usage: scripts/bench.sh [--seconds N] [--data-dir DIR] [--shards N] [--cache-bytes N]
 # (--cache-bytes: the broker's log_cache_bytes; 0, the default, is its own default)

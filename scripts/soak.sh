@@ -8,7 +8,8 @@
 # brokers' data and logs and says where). Not part of
 # the test command (about 5 minutes a seed); the test command runs the
 # same test with three seeds of 12 faults. Writes
-# results/soak-<UTC time>.txt (one verdict line per seed).
+# results/soak-<UTC time>.txt (one verdict line per seed; results/ is
+# local, not tracked by git).
 #
 # Usage: scripts/soak.sh [--faults N] [--seeds N] [--seed N]
 set -euo pipefail

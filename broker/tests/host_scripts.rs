@@ -1,11 +1,11 @@
-//! scripts/tune-host.sh in its default mode: reports every setting and
+//! ops/tune-host.sh in its default mode: reports every setting and
 //! changes nothing (it must be safe to run anywhere).
 
 use std::process::Command;
 
 #[test]
 fn tune_host_reports_every_setting_and_changes_nothing_without_apply() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/tune-host.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../ops/tune-host.sh");
     let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
     let output = Command::new("bash").arg(script).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);

@@ -231,7 +231,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
     });
     let served = names(&scrape(broker.http));
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let rules = std::fs::read_to_string(root.join("scripts/alerts.yml")).unwrap();
+    let rules = std::fs::read_to_string(root.join("ops/alerts.yml")).unwrap();
     let exprs: String = rules
         .split("expr:")
         .skip(1)
@@ -269,7 +269,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
             "the alert rules use {name}, not served"
         );
     }
-    let dashboard = root.join("scripts/grafana-dashboard.json");
+    let dashboard = root.join("ops/grafana-dashboard.json");
     let parsed = Command::new("python3")
         .args(["-m", "json.tool"])
         .arg(&dashboard)

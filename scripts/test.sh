@@ -71,6 +71,7 @@ for component in rustfmt clippy; do
 done
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+python3 scripts/import-cycles.py --self-test
 python3 scripts/import-cycles.py .
 
 cargo nextest run --workspace --profile ci "$@"

@@ -8,8 +8,10 @@ use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::time::Instant;
 
-use broker::authorizer::Authorizer;
-use control::acls::{AclBinding, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
+use broker::security::authorizer::Authorizer;
+use control::model::acls::{
+    AclBinding, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME,
+};
 
 fn acl(
     resource_type: ResourceType,

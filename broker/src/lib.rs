@@ -1,11 +1,13 @@
 //! The broker: the thread-per-core server, its configuration, the Kafka
-//! protocol handling, and the admin subcommands.
+//! protocol handling, and the command line.
 //!
-//! The server stacks in layers; each uses only those below it (the test
-//! command refuses a cycle between modules, and an import against the
-//! order `broker/layers.txt` declares):
+//! The modules stack in layers; each uses only those below it (the test
+//! command refuses a cycle between modules, an import against the order
+//! `broker/layers.txt` declares, and a module it does not name;
+//! docs/architecture.md walks through them):
 //!
 //! ```text
+//!   cli, process the binary: the command line (clap), `broker serve`
 //!   server       transports: Kafka handlers, HTTP (neither imports the
 //!                other), connections, ports, metrics, health; shard.rs
 //!                is the composition root, the one place naming every service
@@ -15,39 +17,29 @@
 //!                (append-and-acknowledge, bounded read with long poll,
 //!                epoch checks) and the per-partition fan-out
 //!   cluster      this broker's metadata view, routing, controller link, lease
+//!   security     logins (sasl), ACL decisions, TLS files, quotas (sans-IO)
+//!   groups       group membership and offsets state machines (sans-IO)
+//!   config, data_dir, http_request, counters
+//!                settings, the data directory's ownership, HTTP requests
+//!                read within bounds, per-shard counters
+//!   kafka        the wire protocol: framing, bounds walkers, decoding
 //!   runtime      invoke on a shard, clocks, bounded waits (no Kafka)
 //! ```
-//!
-//! Beside them: `kafka` (framing, bounds walkers, decoding, shared
-//! answers), `groups` (membership and offsets state machines), `sasl`
-//! (authentication exchanges and a connection's session), `authorizer`
-//! (the ACL decisions), `quotas` (byte-rate meters), `config`,
-//! `counters`, and the binaries' subcommands.
 
 #![warn(missing_docs)]
 
-pub mod acl_cli;
-pub mod admin_cli;
-pub mod authorizer;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod counters;
 pub mod data_dir;
-pub mod dump_log;
-pub mod dump_metadata;
-pub mod group_cli;
 pub mod groups;
 pub mod http_request;
 pub mod kafka;
-pub mod listeners;
 pub mod partition;
 pub mod process;
-pub mod quota_cli;
-pub mod quotas;
 pub mod replica;
 pub mod runtime;
-pub mod sasl;
+pub mod security;
 pub mod server;
-pub mod tls_files;
-pub mod user_cli;

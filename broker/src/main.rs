@@ -1,45 +1,29 @@
-//! The `broker` binary. `broker` alone is `broker serve`; `broker topic ...`
-//! and `broker cluster ...` are the admin subcommands (see `admin_cli`);
-//! `broker dump-log DIR` prints a stopped partition's batches, `broker
-//! dump-metadata DIR` a stopped broker's metadata directory.
+//! The `broker` binary: `broker` alone is `broker serve`; the other
+//! subcommands (`broker --help`, and `--help` on each) are in `cli`.
 //! SIGTERM stops the server cleanly (exit 0).
 
+use broker::cli::{Action, Cli};
 use broker::config::{BrokerConfig, CommandLine};
+use clap::Parser;
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let command = args.first().cloned().unwrap_or_default();
-    match command.as_str() {
-        "--help" | "-h" | "help" => println!("{}", broker::admin_cli::USAGE),
-        "topic" | "cluster" | "group" | "user" | "acl" | "quota" => {
-            init_logging(false);
-            let outcome = broker::admin_cli::parse_target(&args)
-                .and_then(|(command, target)| broker::admin_cli::run(command, &target));
-            print_or_exit(outcome);
-        }
-        "dump-log" => {
-            init_logging(false);
-            let dir = arg_or_usage(&args, "broker dump-log PARTITION_DIR");
-            print_or_exit(broker::dump_log::run(dir.into()));
-        }
-        "dump-metadata" => {
-            init_logging(false);
-            let dir = arg_or_usage(&args, "broker dump-metadata METADATA_DIR");
-            print_or_exit(broker::dump_metadata::run(dir.into()));
-        }
-        _ => {
-            if command == "serve" {
-                args.remove(0);
-            }
-            serve(args);
-        }
+    // A usage error exits 2 with clap's message (naming the flag);
+    // --help and --version print to stdout and exit 0.
+    let cli = Cli::parse();
+    let serving = matches!(cli.command, None | Some(broker::cli::Command::Serve(_)));
+    if !serving {
+        init_logging(false);
+    }
+    match cli.action() {
+        Action::Serve(line) => serve(line),
+        Action::Print(outcome) => print_or_exit(outcome),
     }
 }
 
 /// Loads the configuration from the command line, the file and the
 /// environment, and runs the broker until it stops.
-fn serve(args: Vec<String>) {
-    let config = match CommandLine::parse(args).and_then(|line| BrokerConfig::load(&line)) {
+fn serve(line: CommandLine) {
+    let config = match BrokerConfig::load(&line) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("broker: {e}");
@@ -50,19 +34,8 @@ fn serve(args: Vec<String>) {
     std::process::exit(broker::process::serve(config));
 }
 
-/// The subcommand's one argument, or its usage and exit status 2.
-fn arg_or_usage<'a>(args: &'a [String], usage: &str) -> &'a str {
-    match args.get(1) {
-        Some(arg) => arg,
-        None => {
-            eprintln!("broker: usage: {usage}");
-            std::process::exit(2);
-        }
-    }
-}
-
 /// Prints a subcommand's output, or its error and exit status 1.
-fn print_or_exit<E: std::fmt::Display>(outcome: Result<String, E>) {
+fn print_or_exit(outcome: Result<String, String>) {
     match outcome {
         Ok(out) => print!("{out}"),
         Err(e) => {

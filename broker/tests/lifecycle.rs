@@ -298,7 +298,7 @@ fn health_answers_503_while_the_broker_cannot_serve() {
         if let Ok(mut stream) = TcpStream::connect(http_address) {
             use std::io::{Read, Write};
             stream
-                .write_all(b"GET /health HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+                .write_all(b"GET /health HTTP/1.1\r\nconnection: close\r\n\r\n")
                 .unwrap();
             let mut text = String::new();
             let _ = stream.read_to_string(&mut text);

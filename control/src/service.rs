@@ -17,19 +17,19 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
 use glommio::{spawn_local, Task};
 
-pub use crate::changes::Change;
+use crate::controller::request::{Call, Reply};
+pub use crate::controller::request::{ControllerError, ControllerRequest};
 use crate::controller::Controller;
-use crate::disk::FileRaftDisk;
-use crate::error::MetadataError;
-use crate::forward::forward;
-use crate::link::QuorumTls;
+use crate::model::error::MetadataError;
+use crate::model::record::MetadataRecord;
+use crate::model::types::{BrokerId, Incarnation};
 use crate::model::Metadata;
-use crate::node::{Applied, MetadataNode, NodeId, Persist, ProposeError};
-use crate::record::MetadataRecord;
-use crate::request::{Call, Reply};
-pub use crate::request::{ControllerRequest, RequestError};
+pub use crate::raft::changes::Change;
+use crate::raft::disk::FileRaftDisk;
+use crate::raft::node::{Applied, MetadataNode, NodeId, Persist, ProposeError};
+use crate::transport::forward::forward;
+use crate::transport::link::QuorumTls;
 use crate::transport::{Inbound, Transport};
-use crate::types::{BrokerId, Incarnation};
 
 /// Commands queued before new ones are refused.
 pub const COMMANDS_QUEUED_MAX: usize = 1024;
@@ -156,7 +156,7 @@ impl MetadataService {
 
     /// Queues a raw record for the node to propose (only as leader, only if
     /// valid; watch the change stream for the outcome).
-    pub fn propose(&self, record: MetadataRecord) -> Result<(), RequestError> {
+    pub fn propose(&self, record: MetadataRecord) -> Result<(), ControllerError> {
         self.send(Command::Propose(record))
     }
 
@@ -167,7 +167,7 @@ impl MetadataService {
         &self,
         broker: BrokerId,
         incarnation: Incarnation,
-    ) -> Result<(), RequestError> {
+    ) -> Result<(), ControllerError> {
         let leader = {
             let view = self.view.borrow();
             (!view.is_leader).then_some(view.leader).flatten()
@@ -202,7 +202,7 @@ impl MetadataService {
     ) -> Reply {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Heartbeat(broker, incarnation, Some(tx)))?;
-        let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
+        let local = rx.await.unwrap_or(Err(ControllerError::Unavailable));
         self.or_forwarded(
             local,
             Call::Heartbeat {
@@ -216,17 +216,20 @@ impl MetadataService {
     /// Asks the active controller for a change; resolves once its records
     /// are committed and applied, or with why not. Forwarded to the leader
     /// when this node does not lead.
-    pub async fn request(&self, request: ControllerRequest) -> Result<(), RequestError> {
+    pub async fn request(&self, request: ControllerRequest) -> Result<(), ControllerError> {
         self.request_applied(request).await.map(|_| ())
     }
 
     /// [`MetadataService::request`], answering the metadata log index its
     /// last record was applied at on the controller: once this node's
     /// view reaches it, the change is visible here too.
-    pub async fn request_applied(&self, request: ControllerRequest) -> Result<u64, RequestError> {
+    pub async fn request_applied(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<u64, ControllerError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Request(request.clone(), tx))?;
-        let local = rx.await.unwrap_or(Err(RequestError::Unavailable));
+        let local = rx.await.unwrap_or(Err(ControllerError::Unavailable));
         self.or_forwarded(local, Call::Request(request)).await
     }
 
@@ -234,7 +237,7 @@ impl MetadataService {
     /// node's answer to `call`.
     async fn or_forwarded(&self, local: Reply, call: Call) -> Reply {
         match &local {
-            Err(RequestError::NotController {
+            Err(ControllerError::NotController {
                 leader: Some(leader),
             }) => match self.peers.get(leader) {
                 Some(address) => {
@@ -246,10 +249,10 @@ impl MetadataService {
         }
     }
 
-    fn send(&self, command: Command) -> Result<(), RequestError> {
+    fn send(&self, command: Command) -> Result<(), ControllerError> {
         self.commands
             .try_send(command)
-            .map_err(|_| RequestError::Unavailable)
+            .map_err(|_| ControllerError::Unavailable)
     }
 
     /// The current view.
@@ -263,7 +266,7 @@ impl MetadataService {
     pub fn subscribe_shared(
         &self,
         capacity: usize,
-    ) -> Result<SharedReceiver<Change>, RequestError> {
+    ) -> Result<SharedReceiver<Change>, ControllerError> {
         let (tx, rx) = shared_channel::new_bounded(capacity);
         self.send(Command::SubscribeShared(tx))?;
         Ok(rx)
@@ -404,7 +407,7 @@ impl<T: Transport> Driver<T> {
             // A new quorum (or one from before cluster ids): its first
             // active controller names it.
             records.push(MetadataRecord::SetClusterId {
-                id: crate::types::ClusterId(rand::random()),
+                id: crate::model::types::ClusterId(rand::random()),
             });
         }
         records.extend(self.controller.tick(self.node.metadata(), self.now_ms()));
@@ -451,7 +454,7 @@ impl<T: Transport> Driver<T> {
             }
             Command::Heartbeat(broker, incarnation, reply) => {
                 let outcome = if !self.node.is_leader() {
-                    Err(RequestError::NotController {
+                    Err(ControllerError::NotController {
                         leader: self.node.leader(),
                     })
                 } else {
@@ -462,7 +465,7 @@ impl<T: Transport> Driver<T> {
                     {
                         Ok(records) if records.is_empty() => Ok(self.node.last_index()),
                         Ok(records) => self.propose_all(&records).map(|_| self.node.last_index()),
-                        Err(e) => Err(RequestError::Refused(e)),
+                        Err(e) => Err(ControllerError::Refused(e)),
                     }
                 };
                 if let Err(e) = &outcome {
@@ -474,7 +477,7 @@ impl<T: Transport> Driver<T> {
             }
             Command::Request(request, reply) => {
                 if !self.node.is_leader() {
-                    let _ = reply.send(Err(RequestError::NotController {
+                    let _ = reply.send(Err(ControllerError::NotController {
                         leader: self.node.leader(),
                     }));
                     return;
@@ -590,7 +593,7 @@ impl<T: Transport> Driver<T> {
                 vec![MetadataRecord::DeleteScramCredential { user, mechanism }]
             }
             ControllerRequest::BootstrapScramUser(credentials) => {
-                let known = |c: &crate::credentials::ScramCredential| {
+                let known = |c: &crate::model::credentials::ScramCredential| {
                     metadata.scram_credentials.contains_key(&c.user)
                 };
                 credentials
@@ -626,14 +629,17 @@ impl<T: Transport> Driver<T> {
 
     /// Proposes records in order; returns the last one if all were taken,
     /// or why not (a record invalid against the metadata is refused).
-    fn propose_all(&mut self, records: &[MetadataRecord]) -> Result<MetadataRecord, RequestError> {
-        let last = records.last().cloned().ok_or(RequestError::Superseded)?;
+    fn propose_all(
+        &mut self,
+        records: &[MetadataRecord],
+    ) -> Result<MetadataRecord, ControllerError> {
+        let last = records.last().cloned().ok_or(ControllerError::Superseded)?;
         if let Err(e) = self.node.propose_all(records) {
             tracing::debug!(error = %e, "controller proposal not taken");
             return Err(match e {
-                ProposeError::Invalid(refused) => RequestError::Refused(refused),
-                ProposeError::NotLeader { leader } => RequestError::NotController { leader },
-                ProposeError::Raft(_) => RequestError::Superseded,
+                ProposeError::Invalid(refused) => ControllerError::Refused(refused),
+                ProposeError::NotLeader { leader } => ControllerError::NotController { leader },
+                ProposeError::Raft(_) => ControllerError::Superseded,
             });
         }
         self.controller_pending = Some((self.node.term(), self.node.last_index()));
@@ -711,7 +717,7 @@ impl<T: Transport> Driver<T> {
             .collect();
         for index in skipped {
             if let Some(waiter) = self.waiters.remove(&index) {
-                let _ = waiter.reply.send(Err(RequestError::Superseded));
+                let _ = waiter.reply.send(Err(ControllerError::Superseded));
             }
         }
         let Some(waiter) = self.waiters.remove(&applied.index) else {
@@ -720,9 +726,9 @@ impl<T: Transport> Driver<T> {
         let outcome = match (&applied.record, &applied.refused) {
             (Some(record), None) if *record == waiter.record => Ok(applied.index),
             (Some(record), Some(refused)) if *record == waiter.record => {
-                Err(RequestError::Refused(refused.clone()))
+                Err(ControllerError::Refused(refused.clone()))
             }
-            _ => Err(RequestError::Superseded),
+            _ => Err(ControllerError::Superseded),
         };
         let _ = waiter.reply.send(outcome);
     }

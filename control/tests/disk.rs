@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use control::disk::FileRaftDisk;
-use control::node::{MetadataNode, NodeConfig, NodeId, Persist};
+use ::raft::eraftpb::{Entry, HardState, Message, Snapshot};
+use control::raft::disk::FileRaftDisk;
+use control::raft::node::{MetadataNode, NodeConfig, NodeId, Persist};
 use control::*;
-use raft::eraftpb::{Entry, HardState, Message, Snapshot};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -317,7 +317,8 @@ fn a_deleted_topic_is_gone_after_a_restart() {
                 id: TopicId([3; 16]),
                 name: "doomed".into(),
                 config: TopicConfig::default(),
-                partitions: control::placement::place(leader.metadata(), 2, 1).unwrap_or_default(),
+                partitions: control::model::placement::place(leader.metadata(), 2, 1)
+                    .unwrap_or_default(),
             },
             3 => MetadataRecord::DeleteTopic {
                 id: TopicId([3; 16]),

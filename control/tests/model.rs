@@ -1,7 +1,7 @@
 //! The metadata state machine: records apply all-or-nothing, stale and
 //! invalid changes are refused, and records and snapshots survive encoding.
 
-use control::placement::place;
+use control::model::placement::place;
 use control::*;
 
 fn register(metadata: &mut Metadata, id: i32, rack: &str) {
@@ -413,7 +413,7 @@ fn scram_credentials_are_set_replaced_deleted_and_survive_a_snapshot() {
 /// specific entity applies (Kafka's precedence); kept by a snapshot.
 #[test]
 fn client_quotas_apply_most_specific_first_and_survive_a_snapshot() {
-    use control::quotas::{EntityName, QuotaEntity, PRODUCER_BYTE_RATE};
+    use control::model::quotas::{EntityName, QuotaEntity, PRODUCER_BYTE_RATE};
     let mut metadata = cluster(1);
     let named = |s: &str| Some(EntityName::Named(s.into()));
     let set = |user, client_id, value| MetadataRecord::SetClientQuota {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use control::placement::{place, Load};
+use control::model::placement::{place, Load};
 use control::*;
 
 fn add_live_broker(metadata: &mut Metadata, id: BrokerId, rack: &str, shards: u16) {

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use futures::FutureExt;
 use std::time::{Duration, Instant};
 
-use control::disk::FileRaftDisk;
-use control::memory::MemoryNetwork;
-use control::node::{MetadataNode, NodeConfig};
-use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
+use control::raft::disk::FileRaftDisk;
+use control::raft::node::{MetadataNode, NodeConfig};
+use control::service::{ControllerError, ControllerRequest, MetadataService, ServiceConfig};
+use control::transport::memory::MemoryNetwork;
 use control::*;
 use support::{on_glommio, register, WAIT_MAX};
 
@@ -89,7 +89,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
             .request(ControllerRequest::DeleteTopic { name: "x".into() })
             .await;
         assert!(
-            matches!(refused, Err(RequestError::NotController { .. })),
+            matches!(refused, Err(ControllerError::NotController { .. })),
             "{refused:?}"
         );
         for broker in 1..=3 {
@@ -126,7 +126,7 @@ fn the_active_controller_answers_requests_and_fences_a_silent_broker() {
         // Committed on a majority when answered; the same request again is refused.
         assert!(matches!(
             controller.request(create).await,
-            Err(RequestError::Refused(MetadataError::TopicExists(_)))
+            Err(ControllerError::Refused(MetadataError::TopicExists(_)))
         ));
         assert!(controller.view().metadata.topic_by_name("orders").is_ok());
         // A bootstrap user is set once: asked again (another broker, a
@@ -267,7 +267,7 @@ fn a_follower_reaches_the_published_index_though_applied_is_past_it() {
         }
         let service = start_alone(dir.path());
         let changes = service.subscribe(16);
-        let mut copy = control::changes::MetadataCopy::default();
+        let mut copy = control::raft::changes::MetadataCopy::default();
         copy.apply(changes.recv().await.expect("the state first"));
         wait_until_tick("leadership", || service.view().is_leader).await;
         wait_until_tick(

@@ -22,12 +22,12 @@ mod sim_files;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use control::changes::{Change, MetadataCopy};
-use control::disk::FileRaftDisk;
-use control::node::{Applied, MetadataNode, NodeConfig, NodeId, Persist};
-use control::placement::place;
+use ::raft::eraftpb::{Message, MessageType};
+use control::model::placement::place;
+use control::raft::changes::{Change, MetadataCopy};
+use control::raft::disk::FileRaftDisk;
+use control::raft::node::{Applied, MetadataNode, NodeConfig, NodeId, Persist};
 use control::*;
-use raft::eraftpb::{Message, MessageType};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use sim_files::SimFiles;

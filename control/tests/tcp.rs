@@ -7,10 +7,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use control::disk::FileRaftDisk;
-use control::node::{MetadataNode, NodeConfig};
+use control::raft::disk::FileRaftDisk;
+use control::raft::node::{MetadataNode, NodeConfig};
 use control::service::{MetadataService, ServiceConfig};
-use control::tcp::TcpTransport;
+use control::transport::tcp::TcpTransport;
 use control::*;
 use glommio::net::TcpListener;
 use support::{on_glommio, register};
@@ -189,7 +189,7 @@ fn requests_and_heartbeats_to_a_follower_are_forwarded_to_the_leader() {
         assert!(
             matches!(
                 again,
-                Err(service::RequestError::Refused(
+                Err(service::ControllerError::Refused(
                     MetadataError::StaleIncarnation { .. }
                 ))
             ),

@@ -1,19 +1,22 @@
-//! `loadgen MODE [OPTIONS]`: see `loadgen::options::USAGE`.
+//! `loadgen MODE [OPTIONS]`: the command line is `loadgen::options::Cli`
+//! (`loadgen --help`, `loadgen MODE --help`).
 
+use clap::Parser;
 use loadgen::baseline;
 use loadgen::disk_floor;
-use loadgen::options::{self, Mode};
+use loadgen::options::{self, Cli, CliCommand, Mode};
 use loadgen::run::run_load;
 use loadgen::send_modes::{self, SendMode};
 use std::time::Duration;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let options = match options::parse(&args) {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::exit(2);
+    // clap prints --help and --version to stdout and exits 0, and a mistake
+    // to stderr with the usage, exiting 2.
+    let options = match Cli::parse().command {
+        CliCommand::Run(run) => run.into_options(),
+        CliCommand::Completion { shell } => {
+            options::write_completion(shell, &mut std::io::stdout());
+            return;
         }
     };
     let outcome = match options.mode {

@@ -1,8 +1,18 @@
-//! The command line.
+//! The command line: `loadgen MODE [OPTIONS]`, one clap subcommand per mode
+//! (so `loadgen MODE --help` lists the flags, with their defaults and an
+//! example), every mode taking the same flags, and `loadgen completion
+//! SHELL` for shell completions. The flags become the `Options` the rest of
+//! the crate reads. A flag given twice takes its last value
+//! (`args_override_self`), as with the hand-written parser this replaced:
+//! scripts build command lines from arrays of common flags.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+use client::security::{SaslLogin, SaslMechanism};
 use kafka_protocol::records::Compression;
 
 /// What to run.
@@ -88,166 +98,358 @@ pub struct Options {
     pub dir: PathBuf,
 }
 
+/// The defaults are the command line's, what `loadgen produce` runs without
+/// flags: one place to change them, so the help and the code cannot differ.
 impl Default for Options {
     fn default() -> Self {
+        let produce = ["produce".to_string()];
+        parse(&produce).expect("the defaults parse")
+    }
+}
+
+/// Where `--sasl`'s password comes from (not a flag: it would show in `ps`).
+const PASSWORD_VARIABLE: &str = "LOADGEN_SASL_PASSWORD";
+
+const MODES_HELP: &str = "Each mode's flags, with an example: loadgen MODE --help";
+const PRODUCE_EXAMPLE: &str = "Example:
+  loadgen produce --bootstrap 127.0.0.1:9092 --message-bytes 1024 --duration 30 --out results/mine";
+const CONSUME_EXAMPLE: &str = "Example:
+  loadgen consume --bootstrap 127.0.0.1:9092 --topic bench-b --from earliest --duration 5";
+const E2E_EXAMPLE: &str = "Example:
+  loadgen e2e --bootstrap 127.0.0.1:9092 --rate 500000 --out results/mine --name half";
+const VERIFY_EXAMPLE: &str = "Example:
+  loadgen verify --bootstrap 127.0.0.1:9092 --keys 1000 --producers 2 --consumers 2";
+const TCP_BASELINE_EXAMPLE: &str = "Example:
+  loadgen tcp-baseline --duration 5";
+const DISK_BASELINE_EXAMPLE: &str = "Example:
+  loadgen disk-baseline --dir /var/lib/broker --duration 5";
+const DISK_FLOOR_EXAMPLE: &str = "Example:
+  loadgen disk-floor --dir /var/lib/broker --rate 500000 --message-bytes 100 --duration 30";
+const SEND_MODES_EXAMPLE: &str = "Example:
+  loadgen send-modes --duration 9";
+const COMPLETION_EXAMPLE: &str = "Example:
+  loadgen completion bash > ~/.local/share/bash-completion/completions/loadgen";
+
+/// Drives a Kafka-protocol broker with a fixed workload and measures it:
+/// throughput, produce and end-to-end latency, HdrHistogram interval logs
+/// and a JSON summary.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, propagate_version = true)]
+#[command(args_override_self = true, after_help = MODES_HELP)]
+pub struct Cli {
+    /// The mode, with its flags; or `completion`.
+    #[command(subcommand)]
+    pub command: CliCommand,
+}
+
+/// What the command line asks for: a run, or a completion script.
+#[derive(Debug, Subcommand)]
+pub enum CliCommand {
+    /// A run, in one of the modes. Boxed: the flags are large beside
+    /// `completion`'s one shell (clippy's large_enum_variant).
+    #[command(flatten)]
+    Run(Box<RunCommand>),
+    /// Print a completion script for SHELL to stdout.
+    #[command(after_help = COMPLETION_EXAMPLE)]
+    Completion {
+        /// The shell to complete loadgen's command line in.
+        shell: Shell,
+    },
+}
+
+/// The modes, each a subcommand taking the same flags.
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Producers only: throughput, produce latency (send to ack).
+    #[command(after_help = PRODUCE_EXAMPLE)]
+    Produce(Flags),
+    /// Consumers only: consume throughput, from --from (and what arrives).
+    #[command(after_help = CONSUME_EXAMPLE)]
+    Consume(Flags),
+    /// Producers and consumers: also end-to-end latency (send to consume).
+    #[command(name = "e2e", after_help = E2E_EXAMPLE)]
+    EndToEnd(Flags),
+    /// e2e, then report lost, duplicated and out-of-order messages.
+    #[command(after_help = VERIFY_EXAMPLE)]
+    Verify(Flags),
+    /// Loopback TCP bandwidth of this machine (the best of three within --duration).
+    #[command(after_help = TCP_BASELINE_EXAMPLE)]
+    TcpBaseline(Flags),
+    /// Raw sequential O_DIRECT write and read bandwidth under --dir, and
+    /// write + fdatasync latency.
+    #[command(after_help = DISK_BASELINE_EXAMPLE)]
+    DiskBaseline(Flags),
+    /// The disk's own latency under --rate x --message-bytes, group-committed
+    /// to --partitions files under --dir for --duration (no broker): the
+    /// acks=all floor.
+    #[command(after_help = DISK_FLOOR_EXAMPLE)]
+    DiskFloor(Flags),
+    /// Loopback TCP sent by write(2), io_uring send and io_uring send_zc, side
+    /// by side.
+    #[command(after_help = SEND_MODES_EXAMPLE)]
+    SendModes(Flags),
+}
+
+impl RunCommand {
+    /// The run's options, its mode the subcommand's.
+    pub fn into_options(self) -> Options {
+        let (mode, flags) = match self {
+            RunCommand::Produce(flags) => (Mode::Produce, flags),
+            RunCommand::Consume(flags) => (Mode::Consume, flags),
+            RunCommand::EndToEnd(flags) => (Mode::EndToEnd, flags),
+            RunCommand::Verify(flags) => (Mode::Verify, flags),
+            RunCommand::TcpBaseline(flags) => (Mode::TcpBaseline, flags),
+            RunCommand::DiskBaseline(flags) => (Mode::DiskBaseline, flags),
+            RunCommand::DiskFloor(flags) => (Mode::DiskFloor, flags),
+            RunCommand::SendModes(flags) => (Mode::SendModes, flags),
+        };
+        flags.into_options(mode)
+    }
+}
+
+/// The flags every mode takes (a mode ignores those it does not use).
+#[derive(Debug, Args)]
+pub struct Flags {
+    /// A broker to bootstrap from.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// TLS to brokers whose certificates chain to this CA.
+    #[arg(long, value_name = "FILE")]
+    ssl_ca_location: Option<PathBuf>,
+    /// Log in by PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 as USER, the password
+    /// from LOADGEN_SASL_PASSWORD.
+    #[arg(long, value_name = "MECHANISM:USER", value_parser = sasl_login)]
+    sasl: Option<SaslLogin>,
+    /// The topic (created with --partitions if missing).
+    #[arg(long, value_name = "NAME", default_value = "loadgen")]
+    topic: String,
+    /// Partitions of the topic when loadgen creates it (disk-floor: files).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    partitions: i32,
+    /// Producer workers (threads), at most 65535.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(value_parser = producer_count())]
+    producers: usize,
+    /// Consumer workers (threads) per reading group.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(value_parser = at_least_one())]
+    consumers: usize,
+    /// Independent readers of the whole topic (fan-out), each of --consumers workers.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(value_parser = at_least_one())]
+    groups: usize,
+    /// Value bytes per message (at least the 20-byte stamp).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    message_bytes: usize,
+    /// Distinct keys (0: no keys, records spread round-robin).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    keys: u64,
+    /// Producer batch size, in bytes.
+    #[arg(long, value_name = "N", default_value_t = 256 * 1024)]
+    batch_bytes: usize,
+    /// Producer linger, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    linger_ms: u64,
+    /// What a produce waits for: no acknowledgement, the leader's, or all
+    /// in-sync replicas' (-1 also means all).
+    #[arg(long, default_value = "all", allow_negative_numbers = true)]
+    acks: Acks,
+    /// Idempotent producers, as Kafka clients' default (true and false also
+    /// accepted).
+    #[arg(long, default_value = "on")]
+    idempotence: Switch,
+    /// Batch compression.
+    #[arg(long, default_value = "none")]
+    compression: Codec,
+    /// Messages per second over all producers (0: as fast as possible).
+    #[arg(long, value_name = "MSGS_PER_S", default_value_t = 0)]
+    rate: u64,
+    /// Seconds to measure, after the warm-up (fractions allowed).
+    #[arg(long, value_name = "S", default_value = "10")]
+    #[arg(value_parser = seconds)]
+    duration: Duration,
+    /// Stop after this many messages per producer instead of --duration.
+    #[arg(long, value_name = "N")]
+    messages: Option<u64>,
+    /// Seconds of warm-up, not counted in the summary or the logs.
+    #[arg(long, value_name = "S", default_value = "2")]
+    #[arg(value_parser = seconds)]
+    warmup: Duration,
+    /// Bytes a producer may have unacknowledged.
+    #[arg(long, value_name = "N", default_value_t = 64 << 20)]
+    max_in_flight_bytes: u64,
+    /// Write NAME-produce.hlog, NAME-e2e.hlog and NAME.json here (none if absent).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The run's name (file names, dashboard legend).
+    #[arg(long, value_name = "NAME", default_value = "run")]
+    name: String,
+    /// Do not pin worker threads to cores.
+    #[arg(long)]
+    no_pin: bool,
+    /// Consume: start at the earliest offset or the latest.
+    #[arg(long, default_value = "earliest")]
+    from: Start,
+    /// Baselines and disk-floor: the directory whose disk is measured.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+}
+
+impl Flags {
+    /// The options of a run in `mode`.
+    fn into_options(self, mode: Mode) -> Options {
         Options {
-            mode: Mode::Produce,
-            bootstrap: "127.0.0.1:9092".into(),
-            ssl_ca: None,
-            sasl: None,
-            topic: "loadgen".into(),
-            partitions: 8,
-            producers: 1,
-            consumers: 1,
-            groups: 1,
-            message_bytes: 100,
-            keys: 0,
-            batch_bytes: 256 * 1024,
-            linger: Duration::from_millis(2),
-            acks: -1,
-            idempotence: true,
-            compression: Compression::None,
-            rate: None,
-            duration: Duration::from_secs(10),
-            messages: None,
-            warmup: Duration::from_secs(2),
-            max_in_flight_bytes: 64 << 20,
-            out: None,
-            name: "run".into(),
-            pin: true,
-            from_earliest: true,
-            dir: PathBuf::from("."),
+            mode,
+            bootstrap: self.bootstrap,
+            ssl_ca: self.ssl_ca_location,
+            sasl: self.sasl,
+            topic: self.topic,
+            partitions: self.partitions,
+            producers: self.producers,
+            consumers: self.consumers,
+            groups: self.groups,
+            message_bytes: self.message_bytes,
+            keys: self.keys,
+            batch_bytes: self.batch_bytes,
+            linger: Duration::from_millis(self.linger_ms),
+            acks: self.acks.value(),
+            idempotence: self.idempotence == Switch::On,
+            compression: self.compression.compression(),
+            // --rate 0: as fast as possible.
+            rate: Some(self.rate).filter(|r| *r > 0),
+            duration: self.duration,
+            messages: self.messages,
+            warmup: self.warmup,
+            max_in_flight_bytes: self.max_in_flight_bytes,
+            out: self.out,
+            name: self.name,
+            pin: !self.no_pin,
+            from_earliest: self.from == Start::Earliest,
+            dir: self.dir,
         }
     }
 }
 
-/// The usage text.
-pub const USAGE: &str = "usage: loadgen MODE [OPTIONS]
-modes:
-  produce         producers only: throughput, produce latency (send to ack)
-  consume         consumers only
-  e2e             producers and consumers: also end-to-end latency (send to consume)
-  verify          e2e, then report lost, duplicated and out-of-order messages
-  tcp-baseline    loopback TCP bandwidth of this machine
-  disk-baseline   raw sequential O_DIRECT write bandwidth under --dir
-  disk-floor      the disk's own latency under --rate x --message-bytes, group-committed to
-                  --partitions files under --dir for --duration (no broker): the acks=all floor
-  send-modes      loopback TCP sent by write(2), io_uring send and io_uring send_zc, side by side
-options (defaults in brackets):
-  --bootstrap HOST:PORT [127.0.0.1:9092]   --topic NAME [loadgen]   --partitions N [8]
-  --producers N [1]   --consumers N [1]   --groups N [1] (independent readers of the whole topic)
-  --message-bytes N [100]   --keys N [0: no keys]   --batch-bytes N [262144]   --linger-ms N [2]
-  --acks 0|1|all [all]   --idempotence on|off [on]   --compression none|gzip|snappy|lz4|zstd [none]
-  --rate MSGS_PER_S [as fast as possible]   --duration S [10] | --messages N (per producer)
-  --warmup S [2]   --max-in-flight-bytes N [67108864]
-  --out DIR (writes NAME-produce.hlog, NAME-e2e.hlog, NAME.json)   --name NAME [run]
-  --no-pin   --from earliest|latest [earliest]   --dir DIR [.] (baselines)
-  --ssl-ca-location FILE (TLS to brokers whose certificates chain to this CA)
-  --sasl MECHANISM:USER (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password from LOADGEN_SASL_PASSWORD)";
-
-fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
-    value
-        .parse()
-        .map_err(|_| format!("{flag} {value}: not a number"))
+/// `--acks`: what a produce request waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Acks {
+    #[value(name = "0")]
+    Unacknowledged,
+    #[value(name = "1")]
+    Leader,
+    // -1: the protocol's (and Kafka clients') own spelling of all.
+    #[value(name = "all", alias = "-1")]
+    All,
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options::default();
-    let mut it = args.iter();
-    options.mode = match it.next().map(String::as_str) {
-        Some("produce") => Mode::Produce,
-        Some("consume") => Mode::Consume,
-        Some("e2e") => Mode::EndToEnd,
-        Some("verify") => Mode::Verify,
-        Some("tcp-baseline") => Mode::TcpBaseline,
-        Some("disk-baseline") => Mode::DiskBaseline,
-        Some("disk-floor") => Mode::DiskFloor,
-        Some("send-modes") => Mode::SendModes,
-        _ => return Err(USAGE.to_string()),
+impl Acks {
+    /// The produce request's acks field.
+    fn value(self) -> i16 {
+        match self {
+            Acks::Unacknowledged => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// `--idempotence`: on or off (true and false are accepted, not shown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Switch {
+    #[value(name = "on", alias = "true")]
+    On,
+    #[value(name = "off", alias = "false")]
+    Off,
+}
+
+/// `--compression`: the batch codecs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Codec {
+    #[value(name = "none")]
+    Uncompressed,
+    #[value(name = "gzip")]
+    Gzip,
+    #[value(name = "snappy")]
+    Snappy,
+    #[value(name = "lz4")]
+    Lz4,
+    #[value(name = "zstd")]
+    Zstd,
+}
+
+impl Codec {
+    /// The codec as the protocol crate names it.
+    fn compression(self) -> Compression {
+        match self {
+            Codec::Uncompressed => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        }
+    }
+}
+
+/// `--from`: where consumers start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Start {
+    #[value(name = "earliest")]
+    Earliest,
+    #[value(name = "latest")]
+    Latest,
+}
+
+/// `--consumers` and `--groups`: at least one.
+fn at_least_one() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+/// `--producers`: at least one, at most 65535 (u16::MAX: a message's stamp
+/// names its producer in 16 bits).
+fn producer_count() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..=65535)
+}
+
+/// Seconds, fractions allowed (`--duration 2.5`); negative ones refused.
+fn seconds(value: &str) -> Result<Duration, String> {
+    let seconds = value.parse::<f64>().map_err(|_| "not a number")?;
+    Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string())
+}
+
+/// `--sasl MECHANISM:USER`, the password from LOADGEN_SASL_PASSWORD: read
+/// here, so a missing password is refused like any bad value, before
+/// anything runs.
+fn sasl_login(value: &str) -> Result<SaslLogin, String> {
+    let Some((name, user)) = value.split_once(':') else {
+        return Err("expected MECHANISM:USER".into());
     };
-    while let Some(flag) = it.next() {
-        if flag == "--no-pin" {
-            options.pin = false;
-            continue;
-        }
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        match flag.as_str() {
-            "--bootstrap" => options.bootstrap = value.clone(),
-            "--ssl-ca-location" => options.ssl_ca = Some(PathBuf::from(value)),
-            "--sasl" => {
-                let (mechanism, user) = value
-                    .split_once(':')
-                    .ok_or_else(|| format!("--sasl {value}: MECHANISM:USER"))?;
-                options.sasl = Some(client::security::SaslLogin {
-                    mechanism: client::security::SaslMechanism::from_name(mechanism)
-                        .ok_or_else(|| format!("--sasl: unknown mechanism {mechanism}"))?,
-                    user: user.to_string(),
-                    password: std::env::var("LOADGEN_SASL_PASSWORD")
-                        .map_err(|_| "--sasl needs LOADGEN_SASL_PASSWORD".to_string())?,
-                });
-            }
-            "--topic" => options.topic = value.clone(),
-            "--partitions" => options.partitions = number(flag, value)?,
-            "--producers" => options.producers = number(flag, value)?,
-            "--consumers" => options.consumers = number(flag, value)?,
-            "--groups" => options.groups = number(flag, value)?,
-            "--message-bytes" => options.message_bytes = number(flag, value)?,
-            "--keys" => options.keys = number(flag, value)?,
-            "--batch-bytes" => options.batch_bytes = number(flag, value)?,
-            "--linger-ms" => options.linger = Duration::from_millis(number(flag, value)?),
-            "--acks" => {
-                options.acks = match value.as_str() {
-                    "all" | "-1" => -1,
-                    "1" => 1,
-                    "0" => 0,
-                    _ => return Err(format!("--acks {value}: 0, 1 or all")),
-                }
-            }
-            "--idempotence" => {
-                options.idempotence = match value.as_str() {
-                    "on" | "true" => true,
-                    "off" | "false" => false,
-                    _ => return Err(format!("--idempotence {value}: on or off")),
-                }
-            }
-            "--compression" => {
-                options.compression = match value.as_str() {
-                    "none" => Compression::None,
-                    "gzip" => Compression::Gzip,
-                    "snappy" => Compression::Snappy,
-                    "lz4" => Compression::Lz4,
-                    "zstd" => Compression::Zstd,
-                    _ => return Err(format!("--compression {value}: unknown codec")),
-                }
-            }
-            "--rate" => options.rate = Some(number(flag, value)?).filter(|r| *r > 0),
-            "--duration" => options.duration = Duration::from_secs_f64(number(flag, value)?),
-            "--messages" => options.messages = Some(number(flag, value)?),
-            "--warmup" => options.warmup = Duration::from_secs_f64(number(flag, value)?),
-            "--max-in-flight-bytes" => options.max_in_flight_bytes = number(flag, value)?,
-            "--out" => options.out = Some(PathBuf::from(value)),
-            "--name" => options.name = value.clone(),
-            "--from" => {
-                options.from_earliest = match value.as_str() {
-                    "earliest" => true,
-                    "latest" => false,
-                    _ => return Err(format!("--from {value}: earliest or latest")),
-                }
-            }
-            "--dir" => options.dir = PathBuf::from(value),
-            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
-        }
+    let Some(mechanism) = SaslMechanism::from_name(name) else {
+        return Err(format!("unknown mechanism {name}"));
+    };
+    let Ok(password) = std::env::var(PASSWORD_VARIABLE) else {
+        return Err(format!("{PASSWORD_VARIABLE} is not set"));
+    };
+    Ok(SaslLogin {
+        mechanism,
+        user: user.to_string(),
+        password,
+    })
+}
+
+/// Parses the arguments after the program name into a run's options; the
+/// error is clap's message as text (for `--help` too: main uses `Cli`).
+pub fn parse(args: &[String]) -> Result<Options, String> {
+    let line = std::iter::once("loadgen").chain(args.iter().map(String::as_str));
+    let cli = Cli::try_parse_from(line).map_err(|e| e.to_string())?;
+    match cli.command {
+        CliCommand::Run(run) => Ok(run.into_options()),
+        CliCommand::Completion { .. } => Err("completion is not a run".into()),
     }
-    if options.producers == 0 || options.consumers == 0 || options.groups == 0 {
-        return Err("--producers, --consumers and --groups must be at least 1".into());
-    }
-    if options.producers > u16::MAX as usize {
-        return Err("at most 65535 producers".into());
-    }
-    Ok(options)
+}
+
+/// Writes loadgen's completion script for `shell` to `out`.
+pub fn write_completion(shell: Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "loadgen", out);
 }
 
 impl Options {
@@ -277,9 +479,15 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::error::ErrorKind;
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(String::from).collect()
+    }
+
+    /// `loadgen produce FLAGS`, which must parse.
+    fn produce(flags: &str) -> Options {
+        parse(&args(&format!("produce {flags}"))).unwrap()
     }
 
     #[test]
@@ -300,5 +508,98 @@ mod tests {
         assert!(parse(&args("produce --bogus 1")).is_err());
         assert!(parse(&args("fly")).is_err());
         assert!(parse(&args("produce --producers 0")).is_err());
+        // clap's message names the flag it refuses.
+        let unknown = parse(&args("produce --bogus 1")).unwrap_err();
+        assert!(unknown.contains("--bogus"), "{unknown}");
+        let help = Cli::try_parse_from(["loadgen", "produce", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn every_flag_takes_the_values_scripts_give_it() {
+        let o = parse(&args(
+            "produce --bootstrap 10.0.0.1:9093 --ssl-ca-location ca.pem --topic t --partitions 2 \
+             --producers 65535 --consumers 3 --groups 5 --batch-bytes 1048576 --linger-ms 5 \
+             --acks -1 --idempotence off --compression lz4 --duration 0.5 --messages 7 \
+             --warmup 0 --max-in-flight-bytes 1024 --name A --from latest --dir /tmp/d",
+        ))
+        .unwrap();
+        assert_eq!(o.mode, Mode::Produce);
+        assert_eq!(o.bootstrap, "10.0.0.1:9093");
+        assert_eq!(o.ssl_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!((o.topic.as_str(), o.partitions), ("t", 2));
+        assert_eq!((o.producers, o.consumers, o.groups), (65535, 3, 5));
+        assert_eq!(o.batch_bytes, 1 << 20);
+        assert_eq!(o.linger, Duration::from_millis(5));
+        assert_eq!((o.acks, o.idempotence), (-1, false));
+        assert_eq!(o.compression, Compression::Lz4);
+        assert_eq!(o.duration, Duration::from_millis(500));
+        assert_eq!(o.messages, Some(7));
+        assert_eq!(o.warmup, Duration::ZERO);
+        assert_eq!(o.max_in_flight_bytes, 1024);
+        assert_eq!((o.name.as_str(), o.from_earliest), ("A", false));
+        assert_eq!(o.dir, PathBuf::from("/tmp/d"));
+        assert_eq!(produce("--acks 0").acks, 0);
+        assert_eq!(produce("--acks all").acks, -1);
+        assert!(produce("--idempotence true").idempotence);
+        assert!(!produce("--idempotence false").idempotence);
+        assert!(produce("--from earliest").from_earliest);
+        assert_eq!(produce("--rate 0").rate, None, "0: as fast as possible");
+        let codecs = [
+            ("none", Compression::None),
+            ("gzip", Compression::Gzip),
+            ("snappy", Compression::Snappy),
+            ("lz4", Compression::Lz4),
+            ("zstd", Compression::Zstd),
+        ];
+        for (name, codec) in codecs {
+            assert_eq!(produce(&format!("--compression {name}")).compression, codec);
+        }
+        // As before clap, a flag given twice takes its last value.
+        assert_eq!(produce("--name a --name b").name, "b");
+        let mistakes = [
+            "--producers 65536",
+            "--consumers 0",
+            "--groups 0",
+            "--from middle",
+            "--idempotence maybe",
+            "--compression brotli",
+            "--duration -1",
+            "--warmup soon",
+            "--sasl PLAIN",
+            "--sasl NOPE:me",
+        ];
+        for mistake in mistakes {
+            let line = format!("produce {mistake}");
+            assert!(parse(&args(&line)).is_err(), "{mistake}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_those_scripts_rely_on() {
+        let o = Options::default();
+        assert_eq!(o.mode, Mode::Produce);
+        assert_eq!(o.bootstrap, "127.0.0.1:9092");
+        assert!(o.ssl_ca.is_none() && o.sasl.is_none());
+        assert_eq!((o.topic.as_str(), o.partitions), ("loadgen", 8));
+        assert_eq!((o.producers, o.consumers, o.groups), (1, 1, 1));
+        assert_eq!((o.message_bytes, o.keys), (100, 0));
+        assert_eq!(o.batch_bytes, 256 * 1024);
+        assert_eq!(o.linger, Duration::from_millis(2));
+        assert_eq!((o.acks, o.idempotence), (-1, true));
+        assert_eq!(o.compression, Compression::None);
+        assert_eq!((o.rate, o.messages), (None, None));
+        assert_eq!(o.duration, Duration::from_secs(10));
+        assert_eq!(o.warmup, Duration::from_secs(2));
+        assert_eq!(o.max_in_flight_bytes, 64 << 20);
+        assert!(o.out.is_none());
+        assert_eq!(o.name, "run");
+        assert!(o.pin && o.from_earliest);
+        assert_eq!(o.dir, PathBuf::from("."));
+    }
+
+    #[test]
+    fn the_command_line_passes_clap_own_checks() {
+        Cli::command().debug_assert();
     }
 }

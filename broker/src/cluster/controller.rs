@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use control::service::{ControllerRequest, RequestError};
+use control::service::{ControllerError, ControllerRequest};
 use control::MetadataError;
 use kafka_protocol::ResponseError;
 
@@ -21,19 +21,19 @@ const VIEW_CATCH_UP_MAX: Duration = Duration::from_secs(5);
 impl Cluster {
     /// Sends a request to the controller (through the metadata service on
     /// shard 0).
-    pub async fn call_controller(&self, request: ControllerRequest) -> Result<(), RequestError> {
+    pub async fn call_controller(&self, request: ControllerRequest) -> Result<(), ControllerError> {
         let result = self
             .peers
             .invoke_on(ShardId::FIRST, move |first| {
                 Box::pin(async move {
                     match &first.controller {
                         Some(service) => service.request(request).await,
-                        None => Err(RequestError::NotController { leader: None }),
+                        None => Err(ControllerError::NotController { leader: None }),
                     }
                 })
             })
             .await;
-        result.unwrap_or(Err(RequestError::Unavailable))
+        result.unwrap_or(Err(ControllerError::Unavailable))
     }
 
     /// Waits (bounded) until this shard's metadata satisfies `done`: after
@@ -49,13 +49,13 @@ impl Cluster {
 }
 
 /// The Kafka error code (and message) for a refused controller request.
-pub fn controller_error(error: &RequestError) -> (Code, String) {
+pub fn controller_error(error: &ControllerError) -> (Code, String) {
     let code = match error {
-        RequestError::NotController { .. } => ResponseError::NotController.code(),
-        RequestError::Superseded | RequestError::Unavailable => {
+        ControllerError::NotController { .. } => ResponseError::NotController.code(),
+        ControllerError::Superseded | ControllerError::Unavailable => {
             ResponseError::RequestTimedOut.code()
         }
-        RequestError::Refused(refused) => refused_code(refused),
+        ControllerError::Refused(refused) => refused_code(refused),
     };
     (code, error.to_string())
 }

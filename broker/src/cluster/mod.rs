@@ -26,9 +26,9 @@ use client::security::{SaslLogin, SaslMechanism, Security};
 use control::service::MetadataService;
 use control::BrokerId;
 
-use crate::authorizer::Authorizer;
 use crate::config::BrokerConfig;
 use crate::runtime::sharded::{Mesh, ShardId, Sharded};
+use crate::security::authorizer::Authorizer;
 use peer_tls::PeerTls;
 use producer_ids::ProducerIds;
 use quorum::BrokerLife;
@@ -45,8 +45,10 @@ fn peer_login(config: &BrokerConfig) -> Option<SaslLogin> {
         .sasl_mechanisms()
         .into_iter()
         .map(|m| match m {
-            crate::sasl::SaslMechanism::Plain => SaslMechanism::Plain,
-            crate::sasl::SaslMechanism::Scram(m) => SaslMechanism::Scram(crate::sasl::hash_of(m)),
+            crate::security::sasl::SaslMechanism::Plain => SaslMechanism::Plain,
+            crate::security::sasl::SaslMechanism::Scram(m) => {
+                SaslMechanism::Scram(crate::security::sasl::hash_of(m))
+            }
         })
         .next()?;
     Some(SaslLogin {

@@ -9,18 +9,18 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use control::disk::FileRaftDisk;
-use control::memory::MemoryNetwork;
-use control::node::{MetadataNode, NodeConfig};
-use control::service::{ControllerRequest, MetadataService, RequestError, ServiceConfig};
-use control::tcp::TcpTransport;
+use control::raft::disk::FileRaftDisk;
+use control::raft::node::{MetadataNode, NodeConfig};
+use control::service::{ControllerError, ControllerRequest, MetadataService, ServiceConfig};
+use control::transport::memory::MemoryNetwork;
+use control::transport::tcp::TcpTransport;
 use control::{BrokerEndpoint, BrokerId, BrokerRegistration, Incarnation, MetadataError};
 
 use super::lease::extend_lease;
 use crate::config::BrokerConfig;
 use crate::runtime::clock::{monotonic_ms, wall_ms};
 use crate::runtime::wait;
-use control::link::QuorumTls;
+use control::transport::link::QuorumTls;
 
 /// One Raft tick of the metadata quorum.
 const METADATA_TICK: Duration = Duration::from_millis(10);
@@ -103,7 +103,7 @@ pub fn read_quorum_tls(
     config: &BrokerConfig,
 ) -> Result<(futures_rustls::TlsConnector, futures_rustls::TlsAcceptor), String> {
     let invalid = |e: String| format!("controller TLS: {e}");
-    let files = crate::tls_files::TlsFiles::for_quorum(config)
+    let files = crate::security::tls_files::TlsFiles::for_quorum(config)
         .ok_or_else(|| invalid("needs the ssl_* files".into()))?;
     let server = files.load().map_err(|e| invalid(e.to_string()))?;
     let (Some(ca), Some(certificate), Some(key)) = (
@@ -200,7 +200,7 @@ async fn register(
         {
             Ok(()) => return registration.incarnation,
             // The clock went back since an earlier life: go one past it.
-            Err(RequestError::Refused(MetadataError::StaleIncarnation { current, .. })) => {
+            Err(ControllerError::Refused(MetadataError::StaleIncarnation { current, .. })) => {
                 registration.incarnation = Incarnation(current.0 + 1);
             }
             Err(e) => {
@@ -219,7 +219,7 @@ async fn register(
 async fn bootstrap_user(service: &MetadataService, user: &str, password: &str) {
     let credentials: Vec<_> = control::ScramMechanism::ALL
         .into_iter()
-        .map(|m| crate::sasl::credential_for_password(user, m, password))
+        .map(|m| crate::security::sasl::credential_for_password(user, m, password))
         .collect();
     loop {
         match service
@@ -227,7 +227,7 @@ async fn bootstrap_user(service: &MetadataService, user: &str, password: &str) {
             .await
         {
             Ok(()) => return,
-            Err(RequestError::Refused(e)) => {
+            Err(ControllerError::Refused(e)) => {
                 tracing::error!(%user, error = %e, "the broker's SASL user was refused");
                 return;
             }

@@ -59,7 +59,7 @@ fn apply(view: &View, change: Change, on_change: &impl Fn(Option<&MetadataRecord
     let applied = {
         let mut shard = view.borrow_mut();
         let shard = &mut *shard;
-        control::changes::apply_change(&mut shard.metadata, &mut shard.applied_index, change)
+        control::raft::changes::apply_change(&mut shard.metadata, &mut shard.applied_index, change)
     };
     if applied {
         on_change(record.as_ref());

@@ -3,13 +3,18 @@
 //! variables < command-line flags. Every setting is documented in
 //! docs/configuration.md.
 
+mod command_line;
+pub mod listeners;
+
+pub use command_line::CommandLine;
+
 use std::path::{Path, PathBuf};
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
+use crate::config::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
@@ -265,32 +270,6 @@ impl Default for BrokerConfig {
     }
 }
 
-/// Settings given on the command line; unset ones leave the lower layers be.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CommandLine {
-    /// `--config FILE`: the TOML file (not a setting itself).
-    #[serde(skip)]
-    pub config_file: Option<PathBuf>,
-    /// `--node-id N`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_id: Option<i32>,
-    /// `--data-dir DIR`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data_dir: Option<PathBuf>,
-    /// `--kafka-listen HOST:PORT`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kafka_listen: Option<String>,
-    /// `--advertised-listener HOST:PORT`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advertised_listener: Option<String>,
-    /// `--http-listen HOST:PORT`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http_listen: Option<String>,
-    /// `--shards N`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shards: Option<usize>,
-}
-
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -300,35 +279,6 @@ pub enum ConfigError {
     /// A layer held a bad value or an unknown key.
     #[error("configuration: {0}")]
     Invalid(String),
-}
-
-impl CommandLine {
-    /// Parses `--flag value` pairs (the arguments after the subcommand).
-    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<CommandLine, ConfigError> {
-        let mut line = CommandLine::default();
-        let mut args = args.into_iter();
-        while let Some(flag) = args.next() {
-            let mut value = || {
-                args.next()
-                    .ok_or_else(|| ConfigError::Usage(format!("{flag} needs a value")))
-            };
-            let number = |v: String| {
-                v.parse()
-                    .map_err(|_| ConfigError::Usage(format!("{flag} needs a number, got {v:?}")))
-            };
-            match flag.as_str() {
-                "--config" => line.config_file = Some(PathBuf::from(value()?)),
-                "--node-id" => line.node_id = Some(number(value()?)?),
-                "--data-dir" => line.data_dir = Some(PathBuf::from(value()?)),
-                "--kafka-listen" => line.kafka_listen = Some(value()?),
-                "--advertised-listener" => line.advertised_listener = Some(value()?),
-                "--http-listen" => line.http_listen = Some(value()?),
-                "--shards" => line.shards = Some(number(value()?)? as usize),
-                other => return Err(ConfigError::Usage(format!("unknown flag {other}"))),
-            }
-        }
-        Ok(line)
-    }
 }
 
 impl BrokerConfig {
@@ -476,7 +426,7 @@ impl BrokerConfig {
     fn check_sasl(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
         for name in &self.sasl_enabled_mechanisms {
-            if crate::sasl::SaslMechanism::from_name(name).is_none() {
+            if crate::security::sasl::SaslMechanism::from_name(name).is_none() {
                 return invalid(format!(
                     "sasl_enabled_mechanisms: {name:?} is not one of SCRAM-SHA-256, \
                      SCRAM-SHA-512, PLAIN"
@@ -550,10 +500,10 @@ impl BrokerConfig {
     }
 
     /// The SASL mechanisms the Kafka port offers (checked names).
-    pub fn sasl_mechanisms(&self) -> Vec<crate::sasl::SaslMechanism> {
+    pub fn sasl_mechanisms(&self) -> Vec<crate::security::sasl::SaslMechanism> {
         self.sasl_enabled_mechanisms
             .iter()
-            .filter_map(|name| crate::sasl::SaslMechanism::from_name(name))
+            .filter_map(|name| crate::security::sasl::SaslMechanism::from_name(name))
             .collect()
     }
 
@@ -561,7 +511,7 @@ impl BrokerConfig {
     pub fn broker_user(&self) -> Option<(&str, &str)> {
         let Secret(user) = self.sasl_broker_user.as_ref()?;
         user.split_once(':').filter(|(name, password)| {
-            control::credentials::check_user_name(name).is_ok() && !password.is_empty()
+            control::model::credentials::check_user_name(name).is_ok() && !password.is_empty()
         })
     }
 

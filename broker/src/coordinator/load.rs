@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use storage::batch;
 
 use crate::groups::store::PartitionGroups;
-use crate::partition::led::Led;
+use crate::partition::served::ServedPartition;
 use crate::partition::table::BATCH_BYTES_CAP;
 
 /// Replays a partition's records into its groups.
 pub async fn load(
-    led: &Led,
+    led: &ServedPartition,
     initial_delay: Duration,
 ) -> Result<PartitionGroups, storage::StorageError> {
     let log = &led.partition.log;

@@ -122,20 +122,20 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_short_or_garbled_headers_are_errors_not_panics() {
-        use crate::kafka::request::RequestError;
+        use crate::kafka::request::HeaderError;
         assert_eq!(
             parse(Bytes::from_static(&[0, 18])).unwrap_err(),
-            RequestError::TooShort(2)
+            HeaderError::TooShort(2)
         );
         assert_eq!(
             parse(Bytes::from_static(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1])).unwrap_err(),
-            RequestError::UnknownApiKey(0x7f7f)
+            HeaderError::UnknownApiKey(0x7f7f)
         );
         // Header v2 with a client id length running past the frame.
         let garbled = Bytes::from_static(&[0, 18, 0, 3, 0, 0, 0, 1, 0x7f, 0x00, b'x']);
         assert!(matches!(
             parse(garbled),
-            Err(RequestError::MalformedHeader(_))
+            Err(HeaderError::MalformedHeader(_))
         ));
         let mut seed = 3u64;
         for _ in 0..5_000 {

@@ -1,13 +1,13 @@
 //! The Kafka wire protocol on the broker side: framing, request headers,
 //! bounds checks before decoding, response encoding, and the handlers that
-//! need no broker state (ApiVersions, Metadata answers).
+//! need no broker state (ApiVersions). The bottom layer of the broker:
+//! it imports nothing of the broker above it.
 
 pub mod api_versions;
 pub mod bounds;
 pub mod decode;
 pub mod fetch_frame;
 pub mod frame;
-pub mod metadata;
 pub mod produce_legacy;
 pub mod record_sets;
 pub mod request;

@@ -13,9 +13,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use super::frame::OWN_MEMORY_MIN_BYTES;
 
-/// Why a request frame could not be parsed: the connection is closed.
+/// Why a request frame's header could not be parsed: the connection is closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
+pub enum HeaderError {
     /// Shorter than an api key and version.
     #[error("request frame of {0} bytes is too short")]
     TooShort(usize),
@@ -43,20 +43,20 @@ pub struct Request {
 
 /// Parses a frame's header. The header's own version depends on the API
 /// and its version (flexible versions carry tagged fields).
-pub fn parse(mut frame: Bytes) -> Result<Request, RequestError> {
+pub fn parse(mut frame: Bytes) -> Result<Request, HeaderError> {
     if frame.len() < 4 {
-        return Err(RequestError::TooShort(frame.len()));
+        return Err(HeaderError::TooShort(frame.len()));
     }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let api_key = ApiKey::try_from(key).map_err(|_| RequestError::UnknownApiKey(key))?;
+    let api_key = ApiKey::try_from(key).map_err(|_| HeaderError::UnknownApiKey(key))?;
     // A version beyond what the codec knows still has a header we can
     // read: use the newest header version (answered with UNSUPPORTED_VERSION).
     let known = api_key.valid_versions();
     let header_version = api_key.request_header_version(version.clamp(known.min, known.max));
     let frame_bytes = 4 + frame.len();
     let mut header = RequestHeader::decode(&mut frame, header_version)
-        .map_err(|e| RequestError::MalformedHeader(e.to_string()))?;
+        .map_err(|e| HeaderError::MalformedHeader(e.to_string()))?;
     if frame_bytes >= 4 + OWN_MEMORY_MIN_BYTES {
         header = owning(header);
     }

@@ -1,6 +1,6 @@
 //! Append and acknowledge: the one way records get into a partition this
 //! broker leads. Produce, the HTTP API and the group coordinator all come
-//! through [`Led::append`]; producers' records are first cut into whole,
+//! through [`ServedPartition::append`]; producers' records are first cut into whole,
 //! valid batches ([`split_batches`]).
 //!
 //! The answer comes when the producer's `acks` asks: at once (0, 1; the
@@ -19,8 +19,8 @@ use storage::{BatchError, LeaderEpoch, Offset, StorageError};
 use tracing::Instrument;
 
 use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
-use super::led::Led;
 use super::role::Role;
+use super::served::ServedPartition;
 use super::Partitions;
 use crate::cluster::lease::lease_valid;
 use crate::cluster::routing::PartitionKey;
@@ -28,7 +28,7 @@ use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
 
 /// How long a produce waits for this broker's leader role to follow the
-/// metadata that made it leader (see [`Led::wait_for_role`]).
+/// metadata that made it leader (see [`ServedPartition::wait_for_role`]).
 const ROLE_LAG_MAX: Duration = Duration::from_secs(2);
 /// How often it looks.
 const ROLE_LAG_TICK: Duration = Duration::from_millis(2);
@@ -67,7 +67,7 @@ pub struct Appended {
     pub log_start: Offset,
 }
 
-impl Led {
+impl ServedPartition {
     /// Appends `batches` in this leadership and answers when `acks` asks
     /// (`timeout`: how long acks=all waits for the in-sync replicas).
     pub async fn append(
@@ -269,7 +269,7 @@ impl Partitions {
     /// coordinator writes to `__consumer_offsets`.
     pub async fn produce(
         &self,
-        led: Led,
+        led: ServedPartition,
         records: RecordSet,
         acks: Acks,
         timeout: Duration,

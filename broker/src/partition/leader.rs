@@ -12,8 +12,8 @@ use kafka_protocol::ResponseError;
 use replication::leader::{AckError, AckState};
 use storage::{LeaderEpoch, Offset};
 
-use super::led::check_leader_epoch;
 use super::role::Role;
+use super::served::check_leader_epoch;
 use super::table::OpenPartition;
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;

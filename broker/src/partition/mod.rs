@@ -13,10 +13,10 @@ pub mod cache_trim;
 pub mod dirs;
 pub mod epoch;
 pub mod leader;
-pub mod led;
 pub mod maintenance;
 pub mod read;
 pub mod role;
+pub mod served;
 pub mod table;
 
 use std::rc::Rc;
@@ -30,7 +30,7 @@ use crate::cluster::Cluster;
 use crate::counters::ShardMetrics;
 use crate::kafka::Code;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
-use led::Led;
+use served::ServedPartition;
 use table::PartitionTable;
 
 /// One shard's partitions, and its way to every other shard's.
@@ -70,7 +70,7 @@ impl Partitions {
     pub async fn on_led_partition<T, W>(&self, route: Route, work: W) -> Result<T, Code>
     where
         T: Send + 'static,
-        W: FnOnce(Rc<Partitions>, Led) -> LocalFuture<Result<T, Code>> + Send + 'static,
+        W: FnOnce(Rc<Partitions>, ServedPartition) -> LocalFuture<Result<T, Code>> + Send + 'static,
     {
         self.on_partition(route, true, work).await
     }
@@ -85,14 +85,14 @@ impl Partitions {
     ) -> Result<T, Code>
     where
         T: Send + 'static,
-        W: FnOnce(Rc<Partitions>, Led) -> LocalFuture<Result<T, Code>> + Send + 'static,
+        W: FnOnce(Rc<Partitions>, ServedPartition) -> LocalFuture<Result<T, Code>> + Send + 'static,
     {
         let (key, owner) = route?;
         self.peers
             .invoke_on(owner, move |owner| {
                 Box::pin(async move {
-                    let led = owner.open_replica(key, leader_only).await?;
-                    work(owner.clone(), led).await
+                    let served = owner.open_replica(key, leader_only).await?;
+                    work(owner.clone(), served).await
                 })
             })
             .await
@@ -111,7 +111,10 @@ impl Partitions {
     where
         A: Send + 'static,
         T: Send + 'static,
-        W: Fn(Rc<Partitions>, Led, A) -> LocalFuture<Result<T, Code>> + Clone + Send + 'static,
+        W: Fn(Rc<Partitions>, ServedPartition, A) -> LocalFuture<Result<T, Code>>
+            + Clone
+            + Send
+            + 'static,
     {
         let calls = asked.into_iter().map(|(route, argument)| {
             let work = work.clone();

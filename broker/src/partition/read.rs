@@ -10,7 +10,7 @@ use futures::future::select;
 use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError};
 
-use super::led::Led;
+use super::served::ServedPartition;
 use crate::kafka::Code;
 
 /// Up to where a reader may read.
@@ -52,7 +52,7 @@ impl Read {
     }
 }
 
-impl Led {
+impl ServedPartition {
     /// Reads up to `max_bytes` (at least one batch) from `offset`, below
     /// `bound`; nothing when nothing is visible there yet (the caller may
     /// wait). OFFSET_OUT_OF_RANGE outside [log start, log end].
@@ -114,7 +114,7 @@ impl Led {
         let _ = select(arrival, Box::pin(glommio::timer::sleep(timeout))).await;
     }
 
-    /// [`Led::read`], waiting up to `timeout` for something to read (a
+    /// [`ServedPartition::read`], waiting up to `timeout` for something to read (a
     /// long poll on one partition).
     pub async fn read_waiting(
         &self,

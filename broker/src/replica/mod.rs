@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use control::controller::AlterIsr;
-use control::service::{ControllerRequest, RequestError};
+use control::service::{ControllerError, ControllerRequest};
 use control::{BrokerId, MetadataError, Partition, PartitionId, Topic};
 use replication::leader::LeaderState;
 
@@ -317,7 +317,7 @@ async fn ask_isr_change(partitions: Rc<Partitions>, key: PartitionKey, request: 
     };
     let nothing_changed = matches!(
         &e,
-        RequestError::Refused(refusal) if !matches!(refusal, MetadataError::StalePartitionEpoch { .. })
+        ControllerError::Refused(refusal) if !matches!(refusal, MetadataError::StalePartitionEpoch { .. })
     );
     tracing::info!(error = %e, nothing_changed, "ISR change not committed");
     if let Some(partition) = partitions.table.get_open(key) {

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use super::admission::Admission;
+use super::connection::admission::Admission;
 use super::shard::Shard;
 use crate::cluster::Cluster;
 use crate::coordinator::Coordinator;

@@ -6,20 +6,14 @@
 //! Shard 0 also runs the one-voter metadata quorum; every shard follows
 //! its stream of committed changes into its own copy of the metadata.
 
-mod admission;
-mod authentication;
 mod connection;
-mod follow;
-mod gathered;
+mod follow_metadata;
 mod handlers;
 mod health;
 mod http;
+mod lifecycle;
 mod metrics;
-mod portable;
 mod ports;
-mod read_now;
-mod refused_batches;
-mod serve;
 mod shard;
 mod start;
 mod tls;
@@ -34,10 +28,10 @@ use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 use crate::cluster::peer_tls::PeerTls;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
+use crate::config::listeners::{Listeners, SecurityProtocol};
 use crate::config::BrokerConfig;
-use crate::listeners::{Listeners, SecurityProtocol};
-use control::link::QuorumTls;
-use serve::{DRAIN_MAX, STOP_POLL};
+use control::transport::link::QuorumTls;
+use lifecycle::{DRAIN_MAX, STOP_POLL};
 use shard::{Meshes, Parts, Queues, Shard};
 use start::{Changes, ShardStart, StartSignals};
 
@@ -82,7 +76,7 @@ struct Shared {
     failed: Arc<Mutex<Option<String>>>,
     metrics_registry: crate::counters::Registry,
     /// The client connection limits, counted over every shard.
-    admission: Arc<admission::Admission>,
+    admission: Arc<connection::admission::Admission>,
     /// The TLS of the Kafka listeners that speak it.
     tls: Option<Arc<tls::TlsServer>>,
     /// The HTTP port's (the same certificate), if it has it.
@@ -114,7 +108,7 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
-    let admission = admission::Admission::new(&config);
+    let admission = connection::admission::Admission::new(&config);
     warn_about_open_doors(&config);
     let peer_tls = PeerTls::of_config(&config).map_err(std::io::Error::other)?;
     let quorum_tls = crate::cluster::quorum::quorum_tls(&config)?;
@@ -274,7 +268,7 @@ async fn run_shard(shared: Shared) {
     let ports = ports
         .into_iter()
         .zip(&shared.listeners.all)
-        .map(|(socket, listener)| serve::Port {
+        .map(|(socket, listener)| connection::accept::Port {
             socket,
             listener: Rc::new(connection::ListenerOf {
                 name: listener.name.as_str().into(),
@@ -285,7 +279,7 @@ async fn run_shard(shared: Shared) {
             tls: shared.tls.clone().filter(|_| listener.protocol.uses_tls()),
         })
         .collect();
-    serve::serve_until_stopped(ports, shard.clone(), shared.stop.clone(), shutdown).await;
+    lifecycle::serve_until_stopped(ports, shard.clone(), shared.stop.clone(), shutdown).await;
     // Every shard keeps running the jobs of the others until all have
     // drained their connections (a connection's request may be waiting on
     // a partition of this shard).
@@ -345,9 +339,9 @@ fn spawn_services(shard: &Rc<Shard>, shared: &Shared, index: usize, changes: Cha
         glommio::spawn_local(health::watchdog(shard.clone())).detach();
     }
     if index == shared.shards - 1 {
-        glommio::spawn_local(serve::test_faults(shard.clone(), shared.stop.clone())).detach();
+        glommio::spawn_local(lifecycle::test_faults(shard.clone(), shared.stop.clone())).detach();
     }
-    glommio::spawn_local(serve::follow_metadata(shard.clone(), changes)).detach();
+    glommio::spawn_local(follow_metadata::follow_metadata(shard.clone(), changes)).detach();
     glommio::spawn_local(crate::partition::maintenance::run(shard.partitions.clone())).detach();
     glommio::spawn_local(crate::partition::cache_trim::run(shard.partitions.clone())).detach();
     glommio::spawn_local(shard.coordinator.clone().tick()).detach();

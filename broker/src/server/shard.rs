@@ -13,7 +13,7 @@ use control::service::MetadataService;
 use futures::channel::oneshot;
 use futures::future::Shared;
 
-use super::admission::Admission;
+use super::connection::admission::Admission;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::cluster::Cluster;
@@ -21,9 +21,9 @@ use crate::config::BrokerConfig;
 use crate::coordinator::Coordinator;
 use crate::counters::{Registry, ShardMetrics};
 use crate::partition::Partitions;
-use crate::quotas::Meters;
 use crate::replica::Replication;
 use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId, Sharded};
+use crate::security::quotas::Meters;
 
 /// Every shard's services.
 pub struct Shard {

@@ -18,8 +18,8 @@ use super::tls::TlsServer;
 use super::Listening;
 use crate::cluster::quorum::{self, BrokerLife};
 use crate::cluster::{lease, view, PARTITIONS_DIR};
+use crate::config::listeners::Listeners;
 use crate::config::BrokerConfig;
-use crate::listeners::Listeners;
 use crate::partition::dirs::reconcile_topic_dirs;
 use control::BrokerEndpoint;
 
@@ -54,7 +54,7 @@ pub struct FirstShardTls {
     /// The HTTP port's, if it speaks TLS.
     pub http: Option<Arc<TlsServer>>,
     /// The metadata quorum's, if it speaks TLS.
-    pub quorum: Option<control::link::QuorumTls>,
+    pub quorum: Option<control::transport::link::QuorumTls>,
 }
 
 /// Binds, starts the metadata quorum, and hands the others their start.

@@ -15,7 +15,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::server::ServerConnection;
 use rustls::ServerConfig;
 
-pub use crate::tls_files::{TlsError, TlsFiles};
+pub use crate::security::tls_files::{TlsError, TlsFiles};
 
 /// The TLS side of a port: the settings in use, replaced whole by a
 /// reload (a handshake under way keeps the ones it started with).

@@ -346,7 +346,7 @@ pub fn try_counter(http: SocketAddr, name: &str) -> Option<u64> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect_timeout(&http, Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let request = "GET /metrics HTTP/1.1\r\nhost: broker\r\ncontent-length: 0\r\n\r\n";
+    let request = "GET /metrics HTTP/1.1\r\nhost: broker\r\nconnection: close\r\n\r\n";
     stream.write_all(request.as_bytes()).ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;

@@ -235,11 +235,12 @@ pub fn seed() -> u64 {
     seed
 }
 
-/// One HTTP/1.1 request (the broker answers and closes): (status, body).
+/// One HTTP/1.1 request on a connection of its own (`connection:
+/// close`: the broker answers, then closes it): (status, body).
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: broker\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: broker\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut stream = std::net::TcpStream::connect(address).expect("the HTTP listener");

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::rc::Rc;
 
-use control::files::MetaFiles;
+use control::raft::files::MetaFiles;
 use rand::rngs::SmallRng;
 use rand::Rng;
 

@@ -7,16 +7,16 @@ use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;
 
-use control::acls::{Operation, ResourceType, CLUSTER_NAME};
+use control::model::acls::{Operation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::ResponseError;
 
-use crate::authorizer::Authorizer;
 use crate::cluster::routing::Route;
 use crate::kafka::Code;
-use crate::quotas::{shard_share, Metered};
 use crate::runtime::clock::monotonic_ms;
-use crate::server::follow::PartitionShards;
-use crate::server::refused_batches::RefusedBatches;
+use crate::security::authorizer::Authorizer;
+use crate::security::quotas::{shard_share, Metered};
+use crate::server::connection::move_to_shard::PartitionShards;
+use crate::server::connection::refused_batches::RefusedBatches;
 use crate::server::shard::Shard;
 
 /// The sender of a request.
@@ -34,7 +34,7 @@ pub struct Caller<'a> {
     /// The request was a follower's fetch: no quota applies to it.
     replication: Cell<bool>,
     /// Where the partitions it reads or writes live (the connection
-    /// moves to their shard: [`crate::server::follow`]).
+    /// moves to their shard: [`crate::server::connection::move_to_shard`]).
     partition_shards: Cell<PartitionShards>,
     /// Its IP address, as ACL hosts name it.
     host: String,

@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use control::acls::{
+use control::model::acls::{
     AclBinding, AclFilter, NameMatch, Operation, PatternType, Permission, ResourceType,
 };
 use control::service::ControllerRequest;
@@ -89,7 +89,7 @@ pub async fn create(
                 (c.operation, c.permission_type),
             )
             .map_err(|why| (ResponseError::InvalidRequest.code(), why))?;
-            control::acls::check_acl(&acl)
+            control::model::acls::check_acl(&acl)
                 .map_err(|e| (ResponseError::InvalidRequest.code(), e.to_string()))?;
             Ok(acl)
         })

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use control::config::TOPIC_CONFIG_KEYS;
+use control::model::config::TOPIC_CONFIG_KEYS;
 use control::service::ControllerRequest;
 use control::TopicConfig;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -30,7 +30,7 @@ use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// DescribeConfigs versions served.
 pub const DESCRIBE_VERSIONS: (i16, i16) = (1, 4);

@@ -17,11 +17,11 @@ use crate::kafka::bounds::check_offset_for_leader_epoch;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
-use crate::partition::led::{check_leader_epoch, Led};
+use crate::partition::served::{check_leader_epoch, ServedPartition};
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// OffsetForLeaderEpoch versions served.
 pub const VERSIONS: (i16, i16) = (2, 4);
@@ -51,7 +51,10 @@ pub async fn handle(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>, led: Led, (current, wanted): (i32, i32)| -> LocalFuture<_> {
+    let work = |_: Rc<Partitions>,
+                led: ServedPartition,
+                (current, wanted): (i32, i32)|
+     -> LocalFuture<_> {
         Box::pin(async move {
             check_leader_epoch(current, led.epoch)?;
             let log = &led.partition.log;

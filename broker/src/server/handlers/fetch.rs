@@ -28,14 +28,14 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::{fetch_frame, response, Code};
 use crate::partition::leader::on_replica_fetch;
-use crate::partition::led::{check_leader_epoch, Led};
 use crate::partition::read::{Bound, Read};
 use crate::partition::role::Role;
+use crate::partition::served::{check_leader_epoch, ServedPartition};
 use crate::partition::Partitions;
-use crate::quotas::Metered;
 use crate::runtime::sharded::LocalFuture;
+use crate::security::quotas::Metered;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// Fetch versions served.
 pub const VERSIONS: (i16, i16) = (4, 18);
@@ -254,7 +254,7 @@ async fn read_all(
 ) -> Vec<Result<PartitionRead, Code>> {
     let work = {
         let reader = reader.clone();
-        move |owner: Rc<Partitions>, led: Led, wanted: Wanted| -> LocalFuture<_> {
+        move |owner: Rc<Partitions>, led: ServedPartition, wanted: Wanted| -> LocalFuture<_> {
             let reader = reader.clone();
             Box::pin(async move { read_one(&owner, led, wanted, reader).await })
         }
@@ -269,7 +269,7 @@ async fn read_all(
 /// One partition's read on its shard.
 async fn read_one(
     owner: &Partitions,
-    led: Led,
+    led: ServedPartition,
     wanted: Wanted,
     reader: Reader,
 ) -> Result<PartitionRead, Code> {
@@ -299,7 +299,7 @@ async fn read_one(
     })
 }
 
-async fn consumer_read(led: &Led, wanted: Wanted) -> Result<PartitionRead, Code> {
+async fn consumer_read(led: &ServedPartition, wanted: Wanted) -> Result<PartitionRead, Code> {
     let read = led
         .read(wanted.offset, wanted.max_bytes, Bound::HighWatermark)
         .await?;
@@ -315,7 +315,7 @@ async fn consumer_read(led: &Led, wanted: Wanted) -> Result<PartitionRead, Code>
 /// at an in-sync follower in that rack, or serves it itself.
 async fn read_rack_aware(
     owner: &Partitions,
-    led: &Led,
+    led: &ServedPartition,
     rack: Option<String>,
     wanted: Wanted,
 ) -> Result<PartitionRead, Code> {
@@ -348,7 +348,7 @@ async fn read_rack_aware(
 }
 
 /// An in-sync, live follower in `rack`, unless this broker is there.
-fn replica_in_rack(owner: &Partitions, led: &Led, rack: &str) -> Option<i32> {
+fn replica_in_rack(owner: &Partitions, led: &ServedPartition, rack: &str) -> Option<i32> {
     let cluster = &owner.cluster;
     if cluster.config.rack.as_deref() == Some(rack) {
         return None;
@@ -434,12 +434,13 @@ async fn wait_for_any(
         .zip(reads)
         .filter_map(|((route, _), read)| Some((*route, read.as_ref().ok()?.read.bound)))
         .map(|(route, seen)| {
-            let wait = move |_: Rc<Partitions>, led: Led| -> LocalFuture<Result<(), Code>> {
-                Box::pin(async move {
-                    led.wait_past(seen, bound, left).await;
-                    Ok(())
-                })
-            };
+            let wait =
+                move |_: Rc<Partitions>, led: ServedPartition| -> LocalFuture<Result<(), Code>> {
+                    Box::pin(async move {
+                        led.wait_past(seen, bound, left).await;
+                        Ok(())
+                    })
+                };
             Box::pin(
                 shard
                     .partitions

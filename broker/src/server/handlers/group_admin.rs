@@ -22,7 +22,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// ListGroups versions served (state filter from v4, type filter from v5).
 pub const LIST_GROUPS_VERSIONS: (i16, i16) = (0, 5);

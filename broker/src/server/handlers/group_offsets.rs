@@ -28,7 +28,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// OffsetCommit versions served.
 pub const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 9);

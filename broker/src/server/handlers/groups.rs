@@ -25,7 +25,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// FindCoordinator versions served (batched keys from v4).
 pub const FIND_COORDINATOR_VERSIONS: (i16, i16) = (0, 6);

@@ -12,6 +12,7 @@ mod fetch;
 mod group_admin;
 mod group_offsets;
 mod groups;
+mod metadata;
 mod offsets;
 mod produce;
 mod producers;
@@ -25,11 +26,11 @@ use kafka_protocol::messages::ApiKey;
 
 use access::Caller;
 
+use crate::kafka::api_versions;
 use crate::kafka::bounds::BoundsError;
 use crate::kafka::decode::DecodeError;
 use crate::kafka::request::Request;
 use crate::kafka::response::{EncodeError, Frame};
-use crate::kafka::{api_versions, metadata};
 use crate::server::shard::Shard;
 
 /// What a handler gives back.
@@ -97,61 +98,99 @@ where
     )?))
 }
 
-/// The APIs served with their versions: what ApiVersions advertises.
-pub const SERVED: &[(ApiKey, (i16, i16))] = &[
-    (ApiKey::Produce, produce::VERSIONS),
-    (ApiKey::Fetch, fetch::VERSIONS),
-    (ApiKey::ListOffsets, offsets::LIST_OFFSETS_VERSIONS),
-    (ApiKey::Metadata, metadata::VERSIONS),
-    (ApiKey::ApiVersions, api_versions::VERSIONS),
-    (ApiKey::CreateTopics, topics::CREATE_TOPICS_VERSIONS),
-    (ApiKey::DeleteTopics, topics::DELETE_TOPICS_VERSIONS),
-    (ApiKey::DeleteRecords, offsets::DELETE_RECORDS_VERSIONS),
-    (ApiKey::DescribeConfigs, configs::DESCRIBE_VERSIONS),
-    (ApiKey::AlterConfigs, configs::ALTER_VERSIONS),
-    (ApiKey::CreatePartitions, topics::CREATE_PARTITIONS_VERSIONS),
+/// Declares each API once, with its versions and its handler, and
+/// generates from that one list both what ApiVersions advertises
+/// ([`SERVED`]) and the dispatch ([`dispatch`]): an API cannot be
+/// advertised without a handler, or handled without being advertised.
+/// The second list holds the APIs the connection itself answers (they
+/// change its session: see `server::connection::authentication`).
+macro_rules! apis {
     (
-        ApiKey::IncrementalAlterConfigs,
-        configs::INCREMENTAL_VERSIONS,
-    ),
-    (ApiKey::DescribeCluster, cluster::DESCRIBE_CLUSTER_VERSIONS),
-    (ApiKey::FindCoordinator, groups::FIND_COORDINATOR_VERSIONS),
-    (ApiKey::JoinGroup, groups::JOIN_GROUP_VERSIONS),
-    (ApiKey::SyncGroup, groups::SYNC_GROUP_VERSIONS),
-    (ApiKey::Heartbeat, groups::HEARTBEAT_VERSIONS),
-    (ApiKey::LeaveGroup, groups::LEAVE_GROUP_VERSIONS),
-    (ApiKey::OffsetCommit, group_offsets::OFFSET_COMMIT_VERSIONS),
-    (ApiKey::OffsetFetch, group_offsets::OFFSET_FETCH_VERSIONS),
-    (ApiKey::OffsetDelete, group_offsets::OFFSET_DELETE_VERSIONS),
-    (ApiKey::ListGroups, group_admin::LIST_GROUPS_VERSIONS),
-    (
-        ApiKey::DescribeGroups,
-        group_admin::DESCRIBE_GROUPS_VERSIONS,
-    ),
-    (ApiKey::DeleteGroups, group_admin::DELETE_GROUPS_VERSIONS),
-    (ApiKey::OffsetForLeaderEpoch, epochs::VERSIONS),
-    (ApiKey::InitProducerId, producers::INIT_PRODUCER_ID_VERSIONS),
-    (
-        ApiKey::DescribeProducers,
-        producers::DESCRIBE_PRODUCERS_VERSIONS,
-    ),
-    (
-        ApiKey::DescribeUserScramCredentials,
-        users::DESCRIBE_VERSIONS,
-    ),
-    (ApiKey::AlterUserScramCredentials, users::ALTER_VERSIONS),
-    (ApiKey::DescribeClientQuotas, quotas::DESCRIBE_VERSIONS),
-    (ApiKey::AlterClientQuotas, quotas::ALTER_VERSIONS),
-    (ApiKey::CreateAcls, acls::CREATE_VERSIONS),
-    (ApiKey::DescribeAcls, acls::DESCRIBE_VERSIONS),
-    (ApiKey::DeleteAcls, acls::DELETE_VERSIONS),
-    // Answered by the connection (they change its session): see
-    // server::authentication. SaslHandshake v0's exchange follows in bare
-    // frames, v1's in SaslAuthenticate requests (librdkafka looks for v0
-    // before it uses v1); SaslAuthenticate v1 adds the session lifetime.
-    (ApiKey::SaslHandshake, (0, 1)),
-    (ApiKey::SaslAuthenticate, (0, 2)),
-];
+        handled: { $( $api:ident $versions:expr => |$shard:ident, $request:ident, $caller:ident| $call:expr; )* }
+        by_connection: { $( $conn_api:ident $conn_versions:expr; )* }
+    ) => {
+        /// The APIs served with their versions: what ApiVersions advertises.
+        pub const SERVED: &[(ApiKey, (i16, i16))] = &[
+            (ApiKey::ApiVersions, api_versions::VERSIONS),
+            $( (ApiKey::$api, $versions), )*
+            $( (ApiKey::$conn_api, $conn_versions), )*
+        ];
+
+        /// Runs the handler of `request`'s API (already checked to be served).
+        async fn dispatch(
+            shard: &Rc<Shard>,
+            request: Request,
+            caller: &Caller<'_>,
+        ) -> Result<Outcome, HandlerError> {
+            let version = request.header.request_api_version;
+            match request.api_key {
+                $( ApiKey::$api => {
+                    let ($shard, $request, $caller) = (shard, request, caller);
+                    $call.await
+                } )*
+                other => Err(HandlerError::NotServed(other, version)),
+            }
+        }
+    };
+}
+
+apis! {
+    handled: {
+        // Produce takes the request over (its records become the log's
+        // batches, `kafka::record_sets`).
+        Produce produce::VERSIONS => |s, r, c| produce::handle(s, r, c);
+        Fetch fetch::VERSIONS => |s, r, c| fetch::handle(s, &r, c);
+        ListOffsets offsets::LIST_OFFSETS_VERSIONS => |s, r, c| offsets::list_offsets(s, &r, c);
+        Metadata metadata::VERSIONS => |s, r, c| metadata::metadata(s, &r, c);
+        CreateTopics topics::CREATE_TOPICS_VERSIONS => |s, r, c| topics::create_topics(s, &r, c);
+        DeleteTopics topics::DELETE_TOPICS_VERSIONS => |s, r, c| topics::delete_topics(s, &r, c);
+        DeleteRecords offsets::DELETE_RECORDS_VERSIONS => |s, r, c| offsets::delete_records(s, &r, c);
+        DescribeConfigs configs::DESCRIBE_VERSIONS => |s, r, c| configs::describe(s, &r, c);
+        AlterConfigs configs::ALTER_VERSIONS => |s, r, c| configs::alter(s, &r, c);
+        CreatePartitions topics::CREATE_PARTITIONS_VERSIONS
+            => |s, r, c| topics::create_partitions(s, &r, c);
+        IncrementalAlterConfigs configs::INCREMENTAL_VERSIONS
+            => |s, r, c| configs::incremental_alter(s, &r, c);
+        DescribeCluster cluster::DESCRIBE_CLUSTER_VERSIONS
+            => |s, r, c| cluster::describe_cluster(s, &r, c);
+        FindCoordinator groups::FIND_COORDINATOR_VERSIONS
+            => |s, r, c| groups::find_coordinator(s, &r, c);
+        JoinGroup groups::JOIN_GROUP_VERSIONS => |s, r, c| groups::join_group(s, &r, c);
+        SyncGroup groups::SYNC_GROUP_VERSIONS => |s, r, c| groups::sync_group(s, &r, c);
+        Heartbeat groups::HEARTBEAT_VERSIONS => |s, r, c| groups::heartbeat(s, &r, c);
+        LeaveGroup groups::LEAVE_GROUP_VERSIONS => |s, r, c| groups::leave_group(s, &r, c);
+        OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
+            => |s, r, c| group_offsets::offset_commit(s, &r, c);
+        OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS
+            => |s, r, c| group_offsets::offset_fetch(s, &r, c);
+        OffsetDelete group_offsets::OFFSET_DELETE_VERSIONS
+            => |s, r, c| group_offsets::offset_delete(s, &r, c);
+        ListGroups group_admin::LIST_GROUPS_VERSIONS => |s, r, c| group_admin::list_groups(s, &r, c);
+        DescribeGroups group_admin::DESCRIBE_GROUPS_VERSIONS
+            => |s, r, c| group_admin::describe_groups(s, &r, c);
+        DeleteGroups group_admin::DELETE_GROUPS_VERSIONS
+            => |s, r, c| group_admin::delete_groups(s, &r, c);
+        OffsetForLeaderEpoch epochs::VERSIONS => |s, r, c| epochs::handle(s, &r, c);
+        InitProducerId producers::INIT_PRODUCER_ID_VERSIONS
+            => |s, r, c| producers::init_producer_id(s, &r, c);
+        DescribeProducers producers::DESCRIBE_PRODUCERS_VERSIONS
+            => |s, r, c| producers::describe_producers(s, &r, c);
+        DescribeUserScramCredentials users::DESCRIBE_VERSIONS => |s, r, c| users::describe(s, &r, c);
+        AlterUserScramCredentials users::ALTER_VERSIONS => |s, r, c| users::alter(s, &r, c);
+        DescribeClientQuotas quotas::DESCRIBE_VERSIONS => |s, r, c| quotas::describe(s, &r, c);
+        AlterClientQuotas quotas::ALTER_VERSIONS => |s, r, c| quotas::alter(s, &r, c);
+        CreateAcls acls::CREATE_VERSIONS => |s, r, c| acls::create(s, &r, c);
+        DescribeAcls acls::DESCRIBE_VERSIONS => |s, r, c| acls::describe(s, &r, c);
+        DeleteAcls acls::DELETE_VERSIONS => |s, r, c| acls::delete(s, &r, c);
+    }
+    by_connection: {
+        // SaslHandshake v0's exchange follows in bare frames, v1's in
+        // SaslAuthenticate requests (librdkafka looks for v0 before it
+        // uses v1); SaslAuthenticate v1 adds the session lifetime.
+        SaslHandshake (0, 1);
+        SaslAuthenticate (0, 2);
+    }
+}
 
 /// Whether `api` is served at `version`.
 pub fn is_served(api: ApiKey, version: i16) -> bool {
@@ -161,8 +200,7 @@ pub fn is_served(api: ApiKey, version: i16) -> bool {
         .is_some_and(|(_, (min, max))| (*min..=*max).contains(&version))
 }
 
-/// Answers one request from `caller`. Produce takes the request over
-/// (its records become the log's batches, `kafka::record_sets`).
+/// Answers one request from `caller`.
 pub async fn handle(
     shard: &Rc<Shard>,
     request: Request,
@@ -178,42 +216,5 @@ pub async fn handle(
     if !is_served(api, version) {
         return Err(HandlerError::NotServed(api, version));
     }
-    match api {
-        ApiKey::Produce => produce::handle(shard, request, caller).await,
-        ApiKey::Fetch => fetch::handle(shard, &request, caller).await,
-        ApiKey::ListOffsets => offsets::list_offsets(shard, &request, caller).await,
-        ApiKey::Metadata => cluster::metadata(shard, &request, caller).await,
-        ApiKey::CreateTopics => topics::create_topics(shard, &request, caller).await,
-        ApiKey::DeleteTopics => topics::delete_topics(shard, &request, caller).await,
-        ApiKey::DeleteRecords => offsets::delete_records(shard, &request, caller).await,
-        ApiKey::DescribeConfigs => configs::describe(shard, &request, caller).await,
-        ApiKey::AlterConfigs => configs::alter(shard, &request, caller).await,
-        ApiKey::CreatePartitions => topics::create_partitions(shard, &request, caller).await,
-        ApiKey::IncrementalAlterConfigs => {
-            configs::incremental_alter(shard, &request, caller).await
-        }
-        ApiKey::DescribeCluster => cluster::describe_cluster(shard, &request, caller).await,
-        ApiKey::FindCoordinator => groups::find_coordinator(shard, &request, caller).await,
-        ApiKey::JoinGroup => groups::join_group(shard, &request, caller).await,
-        ApiKey::SyncGroup => groups::sync_group(shard, &request, caller).await,
-        ApiKey::Heartbeat => groups::heartbeat(shard, &request, caller).await,
-        ApiKey::LeaveGroup => groups::leave_group(shard, &request, caller).await,
-        ApiKey::OffsetCommit => group_offsets::offset_commit(shard, &request, caller).await,
-        ApiKey::OffsetFetch => group_offsets::offset_fetch(shard, &request, caller).await,
-        ApiKey::OffsetDelete => group_offsets::offset_delete(shard, &request, caller).await,
-        ApiKey::ListGroups => group_admin::list_groups(shard, &request, caller).await,
-        ApiKey::DescribeGroups => group_admin::describe_groups(shard, &request, caller).await,
-        ApiKey::DeleteGroups => group_admin::delete_groups(shard, &request, caller).await,
-        ApiKey::OffsetForLeaderEpoch => epochs::handle(shard, &request, caller).await,
-        ApiKey::InitProducerId => producers::init_producer_id(shard, &request, caller).await,
-        ApiKey::DescribeProducers => producers::describe_producers(shard, &request, caller).await,
-        ApiKey::DescribeUserScramCredentials => users::describe(shard, &request, caller).await,
-        ApiKey::AlterUserScramCredentials => users::alter(shard, &request, caller).await,
-        ApiKey::DescribeClientQuotas => quotas::describe(shard, &request, caller).await,
-        ApiKey::AlterClientQuotas => quotas::alter(shard, &request, caller).await,
-        ApiKey::CreateAcls => acls::create(shard, &request, caller).await,
-        ApiKey::DescribeAcls => acls::describe(shard, &request, caller).await,
-        ApiKey::DeleteAcls => acls::delete(shard, &request, caller).await,
-        other => Err(HandlerError::NotServed(other, version)),
-    }
+    dispatch(shard, request, caller).await
 }

@@ -23,11 +23,11 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::kafka::Code;
-use crate::partition::led::{check_leader_epoch, Led};
+use crate::partition::served::{check_leader_epoch, ServedPartition};
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// ListOffsets versions served. v7+ adds the max-timestamp query (-3),
 /// not served; clients negotiate down.
@@ -73,7 +73,10 @@ pub async fn list_offsets(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>, led: Led, (timestamp, epoch): (i64, i32)| -> LocalFuture<_> {
+    let work = |_: Rc<Partitions>,
+                led: ServedPartition,
+                (timestamp, epoch): (i64, i32)|
+     -> LocalFuture<_> {
         Box::pin(async move {
             check_leader_epoch(epoch, led.epoch)?;
             list_on_owner(&led, timestamp).await
@@ -147,7 +150,7 @@ pub async fn delete_records(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>, led: Led, offset: i64| -> LocalFuture<_> {
+    let work = |_: Rc<Partitions>, led: ServedPartition, offset: i64| -> LocalFuture<_> {
         Box::pin(async move { delete_on_owner(&led, offset).await })
     };
     let results = shard.partitions.fan_out(asked, true, work).await;
@@ -179,7 +182,7 @@ pub async fn delete_records(
     )?))
 }
 
-async fn list_on_owner(led: &Led, timestamp: i64) -> Result<Listed, Code> {
+async fn list_on_owner(led: &ServedPartition, timestamp: i64) -> Result<Listed, Code> {
     let log = &led.partition.log;
     let leader_epoch = led.epoch.0;
     let at = |offset: i64, timestamp: i64| Listed {
@@ -206,7 +209,7 @@ async fn list_on_owner(led: &Led, timestamp: i64) -> Result<Listed, Code> {
 }
 
 /// Moves the log start; the new one (the low watermark).
-async fn delete_on_owner(led: &Led, offset: i64) -> Result<i64, Code> {
+async fn delete_on_owner(led: &ServedPartition, offset: i64) -> Result<i64, Code> {
     let log = &led.partition.log;
     let target = if offset == -1 {
         log.high_watermark()

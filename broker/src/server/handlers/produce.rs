@@ -25,10 +25,10 @@ use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
 use crate::partition::Partitions;
-use crate::quotas::Metered;
-use crate::server::refused_batches::{first_batch, retriable_before_append};
+use crate::security::quotas::Metered;
+use crate::server::connection::refused_batches::{first_batch, retriable_before_append};
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 use storage::producers::ProducerBatch;
 
 /// Produce versions advertised: v3-13 are served; v0-2 are advertised for
@@ -151,7 +151,7 @@ async fn append_all(
 
 /// Each partition's answer as its connection's earlier refusals make it:
 /// a batch meeting the gap a refused batch left before it is refused the
-/// same way, not as out of order ([`crate::server::refused_batches`]).
+/// same way, not as out of order ([`crate::server::connection::refused_batches`]).
 fn consistent_with_refusals(
     decoded: &ProduceRequest,
     version: i16,
@@ -279,7 +279,7 @@ mod tests {
     use kafka_protocol::messages::TopicName;
 
     use super::*;
-    use crate::server::refused_batches::RefusedBatches;
+    use crate::server::connection::refused_batches::RefusedBatches;
 
     fn request(version: i16, partitions: &[i32]) -> ProduceRequest {
         let mut topic = TopicProduceData::default().with_partition_data(

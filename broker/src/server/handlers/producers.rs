@@ -20,11 +20,11 @@ use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
-use crate::partition::led::Led;
+use crate::partition::served::ServedPartition;
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// InitProducerId versions served.
 pub const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 5);
@@ -99,7 +99,7 @@ pub async fn describe_producers(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>, led: Led, (): ()| -> LocalFuture<_> {
+    let work = |_: Rc<Partitions>, led: ServedPartition, (): ()| -> LocalFuture<_> {
         Box::pin(async move { Ok(producers_of(&led.partition.log.producers())) })
     };
     let described = shard.partitions.fan_out(asked, true, work).await;

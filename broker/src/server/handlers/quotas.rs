@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
-use control::acls::Operation;
-use control::quotas::{check_quota, EntityName, QuotaEntity};
+use control::model::acls::Operation;
+use control::model::quotas::{check_quota, EntityName, QuotaEntity};
 use control::service::ControllerRequest;
 use kafka_protocol::messages::alter_client_quotas_request::EntityData as AlterEntity;
 use kafka_protocol::messages::alter_client_quotas_response::{

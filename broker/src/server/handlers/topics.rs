@@ -29,7 +29,7 @@ use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::server::shard::Shard;
-use control::acls::Operation;
+use control::model::acls::Operation;
 
 /// CreateTopics versions served.
 pub const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 7);
@@ -109,7 +109,7 @@ fn creatable_result(
                 entry = entry.with_topic_id(uuid::Uuid::from_bytes(created.id.0));
             }
             if version >= 5 {
-                let configs = control::config::TOPIC_CONFIG_KEYS
+                let configs = control::model::config::TOPIC_CONFIG_KEYS
                     .iter()
                     .map(|key| {
                         CreatableTopicConfigs::default()

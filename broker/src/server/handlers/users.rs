@@ -48,7 +48,7 @@ pub async fn describe(
 ) -> Result<Outcome, HandlerError> {
     let decoded: DescribeUserScramCredentialsRequest =
         checked(request, check_describe_user_scram_credentials)?;
-    if !caller.may_cluster(control::acls::Operation::Describe) {
+    if !caller.may_cluster(control::model::acls::Operation::Describe) {
         let refused = DescribeUserScramCredentialsResponse::default()
             .with_error_code(CLUSTER_DENIED)
             .with_error_message(Some(StrBytes::from_static_str(
@@ -132,7 +132,7 @@ pub async fn alter(
 ) -> Result<Outcome, HandlerError> {
     let decoded: AlterUserScramCredentialsRequest =
         checked(request, check_alter_user_scram_credentials)?;
-    let allowed = caller.may_cluster(control::acls::Operation::Alter);
+    let allowed = caller.may_cluster(control::model::acls::Operation::Alter);
     let mut by_user: BTreeMap<String, Vec<Result<Change, i8>>> = BTreeMap::new();
     for d in &decoded.deletions {
         let change = ScramMechanism::from_code(d.mechanism)
@@ -211,7 +211,7 @@ fn controller_requests(
     user: &str,
     changes: Vec<Result<Change, i8>>,
 ) -> Result<Vec<ControllerRequest>, Failure> {
-    control::credentials::check_user_name(user)
+    control::model::credentials::check_user_name(user)
         .map_err(|e| (ResponseError::UnacceptableCredential.code(), e.to_string()))?;
     let mut mechanisms = Vec::new();
     let mut requests = Vec::new();
@@ -258,14 +258,14 @@ fn request_for(user: &str, change: Change) -> Result<ControllerRequest, Failure>
             }
             let iterations = u32::try_from(iterations)
                 .map_err(|_| unacceptable(format!("{iterations} iterations")))?;
-            let credential = crate::sasl::credential_from_salted(
+            let credential = crate::security::sasl::credential_from_salted(
                 user,
                 mechanism,
                 salt.to_vec(),
                 iterations,
                 &salted_password,
             );
-            control::credentials::check_credential(&credential)
+            control::model::credentials::check_credential(&credential)
                 .map_err(|e| unacceptable(e.to_string()))?;
             Ok(ControllerRequest::SetScramCredential(credential))
         }

@@ -5,11 +5,11 @@
 //! logged-in user (`User:name`, `User:ANONYMOUS` without a login). A
 //! refusal is 403 with Kafka's code.
 
-use control::acls::{Operation, ResourceType, CLUSTER_NAME};
+use control::model::acls::{Operation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::ResponseError;
 
 use super::{HttpRequest, HttpResponse};
-use crate::authorizer::Authorizer;
+use crate::security::authorizer::Authorizer;
 
 /// What the request at `segments` needs, by resource: None when it may go
 /// on, else the refusal.

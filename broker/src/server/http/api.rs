@@ -130,7 +130,7 @@ fn describe(shard: &Shard, name: &str) -> HttpResponse {
             })
         })
         .collect();
-    let configs: BTreeMap<&str, String> = control::config::TOPIC_CONFIG_KEYS
+    let configs: BTreeMap<&str, String> = control::model::config::TOPIC_CONFIG_KEYS
         .iter()
         .filter_map(|k| topic.config.get(k).map(|v| (*k, v)))
         .collect();

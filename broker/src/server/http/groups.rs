@@ -22,8 +22,8 @@ use crate::groups::consumer_protocol::{
 use crate::groups::membership::Join;
 use crate::groups::records::CommittedOffset;
 use crate::kafka::Code;
-use crate::partition::led::Led;
 use crate::partition::read::Bound;
+use crate::partition::served::ServedPartition;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 
@@ -376,7 +376,7 @@ async fn local_read(
     max_bytes: usize,
 ) -> Result<(Bytes, i64), Code> {
     let route = shard.cluster.route_by_name(topic, partition);
-    let poll = move |_, led: Led| -> LocalFuture<_> {
+    let poll = move |_, led: ServedPartition| -> LocalFuture<_> {
         Box::pin(async move {
             let read = led
                 .read_waiting(offset, max_bytes, Bound::HighWatermark, wait)

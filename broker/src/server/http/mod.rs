@@ -5,18 +5,21 @@
 //! With `http_tls`, HTTPS (the Kafka port's certificate; the handshake
 //! counts in the request's time limit).
 //!
-//! One request per connection (answered with `connection: close`). The
-//! head is bounded (8 KiB), a body needs a Content-Length and is bounded
-//! (`BODY_BYTES_MAX`) before anything is allocated for it; chunked bodies
-//! are refused (411). A bad request gets a JSON error and the connection
-//! closes; the listener carries on. At most [`CONNECTIONS_MAX`] connections
-//! are open ([`CONNECTIONS_PER_IP_MAX`] from one address), and a request
-//! must arrive whole within `connections_max_idle_ms` (at most
-//! [`REQUEST_READ_MAX`]): idle or slow connections cannot hold the
-//! process's file descriptors, and /health stays reachable.
+//! HTTP/1.1 by hyper: keep-alive, pipelined requests and chunked bodies,
+//! with the broker's bounds kept. The head is bounded (8 KiB, else 431),
+//! a body is bounded (`BODY_BYTES_MAX`, else 413) before anything is
+//! allocated for it, declared or chunked (`crate::http_request`). A bad
+//! request gets an error and the connection closes; the listener carries
+//! on. At most [`CONNECTIONS_MAX`] connections are open
+//! ([`CONNECTIONS_PER_IP_MAX`] from one address); between requests, the
+//! next must arrive whole within `connections_max_idle_ms` (at most
+//! [`REQUEST_READ_MAX`]), and an answer must be taken within
+//! [`REQUEST_READ_MAX`] (`deadlines`): idle or slow connections cannot
+//! hold the process's file descriptors, and /health stays reachable.
 
 mod access;
 mod api;
+mod deadlines;
 mod forward;
 mod group_calls;
 mod groups;
@@ -28,19 +31,26 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::{select, Either};
-use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures::{AsyncRead, AsyncWrite};
 use glommio::net::{TcpListener, TcpStream};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::StatusCode;
 
-use super::admission::Admission;
+use super::connection::admission::Admission;
 use super::shard::Shard;
 use super::tls::TlsServer;
-use crate::authorizer::ANONYMOUS;
-use crate::sasl::basic::BasicAuth;
-use control::acls::{Operation, ResourceType};
+use crate::security::authorizer::ANONYMOUS;
+use crate::security::sasl::basic::BasicAuth;
+use control::model::acls::{Operation, ResourceType};
+
+use deadlines::{Answering, Deadlines};
 
 pub use crate::http_request::HttpRequest;
-use crate::http_request::{parse_head, request, Refusal};
+use crate::http_request::{HyperIo, HEAD_BYTES_MAX};
 
 /// Binds the HTTP listener; returns it with the address actually bound.
 pub fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
@@ -85,8 +95,8 @@ pub async fn serve(
                 let tls = tls.as_ref().map(|tls| tls.acceptor());
                 let logins = logins.clone();
                 glommio::spawn_local(async move {
-                    let port = Port { shard, logins };
-                    answer_within(stream, tls, port, read_max).await;
+                    let port = Rc::new(Port { shard, logins });
+                    serve_connection(stream, tls, port, read_max).await;
                     drop(admitted);
                 })
                 .detach();
@@ -138,71 +148,44 @@ impl HttpResponse {
         )
     }
 
-    fn encode(&self) -> Vec<u8> {
-        let mut out = format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            self.status,
-            reason(self.status),
-            self.content_type,
-            self.body.len()
-        )
-        .into_bytes();
-        if self.status == 401 {
-            // Insert the challenge before the blank line ending the head.
-            out.truncate(out.len() - 2);
-            out.extend_from_slice(
-                b"www-authenticate: Basic realm=\"broker\", charset=\"UTF-8\"\r\n\r\n",
-            );
+    /// As hyper sends it; `close` ends the connection after it (the
+    /// request was not read whole, so nothing after it can be).
+    fn into_hyper(self, close: bool) -> hyper::Response<Full<Bytes>> {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = hyper::Response::new(Full::new(Bytes::from(self.body)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(self.content_type));
+        if status == StatusCode::UNAUTHORIZED {
+            let challenge = "Basic realm=\"broker\", charset=\"UTF-8\"";
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
         }
-        out.extend_from_slice(&self.body);
-        out
+        if close {
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
     }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        400 => "Bad Request",
-        404 => "Not Found",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        411 => "Length Required",
-        413 => "Payload Too Large",
-        416 => "Range Not Satisfiable",
-        421 => "Misdirected Request",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Error",
-    }
-}
-
-/// Answers a connection, after its TLS handshake if `tls`; the handshake
-/// and the request must be done within `read_max`.
-async fn answer_within(
+/// Serves a connection, after its TLS handshake if `tls` (done within
+/// `read_max`).
+async fn serve_connection(
     stream: TcpStream,
     tls: Option<futures_rustls::TlsAcceptor>,
-    port: Port,
+    port: Rc<Port>,
     read_max: Duration,
 ) {
-    let mut deadline = Box::pin(glommio::timer::sleep(read_max));
     let peer = stream.peer_addr().ok();
     let Some(tls) = tls else {
-        return answer(stream, peer, port, deadline).await;
+        return serve_http(stream, peer, port, read_max).await;
     };
-    let shard = port.shard.clone();
-    let failure = match select(tls.accept(stream), &mut deadline).await {
-        Either::Left((Ok(stream), _)) => return answer(stream, peer, port, deadline).await,
+    let deadline = Box::pin(glommio::timer::sleep(read_max));
+    let failure = match select(tls.accept(stream), deadline).await {
+        Either::Left((Ok(stream), _)) => return serve_http(stream, peer, port, read_max).await,
         Either::Left((Err(e), _)) => e.to_string(),
         Either::Right(_) => "no handshake in time".to_string(),
     };
-    if let Some(shard) = shard.get() {
+    if let Some(shard) = port.shard.get() {
         let failures = &shard.metrics.tls_handshake_failures;
         failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -216,37 +199,68 @@ struct Port {
     logins: Rc<RefCell<BasicAuth>>,
 }
 
-async fn answer<S, D>(mut stream: S, peer: Option<SocketAddr>, port: Port, deadline: D)
+/// hyper's read buffer per connection: a head (at most 8 KiB) and the
+/// body's bytes as they arrive (what 256 connections may hold: 16 MiB).
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Answers the connection's requests, in order, until it closes, breaks
+/// a bound or waits too long. A client that shuts its side down after
+/// sending (`nc -N`, `curl` with a body from a pipe) still gets its
+/// answers (half-close).
+async fn serve_http<S>(stream: S, peer: Option<SocketAddr>, port: Rc<Port>, read_max: Duration)
 where
-    S: AsyncRead + AsyncWrite + Unpin,
-    D: std::future::Future + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let read = {
-        match select(Box::pin(read_request(&mut stream)), deadline).await {
-            Either::Left((read, _)) => read,
-            Either::Right(_) => Err(Some(HttpResponse::error(
-                408,
-                -1,
-                "the request did not arrive in time",
-            ))),
+    let answering = Answering::new();
+    let stream = Deadlines::new(stream, answering.clone(), read_max, REQUEST_READ_MAX);
+    let service = hyper::service::service_fn(move |request| {
+        let (port, answering) = (port.clone(), answering.clone());
+        async move {
+            answering.started();
+            let (response, close) = answer(request, peer, &port, read_max).await;
+            answering.finished();
+            Ok::<_, std::convert::Infallible>(response.into_hyper(close))
+        }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(READ_BUFFER_BYTES)
+        .max_header_size(HEAD_BYTES_MAX)
+        .header_read_timeout(None)
+        .half_close(true)
+        .serve_connection(HyperIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(?peer, error = %e, "HTTP connection ended");
+    }
+}
+
+/// The answer to one request, and whether the connection must close
+/// after it (its body was refused, so it was not read whole).
+async fn answer(
+    request: hyper::Request<Incoming>,
+    peer: Option<SocketAddr>,
+    port: &Port,
+    read_max: Duration,
+) -> (HttpResponse, bool) {
+    let read = Box::pin(crate::http_request::read(request));
+    let request = match select(read, Box::pin(glommio::timer::sleep(read_max))).await {
+        Either::Left((Ok(request), _)) => request,
+        Either::Left((Err(refusal), _)) => {
+            return (
+                HttpResponse::error(refusal.status, -1, refusal.message),
+                true,
+            )
+        }
+        Either::Right(_) => {
+            let late = HttpResponse::error(408, -1, "the request did not arrive in time");
+            return (late, true);
         }
     };
-    let response = match read {
-        Ok(request) => match port.shard.get().cloned() {
-            Some(shard) => route(&shard, request, peer, &port.logins).await,
-            None => HttpResponse::text(503, "starting\n"),
-        },
-        Err(Some(refusal)) => refusal,
-        Err(None) => return, // the client went away
+    let response = match port.shard.get().cloned() {
+        Some(shard) => route(&shard, request, peer, &port.logins).await,
+        None => HttpResponse::text(503, "starting\n"),
     };
-    // A client that does not take its answer is dropped after the same
-    // limit as one that does not send its request.
-    let write = async {
-        stream.write_all(&response.encode()).await?;
-        stream.close().await
-    };
-    let taken_in_time = Box::pin(glommio::timer::sleep(REQUEST_READ_MAX));
-    let _ = select(Box::pin(write), taken_in_time).await;
+    (response, false)
 }
 
 async fn route(
@@ -331,7 +345,7 @@ fn log_in(
             let view = shard.cluster.view.borrow();
             logins.borrow_mut().verify(header, &view.metadata)
         }
-        None => Err(crate::sasl::Failure::Malformed(
+        None => Err(crate::security::sasl::Failure::Malformed(
             "no Authorization header".into(),
         )),
     };
@@ -367,31 +381,3 @@ async fn log_in_or_wait(
 
 /// How long an API request made while the broker starts waits for it.
 const API_READY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Reads one request: its head (bounded), then a body of Content-Length
-/// bytes (bounded), parsed by [`crate::http_request`]. `Err(Some(..))`
-/// answers a bad request; `Err(None)`: the client hung up.
-async fn read_request<S>(stream: &mut S) -> Result<HttpRequest, Option<HttpResponse>>
-where
-    S: AsyncRead + Unpin,
-{
-    let refused = |r: Refusal| Some(HttpResponse::error(r.status, -1, r.message));
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head = loop {
-        if let Some(head) = parse_head(&buffer).map_err(refused)? {
-            break head;
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return Err(None),
-            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let mut body = buffer.split_off(head.head_bytes);
-    let have = body.len();
-    body.resize(head.content_length, 0);
-    if stream.read_exact(&mut body[have..]).await.is_err() {
-        return Err(None);
-    }
-    Ok(request(&head, body))
-}

@@ -1,0 +1,470 @@
+//! `broker group ...`: list, describe (members, committed offsets, lag),
+//! reset offsets (replay) and delete consumer groups, as
+//! `kafka-consumer-groups.sh` does.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use clap::{ArgGroup, Args, Subcommand};
+
+use client::cluster::Cluster;
+use client::connection::ClientError;
+use client::consumer::{list_offsets, StartAt};
+use client::groups::MemberDescription;
+use kafka_protocol::ResponseError;
+
+use crate::groups::consumer_protocol::assigned_partitions;
+use crate::groups::lag::PartitionLag;
+
+/// Where `group reset-offsets` moves a group's committed offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    /// Each partition's earliest offset.
+    Earliest,
+    /// Each partition's end: skip everything not yet read.
+    Latest,
+    /// The first offset with a timestamp at or after this (ms since the epoch).
+    Datetime(i64),
+    /// This offset (clamped to what the partition holds).
+    Offset(i64),
+    /// The committed offset moved by this many (clamped).
+    ShiftBy(i64),
+}
+
+/// A `broker group` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupCommand {
+    /// `group list`.
+    List,
+    /// `group describe NAME`.
+    Describe(String),
+    /// `group reset-offsets NAME`.
+    Reset {
+        /// The group.
+        group: String,
+        /// The topics whose offsets move (empty: every topic with a commit).
+        topics: Vec<String>,
+        /// Where to.
+        to: ResetTo,
+        /// Only print the plan.
+        dry_run: bool,
+    },
+    /// `group delete NAME`.
+    Delete(String),
+}
+
+/// A `broker group` command line.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum GroupArgs {
+    /// Lists the consumer groups.
+    #[command(after_help = "Example:\n  broker group list")]
+    List,
+    /// A group's state, members and their partitions, committed offsets
+    /// and lag.
+    #[command(after_help = "Example:\n  broker group describe billing")]
+    Describe {
+        /// The group.
+        name: String,
+    },
+    /// Moves a group's committed offsets, to replay or to skip; the group
+    /// must have no members.
+    #[command(after_help = "Examples:\n  \
+        broker group reset-offsets billing --topic orders --to-datetime 2026-11-30T08:00:00Z\n  \
+        broker group reset-offsets billing --all-topics --shift-by -100 --dry-run")]
+    ResetOffsets(ResetArgs),
+    /// Deletes a group and its committed offsets (it must have no members).
+    #[command(after_help = "Example:\n  broker group delete billing")]
+    Delete {
+        /// The group.
+        name: String,
+    },
+}
+
+/// `group reset-offsets`: exactly one target, and topics or all of them.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+#[command(
+    group(ArgGroup::new("scope").required(true).args(["topics", "all_topics"])),
+    group(ArgGroup::new("target").required(true).args(
+        ["to_earliest", "to_latest", "to_datetime", "to_offset", "shift_by"]
+    )),
+)]
+pub struct ResetArgs {
+    /// The group.
+    pub name: String,
+    /// A topic whose offsets move (repeatable).
+    #[arg(long = "topic", value_name = "TOPIC")]
+    pub topics: Vec<String>,
+    /// Every topic the group has committed offsets for.
+    #[arg(long)]
+    pub all_topics: bool,
+    /// To each partition's earliest offset.
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// To each partition's end: skip everything not yet read.
+    #[arg(long)]
+    pub to_latest: bool,
+    /// To the first offset at or after this time (no zone: UTC).
+    #[arg(long, value_name = "YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM]", value_parser = parse_datetime)]
+    pub to_datetime: Option<i64>,
+    /// To this offset (clamped to what each partition holds).
+    #[arg(long, value_name = "OFFSET", allow_negative_numbers = true)]
+    pub to_offset: Option<i64>,
+    /// The committed offset moved by N (negative: back; clamped).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub shift_by: Option<i64>,
+    /// Prints the new offsets without committing them.
+    #[arg(long, conflicts_with = "execute")]
+    pub dry_run: bool,
+    /// Commits the new offsets: the default here, accepted because
+    /// Kafka's tool requires it.
+    #[arg(long)]
+    pub execute: bool,
+}
+
+impl GroupArgs {
+    /// The command the line names.
+    pub fn command(self) -> GroupCommand {
+        match self {
+            GroupArgs::List => GroupCommand::List,
+            GroupArgs::Describe { name } => GroupCommand::Describe(name),
+            GroupArgs::Delete { name } => GroupCommand::Delete(name),
+            GroupArgs::ResetOffsets(reset) => {
+                let to = match (reset.to_datetime, reset.to_offset, reset.shift_by) {
+                    (Some(at), _, _) => ResetTo::Datetime(at),
+                    (_, Some(offset), _) => ResetTo::Offset(offset),
+                    (_, _, Some(by)) => ResetTo::ShiftBy(by),
+                    _ if reset.to_earliest => ResetTo::Earliest,
+                    _ => ResetTo::Latest,
+                };
+                GroupCommand::Reset {
+                    group: reset.name,
+                    topics: reset.topics,
+                    to,
+                    dry_run: reset.dry_run,
+                }
+            }
+        }
+    }
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` (no zone: UTC)
+/// into milliseconds since the epoch.
+pub fn parse_datetime(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text}: expected YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM]");
+    let (date, rest) = text.split_once('T').ok_or_else(bad)?;
+    let mut ymd = date.split('-').map(|p| p.parse::<i64>());
+    let (Some(Ok(year)), Some(Ok(month)), Some(Ok(day)), None) =
+        (ymd.next(), ymd.next(), ymd.next(), ymd.next())
+    else {
+        return Err(bad());
+    };
+    // Split off the zone.
+    let (time, offset_minutes) = if let Some(time) = rest.strip_suffix('Z') {
+        (time, 0)
+    } else if let Some(at) = rest.rfind(['+', '-']) {
+        let (time, zone) = rest.split_at(at);
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let (h, m) = zone[1..].split_once(':').ok_or_else(bad)?;
+        let h: i64 = h.parse().map_err(|_| bad())?;
+        let m: i64 = m.parse().map_err(|_| bad())?;
+        (time, sign * (h * 60 + m))
+    } else {
+        (rest, 0)
+    };
+    let (hms, millis) = match time.split_once('.') {
+        Some((hms, fraction)) => {
+            let digits: String = fraction.chars().chain("000".chars()).take(3).collect();
+            (hms, digits.parse::<i64>().map_err(|_| bad())?)
+        }
+        None => (time, 0),
+    };
+    let mut parts = hms.split(':').map(|p| p.parse::<i64>());
+    let (Some(Ok(hour)), Some(Ok(minute)), Some(Ok(second)), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let valid = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..=60).contains(&second);
+    if !valid {
+        return Err(bad());
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Ok(seconds * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Runs a group command; returns what to print.
+pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String, ClientError> {
+    let mut out = String::new();
+    match command {
+        GroupCommand::List => {
+            let _ = writeln!(out, "{:<40} {:<20} PROTOCOL-TYPE", "GROUP", "STATE");
+            for g in cluster.list_groups().await? {
+                let _ = writeln!(out, "{:<40} {:<20} {}", g.group, g.state, g.protocol_type);
+            }
+        }
+        GroupCommand::Describe(group) => describe(cluster, &group, &mut out).await?,
+        GroupCommand::Reset {
+            group,
+            topics,
+            to,
+            dry_run,
+        } => reset(cluster, &group, topics, to, dry_run, &mut out).await?,
+        GroupCommand::Delete(group) => {
+            cluster.delete_group(&group).await?;
+            let _ = writeln!(out, "deleted group {group}");
+        }
+    }
+    Ok(out)
+}
+
+/// Each partition's (log start, log end) for the given topic's partitions.
+async fn bounds_of(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, (i64, i64)>, ClientError> {
+    let starts = list_offsets(cluster, topic, partitions, StartAt::Earliest).await?;
+    let ends = list_offsets(cluster, topic, partitions, StartAt::Latest).await?;
+    Ok(starts
+        .into_iter()
+        .map(|(p, start)| (p, (start, ends.get(&p).copied().unwrap_or(start))))
+        .collect())
+}
+
+/// `group describe`: the group's state, its members with their
+/// assignments, then every partition committed or assigned with its lag.
+async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
+    let description = cluster.describe_group(group).await?;
+    let committed = cluster.committed_offsets(group, None).await?;
+    if description.state == "Dead" && committed.is_empty() {
+        return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
+    }
+    let _ = writeln!(
+        out,
+        "group {group}: {}, {} members, protocol {}/{}",
+        description.state,
+        description.members.len(),
+        description.protocol_type,
+        description.protocol
+    );
+    let owners = write_members(&description.members, out);
+    // Every partition committed or assigned, with its lag.
+    let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in committed.keys().chain(owners.keys()) {
+        let partitions = by_topic.entry(topic.clone()).or_default();
+        if !partitions.contains(partition) {
+            partitions.push(*partition);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  MEMBER",
+        "TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "RETENTION-MARGIN"
+    );
+    for (topic, mut partitions) in by_topic {
+        partitions.sort_unstable();
+        let bounds = bounds_of(cluster, &topic, &partitions).await?;
+        for p in partitions {
+            let key = (topic.clone(), p);
+            let (log_start, log_end) = bounds.get(&p).copied().unwrap_or((0, 0));
+            let lag = PartitionLag {
+                committed: committed.get(&key).copied(),
+                log_start,
+                log_end,
+            };
+            let owner = owners.get(&key).map_or("-", |m| m.as_str());
+            write_lag_row(out, &key, &lag, owner);
+        }
+    }
+    Ok(())
+}
+
+/// Writes a line per member; returns who owns each assigned partition.
+fn write_members(
+    members: &[MemberDescription],
+    out: &mut String,
+) -> BTreeMap<(String, i32), String> {
+    let mut owners = BTreeMap::new();
+    for member in members {
+        let assigned = assigned_partitions(&member.assignment).unwrap_or_default();
+        let instance = member
+            .instance_id
+            .as_ref()
+            .map(|i| format!(" instance {i}"))
+            .unwrap_or_default();
+        let partitions = assigned
+            .iter()
+            .map(|(t, ps)| format!("{t}{ps:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(
+            out,
+            "  member {} client {} host {}{instance} assigned {partitions}",
+            member.member_id, member.client_id, member.client_host,
+        );
+        for (topic, partitions) in assigned {
+            for p in partitions {
+                owners.insert((topic.clone(), p), member.member_id.clone());
+            }
+        }
+    }
+    owners
+}
+
+fn write_lag_row(out: &mut String, (topic, p): &(String, i32), lag: &PartitionLag, owner: &str) {
+    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  {}",
+        topic,
+        p,
+        show(lag.committed),
+        lag.log_start,
+        lag.log_end,
+        lag.lag(),
+        show(lag.retention_margin()),
+        owner
+    );
+}
+
+/// `group reset-offsets`: moves an empty group's committed offsets (each
+/// clamped to its partition's log), or prints the plan on a dry run.
+async fn reset(
+    cluster: &Cluster,
+    group: &str,
+    topics: Vec<String>,
+    to: ResetTo,
+    dry_run: bool,
+    out: &mut String,
+) -> Result<(), ClientError> {
+    let description = cluster.describe_group(group).await?;
+    if !description.members.is_empty() {
+        return Err(ClientError::Refused(
+            ResponseError::NonEmptyGroup.code(),
+            format!(
+                "group {group} has {} active members: offsets can only be reset while it has none",
+                description.members.len()
+            ),
+        ));
+    }
+    let committed = cluster.committed_offsets(group, None).await?;
+    let topics: Vec<String> = if topics.is_empty() {
+        let mut all: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
+        all.dedup();
+        all
+    } else {
+        topics
+    };
+    let mut plan: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for topic in &topics {
+        plan.extend(reset_targets(cluster, topic, to, &committed).await?);
+    }
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12}",
+        "TOPIC", "PARTITION", "OLD", "NEW"
+    );
+    for ((topic, p), new) in &plan {
+        let old = committed
+            .get(&(topic.clone(), *p))
+            .map_or("-".to_string(), |o| o.to_string());
+        let _ = writeln!(out, "{topic:<30} {p:>9} {old:>12} {new:>12}");
+    }
+    if dry_run {
+        let _ = writeln!(out, "dry run: nothing changed");
+    } else {
+        cluster.commit_offsets(group, &plan).await?;
+        let _ = writeln!(out, "reset {} partitions of group {group}", plan.len());
+    }
+    Ok(())
+}
+
+/// Where a reset moves each partition of `topic`, within its log.
+async fn reset_targets(
+    cluster: &Cluster,
+    topic: &str,
+    to: ResetTo,
+    committed: &BTreeMap<(String, i32), i64>,
+) -> Result<Vec<((String, i32), i64)>, ClientError> {
+    let info = cluster.topic_info(topic, false).await?;
+    let partitions: Vec<i32> = (0..info.leaders.len() as i32).collect();
+    let bounds = bounds_of(cluster, topic, &partitions).await?;
+    let by_time = match to {
+        ResetTo::Datetime(ms) => {
+            Some(list_offsets(cluster, topic, &partitions, StartAt::Timestamp(ms)).await?)
+        }
+        _ => None,
+    };
+    let mut targets = Vec::new();
+    for p in partitions {
+        let (start, end) = bounds.get(&p).copied().unwrap_or((0, 0));
+        let current = committed.get(&(topic.to_string(), p)).copied();
+        let target = match to {
+            ResetTo::Earliest => start,
+            ResetTo::Latest => end,
+            // No record at or after the time: the end.
+            ResetTo::Datetime(_) => by_time
+                .as_ref()
+                .and_then(|m| m.get(&p).copied())
+                .filter(|o| *o >= 0)
+                .unwrap_or(end),
+            ResetTo::Offset(o) => o,
+            ResetTo::ShiftBy(n) => current.unwrap_or(start).saturating_add(n),
+        };
+        targets.push(((topic.to_string(), p), target.clamp(start, end)));
+    }
+    Ok(targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetimes_parse_to_epoch_millis() {
+        assert_eq!(parse_datetime("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(
+            parse_datetime("2026-01-01T00:00:42.5Z"),
+            Ok(1_767_225_642_500)
+        );
+        assert_eq!(
+            parse_datetime("2026-01-01T00:00:42"),
+            Ok(1_767_225_642_000),
+            "no zone is UTC"
+        );
+        assert_eq!(
+            parse_datetime("2026-01-01T02:00:42+02:00"),
+            Ok(1_767_225_642_000)
+        );
+        assert_eq!(
+            parse_datetime("2025-12-31T23:30:42-00:30"),
+            Ok(1_767_225_642_000)
+        );
+        assert_eq!(parse_datetime("2000-03-01T00:00:00Z"), Ok(951_868_800_000));
+        for bad in [
+            "2026-01-01",
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "2026-01-01T25:00:00",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The `broker` binary's command line (clap): `broker serve` (also
+//! `broker` alone) runs the broker; the admin subcommands talk the Kafka
+//! protocol to a running one, as `rpk` or Kafka's scripts do; `dump-log`
+//! and `dump-metadata` read a stopped broker's files; `completion` prints
+//! a shell's completion script. One file per command family; every
+//! subcommand answers `--help` with its flags and an example.
+
+pub mod acl;
+pub mod cluster;
+pub mod dump_log;
+pub mod dump_metadata;
+pub mod group;
+pub mod quota;
+pub mod target;
+pub mod topic;
+pub mod user;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::CommandLine;
+use target::TargetArgs;
+
+/// The examples under `broker --help`.
+const EXAMPLES: &str = "Examples:
+  broker                                  # serve with embedded defaults (data in ./data, Kafka on :9092)
+  broker serve --data-dir /var/lib/broker --kafka-listen 0.0.0.0:9092
+  broker topic create orders --partitions 8
+  broker group describe billing --brokers 10.0.0.1:9092
+  broker completion bash > /etc/bash_completion.d/broker";
+
+/// A thread-per-core commit log that speaks the Kafka protocol.
+#[derive(Parser, Debug)]
+#[command(
+    name = "broker",
+    version,
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `broker` alone serves: its flags are `broker serve`'s.
+    #[command(flatten)]
+    pub serve: CommandLine,
+}
+
+/// A subcommand.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Runs the broker (settings from the flags, BROKER_* variables and
+    /// the TOML file, in that order of precedence: docs/configuration.md).
+    #[command(after_help = "Example:\n  \
+        broker serve --config /etc/broker.toml --node-id 1 --data-dir /var/lib/broker")]
+    Serve(CommandLine),
+    /// Topics: create, list, describe, alter, delete.
+    Topic {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: topic::TopicCommand,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// The cluster's brokers and controller.
+    Cluster {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Consumer groups: list, describe, reset offsets, delete.
+    Group {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: group::GroupArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// SASL/SCRAM users: create, delete, list.
+    User {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: user::UserArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// ACLs: create, list, delete.
+    Acl {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: acl::AclArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Client quotas: set, remove, list.
+    Quota {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: quota::QuotaArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Prints a stopped partition's batches: base, last, epoch, records,
+    /// bytes, CRC.
+    #[command(after_help = "Example:\n  broker dump-log data/partitions/orders.<topic id>/0")]
+    DumpLog {
+        /// The partition's directory.
+        partition_dir: PathBuf,
+    },
+    /// Prints a stopped broker's metadata: snapshot, hard state, log
+    /// entries.
+    #[command(after_help = "Example:\n  broker dump-metadata data/metadata")]
+    DumpMetadata {
+        /// The broker's metadata directory.
+        metadata_dir: PathBuf,
+    },
+    /// Prints the completion script of a shell.
+    #[command(after_help = "Example:\n  broker completion bash > /etc/bash_completion.d/broker")]
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What a command line asks for, once parsed.
+pub enum Action {
+    /// Run the broker with these flags.
+    Serve(CommandLine),
+    /// Run an admin or offline command; what it prints.
+    Print(Result<String, String>),
+}
+
+impl Cli {
+    /// The action of a parsed command line. Admin commands run here (they
+    /// connect to the brokers and wait for the answers).
+    pub fn action(self) -> Action {
+        let command = match self.command {
+            None => return Action::Serve(self.serve),
+            Some(Command::Serve(line)) => return Action::Serve(line),
+            Some(command) => command,
+        };
+        Action::Print(run(command))
+    }
+}
+
+/// Runs a command other than `serve`; what to print.
+fn run(command: Command) -> Result<String, String> {
+    match command {
+        Command::Serve(_) => unreachable!("serve is not run here"),
+        Command::Topic { command, target } => target
+            .target()?
+            .run(|c| async move { topic::execute(&c, command).await }),
+        Command::Cluster { command, target } => target
+            .target()?
+            .run(|c| async move { cluster::execute(&c, command).await }),
+        Command::Group { command, target } => {
+            let command = command.command();
+            target
+                .target()?
+                .run(|c| async move { group::execute(&c, command).await })
+        }
+        Command::User { command, target } => {
+            let command = command.command()?;
+            target
+                .target()?
+                .run(|c| async move { user::execute(&c, command).await })
+        }
+        Command::Acl { command, target } => {
+            let command = command.command()?;
+            target
+                .target()?
+                .run(|c| async move { acl::execute(&c, command).await })
+        }
+        Command::Quota { command, target } => {
+            let command = command.command()?;
+            target
+                .target()?
+                .run(|c| async move { quota::execute(&c, command).await })
+        }
+        Command::DumpLog { partition_dir } => dump_log::run(partition_dir),
+        Command::DumpMetadata { metadata_dir } => dump_metadata::run(metadata_dir),
+        Command::Completion { shell } => {
+            let mut script = Vec::new();
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "broker", &mut script);
+            String::from_utf8(script).map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! `broker topic ...`: create, list, describe, alter and delete topics, as
+//! `kafka-topics.sh` and `rpk topic` do, and list a topic's idempotent
+//! producers.
+
+use std::fmt::Write as _;
+
+use clap::{ArgGroup, Subcommand};
+use client::cluster::Cluster;
+use client::connection::ClientError;
+
+/// A `broker topic` command.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum TopicCommand {
+    /// Creates a topic.
+    #[command(after_help = "Example:\n  \
+        broker topic create orders --partitions 8 --config retention.ms=86400000")]
+    Create {
+        /// The topic's name.
+        name: String,
+        /// Partitions (default: the broker's num.partitions).
+        #[arg(long)]
+        partitions: Option<i32>,
+        /// Replicas of each partition (default: the broker's
+        /// default.replication.factor).
+        #[arg(long)]
+        replication_factor: Option<i16>,
+        /// A topic setting, as Kafka names it (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+        configs: Vec<(String, String)>,
+    },
+    /// Lists the topics and their partition counts.
+    #[command(after_help = "Example:\n  broker topic list --brokers 10.0.0.1:9092")]
+    List,
+    /// A topic's partitions (leader, epoch, replicas, ISR) and settings.
+    #[command(after_help = "Example:\n  broker topic describe orders")]
+    Describe {
+        /// The topic.
+        name: String,
+    },
+    /// Each partition's idempotent producers (id, epoch, last sequence).
+    #[command(after_help = "Example:\n  broker topic describe-producers orders")]
+    DescribeProducers {
+        /// The topic.
+        name: String,
+    },
+    /// Sets or resets topic settings.
+    #[command(
+        group(ArgGroup::new("change").required(true).multiple(true).args(["configs", "delete_config"])),
+        after_help = "Example:\n  \
+            broker topic alter orders --config max.message.bytes=2097152 --delete-config retention.ms"
+    )]
+    Alter {
+        /// The topic.
+        name: String,
+        /// A setting to set (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+        configs: Vec<(String, String)>,
+        /// A setting to reset to the broker's default (repeatable).
+        #[arg(long, value_name = "KEY")]
+        delete_config: Vec<String>,
+    },
+    /// Deletes a topic and its data.
+    #[command(after_help = "Example:\n  broker topic delete orders")]
+    Delete {
+        /// The topic.
+        name: String,
+    },
+}
+
+/// `KEY=VALUE`, as `--config` takes it.
+fn key_value(pair: &str) -> Result<(String, String), String> {
+    let (key, value) = pair
+        .split_once('=')
+        .ok_or(format!("{pair}: expected KEY=VALUE"))?;
+    Ok((key.to_string(), value.to_string()))
+}
+
+/// Runs a topic command; what to print.
+pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String, ClientError> {
+    let mut out = String::new();
+    match command {
+        TopicCommand::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            let configs: Vec<(&str, &str)> = configs
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            // -1: the broker's default, as CreateTopics takes it.
+            let (partitions, replicas) =
+                (partitions.unwrap_or(-1), replication_factor.unwrap_or(-1));
+            cluster
+                .create_topic(&name, partitions, replicas, &configs)
+                .await?;
+            let partitions = cluster.topic(&name).map_or(0, |t| t.leaders.len());
+            let _ = writeln!(out, "created topic {name} with {partitions} partitions");
+        }
+        TopicCommand::List => {
+            let _ = writeln!(out, "{:<40} {:>10}", "TOPIC", "PARTITIONS");
+            for topic in cluster.list_topics().await? {
+                let _ = writeln!(out, "{:<40} {:>10}", topic.name, topic.leaders.len());
+            }
+        }
+        TopicCommand::Describe { name } => out = describe(cluster, &name).await?,
+        TopicCommand::DescribeProducers { name } => {
+            out = describe_producers(cluster, &name).await?
+        }
+        TopicCommand::Alter {
+            name,
+            configs,
+            delete_config,
+        } => {
+            let changes: Vec<(&str, Option<&str>)> = configs
+                .iter()
+                .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+                .chain(delete_config.iter().map(|k| (k.as_str(), None)))
+                .collect();
+            cluster.alter_configs(&name, &changes).await?;
+            let _ = writeln!(out, "altered topic {name}");
+        }
+        TopicCommand::Delete { name } => {
+            cluster.delete_topic(&name).await?;
+            let _ = writeln!(out, "deleted topic {name}");
+        }
+    }
+    Ok(out)
+}
+
+/// `topic describe`: partitions with leader, epoch, replicas and ISR,
+/// then every config and whether it is set or the default.
+async fn describe(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
+    let mut out = String::new();
+    cluster.refresh(Some(&[name]), false).await?;
+    let topic = cluster.topic(name).ok_or(ClientError::Broker(
+        kafka_protocol::ResponseError::UnknownTopicOrPartition.code(),
+    ))?;
+    let _ = writeln!(
+        out,
+        "topic {} id {} partitions {}",
+        topic.name,
+        topic.id,
+        topic.leaders.len()
+    );
+    for (index, leader) in topic.leaders.iter().enumerate() {
+        let info = topic.partitions.get(index).cloned().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  partition {index} leader {leader} epoch {} replicas {:?} isr {:?}",
+            info.leader_epoch, info.replicas, info.isr
+        );
+    }
+    let _ = writeln!(out, "configs:");
+    for entry in cluster.describe_configs(name).await? {
+        let origin = if entry.is_default { "default" } else { "set" };
+        let _ = writeln!(
+            out,
+            "  {} = {} ({origin})",
+            entry.name,
+            entry.value.unwrap_or_default()
+        );
+    }
+    Ok(out)
+}
+
+/// `topic describe-producers`: each partition's idempotent producers.
+async fn describe_producers(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
+    let mut out = String::new();
+    for (partition, producers) in cluster.describe_producers(name).await? {
+        match producers {
+            Ok(producers) if producers.is_empty() => {
+                let _ = writeln!(out, "partition {partition}: no idempotent producers");
+            }
+            Ok(producers) => {
+                for p in producers {
+                    let _ = writeln!(
+                        out,
+                        "partition {partition} producer {} epoch {} last sequence {} last timestamp {}",
+                        p.producer_id, p.epoch, p.last_sequence, p.last_timestamp
+                    );
+                }
+            }
+            Err(code) => {
+                let _ = writeln!(out, "partition {partition}: error code {code}");
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,191 @@
+//! Metadata records: the commands of the metadata log. The controller
+//! proposes them through Raft; every broker applies the committed ones in
+//! order to its copy of the metadata.
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::model::acls::AclBinding;
+use crate::model::config::TopicConfig;
+use crate::model::credentials::{ScramCredential, ScramMechanism};
+use crate::model::error::MetadataError;
+use crate::model::quotas::QuotaEntity;
+use crate::model::types::{
+    BrokerId, ClusterId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId,
+};
+
+/// A broker announcing itself (a new process: a new incarnation).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BrokerRegistration {
+    /// Node id.
+    pub id: BrokerId,
+    /// Larger than any earlier registration of this id.
+    pub incarnation: Incarnation,
+    /// Where clients reach its Kafka listener, `host:port`.
+    pub listener: String,
+    /// Its rack (failure domain), if configured.
+    pub rack: Option<String>,
+    /// How many shards (cores) it runs.
+    pub shards: u16,
+}
+
+/// One of a broker's listeners: its name and where clients of that
+/// listener reach the broker (Kafka's advertised.listeners entry).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BrokerEndpoint {
+    /// The listener's name (`INTERNAL`, `EXTERNAL`, `SASL_SSL`, ...).
+    pub listener: String,
+    /// `host:port`.
+    pub address: String,
+}
+
+/// Where one partition's replicas live.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct PartitionAssignment {
+    /// The replicas; the first is the preferred leader.
+    pub replicas: Vec<BrokerId>,
+    /// For each replica, the shard of its broker that owns it.
+    pub shards: Vec<ShardId>,
+}
+
+/// A new leader and/or ISR for one partition.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct PartitionChange {
+    /// The topic.
+    pub topic: TopicId,
+    /// The partition.
+    pub partition: PartitionId,
+    /// The partition epoch the change was computed from.
+    pub expected_epoch: PartitionEpoch,
+    /// The new leader (None: no replica can lead; the partition is offline).
+    pub leader: Option<BrokerId>,
+    /// The new in-sync replica set.
+    pub isr: Vec<BrokerId>,
+    /// The leader comes from outside the ISR (the topic must allow it).
+    pub unclean: bool,
+}
+
+/// One command of the metadata log.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug), attr(allow(missing_docs)))]
+pub enum MetadataRecord {
+    /// A broker process started.
+    RegisterBroker(BrokerRegistration),
+    /// Its heartbeats stopped, or it shut down: it may lead nothing.
+    FenceBroker {
+        /// The broker.
+        id: BrokerId,
+        /// The life being fenced.
+        incarnation: Incarnation,
+    },
+    /// It is alive and caught up: it may lead again.
+    UnfenceBroker {
+        /// The broker.
+        id: BrokerId,
+        /// The life being unfenced.
+        incarnation: Incarnation,
+    },
+    /// A topic is created with its partitions placed.
+    CreateTopic {
+        /// Chosen by the proposer, so every replica applies the same id.
+        id: TopicId,
+        /// The name.
+        name: String,
+        /// Its configuration.
+        config: TopicConfig,
+        /// One assignment per partition.
+        partitions: Vec<PartitionAssignment>,
+    },
+    /// A topic is deleted.
+    DeleteTopic {
+        /// The topic.
+        id: TopicId,
+    },
+    /// Partitions are added to a topic.
+    CreatePartitions {
+        /// The topic.
+        topic: TopicId,
+        /// One assignment per new partition.
+        partitions: Vec<PartitionAssignment>,
+    },
+    /// A topic's configuration is replaced.
+    AlterTopicConfig {
+        /// The topic.
+        topic: TopicId,
+        /// The whole new configuration.
+        config: TopicConfig,
+    },
+    /// A partition's leader or ISR changes.
+    ChangePartition(PartitionChange),
+    /// The cluster gets its id (once, from its first active controller).
+    /// Appended last: records written before it decode unchanged.
+    SetClusterId {
+        /// The id.
+        id: ClusterId,
+    },
+    /// A block of producer ids `[first, first + size)` goes to a broker:
+    /// the cluster's next free id moves past it, so no id is handed out
+    /// twice, even by a broker that restarts and asks again.
+    AllocateProducerIds {
+        /// The broker that hands them out.
+        broker: BrokerId,
+        /// The first id: the cluster's next free one.
+        first: i64,
+        /// How many.
+        size: i64,
+    },
+    /// A user's SCRAM credential for one mechanism is set (created or
+    /// replaced). Appended last, as every record after it will be.
+    SetScramCredential(ScramCredential),
+    /// A user's SCRAM credential for one mechanism is removed.
+    DeleteScramCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// ACLs are added (those already there stay once).
+    CreateAcls(Vec<AclBinding>),
+    /// ACLs are removed (those not there are skipped).
+    DeleteAcls(Vec<AclBinding>),
+    /// A client quota is set (or removed, with no value).
+    SetClientQuota {
+        /// Who it is for.
+        entity: QuotaEntity,
+        /// Which quota (`producer_byte_rate`, `consumer_byte_rate`).
+        key: String,
+        /// Bytes per second; None removes it.
+        value: Option<u64>,
+    },
+    /// A broker life's listeners (proposed right after its registration,
+    /// which keeps the inter-broker one in `listener`).
+    SetBrokerEndpoints {
+        /// The broker.
+        id: BrokerId,
+        /// The life they belong to.
+        incarnation: Incarnation,
+        /// One per listener, names unique.
+        endpoints: Vec<BrokerEndpoint>,
+    },
+}
+
+impl MetadataRecord {
+    /// The record's bytes in the metadata log (rkyv).
+    pub fn encode(&self) -> Vec<u8> {
+        rkyv::to_bytes::<rkyv::rancor::Error>(self)
+            .expect("metadata records always serialize")
+            .to_vec()
+    }
+
+    /// Decodes and validates a record read from the metadata log.
+    pub fn decode(bytes: &[u8]) -> Result<MetadataRecord, MetadataError> {
+        // rkyv needs aligned input; log entries come from arbitrary buffers.
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        aligned.extend_from_slice(bytes);
+        rkyv::from_bytes::<MetadataRecord, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| MetadataError::Decode(e.to_string()))
+    }
+}

@@ -1,0 +1,450 @@
+//! The bytes of a metadata snapshot: a versioned envelope around the rkyv
+//! archive of [`Metadata`], so the state can grow fields while snapshots
+//! written by earlier versions still load.
+//!
+//! `[magic: 4 bytes][version u8][rkyv archive]`. Version 1 has no
+//! envelope: the bare archive of the state as it was before
+//! `deleted_topics` ([`MetadataV1`]); version 2 added `deleted_topics`
+//! ([`MetadataV2`]); version 3 added `cluster_id` ([`MetadataV3`]); version
+//! 4 added the producer id blocks ([`MetadataV4`]); version 5 added the
+//! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
+//! ([`MetadataV6`]); version 7 added the client quotas ([`MetadataV7`]);
+//! version 8 adds the brokers' listeners. The frozen layouts
+//! below never change.
+//! A new field means a new version number and a frozen copy of the
+//! previous layout here.
+//!
+//! Caution: every frozen layout holds the live [`Broker`] and [`Topic`],
+//! so changing either changes them all (and versions 5 and 6 hold the
+//! live `ScramCredential`, version 6 the live `AclBinding`: freeze copies
+//! of those too before changing them). The fixtures under
+//! broker/tests/fixtures (snapshots an earlier version wrote, with brokers
+//! and topics) stop loading if that happens; freeze copies of the two
+//! here before changing them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::model::acls::AclBinding;
+use crate::model::credentials::{ScramCredential, ScramMechanism};
+use crate::model::error::MetadataError;
+use crate::model::quotas::QuotaEntity;
+use crate::model::types::{BrokerId, ClusterId, TopicId};
+use crate::model::{Broker, Metadata, Topic};
+
+/// Marks an enveloped snapshot. The first byte is not printable, so a
+/// version 1 archive (which starts with the bytes of a name or address)
+/// does not begin with it in practice; a misread would fail validation.
+const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
+/// The version written now: [`Metadata`] with the brokers' listeners.
+const VERSION_CURRENT: u8 = 8;
+/// [`MetadataV7`].
+const VERSION_7: u8 = 7;
+/// [`MetadataV6`].
+const VERSION_6: u8 = 6;
+/// [`MetadataV5`].
+const VERSION_5: u8 = 5;
+/// [`MetadataV4`].
+const VERSION_4: u8 = 4;
+/// [`MetadataV2`].
+const VERSION_2: u8 = 2;
+/// [`MetadataV3`].
+const VERSION_3: u8 = 3;
+
+/// The state as version 1 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV1 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+}
+
+impl From<MetadataV1> for Metadata {
+    fn from(v1: MetadataV1) -> Metadata {
+        Metadata {
+            brokers: v1.brokers,
+            topics: v1.topics,
+            names: v1.names,
+            unclean_leader_elections: v1.unclean_leader_elections,
+            deleted_topics: BTreeSet::new(),
+            cluster_id: None,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 2 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV2 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+}
+
+impl From<MetadataV2> for Metadata {
+    fn from(v2: MetadataV2) -> Metadata {
+        Metadata {
+            brokers: v2.brokers,
+            topics: v2.topics,
+            names: v2.names,
+            unclean_leader_elections: v2.unclean_leader_elections,
+            deleted_topics: v2.deleted_topics,
+            cluster_id: None,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 3 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV3 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+}
+
+impl From<MetadataV3> for Metadata {
+    fn from(v3: MetadataV3) -> Metadata {
+        Metadata {
+            brokers: v3.brokers,
+            topics: v3.topics,
+            names: v3.names,
+            unclean_leader_elections: v3.unclean_leader_elections,
+            deleted_topics: v3.deleted_topics,
+            cluster_id: v3.cluster_id,
+            next_producer_id: 0,
+            producer_id_blocks: BTreeMap::new(),
+            scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 4 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV4 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+}
+
+impl From<MetadataV4> for Metadata {
+    fn from(v4: MetadataV4) -> Metadata {
+        Metadata {
+            brokers: v4.brokers,
+            topics: v4.topics,
+            names: v4.names,
+            unclean_leader_elections: v4.unclean_leader_elections,
+            deleted_topics: v4.deleted_topics,
+            cluster_id: v4.cluster_id,
+            next_producer_id: v4.next_producer_id,
+            producer_id_blocks: v4.producer_id_blocks,
+            scram_credentials: BTreeMap::new(),
+            acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 5 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV5 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+}
+
+impl From<MetadataV5> for Metadata {
+    fn from(v5: MetadataV5) -> Metadata {
+        Metadata {
+            brokers: v5.brokers,
+            topics: v5.topics,
+            names: v5.names,
+            unclean_leader_elections: v5.unclean_leader_elections,
+            deleted_topics: v5.deleted_topics,
+            cluster_id: v5.cluster_id,
+            next_producer_id: v5.next_producer_id,
+            producer_id_blocks: v5.producer_id_blocks,
+            scram_credentials: v5.scram_credentials,
+            acls: BTreeSet::new(),
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 6 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV6 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+}
+
+impl From<MetadataV6> for Metadata {
+    fn from(v6: MetadataV6) -> Metadata {
+        Metadata {
+            brokers: v6.brokers,
+            topics: v6.topics,
+            names: v6.names,
+            unclean_leader_elections: v6.unclean_leader_elections,
+            deleted_topics: v6.deleted_topics,
+            cluster_id: v6.cluster_id,
+            next_producer_id: v6.next_producer_id,
+            producer_id_blocks: v6.producer_id_blocks,
+            scram_credentials: v6.scram_credentials,
+            acls: v6.acls,
+            client_quotas: BTreeMap::new(),
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 7 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV7 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+}
+
+impl From<MetadataV7> for Metadata {
+    fn from(v7: MetadataV7) -> Metadata {
+        Metadata {
+            brokers: v7.brokers,
+            topics: v7.topics,
+            names: v7.names,
+            unclean_leader_elections: v7.unclean_leader_elections,
+            deleted_topics: v7.deleted_topics,
+            cluster_id: v7.cluster_id,
+            next_producer_id: v7.next_producer_id,
+            producer_id_blocks: v7.producer_id_blocks,
+            scram_credentials: v7.scram_credentials,
+            acls: v7.acls,
+            client_quotas: v7.client_quotas,
+            broker_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+// The snapshot methods of the state live here, with the format (the
+// model does not depend on its encoding).
+impl Metadata {
+    /// The snapshot bytes, in the current version.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes and validates a snapshot of any format version.
+    pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
+        decode(bytes)
+    }
+}
+
+/// The current version's bytes.
+pub fn encode(metadata: &Metadata) -> Vec<u8> {
+    let archive =
+        rkyv::to_bytes::<rkyv::rancor::Error>(metadata).expect("metadata always serializes");
+    let mut out = Vec::with_capacity(MAGIC.len() + 1 + archive.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION_CURRENT);
+    out.extend_from_slice(&archive);
+    out
+}
+
+/// Decodes and validates a snapshot of any version.
+pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
+    let Some(rest) = bytes.strip_prefix(&MAGIC) else {
+        return archive::<MetadataV1>(bytes).map(Metadata::from);
+    };
+    match rest.split_first() {
+        Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_7, archived)) => archive::<MetadataV7>(archived).map(Metadata::from),
+        Some((&VERSION_6, archived)) => archive::<MetadataV6>(archived).map(Metadata::from),
+        Some((&VERSION_5, archived)) => archive::<MetadataV5>(archived).map(Metadata::from),
+        Some((&VERSION_4, archived)) => archive::<MetadataV4>(archived).map(Metadata::from),
+        Some((&VERSION_3, archived)) => archive::<MetadataV3>(archived).map(Metadata::from),
+        Some((&VERSION_2, archived)) => archive::<MetadataV2>(archived).map(Metadata::from),
+        Some((version, _)) => Err(MetadataError::Decode(format!(
+            "snapshot format version {version} is newer than this broker knows ({VERSION_CURRENT})"
+        ))),
+        None => Err(MetadataError::Decode("empty snapshot envelope".into())),
+    }
+}
+
+fn archive<T>(bytes: &[u8]) -> Result<T, MetadataError>
+where
+    T: Archive,
+    T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
+        + Deserialize<T, rkyv::api::high::HighDeserializer<rkyv::rancor::Error>>,
+{
+    // rkyv needs aligned input; snapshots come from arbitrary buffers.
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+    aligned.extend_from_slice(bytes);
+    rkyv::from_bytes::<T, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| MetadataError::Decode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_archive_decodes_into_the_current_state() {
+        let mut v1 = MetadataV1 {
+            unclean_leader_elections: 3,
+            ..MetadataV1::default()
+        };
+        v1.names.insert("orders".into(), TopicId([7; 16]));
+        let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&v1).unwrap();
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.unclean_leader_elections, 3);
+        assert_eq!(metadata.names["orders"], TopicId([7; 16]));
+        assert!(metadata.deleted_topics.is_empty());
+    }
+
+    #[test]
+    fn a_version_2_snapshot_decodes_into_the_current_state() {
+        let mut v2 = MetadataV2::default();
+        v2.deleted_topics.insert(TopicId([4; 16]));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_2);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v2).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.deleted_topics.contains(&TopicId([4; 16])));
+        assert_eq!(metadata.cluster_id, None);
+    }
+
+    #[test]
+    fn a_version_4_snapshot_decodes_into_the_current_state() {
+        let mut v4 = MetadataV4 {
+            next_producer_id: 3000,
+            ..MetadataV4::default()
+        };
+        v4.producer_id_blocks.insert(BrokerId(2), (2000, 1000));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_4);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v4).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.next_producer_id, 3000);
+        assert_eq!(metadata.producer_id_blocks[&BrokerId(2)], (2000, 1000));
+        assert!(metadata.scram_credentials.is_empty());
+    }
+
+    #[test]
+    fn a_version_5_snapshot_decodes_into_the_current_state() {
+        let mut v5 = MetadataV5::default();
+        v5.scram_credentials.insert("alice".into(), BTreeMap::new());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_5);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v5).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.scram_credentials.contains_key("alice"));
+        assert!(metadata.acls.is_empty());
+    }
+
+    #[test]
+    fn a_version_6_snapshot_decodes_into_the_current_state() {
+        let mut v6 = MetadataV6::default();
+        v6.scram_credentials.insert("alice".into(), BTreeMap::new());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_6);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v6).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.scram_credentials.contains_key("alice"));
+        assert!(metadata.client_quotas.is_empty());
+    }
+
+    #[test]
+    fn a_version_7_snapshot_decodes_into_the_current_state() {
+        let mut v7 = MetadataV7::default();
+        let quota = BTreeMap::from([("producer_byte_rate".to_string(), 1024)]);
+        let entity = QuotaEntity::precedence("alice", "app")[0].clone();
+        v7.client_quotas.insert(entity.clone(), quota.clone());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_7);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v7).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.client_quotas[&entity], quota);
+        assert!(metadata.broker_endpoints.is_empty());
+    }
+
+    #[test]
+    fn the_current_version_round_trips_and_a_newer_one_is_refused() {
+        let mut metadata = Metadata::default();
+        metadata.deleted_topics.insert(TopicId([1; 16]));
+        let endpoint = crate::model::record::BrokerEndpoint {
+            listener: "EXTERNAL".into(),
+            address: "broker1.example:9093".into(),
+        };
+        metadata
+            .broker_endpoints
+            .insert(BrokerId(1), vec![endpoint]);
+        assert_eq!(decode(&encode(&metadata)).unwrap(), metadata);
+        let mut newer = encode(&metadata);
+        newer[MAGIC.len()] = VERSION_CURRENT + 1;
+        let refused = decode(&newer).unwrap_err().to_string();
+        assert!(refused.contains("newer"), "{refused}");
+        assert!(decode(&[1, 2, 3]).is_err());
+    }
+}

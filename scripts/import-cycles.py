@@ -270,15 +270,16 @@ def self_test():
     import tempfile
 
     clean = {
-        "lib.rs": "mod top; mod low; mod side;",
+        "lib.rs": "mod top; mod low; mod side; mod peer;",
         "top.rs": "pub fn y() {}",
         "low.rs": "pub fn x() {}",
         "side.rs": "use crate::low::x;",
+        "peer.rs": "use crate::low::x;",
     }
     faults = {
         "an upward import": {"low.rs": "use crate::top::y;"},
-        "a cycle": {"low.rs": "use crate::side::z;"},
-        "an unnamed module": {"lib.rs": "mod top; mod low; mod side; mod stray;",
+        "a cycle": {"low.rs": "use crate::peer::w;"},
+        "an unnamed module": {"lib.rs": "mod top; mod low; mod side; mod peer; mod stray;",
                               "stray.rs": ""},
         "imports between modules kept apart": {"side.rs": "use crate::top::y;"},
     }
@@ -287,7 +288,7 @@ def self_test():
             os.makedirs(os.path.join(repo, "c", "src"))
             open(os.path.join(repo, "c", "Cargo.toml"), "w").close()
             with open(os.path.join(repo, "c", "layers.txt"), "w") as f:
-                f.write("layers: top side > low\napart: top side\n")
+                f.write("layers: top side > low peer\napart: top side\n")
             for name, text in files.items():
                 with open(os.path.join(repo, "c", "src", name), "w") as f:
                     f.write(text)

@@ -80,8 +80,10 @@ fn exit_on_panic() {
 }
 
 /// Once `stop` is set, the process has `deadline` to end cleanly; past it,
-/// it exits anyway (everything acknowledged is already durable; the next
-/// start recovers the rest as after a crash).
+/// it exits anyway, as after a crash: what acks=all acknowledged is
+/// durable (fdatasync'd, or held by the in-sync replicas), acks=1 writes
+/// not yet flushed may be lost as on any crash, and the next start
+/// recovers the rest.
 fn stop_deadline(stop: Arc<AtomicBool>, deadline: Duration) {
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {

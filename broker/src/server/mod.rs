@@ -3,7 +3,8 @@
 //! accepted it, its requests answered in order, the per-partition work run
 //! on the shard owning the partition (jobs over a channel mesh).
 //!
-//! Shard 0 also runs the one-voter metadata quorum; every shard follows
+//! Shard 0 also runs this broker's metadata node (a voter of the quorum,
+//! alone or one of several); every shard follows
 //! its stream of committed changes into its own copy of the metadata.
 
 mod connection;

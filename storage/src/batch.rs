@@ -41,7 +41,10 @@ const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const RECORDS_COUNT_AT: usize = 57;
 const COMPRESSION_MASK: i16 = 0x07;
-const CONTROL_FLAG: i16 = 0x20;
+/// Attribute bit of a transactional batch.
+pub const TRANSACTIONAL_FLAG: i16 = 0x10;
+/// Attribute bit of a control batch (a transaction marker).
+pub const CONTROL_FLAG: i16 = 0x20;
 
 /// How strictly the record count is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +101,11 @@ impl BatchHeader {
     /// Whether this is a transaction control batch.
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG != 0
+    }
+
+    /// Whether a transactional producer wrote it (markers included).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG != 0
     }
 
     /// The idempotent producer's part, if an idempotent producer wrote it.
@@ -510,6 +518,15 @@ pub fn stamp_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_seque
     batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
     batch[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
     batch[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Sets attribute `flags` of a batch and recomputes its CRC.
+pub fn set_flags(batch: &mut [u8], flags: i16) {
+    assert!(batch.len() >= HEADER_BYTES, "a whole batch header");
+    let attributes = read_i16(batch, ATTRIBUTES_AT) | flags;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }

@@ -21,6 +21,7 @@ pub mod io;
 mod io_lock;
 mod log;
 mod maintenance;
+pub mod markers;
 mod prefetch;
 mod producer_log;
 pub mod producers;
@@ -28,6 +29,7 @@ mod read;
 mod read_ahead;
 mod recovery;
 mod segment;
+pub mod transactions;
 pub mod types;
 pub mod write_buffer;
 

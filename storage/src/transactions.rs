@@ -1,0 +1,353 @@
+//! A partition's transactions (KIP-98), sans I/O: which producers have a
+//! transaction open here and from which offset, the transactions decided
+//! (a COMMIT or ABORT marker appended) whose marker is not yet below the
+//! high watermark, and the aborted ones, so that
+//!
+//! - the last stable offset (LSO) is the first offset of the earliest
+//!   transaction not yet stable, or the high watermark when none is: a
+//!   read_committed consumer reads below it only, and every record there
+//!   belongs to a decided transaction (or to none);
+//! - a read_committed Fetch is told which aborted transactions overlap
+//!   what it returns (producer id and first offset), as Kafka's
+//!   `aborted_transactions`, so the client drops their records.
+//!
+//! The log feeds it every transactional batch and marker it appends (a
+//! leader's, a follower's, a replayed one), in offset order, and each move
+//! of the high watermark. A marker of a producer with no transaction open
+//! here (a retry, or a transaction that wrote nothing to this partition)
+//! decides nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::types::Offset;
+
+/// A transaction decided by its marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecidedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of its first record on this partition.
+    pub first_offset: Offset,
+    /// Offset of its marker.
+    pub marker_offset: Offset,
+    /// Aborted (else committed).
+    pub aborted: bool,
+}
+
+/// An aborted transaction, as the index keeps it (Kafka's AbortedTxn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of its first record on this partition.
+    pub first_offset: Offset,
+    /// Offset of its ABORT marker.
+    pub marker_offset: Offset,
+    /// The first offset of the earliest other transaction open when it
+    /// was aborted (else the marker's offset + 1): no transaction that
+    /// starts below this is aborted later, which ends a lookup.
+    pub stable_after: Offset,
+}
+
+/// Why a transactional write is refused (Kafka's error codes in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    /// A non-transactional batch from a producer whose transaction is
+    /// open here (INVALID_TXN_STATE, 48).
+    #[error("producer {producer_id} wrote outside its open transaction")]
+    OutsideOpenTransaction {
+        /// The producer.
+        producer_id: i64,
+    },
+}
+
+/// Every transaction of a partition that is not yet stable, and the
+/// aborted ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Transactions {
+    /// Open transactions: producer id to first offset.
+    open: BTreeMap<i64, Offset>,
+    /// Not yet stable, by first offset: open ones, and decided ones whose
+    /// marker is not below the high watermark yet (with the marker).
+    unstable: BTreeSet<(Offset, i64)>,
+    /// Decided transactions waiting for the high watermark: marker offset
+    /// to (first offset, producer).
+    unreplicated: BTreeMap<Offset, (Offset, i64)>,
+    /// Aborted transactions by marker offset.
+    aborted: BTreeMap<Offset, AbortedTxn>,
+}
+
+impl Transactions {
+    /// Checks a data batch a leader is about to append.
+    pub fn check(&self, producer_id: i64, transactional: bool) -> Result<(), TxnError> {
+        match self.open.contains_key(&producer_id) && !transactional {
+            true => Err(TxnError::OutsideOpenTransaction { producer_id }),
+            false => Ok(()),
+        }
+    }
+
+    /// Records an appended data batch of `producer_id` at `first_offset`:
+    /// a transactional one opens the producer's transaction here unless it
+    /// is open already.
+    pub fn record_batch(&mut self, producer_id: i64, first_offset: Offset, transactional: bool) {
+        if transactional && !self.open.contains_key(&producer_id) {
+            self.open.insert(producer_id, first_offset);
+            self.unstable.insert((first_offset, producer_id));
+        }
+    }
+
+    /// Records an appended marker; the transaction it decides, if one was
+    /// open here.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        marker_offset: Offset,
+        commit: bool,
+    ) -> Option<DecidedTxn> {
+        let first_offset = self.open.remove(&producer_id)?;
+        self.unreplicated
+            .insert(marker_offset, (first_offset, producer_id));
+        if !commit {
+            let stable_after = self
+                .unstable
+                .iter()
+                .find(|(_, pid)| *pid != producer_id && self.open.contains_key(pid))
+                .map_or(marker_offset.plus(1), |(first, _)| *first);
+            let aborted = AbortedTxn {
+                producer_id,
+                first_offset,
+                marker_offset,
+                stable_after,
+            };
+            self.aborted.insert(marker_offset, aborted);
+        }
+        Some(DecidedTxn {
+            producer_id,
+            first_offset,
+            marker_offset,
+            aborted: !commit,
+        })
+    }
+
+    /// The high watermark moved to `hw`: decided transactions whose marker
+    /// is below it are stable.
+    pub fn on_high_watermark(&mut self, hw: Offset) {
+        let stable: Vec<Offset> = self.unreplicated.range(..hw).map(|(m, _)| *m).collect();
+        for marker in stable {
+            let (first, producer_id) = self.unreplicated.remove(&marker).expect("listed");
+            self.unstable.remove(&(first, producer_id));
+        }
+    }
+
+    /// The first offset of the earliest transaction not yet stable.
+    pub fn first_unstable(&self) -> Option<Offset> {
+        self.unstable.first().map(|(first, _)| *first)
+    }
+
+    /// The last stable offset under high watermark `hw`.
+    pub fn last_stable(&self, hw: Offset) -> Offset {
+        self.first_unstable().map_or(hw, |first| first.min(hw))
+    }
+
+    /// Whether `producer_id` has a transaction open here.
+    pub fn is_open(&self, producer_id: i64) -> bool {
+        self.open.contains_key(&producer_id)
+    }
+
+    /// Open transactions: producer id to first offset.
+    pub fn open(&self) -> &BTreeMap<i64, Offset> {
+        &self.open
+    }
+
+    /// The aborted transactions that overlap `[from, upper)` (their marker
+    /// at or after `from`, their first record below `upper`), by marker
+    /// offset: what a read_committed Fetch of that range is told.
+    pub fn aborted_overlapping(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        let mut found = Vec::new();
+        for txn in self.aborted.range(from..).map(|(_, t)| t) {
+            if txn.first_offset < upper {
+                found.push(*txn);
+            }
+            if txn.stable_after >= upper {
+                break; // nothing starting below `upper` is aborted later
+            }
+        }
+        found
+    }
+
+    /// Every aborted transaction still indexed, by marker offset.
+    pub fn aborted(&self) -> impl Iterator<Item = &AbortedTxn> {
+        self.aborted.values()
+    }
+
+    /// Forgets aborted transactions whose marker lies below the log start
+    /// (deleted with their segments): no read can reach their records.
+    pub fn clamp_start(&mut self, log_start: Offset) {
+        self.aborted = self.aborted.split_off(&log_start);
+    }
+
+    /// Restores an open transaction (from a producer snapshot).
+    pub fn restore_open(&mut self, producer_id: i64, first_offset: Offset) {
+        self.record_batch(producer_id, first_offset, true);
+    }
+
+    /// Restores an indexed aborted transaction (from the index files).
+    pub fn restore_aborted(&mut self, txn: AbortedTxn) {
+        self.aborted.insert(txn.marker_offset, txn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lso_waits_for_the_earliest_open_transaction_and_its_marker_below_the_hw() {
+        let mut txns = Transactions::default();
+        assert_eq!(txns.last_stable(Offset(5)), Offset(5), "none open: the HW");
+        txns.record_batch(1, Offset(10), true);
+        txns.record_batch(2, Offset(12), true);
+        txns.record_batch(1, Offset(14), true);
+        assert_eq!(txns.last_stable(Offset(20)), Offset(10));
+        assert_eq!(txns.last_stable(Offset(8)), Offset(8), "never above the HW");
+        let decided = txns.record_marker(1, Offset(20), true).unwrap();
+        assert_eq!(decided.first_offset, Offset(10));
+        assert_eq!(
+            txns.last_stable(Offset(20)),
+            Offset(10),
+            "marker not below the HW"
+        );
+        txns.on_high_watermark(Offset(21));
+        assert_eq!(
+            txns.last_stable(Offset(21)),
+            Offset(12),
+            "producer 2 still open"
+        );
+        assert!(
+            txns.record_marker(1, Offset(22), true).is_none(),
+            "a retried marker"
+        );
+        txns.record_marker(2, Offset(23), false);
+        txns.on_high_watermark(Offset(24));
+        assert_eq!(txns.last_stable(Offset(24)), Offset(24));
+        assert_eq!(txns.aborted_overlapping(Offset(0), Offset(24)).len(), 1);
+    }
+
+    #[test]
+    fn a_producer_cannot_write_outside_its_open_transaction() {
+        let mut txns = Transactions::default();
+        assert!(txns.check(7, false).is_ok());
+        txns.record_batch(7, Offset(0), true);
+        assert!(txns.check(7, true).is_ok());
+        assert_eq!(
+            txns.check(7, false),
+            Err(TxnError::OutsideOpenTransaction { producer_id: 7 })
+        );
+        assert!(txns.check(8, false).is_ok(), "other producers are not held");
+        txns.record_marker(7, Offset(1), true);
+        assert!(txns.check(7, false).is_ok());
+    }
+
+    /// A naive model: every transaction with its first offset and its
+    /// marker (once decided).
+    #[derive(Default)]
+    struct Model {
+        txns: Vec<(i64, Offset, Option<(Offset, bool)>)>,
+        hw: Offset,
+    }
+
+    impl Model {
+        fn lso(&self) -> Offset {
+            self.txns
+                .iter()
+                .filter(|(_, _, marker)| marker.is_none_or(|(m, _)| m >= self.hw))
+                .map(|(_, first, _)| *first)
+                .min()
+                .map_or(self.hw, |first| first.min(self.hw))
+        }
+
+        fn aborted(&self, from: Offset, upper: Offset) -> Vec<(i64, Offset)> {
+            let mut found: Vec<(Offset, i64, Offset)> = self
+                .txns
+                .iter()
+                .filter_map(|(pid, first, marker)| match marker {
+                    Some((m, false)) if *m >= from && *first < upper => Some((*m, *pid, *first)),
+                    _ => None,
+                })
+                .collect();
+            found.sort();
+            found
+                .into_iter()
+                .map(|(_, pid, first)| (pid, first))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn random_histories_agree_with_a_naive_model() {
+        let seed = std::env::var("SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::process::id() as u64);
+        println!("SEED={seed}");
+        let mut state = seed | 1;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..200 {
+            let (mut txns, mut model) = (Transactions::default(), Model::default());
+            let mut end = 0i64;
+            for _ in 0..200 {
+                let pid = next(5) as i64;
+                let open = model
+                    .txns
+                    .iter()
+                    .position(|(p, _, marker)| *p == pid && marker.is_none());
+                match next(10) {
+                    0..=4 => {
+                        let transactional = open.is_some() || next(3) > 0;
+                        assert_eq!(
+                            txns.check(pid, transactional).is_ok(),
+                            transactional || open.is_none()
+                        );
+                        txns.record_batch(pid, Offset(end), transactional);
+                        if transactional && open.is_none() {
+                            model.txns.push((pid, Offset(end), None));
+                        }
+                        end += 1 + next(3) as i64;
+                    }
+                    5..=7 => {
+                        let commit = next(2) == 0;
+                        let decided = txns.record_marker(pid, Offset(end), commit);
+                        assert_eq!(decided.is_some(), open.is_some(), "SEED={seed}");
+                        if let Some(i) = open {
+                            model.txns[i].2 = Some((Offset(end), commit));
+                        }
+                        end += 1;
+                    }
+                    _ => {
+                        let hw = Offset(model.hw.0 + next((end - model.hw.0 + 1) as u64) as i64);
+                        model.hw = hw;
+                        txns.on_high_watermark(hw);
+                    }
+                }
+                assert_eq!(txns.last_stable(model.hw), model.lso(), "SEED={seed}");
+                let from = Offset(next(end as u64 + 1) as i64);
+                let upper = Offset(from.0 + next(end as u64 + 2) as i64);
+                let told: Vec<(i64, Offset)> = txns
+                    .aborted_overlapping(from, upper)
+                    .iter()
+                    .map(|t| (t.producer_id, t.first_offset))
+                    .collect();
+                assert_eq!(
+                    told,
+                    model.aborted(from, upper),
+                    "SEED={seed} [{from}, {upper})"
+                );
+            }
+        }
+    }
+}

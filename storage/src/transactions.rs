@@ -248,11 +248,14 @@ mod tests {
         assert!(txns.check(7, false).is_ok());
     }
 
-    /// A naive model: every transaction with its first offset and its
-    /// marker (once decided).
+    /// A transaction in the model: producer, first offset, and its marker
+    /// (offset, committed) once decided.
+    type ModelTxn = (i64, Offset, Option<(Offset, bool)>);
+
+    /// A naive model: every transaction, and the high watermark.
     #[derive(Default)]
     struct Model {
-        txns: Vec<(i64, Offset, Option<(Offset, bool)>)>,
+        txns: Vec<ModelTxn>,
         hw: Offset,
     }
 

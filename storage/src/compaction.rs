@@ -12,6 +12,7 @@ use crate::files::{self, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SU
 use crate::io::{DirectFile, FileSystem};
 use crate::log::Log;
 use crate::segment::Segment;
+use crate::transactions::AbortedTxn;
 use crate::types::{Offset, TimestampMs};
 
 /// Settings of a compacted topic.
@@ -51,6 +52,9 @@ type KeyMap = HashMap<Bytes, Offset>;
 struct Survey {
     /// Each key's newest offset.
     keys: KeyMap,
+    /// The aborted transactions: their records supersede nothing (a
+    /// read_committed reader never sees them) and are removed.
+    aborted: Vec<AbortedTxn>,
     /// Each idempotent producer's last batch (its base offset): kept even
     /// when compaction empties it, as Kafka's cleaner keeps it, so the
     /// producer state rebuilt from the log still knows the producer's last
@@ -59,19 +63,23 @@ struct Survey {
 }
 
 impl<FS: FileSystem> Log<FS> {
-    /// Compacts the sealed segments. Records without a key, compressed
-    /// batches and control batches are kept as they are (compressed
-    /// batches are not recompressed here).
+    /// Compacts the sealed segments below the last stable offset (so no
+    /// transaction is undecided there). Records without a key, compressed
+    /// batches and control batches (transaction markers) are kept as they
+    /// are (compressed batches are not recompressed here); records of
+    /// aborted transactions are removed and supersede nothing.
     pub async fn compact(&self, policy: CompactionPolicy) -> Result<CompactionStats> {
         let _io = self.io_lock.lock().await;
         self.flush_locked().await?;
         let survey = self.survey().await?;
         let now = (self.clock)();
+        let stable = self.last_stable_offset();
         let sealed: Vec<(Offset, Rc<FS::File>, u64)> = {
             let st = self.state.borrow();
             let n = st.segments.len() - 1;
             st.segments[..n]
                 .iter()
+                .filter(|s| s.next_offset <= stable)
                 .filter_map(|s| Some((s.base, s.file.clone()?, s.size)))
                 .collect()
         };
@@ -108,6 +116,7 @@ impl<FS: FileSystem> Log<FS> {
         let mut survey = Survey::default();
         let mut offset = self.log_start();
         let end = self.log_end();
+        survey.aborted = self.aborted_transactions(offset, end);
         while offset < end {
             let outcome = self.read(offset, 4 << 20, end).await?;
             if outcome.chunks.is_empty() {
@@ -121,7 +130,7 @@ impl<FS: FileSystem> Log<FS> {
                             .last_batches
                             .insert(producer.producer_id, header.base_offset);
                     }
-                    if header.is_compressed() || header.is_control() {
+                    if header.is_compressed() || header.is_control() || survey.aborts(&header) {
                         continue;
                     }
                     for record in batch::records(&bytes, header)? {
@@ -157,12 +166,14 @@ impl<FS: FileSystem> Log<FS> {
                 continue;
             }
             let mut kept = Vec::new();
+            let aborted = survey.aborts(&header);
             for record in batch::records(&bytes, header)? {
                 let record = record?;
-                let newest = match record.key {
-                    None => true,
-                    Some(key) => survey.keys.get(key) == Some(&record.offset),
-                };
+                let newest = !aborted
+                    && match record.key {
+                        None => true,
+                        Some(key) => survey.keys.get(key) == Some(&record.offset),
+                    };
                 let expired_tombstone =
                     record.value.is_none() && record.timestamp.0 < tombstone_horizon;
                 if newest && !expired_tombstone {
@@ -267,6 +278,17 @@ impl<FS: FileSystem> Log<FS> {
 }
 
 impl Survey {
+    /// Whether `header`'s batch belongs to an aborted transaction.
+    fn aborts(&self, header: &BatchHeader) -> bool {
+        header.is_transactional()
+            && !header.is_control()
+            && self.aborted.iter().any(|txn| {
+                txn.producer_id == header.producer_id
+                    && txn.first_offset <= header.base_offset
+                    && header.base_offset < txn.marker_offset
+            })
+    }
+
     fn is_last_batch(&self, header: &BatchHeader) -> bool {
         header
             .producer()

@@ -92,6 +92,10 @@ pub enum StorageError {
     /// epoch: refused, nothing appended.
     #[error(transparent)]
     Sequence(#[from] crate::producers::SequenceError),
+    /// A producer's batch against its transaction's state (outside its
+    /// open transaction): refused, nothing appended.
+    #[error(transparent)]
+    Transaction(#[from] crate::transactions::TxnError),
     /// The caller's right to append (its leadership) ended while the
     /// batch waited for room: nothing appended.
     #[error("the append's leadership ended while it waited")]

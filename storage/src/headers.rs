@@ -16,7 +16,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// batches would be read whole).
 const LARGE_BATCH_BYTES: usize = 64 * 1024;
 
-/// Calls `visit` with each batch header of `file` from byte `start` (a
+/// Calls `visit` with each batch header of `file` and its position, from byte `start` (a
 /// batch's start) below `size`, in order, until one does not parse (the
 /// end of what was written) or `visit` breaks.
 pub(crate) async fn walk<F: DirectFile>(
@@ -24,14 +24,15 @@ pub(crate) async fn walk<F: DirectFile>(
     start: u64,
     size: u64,
     max_batch_bytes: usize,
-    mut visit: impl FnMut(&BatchHeader) -> ControlFlow<()>,
+    mut visit: impl FnMut(&BatchHeader, u64) -> ControlFlow<()>,
 ) -> std::io::Result<()> {
     let mut position = start;
     let mut read_bytes = CHUNK_BYTES;
     while position + HEADER_BYTES as u64 <= size {
         let want = read_bytes.min((size - position) as usize);
         let chunk = file.read_at(position, want).await?;
-        match walk_chunk(&chunk, max_batch_bytes, &mut visit) {
+        let mut visit_at = |header: &BatchHeader, at: usize| visit(header, position + at as u64);
+        match walk_chunk(&chunk, max_batch_bytes, &mut visit_at) {
             ControlFlow::Continue((0, _)) | ControlFlow::Break(()) => break,
             ControlFlow::Continue((through, headers)) => {
                 position += through as u64;
@@ -51,14 +52,14 @@ pub(crate) async fn walk<F: DirectFile>(
 fn walk_chunk(
     chunk: &[u8],
     max_batch_bytes: usize,
-    visit: &mut impl FnMut(&BatchHeader) -> ControlFlow<()>,
+    visit: &mut impl FnMut(&BatchHeader, usize) -> ControlFlow<()>,
 ) -> ControlFlow<(), (usize, usize)> {
     let (mut at, mut headers) = (0usize, 0usize);
     while at + HEADER_BYTES <= chunk.len() {
         let Ok(header) = BatchHeader::parse(&chunk[at..], max_batch_bytes) else {
             return ControlFlow::Break(());
         };
-        visit(&header)?;
+        visit(&header, at)?;
         at += header.total_bytes;
         headers += 1;
     }

@@ -15,9 +15,11 @@ use crate::error::{BatchError, Result, StorageError};
 use crate::files;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
+use crate::markers::{self, Marker, MarkerKind};
 use crate::producers::{Check, ProducerState};
 use crate::read_ahead::{ReadAhead, Window};
 use crate::segment::Segment;
+use crate::transactions::{AbortedTxn, Transactions};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
@@ -288,6 +290,22 @@ impl<FS: FileSystem> Log<FS> {
             st.log_end
         );
         st.high_watermark = offset.max(st.log_start);
+        let hw = st.high_watermark;
+        st.producers.transactions_mut().on_high_watermark(hw);
+    }
+
+    /// The last stable offset: below it every record belongs to a decided
+    /// transaction or to none (what read_committed consumers read up to).
+    pub fn last_stable_offset(&self) -> Offset {
+        let st = self.state.borrow();
+        st.producers.transactions().last_stable(st.high_watermark)
+    }
+
+    /// The aborted transactions overlapping `[from, upper)`: what a
+    /// read_committed Fetch of that range is told.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        let st = self.state.borrow();
+        st.producers.transactions().aborted_overlapping(from, upper)
     }
 
     /// Number of segments, the active one included.
@@ -474,7 +492,10 @@ impl<FS: FileSystem> Log<FS> {
                     duplicate: true,
                 });
             }
+            let transactions = st.producers.transactions();
+            transactions.check(producer.producer_id, header.is_transactional())?;
         }
+        let marker = transaction_marker(&batch, &header)?;
         let base = match epoch {
             Some(epoch) => {
                 let base = st.log_end;
@@ -515,6 +536,7 @@ impl<FS: FileSystem> Log<FS> {
             st.producers
                 .record_batch(producer, base, header.max_timestamp, now);
         }
+        record_transactional(st.producers.transactions_mut(), &header, base, marker);
         Ok(AppendInfo {
             base_offset: base,
             last_offset: header.last_offset(),
@@ -604,5 +626,34 @@ impl<FS: FileSystem> Drop for Critical<'_, FS> {
             }
         }
         self.log.io_lock.notify();
+    }
+}
+
+/// The marker a transaction's control batch holds (None for any other
+/// batch); a malformed one is refused before it gets an offset.
+fn transaction_marker(batch: &[u8], header: &BatchHeader) -> Result<Option<Marker>> {
+    match header.is_control() && header.is_transactional() && header.producer_id >= 0 {
+        true => Ok(Some(markers::parse(batch, *header)?)),
+        false => Ok(None),
+    }
+}
+
+/// Records an appended batch at `base` in the partition's transactions: a
+/// transactional batch opens its producer's transaction, a marker ends it.
+pub(crate) fn record_transactional(
+    transactions: &mut Transactions,
+    header: &BatchHeader,
+    base: Offset,
+    marker: Option<Marker>,
+) {
+    match marker {
+        Some(marker) => {
+            let commit = marker.kind == MarkerKind::Commit;
+            transactions.record_marker(header.producer_id, base, commit);
+        }
+        None if header.producer_id >= 0 && !header.is_control() => {
+            transactions.record_batch(header.producer_id, base, header.is_transactional());
+        }
+        None => {}
     }
 }

@@ -13,8 +13,10 @@ use crate::batch::BatchHeader;
 use crate::error::{Result, StorageError};
 use crate::files::{self, parse_snapshot_name, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::headers;
+use crate::io::DirectFile;
 use crate::io::FileSystem;
-use crate::log::Log;
+use crate::log::{record_transactional, Log};
+use crate::markers::{self, Marker};
 use crate::producers::{ProducerState, PRODUCER_SNAPSHOTS_KEPT};
 use crate::types::{Offset, TimestampMs};
 
@@ -97,20 +99,56 @@ impl<FS: FileSystem> Log<FS> {
         let now = (self.clock)();
         for (base, file, start, size) in segments {
             let Some(file) = file else { continue };
-            let replay = |header: &BatchHeader| {
+            // Transactional batches and markers, in order, with where each
+            // starts: a marker's kind is in its record, read after the walk.
+            let mut transactional: Vec<(BatchHeader, u64)> = Vec::new();
+            let replay = |header: &BatchHeader, position: u64| {
                 if header.base_offset >= to {
                     return ControlFlow::Break(());
                 }
-                if let Some(producer) = header.producer().filter(|_| header.next_offset() > from) {
-                    state.record_batch(&producer, header.base_offset, header.max_timestamp, now);
+                if header.next_offset() > from {
+                    if let Some(producer) = header.producer() {
+                        state.record_batch(
+                            &producer,
+                            header.base_offset,
+                            header.max_timestamp,
+                            now,
+                        );
+                    }
+                    if header.producer_id >= 0 {
+                        transactional.push((*header, position));
+                    }
                 }
                 ControlFlow::Continue(())
             };
             headers::walk(&*file, start, size, self.config.max_batch_bytes, replay)
                 .await
                 .map_err(|e| StorageError::io(format!("segment {base}: reading headers"), e))?;
+            for (header, position) in transactional {
+                let marker = match header.is_control() && header.is_transactional() {
+                    true => Some(self.read_marker(&*file, &header, position, base).await?),
+                    false => None,
+                };
+                let transactions = state.transactions_mut();
+                record_transactional(transactions, &header, header.base_offset, marker);
+            }
         }
         Ok(())
+    }
+
+    /// The marker of the control batch at `position` of segment `base`.
+    async fn read_marker(
+        &self,
+        file: &FS::File,
+        header: &BatchHeader,
+        position: u64,
+        base: Offset,
+    ) -> Result<Marker> {
+        let bytes = file
+            .read_at(position, header.total_bytes)
+            .await
+            .map_err(|e| StorageError::io(format!("segment {base}: reading a marker"), e))?;
+        Ok(markers::parse(&bytes, *header)?)
     }
 
     /// Writes the snapshot a roll left due, once the data below its offset

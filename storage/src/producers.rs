@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::transactions::Transactions;
 use crate::types::{Offset, TimestampMs};
 
 /// Batches remembered per producer (Kafka's, and the most a client keeps
@@ -120,10 +121,11 @@ pub enum SequenceError {
     },
 }
 
-/// Every producer of a partition.
+/// Every producer of a partition, and their transactions there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerState {
     producers: BTreeMap<i64, ProducerEntry>,
+    transactions: Transactions,
 }
 
 impl ProducerState {
@@ -220,10 +222,23 @@ impl ProducerState {
     }
 
     /// Forgets producers whose last batch lies below the log start (their
-    /// batches were deleted): their state would no longer be rebuilt.
+    /// batches were deleted): their state would no longer be rebuilt; and
+    /// the aborted transactions whose marker went with them. An open
+    /// transaction stays open, as Kafka's, until its marker comes.
     pub fn clamp_start(&mut self, log_start: Offset) {
         self.producers
             .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
+        self.transactions.clamp_start(log_start);
+    }
+
+    /// The partition's transactions.
+    pub fn transactions(&self) -> &Transactions {
+        &self.transactions
+    }
+
+    /// The partition's transactions, to record a batch or marker in.
+    pub fn transactions_mut(&mut self) -> &mut Transactions {
+        &mut self.transactions
     }
 
     /// Forgets producers this broker has not seen since
@@ -253,7 +268,8 @@ impl ProducerState {
     /// The snapshot bytes of this state as of `offset`: `[crc32c u32][body]`,
     /// body `[version u8][offset i64][count u32]` then per producer
     /// `[id i64][epoch i16][last timestamp i64][last seen i64][batches u8]` and per batch
-    /// `[first seq i32][last seq i32][first offset i64][last offset i64]`.
+    /// `[first seq i32][last seq i32][first offset i64][last offset i64]`,
+    /// then the transactions ([`Transactions::encode`]).
     pub fn encode(&self, offset: Offset) -> Vec<u8> {
         let mut body = vec![SNAPSHOT_VERSION];
         body.extend_from_slice(&offset.0.to_be_bytes());
@@ -271,6 +287,7 @@ impl ProducerState {
                 body.extend_from_slice(&b.last_offset.0.to_be_bytes());
             }
         }
+        self.transactions.encode(&mut body);
         let mut out = crc32c::crc32c(&body).to_be_bytes().to_vec();
         out.extend_from_slice(&body);
         out
@@ -322,13 +339,15 @@ impl ProducerState {
                 },
             );
         }
-        r.0.is_empty().then_some((offset, state))
+        let (transactions, rest) = Transactions::decode(r.0)?;
+        state.transactions = transactions;
+        rest.is_empty().then_some((offset, state))
     }
 }
 
-/// 2 added `last seen`; a version-1 snapshot is not read (the log is
-/// replayed instead, as for a damaged one).
-const SNAPSHOT_VERSION: u8 = 2;
+/// 2 added `last seen`, 3 the transactions; an older snapshot is not
+/// read (the log is replayed instead, as for a damaged one).
+const SNAPSHOT_VERSION: u8 = 3;
 
 struct Reader<'a>(&'a [u8]);
 

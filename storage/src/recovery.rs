@@ -226,7 +226,7 @@ impl<FS: FileSystem> Log<FS> {
         size: u64,
     ) -> Result<Vec<(LeaderEpoch, Offset)>> {
         let mut found: Vec<(LeaderEpoch, Offset)> = Vec::new();
-        let note = |header: &BatchHeader| {
+        let note = |header: &BatchHeader, _: u64| {
             if found.last().is_none_or(|(e, _)| *e != header.leader_epoch) {
                 found.push((header.leader_epoch, header.base_offset));
             }

@@ -67,11 +67,11 @@ pub enum TxnError {
 pub struct Transactions {
     /// Open transactions: producer id to first offset.
     open: BTreeMap<i64, Offset>,
-    /// Not yet stable, by first offset: open ones, and decided ones whose
-    /// marker is not below the high watermark yet (with the marker).
-    unstable: BTreeSet<(Offset, i64)>,
-    /// Decided transactions waiting for the high watermark: marker offset
-    /// to (first offset, producer).
+    /// The same, by first offset.
+    open_by_first: BTreeSet<(Offset, i64)>,
+    /// Decided transactions whose marker may not be below the high
+    /// watermark yet: marker offset to (first offset, producer). Those
+    /// with the marker at or above the high watermark are not stable.
     unreplicated: BTreeMap<Offset, (Offset, i64)>,
     /// Aborted transactions by marker offset.
     aborted: BTreeMap<Offset, AbortedTxn>,
@@ -92,7 +92,7 @@ impl Transactions {
     pub fn record_batch(&mut self, producer_id: i64, first_offset: Offset, transactional: bool) {
         if transactional && !self.open.contains_key(&producer_id) {
             self.open.insert(producer_id, first_offset);
-            self.unstable.insert((first_offset, producer_id));
+            self.open_by_first.insert((first_offset, producer_id));
         }
     }
 
@@ -105,13 +105,13 @@ impl Transactions {
         commit: bool,
     ) -> Option<DecidedTxn> {
         let first_offset = self.open.remove(&producer_id)?;
+        self.open_by_first.remove(&(first_offset, producer_id));
         self.unreplicated
             .insert(marker_offset, (first_offset, producer_id));
         if !commit {
             let stable_after = self
-                .unstable
-                .iter()
-                .find(|(_, pid)| *pid != producer_id && self.open.contains_key(pid))
+                .open_by_first
+                .first()
                 .map_or(marker_offset.plus(1), |(first, _)| *first);
             let aborted = AbortedTxn {
                 producer_id,
@@ -129,24 +129,24 @@ impl Transactions {
         })
     }
 
-    /// The high watermark moved to `hw`: decided transactions whose marker
-    /// is below it are stable.
+    /// Forgets decided transactions whose marker is below `hw`: stable
+    /// for good (the high watermark only moves back by truncation, which
+    /// rebuilds this state).
     pub fn on_high_watermark(&mut self, hw: Offset) {
-        let stable: Vec<Offset> = self.unreplicated.range(..hw).map(|(m, _)| *m).collect();
-        for marker in stable {
-            let (first, producer_id) = self.unreplicated.remove(&marker).expect("listed");
-            self.unstable.remove(&(first, producer_id));
-        }
+        self.unreplicated = self.unreplicated.split_off(&hw);
     }
 
-    /// The first offset of the earliest transaction not yet stable.
-    pub fn first_unstable(&self) -> Option<Offset> {
-        self.unstable.first().map(|(first, _)| *first)
+    /// The first offset of the earliest transaction not yet stable under
+    /// high watermark `hw`: open, or decided by a marker not below `hw`.
+    pub fn first_unstable(&self, hw: Offset) -> Option<Offset> {
+        let open = self.open_by_first.first().map(|(first, _)| *first);
+        let undecided_below = self.unreplicated.range(hw..).map(|(_, (first, _))| *first);
+        open.into_iter().chain(undecided_below).min()
     }
 
     /// The last stable offset under high watermark `hw`.
     pub fn last_stable(&self, hw: Offset) -> Offset {
-        self.first_unstable().map_or(hw, |first| first.min(hw))
+        self.first_unstable(hw).map_or(hw, |first| first.min(hw))
     }
 
     /// Whether `producer_id` has a transaction open here.
@@ -186,14 +186,78 @@ impl Transactions {
         self.aborted = self.aborted.split_off(&log_start);
     }
 
-    /// Restores an open transaction (from a producer snapshot).
-    pub fn restore_open(&mut self, producer_id: i64, first_offset: Offset) {
-        self.record_batch(producer_id, first_offset, true);
-    }
-
-    /// Restores an indexed aborted transaction (from the index files).
+    /// Restores an aborted transaction (from a snapshot).
     pub fn restore_aborted(&mut self, txn: AbortedTxn) {
         self.aborted.insert(txn.marker_offset, txn);
+    }
+}
+
+impl Transactions {
+    /// Appends this state to a producer snapshot: the open transactions,
+    /// the decided ones that may not be stable yet, the aborted ones.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.open.len() as u32).to_be_bytes());
+        for (producer_id, first) in &self.open {
+            out.extend_from_slice(&producer_id.to_be_bytes());
+            out.extend_from_slice(&first.0.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.unreplicated.len() as u32).to_be_bytes());
+        for (marker, (first, producer_id)) in &self.unreplicated {
+            for value in [marker.0, first.0, *producer_id] {
+                out.extend_from_slice(&value.to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for txn in self.aborted.values() {
+            let values = [
+                txn.producer_id,
+                txn.first_offset.0,
+                txn.marker_offset.0,
+                txn.stable_after.0,
+            ];
+            for value in values {
+                out.extend_from_slice(&value.to_be_bytes());
+            }
+        }
+    }
+
+    /// Reads what [`Transactions::encode`] wrote from the front of
+    /// `bytes`; the state and what follows it, or None if damaged (every
+    /// count bounded by the bytes left before anything is allocated).
+    pub fn decode(bytes: &[u8]) -> Option<(Transactions, &[u8])> {
+        let mut rest = bytes;
+        let mut next = |n: usize| -> Option<Vec<i64>> {
+            let count = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+            rest = &rest[4..];
+            if count > rest.len() / (8 * n) {
+                return None;
+            }
+            let (items, after) = rest.split_at(count * 8 * n);
+            rest = after;
+            Some(
+                items
+                    .chunks_exact(8)
+                    .map(|c| i64::from_be_bytes(c.try_into().expect("8 bytes")))
+                    .collect(),
+            )
+        };
+        let mut txns = Transactions::default();
+        for pair in next(2)?.chunks_exact(2) {
+            txns.record_batch(pair[0], Offset(pair[1]), true);
+        }
+        for triple in next(3)?.chunks_exact(3) {
+            txns.unreplicated
+                .insert(Offset(triple[0]), (Offset(triple[1]), triple[2]));
+        }
+        for quad in next(4)?.chunks_exact(4) {
+            txns.restore_aborted(AbortedTxn {
+                producer_id: quad[0],
+                first_offset: Offset(quad[1]),
+                marker_offset: Offset(quad[2]),
+                stable_after: Offset(quad[3]),
+            });
+        }
+        Some((txns, rest))
     }
 }
 
@@ -231,6 +295,34 @@ mod tests {
         txns.on_high_watermark(Offset(24));
         assert_eq!(txns.last_stable(Offset(24)), Offset(24));
         assert_eq!(txns.aborted_overlapping(Offset(0), Offset(24)).len(), 1);
+    }
+
+    #[test]
+    fn the_state_round_trips_through_its_encoding_and_damage_is_refused() {
+        let mut txns = Transactions::default();
+        txns.record_batch(1, Offset(0), true);
+        txns.record_batch(2, Offset(3), true);
+        txns.record_marker(1, Offset(5), false);
+        txns.record_batch(3, Offset(6), true);
+        txns.record_marker(3, Offset(8), true);
+        let mut bytes = Vec::new();
+        txns.encode(&mut bytes);
+        bytes.extend_from_slice(b"after");
+        let (decoded, rest) = Transactions::decode(&bytes).unwrap();
+        assert_eq!(decoded, txns);
+        assert_eq!(rest, b"after");
+        for cut in 0..bytes.len() - 5 {
+            assert!(
+                Transactions::decode(&bytes[..cut]).is_none(),
+                "cut at {cut}"
+            );
+        }
+        let mut huge = bytes.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(
+            Transactions::decode(&huge).is_none(),
+            "a count past the bytes"
+        );
     }
 
     #[test]
@@ -334,7 +426,11 @@ mod tests {
                     _ => {
                         let hw = Offset(model.hw.0 + next((end - model.hw.0 + 1) as u64) as i64);
                         model.hw = hw;
-                        txns.on_high_watermark(hw);
+                        // Pruning is an optimisation: the answers may not
+                        // depend on it.
+                        if next(2) == 0 {
+                            txns.on_high_watermark(hw);
+                        }
                     }
                 }
                 assert_eq!(txns.last_stable(model.hw), model.lso(), "SEED={seed}");

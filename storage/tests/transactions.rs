@@ -1,0 +1,225 @@
+//! Transactions in the log: transactional batches open their producer's
+//! transaction, COMMIT and ABORT markers end it, the last stable offset
+//! waits for the earliest open one (and for a marker to fall below the
+//! high watermark), aborted transactions are found for a read_committed
+//! read; all of it survives a clean close, a crash across segment rolls,
+//! a truncation below a marker, and a follower's copy.
+
+mod support;
+
+use std::path::Path;
+
+use bytes::BytesMut;
+use storage::batch::{set_flags, stamp_producer, TRANSACTIONAL_FLAG};
+use storage::io::dma::DmaFs;
+use storage::markers::{self, Marker, MarkerKind};
+use storage::transactions::TxnError;
+use storage::CompactionPolicy;
+use storage::{LeaderEpoch, Log, Offset, StorageError, TimestampMs};
+use support::{batch_of, keyed, on_glommio, small_config};
+
+const E: LeaderEpoch = LeaderEpoch(1);
+
+/// `count` records of transactional producer `pid` from sequence `seq`.
+fn transactional(pid: i64, seq: i32, count: usize, tag: u64) -> BytesMut {
+    let mut batch = batch_of(count, 200, tag, 1_000 + tag as i64);
+    stamp_producer(&mut batch, pid, 0, seq);
+    set_flags(&mut batch, TRANSACTIONAL_FLAG);
+    batch
+}
+
+fn marker(pid: i64, kind: MarkerKind) -> BytesMut {
+    let marker = Marker {
+        kind,
+        coordinator_epoch: 1,
+    };
+    markers::build(pid, 0, marker, TimestampMs(5_000))
+}
+
+async fn open(dir: &Path) -> std::rc::Rc<Log<DmaFs>> {
+    Log::open(DmaFs, dir, small_config()).await.unwrap()
+}
+
+/// What a read_committed reader is told: (LSO, aborted (producer, first
+/// offset) over the whole log).
+fn committed_view(log: &Log<DmaFs>) -> (Offset, Vec<(i64, Offset)>) {
+    let aborted = log
+        .aborted_transactions(Offset(0), log.log_end())
+        .iter()
+        .map(|t| (t.producer_id, t.first_offset))
+        .collect();
+    (log.last_stable_offset(), aborted)
+}
+
+/// Producer 1 commits, producer 2 aborts, producer 3 stays open, with
+/// enough records that the segments roll (snapshots at each roll):
+/// returns each transaction's first offset.
+async fn three_transactions(log: &Log<DmaFs>) -> [Offset; 3] {
+    let mut firsts = [Offset(0); 3];
+    let mut seqs = [0i32; 3];
+    for round in 0..30u64 {
+        for pid in 1..=3i64 {
+            let i = (pid - 1) as usize;
+            let batch = transactional(pid, seqs[i], 20, round * 3 + pid as u64);
+            let info = log.append(batch, E).await.unwrap();
+            if round == 0 {
+                firsts[i] = info.base_offset;
+            }
+            seqs[i] += 20;
+        }
+    }
+    log.append(marker(1, MarkerKind::Commit), E).await.unwrap();
+    log.append(marker(2, MarkerKind::Abort), E).await.unwrap();
+    log.flush().await.unwrap();
+    firsts
+}
+
+#[test]
+fn the_lso_and_the_aborted_transactions_follow_the_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.set_high_watermark(Offset(0));
+        let [_, second, third] = three_transactions(&log).await;
+        assert!(
+            log.segment_count() > 2,
+            "the transactions cross segment rolls"
+        );
+        log.set_high_watermark(log.log_end());
+        let (lso, aborted) = committed_view(&log);
+        assert_eq!(lso, third, "producer 3 is open");
+        assert_eq!(aborted, vec![(2, second)]);
+        // Producer 3 may not write outside its transaction.
+        let mut plain = batch_of(1, 10, 99, 1);
+        stamp_producer(&mut plain, 3, 0, 600);
+        let refused = log.append(plain, E).await.unwrap_err();
+        assert!(matches!(
+            refused,
+            StorageError::Transaction(TxnError::OutsideOpenTransaction { producer_id: 3 })
+        ));
+        // Its commit makes everything stable once the HW passes the marker.
+        let end = log.append(marker(3, MarkerKind::Commit), E).await.unwrap();
+        assert_eq!(log.last_stable_offset(), third, "marker not below the HW");
+        log.set_high_watermark(end.base_offset.plus(1));
+        assert_eq!(log.last_stable_offset(), log.log_end());
+        // A retried marker decides nothing.
+        log.append(marker(3, MarkerKind::Abort), E).await.unwrap();
+        log.set_high_watermark(log.log_end());
+        assert_eq!(committed_view(&log), (log.log_end(), vec![(2, second)]));
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn transactions_survive_a_clean_close_a_crash_and_a_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        let [first, second, third] = three_transactions(&log).await;
+        log.set_high_watermark(log.log_end());
+        let before = committed_view(&log);
+        assert_eq!(before, (third, vec![(2, second)]));
+        assert!(first < second);
+        log.close().await.unwrap();
+
+        // A clean close: the snapshot at the log end holds it all.
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(committed_view(&log), before, "after a clean close");
+        // A crash after the snapshot at the log end was lost: the newest
+        // left is a roll's, below the markers, which are read back.
+        let end_snapshot = dir.path().join(format!("{:020}.snapshot", log.log_end().0));
+        drop(log);
+        std::fs::remove_file(end_snapshot).unwrap();
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(committed_view(&log), before, "after a crash and a replay");
+
+        // Truncating below producer 2's ABORT marker reopens its transaction.
+        let abort_at = log.log_end().plus(-1);
+        log.truncate_to(abort_at).await.unwrap();
+        log.set_high_watermark(log.log_end());
+        let (lso, aborted) = committed_view(&log);
+        assert_eq!(lso, second, "producer 2 is open again");
+        assert!(aborted.is_empty(), "its abort was cut");
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_follower_copy_knows_the_leaders_transactions() {
+    let (leader_dir, follower_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    on_glommio(async {
+        let leader = open(leader_dir.path()).await;
+        three_transactions(&leader).await;
+        leader.set_high_watermark(leader.log_end());
+        let follower = open(follower_dir.path()).await;
+        let bytes = leader
+            .read(Offset(0), 1 << 24, leader.log_end())
+            .await
+            .unwrap()
+            .to_bytes();
+        for (_, batch) in storage::batch::split_stored(&bytes, 1 << 20).unwrap() {
+            follower
+                .append_replica(BytesMut::from(&batch[..]))
+                .await
+                .unwrap();
+        }
+        follower.set_high_watermark(follower.log_end());
+        assert_eq!(committed_view(&follower), committed_view(&leader));
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
+
+/// `key = value` in a transactional batch of producer `pid`.
+fn transactional_value(pid: i64, key: &str, value: &str) -> BytesMut {
+    let mut batch = keyed(&[(key, Some(value))], 1_000);
+    stamp_producer(&mut batch, pid, 0, 0);
+    set_flags(&mut batch, TRANSACTIONAL_FLAG);
+    batch
+}
+
+#[test]
+fn compaction_removes_aborted_records_which_never_supersede_committed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.append(transactional_value(1, "k", "committed"), E)
+            .await
+            .unwrap();
+        log.append(marker(1, MarkerKind::Commit), E).await.unwrap();
+        log.append(transactional_value(2, "k", "aborted"), E)
+            .await
+            .unwrap();
+        log.append(marker(2, MarkerKind::Abort), E).await.unwrap();
+        for tag in 0..40 {
+            log.append(batch_of(20, 200, tag, 3_000), E).await.unwrap();
+        }
+        log.roll();
+        log.flush().await.unwrap();
+        log.set_high_watermark(log.log_end());
+        let stats = log.compact(CompactionPolicy::default()).await.unwrap();
+        assert!(stats.records_removed > 0);
+        let bytes = log
+            .read(Offset(0), 1 << 24, log.log_end())
+            .await
+            .unwrap()
+            .to_bytes();
+        let mut values_of_k = Vec::new();
+        for (header, batch) in storage::batch::split_stored(&bytes, 1 << 20).unwrap() {
+            for record in storage::batch::records(&batch, header).unwrap() {
+                let record = record.unwrap();
+                if record.key == Some(b"k".as_slice()) && !header.is_control() {
+                    values_of_k.push(String::from_utf8_lossy(record.value.unwrap()).to_string());
+                }
+            }
+        }
+        assert_eq!(
+            values_of_k,
+            ["committed"],
+            "the aborted value is gone, the committed one kept"
+        );
+        log.close().await.unwrap();
+    });
+}

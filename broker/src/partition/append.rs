@@ -338,9 +338,28 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
             split.in_place_bytes += one.len();
         }
         let batch = ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?;
+        client_may_write(batch.header())?;
         split.batches.push(batch);
     }
     Ok(split)
+}
+
+/// Whether a client may write this batch. Control batches (transaction
+/// markers) are the coordinator's to write, as in Kafka (INVALID_RECORD).
+/// A transactional batch belongs to a transaction the coordinator knows of;
+/// while this broker has no transaction coordinator (it answers
+/// InitProducerId for a transactional id with an error), no such
+/// transaction exists, so it is refused as Kafka refuses a batch outside
+/// a verified transaction (INVALID_TXN_STATE): accepted, it would open a
+/// transaction nothing can end, and hold the last stable offset forever.
+fn client_may_write(header: &BatchHeader) -> Result<(), Code> {
+    if header.is_control() {
+        return Err(ResponseError::InvalidRecord.code());
+    }
+    if header.is_transactional() {
+        return Err(ResponseError::InvalidTxnState.code());
+    }
+    Ok(())
 }
 
 fn batch_error_code(error: &BatchError) -> Code {
@@ -364,6 +383,7 @@ pub fn storage_error_code(error: &StorageError) -> Code {
         StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
             ResponseError::OutOfOrderSequenceNumber.code()
         }
+        StorageError::Transaction(_) => ResponseError::InvalidTxnState.code(),
         _ => ResponseError::KafkaStorageError.code(),
     }
 }
@@ -422,6 +442,31 @@ mod tests {
         assert_eq!(
             split_batches(set(&two, two.len()), first_len - 1).err(),
             Some(ResponseError::MessageTooLarge.code())
+        );
+    }
+
+    #[test]
+    fn clients_may_write_neither_markers_nor_transactional_batches_yet() {
+        use storage::batch::{set_flags, stamp_producer, TRANSACTIONAL_FLAG};
+        use storage::markers::{Marker, MarkerKind};
+        let marker = Marker {
+            kind: MarkerKind::Commit,
+            coordinator_epoch: 0,
+        };
+        let control = storage::markers::build(5, 0, marker, TimestampMs(0));
+        assert_eq!(
+            split_batches(set(&control, control.len()), 1 << 20).err(),
+            Some(ResponseError::InvalidRecord.code())
+        );
+        let mut transactional = batch(2);
+        stamp_producer(&mut transactional, 5, 0, 0);
+        set_flags(&mut transactional, TRANSACTIONAL_FLAG);
+        let mut both = batch(1);
+        both.extend_from_slice(&transactional);
+        assert_eq!(
+            split_batches(set(&both, both.len()), 1 << 20).err(),
+            Some(ResponseError::InvalidTxnState.code()),
+            "all or nothing"
         );
     }
 

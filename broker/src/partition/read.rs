@@ -33,6 +33,9 @@ pub struct Read {
     pub bound: Offset,
     /// The high watermark when read.
     pub high_watermark: Offset,
+    /// The last stable offset when read (below it, every transaction is
+    /// decided; the high watermark while none is open).
+    pub last_stable: Offset,
     /// The log start when read.
     pub log_start: Offset,
 }
@@ -67,6 +70,7 @@ impl ServedPartition {
         let mut read = Read {
             bound: limit,
             high_watermark,
+            last_stable: log.last_stable_offset(),
             log_start,
             ..Read::default()
         };

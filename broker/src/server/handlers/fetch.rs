@@ -497,6 +497,7 @@ fn partition_data(
                 high_watermark: Offset(-1),
                 read: Read {
                     log_start: Offset(-1),
+                    last_stable: Offset(-1),
                     ..Read::default()
                 },
                 preferred_read_replica: -1,
@@ -509,7 +510,7 @@ fn partition_data(
         .with_partition_index(index)
         .with_error_code(error)
         .with_high_watermark(high_watermark)
-        .with_last_stable_offset(high_watermark)
+        .with_last_stable_offset(read.read.last_stable.0)
         .with_aborted_transactions(Some(vec![]))
         .with_records(Some(Bytes::new()));
     if version >= 5 {

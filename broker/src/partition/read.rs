@@ -16,8 +16,11 @@ use crate::kafka::Code;
 /// Up to where a reader may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bound {
-    /// A consumer: below the high watermark.
+    /// A consumer reading uncommitted: below the high watermark.
     HighWatermark,
+    /// A consumer reading committed (isolation_level 1): below the last
+    /// stable offset, told which aborted transactions it may meet.
+    LastStable,
     /// A follower copying the log: below the log end.
     LogEnd,
 }
@@ -38,6 +41,9 @@ pub struct Read {
     pub last_stable: Offset,
     /// The log start when read.
     pub log_start: Offset,
+    /// For a read below the last stable offset: the aborted transactions
+    /// overlapping what it could return (producer id, first offset).
+    pub aborted: Option<Vec<(i64, Offset)>>,
 }
 
 impl Read {
@@ -65,9 +71,18 @@ impl ServedPartition {
         let high_watermark = log.high_watermark();
         let limit = match bound {
             Bound::HighWatermark => high_watermark,
+            Bound::LastStable => log.last_stable_offset(),
             Bound::LogEnd => log_end,
         };
+        let aborted = (bound == Bound::LastStable).then(|| {
+            let overlapping = log.aborted_transactions(Offset(offset), limit);
+            overlapping
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset))
+                .collect()
+        });
         let mut read = Read {
+            aborted,
             bound: limit,
             high_watermark,
             last_stable: log.last_stable_offset(),
@@ -108,6 +123,7 @@ impl ServedPartition {
         let log = &self.partition.log;
         let now = match bound {
             Bound::HighWatermark => log.high_watermark(),
+            Bound::LastStable => log.last_stable_offset(),
             Bound::LogEnd => log.log_end(),
         };
         if now != seen {

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use control::BrokerId;
 use futures::future::{select, select_all};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 use storage::batch::{stored_batch_len, whole_batches_within};
 use storage::Offset;
@@ -60,6 +62,18 @@ struct Wanted {
     max_bytes: usize,
     /// The leader epoch the client believes in (v9+; -1: unchecked).
     current_leader_epoch: i32,
+    /// A consumer reading committed records only (isolation_level 1, v4+).
+    committed: bool,
+}
+
+impl Wanted {
+    /// Up to where a consumer may read this partition.
+    fn consumer_bound(&self) -> Bound {
+        match self.committed {
+            true => Bound::LastStable,
+            false => Bound::HighWatermark,
+        }
+    }
 }
 
 /// Who is fetching.
@@ -79,10 +93,10 @@ impl Reader {
         !matches!(self, Reader::RackAware(_))
     }
 
-    fn bound(&self) -> Bound {
+    fn bound(&self, wanted: &Wanted) -> Bound {
         match self {
             Reader::Follower(_) => Bound::LogEnd,
-            _ => Bound::HighWatermark,
+            _ => wanted.consumer_bound(),
         }
     }
 }
@@ -194,6 +208,7 @@ fn wanted(
                     } else {
                         -1
                     },
+                    committed: version >= 4 && decoded.isolation_level == 1,
                 };
                 (route, wanted)
             })
@@ -301,7 +316,7 @@ async fn read_one(
 
 async fn consumer_read(led: &ServedPartition, wanted: Wanted) -> Result<PartitionRead, Code> {
     let read = led
-        .read(wanted.offset, wanted.max_bytes, Bound::HighWatermark)
+        .read(wanted.offset, wanted.max_bytes, wanted.consumer_bound())
         .await?;
     Ok(PartitionRead {
         high_watermark: read.high_watermark,
@@ -428,12 +443,13 @@ async fn wait_for_any(
     reader: &Reader,
     left: Duration,
 ) {
-    let bound = reader.bound();
     let waits: Vec<_> = asked
         .iter()
         .zip(reads)
-        .filter_map(|((route, _), read)| Some((*route, read.as_ref().ok()?.read.bound)))
-        .map(|(route, seen)| {
+        .filter_map(|((route, wanted), read)| {
+            Some((*route, read.as_ref().ok()?.read.bound, reader.bound(wanted)))
+        })
+        .map(|(route, seen, bound)| {
             let wait =
                 move |_: Rc<Partitions>, led: ServedPartition| -> LocalFuture<Result<(), Code>> {
                     Box::pin(async move {
@@ -511,7 +527,16 @@ fn partition_data(
         .with_error_code(error)
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(read.read.last_stable.0)
-        .with_aborted_transactions(Some(vec![]))
+        .with_aborted_transactions(read.read.aborted.map(|aborted| {
+            aborted
+                .into_iter()
+                .map(|(producer_id, first_offset)| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_first_offset(first_offset.0)
+                })
+                .collect()
+        }))
         .with_records(Some(Bytes::new()));
     if version >= 5 {
         entry = entry.with_log_start_offset(read.read.log_start.0);

@@ -55,6 +55,8 @@ pub async fn list_offsets(
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: ListOffsetsRequest = checked(request, check_list_offsets)?;
+    // read_committed (v2+): the latest offset is the last stable one.
+    let committed = version >= 2 && decoded.isolation_level == 1;
     let asked: Vec<(Route, (i64, i32))> = decoded
         .topics
         .iter()
@@ -73,13 +75,13 @@ pub async fn list_offsets(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>,
-                led: ServedPartition,
-                (timestamp, epoch): (i64, i32)|
-     -> LocalFuture<_> {
+    let work = move |_: Rc<Partitions>,
+                     led: ServedPartition,
+                     (timestamp, epoch): (i64, i32)|
+          -> LocalFuture<_> {
         Box::pin(async move {
             check_leader_epoch(epoch, led.epoch)?;
-            list_on_owner(&led, timestamp).await
+            list_on_owner(&led, timestamp, committed).await
         })
     };
     let results = shard.partitions.fan_out(asked, true, work).await;
@@ -182,8 +184,18 @@ pub async fn delete_records(
     )?))
 }
 
-async fn list_on_owner(led: &ServedPartition, timestamp: i64) -> Result<Listed, Code> {
+/// One partition's answer: offsets a reader may see, below the high
+/// watermark, or below the last stable offset for a `committed` reader.
+async fn list_on_owner(
+    led: &ServedPartition,
+    timestamp: i64,
+    committed: bool,
+) -> Result<Listed, Code> {
     let log = &led.partition.log;
+    let visible = match committed {
+        true => log.last_stable_offset(),
+        false => log.high_watermark(),
+    };
     let leader_epoch = led.epoch.0;
     let at = |offset: i64, timestamp: i64| Listed {
         timestamp,
@@ -191,13 +203,10 @@ async fn list_on_owner(led: &ServedPartition, timestamp: i64) -> Result<Listed, 
         leader_epoch,
     };
     match timestamp {
-        LATEST => Ok(at(log.high_watermark().0, -1)),
+        LATEST => Ok(at(visible.0, -1)),
         EARLIEST => Ok(at(log.log_start().0, -1)),
         t if t < 0 => Err(ResponseError::InvalidRequest.code()),
-        t => match log
-            .offset_for_timestamp(TimestampMs(t), log.high_watermark())
-            .await
-        {
+        t => match log.offset_for_timestamp(TimestampMs(t), visible).await {
             Ok(Some((offset, found))) => Ok(at(offset.0, found.0)),
             Ok(None) => Ok(at(-1, -1)),
             Err(e) => {

@@ -18,7 +18,9 @@
 //!                epoch checks) and the per-partition fan-out
 //!   cluster      this broker's metadata view, routing, controller link, lease
 //!   security     logins (sasl), ACL decisions, TLS files, quotas (sans-IO)
-//!   groups       group membership and offsets state machines (sans-IO)
+//!   groups, transactions
+//!                group membership and offsets, and the transaction
+//!                coordinator's rules and records (sans-IO)
 //!   config, data_dir, http_request, counters
 //!                settings, the data directory's ownership, HTTP requests
 //!                read within bounds, per-shard counters
@@ -43,3 +45,4 @@ pub mod replica;
 pub mod runtime;
 pub mod security;
 pub mod server;
+pub mod transactions;

@@ -1,0 +1,307 @@
+//! The coordinator's rules, one request at a time: a transaction's life,
+//! fencing, retries, changes in flight, timeouts, epoch exhaustion.
+
+use super::*;
+
+const TIMEOUT: i32 = 60_000;
+
+fn codes(error: ResponseError) -> Code {
+    error.code()
+}
+
+/// A store and a producer id allocator counting from 1000.
+fn store() -> (TxnStore, impl FnMut() -> i64) {
+    let mut next = 1000;
+    (TxnStore::default(), move || {
+        next += 1;
+        next
+    })
+}
+
+/// Applies a step as if its write succeeded; returns it.
+fn durable(store: &mut TxnStore, step: Step) -> Step {
+    store.written(&step);
+    step
+}
+
+fn parts(names: &[(&str, i32)]) -> Vec<TopicPartition> {
+    names.iter().map(|(t, p)| (t.to_string(), *p)).collect()
+}
+
+#[test]
+fn a_transaction_begins_commits_and_a_retried_end_is_answered() {
+    let (mut txns, mut ids) = store();
+    let init = txns
+        .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+        .unwrap();
+    let init = durable(&mut txns, init);
+    assert_eq!(init.then, Then::Answer);
+    let (pid, epoch) = (init.next.producer_id, init.next.producer_epoch);
+    assert_eq!((pid, epoch), (1001, 0));
+    let add = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("a", 0)]), 10)
+        .unwrap();
+    let add = durable(&mut txns, add.unwrap());
+    assert_eq!(add.next.state, TxnState::Ongoing);
+    assert_eq!(add.next.start_ms, 10);
+    assert!(
+        txns.add_partitions("tx", pid, epoch, &parts(&[("a", 0)]), 11)
+            .unwrap()
+            .is_none(),
+        "already in: nothing to write"
+    );
+    let more = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("b", 1)]), 12)
+        .unwrap();
+    assert_eq!(durable(&mut txns, more.unwrap()).next.partitions.len(), 2);
+    let end = txns.end_txn("tx", pid, epoch, true, 20).unwrap().unwrap();
+    let end = durable(&mut txns, end);
+    assert_eq!(
+        (end.next.state, end.then),
+        (TxnState::PrepareCommit, Then::AnswerThenMarkers)
+    );
+    assert_eq!(
+        txns.end_txn("tx", pid, epoch, true, 21).unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions),
+        "markers still being written"
+    );
+    assert_eq!(
+        txns.add_partitions("tx", pid, epoch, &parts(&[("c", 0)]), 21)
+            .unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions)
+    );
+    let complete = txns.markers_written("tx", 30).unwrap();
+    let complete = durable(&mut txns, complete);
+    assert_eq!(complete.next.state, TxnState::CompleteCommit);
+    assert!(complete.next.partitions.is_empty());
+    assert!(
+        txns.end_txn("tx", pid, epoch, true, 31).unwrap().is_none(),
+        "a retry"
+    );
+    assert_eq!(
+        txns.end_txn("tx", pid, epoch, false, 31).unwrap_err(),
+        codes(ResponseError::InvalidTxnState)
+    );
+    // The next transaction starts afresh.
+    let next = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("c", 0)]), 40)
+        .unwrap();
+    let next = durable(&mut txns, next.unwrap());
+    assert_eq!(
+        next.next.partitions,
+        parts(&[("c", 0)]).into_iter().collect()
+    );
+    assert_eq!(next.next.start_ms, 40);
+}
+
+#[test]
+fn a_new_instance_fences_the_old_and_aborts_its_open_transaction_first() {
+    let (mut txns, mut ids) = store();
+    let first = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    let (pid, old) = (first.next.producer_id, first.next.producer_epoch);
+    let add = txns
+        .add_partitions("tx", pid, old, &parts(&[("a", 0)]), 1)
+        .unwrap();
+    durable(&mut txns, add.unwrap());
+    // The new instance: the open transaction is aborted with a bumped
+    // epoch, and the client told to retry.
+    let fence = txns
+        .init_producer_id("tx", TIMEOUT, None, 5, &mut ids)
+        .unwrap();
+    let fence = durable(&mut txns, fence);
+    assert_eq!(fence.then, Then::FenceThenRetry);
+    assert_eq!(
+        (fence.next.state, fence.next.producer_epoch),
+        (TxnState::PrepareAbort, old + 1)
+    );
+    assert_eq!(
+        fence.next.partitions,
+        parts(&[("a", 0)]).into_iter().collect()
+    );
+    // The old instance is fenced everywhere.
+    for refused in [
+        txns.end_txn("tx", pid, old, true, 6).unwrap_err(),
+        txns.add_partitions("tx", pid, old, &parts(&[("b", 0)]), 6)
+            .unwrap_err(),
+    ] {
+        assert_eq!(refused, codes(ResponseError::ProducerFenced));
+    }
+    // The retry waits for the markers, then gets the next epoch.
+    assert_eq!(
+        txns.init_producer_id("tx", TIMEOUT, None, 7, &mut ids)
+            .unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions)
+    );
+    {
+        let step = txns.markers_written("tx", 8).unwrap();
+        durable(&mut txns, step)
+    };
+    let again = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, None, 9, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert_eq!(
+        (again.next.producer_id, again.next.producer_epoch),
+        (pid, old + 2)
+    );
+    assert_eq!(again.next.state, TxnState::Empty);
+}
+
+#[test]
+fn a_change_in_flight_holds_other_requests_and_a_failed_write_changes_nothing() {
+    let (mut txns, mut ids) = store();
+    let first = txns
+        .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+        .unwrap();
+    assert_eq!(first.id, "tx");
+    assert_eq!(
+        txns.init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions)
+    );
+    txns.write_failed("tx");
+    assert!(
+        txns.get("tx").is_none(),
+        "a first write that failed leaves nothing"
+    );
+    let init_again = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    let (pid, epoch) = (init_again.next.producer_id, init_again.next.producer_epoch);
+    let add = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("a", 0)]), 1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        txns.end_txn("tx", pid, epoch, true, 2).unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions)
+    );
+    txns.write_failed(&add.id);
+    assert_eq!(txns.get("tx").unwrap().state, TxnState::Empty);
+    assert_eq!(
+        txns.end_txn("tx", pid, epoch, true, 2).unwrap_err(),
+        codes(ResponseError::InvalidTxnState),
+        "nothing open to end"
+    );
+}
+
+#[test]
+fn unknown_ids_other_producers_and_bad_timeouts_are_refused() {
+    let (mut txns, mut ids) = store();
+    assert_eq!(
+        txns.end_txn("nobody", 1, 0, true, 0).unwrap_err(),
+        codes(ResponseError::InvalidProducerIdMapping)
+    );
+    for timeout in [0, -1, MAX_TIMEOUT_MS_DEFAULT + 1] {
+        assert_eq!(
+            txns.init_producer_id("tx", timeout, None, 0, &mut ids)
+                .unwrap_err(),
+            codes(ResponseError::InvalidTransactionTimeout)
+        );
+    }
+    assert!(txns.get("tx").is_none(), "a refused id is not kept");
+    {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert_eq!(
+        txns.add_partitions("tx", 77, 0, &parts(&[("a", 0)]), 1)
+            .unwrap_err(),
+        codes(ResponseError::InvalidProducerIdMapping)
+    );
+    // KIP-360: a client recovering with a producer id that is not this
+    // id's is fenced; one that already has the current epoch after a lost
+    // answer (asking with the previous one) gets the same epoch again.
+    assert_eq!(
+        txns.init_producer_id("tx", TIMEOUT, Some((5, 0)), 2, &mut ids)
+            .unwrap_err(),
+        codes(ResponseError::ProducerFenced)
+    );
+    let pid = txns.get("tx").unwrap().producer_id;
+    let bumped = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, Some((pid, 0)), 3, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert_eq!(bumped.next.producer_epoch, 1);
+    let retried = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, Some((pid, 0)), 4, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert_eq!(
+        retried.next.producer_epoch, 1,
+        "the retry is answered, not bumped"
+    );
+}
+
+#[test]
+fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
+    let (mut txns, mut ids) = store();
+    let init = {
+        let step = txns
+            .init_producer_id("tx", 1_000, None, 0, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    let (pid, epoch) = (init.next.producer_id, init.next.producer_epoch);
+    {
+        let step = txns
+            .add_partitions("tx", pid, epoch, &parts(&[("a", 0)]), 100)
+            .unwrap()
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert!(txns.timed_out(1_100).is_empty(), "not yet");
+    let expired = txns.timed_out(1_101);
+    assert_eq!(expired.len(), 1);
+    let abort = durable(&mut txns, expired[0].clone());
+    assert_eq!(abort.then, Then::Markers);
+    assert_eq!(
+        (abort.next.state, abort.next.producer_epoch),
+        (TxnState::PrepareAbort, epoch + 1)
+    );
+    assert_eq!(
+        txns.end_txn("tx", pid, epoch, true, 1_200).unwrap_err(),
+        codes(ResponseError::ProducerFenced)
+    );
+    assert!(txns.timed_out(10_000).is_empty(), "aborting already");
+    assert_eq!(
+        txns.preparing().len(),
+        1,
+        "what a new coordinator would finish"
+    );
+}
+
+#[test]
+fn an_exhausted_epoch_moves_to_a_new_producer_id() {
+    let (mut txns, mut ids) = store();
+    let mut first = txns
+        .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+        .unwrap();
+    first.next.producer_epoch = EPOCH_EXHAUSTED;
+    let first = durable(&mut txns, first);
+    let next = {
+        let step = txns
+            .init_producer_id("tx", TIMEOUT, None, 1, &mut ids)
+            .unwrap();
+        durable(&mut txns, step)
+    };
+    assert_ne!(next.next.producer_id, first.next.producer_id);
+    assert_eq!(next.next.producer_epoch, 0);
+    assert_eq!(next.next.previous_producer_id, first.next.producer_id);
+}

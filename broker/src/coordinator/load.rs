@@ -1,6 +1,7 @@
 //! Loading a `__consumer_offsets` partition's groups: its records replayed
-//! into the groups' state, the first time a request needs them in a
-//! leadership.
+//! into the groups' state (offsets written in a transaction counted once
+//! its COMMIT marker is replayed), the first time a request needs them in
+//! a leadership.
 
 use std::time::{Duration, Instant};
 
@@ -29,7 +30,11 @@ pub async fn load(
         };
         for chunk in &read.chunks {
             for (header, stored) in batch::split_stored(chunk, BATCH_BYTES_CAP)? {
-                if header.is_control() || header.next_offset() <= next {
+                if header.next_offset() <= next {
+                    continue;
+                }
+                if header.is_control() {
+                    end_transaction(&mut groups, &stored, header);
                     continue;
                 }
                 let Ok(records) = batch::records(&stored, header) else {
@@ -42,7 +47,16 @@ pub async fn load(
                 for record in records {
                     let record = record?;
                     let Some(key) = record.key else { continue };
-                    if let Err(e) = groups.replay(record.offset.0, key, record.value, now) {
+                    let replayed = match header.is_transactional() {
+                        true => groups.replay_transactional(
+                            header.producer_id,
+                            record.offset.0,
+                            key,
+                            record.value,
+                        ),
+                        false => groups.replay(record.offset.0, key, record.value, now),
+                    };
+                    if let Err(e) = replayed {
                         tracing::warn!(offset = record.offset.0, error = %e, "skipping an unreadable __consumer_offsets record");
                     }
                 }
@@ -51,4 +65,21 @@ pub async fn load(
         next = after;
     }
     Ok(groups)
+}
+
+/// A transaction marker in `__consumer_offsets`: the offsets its
+/// producer wrote in the transaction count (COMMIT) or go (ABORT).
+fn end_transaction(groups: &mut PartitionGroups, stored: &[u8], header: batch::BatchHeader) {
+    if !header.is_transactional() {
+        return; // another kind of control batch
+    }
+    match storage::markers::parse(stored, header) {
+        Ok(marker) => {
+            let commit = marker.kind == storage::markers::MarkerKind::Commit;
+            groups.end_transaction(header.producer_id, commit);
+        }
+        Err(e) => {
+            tracing::warn!(offset = header.base_offset.0, error = %e, "skipping an unreadable marker in __consumer_offsets")
+        }
+    }
 }

@@ -1,11 +1,13 @@
 //! Consumer groups: one group's membership (join, sync, heartbeat, leave,
 //! timeouts, static members), the groups of one `__consumer_offsets`
-//! partition rebuilt from its records, the records' layout, and lag. All
+//! partition rebuilt from its records, offsets pending in transactions,
+//! the records' layout, and lag. All
 //! sans-IO; `crate::coordinator` runs them on the partition's shard.
 
 pub mod consumer_protocol;
 pub mod lag;
 pub mod membership;
+pub mod pending;
 pub mod records;
 pub mod store;
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::membership::{Group, GroupSnapshot, GroupState};
+use super::pending::PendingOffsets;
 use super::records::{self, CommittedOffset, Key, RecordError, Value};
 
 /// A committed offset and the position of the record that stored it (a
@@ -67,6 +68,8 @@ impl GroupEntry {
 pub struct PartitionGroups {
     groups: BTreeMap<String, GroupEntry>,
     initial_delay: Duration,
+    /// Offsets written in transactions not decided yet.
+    pending: PendingOffsets,
 }
 
 impl PartitionGroups {
@@ -76,6 +79,7 @@ impl PartitionGroups {
         PartitionGroups {
             groups: BTreeMap::new(),
             initial_delay,
+            pending: PendingOffsets::default(),
         }
     }
 
@@ -113,6 +117,51 @@ impl PartitionGroups {
             (Key::Group(group), _) => self.clear_membership(&group),
         }
         Ok(())
+    }
+
+    /// Applies one stored record of `producer_id`'s transaction (replay at
+    /// load): an offset waits for the transaction's marker; anything else
+    /// a transaction could not have written is skipped.
+    pub fn replay_transactional(
+        &mut self,
+        producer_id: i64,
+        record_offset: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), RecordError> {
+        let key = records::decode_key(key)?;
+        let value = value.map(|v| records::decode_value(&key, v)).transpose()?;
+        if let Key::Offset {
+            group,
+            topic,
+            partition,
+        } = key
+        {
+            let committed = match value {
+                Some(Value::Offset(c)) => Some(c),
+                _ => None,
+            };
+            let slot = (group, topic, partition);
+            self.pending
+                .add(producer_id, (slot, record_offset, committed));
+        }
+        Ok(())
+    }
+
+    /// `producer_id`'s transaction ended here (its marker): its offsets
+    /// are committed, or dropped.
+    pub fn end_transaction(&mut self, producer_id: i64, commit: bool) {
+        for ((group, topic, partition), record_offset, committed) in
+            self.pending.end(producer_id, commit)
+        {
+            self.apply_offset(&group, topic, partition, record_offset, committed);
+        }
+    }
+
+    /// Whether a transaction not yet decided holds an offset of `group`'s
+    /// `topic`/`partition` (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending.is_pending(group, topic, partition)
     }
 
     /// Stores (or with None, deletes) a committed offset written at
@@ -256,6 +305,42 @@ mod tests {
         // Deleting the last offset of a group without members forgets it.
         groups.apply_offset("g", "t".into(), 0, 10, None);
         assert!(groups.get("g").is_none());
+    }
+
+    #[test]
+    fn transactional_offsets_count_once_their_commit_marker_is_replayed() {
+        let mut groups = PartitionGroups::new(Duration::ZERO);
+        let key = Key::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let (k, v) = record(&key, Some(&Value::Offset(offset(7))));
+        groups
+            .replay_transactional(5, 10, &k, v.as_deref())
+            .unwrap();
+        assert!(groups.get("g").is_none(), "invisible while undecided");
+        assert!(groups.has_pending_offset("g", "t", 0));
+        groups.end_transaction(5, true);
+        assert_eq!(
+            groups.get("g").unwrap().offsets[&("t".into(), 0)]
+                .committed
+                .offset,
+            7
+        );
+        let (k, v) = record(&key, Some(&Value::Offset(offset(9))));
+        groups
+            .replay_transactional(6, 12, &k, v.as_deref())
+            .unwrap();
+        groups.end_transaction(6, false);
+        assert_eq!(
+            groups.get("g").unwrap().offsets[&("t".into(), 0)]
+                .committed
+                .offset,
+            7,
+            "an aborted offset is dropped"
+        );
+        assert!(!groups.has_pending_offset("g", "t", 0));
     }
 
     #[test]

@@ -110,12 +110,15 @@ impl<FS: FileSystem> Log<FS> {
         Ok(stats)
     }
 
-    /// Reads the whole log once: each key's newest offset, each
+    /// Reads the log below its last stable offset once: each key's newest offset, each
     /// producer's last batch.
     async fn survey(&self) -> Result<Survey> {
         let mut survey = Survey::default();
         let mut offset = self.log_start();
-        let end = self.log_end();
+        // Only what is stable may supersede: a key written in a
+        // transaction not yet decided must not remove the committed value
+        // below it (the transaction may abort).
+        let end = self.last_stable_offset();
         survey.aborted = self.aborted_transactions(offset, end);
         while offset < end {
             let outcome = self.read(offset, 4 << 20, end).await?;

@@ -362,6 +362,8 @@ impl<FS: FileSystem> Log<FS> {
         st.cache.evict(flushed);
         if self.config.high_watermark_follows_flush {
             st.high_watermark = st.high_watermark.max(flushed);
+            let hw = st.high_watermark;
+            st.producers.transactions_mut().on_high_watermark(hw);
         }
     }
 

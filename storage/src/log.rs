@@ -298,7 +298,10 @@ impl<FS: FileSystem> Log<FS> {
     /// transaction or to none (what read_committed consumers read up to).
     pub fn last_stable_offset(&self) -> Offset {
         let st = self.state.borrow();
-        st.producers.transactions().last_stable(st.high_watermark)
+        // Retention stops at the high watermark, not at an open
+        // transaction: what it deleted is not unstable any more.
+        let lso = st.producers.transactions().last_stable(st.high_watermark);
+        lso.max(st.log_start)
     }
 
     /// The aborted transactions overlapping `[from, upper)`: what a

@@ -226,8 +226,11 @@ impl ProducerState {
     /// the aborted transactions whose marker went with them. An open
     /// transaction stays open, as Kafka's, until its marker comes.
     pub fn clamp_start(&mut self, log_start: Offset) {
-        self.producers
-            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
+        let transactions = &self.transactions;
+        self.producers.retain(|id, e| {
+            e.batches.back().is_some_and(|b| b.last_offset >= log_start)
+                || transactions.is_open(*id)
+        });
         self.transactions.clamp_start(log_start);
     }
 
@@ -243,12 +246,14 @@ impl ProducerState {
 
     /// Forgets producers this broker has not seen since
     /// `now - expiration_ms` (Kafka's producer.id.expiration.ms, counted on
-    /// the broker's clock rather than the batches' timestamps); returns
-    /// how many.
+    /// the broker's clock rather than the batches' timestamps), except
+    /// those with a transaction open here (as Kafka's); returns how many.
     pub fn expire(&mut self, now: TimestampMs, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| e.last_seen.0 >= now.0.saturating_sub(expiration_ms));
+        let transactions = &self.transactions;
+        self.producers.retain(|id, e| {
+            e.last_seen.0 >= now.0.saturating_sub(expiration_ms) || transactions.is_open(*id)
+        });
         before - self.producers.len()
     }
 

@@ -223,3 +223,30 @@ fn compaction_removes_aborted_records_which_never_supersede_committed_ones() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn an_open_transaction_keeps_its_producer_and_the_lso_never_falls_below_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.append(transactional(9, 0, 5, 1), E).await.unwrap();
+        for tag in 0..20 {
+            log.append(batch_of(20, 200, 10 + tag, 2_000), E)
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        log.set_high_watermark(log.log_end());
+        assert_eq!(log.last_stable_offset(), Offset(0), "producer 9 is open");
+        // Expiration counts from the broker's clock; an open transaction's
+        // producer is kept however long it is silent, as Kafka keeps it.
+        assert_eq!(log.expire_producers(TimestampMs(i64::MAX), 1), 0);
+        assert!(log.producers().entries().contains_key(&9));
+        // Records deleted past the open transaction's start: the LSO
+        // follows the log start rather than point below it.
+        let start = log.delete_records_below(Offset(100)).await.unwrap();
+        assert!(start > Offset(0));
+        assert_eq!(log.last_stable_offset(), start);
+        log.close().await.unwrap();
+    });
+}

@@ -191,10 +191,12 @@ impl TxnStore {
             Some(current) => current,
             None => TxnMetadata::new(new_producer_id(), timeout_ms, now_ms),
         };
-        if let Some((producer_id, _)) = expected {
+        if let Some((producer_id, epoch)) = expected {
+            // The previous producer id only for a client retrying after
+            // its epoch ran out and the id changed.
             let valid = current.producer_epoch == -1
                 || producer_id == current.producer_id
-                || producer_id == current.previous_producer_id;
+                || (producer_id == current.previous_producer_id && epoch >= EPOCH_EXHAUSTED);
             if !valid {
                 return Err(code(ResponseError::ProducerFenced));
             }
@@ -204,9 +206,11 @@ impl TxnStore {
                 Err(code(ResponseError::ConcurrentTransactions))
             }
             TxnState::Ongoing => {
+                // The last epoch is not kept: a fenced instance asking again
+                // with its old epoch must not pass for a retry.
                 let next = TxnMetadata {
                     producer_epoch: current.producer_epoch.saturating_add(1),
-                    last_producer_epoch: current.producer_epoch,
+                    last_producer_epoch: -1,
                     state: TxnState::PrepareAbort,
                     update_ms: now_ms,
                     ..current
@@ -315,7 +319,7 @@ impl TxnStore {
             .map(|(id, current)| {
                 let next = TxnMetadata {
                     producer_epoch: current.producer_epoch.saturating_add(1),
-                    last_producer_epoch: current.producer_epoch,
+                    last_producer_epoch: -1,
                     state: TxnState::PrepareAbort,
                     update_ms: now_ms,
                     ..current
@@ -371,12 +375,16 @@ fn initialised(
         Some((_, e)) if e != current.producer_epoch && current.producer_epoch != -1 => {
             return Err(code(ResponseError::ProducerFenced));
         }
-        _ if current.producer_epoch >= EPOCH_EXHAUSTED => (new_producer_id(), 0, -1),
-        _ => (
-            current.producer_id,
-            current.producer_epoch + 1,
-            current.producer_epoch,
-        ),
+        // The last epoch is kept only for a client that said which epoch
+        // it had (KIP-360), so its retry is recognised; otherwise unknown.
+        _ if current.producer_epoch >= EPOCH_EXHAUSTED => {
+            let last = expected.map_or(-1, |_| current.producer_epoch);
+            (new_producer_id(), 0, last)
+        }
+        _ => {
+            let last = expected.map_or(-1, |_| current.producer_epoch);
+            (current.producer_id, current.producer_epoch + 1, last)
+        }
     };
     let previous_producer_id = match producer_id == current.producer_id {
         true => current.previous_producer_id,

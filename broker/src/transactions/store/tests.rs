@@ -131,6 +131,13 @@ fn a_new_instance_fences_the_old_and_aborts_its_open_transaction_first() {
     ] {
         assert_eq!(refused, codes(ResponseError::ProducerFenced));
     }
+    // Asking again with its old epoch is no retry: it is fenced.
+    assert_eq!(
+        txns.init_producer_id("tx", TIMEOUT, Some((pid, old)), 6, &mut ids)
+            .unwrap_err(),
+        codes(ResponseError::ConcurrentTransactions),
+        "while the abort's markers are written"
+    );
     // The retry waits for the markers, then gets the next epoch.
     assert_eq!(
         txns.init_producer_id("tx", TIMEOUT, None, 7, &mut ids)
@@ -141,6 +148,12 @@ fn a_new_instance_fences_the_old_and_aborts_its_open_transaction_first() {
         let step = txns.markers_written("tx", 8).unwrap();
         durable(&mut txns, step)
     };
+    assert_eq!(
+        txns.init_producer_id("tx", TIMEOUT, Some((pid, old)), 8, &mut ids)
+            .unwrap_err(),
+        codes(ResponseError::ProducerFenced),
+        "the fenced instance asking with its old epoch"
+    );
     let again = {
         let step = txns
             .init_producer_id("tx", TIMEOUT, None, 9, &mut ids)

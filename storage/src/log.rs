@@ -19,7 +19,7 @@ use crate::markers::{self, Marker, MarkerKind};
 use crate::producers::{Check, ProducerState};
 use crate::read_ahead::{ReadAhead, Window};
 use crate::segment::Segment;
-use crate::transactions::{AbortedTxn, Transactions};
+use crate::transactions::AbortedTxn;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
@@ -499,6 +499,13 @@ impl<FS: FileSystem> Log<FS> {
             transactions.check(producer.producer_id, header.is_transactional())?;
         }
         let marker = transaction_marker(&batch, &header)?;
+        if let (Some(marker), Some(_)) = (marker, epoch) {
+            // A leader checks a coordinator's marker as Kafka does: an
+            // older producer epoch or an older coordinator is refused.
+            let (producer_id, producer_epoch) = (header.producer_id, header.producer_epoch);
+            st.producers
+                .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
+        }
         let base = match epoch {
             Some(epoch) => {
                 let base = st.log_end;
@@ -539,7 +546,7 @@ impl<FS: FileSystem> Log<FS> {
             st.producers
                 .record_batch(producer, base, header.max_timestamp, now);
         }
-        record_transactional(st.producers.transactions_mut(), &header, base, marker);
+        record_transactional(&mut st.producers, &header, base, marker, now);
         Ok(AppendInfo {
             base_offset: base,
             last_offset: header.last_offset(),
@@ -642,20 +649,27 @@ fn transaction_marker(batch: &[u8], header: &BatchHeader) -> Result<Option<Marke
 }
 
 /// Records an appended batch at `base` in the partition's transactions: a
-/// transactional batch opens its producer's transaction, a marker ends it.
+/// transactional batch opens its producer's transaction, a marker ends it
+/// (and sets the producer's epoch and its coordinator's).
 pub(crate) fn record_transactional(
-    transactions: &mut Transactions,
+    producers: &mut ProducerState,
     header: &BatchHeader,
     base: Offset,
     marker: Option<Marker>,
+    now: TimestampMs,
 ) {
+    let (producer_id, epoch) = (header.producer_id, header.producer_epoch);
     match marker {
         Some(marker) => {
+            producers.record_marker(producer_id, epoch, marker.coordinator_epoch, base, now);
             let commit = marker.kind == MarkerKind::Commit;
-            transactions.record_marker(header.producer_id, base, commit);
+            producers
+                .transactions_mut()
+                .record_marker(producer_id, base, commit);
         }
-        None if header.producer_id >= 0 && !header.is_control() => {
-            transactions.record_batch(header.producer_id, base, header.is_transactional());
+        None if producer_id >= 0 && !header.is_control() => {
+            let transactions = producers.transactions_mut();
+            transactions.record_batch(producer_id, base, header.is_transactional());
         }
         None => {}
     }

@@ -129,8 +129,7 @@ impl<FS: FileSystem> Log<FS> {
                     true => Some(self.read_marker(&*file, &header, position, base).await?),
                     false => None,
                 };
-                let transactions = state.transactions_mut();
-                record_transactional(transactions, &header, header.base_offset, marker);
+                record_transactional(state, &header, header.base_offset, marker, now);
             }
         }
         Ok(())

@@ -51,9 +51,32 @@ pub struct ProducerEntry {
     /// so a client's clock running fast or slow neither keeps its state
     /// forever nor drops it while it still retries.
     pub last_seen: TimestampMs,
+    /// The epoch of the transaction coordinator that wrote its last marker
+    /// (-1: none): a marker from an older coordinator is refused.
+    pub coordinator_epoch: i32,
+    /// The offset of its last marker (-1: none), which keeps it known
+    /// while the marker is in the log.
+    pub last_marker: Offset,
 }
 
 impl ProducerEntry {
+    fn new(epoch: i16, timestamp: TimestampMs, now: TimestampMs) -> ProducerEntry {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            last_timestamp: timestamp,
+            last_seen: now,
+            coordinator_epoch: -1,
+            last_marker: Offset(-1),
+        }
+    }
+
+    /// Whether a batch or marker of it is at or past `offset`.
+    fn in_log_from(&self, offset: Offset) -> bool {
+        let last_batch = self.batches.back().map_or(Offset(-1), |b| b.last_offset);
+        last_batch.max(self.last_marker) >= offset
+    }
+
     /// The sequence of its last record.
     pub fn last_seq(&self) -> Option<i32> {
         self.batches.back().map(|b| b.last_seq)
@@ -203,12 +226,7 @@ impl ProducerState {
         let entry = self
             .producers
             .entry(batch.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: batch.epoch,
-                batches: VecDeque::new(),
-                last_timestamp: timestamp,
-                last_seen: now,
-            });
+            .or_insert_with(|| ProducerEntry::new(batch.epoch, timestamp, now));
         if batch.epoch != entry.epoch {
             entry.epoch = batch.epoch;
             entry.batches.clear();
@@ -221,16 +239,71 @@ impl ProducerState {
         entry.last_seen = entry.last_seen.max(now);
     }
 
+    /// Checks a transaction marker a leader is about to append for
+    /// `producer_id` at `epoch`, from a coordinator of
+    /// `coordinator_epoch`: a marker of an older epoch is
+    /// INVALID_PRODUCER_EPOCH, one from an older coordinator than the last
+    /// is TRANSACTION_COORDINATOR_FENCED (Kafka's checks).
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), crate::error::StorageError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if epoch < entry.epoch {
+            return Err(SequenceError::InvalidEpoch {
+                producer_id,
+                given: epoch,
+                current: entry.epoch,
+            }
+            .into());
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            let fenced = crate::transactions::TxnError::CoordinatorFenced {
+                producer_id,
+                given: coordinator_epoch,
+                current: entry.coordinator_epoch,
+            };
+            return Err(fenced.into());
+        }
+        Ok(())
+    }
+
+    /// Records an appended marker of `producer_id` at `offset`: its epoch
+    /// becomes the producer's (a newer one forgets the older batches, as
+    /// a new epoch does), and its coordinator's epoch is remembered.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        offset: Offset,
+        now: TimestampMs,
+    ) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry::new(epoch, TimestampMs(-1), now));
+        if epoch != entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
+        entry.last_marker = offset;
+        entry.last_seen = entry.last_seen.max(now);
+    }
+
     /// Forgets producers whose last batch lies below the log start (their
     /// batches were deleted): their state would no longer be rebuilt; and
     /// the aborted transactions whose marker went with them. An open
     /// transaction stays open, as Kafka's, until its marker comes.
     pub fn clamp_start(&mut self, log_start: Offset) {
         let transactions = &self.transactions;
-        self.producers.retain(|id, e| {
-            e.batches.back().is_some_and(|b| b.last_offset >= log_start)
-                || transactions.is_open(*id)
-        });
+        self.producers
+            .retain(|id, e| e.in_log_from(log_start) || transactions.is_open(*id));
         self.transactions.clamp_start(log_start);
     }
 
@@ -272,7 +345,8 @@ impl ProducerState {
 
     /// The snapshot bytes of this state as of `offset`: `[crc32c u32][body]`,
     /// body `[version u8][offset i64][count u32]` then per producer
-    /// `[id i64][epoch i16][last timestamp i64][last seen i64][batches u8]` and per batch
+    /// `[id i64][epoch i16][last timestamp i64][last seen i64]
+    /// [coordinator epoch i32][last marker i64][batches u8]` and per batch
     /// `[first seq i32][last seq i32][first offset i64][last offset i64]`,
     /// then the transactions ([`Transactions::encode`]).
     pub fn encode(&self, offset: Offset) -> Vec<u8> {
@@ -284,6 +358,8 @@ impl ProducerState {
             body.extend_from_slice(&entry.epoch.to_be_bytes());
             body.extend_from_slice(&entry.last_timestamp.0.to_be_bytes());
             body.extend_from_slice(&entry.last_seen.0.to_be_bytes());
+            body.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
+            body.extend_from_slice(&entry.last_marker.0.to_be_bytes());
             body.push(entry.batches.len() as u8);
             for b in &entry.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -311,8 +387,8 @@ impl ProducerState {
         }
         let offset = Offset(r.i64()?);
         let count = r.u32()? as usize;
-        // Each producer takes at least 27 bytes.
-        if count > r.0.len() / 27 {
+        // Each producer takes at least 39 bytes.
+        if count > r.0.len() / 39 {
             return None;
         }
         let mut state = ProducerState::default();
@@ -321,6 +397,8 @@ impl ProducerState {
             let epoch = r.i16()?;
             let last_timestamp = TimestampMs(r.i64()?);
             let last_seen = TimestampMs(r.i64()?);
+            let coordinator_epoch = r.i32()?;
+            let last_marker = Offset(r.i64()?);
             let n = r.u8()? as usize;
             if n > BATCHES_KEPT {
                 return None;
@@ -341,6 +419,8 @@ impl ProducerState {
                     batches,
                     last_timestamp,
                     last_seen,
+                    coordinator_epoch,
+                    last_marker,
                 },
             );
         }

@@ -59,6 +59,18 @@ pub enum TxnError {
         /// The producer.
         producer_id: i64,
     },
+    /// A marker from an older transaction coordinator than one whose
+    /// marker this producer already has (TRANSACTION_COORDINATOR_FENCED,
+    /// 52): a deposed coordinator's late marker.
+    #[error("producer {producer_id}: marker of coordinator epoch {given}, already {current}")]
+    CoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        given: i32,
+        /// The last one seen.
+        current: i32,
+    },
 }
 
 /// Every transaction of a partition that is not yet stable, and the

@@ -250,3 +250,57 @@ fn an_open_transaction_keeps_its_producer_and_the_lso_never_falls_below_the_log_
         log.close().await.unwrap();
     });
 }
+
+/// A marker of producer `pid` at `epoch` from a coordinator of
+/// `coordinator_epoch`.
+fn marker_at(pid: i64, epoch: i16, coordinator_epoch: i32, kind: MarkerKind) -> BytesMut {
+    let marker = Marker {
+        kind,
+        coordinator_epoch,
+    };
+    markers::build(pid, epoch, marker, TimestampMs(5_000))
+}
+
+#[test]
+fn markers_fence_older_epochs_and_older_coordinators_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.append(transactional(4, 0, 3, 1), E).await.unwrap();
+        // The coordinator aborts with a bumped epoch (a fence, or
+        // transaction.version 2): the producer's epoch follows the marker.
+        log.append(marker_at(4, 1, 7, MarkerKind::Abort), E)
+            .await
+            .unwrap();
+        assert_eq!(log.producers().entries()[&4].epoch, 1);
+        let mut zombie = batch_of(1, 10, 2, 1);
+        stamp_producer(&mut zombie, 4, 0, 3);
+        set_flags(&mut zombie, TRANSACTIONAL_FLAG);
+        let refused = log.append(zombie, E).await.unwrap_err();
+        assert!(
+            matches!(refused, StorageError::Sequence(_)),
+            "the old epoch's late batch: {refused:?}"
+        );
+        // A crash: no snapshot at the end, so the reopened log replays
+        // the marker from the segment, its coordinator epoch with it.
+        log.flush().await.unwrap();
+        drop(log);
+
+        let log = open(dir.path()).await;
+        let end = log.log_end();
+        let older_epoch = log.append(marker_at(4, 0, 7, MarkerKind::Commit), E).await;
+        assert!(matches!(older_epoch, Err(StorageError::Sequence(_))));
+        let older_coordinator = log.append(marker_at(4, 1, 6, MarkerKind::Commit), E).await;
+        assert!(matches!(
+            older_coordinator,
+            Err(StorageError::Transaction(
+                TxnError::CoordinatorFenced { .. }
+            ))
+        ));
+        assert_eq!(log.log_end(), end, "nothing appended");
+        log.append(marker_at(4, 1, 7, MarkerKind::Commit), E)
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+    });
+}

@@ -374,6 +374,7 @@ fn batch_error_code(error: &BatchError) -> Code {
 /// The Kafka error code for a refused append.
 pub fn storage_error_code(error: &StorageError) -> Code {
     use storage::producers::SequenceError;
+    use storage::transactions::TxnError;
     match error {
         StorageError::InvalidBatch(e) => batch_error_code(e),
         StorageError::Fenced => ResponseError::NotLeaderOrFollower.code(),
@@ -383,7 +384,12 @@ pub fn storage_error_code(error: &StorageError) -> Code {
         StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
             ResponseError::OutOfOrderSequenceNumber.code()
         }
-        StorageError::Transaction(_) => ResponseError::InvalidTxnState.code(),
+        StorageError::Transaction(TxnError::OutsideOpenTransaction { .. }) => {
+            ResponseError::InvalidTxnState.code()
+        }
+        StorageError::Transaction(TxnError::CoordinatorFenced { .. }) => {
+            ResponseError::TransactionCoordinatorFenced.code()
+        }
         _ => ResponseError::KafkaStorageError.code(),
     }
 }

@@ -334,3 +334,30 @@ fn a_follower_reconnects_to_its_leader_through_a_flood_that_fills_the_broker() {
     assert!(gauge(http, "connections_refused_total") >= 1.0);
     drop(flood);
 }
+
+#[test]
+fn an_idle_http_keep_alive_connection_is_closed_without_an_answer_it_never_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[("BROKER_CONNECTIONS_MAX_IDLE_MS", "1000")]);
+    let mut kept = TcpStream::connect(broker.http).unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = [0u8; 4096];
+    let n = kept.read(&mut answer).unwrap();
+    assert!(
+        answer[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+    // Idle past the limit: closed, with nothing more sent (no 408 for a
+    // request it never began).
+    let mut rest = Vec::new();
+    let started = Instant::now();
+    kept.read_to_end(&mut rest).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "closed after the idle limit"
+    );
+    assert!(rest.is_empty(), "sent {:?}", String::from_utf8_lossy(&rest));
+}

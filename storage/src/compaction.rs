@@ -50,6 +50,10 @@ type KeyMap = HashMap<Bytes, Offset>;
 /// What one read of the whole log tells a compaction pass.
 #[derive(Default)]
 struct Survey {
+    /// Where the survey stopped (the last stable offset when it began):
+    /// only segments wholly below it are cleaned, even if the high
+    /// watermark moved on meanwhile, since it knows no newer key.
+    end: Offset,
     /// Each key's newest offset.
     keys: KeyMap,
     /// The aborted transactions: their records supersede nothing (a
@@ -73,7 +77,7 @@ impl<FS: FileSystem> Log<FS> {
         self.flush_locked().await?;
         let survey = self.survey().await?;
         let now = (self.clock)();
-        let stable = self.last_stable_offset();
+        let stable = survey.end;
         let sealed: Vec<(Offset, Rc<FS::File>, u64)> = {
             let st = self.state.borrow();
             let n = st.segments.len() - 1;
@@ -119,6 +123,7 @@ impl<FS: FileSystem> Log<FS> {
         // transaction not yet decided must not remove the committed value
         // below it (the transaction may abort).
         let end = self.last_stable_offset();
+        survey.end = end;
         survey.aborted = self.aborted_transactions(offset, end);
         while offset < end {
             let outcome = self.read(offset, 4 << 20, end).await?;

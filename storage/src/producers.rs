@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::transactions::Transactions;
+use crate::transactions::{Transactions, TxnError};
 use crate::types::{Offset, TimestampMs};
 
 /// Batches remembered per producer (Kafka's, and the most a client keeps
@@ -249,32 +249,30 @@ impl ProducerState {
         producer_id: i64,
         epoch: i16,
         coordinator_epoch: i32,
-    ) -> Result<(), crate::error::StorageError> {
+    ) -> Result<(), TxnError> {
         let Some(entry) = self.producers.get(&producer_id) else {
             return Ok(());
         };
         if epoch < entry.epoch {
-            return Err(SequenceError::InvalidEpoch {
+            return Err(TxnError::MarkerOfOlderEpoch {
                 producer_id,
                 given: epoch,
                 current: entry.epoch,
-            }
-            .into());
+            });
         }
         if coordinator_epoch < entry.coordinator_epoch {
-            let fenced = crate::transactions::TxnError::CoordinatorFenced {
+            return Err(TxnError::CoordinatorFenced {
                 producer_id,
                 given: coordinator_epoch,
                 current: entry.coordinator_epoch,
-            };
-            return Err(fenced.into());
+            });
         }
         Ok(())
     }
 
-    /// Records an appended marker of `producer_id` at `offset`: its epoch
-    /// becomes the producer's (a newer one forgets the older batches, as
-    /// a new epoch does), and its coordinator's epoch is remembered.
+    /// Records an appended marker of `producer_id` at `offset`: a newer
+    /// epoch becomes the producer's (forgetting the older batches, as a
+    /// new epoch does), and its coordinator's epoch is remembered.
     pub fn record_marker(
         &mut self,
         producer_id: i64,
@@ -287,7 +285,9 @@ impl ProducerState {
             .producers
             .entry(producer_id)
             .or_insert_with(|| ProducerEntry::new(epoch, TimestampMs(-1), now));
-        if epoch != entry.epoch {
+        // Never lowered: replay applies a segment's markers after its
+        // batches, so a newer epoch's batches may already be recorded.
+        if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
         }

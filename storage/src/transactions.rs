@@ -59,6 +59,17 @@ pub enum TxnError {
         /// The producer.
         producer_id: i64,
     },
+    /// A marker of an older producer epoch than the producer's
+    /// (INVALID_PRODUCER_EPOCH, 47).
+    #[error("producer {producer_id}: marker of epoch {given}, already {current}")]
+    MarkerOfOlderEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's epoch.
+        given: i16,
+        /// The producer's.
+        current: i16,
+    },
     /// A marker from an older transaction coordinator than one whose
     /// marker this producer already has (TRANSACTION_COORDINATOR_FENCED,
     /// 52): a deposed coordinator's late marker.

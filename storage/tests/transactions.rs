@@ -289,7 +289,12 @@ fn markers_fence_older_epochs_and_older_coordinators_across_a_restart() {
         let log = open(dir.path()).await;
         let end = log.log_end();
         let older_epoch = log.append(marker_at(4, 0, 7, MarkerKind::Commit), E).await;
-        assert!(matches!(older_epoch, Err(StorageError::Sequence(_))));
+        assert!(matches!(
+            older_epoch,
+            Err(StorageError::Transaction(
+                TxnError::MarkerOfOlderEpoch { .. }
+            ))
+        ));
         let older_coordinator = log.append(marker_at(4, 1, 6, MarkerKind::Commit), E).await;
         assert!(matches!(
             older_coordinator,
@@ -301,6 +306,33 @@ fn markers_fence_older_epochs_and_older_coordinators_across_a_restart() {
         log.append(marker_at(4, 1, 7, MarkerKind::Commit), E)
             .await
             .unwrap();
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_replayed_marker_never_lowers_the_epoch_of_batches_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.append(transactional(6, 0, 2, 1), E).await.unwrap();
+        log.append(marker_at(6, 0, 1, MarkerKind::Commit), E)
+            .await
+            .unwrap();
+        // The producer restarts at epoch 1, in the same segment.
+        let mut first = batch_of(5, 10, 2, 1);
+        stamp_producer(&mut first, 6, 1, 0);
+        log.append(first.clone(), E).await.unwrap();
+        log.flush().await.unwrap();
+        drop(log); // a crash: replayed from the segment, marker after batches
+
+        let log = open(dir.path()).await;
+        assert_eq!(log.producers().entries()[&6].epoch, 1);
+        let retry = log.append(first, E).await.unwrap();
+        assert!(retry.duplicate, "its retry is still recognised");
+        let mut next = batch_of(1, 10, 3, 1);
+        stamp_producer(&mut next, 6, 1, 5);
+        assert!(!log.append(next, E).await.unwrap().duplicate);
         log.close().await.unwrap();
     });
 }

@@ -112,8 +112,9 @@ pub struct ResetArgs {
     /// The committed offset moved by N (negative: back; clamped).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub shift_by: Option<i64>,
-    /// Prints the new offsets without committing them.
-    #[arg(long, conflicts_with = "execute")]
+    /// Prints the new offsets without committing them (wins over
+    /// --execute, as before).
+    #[arg(long)]
     pub dry_run: bool,
     /// Commits the new offsets: the default here, accepted because
     /// Kafka's tool requires it.

@@ -47,7 +47,8 @@ pub struct TargetArgs {
         global = true,
         value_name = "PASSWORD",
         env = "BROKER_SASL_PASSWORD",
-        hide_env_values = true
+        hide_env_values = true,
+        allow_hyphen_values = true
     )]
     pub sasl_password: Option<String>,
 }

@@ -41,6 +41,15 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
             configs: vec![("retention.ms".into(), "1000".into())],
         }
     );
+    let (command, _) = topic("topic create t --partitions -1 --replication-factor -1");
+    assert!(matches!(
+        command,
+        TopicCommand::Create {
+            partitions: Some(-1),
+            replication_factor: Some(-1),
+            ..
+        }
+    ));
     let (command, _) = topic("topic alter orders --config a=1 --delete-config b");
     assert_eq!(
         command,

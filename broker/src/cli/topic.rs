@@ -17,12 +17,12 @@ pub enum TopicCommand {
     Create {
         /// The topic's name.
         name: String,
-        /// Partitions (default: the broker's num.partitions).
-        #[arg(long)]
+        /// Partitions (default, or -1: the broker's num.partitions).
+        #[arg(long, allow_negative_numbers = true)]
         partitions: Option<i32>,
-        /// Replicas of each partition (default: the broker's
+        /// Replicas of each partition (default, or -1: the broker's
         /// default.replication.factor).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         replication_factor: Option<i16>,
         /// A topic setting, as Kafka names it (repeatable).
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]

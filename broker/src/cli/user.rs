@@ -51,7 +51,12 @@ pub enum UserArgs {
         name: String,
         /// The password (better in BROKER_USER_PASSWORD: kept out of the
         /// process list).
-        #[arg(long, env = "BROKER_USER_PASSWORD", hide_env_values = true)]
+        #[arg(
+            long,
+            env = "BROKER_USER_PASSWORD",
+            hide_env_values = true,
+            allow_hyphen_values = true
+        )]
         password: Option<String>,
         /// SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable; default: both).
         #[arg(long = "mechanism", value_name = "MECHANISM")]

@@ -390,6 +390,9 @@ pub fn storage_error_code(error: &StorageError) -> Code {
         StorageError::Transaction(TxnError::CoordinatorFenced { .. }) => {
             ResponseError::TransactionCoordinatorFenced.code()
         }
+        StorageError::Transaction(TxnError::MarkerOfOlderEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
         _ => ResponseError::KafkaStorageError.code(),
     }
 }

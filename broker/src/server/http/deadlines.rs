@@ -58,8 +58,9 @@ pub struct Deadlines<S> {
     write_stalled_since: Option<Instant>,
     /// The timer armed for the nearest deadline, and that deadline.
     timer: Option<(Instant, Timer)>,
-    /// Bytes of the next request have arrived (it is late, not absent).
-    request_begun: bool,
+    /// Bytes of a request arrived while waiting since this instant (the
+    /// current wait's own: the request is late, not absent).
+    begun_under: Option<Instant>,
 }
 
 /// The answer to a request that did not arrive whole in time.
@@ -77,7 +78,7 @@ impl<S> Deadlines<S> {
             write_max,
             write_stalled_since: None,
             timer: None,
-            request_begun: false,
+            begun_under: None,
         }
     }
 
@@ -121,18 +122,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Deadlines<S> {
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Pending => {}
             Poll::Ready(Ok(n)) => {
-                this.request_begun = idle_since.is_some() && (this.request_begun || n > 0);
+                if n > 0 && idle_since.is_some() {
+                    this.begun_under = idle_since;
+                }
                 return Poll::Ready(Ok(n));
             }
             error => return error,
         }
         let Some(idle_since) = idle_since else {
-            this.request_begun = false;
             return Poll::Pending; // answering: hyper reads ahead; not timed
         };
         let deadline = idle_since + this.read_max;
         let late = this.wait_until(deadline, cx, "no request in time");
-        if late.is_ready() && this.request_begun {
+        // A 408 only to a client that began a request during this wait
+        // (not to an idle keep-alive connection after its last answer).
+        if late.is_ready() && this.begun_under == Some(idle_since) {
             // Best effort: the socket has room for so little unless the
             // client stopped reading too.
             let _ = Pin::new(&mut this.stream).poll_write(cx, LATE_REQUEST);
@@ -166,12 +170,24 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deadlines<S> {
         let this = self.get_mut();
         match Pin::new(&mut this.stream).poll_flush(cx) {
             Poll::Pending => this.stalled(cx).map_ok(|_| ()),
-            ready => ready,
+            ready => {
+                this.write_stalled_since = None;
+                ready
+            }
         }
     }
 
+    /// Closing writes too (TLS's close_notify): a peer that stopped
+    /// reading cannot hold the connection past the write limit.
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_close(cx)
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_close(cx) {
+            Poll::Pending => this.stalled(cx).map_ok(|_| ()),
+            ready => {
+                this.write_stalled_since = None;
+                ready
+            }
+        }
     }
 }
 

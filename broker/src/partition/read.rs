@@ -74,15 +74,9 @@ impl ServedPartition {
             Bound::LastStable => log.last_stable_offset(),
             Bound::LogEnd => log_end,
         };
-        let aborted = (bound == Bound::LastStable).then(|| {
-            let overlapping = log.aborted_transactions(Offset(offset), limit);
-            overlapping
-                .iter()
-                .map(|t| (t.producer_id, t.first_offset))
-                .collect()
-        });
         let mut read = Read {
-            aborted,
+            // For a committed read, filled in with what it returns.
+            aborted: (bound == Bound::LastStable).then(Vec::new),
             bound: limit,
             high_watermark,
             last_stable: log.last_stable_offset(),
@@ -103,6 +97,13 @@ impl ServedPartition {
         }
         match outcome {
             Ok(outcome) => {
+                if let (Some(aborted), Some(end)) = (&mut read.aborted, outcome.next_offset) {
+                    // The aborted transactions overlapping what is returned
+                    // (Kafka bounds its list the same way), not all below
+                    // the LSO.
+                    let overlapping = log.aborted_transactions(Offset(offset), end);
+                    aborted.extend(overlapping.iter().map(|t| (t.producer_id, t.first_offset)));
+                }
                 read.bytes = outcome.bytes;
                 read.chunks = outcome.chunks;
                 Ok(read)

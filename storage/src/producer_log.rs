@@ -203,11 +203,33 @@ impl<FS: FileSystem> Log<FS> {
     pub(crate) async fn clamp_producers_to_start(&self) -> Result<()> {
         let log_start = self.log_start();
         self.st().producers.clamp_start(log_start);
+        let mut kept = false;
         for offset in self.producer_snapshots()? {
             if offset < log_start {
                 self.remove_producer_snapshot(offset).await?;
+            } else {
+                kept = true;
             }
         }
+        // A transaction open from below the new start could no longer be
+        // rebuilt by replaying from the start: a snapshot at the log end
+        // keeps it, written now if the log end is durable, else by the
+        // next flush that makes it so.
+        let (end, bytes) = {
+            let mut st = self.st();
+            let open = !st.producers.transactions().open().is_empty();
+            if !open || kept || st.producer_snapshot_due.is_some() {
+                return Ok(());
+            }
+            let end = st.log_end;
+            let bytes = st.producers.encode(end);
+            if st.flushed < end {
+                st.producer_snapshot_due = Some((end, bytes));
+                return Ok(());
+            }
+            (end, bytes)
+        };
+        self.write_producer_snapshot(end, &bytes).await;
         Ok(())
     }
 

@@ -336,3 +336,33 @@ fn a_replayed_marker_never_lowers_the_epoch_of_batches_after_it() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_transaction_open_from_below_a_moved_log_start_survives_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    on_glommio(async {
+        let log = open(dir.path()).await;
+        log.append(transactional(8, 0, 5, 1), E).await.unwrap();
+        for tag in 0..5 {
+            log.append(batch_of(10, 50, 10 + tag, 2_000), E)
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        log.set_high_watermark(log.log_end());
+        let start = log.delete_records_below(Offset(30)).await.unwrap();
+        assert!(start > Offset(0), "past the transaction's first batch");
+        assert_eq!(log.last_stable_offset(), start, "producer 8 is open");
+        log.flush().await.unwrap();
+        drop(log); // a crash: no close, no snapshot but the one kept for it
+
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(
+            log.last_stable_offset(),
+            log.log_start(),
+            "still open after the crash: replay from the start alone would have lost it"
+        );
+        log.close().await.unwrap();
+    });
+}

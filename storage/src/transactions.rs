@@ -408,13 +408,8 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| std::process::id() as u64);
         println!("SEED={seed}");
-        let mut state = seed | 1;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
+        let mut next = |n: u64| rand::Rng::gen_range(&mut rng, 0..n);
         for _ in 0..200 {
             let (mut txns, mut model) = (Transactions::default(), Model::default());
             let mut end = 0i64;

@@ -13,7 +13,7 @@ use storage::io::dma::DmaFs;
 use storage::producers::{BatchMeta, SequenceError, PRODUCER_SNAPSHOTS_KEPT};
 use storage::CompactionPolicy;
 use storage::{LeaderEpoch, Log, LogConfig, Offset, StorageError, TimestampMs};
-use support::{batch_of, keyed, on_glommio, small_config};
+use support::{batch_of, copy_log, keyed, on_glommio, small_config};
 
 /// `count` records of producer `pid` in `epoch` from sequence `seq`.
 fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize, tag: u64) -> BytesMut {
@@ -281,17 +281,7 @@ fn a_follower_copying_the_batches_knows_what_its_leader_knew() {
         let leader = open(&dir.path().join("leader")).await;
         two_batches(&leader).await;
         let follower = open(&dir.path().join("follower")).await;
-        let bytes = leader
-            .read(Offset(0), 1 << 20, leader.log_end())
-            .await
-            .unwrap()
-            .to_bytes();
-        for (_, batch) in storage::batch::split_stored(&bytes, 1 << 20).unwrap() {
-            follower
-                .append_replica(BytesMut::from(&batch[..]))
-                .await
-                .unwrap();
-        }
+        copy_log(&leader, &follower).await;
         assert_eq!(known(&follower), known(&leader));
         assert_eq!(follower.producers().entries()[&7].last_seq(), Some(9));
         leader.close().await.unwrap();

@@ -16,7 +16,7 @@ use storage::markers::{self, Marker, MarkerKind};
 use storage::transactions::TxnError;
 use storage::CompactionPolicy;
 use storage::{LeaderEpoch, Log, Offset, StorageError, TimestampMs};
-use support::{batch_of, keyed, on_glommio, small_config};
+use support::{batch_of, copy_log, keyed, on_glommio, small_config};
 
 const E: LeaderEpoch = LeaderEpoch(1);
 
@@ -154,17 +154,7 @@ fn a_follower_copy_knows_the_leaders_transactions() {
         three_transactions(&leader).await;
         leader.set_high_watermark(leader.log_end());
         let follower = open(follower_dir.path()).await;
-        let bytes = leader
-            .read(Offset(0), 1 << 24, leader.log_end())
-            .await
-            .unwrap()
-            .to_bytes();
-        for (_, batch) in storage::batch::split_stored(&bytes, 1 << 20).unwrap() {
-            follower
-                .append_replica(BytesMut::from(&batch[..]))
-                .await
-                .unwrap();
-        }
+        copy_log(&leader, &follower).await;
         follower.set_high_watermark(follower.log_end());
         assert_eq!(committed_view(&follower), committed_view(&leader));
         leader.close().await.unwrap();

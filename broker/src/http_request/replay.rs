@@ -152,13 +152,8 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| std::process::id() as u64);
         println!("SEED={seed}");
-        let mut state = seed | 1;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
+        let mut next = || rand::Rng::gen::<u64>(&mut rng);
         let pieces: [&[u8]; 10] = [
             b"GET / HTTP/1.1\r\n",
             b"POST /t HTTP/1.1\r\n",

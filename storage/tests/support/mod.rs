@@ -3,7 +3,24 @@
 
 use bytes::BytesMut;
 use storage::batch::{self, RecordSpec};
-use storage::{LogConfig, TimestampMs};
+use storage::io::FileSystem;
+use storage::{Log, LogConfig, Offset, TimestampMs};
+
+/// Copies every batch of `leader` into `follower`, as a follower fetching
+/// the whole log appends it.
+pub async fn copy_log<FS: FileSystem>(leader: &Log<FS>, follower: &Log<FS>) {
+    let bytes = leader
+        .read(Offset(0), 1 << 24, leader.log_end())
+        .await
+        .unwrap()
+        .to_bytes();
+    for (_, batch) in batch::split_stored(&bytes, 1 << 20).unwrap() {
+        follower
+            .append_replica(BytesMut::from(&batch[..]))
+            .await
+            .unwrap();
+    }
+}
 
 /// A producer batch of `count` records whose values encode `tag`, so every
 /// batch of a test is distinct byte for byte.

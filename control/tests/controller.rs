@@ -240,6 +240,37 @@ fn stale_and_foreign_isr_changes_are_refused() {
 }
 
 #[test]
+fn a_deposed_leaders_isr_change_is_refused_as_stale() {
+    // A leader whose earlier request may have committed (its answer lost)
+    // asks again after it was deposed. "Not the leader" would read as
+    // "nothing changed" and let it stop counting the members it asked
+    // for; the partition changed since its view, and the answer says so.
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = cluster(&mut controller);
+    let topic = metadata.topic_by_name("strict").unwrap().id;
+    let before = metadata.partition(topic, PartitionId(0)).unwrap().clone();
+    let deposed = before.leader.unwrap();
+    let incarnation = metadata.brokers[&deposed].registration.incarnation;
+    for record in control::controller::fence(&metadata, deposed, incarnation) {
+        metadata.apply(&record).unwrap();
+    }
+    let after = metadata.partition(topic, PartitionId(0)).unwrap();
+    assert_ne!(after.leader, Some(deposed), "fencing moved the leadership");
+    let again = AlterIsr {
+        topic,
+        partition: PartitionId(0),
+        leader: deposed,
+        leader_epoch: before.leader_epoch,
+        partition_epoch: before.partition_epoch,
+        isr: before.replicas.clone(),
+    };
+    assert!(matches!(
+        controller.alter_isr(&metadata, &again),
+        Err(MetadataError::StalePartitionEpoch { .. })
+    ));
+}
+
+#[test]
 fn a_fenced_broker_cannot_rejoin_the_isr() {
     let mut controller = Controller::new(SESSION_MS);
     let mut metadata = cluster(&mut controller);

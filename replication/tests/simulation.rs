@@ -558,6 +558,14 @@ impl Sim {
                     // A retry answered as a duplicate acknowledges the
                     // same record again: counted once.
                     if !self.acked.contains(&(offset, value)) {
+                        if self.trace {
+                            println!(
+                                "t={} {leader_id} acknowledges {value} at {offset} epoch {} hw {} {state:?}",
+                                self.now_ms,
+                                epoch.0,
+                                state.high_watermark()
+                            );
+                        }
                         self.acked.push((offset, value));
                     }
                     self.producer.unacknowledged.retain(|v| *v != value);
@@ -574,9 +582,10 @@ impl Sim {
     /// proposes; the members asked for count for its high watermark from
     /// then on. The controller commits it only from the current leader at
     /// the current epoch and the ISR the leader knows (its partition
-    /// epoch), and sometimes refuses it anyway; a refusal that changed
-    /// nothing is heard, and the leader counts its committed ISR alone
-    /// again. A commit's answer is never heard here (as if lost in a
+    /// epoch), and sometimes refuses it anyway; a refusal at the current
+    /// partition epoch (so nothing changed) is heard, and the leader
+    /// counts its committed ISR alone again; any other (deposed, or the
+    /// partition changed since) leaves it unknown. A commit's answer is never heard here (as if lost in a
     /// controller's failover): the leader learns of the commit on a later
     /// refresh, and asks again meanwhile.
     fn isr_maintenance(&mut self, id: ReplicaId) {
@@ -597,19 +606,20 @@ impl Sim {
                 None => return,
             },
         };
+        if self.trace {
+            println!("t={now} {id} asks isr {asked:?}, knows {:?}, controller leader {current_leader} epoch {} isr {controller_isr:?}", state.isr(), controller_epoch.0);
+        }
         if &asked == state.isr() {
             state.isr_committed(asked, end); // settled: nothing to ask
             return;
         }
         state.isr_requested(asked.clone());
-        if !current_leader || controller_epoch != state.epoch() {
-            state.isr_request_refused(); // refused as deposed, nothing changed
-            return;
-        }
-        if state.isr() != &controller_isr {
+        if !current_leader || controller_epoch != state.epoch() || state.isr() != &controller_isr {
             // Refused: the partition changed since the ISR this leader
-            // knows (its partition epoch is stale). What changed it may be
-            // one of its own requests whose answer was lost: unknown.
+            // knows (its partition epoch is stale; a deposed leader's
+            // always is, as the controller checks that first). What
+            // changed it may be one of its own requests whose answer was
+            // lost: unknown.
             return;
         }
         if refuse_anyway {
@@ -798,6 +808,30 @@ fn seed() -> u64 {
         })
 }
 
+/// One randomized run: 1500 steps with faults, then healed and drained.
+fn run_seed(seed: u64) -> Sim {
+    let mut sim = Sim::new(seed);
+    // Some runs fail over rapidly, some calmly.
+    let fault_rate = [0.002, 0.01, 0.05][(seed % 3) as usize];
+    for _ in 0..1500 {
+        sim.step(fault_rate);
+    }
+    sim.heal_and_drain();
+    sim
+}
+
+#[test]
+fn seeds_that_once_failed() {
+    // A deposed leader, refused as "not the leader" when it asked again
+    // for an ISR whose earlier commit it had not heard of, stopped
+    // counting the member it had asked for and acknowledged records the
+    // elected member lacked (in-sync replica 2 lost offset 18).
+    for seed in [1796230640141610991] {
+        println!("SEED={seed}");
+        run_seed(seed);
+    }
+}
+
 #[test]
 fn no_acknowledged_record_is_lost_and_logs_never_diverge_under_random_faults() {
     let base = seed();
@@ -813,19 +847,14 @@ fn no_acknowledged_record_is_lost_and_logs_never_diverge_under_random_faults() {
         .unwrap_or(300u64);
     for run in 0..runs {
         let seed = base.wrapping_add(run);
-        let mut sim = Sim::new(seed);
-        // Some runs fail over rapidly, some calmly.
-        let fault_rate = [0.002, 0.01, 0.05][(seed % 3) as usize];
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            for _ in 0..1500 {
-                sim.step(fault_rate);
+        let result = std::panic::catch_unwind(|| run_seed(seed));
+        let sim = match result {
+            Ok(sim) => sim,
+            Err(e) => {
+                eprintln!("failed with SEED={seed} (run {run})");
+                std::panic::resume_unwind(e);
             }
-            sim.heal_and_drain();
-        }));
-        if let Err(e) = result {
-            eprintln!("failed with SEED={seed} (run {run})");
-            std::panic::resume_unwind(e);
-        }
+        };
         acked += sim.acked.len();
         faults += sim.faults;
         elections += sim.elections;
@@ -902,5 +931,44 @@ fn a_rapid_double_failover_truncates_without_losing_committed_records() {
     assert!(
         !log.contains(&LeaderEpoch(2)),
         "replica 3's uncommitted epoch-2 records were cut: {log:?}"
+    );
+}
+
+#[test]
+fn a_deposed_leader_keeps_counting_the_members_it_asked_for() {
+    // Leader 1 knows the ISR {1, 2}; it asks for {1, 2, 3}, and the
+    // controller commits it, but the answer is lost. 1 is then deposed
+    // (3 elected from {2, 3}) before it hears of either; 2 has not heard
+    // yet and still fetches from 1. 1 asks again and is refused as
+    // deposed: that says nothing of its earlier request, so 1 must keep
+    // counting 3 for its high watermark, and acknowledge nothing 3 lacks.
+    let mut sim = Sim::new(1);
+    sim.controller.isr = [1, 2].into_iter().collect();
+    sim.refresh(1);
+    let Role::Leader(state) = &mut sim.replica(1).role else {
+        panic!("1 leads");
+    };
+    state.isr_requested(REPLICAS.iter().copied().collect());
+    sim.controller.isr = REPLICAS.iter().copied().collect();
+    // Deposed: fenced out, 3 elected in epoch 2; only 3 hears.
+    sim.controller.isr.remove(&1);
+    sim.controller.leader = Some(3);
+    sim.controller.epoch = LeaderEpoch(2);
+    sim.refresh(3);
+    sim.isr_maintenance(1);
+    let value = sim.next_plain;
+    sim.next_plain += 1;
+    let epoch = sim.accept(1).expect("1 still believes it leads");
+    assert!(sim.append(1, epoch, value));
+    // A truncation round, a fetch that copies the record, one that
+    // tells 1 that 2 holds it.
+    for _ in 0..3 {
+        sim.fetch(2);
+    }
+    assert_eq!(sim.replicas[1].log.len(), 1, "2 copied the record");
+    sim.check();
+    assert!(
+        sim.acked.is_empty(),
+        "the deposed leader acknowledged a record its successor lacks"
     );
 }

@@ -214,15 +214,30 @@ impl Controller {
         Ok(records)
     }
 
-    /// An ISR change from a partition's leader, accepted only from the
-    /// current leader, in the current leader epoch, at the current
-    /// partition epoch, and keeping the leader in the ISR.
+    /// An ISR change from a partition's leader, accepted only at the
+    /// current partition epoch, from the current leader in the current
+    /// leader epoch, and keeping the leader in the ISR.
+    ///
+    /// The partition epoch is checked first: a leader reads any other
+    /// refusal as "nothing changed since the partition you know" and stops
+    /// counting the members it asked for. A deposed leader's view is
+    /// always stale (an election bumps the partition epoch), and one of
+    /// its earlier requests, its answer lost, may have committed: it must
+    /// hear "stale", not "not the leader".
     pub fn alter_isr(
         &self,
         metadata: &Metadata,
         request: &AlterIsr,
     ) -> Result<MetadataRecord, MetadataError> {
         let partition = metadata.partition(request.topic, request.partition)?;
+        if request.partition_epoch != partition.partition_epoch {
+            return Err(MetadataError::StalePartitionEpoch {
+                topic: request.topic,
+                partition: request.partition,
+                given: request.partition_epoch,
+                current: partition.partition_epoch,
+            });
+        }
         if partition.leader != Some(request.leader)
             || request.leader_epoch != partition.leader_epoch
         {

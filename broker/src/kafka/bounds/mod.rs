@@ -9,15 +9,18 @@
 //! One walker per request type that has arrays; each is tested against the
 //! codec's own encoding of every version it serves. The consumer group
 //! APIs' walkers are in `groups`, the producers' in `producers`, the
-//! authentication and user APIs' in `security`.
+//! transaction APIs' in `transactions`, the authentication and user APIs'
+//! in `security`.
 
 mod groups;
 mod producers;
 mod security;
+mod transactions;
 
 pub use groups::*;
 pub use producers::*;
 pub use security::*;
+pub use transactions::*;
 
 /// Why a body was refused before decoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,7 +11,9 @@
 //!   server       transports: Kafka handlers, HTTP (neither imports the
 //!                other), connections, ports, metrics, health; shard.rs
 //!                is the composition root, the one place naming every service
-//!   coordinator  the group coordinator (on groups/, sans-IO)
+//!   coordinator, txn_coordinator
+//!                the group and transaction coordinators (on groups/ and
+//!                transactions/, sans-IO)
 //!   replica      roles from the metadata, the ISR loop, follower fetchers
 //!   partition    a shard's partitions: the table, roles, one interface
 //!                (append-and-acknowledge, bounded read with long poll,
@@ -46,3 +48,4 @@ pub mod runtime;
 pub mod security;
 pub mod server;
 pub mod transactions;
+pub mod txn_coordinator;

@@ -26,6 +26,12 @@ impl<FS: FileSystem> Log<FS> {
         self.state.borrow().producers.clone()
     }
 
+    /// Where one producer's transactions on this partition stand (cheap:
+    /// [`Log::producers`] copies every producer).
+    pub fn txn_status(&self, producer_id: i64) -> crate::producers::TxnStatus {
+        self.state.borrow().producers.txn_status(producer_id)
+    }
+
     /// Forgets producers this broker has not seen (appended a batch of,
     /// or rebuilt at open) since `now - expiration_ms`; returns how many.
     pub fn expire_producers(&self, now: TimestampMs, expiration_ms: i64) -> usize {

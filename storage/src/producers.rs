@@ -59,6 +59,20 @@ pub struct ProducerEntry {
     pub last_marker: Offset,
 }
 
+/// Where one producer's transactions on a partition stand: what a
+/// leader compares before and after asking the transaction coordinator
+/// whether a transactional batch may open a transaction here (a marker or
+/// a new epoch in between means the answer is stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnStatus {
+    /// Its epoch, if known here.
+    pub epoch: Option<i16>,
+    /// Whether a transaction of its is open here.
+    pub open: bool,
+    /// Its last marker's offset (-1: none).
+    pub last_marker: Offset,
+}
+
 impl ProducerEntry {
     fn new(epoch: i16, timestamp: TimestampMs, now: TimestampMs) -> ProducerEntry {
         ProducerEntry {
@@ -335,6 +349,16 @@ impl ProducerState {
     pub fn seen_at(&mut self, now: TimestampMs) {
         for entry in self.producers.values_mut() {
             entry.last_seen = entry.last_seen.max(now);
+        }
+    }
+
+    /// Where `producer_id`'s transactions on this partition stand.
+    pub fn txn_status(&self, producer_id: i64) -> TxnStatus {
+        let entry = self.producers.get(&producer_id);
+        TxnStatus {
+            epoch: entry.map(|e| e.epoch),
+            open: self.transactions.is_open(producer_id),
+            last_marker: entry.map_or(Offset(-1), |e| e.last_marker),
         }
     }
 

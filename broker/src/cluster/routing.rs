@@ -12,6 +12,7 @@ use super::Cluster;
 use crate::groups::{offsets_partition, OFFSETS_TOPIC};
 use crate::kafka::Code;
 use crate::runtime::sharded::ShardId;
+use crate::transactions::TRANSACTION_STATE_TOPIC;
 
 /// A partition: topic and index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,8 +91,33 @@ impl Cluster {
     /// coordinates it (leads that partition); else NOT_COORDINATOR, or
     /// COORDINATOR_NOT_AVAILABLE while the topic does not exist.
     pub fn route_group(&self, group: &str) -> Route {
+        self.route_keyed(OFFSETS_TOPIC, group)
+    }
+
+    /// The `__transaction_state` partition of a transactional id, when
+    /// this broker coordinates it; errors as [`Cluster::route_group`].
+    pub fn route_transactional(&self, transactional_id: &str) -> Route {
+        self.route_keyed(TRANSACTION_STATE_TOPIC, transactional_id)
+    }
+
+    /// The broker coordinating `group` (leading its offsets partition),
+    /// with its inter-broker Kafka listener; it must not be fenced.
+    pub fn group_coordinator(&self, group: &str) -> Result<(BrokerId, String), Code> {
+        self.keyed_coordinator(OFFSETS_TOPIC, group)
+    }
+
+    /// The broker coordinating a transactional id (leading its
+    /// `__transaction_state` partition), as [`Cluster::group_coordinator`].
+    pub fn transaction_coordinator(
+        &self,
+        transactional_id: &str,
+    ) -> Result<(BrokerId, String), Code> {
+        self.keyed_coordinator(TRANSACTION_STATE_TOPIC, transactional_id)
+    }
+
+    fn route_keyed(&self, topic: &str, key: &str) -> Route {
         let view = self.view.borrow();
-        let (topic, index) = group_partition(&view.metadata, group)?;
+        let (topic, index) = keyed_partition(&view.metadata, topic, key)?;
         let partition = &topic.partitions[index as usize];
         if partition.leader != Some(self.me) {
             return Err(ResponseError::NotCoordinator.code());
@@ -107,12 +133,10 @@ impl Cluster {
         ))
     }
 
-    /// The broker coordinating `group` (leading its offsets partition),
-    /// with its inter-broker Kafka listener; it must not be fenced.
-    pub fn group_coordinator(&self, group: &str) -> Result<(BrokerId, String), Code> {
+    fn keyed_coordinator(&self, topic: &str, key: &str) -> Result<(BrokerId, String), Code> {
         let unavailable = ResponseError::CoordinatorNotAvailable.code();
         let view = self.view.borrow();
-        let (topic, index) = group_partition(&view.metadata, group)?;
+        let (topic, index) = keyed_partition(&view.metadata, topic, key)?;
         let leader = topic.partitions[index as usize].leader.ok_or(unavailable)?;
         let broker = view
             .metadata
@@ -180,16 +204,16 @@ impl Cluster {
     }
 }
 
-/// The offsets topic and the partition index of `group` in it.
-fn group_partition<'m>(
+/// The coordinator topic `topic` (`__consumer_offsets`,
+/// `__transaction_state`) and the partition index of `key` in it: both
+/// place their keys with the same hash, as Kafka's coordinators do.
+fn keyed_partition<'m>(
     metadata: &'m control::Metadata,
-    group: &str,
+    topic: &str,
+    key: &str,
 ) -> Result<(&'m Topic, u32), Code> {
     let topic = metadata
-        .topic_by_name(OFFSETS_TOPIC)
+        .topic_by_name(topic)
         .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
-    Ok((
-        topic,
-        offsets_partition(group, topic.partitions.len() as u32),
-    ))
+    Ok((topic, offsets_partition(key, topic.partitions.len() as u32)))
 }

@@ -134,8 +134,8 @@ impl Cluster {
 
     /// Deletes a topic and waits (bounded) for this shard to see it gone.
     pub async fn delete_topic(&self, name: &str) -> Result<(), Refused> {
-        if name == crate::groups::OFFSETS_TOPIC {
-            // The coordinator's state lives there (Kafka refuses too).
+        if is_internal(name) {
+            // The coordinators' state lives there (Kafka refuses too).
             return Err((
                 ResponseError::InvalidTopicException.code(),
                 format!("{name} is internal and cannot be deleted"),
@@ -158,4 +158,10 @@ impl Cluster {
             Err(e) => Err(controller_error(&e)),
         }
     }
+}
+
+/// Whether `topic` is one of the coordinators' own (`__consumer_offsets`,
+/// `__transaction_state`): only they write to it, and it is never deleted.
+pub fn is_internal(topic: &str) -> bool {
+    topic == crate::groups::OFFSETS_TOPIC || topic == crate::transactions::TRANSACTION_STATE_TOPIC
 }

@@ -118,6 +118,12 @@ pub struct BrokerConfig {
     /// Partitions of `__consumer_offsets` (fixed once the topic exists:
     /// a group's coordinator is its group id's hash modulo this).
     pub offsets_topic_partitions: u32,
+    /// Partitions of `__transaction_state` (fixed once the topic exists:
+    /// a transactional id's coordinator is its hash modulo this).
+    pub transaction_state_partitions: u32,
+    /// The longest transaction timeout a producer may ask for (Kafka's
+    /// transaction.max.timeout.ms).
+    pub transaction_max_timeout_ms: i32,
     /// How long the first rebalance of an empty group waits for more
     /// members, so consumers starting together land in one generation.
     pub group_initial_rebalance_delay_ms: u64,
@@ -240,6 +246,8 @@ impl Default for BrokerConfig {
             pin_shards: true,
             connections_follow_partitions: true,
             offsets_topic_partitions: 50,
+            transaction_state_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,

@@ -21,9 +21,11 @@ use tracing::Instrument;
 use super::leader::{advance_high_watermark, check_acks_all, wait_acknowledged};
 use super::role::Role;
 use super::served::ServedPartition;
+use super::txn_verify::{self, TxnGuard};
 use super::Partitions;
 use crate::cluster::lease::lease_valid;
 use crate::cluster::routing::PartitionKey;
+use crate::cluster::topics::is_internal;
 use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
 
@@ -77,6 +79,22 @@ impl ServedPartition {
         acks: Acks,
         timeout: Duration,
     ) -> Result<Appended, Code> {
+        self.append_guarded(partitions, batches, acks, timeout, None)
+            .await
+    }
+
+    /// [`ServedPartition::append`], refused (INVALID_TXN_STATE) if `guard`
+    /// no longer holds when the batches go in: a transactional batch
+    /// verified with its coordinator must not open a transaction after a
+    /// marker ended the one it was verified in.
+    pub async fn append_guarded(
+        &self,
+        partitions: &Partitions,
+        batches: Vec<ValidBatch>,
+        acks: Acks,
+        timeout: Duration,
+        guard: Option<TxnGuard>,
+    ) -> Result<Appended, Code> {
         let replicated = self.replicated();
         let waited = self
             .wait_for_role(partitions, replicated, timeout.min(ROLE_LAG_MAX))
@@ -88,7 +106,9 @@ impl ServedPartition {
             // Checked before appending, as Kafka does: a refusal writes nothing.
             self.check_enough_in_sync(replicated, min_insync)?;
         }
-        let appended = self.append_batches(batches, epoch, replicated).await?;
+        let appended = self
+            .append_batches(batches, epoch, replicated, guard)
+            .await?;
         tracing::debug!(
             base = appended.base_offset.0,
             last = appended.last_offset.0,
@@ -217,15 +237,21 @@ impl ServedPartition {
         batches: Vec<ValidBatch>,
         epoch: LeaderEpoch,
         replicated: bool,
+        guard: Option<TxnGuard>,
     ) -> Result<Appended, Code> {
         let log = &self.partition.log;
-        let still_leads = || lease_valid() && self.epoch_to_stamp(replicated) == Ok(epoch);
+        let guard_holds = || guard.is_none_or(|g| g.holds(log));
+        let still_leads =
+            || lease_valid() && self.epoch_to_stamp(replicated) == Ok(epoch) && guard_holds();
         let mut span = None;
         for batch in batches {
             let info = log
                 .append_valid_while(batch, epoch, still_leads)
                 .await
-                .map_err(|e| storage_error_code(&e))?;
+                .map_err(|e| match e {
+                    StorageError::Fenced if !guard_holds() => ResponseError::InvalidTxnState.code(),
+                    e => storage_error_code(&e),
+                })?;
             let base = span.map_or(info.base_offset, |(base, _)| base);
             span = Some((base, info.last_offset));
         }
@@ -265,23 +291,29 @@ impl ServedPartition {
 impl Partitions {
     /// Appends a producer's records (whole v2 batches) to a partition this
     /// broker leads, as Produce and the HTTP API do: cut into batches
-    /// within the topic's max.message.bytes, all or nothing. Only the group
-    /// coordinator writes to `__consumer_offsets`.
+    /// within the topic's max.message.bytes, all or nothing. Only the
+    /// coordinators write to their internal topics. A transactional batch
+    /// (the request's `transactional_id` names its producer) is first
+    /// verified with its transaction coordinator.
     pub async fn produce(
         &self,
         led: ServedPartition,
         records: RecordSet,
         acks: Acks,
         timeout: Duration,
+        transactional_id: Option<&str>,
     ) -> Result<Appended, Code> {
-        if led.topic.name == crate::groups::OFFSETS_TOPIC {
+        if is_internal(&led.topic.name) {
             return Err(ResponseError::InvalidTopicException.code());
         }
         let limit = usize::try_from(led.topic.config.max_message_bytes).unwrap_or(0);
         let split = split_batches(records, limit)?;
         self.metrics
             .produced_bytes(split.in_place_bytes, split.copied_bytes);
-        led.append(self, split.batches, acks, timeout).await
+        let verifier = self.txn_verifier.borrow().clone();
+        let guard = txn_verify::verify(&led, &split.batches, transactional_id, verifier).await?;
+        led.append_guarded(self, split.batches, acks, timeout, guard)
+            .await
     }
 }
 
@@ -344,20 +376,11 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
     Ok(split)
 }
 
-/// Whether a client may write this batch. Control batches (transaction
-/// markers) are the coordinator's to write, as in Kafka (INVALID_RECORD).
-/// A transactional batch belongs to a transaction the coordinator knows of;
-/// while this broker has no transaction coordinator (it answers
-/// InitProducerId for a transactional id with an error), no such
-/// transaction exists, so it is refused as Kafka refuses a batch outside
-/// a verified transaction (INVALID_TXN_STATE): accepted, it would open a
-/// transaction nothing can end, and hold the last stable offset forever.
+/// Only transaction coordinators write markers (control batches), with
+/// WriteTxnMarkers; a producer's are refused.
 fn client_may_write(header: &BatchHeader) -> Result<(), Code> {
     if header.is_control() {
         return Err(ResponseError::InvalidRecord.code());
-    }
-    if header.is_transactional() {
-        return Err(ResponseError::InvalidTxnState.code());
     }
     Ok(())
 }
@@ -455,26 +478,18 @@ mod tests {
     }
 
     #[test]
-    fn clients_may_write_neither_markers_nor_transactional_batches_yet() {
-        use storage::batch::{set_flags, stamp_producer, TRANSACTIONAL_FLAG};
+    fn clients_may_not_write_markers() {
         use storage::markers::{Marker, MarkerKind};
         let marker = Marker {
             kind: MarkerKind::Commit,
             coordinator_epoch: 0,
         };
         let control = storage::markers::build(5, 0, marker, TimestampMs(0));
-        assert_eq!(
-            split_batches(set(&control, control.len()), 1 << 20).err(),
-            Some(ResponseError::InvalidRecord.code())
-        );
-        let mut transactional = batch(2);
-        stamp_producer(&mut transactional, 5, 0, 0);
-        set_flags(&mut transactional, TRANSACTIONAL_FLAG);
         let mut both = batch(1);
-        both.extend_from_slice(&transactional);
+        both.extend_from_slice(&control);
         assert_eq!(
             split_batches(set(&both, both.len()), 1 << 20).err(),
-            Some(ResponseError::InvalidTxnState.code()),
+            Some(ResponseError::InvalidRecord.code()),
             "all or nothing"
         );
     }

@@ -14,11 +14,14 @@ pub mod dirs;
 pub mod epoch;
 pub mod leader;
 pub mod maintenance;
+pub mod markers;
 pub mod read;
 pub mod role;
 pub mod served;
 pub mod table;
+pub mod txn_verify;
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -32,6 +35,7 @@ use crate::kafka::Code;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
 use served::ServedPartition;
 use table::PartitionTable;
+use txn_verify::TxnVerifier;
 
 /// One shard's partitions, and its way to every other shard's.
 pub struct Partitions {
@@ -41,6 +45,9 @@ pub struct Partitions {
     pub table: PartitionTable,
     /// This shard's counters.
     pub metrics: Arc<ShardMetrics>,
+    /// Reaches the transaction coordinators (installed by the shard once
+    /// they exist; transactional batches are refused until then).
+    pub txn_verifier: RefCell<Option<Rc<dyn TxnVerifier>>>,
     peers: Sharded<Partitions>,
 }
 
@@ -58,6 +65,7 @@ impl Partitions {
             table: PartitionTable::new(cluster.partitions_root(), CacheShare::new(cache_bytes)),
             cluster,
             metrics,
+            txn_verifier: RefCell::new(None),
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }

@@ -68,7 +68,7 @@ impl Partitions {
     }
 
     /// The partition's topic and leader epoch if this broker serves it.
-    pub(super) fn served(
+    pub fn served(
         &self,
         key: PartitionKey,
         leader_only: bool,

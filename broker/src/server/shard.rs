@@ -1,5 +1,5 @@
 //! The composition root of one shard: every service it runs, built in
-//! layer order (cluster, partitions, replication, coordinator), each
+//! layer order (cluster, partitions, replication, coordinators), each
 //! given what it uses, and each reachable from the other shards through
 //! its own job queue (see [`crate::runtime::sharded`]). Only this module
 //! and the server's start name every service; the transports receive a
@@ -24,6 +24,8 @@ use crate::partition::Partitions;
 use crate::replica::Replication;
 use crate::runtime::sharded::{self, JobQueue, Mesh, ShardId, Sharded};
 use crate::security::quotas::Meters;
+use crate::txn_coordinator::verifier::CoordinatorVerifier;
+use crate::txn_coordinator::TxnCoordinator;
 
 /// Every shard's services.
 pub struct Shard {
@@ -35,6 +37,9 @@ pub struct Shard {
     pub replication: Rc<Replication>,
     /// The groups whose `__consumer_offsets` partitions this shard owns.
     pub coordinator: Rc<Coordinator>,
+    /// The transactional ids whose `__transaction_state` partitions this
+    /// shard owns.
+    pub txn_coordinator: Rc<TxnCoordinator>,
     /// This shard's counters.
     pub metrics: Arc<ShardMetrics>,
     /// Every shard's counters (a scrape sums them).
@@ -110,6 +115,7 @@ pub struct Meshes {
     cluster: Mesh<Cluster>,
     partitions: Mesh<Partitions>,
     coordinator: Mesh<Coordinator>,
+    txn_coordinator: Mesh<TxnCoordinator>,
     connections: Mesh<ConnectionHost>,
 }
 
@@ -118,6 +124,7 @@ pub struct Queues {
     cluster: JobQueue<Cluster>,
     partitions: JobQueue<Partitions>,
     coordinator: JobQueue<Coordinator>,
+    txn_coordinator: JobQueue<TxnCoordinator>,
     connections: JobQueue<ConnectionHost>,
 }
 
@@ -126,17 +133,20 @@ pub fn meshes(shards: usize) -> (Meshes, Vec<Queues>) {
     let (cluster, cluster_queues) = sharded::mesh(shards);
     let (partitions, partition_queues) = sharded::mesh(shards);
     let (coordinator, coordinator_queues) = sharded::mesh(shards);
+    let (txn_coordinator, txn_coordinator_queues) = sharded::mesh(shards);
     let (connections, connection_queues) = sharded::mesh(shards);
     let queues = cluster_queues
         .into_iter()
         .zip(partition_queues)
         .zip(coordinator_queues)
+        .zip(txn_coordinator_queues)
         .zip(connection_queues)
         .map(
-            |(((cluster, partitions), coordinator), connections)| Queues {
+            |((((cluster, partitions), coordinator), txn_coordinator), connections)| Queues {
                 cluster,
                 partitions,
                 coordinator,
+                txn_coordinator,
                 connections,
             },
         )
@@ -145,6 +155,7 @@ pub fn meshes(shards: usize) -> (Meshes, Vec<Queues>) {
         cluster,
         partitions,
         coordinator,
+        txn_coordinator,
         connections,
     };
     (meshes, queues)
@@ -187,9 +198,17 @@ impl Shard {
         let partitions = Partitions::new(cluster.clone(), metrics.clone(), meshes.partitions);
         let replication = Replication::new(partitions.clone());
         let coordinator = Coordinator::new(partitions.clone(), meshes.coordinator);
+        let txn_coordinator = TxnCoordinator::new(partitions.clone(), meshes.txn_coordinator);
+        let verifier = CoordinatorVerifier(Rc::downgrade(&txn_coordinator));
+        partitions.txn_verifier.replace(Some(Rc::new(verifier)));
         glommio::spawn_local(sharded::serve(cluster.clone(), queues.cluster)).detach();
         glommio::spawn_local(sharded::serve(partitions.clone(), queues.partitions)).detach();
         glommio::spawn_local(sharded::serve(coordinator.clone(), queues.coordinator)).detach();
+        glommio::spawn_local(sharded::serve(
+            txn_coordinator.clone(),
+            queues.txn_coordinator,
+        ))
+        .detach();
         let connections = Rc::new(ConnectionHost::default());
         let connection_hosts = Sharded::new(
             ShardId(parts.index),
@@ -202,6 +221,7 @@ impl Shard {
             partitions,
             replication,
             coordinator,
+            txn_coordinator,
             metrics,
             metrics_registry: parts.metrics_registry,
             admission: parts.admission,

@@ -9,6 +9,8 @@ pub mod metadata;
 pub mod records;
 pub mod store;
 
+pub use records::TRANSACTION_STATE_TOPIC;
+
 /// The `__transaction_state` partition of a transactional id, as Kafka
 /// places it (the same hash as a group's offsets partition).
 pub fn state_partition(transactional_id: &str, partitions: u32) -> u32 {

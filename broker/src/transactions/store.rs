@@ -254,6 +254,25 @@ impl TxnStore {
         Ok(Some(self.step(id, next, Then::Answer)))
     }
 
+    /// Whether `partition` is in the ongoing transaction of `producer_id`
+    /// at `epoch` (a leader asks before a transactional batch opens a
+    /// transaction there): no error, the coordinator's errors, or
+    /// TRANSACTION_ABORTABLE if it is not (the caller downgrades it for
+    /// versions that predate it). Writes nothing.
+    pub fn verify(
+        &mut self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TopicPartition,
+    ) -> Result<(), Code> {
+        let current = self.checked(id, producer_id, epoch)?;
+        match current.state == TxnState::Ongoing && current.partitions.contains(partition) {
+            true => Ok(()),
+            false => Err(code(ResponseError::TransactionAbortable)),
+        }
+    }
+
     /// EndTxn: commit or abort the open transaction. `None`: a retry of an
     /// end already complete (answer with no error).
     pub fn end_txn(

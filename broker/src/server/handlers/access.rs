@@ -199,6 +199,11 @@ impl<'a> Caller<'a> {
         self.may(operation, ResourceType::Group, group)
     }
 
+    /// On a transactional id.
+    pub fn may_transactional_id(&self, operation: Operation, id: &str) -> bool {
+        self.may(operation, ResourceType::TransactionalId, id)
+    }
+
     /// On the cluster.
     pub fn may_cluster(&self, operation: Operation) -> bool {
         self.may(operation, ResourceType::Cluster, CLUSTER_NAME)
@@ -227,5 +232,7 @@ impl<'a> Caller<'a> {
 pub const TOPIC_DENIED: Code = ResponseError::TopicAuthorizationFailed.code();
 /// GROUP_AUTHORIZATION_FAILED.
 pub const GROUP_DENIED: Code = ResponseError::GroupAuthorizationFailed.code();
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+pub const TXN_ID_DENIED: Code = ResponseError::TransactionalIdAuthorizationFailed.code();
 /// CLUSTER_AUTHORIZATION_FAILED.
 pub const CLUSTER_DENIED: Code = ResponseError::ClusterAuthorizationFailed.code();

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::access::{Caller, GROUP_DENIED};
+use super::access::{Caller, GROUP_DENIED, TXN_ID_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::membership::{Join, Joined};
 use crate::kafka::bounds;
@@ -45,9 +45,18 @@ fn text(s: impl Into<String>) -> StrBytes {
 /// A broker's id, host and port.
 type Endpoint = (i32, String, i32);
 
-/// The broker coordinating `group`, at its address on `listener`.
-fn coordinator_of(shard: &Shard, group: &str, listener: &str) -> Result<Endpoint, Code> {
-    let (broker, _) = shard.cluster.group_coordinator(group)?;
+/// The broker coordinating `key` (a group, key type 0; a transactional
+/// id, key type 1), at its address on `listener`.
+fn coordinator_of(
+    shard: &Shard,
+    key_type: i8,
+    key: &str,
+    listener: &str,
+) -> Result<Endpoint, Code> {
+    let (broker, _) = match key_type {
+        0 => shard.cluster.group_coordinator(key)?,
+        _ => shard.cluster.transaction_coordinator(key)?,
+    };
     let address = shard
         .cluster
         .client_endpoint(broker, listener)
@@ -59,8 +68,7 @@ fn coordinator_of(shard: &Shard, group: &str, listener: &str) -> Result<Endpoint
     Ok((broker.0, host, port))
 }
 
-/// Answers FindCoordinator: groups only (transactions are not served).
-/// Up to v3 a request names one key, from v4 a list; both are answered
+/// Answers FindCoordinator for groups and transactional ids. Up to v3 a request names one key, from v4 a list; both are answered
 /// from one list and laid out for the version.
 pub async fn find_coordinator(
     shard: &Rc<Shard>,
@@ -83,6 +91,12 @@ pub async fn find_coordinator(
         if decoded.key_type == 0 && !caller.may_group(Operation::Describe, key) {
             *found = Err((GROUP_DENIED, "not authorized to describe this group"));
         }
+        if decoded.key_type == 1 && !caller.may_transactional_id(Operation::Describe, key) {
+            *found = Err((
+                TXN_ID_DENIED,
+                "not authorized to describe this transactional id",
+            ));
+        }
     }
     let answer = if version >= 4 {
         coordinators_layout(keys, found)
@@ -95,26 +109,31 @@ pub async fn find_coordinator(
 /// A key's coordinator, or why there is none.
 type Found = Result<Endpoint, (Code, &'static str)>;
 
-/// Each key's coordinator (creating the offsets topic on first use).
+/// Each key's coordinator (creating the coordinator's topic on first use).
 async fn find_each(shard: &Shard, key_type: i8, keys: &[String], listener: &str) -> Vec<Found> {
-    let ensured = if key_type == 0 {
-        crate::coordinator::ensure_offsets_topic(&shard.cluster).await
-    } else {
-        Ok(())
+    let ensured = match key_type {
+        0 => crate::coordinator::ensure_offsets_topic(&shard.cluster).await,
+        1 => crate::txn_coordinator::ensure_state_topic(&shard.cluster).await,
+        _ => Err(ResponseError::InvalidRequest.code()),
     };
     keys.iter()
         .map(|key| {
-            if key_type != 0 {
+            if !(0..=1).contains(&key_type) {
                 return Err((
-                    ResponseError::CoordinatorNotAvailable.code(),
-                    "only group coordinators are served (no transactions)",
+                    ResponseError::InvalidRequest.code(),
+                    "key type: 0 (group) or 1 (transaction)",
                 ));
             }
             if key.is_empty() {
-                return Err((ResponseError::InvalidGroupId.code(), "empty group id"));
+                let code = match key_type {
+                    0 => ResponseError::InvalidGroupId.code(),
+                    _ => ResponseError::InvalidRequest.code(),
+                };
+                return Err((code, "empty key"));
             }
-            ensured.map_err(|c| (c, "no offsets topic"))?;
-            coordinator_of(shard, key, listener).map_err(|c| (c, "coordinator not available"))
+            ensured.map_err(|c| (c, "no coordinator topic"))?;
+            coordinator_of(shard, key_type, key, listener)
+                .map_err(|c| (c, "coordinator not available"))
         })
         .collect()
 }

@@ -18,6 +18,8 @@ mod produce;
 mod producers;
 mod quotas;
 mod topics;
+mod transactions;
+mod txn_markers;
 mod users;
 
 use std::rc::Rc;
@@ -175,6 +177,12 @@ apis! {
             => |s, r, c| producers::init_producer_id(s, &r, c);
         DescribeProducers producers::DESCRIBE_PRODUCERS_VERSIONS
             => |s, r, c| producers::describe_producers(s, &r, c);
+        AddPartitionsToTxn transactions::ADD_PARTITIONS_VERSIONS
+            => |s, r, c| transactions::add_partitions(s, &r, c);
+        AddOffsetsToTxn transactions::ADD_OFFSETS_VERSIONS
+            => |s, r, c| transactions::add_offsets(s, &r, c);
+        EndTxn transactions::END_TXN_VERSIONS => |s, r, c| transactions::end_txn(s, &r, c);
+        WriteTxnMarkers txn_markers::VERSIONS => |s, r, c| txn_markers::handle(s, &r, c);
         DescribeUserScramCredentials users::DESCRIBE_VERSIONS => |s, r, c| users::describe(s, &r, c);
         AlterUserScramCredentials users::ALTER_VERSIONS => |s, r, c| users::alter(s, &r, c);
         DescribeClientQuotas quotas::DESCRIBE_VERSIONS => |s, r, c| quotas::describe(s, &r, c);

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
-use super::access::Caller;
+use super::access::{Caller, TXN_ID_DENIED};
 use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
@@ -98,14 +98,17 @@ async fn append_all(
     caller: &Caller<'_>,
 ) -> Vec<Result<Appended, Code>> {
     let acks = Acks::from_field(decoded.acks);
+    let transactional_id = decoded
+        .transactional_id
+        .as_ref()
+        .map(|t| t.to_string())
+        .filter(|t| !t.is_empty());
     let refusal = match acks {
         None => Some(ResponseError::InvalidRequiredAcks.code()),
-        // Transactions are not served yet (InitProducerId refuses a
-        // transactional id).
-        Some(_) if decoded.transactional_id.is_some() => {
-            Some(ResponseError::TransactionalIdAuthorizationFailed.code())
-        }
-        Some(_) => None,
+        Some(_) => transactional_id
+            .as_ref()
+            .filter(|id| !caller.may_transactional_id(Operation::Write, id))
+            .map(|_| TXN_ID_DENIED),
     };
     let timeout = Duration::from_millis(decoded.timeout_ms.max(0) as u64).min(TIMEOUT_MAX);
     let partitions = decoded.topic_data.iter().flat_map(|topic| {
@@ -143,10 +146,25 @@ async fn append_all(
         // A child span per partition on the owning shard: the append, the
         // leader's fdatasync, the wait for the ISR (docs/operations.md).
         let span = tracing::debug_span!(parent: &parent, "partition", topic = %topic, partition = index, acks = acks_tag(acks));
-        Box::pin(async move { owner.produce(led, records, acks, timeout).await }.instrument(span))
-            as crate::runtime::sharded::LocalFuture<_>
+        let transactional_id = transactional_id.clone();
+        let produced = async move {
+            owner
+                .produce(led, records, acks, timeout, transactional_id.as_deref())
+                .await
+                .map_err(|code| abortable_for(code, version))
+        };
+        Box::pin(produced.instrument(span)) as crate::runtime::sharded::LocalFuture<_>
     };
     shard.partitions.fan_out(asked, true, work).await
+}
+
+/// TRANSACTION_ABORTABLE (a batch outside its transaction) as a Produce
+/// of `version` knows it: INVALID_TXN_STATE before v11.
+fn abortable_for(code: Code, version: i16) -> Code {
+    match code == ResponseError::TransactionAbortable.code() && version < 11 {
+        true => ResponseError::InvalidTxnState.code(),
+        false => code,
+    }
 }
 
 /// Each partition's answer as its connection's earlier refusals make it:

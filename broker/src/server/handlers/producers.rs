@@ -1,6 +1,6 @@
-//! The idempotent producer's APIs: InitProducerId (a producer id and
-//! epoch; without a transactional id) and DescribeProducers (each
-//! partition's producer state, from its leader).
+//! The producer's APIs: InitProducerId (a producer id and epoch; with a
+//! transactional id, from its transaction coordinator) and
+//! DescribeProducers (each partition's producer state, from its leader).
 
 use std::rc::Rc;
 
@@ -13,7 +13,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::access::{Caller, CLUSTER_DENIED};
+use super::access::{Caller, CLUSTER_DENIED, TXN_ID_DENIED};
+use super::transactions::{fenced_for, init_transactional};
 use super::{in_request_order, respond, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::{check_describe_producers, check_init_producer_id};
@@ -31,51 +32,74 @@ pub const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 5);
 /// DescribeProducers versions served.
 pub const DESCRIBE_PRODUCERS_VERSIONS: (i16, i16) = (0, 0);
 
-/// Answers InitProducerId: a new producer id at epoch 0, every time, as
-/// Kafka answers a producer without a transactional id. A producer that
-/// names its current id and epoch (KIP-360's reset) gets a new id too: one
-/// epoch on would be unsafe, since nothing records that epoch as taken
-/// (two such requests would get the same identity, and each producer's
-/// batches would be taken for the other's retries). Transactions are not
-/// served yet: a transactional id is refused.
+/// Answers InitProducerId. Without a transactional id: a new producer id
+/// at epoch 0, every time, as Kafka answers an idempotent producer. A
+/// producer that names its current id and epoch (KIP-360's reset) gets a
+/// new id too: one epoch on would be unsafe, since nothing records that
+/// epoch as taken (two such requests would get the same identity, and
+/// each producer's batches would be taken for the other's retries). With
+/// a transactional id: its coordinator's id and next epoch, fencing any
+/// older instance of the producer.
 pub async fn init_producer_id(
     shard: &Rc<Shard>,
     request: &Request,
     caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
+    let version = request.header.request_api_version;
     let decoded: InitProducerIdRequest = checked(request, check_init_producer_id)?;
-    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
-    // on some topic (Kafka's rule since 3.0); each write is checked again.
-    let allowed =
-        caller.may_cluster(Operation::IdempotentWrite) || caller.may_on_any_topic(Operation::Write);
-    let outcome = match allowed {
-        true => decided(shard, &decoded).await,
-        false => Err(CLUSTER_DENIED),
+    let outcome = match transactional_id(&decoded) {
+        Some(id) => transactional(shard, &decoded, id, caller).await,
+        None => idempotent(shard, caller).await,
     };
     let answer = match outcome {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),
         Err(code) => InitProducerIdResponse::default()
-            .with_error_code(code)
+            .with_error_code(fenced_for(code, version, 4))
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1),
     };
     respond(request, &answer)
 }
 
-async fn decided(shard: &Rc<Shard>, request: &InitProducerIdRequest) -> Result<(i64, i16), Code> {
-    // (An empty transactional id is taken as none: some encoders default
-    // the nullable string to "".)
-    if request
+/// The request's transactional id. (An empty one is taken as none: some
+/// encoders default the nullable string to "".)
+fn transactional_id(request: &InitProducerIdRequest) -> Option<String> {
+    request
         .transactional_id
         .as_ref()
-        .is_some_and(|t| !t.0.is_empty())
-    {
-        return Err(ResponseError::TransactionalIdAuthorizationFailed.code());
+        .map(|t| t.to_string())
+        .filter(|t| !t.is_empty())
+}
+
+async fn idempotent(shard: &Rc<Shard>, caller: &Caller<'_>) -> Result<(i64, i16), Code> {
+    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+    // on some topic (Kafka's rule since 3.0); each write is checked again.
+    let allowed =
+        caller.may_cluster(Operation::IdempotentWrite) || caller.may_on_any_topic(Operation::Write);
+    if !allowed {
+        return Err(CLUSTER_DENIED);
     }
     let id = shard.cluster.next_producer_id().await?;
     Ok((id, 0))
+}
+
+async fn transactional(
+    shard: &Rc<Shard>,
+    request: &InitProducerIdRequest,
+    id: String,
+    caller: &Caller<'_>,
+) -> Result<(i64, i16), Code> {
+    if !caller.may_transactional_id(Operation::Write, &id) {
+        return Err(TXN_ID_DENIED);
+    }
+    let expected = match (request.producer_id.0, request.producer_epoch) {
+        (-1, -1) => None,
+        (id, epoch) if id >= 0 && epoch >= 0 => Some((id, epoch)),
+        _ => return Err(ResponseError::InvalidRequest.code()),
+    };
+    init_transactional(shard, id, request.transaction_timeout_ms, expected).await
 }
 
 /// Answers DescribeProducers from each partition's leader.

@@ -101,7 +101,7 @@ fn list_topics(shard: &Shard, visible: &dyn Fn(&str) -> bool) -> HttpResponse {
             json!({
                 "name": t.name,
                 "partitions": t.partitions.len(),
-                "internal": t.name == crate::groups::OFFSETS_TOPIC,
+                "internal": crate::cluster::topics::is_internal(&t.name),
             })
         })
         .collect();
@@ -570,7 +570,7 @@ async fn produce_here(
                 // over, not copied.
                 let records = RecordSet::built(BytesMut::from(records));
                 owner
-                    .produce(led, records, acks_wanted, PRODUCE_TIMEOUT)
+                    .produce(led, records, acks_wanted, PRODUCE_TIMEOUT, None)
                     .await
             })
         })

@@ -318,3 +318,48 @@ fn an_exhausted_epoch_moves_to_a_new_producer_id() {
     assert_eq!(next.next.producer_epoch, 0);
     assert_eq!(next.next.previous_producer_id, first.next.producer_id);
 }
+
+#[test]
+fn a_partition_verifies_only_inside_its_ongoing_transaction() {
+    let (mut txns, mut ids) = store();
+    let init = txns
+        .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+        .unwrap();
+    let init = durable(&mut txns, init);
+    let (pid, epoch) = (init.next.producer_id, init.next.producer_epoch);
+    let t0 = ("t".to_string(), 0);
+    let abortable = Err(codes(ResponseError::TransactionAbortable));
+    assert_eq!(
+        txns.verify("tx", pid, epoch, &t0),
+        abortable,
+        "no transaction"
+    );
+    let add = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("t", 0)]), 1)
+        .unwrap()
+        .unwrap();
+    durable(&mut txns, add);
+    assert_eq!(txns.verify("tx", pid, epoch, &t0), Ok(()));
+    let t1 = ("t".to_string(), 1);
+    assert_eq!(txns.verify("tx", pid, epoch, &t1), abortable, "not added");
+    assert_eq!(
+        txns.verify("tx", pid, epoch + 1, &t0),
+        Err(codes(ResponseError::ProducerFenced))
+    );
+    assert_eq!(
+        txns.verify("tx", pid + 1, epoch, &t0),
+        Err(codes(ResponseError::InvalidProducerIdMapping))
+    );
+    let end = txns.end_txn("tx", pid, epoch, true, 2).unwrap().unwrap();
+    durable(&mut txns, end);
+    assert_eq!(
+        txns.verify("tx", pid, epoch, &t0),
+        abortable,
+        "being committed: a late batch must not reopen it"
+    );
+    assert_eq!(
+        txns.verify("other", pid, epoch, &t0),
+        Err(codes(ResponseError::InvalidProducerIdMapping)),
+        "unknown id"
+    );
+}

@@ -161,7 +161,7 @@ fn topic_entry(
         .with_partitions(partitions);
     if version >= 1 {
         // Clients leave internal topics out of pattern subscriptions.
-        entry = entry.with_is_internal(topic.name == crate::groups::OFFSETS_TOPIC);
+        entry = entry.with_is_internal(crate::cluster::topics::is_internal(&topic.name));
     }
     if version >= 10 {
         entry = entry.with_topic_id(uuid::Uuid::from_bytes(topic.id.0));

@@ -1,0 +1,205 @@
+//! The transactional ids of one `__transaction_state` partition, loaded on
+//! the shard owning it while this broker leads it: each change the rules
+//! decide ([`crate::transactions::store`]) is appended to the partition
+//! with acks=all before it takes effect or is answered, and a decided
+//! transaction's markers are sent before it completes.
+//!
+//! The coordinator epoch is the partition's leader epoch at load: a leader
+//! refuses markers from an older one, so a deposed coordinator still
+//! sending cannot overwrite the newer one's outcome.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use storage::batch::{self, RecordSpec, ValidBatch};
+use storage::{LeaderEpoch, TimestampMs};
+
+use super::markers::{self, Abandoned};
+use super::peers::PeerConnections;
+use crate::cluster::routing::PartitionKey;
+use crate::coordinator::offsets_partition::coordinator_code;
+use crate::kafka::Code;
+use crate::partition::append::Acks;
+use crate::partition::markers::MarkerToWrite;
+use crate::partition::table::BATCH_BYTES_CAP;
+use crate::partition::Partitions;
+use crate::runtime::clock::wall_ms;
+use crate::transactions::metadata::TxnState;
+use crate::transactions::records;
+use crate::transactions::store::{Step, Then, TxnStore};
+
+/// How long a state write waits for the in-sync replicas.
+const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// The ids of one `__transaction_state` partition.
+pub struct StatePartition {
+    partitions: Rc<Partitions>,
+    peers: Rc<PeerConnections>,
+    key: PartitionKey,
+    epoch: LeaderEpoch,
+    /// The ids' metadata and the rules over them.
+    pub store: RefCell<TxnStore>,
+    /// A producer id taken in advance, for the next id that needs one
+    /// (the rules are synchronous; allocating one is not).
+    spare_producer_id: Cell<Option<i64>>,
+    /// Held while appending, so records reach the log in decision order.
+    append: futures::lock::Mutex<()>,
+}
+
+impl StatePartition {
+    /// Partition `key`'s ids, loaded in leader epoch `epoch`.
+    pub fn new(
+        partitions: Rc<Partitions>,
+        peers: Rc<PeerConnections>,
+        key: PartitionKey,
+        epoch: LeaderEpoch,
+        store: TxnStore,
+    ) -> StatePartition {
+        StatePartition {
+            partitions,
+            peers,
+            key,
+            epoch,
+            store: RefCell::new(store),
+            spare_producer_id: Cell::new(None),
+            append: futures::lock::Mutex::new(()),
+        }
+    }
+
+    /// The leader epoch it was loaded in.
+    pub fn epoch(&self) -> LeaderEpoch {
+        self.epoch
+    }
+
+    /// The coordinator epoch its markers carry.
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.epoch.0
+    }
+
+    /// Whether this broker still leads the partition in the epoch it
+    /// loaded it in.
+    pub fn still_current(&self) -> bool {
+        self.partitions
+            .served(self.key, true)
+            .is_ok_and(|(_, epoch)| epoch == self.epoch)
+    }
+
+    /// Makes sure a producer id is at hand for [`StatePartition::take_producer_id`].
+    pub async fn reserve_producer_id(&self) -> Result<(), Code> {
+        if self.spare_producer_id.get().is_none() {
+            let id = self.partitions.cluster.next_producer_id().await?;
+            self.spare_producer_id.set(Some(id));
+        }
+        Ok(())
+    }
+
+    /// The reserved producer id (-1 if none was: the caller reserves one
+    /// right before, with nothing able to run in between).
+    pub fn take_producer_id(&self) -> i64 {
+        self.spare_producer_id.take().unwrap_or(-1)
+    }
+
+    /// Makes `step` durable and acts on it: the answer to give (Ok, or a
+    /// code) once its metadata is in the log; markers it decided are sent
+    /// in the background.
+    pub async fn run(self: &Rc<Self>, step: Step) -> Result<(), Code> {
+        self.write(&step).await?;
+        match step.then {
+            Then::Answer | Then::Done => Ok(()),
+            Then::FenceThenRetry => {
+                self.complete_in_background(step);
+                Err(ResponseError::ConcurrentTransactions.code())
+            }
+            Then::AnswerThenMarkers | Then::Markers => {
+                self.complete_in_background(step);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the markers a written step decided, then completes its
+    /// transaction (as a task of this shard: no client waits for it).
+    pub fn complete_in_background(self: &Rc<Self>, step: Step) {
+        let this = self.clone();
+        glommio::spawn_local(async move { this.complete(step).await }).detach();
+    }
+
+    async fn complete(self: Rc<Self>, step: Step) {
+        let commit = match step.next.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return,
+        };
+        let marker = MarkerToWrite {
+            producer_id: step.next.producer_id,
+            epoch: step.next.producer_epoch,
+            commit,
+            coordinator_epoch: self.coordinator_epoch(),
+        };
+        let sent = markers::write_all(
+            &self.partitions,
+            &self.peers,
+            marker,
+            &step.next.partitions,
+            || self.still_current(),
+        )
+        .await;
+        match sent {
+            Ok(()) => {}
+            Err(Abandoned::NotCoordinator) => return,
+            Err(Abandoned::Fenced) => return,
+        }
+        let completed = self.store.borrow_mut().markers_written(&step.id, wall_ms());
+        if let Some(completed) = completed {
+            if let Err(code) = self.write(&completed).await {
+                tracing::warn!(id = %step.id, code, "cannot record a completed transaction");
+            }
+        }
+    }
+
+    /// Appends `step`'s record and installs it once durable (or leaves the
+    /// id as it was if the write fails).
+    async fn write(&self, step: &Step) -> Result<(), Code> {
+        let written = self.append_record(step).await;
+        let mut store = self.store.borrow_mut();
+        match written {
+            Ok(()) => store.written(step),
+            Err(_) => store.write_failed(&step.id),
+        }
+        written
+    }
+
+    async fn append_record(&self, step: &Step) -> Result<(), Code> {
+        let _in_order = self.append.lock().await;
+        let led = self
+            .partitions
+            .open_led(self.key)
+            .await
+            .map_err(coordinator_code)?;
+        if led.epoch != self.epoch {
+            return Err(ResponseError::NotCoordinator.code());
+        }
+        let spec = RecordSpec {
+            timestamp_delta: 0,
+            key: Some(records::key(&step.id)),
+            value: Some(records::value(&step.next)),
+        };
+        let built = batch::build(TimestampMs(wall_ms()), &[spec]);
+        let batch = ValidBatch::new(built, BATCH_BYTES_CAP)
+            .map_err(|_| ResponseError::RecordListTooLarge.code())?;
+        led.append(
+            &self.partitions,
+            vec![batch],
+            Acks::All,
+            REPLICATION_WAIT_MAX,
+        )
+        .await
+        .map_err(|code| {
+            tracing::warn!(code, "a __transaction_state append failed");
+            coordinator_code(code)
+        })?;
+        Ok(())
+    }
+}

@@ -1,5 +1,7 @@
 //! Transactions as applications use them: confluent-kafka's transactional
-//! producer (commit, abort, a zombie fenced by a new instance) against one
+//! producer (commit, abort, a zombie fenced by a new instance,
+//! consume-transform-produce with the group's offsets in the
+//! transaction) against one
 //! broker and against three (where the coordinator, the partitions'
 //! leaders and the verification of transactional batches sit on different
 //! brokers), read back by read_committed and read_uncommitted consumers
@@ -64,6 +66,18 @@ fn transactions_span_brokers_with_the_coordinator_on_another_one() {
             "txn-out",
             "--partitions",
             "6",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    cli(
+        &bootstrap,
+        &[
+            "topic",
+            "create",
+            "txn-out-in",
+            "--partitions",
+            "1",
             "--replication-factor",
             "3",
         ],

@@ -204,6 +204,8 @@ pub fn validate(
     Ok(header)
 }
 
+pub use crate::producers::NO_SEQUENCE;
+
 /// A producer's batch that passed [`validate`] (`CountRule::Exact`), with
 /// its parsed header: proof for [`crate::Log::append_valid`], so a caller
 /// that must check every batch of a request before appending any does not
@@ -222,6 +224,28 @@ impl ValidBatch {
         let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
         if let Some(p) = header.producer() {
             if p.epoch < 0 || p.first_seq < 0 {
+                return Err(BatchError::InvalidProducerFields {
+                    producer_id: p.producer_id,
+                    epoch: p.epoch,
+                    first_seq: p.first_seq,
+                });
+            }
+        }
+        Ok(ValidBatch { bytes, header })
+    }
+
+    /// Validates a batch a coordinator writes for a producer: a
+    /// transactional batch with its producer's id and epoch but no
+    /// sequence ([`NO_SEQUENCE`], as Kafka's TxnOffsetCommit batches),
+    /// which [`ValidBatch::new`] refuses from clients. Its producer's epoch
+    /// is checked on append; no sequence is.
+    pub fn from_coordinator(
+        bytes: BytesMut,
+        max_batch_bytes: usize,
+    ) -> Result<ValidBatch, BatchError> {
+        let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
+        if let Some(p) = header.producer() {
+            if p.epoch < 0 || p.first_seq != NO_SEQUENCE || !header.is_transactional() {
                 return Err(BatchError::InvalidProducerFields {
                     producer_id: p.producer_id,
                     epoch: p.epoch,
@@ -717,6 +741,28 @@ mod tests {
         let mut plain = sample();
         stamp_producer(&mut plain, -1, -1, -1);
         assert!(ValidBatch::new(plain, MAX).is_ok());
+    }
+
+    #[test]
+    fn only_a_coordinators_transactional_batch_goes_without_a_sequence() {
+        let mut written = sample();
+        stamp_producer(&mut written, 7, 2, NO_SEQUENCE);
+        set_flags(&mut written, TRANSACTIONAL_FLAG);
+        assert!(
+            ValidBatch::new(written.clone(), MAX).is_err(),
+            "not from a client"
+        );
+        assert!(ValidBatch::from_coordinator(written, MAX).is_ok());
+        let mut plain = sample();
+        stamp_producer(&mut plain, 7, 2, NO_SEQUENCE);
+        assert!(
+            ValidBatch::from_coordinator(plain, MAX).is_err(),
+            "not transactional"
+        );
+        let mut sequenced = sample();
+        stamp_producer(&mut sequenced, 7, 2, 0);
+        set_flags(&mut sequenced, TRANSACTIONAL_FLAG);
+        assert!(ValidBatch::from_coordinator(sequenced, MAX).is_err());
     }
 
     #[test]

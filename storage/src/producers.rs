@@ -59,6 +59,10 @@ pub struct ProducerEntry {
     pub last_marker: Offset,
 }
 
+/// The sequence of a batch that has none: a coordinator's write for a
+/// producer (its epoch is checked, its sequence is not).
+pub const NO_SEQUENCE: i32 = -1;
+
 /// Where one producer's transactions on a partition stand: what a
 /// leader compares before and after asking the transaction coordinator
 /// whether a transactional batch may open a transaction here (a marker or
@@ -180,6 +184,11 @@ impl ProducerState {
                 current: entry.epoch,
             });
         }
+        if batch.first_seq == NO_SEQUENCE {
+            // A coordinator's write (only those pass validation without
+            // a sequence): its epoch is checked, no sequence.
+            return Ok(Check::Append);
+        }
         if batch.epoch > entry.epoch {
             // A new epoch (a re-initialised producer) starts over at 0.
             if batch.first_seq != 0 {
@@ -244,6 +253,12 @@ impl ProducerState {
         if batch.epoch != entry.epoch {
             entry.epoch = batch.epoch;
             entry.batches.clear();
+        }
+        if batch.first_seq == NO_SEQUENCE {
+            // No sequence to remember: only its epoch and time count.
+            entry.last_timestamp = timestamp;
+            entry.last_seen = entry.last_seen.max(now);
+            return;
         }
         entry.batches.push_back(meta);
         while entry.batches.len() > BATCHES_KEPT {

@@ -14,6 +14,7 @@ pub mod load;
 pub mod members;
 pub mod offsets;
 pub mod offsets_partition;
+pub mod txn_offsets;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -149,6 +150,11 @@ impl Coordinator {
         let partition = Rc::new(partition);
         self.loaded.borrow_mut().insert(key, partition.clone());
         Ok(partition)
+    }
+
+    /// Partition `key`'s groups, if loaded here (in whatever leadership).
+    pub fn loaded_partition(&self, key: PartitionKey) -> Option<Rc<OffsetsPartition>> {
+        self.loaded.borrow().get(&key).cloned()
     }
 
     /// The partitions whose groups are loaded here in the leadership

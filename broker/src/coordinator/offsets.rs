@@ -91,6 +91,14 @@ impl OffsetsPartition {
         }
     }
 
+    /// Whether a transaction not yet decided holds an offset of `group`'s
+    /// `topic`/`partition`.
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.groups
+            .borrow()
+            .has_pending_offset(group, topic, partition)
+    }
+
     /// The group's membership (None: no such group).
     pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
         self.groups

@@ -22,6 +22,7 @@ use crate::groups::records::{encode_key, encode_value, Key, Value};
 use crate::groups::store::PartitionGroups;
 use crate::kafka::Code;
 use crate::partition::append::Acks;
+use crate::partition::served::ServedPartition;
 use crate::partition::table::BATCH_BYTES_CAP;
 use crate::partition::Partitions;
 use crate::runtime::clock::wall_ms;
@@ -32,7 +33,7 @@ type Parked<T> = RefCell<HashMap<(String, MemberId), oneshot::Sender<T>>>;
 /// The groups of one `__consumer_offsets` partition.
 pub struct OffsetsPartition {
     /// The shard's partitions (this one is among them).
-    partitions: Rc<Partitions>,
+    pub(super) partitions: Rc<Partitions>,
     key: PartitionKey,
     /// The leader epoch its groups were loaded in: leadership that moved
     /// away and back means another leader appended meanwhile.
@@ -42,7 +43,7 @@ pub struct OffsetsPartition {
     pub(super) syncs: Parked<(Code, Bytes)>,
     /// Held while choosing what to append and appending it, so records
     /// reach the log in the order their contents were decided.
-    append: futures::lock::Mutex<()>,
+    pub(super) append: futures::lock::Mutex<()>,
 }
 
 impl OffsetsPartition {
@@ -95,7 +96,7 @@ impl OffsetsPartition {
 }
 
 /// How long a group write waits for the in-sync replicas.
-const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
+pub(super) const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
 
 impl OffsetsPartition {
     /// Appends the records `choose` picks (given the groups as they are at
@@ -106,15 +107,7 @@ impl OffsetsPartition {
         choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
     ) -> Result<(Option<i64>, R), Code> {
         let _in_order = self.append.lock().await;
-        let led = self
-            .partitions
-            .open_led(self.key)
-            .await
-            .map_err(coordinator_code)?;
-        if led.epoch != self.epoch {
-            // Leadership moved away and back: these groups are stale.
-            return Err(ResponseError::NotCoordinator.code());
-        }
+        let led = self.led_now().await?;
         let (records, chosen) = choose(&mut self.groups.borrow_mut());
         if records.is_empty() {
             return Ok((None, chosen));
@@ -133,6 +126,20 @@ impl OffsetsPartition {
                 coordinator_code(code)
             })?;
         Ok((Some(appended.base_offset.0), chosen))
+    }
+
+    /// The partition, still led in the epoch its groups were loaded in.
+    pub(super) async fn led_now(&self) -> Result<ServedPartition, Code> {
+        let led = self
+            .partitions
+            .open_led(self.key)
+            .await
+            .map_err(coordinator_code)?;
+        if led.epoch != self.epoch {
+            // Leadership moved away and back: these groups are stale.
+            return Err(ResponseError::NotCoordinator.code());
+        }
+        Ok(led)
     }
 
     /// Writes the group's membership if it settled into a state not yet
@@ -233,7 +240,13 @@ impl OffsetsPartition {
 }
 
 /// One batch of group records, timestamped now.
-fn group_batch(records: &[(Key, Option<Value>)]) -> Result<ValidBatch, Code> {
+pub(super) fn group_batch(records: &[(Key, Option<Value>)]) -> Result<ValidBatch, Code> {
+    ValidBatch::new(group_records(records), BATCH_BYTES_CAP)
+        .map_err(|_| ResponseError::RecordListTooLarge.code())
+}
+
+/// The bytes of one batch of group records, timestamped now.
+pub(super) fn group_records(records: &[(Key, Option<Value>)]) -> bytes::BytesMut {
     let specs: Vec<RecordSpec> = records
         .iter()
         .map(|(key, value)| RecordSpec {
@@ -242,8 +255,7 @@ fn group_batch(records: &[(Key, Option<Value>)]) -> Result<ValidBatch, Code> {
             value: value.as_ref().map(encode_value),
         })
         .collect();
-    let built = batch::build(TimestampMs(wall_ms()), &specs);
-    ValidBatch::new(built, BATCH_BYTES_CAP).map_err(|_| ResponseError::RecordListTooLarge.code())
+    batch::build(TimestampMs(wall_ms()), &specs)
 }
 
 /// A partition-level refusal as a coordinator answers it.

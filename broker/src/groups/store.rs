@@ -148,6 +148,19 @@ impl PartitionGroups {
         Ok(())
     }
 
+    /// An offset written at `record_offset` in `producer_id`'s open
+    /// transaction (TxnOffsetCommit, live): it waits for the marker.
+    pub fn add_pending_offset(
+        &mut self,
+        producer_id: i64,
+        slot: (String, String, i32),
+        record_offset: i64,
+        committed: CommittedOffset,
+    ) {
+        self.pending
+            .add(producer_id, (slot, record_offset, Some(committed)));
+    }
+
     /// `producer_id`'s transaction ended here (its marker): its offsets
     /// are committed, or dropped.
     pub fn end_transaction(&mut self, producer_id: i64, commit: bool) {

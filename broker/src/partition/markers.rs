@@ -16,6 +16,7 @@ use super::append::Acks;
 use super::served::ServedPartition;
 use super::table::BATCH_BYTES_CAP;
 use super::Partitions;
+use crate::cluster::routing::PartitionKey;
 use crate::kafka::Code;
 use crate::runtime::clock::wall_ms;
 use crate::runtime::sharded::LocalFuture;
@@ -31,6 +32,15 @@ pub struct MarkerToWrite {
     pub commit: bool,
     /// The epoch of the coordinator deciding it.
     pub coordinator_epoch: i32,
+}
+
+/// Hears of the markers written to `__consumer_offsets` partitions (the
+/// group coordinator, whose pending transactional offsets they decide;
+/// it lives in a layer above and is installed by the shard).
+pub trait MarkerListener {
+    /// A marker of `producer_id` (COMMIT if `commit`) is in partition
+    /// `key`, acknowledged by its in-sync replicas.
+    fn marker_written(&self, key: PartitionKey, producer_id: i64, commit: bool);
 }
 
 /// How long a marker waits for the in-sync replicas (Kafka's coordinator
@@ -84,6 +94,16 @@ impl ServedPartition {
             .map_err(|_| ResponseError::CorruptMessage.code())?;
         self.append(partitions, vec![batch], Acks::All, MARKER_WAIT_MAX)
             .await?;
+        if self.topic.name == crate::groups::OFFSETS_TOPIC {
+            let listener = partitions.marker_listener.borrow().clone();
+            if let Some(listener) = listener {
+                let key = PartitionKey {
+                    topic: self.topic.id,
+                    index: self.index,
+                };
+                listener.marker_written(key, marker.producer_id, marker.commit);
+            }
+        }
         Ok(())
     }
 }

@@ -33,6 +33,7 @@ use crate::cluster::Cluster;
 use crate::counters::ShardMetrics;
 use crate::kafka::Code;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
+use markers::MarkerListener;
 use served::ServedPartition;
 use table::PartitionTable;
 use txn_verify::TxnVerifier;
@@ -48,6 +49,9 @@ pub struct Partitions {
     /// Reaches the transaction coordinators (installed by the shard once
     /// they exist; transactional batches are refused until then).
     pub txn_verifier: RefCell<Option<Rc<dyn TxnVerifier>>>,
+    /// Hears of markers on `__consumer_offsets` (the group coordinator,
+    /// installed by the shard).
+    pub marker_listener: RefCell<Option<Rc<dyn MarkerListener>>>,
     peers: Sharded<Partitions>,
 }
 
@@ -66,6 +70,7 @@ impl Partitions {
             cluster,
             metrics,
             txn_verifier: RefCell::new(None),
+            marker_listener: RefCell::new(None),
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }

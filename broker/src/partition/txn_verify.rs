@@ -86,20 +86,34 @@ pub async fn verify(
     {
         return Err(invalid);
     }
-    let before = led.partition.log.txn_status(header.producer_id);
-    if before.open && before.epoch == Some(header.producer_epoch) {
+    verify_producer(led, id, header.producer_id, header.producer_epoch, verifier).await
+}
+
+/// The guard for a write of `producer_id` at `epoch` in its transaction
+/// (a produce's batches, or a TxnOffsetCommit's offsets): None when its
+/// transaction is already open here in that epoch; else the coordinator
+/// of `transactional_id` is asked first.
+pub async fn verify_producer(
+    led: &ServedPartition,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    verifier: Rc<dyn TxnVerifier>,
+) -> Result<Option<TxnGuard>, Code> {
+    let before = led.partition.log.txn_status(producer_id);
+    if before.open && before.epoch == Some(epoch) {
         return Ok(None);
     }
     let asked = Verification {
-        transactional_id: id.to_string(),
-        producer_id: header.producer_id,
-        epoch: header.producer_epoch,
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        epoch,
         topic: led.topic.name.clone(),
         partition: led.index as i32,
     };
     verifier.verify(asked).await.map_err(as_produce_error)?;
     Ok(Some(TxnGuard {
-        producer_id: header.producer_id,
+        producer_id,
         before,
     }))
 }

@@ -7,14 +7,20 @@ librdkafka's defaults otherwise:
    reach the log); a second instance with the same transactional.id
    initialises, which fences the first and aborts its open transaction.
    The first's commit must fail as fenced; the second commits 10 values.
-3. A read_committed consumer (librdkafka's default) reads every partition
+3. Consume-transform-produce: 60 values in TOPIC-in are read by a consumer
+   in group "ctp" and written transformed ("t-<value>") to TOPIC by a
+   transactional producer, with the consumer's offsets sent to each
+   transaction (send_offsets_to_transaction); one transaction is aborted
+   and its input read again from the committed offsets. The group's
+   committed offsets end at TOPIC-in's end.
+4. A read_committed consumer (librdkafka's default) reads every partition
    from the start to its end: exactly the committed values, each once, in
    each partition's order. A read_uncommitted one also sees the aborted
    ones (the log holds them; the markers hide them).
-4. Every partition's last stable offset reached its high watermark (the
+5. Every partition's last stable offset reached its high watermark (the
    committed consumer's position reaches the end).
 
-usage: transactions.py BOOTSTRAP TOPIC PARTITIONS
+usage: transactions.py BOOTSTRAP TOPIC PARTITIONS (TOPIC-in must exist)
 
 Prints a summary line; exits non-zero on any failure."""
 
@@ -82,6 +88,70 @@ def zombie_fenced(bootstrap, topic, partitions):
     return {f"znew-{i}" for i in range(10)}, {f"zold-{i}" for i in range(10)}
 
 
+def committed_when_stable(consumer, partitions):
+    """The group's committed offsets, asked again while a transaction's
+    offsets await its marker (UNSTABLE_OFFSET_COMMIT is retriable: an
+    abort or commit returns before its markers are written)."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=30)
+        except KafkaException as e:
+            if e.args[0].code() != 88 or time.time() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def consume_transform_produce(bootstrap, topic, partitions):
+    source = f"{topic}-in"
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(60):
+        plain.produce(source, value=f"in-{i}".encode())
+    if plain.flush(60) != 0:
+        fail("input not delivered")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ctp",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([source])
+    producer = transactional(bootstrap, "tx-ctp")
+    done, batches, aborted_once = 0, 0, False
+    deadline = time.time() + 90
+    while done < 60 and time.time() < deadline:
+        messages = [m for m in consumer.consume(10, 1.0) if not m.error()]
+        if not messages:
+            continue
+        producer.begin_transaction()
+        for m in messages:
+            value = f"t-{m.value().decode()}"
+            producer.produce(topic, value=value.encode(), partition=m.offset() % partitions)
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+        )
+        batches += 1
+        if batches == 2 and not aborted_once:
+            aborted_once = True
+            producer.abort_transaction(60)
+            # Read the aborted batch's input again, from the committed offsets.
+            committed = committed_when_stable(consumer, consumer.assignment())
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            continue
+        producer.commit_transaction(60)
+        done += len(messages)
+    if done != 60:
+        fail(f"consume-transform-produce processed {done} of 60")
+    committed = committed_when_stable(consumer, [TopicPartition(source, 0)])[0].offset
+    consumer.close()
+    if committed != 60:
+        fail(f"group ctp committed offset {committed}, expected 60")
+    return {f"t-in-{i}" for i in range(60)}
+
+
 def read_all(bootstrap, topic, partitions, isolation):
     consumer = Consumer(
         {
@@ -135,6 +205,7 @@ def main():
     znew, zold = zombie_fenced(bootstrap, topic, partitions)
     committed |= znew
     aborted |= zold
+    committed |= consume_transform_produce(bootstrap, topic, partitions)
 
     by_partition, ends = read_all(bootstrap, topic, partitions, "read_committed")
     seen = [v for values in by_partition.values() for v in values]

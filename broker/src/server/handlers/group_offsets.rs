@@ -38,7 +38,7 @@ pub const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 9);
 pub const OFFSET_DELETE_VERSIONS: (i16, i16) = (0, 0);
 
 /// Kafka's offset.metadata.max.bytes.
-const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+pub(super) const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -46,7 +46,7 @@ fn topic_name(name: &str) -> TopicName {
 
 /// Whether `topic` has partition `index` (commits to anything else are
 /// refused, as Kafka does).
-fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
+pub(super) fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
     let view = shard.cluster.view.borrow();
     view.metadata
         .topic_by_name(topic)
@@ -186,7 +186,16 @@ fn commit_answer(
 /// or the group's error.
 type Fetched = Result<Vec<(String, i32, Option<CommittedOffset>)>, Code>;
 
-async fn fetch_group(shard: &Rc<Shard>, group: String, wanted: Wanted) -> Fetched {
+/// `require_stable` (v7+, what read_committed consumers ask): while a
+/// transaction not yet decided holds one of the offsets asked for, the
+/// group answers UNSTABLE_OFFSET_COMMIT (retriable: the client asks again
+/// once the marker has decided it).
+async fn fetch_group(
+    shard: &Rc<Shard>,
+    group: String,
+    wanted: Wanted,
+    require_stable: bool,
+) -> Fetched {
     if group.is_empty() {
         return Err(ResponseError::InvalidGroupId.code());
     }
@@ -194,7 +203,16 @@ async fn fetch_group(shard: &Rc<Shard>, group: String, wanted: Wanted) -> Fetche
     shard
         .coordinator
         .on_group(&key, Err, move |partition| {
-            Box::pin(async move { Ok(partition.fetch(&group, wanted)) })
+            Box::pin(async move {
+                let fetched = partition.fetch(&group, wanted);
+                let unstable = fetched
+                    .iter()
+                    .any(|(topic, index, _)| partition.has_pending_offset(&group, topic, *index));
+                match require_stable && unstable {
+                    true => Err(ResponseError::UnstableOffsetCommit.code()),
+                    false => Ok(fetched),
+                }
+            })
         })
         .await
 }
@@ -233,7 +251,8 @@ pub async fn offset_fetch(
             answers.push((group, Err(GROUP_DENIED)));
             continue;
         }
-        let mut fetched = fetch_group(shard, group.to_string(), wanted).await;
+        let require_stable = version >= 7 && decoded.require_stable;
+        let mut fetched = fetch_group(shard, group.to_string(), wanted, require_stable).await;
         // Topics the caller may not see are left out.
         if let Ok(offsets) = &mut fetched {
             offsets.retain(|(topic, _, _)| caller.may_topic(Operation::Describe, topic));

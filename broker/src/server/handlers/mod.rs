@@ -20,6 +20,7 @@ mod quotas;
 mod topics;
 mod transactions;
 mod txn_markers;
+mod txn_offsets;
 mod users;
 
 use std::rc::Rc;
@@ -183,6 +184,7 @@ apis! {
             => |s, r, c| transactions::add_offsets(s, &r, c);
         EndTxn transactions::END_TXN_VERSIONS => |s, r, c| transactions::end_txn(s, &r, c);
         WriteTxnMarkers txn_markers::VERSIONS => |s, r, c| txn_markers::handle(s, &r, c);
+        TxnOffsetCommit txn_offsets::VERSIONS => |s, r, c| txn_offsets::handle(s, &r, c);
         DescribeUserScramCredentials users::DESCRIBE_VERSIONS => |s, r, c| users::describe(s, &r, c);
         AlterUserScramCredentials users::ALTER_VERSIONS => |s, r, c| users::alter(s, &r, c);
         DescribeClientQuotas quotas::DESCRIBE_VERSIONS => |s, r, c| quotas::describe(s, &r, c);

@@ -86,3 +86,209 @@ fn transactions_span_brokers_with_the_coordinator_on_another_one() {
     println!("{out}");
     cluster.stop();
 }
+
+mod protocol {
+    //! The coordinator's and the leaders' refusals at the protocol level,
+    //! with the log end checked unchanged where a write is refused.
+
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use client::connection::Connection;
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
+        ListOffsetsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::ResponseError;
+    use storage::batch::{build, set_flags, stamp_producer, RecordSpec, TRANSACTIONAL_FLAG};
+    use storage::TimestampMs;
+
+    use super::support::{cli, on_glommio, start_broker};
+
+    fn text(s: &str) -> StrBytes {
+        StrBytes::from_string(s.to_string())
+    }
+
+    async fn connect(address: SocketAddr) -> Connection {
+        Connection::connect(address, "transactions-test")
+            .await
+            .unwrap()
+    }
+
+    /// InitProducerId for `id` (retried while the coordinator loads).
+    async fn init(c: &mut Connection, id: &str, timeout_ms: i32) -> (i64, i16) {
+        let find = FindCoordinatorRequest::default()
+            .with_key(text(id))
+            .with_key_type(1);
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(text(id))))
+            .with_transaction_timeout_ms(timeout_ms);
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&request, 4).await.unwrap();
+            if answer.error_code == 0 {
+                return (answer.producer_id.0, answer.producer_epoch);
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("InitProducerId never succeeded");
+    }
+
+    async fn add_partition(
+        c: &mut Connection,
+        id: &str,
+        producer: (i64, i16),
+        version: i16,
+    ) -> i16 {
+        let request = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
+            .with_v3_and_below_producer_id(ProducerId(producer.0))
+            .with_v3_and_below_producer_epoch(producer.1)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(text("txn-refusals")))
+                .with_partitions(vec![0])]);
+        let answer = c.call(&request, version).await.unwrap();
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    }
+
+    async fn end_txn(c: &mut Connection, id: &str, producer: (i64, i16), commit: bool) -> i16 {
+        let request = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(text(id)))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_committed(commit);
+        c.call(&request, 3).await.unwrap().error_code
+    }
+
+    /// A transactional batch of one record to partition 0 at `sequence`.
+    async fn produce(c: &mut Connection, id: &str, producer: (i64, i16), sequence: i32) -> i16 {
+        let spec = RecordSpec {
+            timestamp_delta: 0,
+            key: None,
+            value: Some(b"v".to_vec()),
+        };
+        let mut batch = build(TimestampMs(1_000), &[spec]);
+        stamp_producer(&mut batch, producer.0, producer.1, sequence);
+        set_flags(&mut batch, TRANSACTIONAL_FLAG);
+        let request = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(text(id))))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(text("txn-refusals")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.freeze()))])]);
+        let answer = c.call(&request, 9).await.unwrap();
+        answer.responses[0].partition_responses[0].error_code
+    }
+
+    /// Partition 0's (high watermark, last stable offset).
+    async fn ends(c: &mut Connection) -> (i64, i64) {
+        let mut out = [0i64; 2];
+        for (i, isolation) in [0i8, 1].into_iter().enumerate() {
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_isolation_level(isolation)
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(text("txn-refusals")))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]);
+            let answer = c.call(&request, 5).await.unwrap();
+            out[i] = answer.topics[0].partitions[0].offset;
+        }
+        (out[0], out[1])
+    }
+
+    fn code(error: ResponseError) -> i16 {
+        error.code()
+    }
+
+    #[test]
+    fn refused_transactional_writes_leave_the_log_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let producer = init(&mut c, "tx-r", 60_000).await;
+            // A batch before its partition was added: refused, nothing written.
+            let refused = produce(&mut c, "tx-r", producer, 0).await;
+            assert_eq!(refused, code(ResponseError::InvalidTxnState));
+            assert_eq!(ends(&mut c).await, (0, 0), "the log end is unchanged");
+            assert_eq!(
+                end_txn(&mut c, "nosuch", producer, true).await,
+                code(ResponseError::InvalidProducerIdMapping)
+            );
+            assert_eq!(
+                end_txn(&mut c, "tx-r", producer, true).await,
+                code(ResponseError::InvalidTxnState),
+                "nothing open to commit"
+            );
+            assert_eq!(add_partition(&mut c, "tx-r", producer, 3).await, 0);
+            assert_eq!(produce(&mut c, "tx-r", producer, 0).await, 0);
+            let (hw, lso) = ends(&mut c).await;
+            assert_eq!((hw, lso), (1, 0), "the open transaction holds the LSO");
+            assert_eq!(end_txn(&mut c, "tx-r", producer, false).await, 0);
+            // The abort's marker comes after the answer: the LSO passes it.
+            let mut settled = ends(&mut c).await;
+            for _ in 0..100 {
+                if settled.0 == settled.1 {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+                settled = ends(&mut c).await;
+            }
+            assert_eq!(settled, (2, 2), "a marker after the record; LSO at HW");
+            // A late retry of the aborted batch cannot reopen a transaction.
+            let late = produce(&mut c, "tx-r", producer, 1).await;
+            assert_eq!(late, code(ResponseError::InvalidTxnState));
+            assert_eq!(ends(&mut c).await, (2, 2));
+        });
+    }
+
+    #[test]
+    fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let producer = init(&mut c, "tx-t", 1_000).await;
+            assert_eq!(add_partition(&mut c, "tx-t", producer, 3).await, 0);
+            assert_eq!(produce(&mut c, "tx-t", producer, 0).await, 0);
+            // The coordinator aborts it within its timeout and a tick.
+            let mut settled = ends(&mut c).await;
+            for _ in 0..100 {
+                if settled.0 == settled.1 {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                settled = ends(&mut c).await;
+            }
+            assert_eq!(settled, (2, 2), "aborted by the coordinator");
+            assert_eq!(
+                add_partition(&mut c, "tx-t", producer, 3).await,
+                code(ResponseError::ProducerFenced)
+            );
+            assert_eq!(
+                add_partition(&mut c, "tx-t", producer, 1).await,
+                code(ResponseError::InvalidProducerEpoch),
+                "PRODUCER_FENCED as versions before 2 know it"
+            );
+            assert_eq!(
+                produce(&mut c, "tx-t", producer, 1).await,
+                code(ResponseError::InvalidProducerEpoch),
+                "the zombie's late batch"
+            );
+            assert_eq!(ends(&mut c).await, (2, 2));
+        });
+    }
+}

@@ -10,6 +10,7 @@
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 
 use support::cluster::Cluster;
 use support::{cli, start_broker};
@@ -84,6 +85,105 @@ fn transactions_span_brokers_with_the_coordinator_on_another_one() {
     );
     let out = run_script(&bootstrap, "txn-out", 6);
     println!("{out}");
+    cluster.stop();
+}
+
+/// The broker FindCoordinator names for transactional id `id`, asked of
+/// any running broker.
+fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let addresses: Vec<_> = (1..=cluster.size())
+        .filter(|b| cluster.is_running(*b))
+        .map(|b| cluster.node(b).kafka)
+        .collect();
+    let id = id.to_string();
+    support::on_glommio(async move {
+        for address in addresses {
+            let Ok(mut c) = client::connection::Connection::connect(address, "faults").await else {
+                continue;
+            };
+            let find = FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_string(id.clone()))
+                .with_key_type(1);
+            if let Ok(answer) = c.call(&find, 3).await {
+                if answer.error_code == 0 {
+                    return Some(answer.node_id.0);
+                }
+            }
+        }
+        None
+    })
+}
+
+#[test]
+fn killed_brokers_tear_no_transaction_and_lose_no_committed_one() {
+    use rand::{Rng, SeedableRng};
+    let seed = support::seed();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(dir.path(), 3, &[]);
+    cluster.start();
+    let bootstrap = cluster
+        .addresses()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let first = cluster.node(1).kafka.to_string();
+    cli(
+        &first,
+        &[
+            "topic",
+            "create",
+            "txn-faults",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/transactions_faults.py"
+    );
+    let seconds = 30;
+    let producer = Command::new("timeout")
+        .args(["300", &python, script, &bootstrap, "txn-faults", "3"])
+        .arg(seconds.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Faults for most of the producing time: one broker killed (SIGKILL)
+    // and restarted 1-2 s later, every 3-5 s; then every broker back.
+    let started = std::time::Instant::now();
+    let (mut kills, mut coordinator_kills) = (0, 0);
+    while started.elapsed() < Duration::from_secs(seconds - 6) {
+        std::thread::sleep(Duration::from_millis(rng.gen_range(3_000..5_000)));
+        // Half the time the transaction coordinator, as FindCoordinator
+        // names it now.
+        let coordinator = coordinator_of(&cluster, "tx-faults");
+        let victim = match coordinator {
+            Some(id) if rng.gen_bool(0.5) => id,
+            _ => rng.gen_range(1..=3),
+        };
+        coordinator_kills += usize::from(coordinator == Some(victim));
+        cluster.kill9(victim);
+        kills += 1;
+        std::thread::sleep(Duration::from_millis(rng.gen_range(1_000..2_000)));
+        cluster.restart(victim);
+    }
+    cluster.heal();
+    let out = producer.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "SEED={seed}, {kills} kills ({coordinator_kills} of the coordinator): {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("SEED={seed}, {kills} kills ({coordinator_kills} of the coordinator): {stdout}");
     cluster.stop();
 }
 

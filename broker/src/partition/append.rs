@@ -240,11 +240,14 @@ impl ServedPartition {
         guard: Option<TxnGuard>,
     ) -> Result<Appended, Code> {
         let log = &self.partition.log;
-        let guard_holds = || guard.is_none_or(|g| g.holds(log));
-        let still_leads =
-            || lease_valid() && self.epoch_to_stamp(replicated) == Ok(epoch) && guard_holds();
         let mut span = None;
-        for batch in batches {
+        for (i, batch) in batches.into_iter().enumerate() {
+            // The guard is for the first batch: the ones after it follow it
+            // into the transaction it opened or joined.
+            let guard = guard.filter(|_| i == 0);
+            let guard_holds = || guard.is_none_or(|g| g.holds(log));
+            let still_leads =
+                || lease_valid() && self.epoch_to_stamp(replicated) == Ok(epoch) && guard_holds();
             let info = log
                 .append_valid_while(batch, epoch, still_leads)
                 .await

@@ -18,21 +18,29 @@ use super::served::ServedPartition;
 use crate::kafka::Code;
 use crate::runtime::sharded::LocalFuture;
 
-/// What a transactional batch was verified against: the producer's
-/// transactions on the partition as they stood before its coordinator
-/// was asked. A marker or a new epoch since makes the answer stale.
+/// What a transactional write was verified against: its producer and
+/// epoch, and the producer's last marker on the partition before its
+/// coordinator was asked. A marker since (the transaction ended), or a
+/// newer epoch (a newer instance), makes the answer stale. A first batch
+/// of the same epoch appended meanwhile (pipelined requests) does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxnGuard {
     /// The producer.
     pub producer_id: i64,
-    /// Its transactions here before the coordinator was asked.
-    pub before: storage::producers::TxnStatus,
+    /// The epoch verified.
+    pub epoch: i16,
+    /// Its last marker's offset here before the coordinator was asked.
+    pub last_marker: storage::Offset,
 }
 
 impl TxnGuard {
     pub(super) fn holds(&self, log: &storage::Log<storage::io::dma::DmaFs>) -> bool {
-        let now = log.txn_status(self.producer_id);
-        now.epoch == self.before.epoch && now.last_marker == self.before.last_marker
+        self.holds_for(log.txn_status(self.producer_id))
+    }
+
+    /// Whether it holds for the producer's status `now`.
+    pub fn holds_for(&self, now: storage::producers::TxnStatus) -> bool {
+        now.last_marker == self.last_marker && now.epoch.is_none_or(|e| e <= self.epoch)
     }
 }
 
@@ -76,23 +84,27 @@ pub async fn verify(
     else {
         return Ok(None);
     };
-    let invalid = ResponseError::InvalidTxnState.code();
     let (Some(id), Some(verifier)) = (transactional_id, verifier) else {
-        return Err(invalid);
+        return Err(ResponseError::InvalidTxnState.code());
     };
-    if batches
-        .iter()
-        .any(|b| b.header().producer_id != header.producer_id)
-    {
-        return Err(invalid);
+    // One producer at one epoch: a second epoch in the same request would
+    // open the transaction at an epoch its marker cannot end.
+    if batches.iter().any(|b| {
+        let h = b.header();
+        h.producer_id != header.producer_id || h.producer_epoch != header.producer_epoch
+    }) {
+        return Err(ResponseError::InvalidProducerIdMapping.code());
     }
     verify_producer(led, id, header.producer_id, header.producer_epoch, verifier).await
 }
 
 /// The guard for a write of `producer_id` at `epoch` in its transaction
-/// (a produce's batches, or a TxnOffsetCommit's offsets): None when its
-/// transaction is already open here in that epoch; else the coordinator
-/// of `transactional_id` is asked first.
+/// (a produce's batches, or a TxnOffsetCommit's offsets). When its
+/// transaction is already open here in that epoch the coordinator is not
+/// asked again (it was when the transaction opened); else it is asked
+/// first. Either way the write is guarded: a marker that ends the
+/// transaction before the write goes in refuses it, or it would open a
+/// transaction no coordinator knows.
 pub async fn verify_producer(
     led: &ServedPartition,
     transactional_id: &str,
@@ -101,8 +113,13 @@ pub async fn verify_producer(
     verifier: Rc<dyn TxnVerifier>,
 ) -> Result<Option<TxnGuard>, Code> {
     let before = led.partition.log.txn_status(producer_id);
+    let guard = TxnGuard {
+        producer_id,
+        epoch,
+        last_marker: before.last_marker,
+    };
     if before.open && before.epoch == Some(epoch) {
-        return Ok(None);
+        return Ok(Some(guard));
     }
     let asked = Verification {
         transactional_id: transactional_id.to_string(),
@@ -112,10 +129,7 @@ pub async fn verify_producer(
         partition: led.index as i32,
     };
     verifier.verify(asked).await.map_err(as_produce_error)?;
-    Ok(Some(TxnGuard {
-        producer_id,
-        before,
-    }))
+    Ok(Some(guard))
 }
 
 /// A coordinator's answer as a producer understands it on Produce (as
@@ -131,9 +145,101 @@ fn as_produce_error(code: Code) -> Code {
     ];
     if code == ResponseError::ProducerFenced.code() {
         ResponseError::InvalidProducerEpoch.code()
+    } else if code == ResponseError::ClusterAuthorizationFailed.code() {
+        // The brokers may not ask each other: not the producer's fault,
+        // and no reason for a fatal error on its side.
+        ResponseError::InvalidTxnState.code()
     } else if retriable.contains(&code) {
         ResponseError::NotEnoughReplicas.code()
     } else {
         code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::producers::TxnStatus;
+    use storage::Offset;
+
+    fn status(epoch: Option<i16>, open: bool, last_marker: i64) -> TxnStatus {
+        TxnStatus {
+            epoch,
+            open,
+            last_marker: Offset(last_marker),
+        }
+    }
+
+    #[test]
+    fn a_guard_fails_after_a_marker_or_a_newer_epoch_only() {
+        let guard = TxnGuard {
+            producer_id: 7,
+            epoch: 3,
+            last_marker: Offset(10),
+        };
+        assert!(guard.holds_for(status(Some(3), false, 10)));
+        assert!(
+            guard.holds_for(status(Some(3), true, 10)),
+            "a pipelined first batch of the same epoch opened it meanwhile"
+        );
+        assert!(guard.holds_for(status(None, false, 10)), "a new producer");
+        assert!(
+            guard.holds_for(status(Some(2), false, 10)),
+            "its first batch at a new epoch"
+        );
+        assert!(
+            !guard.holds_for(status(Some(3), false, 14)),
+            "a marker ended it"
+        );
+        assert!(
+            !guard.holds_for(status(Some(4), true, 10)),
+            "a newer instance"
+        );
+    }
+
+    #[test]
+    fn coordinator_answers_become_codes_a_producer_knows() {
+        let code = |e: ResponseError| e.code();
+        let cases = [
+            (
+                ResponseError::ProducerFenced,
+                ResponseError::InvalidProducerEpoch,
+            ),
+            (
+                ResponseError::ClusterAuthorizationFailed,
+                ResponseError::InvalidTxnState,
+            ),
+            (
+                ResponseError::NotCoordinator,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                ResponseError::CoordinatorNotAvailable,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                ResponseError::CoordinatorLoadInProgress,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                ResponseError::ConcurrentTransactions,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                ResponseError::NetworkException,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                ResponseError::TransactionAbortable,
+                ResponseError::TransactionAbortable,
+            ),
+            (
+                ResponseError::InvalidProducerIdMapping,
+                ResponseError::InvalidProducerIdMapping,
+            ),
+        ];
+        for (given, shown) in cases {
+            assert_eq!(as_produce_error(code(given)), code(shown), "{given:?}");
+        }
     }
 }

@@ -258,15 +258,26 @@ impl TxnStore {
     /// at `epoch` (a leader asks before a transactional batch opens a
     /// transaction there): no error, the coordinator's errors, or
     /// TRANSACTION_ABORTABLE if it is not (the caller downgrades it for
-    /// versions that predate it). Writes nothing.
+    /// versions that predate it). Writes nothing, and answers from the
+    /// durable metadata even while a change is in flight (an add of
+    /// another partition must not hold up this one's first batch; a
+    /// decided end is refused by the marker's guard on the partition).
     pub fn verify(
-        &mut self,
+        &self,
         id: &str,
         producer_id: i64,
         epoch: i16,
         partition: &TopicPartition,
     ) -> Result<(), Code> {
-        let current = self.checked(id, producer_id, epoch)?;
+        let current = self
+            .get(id)
+            .ok_or(code(ResponseError::InvalidProducerIdMapping))?;
+        if current.producer_id != producer_id {
+            return Err(code(ResponseError::InvalidProducerIdMapping));
+        }
+        if current.producer_epoch != epoch {
+            return Err(code(ResponseError::ProducerFenced));
+        }
         match current.state == TxnState::Ongoing && current.partitions.contains(partition) {
             true => Ok(()),
             false => Err(code(ResponseError::TransactionAbortable)),

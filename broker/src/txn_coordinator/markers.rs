@@ -18,7 +18,7 @@ use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::peers::PeerConnections;
+use super::peers::{PeerConnections, Purpose};
 use crate::kafka::Code;
 use crate::partition::markers::MarkerToWrite;
 use crate::partition::Partitions;
@@ -49,10 +49,10 @@ fn outcome(code: Code) -> Outcome {
         ResponseError::InvalidProducerEpoch.code(),
         ResponseError::TransactionCoordinatorFenced.code(),
     ];
-    // A deleted topic, or a leader that cannot store markers, will never
-    // take it: nothing is left to mark.
+    // A leader that cannot store markers will never take it. (A deleted
+    // topic is dropped from the coordinator's own view, in `by_leader`:
+    // a leader's UNKNOWN_TOPIC_OR_PARTITION may only mean its view lags.)
     let gone = [
-        ResponseError::UnknownTopicOrPartition.code(),
         ResponseError::UnsupportedForMessageFormat.code(),
         ResponseError::UnsupportedVersion.code(),
     ];
@@ -82,8 +82,11 @@ pub async fn write_all(
         for written in gone {
             remaining.remove(&written);
         }
-        for (leader, list) in by_leader {
+        let sends = by_leader.into_iter().map(|(leader, list)| async move {
             let codes = send(partitions, peers, leader, marker, &list).await;
+            (list, codes)
+        });
+        for (list, codes) in futures::future::join_all(sends).await {
             for (partition, code) in list.into_iter().zip(codes) {
                 match outcome(code) {
                     Outcome::Written => {
@@ -143,7 +146,8 @@ async fn send(
     let request =
         WriteTxnMarkersRequest::default().with_markers(vec![request_marker(marker, list)]);
     let failed = |code: Code| vec![code; list.len()];
-    let answer = match peers.call(&partitions.cluster, leader, &request, 1).await {
+    let to = (leader, Purpose::Markers);
+    let answer = match peers.call(&partitions.cluster, to, &request, 1).await {
         Ok(answer) => answer,
         Err(code) => return failed(code),
     };
@@ -181,4 +185,36 @@ fn request_marker(marker: MarkerToWrite, list: &[TopicPartition]) -> WritableTxn
         .with_transaction_result(marker.commit)
         .with_coordinator_epoch(marker.coordinator_epoch)
         .with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(error: ResponseError) -> &'static str {
+        match outcome(error.code()) {
+            Outcome::Written => "written",
+            Outcome::Retry => "retry",
+            Outcome::Fenced => "fenced",
+        }
+    }
+
+    #[test]
+    fn a_leaders_answer_is_written_retried_or_fenced() {
+        assert!(matches!(outcome(0), Outcome::Written));
+        assert_eq!(of(ResponseError::UnsupportedForMessageFormat), "written");
+        assert_eq!(of(ResponseError::InvalidProducerEpoch), "fenced");
+        assert_eq!(of(ResponseError::TransactionCoordinatorFenced), "fenced");
+        for retried in [
+            ResponseError::UnknownTopicOrPartition,
+            ResponseError::NotLeaderOrFollower,
+            ResponseError::NotEnoughReplicas,
+            ResponseError::NotEnoughReplicasAfterAppend,
+            ResponseError::RequestTimedOut,
+            ResponseError::KafkaStorageError,
+            ResponseError::NetworkException,
+        ] {
+            assert_eq!(of(retried), "retry", "{retried:?}");
+        }
+    }
 }

@@ -118,7 +118,9 @@ impl TxnCoordinator {
         if let Some(loaded) = current(&self.loaded.borrow()) {
             return Ok(loaded);
         }
-        self.loaded.borrow_mut().remove(&key);
+        if let Some(stale) = self.loaded.borrow_mut().remove(&key) {
+            stale.retire();
+        }
         let started = Instant::now();
         let max_timeout = self.cluster().config.transaction_max_timeout_ms;
         let store = load::load(&led, max_timeout).await.map_err(|e| {
@@ -186,9 +188,13 @@ impl TxnCoordinator {
             .filter(|r| r.topic.name == TRANSACTION_STATE_TOPIC)
             .map(|r| r.key)
             .collect();
-        self.loaded
-            .borrow_mut()
-            .retain(|key, partition| keys.contains(key) && partition.still_current());
+        self.loaded.borrow_mut().retain(|key, partition| {
+            let keep = keys.contains(key) && partition.still_current();
+            if !keep {
+                partition.retire();
+            }
+            keep
+        });
         for key in keys {
             let _ = self.partition(key).await;
         }

@@ -21,62 +21,80 @@ use crate::kafka::Code;
 /// How long one call may take before it counts as failed.
 const CALL_MAX: Duration = Duration::from_secs(35);
 
+/// One broker's connection, made on first use and dropped when a call on
+/// it fails or is cut short (a half-read answer must not be the next
+/// call's).
+type Slot = Rc<futures::lock::Mutex<Option<Connection>>>;
+
+/// What a connection carries: markers wait for a leader's in-sync
+/// replicas (seconds, at worst), which a produce's verification must not
+/// queue behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// WriteTxnMarkers to partition leaders.
+    Markers,
+    /// AddPartitionsToTxn verify_only to transaction coordinators.
+    Verification,
+}
+
 /// This shard's connections to other brokers.
 #[derive(Default)]
 pub struct PeerConnections {
-    open: RefCell<HashMap<BrokerId, Rc<futures::lock::Mutex<Connection>>>>,
+    slots: RefCell<HashMap<(BrokerId, Purpose), Slot>>,
 }
 
 impl PeerConnections {
-    /// Sends `request` at `version` to `broker` and waits (bounded) for
-    /// its answer; NETWORK_EXCEPTION if it cannot be reached or answer.
+    /// Sends `request` at `version` to `broker` and waits (bounded, once
+    /// the connection is its own) for its answer; NETWORK_EXCEPTION if it
+    /// cannot be reached or does not answer.
     pub async fn call<R: Request>(
         &self,
         cluster: &Cluster,
-        broker: BrokerId,
+        (broker, purpose): (BrokerId, Purpose),
         request: &R,
         version: i16,
     ) -> Result<R::Response, Code> {
         let failed = ResponseError::NetworkException.code();
-        let connection = self.connection(cluster, broker).await?;
+        let slot = self.slot(broker, purpose);
+        let mut held = slot.lock().await;
         let call = async {
-            let mut connection = connection.lock().await;
-            connection.call(request, version).await
+            if held.is_none() {
+                *held = Some(connect(cluster, broker).await?);
+            }
+            let connection = held.as_mut().ok_or(failed)?;
+            connection.call(request, version).await.map_err(|e| {
+                tracing::info!(broker = broker.0, error = %e, "a call to another broker failed");
+                failed
+            })
         };
         let timer = glommio::timer::sleep(CALL_MAX);
         let answer = match select(Box::pin(call), Box::pin(timer)).await {
-            Either::Left((Ok(answer), _)) => Ok(answer),
-            Either::Left((Err(e), _)) => {
-                tracing::info!(broker = broker.0, error = %e, "a call to another broker failed");
-                Err(failed)
-            }
+            Either::Left((answer, _)) => answer,
             Either::Right(_) => Err(failed),
         };
         if answer.is_err() {
-            self.open.borrow_mut().remove(&broker);
+            *held = None;
         }
         answer
     }
 
-    async fn connection(
-        &self,
-        cluster: &Cluster,
-        broker: BrokerId,
-    ) -> Result<Rc<futures::lock::Mutex<Connection>>, Code> {
-        if let Some(open) = self.open.borrow().get(&broker) {
-            return Ok(open.clone());
-        }
-        let failed = ResponseError::NetworkException.code();
-        let address = cluster.address_of(broker).ok_or(failed)?;
-        let connection = cluster
-            .connect_to(address, "transaction-coordinator")
-            .await
-            .map_err(|e| {
-                tracing::info!(broker = broker.0, error = %e, "cannot reach another broker");
-                failed
-            })?;
-        let shared = Rc::new(futures::lock::Mutex::new(connection));
-        self.open.borrow_mut().insert(broker, shared.clone());
-        Ok(shared)
+    fn slot(&self, broker: BrokerId, purpose: Purpose) -> Slot {
+        self.slots
+            .borrow_mut()
+            .entry((broker, purpose))
+            .or_default()
+            .clone()
     }
+}
+
+async fn connect(cluster: &Cluster, broker: BrokerId) -> Result<Connection, Code> {
+    let failed = ResponseError::NetworkException.code();
+    let address = cluster.address_of(broker).ok_or(failed)?;
+    cluster
+        .connect_to(address, "transaction-coordinator")
+        .await
+        .map_err(|e| {
+            tracing::info!(broker = broker.0, error = %e, "cannot reach another broker");
+            failed
+        })
 }

@@ -32,6 +32,8 @@ use crate::transactions::store::{Step, Then, TxnStore};
 
 /// How long a state write waits for the in-sync replicas.
 const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(10);
+/// The pause before writing a transaction's completion again.
+const COMPLETE_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// The ids of one `__transaction_state` partition.
 pub struct StatePartition {
@@ -46,6 +48,9 @@ pub struct StatePartition {
     spare_producer_id: Cell<Option<i64>>,
     /// Held while appending, so records reach the log in decision order.
     append: futures::lock::Mutex<()>,
+    /// Replaced by a newer load (or dropped): it must write nothing more,
+    /// even in the same leader epoch.
+    retired: Cell<bool>,
 }
 
 impl StatePartition {
@@ -65,6 +70,7 @@ impl StatePartition {
             store: RefCell::new(store),
             spare_producer_id: Cell::new(None),
             append: futures::lock::Mutex::new(()),
+            retired: Cell::new(false),
         }
     }
 
@@ -78,12 +84,29 @@ impl StatePartition {
         self.epoch.0
     }
 
-    /// Whether this broker still leads the partition in the epoch it
-    /// loaded it in.
+    /// Whether the metadata still names this broker leader of the
+    /// partition in the epoch it was loaded in, and no newer load replaced
+    /// it. (A lapse of the lease does not count: appends wait it out or
+    /// fail and are retried, the state stays this load's.)
     pub fn still_current(&self) -> bool {
-        self.partitions
-            .served(self.key, true)
-            .is_ok_and(|(_, epoch)| epoch == self.epoch)
+        if self.retired.get() {
+            return false;
+        }
+        let view = self.partitions.cluster.view.borrow();
+        let me = self.partitions.cluster.me;
+        view.metadata
+            .topics
+            .get(&self.key.topic)
+            .and_then(|t| t.partitions.get(self.key.index as usize))
+            .is_some_and(|p| {
+                p.leader == Some(me)
+                    && crate::partition::epoch::from_metadata(p.leader_epoch) == self.epoch
+            })
+    }
+
+    /// Replaced by a newer load, or dropped: writes nothing more.
+    pub fn retire(&self) {
+        self.retired.set(true);
     }
 
     /// Makes sure a producer id is at hand for [`StatePartition::take_producer_id`].
@@ -151,10 +174,19 @@ impl StatePartition {
             Err(Abandoned::NotCoordinator) => return,
             Err(Abandoned::Fenced) => return,
         }
-        let completed = self.store.borrow_mut().markers_written(&step.id, wall_ms());
-        if let Some(completed) = completed {
-            if let Err(code) = self.write(&completed).await {
-                tracing::warn!(id = %step.id, code, "cannot record a completed transaction");
+        // Complete* is retried while this load is current: until it is
+        // written, the id answers CONCURRENT_TRANSACTIONS.
+        while self.still_current() {
+            let completed = self.store.borrow_mut().markers_written(&step.id, wall_ms());
+            let Some(completed) = completed else {
+                return;
+            };
+            match self.write(&completed).await {
+                Ok(()) => return,
+                Err(code) => {
+                    tracing::warn!(id = %step.id, code, "cannot record a completed transaction yet");
+                    glommio::timer::sleep(COMPLETE_RETRY_PAUSE).await;
+                }
             }
         }
     }
@@ -178,7 +210,7 @@ impl StatePartition {
             .open_led(self.key)
             .await
             .map_err(coordinator_code)?;
-        if led.epoch != self.epoch {
+        if led.epoch != self.epoch || self.retired.get() {
             return Err(ResponseError::NotCoordinator.code());
         }
         let spec = RecordSpec {

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::peers::Purpose;
 use super::TxnCoordinator;
 use crate::kafka::Code;
 use crate::partition::txn_verify::{TxnVerifier, Verification};
@@ -50,7 +51,7 @@ impl TxnCoordinator {
                 .on_id(&id, Err, move |state| {
                     Box::pin(async move {
                         let partition = (asked.topic, asked.partition);
-                        state.store.borrow_mut().verify(
+                        state.store.borrow().verify(
                             &asked.transactional_id,
                             asked.producer_id,
                             asked.epoch,
@@ -63,7 +64,12 @@ impl TxnCoordinator {
         let request = verify_request(&asked);
         let answer = self
             .peers
-            .call(&self.partitions.cluster, broker, &request, VERIFY_VERSION)
+            .call(
+                &self.partitions.cluster,
+                (broker, Purpose::Verification),
+                &request,
+                VERIFY_VERSION,
+            )
             .await?;
         answer_code(&answer)
     }

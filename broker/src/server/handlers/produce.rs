@@ -323,6 +323,17 @@ mod tests {
     }
 
     #[test]
+    fn transaction_abortable_is_invalid_txn_state_before_v11() {
+        let abortable = ResponseError::TransactionAbortable.code();
+        assert_eq!(
+            abortable_for(abortable, 10),
+            ResponseError::InvalidTxnState.code()
+        );
+        assert_eq!(abortable_for(abortable, 11), abortable);
+        assert_eq!(abortable_for(0, 9), 0);
+    }
+
+    #[test]
     fn pipelined_batches_behind_a_refused_one_share_its_refusal_by_name_and_by_id() {
         let not_leader = ResponseError::NotLeaderOrFollower.code();
         let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();

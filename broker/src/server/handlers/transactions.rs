@@ -57,6 +57,11 @@ pub async fn init_transactional(
     timeout_ms: i32,
     expected: Option<(i64, i16)>,
 ) -> Result<(i64, i16), Code> {
+    // Checked before any lookup, as Kafka does (a non-coordinator
+    // answers it too).
+    if timeout_ms <= 0 || timeout_ms > shard.cluster.config.transaction_max_timeout_ms {
+        return Err(ResponseError::InvalidTransactionTimeout.code());
+    }
     crate::txn_coordinator::ensure_state_topic(&shard.cluster).await?;
     let id = transactional_id.clone();
     shard
@@ -195,7 +200,7 @@ async fn add_partitions_v4(
             |code| vec![code],
             move |state| {
                 Box::pin(async move {
-                    let mut store = state.store.borrow_mut();
+                    let store = state.store.borrow();
                     asked
                         .iter()
                         .map(|p| store.verify(&id, producer_id, epoch, p).err().unwrap_or(0))
@@ -372,4 +377,21 @@ pub async fn end_txn(
     };
     let answer = EndTxnResponse::default().with_error_code(fenced_for(code, version, 2));
     respond(request, &answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producer_fenced_is_invalid_producer_epoch_before_the_version_that_knows_it() {
+        let fenced = ResponseError::ProducerFenced.code();
+        let old = ResponseError::InvalidProducerEpoch.code();
+        assert_eq!(fenced_for(fenced, 1, 2), old);
+        assert_eq!(fenced_for(fenced, 2, 2), fenced);
+        assert_eq!(fenced_for(fenced, 3, 4), old, "InitProducerId v3");
+        assert_eq!(fenced_for(fenced, 4, 4), fenced);
+        let other = ResponseError::ConcurrentTransactions.code();
+        assert_eq!(fenced_for(other, 0, 2), other);
+    }
 }

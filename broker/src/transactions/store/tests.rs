@@ -342,6 +342,22 @@ fn a_partition_verifies_only_inside_its_ongoing_transaction() {
     assert_eq!(txns.verify("tx", pid, epoch, &t0), Ok(()));
     let t1 = ("t".to_string(), 1);
     assert_eq!(txns.verify("tx", pid, epoch, &t1), abortable, "not added");
+    let adding = txns
+        .add_partitions("tx", pid, epoch, &parts(&[("t", 1)]), 1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        txns.verify("tx", pid, epoch, &t0),
+        Ok(()),
+        "another partition's add in flight holds nothing up"
+    );
+    assert_eq!(
+        txns.verify("tx", pid, epoch, &t1),
+        abortable,
+        "not yet written"
+    );
+    durable(&mut txns, adding);
+    assert_eq!(txns.verify("tx", pid, epoch, &t1), Ok(()));
     assert_eq!(
         txns.verify("tx", pid, epoch + 1, &t0),
         Err(codes(ResponseError::ProducerFenced))

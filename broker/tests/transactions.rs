@@ -5,7 +5,9 @@
 //! broker and against three (where the coordinator, the partitions'
 //! leaders and the verification of transactional batches sit on different
 //! brokers), read back by read_committed and read_uncommitted consumers
-//! (`tests/python/transactions.py` states what is checked).
+//! (`tests/python/transactions.py` states what is checked); kafka-python's
+//! and kafkajs's transactional producers; the protocol's refusals; and
+//! transactions while brokers are killed.
 
 mod support;
 
@@ -86,6 +88,76 @@ fn transactions_span_brokers_with_the_coordinator_on_another_one() {
     let out = run_script(&bootstrap, "txn-out", 6);
     println!("{out}");
     cluster.stop();
+}
+
+/// Every value of partition 0 of `topic` as kcat (librdkafka) reads it
+/// with `isolation` (read_committed or read_uncommitted).
+fn read_with(bootstrap: &str, topic: &str, isolation: &str) -> Vec<String> {
+    let out = Command::new("timeout")
+        .args(["60", "kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0"])
+        .args(["-X", &format!("isolation.level={isolation}")])
+        .args(["-o", "beginning", "-e", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `prefix-0` .. `prefix-(count-1)`.
+fn named(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[test]
+fn kafka_python_and_kafkajs_transactions_commit_and_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    cli(&bootstrap, &["topic", "create", "txn-clients"]);
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/transactions_kafka_python.py"
+    );
+    let out = Command::new("timeout")
+        .args(["120", &python, script, &bootstrap, "txn-clients"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kafka-python: {out:?}");
+    // scripts/test.sh installs kafkajs under target/test-node.
+    let modules = std::env::var("KAFKAJS_NODE_PATH").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/test-node/node_modules"
+        )
+        .to_string()
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/transactions.js");
+    let out = Command::new("timeout")
+        .args(["120", "node", script, &bootstrap, "txn-clients"])
+        .env("NODE_PATH", modules)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kafkajs: {out:?}");
+    let committed: Vec<String> = [named("kp-c", 20), named("js-c", 20)].concat();
+    assert_eq!(
+        read_with(&bootstrap, "txn-clients", "read_committed"),
+        committed
+    );
+    let everything: Vec<String> = [
+        named("kp-c", 20),
+        named("kp-a", 10),
+        named("js-c", 20),
+        named("js-a", 10),
+    ]
+    .concat();
+    assert_eq!(
+        read_with(&bootstrap, "txn-clients", "read_uncommitted"),
+        everything
+    );
 }
 
 /// The broker FindCoordinator names for transactional id `id`, asked of

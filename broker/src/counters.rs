@@ -94,6 +94,11 @@ pub struct ShardMetrics {
     pub produced_bytes_in_place: AtomicU64,
     /// Produced record bytes copied on their way to the log.
     pub produced_bytes_copied: AtomicU64,
+    /// Transactions this shard's coordinator completed with COMMIT.
+    pub transactions_committed: AtomicU64,
+    /// Transactions this shard's coordinator completed with ABORT
+    /// (timeouts and fences included).
+    pub transactions_aborted: AtomicU64,
 }
 
 impl Default for ShardMetrics {
@@ -118,6 +123,8 @@ impl Default for ShardMetrics {
             follower_reads: AtomicU64::new(0),
             produced_bytes_in_place: AtomicU64::new(0),
             produced_bytes_copied: AtomicU64::new(0),
+            transactions_committed: AtomicU64::new(0),
+            transactions_aborted: AtomicU64::new(0),
         }
     }
 }

@@ -251,6 +251,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
         "RebalanceStorm",
         "BrokerDiskOver80Percent",
         "UncleanLeaderElection",
+        "LastStableOffsetStuck",
     ] {
         assert!(rules.contains(&format!("alert: {alert}")), "{alert}");
     }
@@ -260,6 +261,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
         "rebalance_count",
         "broker_disk_used_pct",
         "unclean_leader_elections_total",
+        "partition_last_stable_offset",
     ] {
         assert!(used.contains(&name.to_string()), "no alert uses {name}");
     }

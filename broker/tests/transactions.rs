@@ -425,17 +425,30 @@ mod protocol {
         });
     }
 
+    /// The value of one sample of broker's /metrics.
+    fn sample(http: SocketAddr, line_start: &str) -> Option<f64> {
+        let (_, page) = super::support::http(http, "GET", "/metrics", "");
+        page.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
     #[test]
     fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
         let dir = tempfile::tempdir().unwrap();
         let broker = start_broker(dir.path());
         cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
-        let address = broker.address;
+        let (address, http) = (broker.address, broker.http);
+        let open = "partition_open_transactions{topic=\"txn-refusals\",partition=\"0\"}";
+        let lso = "partition_last_stable_offset{topic=\"txn-refusals\",partition=\"0\"}";
+        let aborted = "transactions_completed_total{outcome=\"abort\"}";
         on_glommio(async move {
             let mut c = connect(address).await;
             let producer = init(&mut c, "tx-t", 1_000).await;
             assert_eq!(add_partition(&mut c, "tx-t", producer, 3).await, 0);
             assert_eq!(produce(&mut c, "tx-t", producer, 0).await, 0);
+            assert_eq!(sample(http, open), Some(1.0), "one open transaction");
+            assert_eq!(sample(http, lso), Some(0.0));
             // The coordinator aborts it within its timeout and a tick.
             let mut settled = ends(&mut c).await;
             for _ in 0..100 {
@@ -446,6 +459,9 @@ mod protocol {
                 settled = ends(&mut c).await;
             }
             assert_eq!(settled, (2, 2), "aborted by the coordinator");
+            assert_eq!(sample(http, open), Some(0.0));
+            assert_eq!(sample(http, lso), Some(2.0));
+            assert_eq!(sample(http, aborted), Some(1.0), "counted as aborted");
             assert_eq!(
                 add_partition(&mut c, "tx-t", producer, 3).await,
                 code(ResponseError::ProducerFenced)

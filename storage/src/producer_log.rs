@@ -32,6 +32,11 @@ impl<FS: FileSystem> Log<FS> {
         self.state.borrow().producers.txn_status(producer_id)
     }
 
+    /// How many transactions are open on this partition.
+    pub fn open_transactions(&self) -> usize {
+        self.state.borrow().producers.transactions().open().len()
+    }
+
     /// Forgets producers this broker has not seen (appended a batch of,
     /// or rebuilt at open) since `now - expiration_ms`; returns how many.
     pub fn expire_producers(&self, now: TimestampMs, expiration_ms: i64) -> usize {

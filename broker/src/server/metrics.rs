@@ -30,6 +30,9 @@ struct ShardReport {
     cache: (usize, usize),
     /// (topic, partition) -> (log start, high watermark) of partitions led here.
     ends: BTreeMap<(String, i32), (i64, i64)>,
+    /// (topic, partition) -> (last stable offset, open transactions) of
+    /// partitions led here.
+    stability: BTreeMap<(String, i32), (i64, usize)>,
     /// (group, topic, partition) -> committed offset, of groups coordinated here.
     committed: BTreeMap<(String, String, i32), i64>,
     /// group -> generation, of groups coordinated here.
@@ -58,6 +61,10 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
             out.ends.insert(
                 (name.clone(), key.index as i32),
                 (log.log_start().0, log.high_watermark().0),
+            );
+            out.stability.insert(
+                (name.clone(), key.index as i32),
+                (log.last_stable_offset().0, log.open_transactions()),
             );
         }
     }
@@ -115,6 +122,11 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         );
     }
     rebalances(&mut page, &reports);
+    let by_state = shard
+        .txn_coordinator
+        .on_every_shard(|c| Box::pin(async move { c.ids_by_state() }))
+        .await;
+    transactions(&mut page, &reports, by_state.into_iter().flatten(), all);
     health(&mut page, &super::health::check(shard).await);
     controller(&mut page, cluster);
     requests(&mut page, all);
@@ -184,6 +196,69 @@ fn consumer_lag(page: &mut Page, reports: &[ShardReport], ends: &Ends) {
         );
         page.sample("consumer_lag_messages", &labels, lag as f64);
     }
+}
+
+/// Transactions: each led partition's last stable offset and open
+/// transactions (a stuck LSO holds every read_committed consumer), the
+/// coordinators' ids by state, and completed transactions by outcome.
+fn transactions(
+    page: &mut Page,
+    reports: &[ShardReport],
+    by_state: impl Iterator<Item = BTreeMap<&'static str, usize>>,
+    all: &Registry,
+) {
+    page.header(
+        "partition_last_stable_offset",
+        "gauge",
+        "the last stable offset of each partition this broker leads (read_committed consumers read below it)",
+    );
+    page.header(
+        "partition_open_transactions",
+        "gauge",
+        "transactions open on each partition this broker leads",
+    );
+    for report in reports {
+        for ((topic, partition), (lso, open)) in &report.stability {
+            let labels = format!("topic=\"{}\",partition=\"{partition}\"", escape(topic));
+            page.sample("partition_last_stable_offset", &labels, *lso as f64);
+            page.sample("partition_open_transactions", &labels, *open as f64);
+        }
+    }
+    let mut states: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for shard in by_state {
+        for (state, count) in shard {
+            *states.entry(state).or_insert(0) += count;
+        }
+    }
+    page.header(
+        "transactional_ids",
+        "gauge",
+        "transactional ids this broker coordinates, by the state of their transaction",
+    );
+    for (state, count) in states {
+        page.sample(
+            "transactional_ids",
+            &format!("state=\"{state}\""),
+            count as f64,
+        );
+    }
+    page.header(
+        "transactions_completed_total",
+        "counter",
+        "transactions this broker's coordinator completed, by outcome",
+    );
+    let committed = sum(all, |m| m.transactions_committed.load(Ordering::Relaxed));
+    let aborted = sum(all, |m| m.transactions_aborted.load(Ordering::Relaxed));
+    page.sample(
+        "transactions_completed_total",
+        "outcome=\"commit\"",
+        committed as f64,
+    );
+    page.sample(
+        "transactions_completed_total",
+        "outcome=\"abort\"",
+        aborted as f64,
+    );
 }
 
 fn partitions_led(page: &mut Page, cluster: &Cluster, ends: &Ends) {

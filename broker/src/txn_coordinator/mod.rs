@@ -31,7 +31,7 @@ use crate::coordinator::offsets_partition::coordinator_code;
 use crate::kafka::Code;
 use crate::partition::Partitions;
 use crate::runtime::clock::wall_ms;
-use crate::runtime::sharded::{LocalFuture, Mesh, Sharded};
+use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
 use crate::transactions::TRANSACTION_STATE_TOPIC;
 use peers::PeerConnections;
 use state_partition::StatePartition;
@@ -198,6 +198,28 @@ impl TxnCoordinator {
         for key in keys {
             let _ = self.partition(key).await;
         }
+    }
+
+    /// Runs `work` on every shard's coordinator at once; the results in
+    /// shard order.
+    pub async fn on_every_shard<T, W>(&self, work: W) -> Vec<Result<T, ShardGone>>
+    where
+        T: Send + 'static,
+        W: Fn(Rc<TxnCoordinator>) -> LocalFuture<T> + Clone + Send + 'static,
+    {
+        self.shards.invoke_on_all(work).await
+    }
+
+    /// How many ids of this shard's current loads are in each state
+    /// (/metrics).
+    pub fn ids_by_state(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for partition in self.loaded_current() {
+            for (_, metadata) in partition.store.borrow().all() {
+                *counts.entry(metadata.state.name()).or_insert(0) += 1;
+            }
+        }
+        counts
     }
 
     /// The partitions loaded here in the leadership current now.

@@ -182,7 +182,15 @@ impl StatePartition {
                 return;
             };
             match self.write(&completed).await {
-                Ok(()) => return,
+                Ok(()) => {
+                    let metrics = &self.partitions.metrics;
+                    let counter = match commit {
+                        true => &metrics.transactions_committed,
+                        false => &metrics.transactions_aborted,
+                    };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
                 Err(code) => {
                     tracing::warn!(id = %step.id, code, "cannot record a completed transaction yet");
                     glommio::timer::sleep(COMPLETE_RETRY_PAUSE).await;

@@ -160,6 +160,62 @@ fn kafka_python_and_kafkajs_transactions_commit_and_abort() {
     );
 }
 
+#[test]
+fn the_projects_transactional_producer_commits_and_aborts() {
+    use bytes::Bytes;
+    use client::producer::{Producer, ProducerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    cli(&bootstrap, &["topic", "create", "txn-own"]);
+    let address = broker.address;
+    support::on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "txn-test");
+        let config = ProducerConfig {
+            transactional_id: Some("own-tx".into()),
+            ..ProducerConfig::default()
+        };
+        let producer = Producer::new(cluster, config);
+        producer.init_transactions().await.unwrap();
+        for (prefix, commit) in [("own-c", true), ("own-a", false), ("own-d", true)] {
+            producer.begin_transaction().unwrap();
+            let mut acks = Vec::new();
+            for i in 0..20 {
+                let value = Bytes::from(format!("{prefix}-{i}"));
+                acks.push(producer.send("txn-own", None, Some(value)).await.unwrap());
+            }
+            producer.flush().await;
+            for ack in acks {
+                ack.await.unwrap();
+            }
+            match commit {
+                true => producer.commit_transaction().await.unwrap(),
+                false => producer.abort_transaction().await.unwrap(),
+            }
+        }
+        assert!(
+            producer
+                .send("txn-own", None, Some(Bytes::from("x")))
+                .await
+                .is_err(),
+            "outside a transaction"
+        );
+    });
+    let committed: Vec<String> = [named("own-c", 20), named("own-d", 20)].concat();
+    let mut read = read_with(&bootstrap, "txn-own", "read_committed");
+    for _ in 0..50 {
+        if read == committed {
+            break;
+        }
+        // The last commit's marker follows its answer.
+        std::thread::sleep(Duration::from_millis(100));
+        read = read_with(&bootstrap, "txn-own", "read_committed");
+    }
+    assert_eq!(read, committed);
+    let all = read_with(&bootstrap, "txn-own", "read_uncommitted");
+    assert_eq!(all.len(), 60, "the aborted ones are in the log");
+}
+
 /// The broker FindCoordinator names for transactional id `id`, asked of
 /// any running broker.
 fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
@@ -379,6 +435,77 @@ mod protocol {
 
     fn code(error: ResponseError) -> i16 {
         error.code()
+    }
+
+    #[test]
+    fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        let bootstrap = broker.bootstrap();
+        cli(&bootstrap, &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        // An open transaction whose producer went silent (the longest
+        // timeout: the coordinator would wait 15 minutes).
+        let producer = on_glommio(async move {
+            let mut c = connect(address).await;
+            let producer = init(&mut c, "tx-hung", 900_000).await;
+            assert_eq!(add_partition(&mut c, "tx-hung", producer, 3).await, 0);
+            assert_eq!(produce(&mut c, "tx-hung", producer, 0).await, 0);
+            assert_eq!(ends(&mut c).await, (1, 0));
+            producer
+        });
+        let listed = cli(&bootstrap, &["txn", "list"]);
+        assert!(
+            listed.contains("tx-hung") && listed.contains("Ongoing"),
+            "{listed}"
+        );
+        let ongoing = cli(&bootstrap, &["txn", "list", "--state", "PrepareCommit"]);
+        assert!(!ongoing.contains("tx-hung"), "filtered by state: {ongoing}");
+        let described = cli(&bootstrap, &["txn", "describe", "tx-hung"]);
+        assert!(described.contains("txn-refusals"), "{described}");
+        let hanging = cli(
+            &bootstrap,
+            &[
+                "txn",
+                "find-hanging",
+                "--topic",
+                "txn-refusals",
+                "--max-age-ms",
+                "0",
+            ],
+        );
+        assert!(hanging.contains(&producer.0.to_string()), "{hanging}");
+        let id = producer.0.to_string();
+        cli(
+            &bootstrap,
+            &[
+                "txn",
+                "abort",
+                "--topic",
+                "txn-refusals",
+                "--partition",
+                "0",
+                "--producer-id",
+                &id,
+            ],
+        );
+        let settled = on_glommio(async move {
+            let mut c = connect(address).await;
+            ends(&mut c).await
+        });
+        assert_eq!(settled, (2, 2), "the ABORT marker moved the LSO to the HW");
+        let hanging = cli(
+            &bootstrap,
+            &[
+                "txn",
+                "find-hanging",
+                "--topic",
+                "txn-refusals",
+                "--max-age-ms",
+                "0",
+            ],
+        );
+        assert!(!hanging.contains(&id), "{hanging}");
     }
 
     #[test]

@@ -85,15 +85,26 @@ const ATTEMPTS: usize = 10;
 impl Cluster {
     /// The broker coordinating `group`.
     pub async fn find_coordinator(&self, group: &str) -> Result<i32, ClientError> {
+        self.find_coordinator_of(0, group).await
+    }
+
+    /// The broker coordinating transactional id `id`.
+    pub async fn find_transaction_coordinator(&self, id: &str) -> Result<i32, ClientError> {
+        self.find_coordinator_of(1, id).await
+    }
+
+    /// The broker coordinating `key` of `key_type` (0: a group, 1: a
+    /// transactional id), retried while it is being chosen or loaded.
+    async fn find_coordinator_of(&self, key_type: i8, key: &str) -> Result<i32, ClientError> {
         let mut last = 0;
         for _ in 0..ATTEMPTS {
             // One key before v4, a list of keys from v4.
             let build = |version: i16| {
-                let request = FindCoordinatorRequest::default();
+                let request = FindCoordinatorRequest::default().with_key_type(key_type);
                 if version >= 4 {
-                    request.with_coordinator_keys(vec![text(group)])
+                    request.with_coordinator_keys(vec![text(key)])
                 } else {
-                    request.with_key(text(group))
+                    request.with_key(text(key))
                 }
             };
             let connection = self.any().await?;

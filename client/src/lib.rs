@@ -1,7 +1,8 @@
 //! A Kafka-protocol client library on glommio: connections with typed
 //! calls and ApiVersions negotiation, a cluster view (brokers, partition
 //! leaders), a producer (batching, acks, the Java client's key
-//! partitioner, retries), a consumer of assigned partitions, and admin calls.
+//! partitioner, retries), a consumer of assigned partitions, and admin calls
+//! (transactions' among them: list, describe, find hanging, abort).
 
 #![warn(missing_docs)]
 
@@ -18,4 +19,5 @@ pub mod records;
 pub mod scram;
 pub mod security;
 pub mod tls;
+pub mod transactions;
 pub mod users;

@@ -19,14 +19,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+};
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
 use crate::partitioner::partition_for_key;
-use crate::records::{add_sequence, encode_batch_as, ProducerRecord, ProducerSequence};
+use crate::records::{add_sequence, encode_batch_in, ProducerRecord, ProducerSequence};
+
+mod transactional;
 
 /// How a producer batches and acknowledges.
 #[derive(Debug, Clone)]
@@ -49,6 +53,14 @@ pub struct ProducerConfig {
     /// duplicate. Applies with acks=all (-1); acks 0 and 1 send plain
     /// batches, as their acknowledgements promise less anyway.
     pub idempotence: bool,
+    /// A transactional producer's id (None: not transactional): its
+    /// records are written in transactions
+    /// ([`Producer::init_transactions`], then `begin`, `commit` or
+    /// `abort`), read by read_committed consumers only once committed.
+    pub transactional_id: Option<String>,
+    /// How long a transaction may stay open before its coordinator aborts
+    /// it (transaction.timeout.ms).
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -62,6 +74,8 @@ impl Default for ProducerConfig {
             compression: Compression::None,
             request_timeout: Duration::from_secs(30),
             idempotence: true,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -181,6 +195,8 @@ struct Queues {
     next_sequence: BTreeMap<(String, i32), i32>,
     /// InitProducerId failures in a row.
     init_failures: u32,
+    /// A transactional producer's state.
+    transaction: transactional::Transaction,
 }
 
 /// A producer on one glommio executor.
@@ -272,15 +288,24 @@ impl Producer {
                 ResponseError::LeaderNotAvailable.code(),
             ));
         }
-        {
+        let partition = {
             let mut queues = self.queues.borrow_mut();
-            let partition = match &record.key {
+            match &record.key {
                 Some(key) => partition_for_key(key, partitions),
                 None => {
                     queues.next_unkeyed = queues.next_unkeyed.wrapping_add(1);
                     queues.next_unkeyed % partitions
                 }
-            } as i32;
+            }
+        } as i32;
+        if self.config.transactional_id.is_some() {
+            // Its first record in a transaction waits for the partition
+            // to join it (AddPartitionsToTxn): the broker refuses a
+            // batch of a partition not in the transaction.
+            self.join_transaction(topic, partition).await?;
+        }
+        {
+            let mut queues = self.queues.borrow_mut();
             let size = record_size(&record);
             let queue = queues.batches.queue(topic, partition);
             let fresh = queue
@@ -374,10 +399,14 @@ impl Producer {
     }
 
     /// Gets a producer id and epoch (InitProducerId) if batches need one
-    /// and none is held; false if the broker could not give one yet.
+    /// and none is held; false if the broker could not give one yet. (A
+    /// transactional producer's comes from `init_transactions`.)
     async fn ensure_identity(&self) -> bool {
         if !self.idempotent() || self.queues.borrow().identity.is_some() {
             return true;
+        }
+        if self.config.transactional_id.is_some() {
+            return false;
         }
         let request = InitProducerIdRequest::default()
             .with_transactional_id(None)
@@ -422,6 +451,11 @@ impl Producer {
     /// renumbered when next sent (a retried batch may then be written
     /// twice, the price of starting over).
     fn reset_identity(&self) {
+        if self.config.transactional_id.is_some() {
+            // Its transaction can only be aborted now; the abort starts
+            // it over (init_transactions: a new epoch, sequences from 0).
+            return;
+        }
         let mut queues = self.queues.borrow_mut();
         queues.identity = None;
         queues.next_sequence.clear();
@@ -452,7 +486,14 @@ impl Producer {
                     epoch,
                     first_sequence,
                 });
-            match encode_batch_as(&batch.records, self.config.compression, producer) {
+            let transactional = self.config.transactional_id.is_some();
+            let encoded = encode_batch_in(
+                &batch.records,
+                self.config.compression,
+                producer,
+                transactional,
+            );
+            match encoded {
                 Ok(records) => by_topic.entry(topic).or_default().push(
                     PartitionProduceData::default()
                         .with_index(*partition)
@@ -465,7 +506,13 @@ impl Producer {
             self.fail_all(batches, &why);
             return vec![];
         }
+        let transactional_id = self
+            .config
+            .transactional_id
+            .as_ref()
+            .map(|id| TransactionalId(id.clone().into()));
         let request = ProduceRequest::default()
+            .with_transactional_id(transactional_id)
             .with_acks(self.config.acks)
             .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
             .with_topic_data(
@@ -534,6 +581,7 @@ impl Producer {
                 retry.push(((topic, partition), batch));
             } else {
                 done += 1;
+                self.queues.borrow_mut().transaction.failed = true;
                 // Refused numbering, or numbers that now leave a gap.
                 reset |= batch.sequence.is_some();
                 for waiter in batch.waiters {
@@ -558,6 +606,9 @@ impl Producer {
 
     fn fail_all(&self, batches: Vec<Taken>, why: &str) {
         self.finished(batches.len());
+        if !batches.is_empty() {
+            self.queues.borrow_mut().transaction.failed = true;
+        }
         if batches.iter().any(|(_, b)| b.sequence.is_some()) {
             self.reset_identity();
         }

@@ -87,6 +87,17 @@ pub fn encode_batch_as(
     compression: Compression,
     producer: Option<ProducerSequence>,
 ) -> Result<Bytes, ClientError> {
+    encode_batch_in(records, compression, producer, false)
+}
+
+/// [`encode_batch_as`], marked as part of its producer's transaction when
+/// `transactional`.
+pub fn encode_batch_in(
+    records: &[ProducerRecord],
+    compression: Compression,
+    producer: Option<ProducerSequence>,
+    transactional: bool,
+) -> Result<Bytes, ClientError> {
     let (producer_id, producer_epoch, first_sequence) = match producer {
         Some(p) => (p.producer_id, p.epoch, p.first_sequence),
         None => (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
@@ -95,7 +106,7 @@ pub fn encode_batch_as(
         .iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,

@@ -74,6 +74,8 @@ pub struct Options {
     pub acks: i16,
     /// Idempotent producers (the default, as Kafka clients'; with acks=all).
     pub idempotence: bool,
+    /// Transactional producers committing this often (None: none).
+    pub transaction: Option<Duration>,
     /// Batch compression.
     pub compression: Compression,
     /// Messages per second over all producers (None: as fast as possible).
@@ -258,6 +260,10 @@ pub struct Flags {
     /// accepted).
     #[arg(long, default_value = "on")]
     idempotence: Switch,
+    /// Transactional producers, each committing a transaction every N
+    /// milliseconds (0: not transactional). Needs acks=all.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    transaction_ms: u64,
     /// Batch compression.
     #[arg(long, default_value = "none")]
     compression: Codec,
@@ -314,6 +320,7 @@ impl Flags {
             linger: Duration::from_millis(self.linger_ms),
             acks: self.acks.value(),
             idempotence: self.idempotence == Switch::On,
+            transaction: Some(Duration::from_millis(self.transaction_ms)).filter(|d| !d.is_zero()),
             compression: self.compression.compression(),
             // --rate 0: as fast as possible.
             rate: Some(self.rate).filter(|r| *r > 0),

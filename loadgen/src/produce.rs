@@ -51,9 +51,13 @@ pub async fn run(
             batch_bytes: options.batch_bytes,
             linger: options.linger,
             compression: options.compression,
+            transactional_id: options
+                .transaction
+                .map(|_| format!("loadgen-{}-{index}", options.name)),
             ..ProducerConfig::default()
         },
     );
+    let mut transaction = Transactions::start(&producer, options.transaction).await?;
     let current = Rc::new(RefCell::new(Interval::default()));
     let acked = Rc::new(RefCell::new(Vec::new()));
     let reporter =
@@ -86,6 +90,7 @@ pub async fn run(
         if options.messages.map_or(now >= deadline, |m| sequence >= m) {
             break;
         }
+        transaction.commit_if_due(&producer, now).await?;
         let intended = match period {
             Some(period) => begin + period.mul_f64(sequence as f64),
             None => now,
@@ -135,6 +140,7 @@ pub async fn run(
         sequence += 1;
     }
     producer.flush().await;
+    transaction.finish(&producer).await?;
     reporter.cancel().await;
     send_rest(&current, &reports);
     let acked = std::mem::take(&mut *acked.borrow_mut());
@@ -143,4 +149,57 @@ pub async fn run(
         acked,
         sent: sequence,
     })
+}
+
+/// A transactional producer's rhythm: a transaction open all the time,
+/// committed every `period` (the commit flushes what it holds first, so
+/// its cost shows in the latencies).
+struct Transactions {
+    period: Option<Duration>,
+    began: Instant,
+}
+
+impl Transactions {
+    /// Initialises and begins the first transaction (if `period`).
+    async fn start(producer: &Producer, period: Option<Duration>) -> Result<Self, String> {
+        if period.is_some() {
+            producer
+                .init_transactions()
+                .await
+                .map_err(|e| format!("init_transactions: {e}"))?;
+            producer.begin_transaction().map_err(|e| e.to_string())?;
+        }
+        Ok(Transactions {
+            period,
+            began: Instant::now(),
+        })
+    }
+
+    /// Commits and begins the next one once the period is over.
+    async fn commit_if_due(&mut self, producer: &Producer, now: Instant) -> Result<(), String> {
+        let Some(period) = self.period else {
+            return Ok(());
+        };
+        if now < self.began + period {
+            return Ok(());
+        }
+        producer
+            .commit_transaction()
+            .await
+            .map_err(|e| format!("commit_transaction: {e}"))?;
+        producer.begin_transaction().map_err(|e| e.to_string())?;
+        self.began = Instant::now();
+        Ok(())
+    }
+
+    /// Commits the last one.
+    async fn finish(&mut self, producer: &Producer) -> Result<(), String> {
+        if self.period.is_some() {
+            producer
+                .commit_transaction()
+                .await
+                .map_err(|e| format!("commit_transaction: {e}"))?;
+        }
+        Ok(())
+    }
 }

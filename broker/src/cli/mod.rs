@@ -13,6 +13,7 @@ pub mod group;
 pub mod quota;
 pub mod target;
 pub mod topic;
+pub mod txn;
 pub mod user;
 
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ const EXAMPLES: &str = "Examples:
   broker serve --data-dir /var/lib/broker --kafka-listen 0.0.0.0:9092
   broker topic create orders --partitions 8
   broker group describe billing --brokers 10.0.0.1:9092
+  broker txn find-hanging --topic orders
   broker completion bash > /etc/bash_completion.d/broker";
 
 /// A thread-per-core commit log that speaks the Kafka protocol.
@@ -109,6 +111,15 @@ pub enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Transactions: list, describe, find hanging ones, abort one.
+    Txn {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: txn::TxnArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Prints a stopped partition's batches: base, last, epoch, records,
     /// bytes, CRC.
     #[command(after_help = "Example:\n  broker dump-log data/partitions/orders.<topic id>/0")]
@@ -185,6 +196,12 @@ fn run(command: Command) -> Result<String, String> {
             target
                 .target()?
                 .run(|c| async move { quota::execute(&c, command).await })
+        }
+        Command::Txn { command, target } => {
+            let command = command.command()?;
+            target
+                .target()?
+                .run(|c| async move { txn::execute(&c, command).await })
         }
         Command::DumpLog { partition_dir } => dump_log::run(partition_dir),
         Command::DumpMetadata { metadata_dir } => dump_metadata::run(metadata_dir),

@@ -2,9 +2,11 @@
 //! mistakes are refused naming the flag.
 
 use clap::Parser;
+use client::transactions::PartitionProducer;
 
 use super::group::{GroupCommand, ResetTo};
 use super::topic::TopicCommand;
+use super::txn::{is_hanging, AbortTarget, ProducerChoice, TxnCommand, DEFAULT_MAX_AGE_MS};
 use super::{Cli, Command};
 
 fn parse(line: &str) -> Result<Command, String> {
@@ -23,6 +25,13 @@ fn topic(line: &str) -> (TopicCommand, String) {
 fn group(line: &str) -> Result<GroupCommand, String> {
     match parse(line)? {
         Command::Group { command, .. } => Ok(command.command()),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn txn(line: &str) -> Result<TxnCommand, String> {
+    match parse(line)? {
+        Command::Txn { command, .. } => command.command(),
         other => panic!("{other:?}"),
     }
 }
@@ -156,4 +165,105 @@ fn acl_and_quota_lines_become_the_requests_kafka_tools_send() {
         )
     );
     assert!(parse("quota set --user a --user-default --producer-byte-rate 1").is_err());
+}
+
+#[test]
+fn txn_lines_parse_as_kafka_transactions_sh_takes_them() {
+    assert_eq!(
+        txn("txn list").unwrap(),
+        TxnCommand::List {
+            states: vec![],
+            producer_ids: vec![],
+        }
+    );
+    assert_eq!(
+        txn("txn list --state ongoing,PrepareCommit --producer-id 7 --brokers h:1").unwrap(),
+        TxnCommand::List {
+            states: vec!["Ongoing".into(), "PrepareCommit".into()],
+            producer_ids: vec![7],
+        },
+        "states by Kafka's names, whatever the case given"
+    );
+    assert_eq!(
+        txn("txn describe a b").unwrap(),
+        TxnCommand::Describe(vec!["a".into(), "b".into()])
+    );
+    let abort = |producer, producer_epoch, coordinator_epoch| {
+        TxnCommand::Abort(AbortTarget {
+            topic: "t".into(),
+            partition: 0,
+            producer,
+            producer_epoch,
+            coordinator_epoch,
+        })
+    };
+    assert_eq!(
+        txn("txn abort --topic t --partition 0 --producer-id 5").unwrap(),
+        abort(ProducerChoice::Id(5), None, None),
+        "epochs left out are looked up"
+    );
+    assert_eq!(
+        txn("txn abort --topic t --partition 0 --producer-id 5 --producer-epoch 2 --coordinator-epoch 3")
+            .unwrap(),
+        abort(ProducerChoice::Id(5), Some(2), Some(3))
+    );
+    assert_eq!(
+        txn("txn abort --topic t --partition 0 --start-offset 40").unwrap(),
+        abort(ProducerChoice::StartOffset(40), None, None)
+    );
+    assert_eq!(
+        txn("txn find-hanging --topic t").unwrap(),
+        TxnCommand::FindHanging {
+            topic: "t".into(),
+            max_age_ms: 900_000,
+        },
+        "15 minutes: Kafka's transaction.max.timeout.ms"
+    );
+    assert_eq!(
+        txn("txn find-hanging --topic t --max-age-ms 60000").unwrap(),
+        TxnCommand::FindHanging {
+            topic: "t".into(),
+            max_age_ms: 60_000,
+        }
+    );
+    for (bad, named) in [
+        ("txn abort --partition 0 --producer-id 5", "--topic"),
+        ("txn abort --topic t --producer-id 5", "--partition"),
+        ("txn abort --topic t --partition 0", "--producer-id"),
+        (
+            "txn abort --topic t --partition 0 --producer-id 5 --start-offset 1",
+            "--start-offset",
+        ),
+        ("txn describe", "TRANSACTIONAL_ID"),
+        ("txn find-hanging", "--topic"),
+        ("txn list --state Bogus", "--state"),
+        ("txn list --producer-id many", "--producer-id"),
+    ] {
+        let error = txn(bad).unwrap_err();
+        assert!(error.contains(named), "{bad}: {error}");
+    }
+    assert!(txn("txn abort --topic t --partition 0 --start-offset 1 --producer-epoch 2").is_err());
+}
+
+#[test]
+fn an_open_transaction_hangs_once_its_producer_is_silent_past_the_max_age() {
+    let producer = |start_offset, last_timestamp| PartitionProducer {
+        producer_id: 5,
+        producer_epoch: 0,
+        last_sequence: 9,
+        last_timestamp,
+        coordinator_epoch: -1,
+        current_txn_start_offset: start_offset,
+    };
+    let now = 100_000_000;
+    let max_age = DEFAULT_MAX_AGE_MS;
+    assert!(is_hanging(&producer(40, now - max_age - 1), now, max_age));
+    assert!(
+        !is_hanging(&producer(40, now - max_age + 1), now, max_age),
+        "still young"
+    );
+    assert!(
+        !is_hanging(&producer(-1, 0), now, max_age),
+        "no transaction open"
+    );
 }

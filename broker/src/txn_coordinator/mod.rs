@@ -210,6 +210,16 @@ impl TxnCoordinator {
         self.shards.invoke_on_all(work).await
     }
 
+    /// Every id of this shard's current loads, with its metadata.
+    pub fn all_ids(&self) -> Vec<(String, crate::transactions::metadata::TxnMetadata)> {
+        let mut ids = Vec::new();
+        for partition in self.loaded_current() {
+            let store = partition.store.borrow();
+            ids.extend(store.all().map(|(id, m)| (id.clone(), m.clone())));
+        }
+        ids
+    }
+
     /// How many ids of this shard's current loads are in each state
     /// (/metrics).
     pub fn ids_by_state(&self) -> std::collections::BTreeMap<&'static str, usize> {

@@ -1,5 +1,6 @@
 //! Bounds walks of the transaction APIs: AddPartitionsToTxn,
-//! AddOffsetsToTxn, EndTxn, WriteTxnMarkers and TxnOffsetCommit.
+//! AddOffsetsToTxn, EndTxn, WriteTxnMarkers and TxnOffsetCommit, and the
+//! admin ones, ListTransactions and DescribeTransactions.
 //!
 //! Transactional producers send these with client-chosen lengths and
 //! counts like any other request, so each is walked before the codec
@@ -97,6 +98,70 @@ pub fn check_txn_offset_commit(body: &[u8], version: i16) -> Walk {
     })?;
     w.tagged_fields()?;
     w.end()
+}
+
+/// ListTransactions v0-2 (flexible; v1 adds a duration filter, v2 an id
+/// pattern).
+pub fn check_list_transactions(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.array(|w| w.string())?; // state_filters
+    w.array(|w| w.fixed(8))?; // producer_id_filters
+    if version >= 1 {
+        w.fixed(8)?; // duration_filter
+    }
+    if version >= 2 {
+        w.string()?; // transactional_id_pattern (nullable)
+    }
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// DescribeTransactions v0 (flexible).
+pub fn check_describe_transactions(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.array(|w| w.string())?; // transactional_ids
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// The admin requests of every version pass; a forged count does not.
+#[cfg(test)]
+mod admin_tests {
+    use super::*;
+    use crate::kafka::bounds::tests::encoded;
+    use kafka_protocol::messages::{
+        DescribeTransactionsRequest, ListTransactionsRequest, ProducerId, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn transaction_admin_requests_of_every_version_pass() {
+        for version in 0..=2 {
+            let request = ListTransactionsRequest::default()
+                .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+                .with_producer_id_filters(vec![ProducerId(4), ProducerId(5)])
+                .with_duration_filter(if version >= 1 { 1_000 } else { -1 })
+                .with_transactional_id_pattern(
+                    (version >= 2).then(|| StrBytes::from_static_str("tx-.*")),
+                );
+            let body = encoded(&request, version);
+            assert_eq!(
+                check_list_transactions(&body, version),
+                Ok(()),
+                "v{version}"
+            );
+            assert!(check_list_transactions(&body[..body.len() - 1], version).is_err());
+        }
+        let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+            TransactionalId(StrBytes::from_static_str("a")),
+            TransactionalId(StrBytes::from_static_str("b")),
+        ]);
+        let body = encoded(&request, 0);
+        assert_eq!(check_describe_transactions(&body, 0), Ok(()));
+        let forged = [0xff, 0xff, 0xff, 0xff, 0x0f];
+        assert!(check_describe_transactions(&forged, 0).is_err());
+        assert!(check_list_transactions(&forged, 0).is_err());
+    }
 }
 
 #[cfg(test)]

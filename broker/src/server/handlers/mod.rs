@@ -19,6 +19,7 @@ mod producers;
 mod quotas;
 mod topics;
 mod transactions;
+mod txn_admin;
 mod txn_markers;
 mod txn_offsets;
 mod users;
@@ -185,6 +186,9 @@ apis! {
         EndTxn transactions::END_TXN_VERSIONS => |s, r, c| transactions::end_txn(s, &r, c);
         WriteTxnMarkers txn_markers::VERSIONS => |s, r, c| txn_markers::handle(s, &r, c);
         TxnOffsetCommit txn_offsets::VERSIONS => |s, r, c| txn_offsets::handle(s, &r, c);
+        ListTransactions txn_admin::LIST_VERSIONS => |s, r, c| txn_admin::list(s, &r, c);
+        DescribeTransactions txn_admin::DESCRIBE_VERSIONS
+            => |s, r, c| txn_admin::describe(s, &r, c);
         DescribeUserScramCredentials users::DESCRIBE_VERSIONS => |s, r, c| users::describe(s, &r, c);
         AlterUserScramCredentials users::ALTER_VERSIONS => |s, r, c| users::alter(s, &r, c);
         DescribeClientQuotas quotas::DESCRIBE_VERSIONS => |s, r, c| quotas::describe(s, &r, c);

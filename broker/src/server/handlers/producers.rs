@@ -151,6 +151,7 @@ pub async fn describe_producers(
 }
 
 fn producers_of(state: &storage::producers::ProducerState) -> Vec<ProducerStateEntry> {
+    let open = state.transactions().open();
     state
         .entries()
         .iter()
@@ -160,8 +161,8 @@ fn producers_of(state: &storage::producers::ProducerState) -> Vec<ProducerStateE
                 .with_producer_epoch(entry.epoch as i32)
                 .with_last_sequence(entry.last_seq().unwrap_or(-1))
                 .with_last_timestamp(entry.last_timestamp.0)
-                .with_coordinator_epoch(-1)
-                .with_current_txn_start_offset(-1)
+                .with_coordinator_epoch(entry.coordinator_epoch)
+                .with_current_txn_start_offset(open.get(id).map_or(-1, |first| first.0))
         })
         .collect()
 }

@@ -1,0 +1,229 @@
+//! The transactional producer (KIP-98, transaction.version 1), as the
+//! Java client and librdkafka drive it: `init_transactions` takes the
+//! producer id and epoch from the transactional id's coordinator (fencing
+//! any older instance), each partition joins the transaction before its
+//! first record is sent (AddPartitionsToTxn), and `commit_transaction` /
+//! `abort_transaction` flush what is queued and end the transaction
+//! (EndTxn); the coordinator then writes the markers.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TopicName,
+    TransactionalId,
+};
+use kafka_protocol::ResponseError;
+
+use super::Producer;
+use crate::connection::ClientError;
+
+/// How many times a coordinator call is tried (retriable errors, a
+/// coordinator moving).
+const ATTEMPTS: usize = 50;
+/// The pause between tries.
+const PAUSE: Duration = Duration::from_millis(50);
+
+/// Where a transactional producer stands.
+#[derive(Debug, Default)]
+pub(super) struct Transaction {
+    /// A transaction begun and not yet ended.
+    open: bool,
+    /// The partitions in it.
+    partitions: std::collections::BTreeSet<(String, i32)>,
+    /// A record of it failed: it can only be aborted.
+    pub(super) failed: bool,
+}
+
+impl Transaction {
+    fn check_open(&self) -> Result<(), ClientError> {
+        match self.open {
+            true => Ok(()),
+            false => Err(ClientError::Protocol(
+                "a transactional producer sends inside begin_transaction and commit or abort"
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// The highest version of API `key` a transaction.version 1 client sends.
+fn classic_max(key: i16) -> i16 {
+    match key {
+        24 => 3, // AddPartitionsToTxn
+        26 => 4, // EndTxn
+        _ => i16::MAX,
+    }
+}
+
+/// Coordinator errors worth another try.
+fn retriable(code: i16) -> bool {
+    [
+        ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotCoordinator,
+        ResponseError::CoordinatorLoadInProgress,
+        ResponseError::ConcurrentTransactions,
+    ]
+    .iter()
+    .any(|e| e.code() == code)
+}
+
+impl Producer {
+    fn transactional_id(&self) -> Result<TransactionalId, ClientError> {
+        let id = self.config.transactional_id.as_ref().ok_or_else(|| {
+            ClientError::Protocol("not a transactional producer (no transactional id)".into())
+        })?;
+        Ok(TransactionalId(id.clone().into()))
+    }
+
+    /// Calls what `build` makes on the transactional id's coordinator,
+    /// again while the answer (`code_of`) is retriable.
+    async fn on_txn_coordinator<R: kafka_protocol::protocol::Request>(
+        &self,
+        request: &R,
+        code_of: impl Fn(&R::Response) -> i16,
+    ) -> Result<R::Response, ClientError> {
+        let id = self.transactional_id()?;
+        let mut last = 0;
+        for _ in 0..ATTEMPTS {
+            let node = self.cluster.find_transaction_coordinator(&id).await?;
+            let connection = self.cluster.broker(node).await?;
+            let answer = async {
+                let mut connection = connection.lock().await;
+                // The classic protocol's versions: AddPartitionsToTxn v4+
+                // is between brokers, EndTxn v5 is transaction.version 2.
+                let version = connection.version_for::<R>()?.min(classic_max(R::KEY));
+                connection.call(request, version).await
+            }
+            .await;
+            match answer {
+                Ok(answer) if retriable(code_of(&answer)) => last = code_of(&answer),
+                Ok(answer) => return Ok(answer),
+                Err(ClientError::Io(_)) => self.cluster.drop_connection(Some(node)),
+                Err(e) => return Err(e),
+            }
+            glommio::timer::sleep(PAUSE).await;
+        }
+        Err(ClientError::Broker(last))
+    }
+
+    /// Gets the producer id and epoch from the coordinator, fencing any
+    /// older instance with the same transactional id.
+    pub async fn init_transactions(&self) -> Result<(), ClientError> {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(self.transactional_id()?))
+            .with_transaction_timeout_ms(self.config.transaction_timeout.as_millis() as i32)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let answer = self.on_txn_coordinator(&request, |a| a.error_code).await?;
+        if answer.error_code != 0 {
+            return Err(ClientError::Broker(answer.error_code));
+        }
+        let mut queues = self.queues.borrow_mut();
+        queues.identity = Some((answer.producer_id.0, answer.producer_epoch));
+        queues.next_sequence.clear();
+        queues.transaction = Transaction::default();
+        drop(queues);
+        self.poke();
+        Ok(())
+    }
+
+    /// Begins a transaction: what is sent until it ends is in it.
+    pub fn begin_transaction(&self) -> Result<(), ClientError> {
+        let mut queues = self.queues.borrow_mut();
+        if queues.identity.is_none() || queues.transaction.open {
+            return Err(ClientError::Protocol(
+                "begin_transaction needs init_transactions and no open transaction".into(),
+            ));
+        }
+        queues.transaction.open = true;
+        Ok(())
+    }
+
+    /// Makes `topic`'s `partition` part of the open transaction, once.
+    pub(super) async fn join_transaction(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), ClientError> {
+        let key = (topic.to_string(), partition);
+        let (producer_id, epoch) = {
+            let queues = self.queues.borrow();
+            queues.transaction.check_open()?;
+            if queues.transaction.partitions.contains(&key) {
+                return Ok(());
+            }
+            queues.identity.ok_or(ClientError::Broker(
+                ResponseError::InvalidProducerIdMapping.code(),
+            ))?
+        };
+        let request = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(self.transactional_id()?)
+            .with_v3_and_below_producer_id(ProducerId(producer_id))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(topic.to_string().into()))
+                .with_partitions(vec![partition])]);
+        let code_of = |a: &kafka_protocol::messages::AddPartitionsToTxnResponse| {
+            a.results_by_topic_v3_and_below
+                .iter()
+                .flat_map(|t| t.results_by_partition.iter())
+                .map(|p| p.partition_error_code)
+                .find(|c| *c != 0)
+                .unwrap_or(a.error_code)
+        };
+        let answer = self.on_txn_coordinator(&request, code_of).await?;
+        match code_of(&answer) {
+            0 => {
+                self.queues.borrow_mut().transaction.partitions.insert(key);
+                Ok(())
+            }
+            code => Err(ClientError::Broker(code)),
+        }
+    }
+
+    /// Flushes what is queued, then commits the transaction.
+    pub async fn commit_transaction(&self) -> Result<(), ClientError> {
+        self.end_transaction(true).await
+    }
+
+    /// Flushes what is queued, then aborts the transaction.
+    pub async fn abort_transaction(&self) -> Result<(), ClientError> {
+        self.end_transaction(false).await
+    }
+
+    async fn end_transaction(&self, commit: bool) -> Result<(), ClientError> {
+        self.queues.borrow().transaction.check_open()?;
+        self.flush().await;
+        if commit && self.queues.borrow().transaction.failed {
+            return Err(ClientError::Protocol(
+                "a record of the transaction failed: abort it".into(),
+            ));
+        }
+        let (producer_id, epoch, joined) = {
+            let queues = self.queues.borrow();
+            let (id, epoch) = queues.identity.unwrap_or((-1, -1));
+            (id, epoch, !queues.transaction.partitions.is_empty())
+        };
+        // Nothing was sent: nothing to end at the coordinator (as the
+        // Java client and librdkafka skip EndTxn).
+        if joined {
+            let request = EndTxnRequest::default()
+                .with_transactional_id(self.transactional_id()?)
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch)
+                .with_committed(commit);
+            let answer = self.on_txn_coordinator(&request, |a| a.error_code).await?;
+            if answer.error_code != 0 {
+                return Err(ClientError::Broker(answer.error_code));
+            }
+        }
+        let failed = self.queues.borrow().transaction.failed;
+        self.queues.borrow_mut().transaction = Transaction::default();
+        if failed {
+            // Sequences may have a gap now: start over at a new epoch.
+            self.init_transactions().await?;
+        }
+        Ok(())
+    }
+}

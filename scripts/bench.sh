@@ -7,7 +7,8 @@
 #   C  latency at half of A's rate (open loop; A counted at 1.6 M msg/s at most)
 #   D  fan-out: five readers of one topic at a quarter of A's rate (same cap)
 # A and B run with idempotent producers (every Kafka client's default) and
-# again right after with plain ones (A0, B0): the cost of idempotence.
+# again right after with plain ones (A0, B0): the cost of idempotence; B
+# once more with transactional producers committing every 100 ms (BT).
 # A and B run again with librdkafka's rdkafka_performance as the client,
 # and E consumes B's topic with both clients, so loadgen's own limits show.
 # F runs the peer comparison's workloads with rdkafka_performance: one
@@ -222,6 +223,12 @@ sample_cpu B0
 "$bin/loadgen" produce "${common[@]}" --name B0 --topic bench-b0 --message-bytes 1024 --idempotence off "${throughput[@]}"
 wait "$sampler"
 drop_topic bench-b0
+sleep "$settle"
+echo "== BT: as B, producers transactional, each committing every 100 ms"
+sample_cpu BT
+"$bin/loadgen" produce "${common[@]}" --name BT --topic bench-bt --message-bytes 1024 --transaction-ms 100 "${throughput[@]}"
+wait "$sampler"
+drop_topic bench-bt
 
 # The same produce workloads through librdkafka (one rdkafka_performance
 # process: its own threads, idempotent, acks=all, the same linger and batch
@@ -302,6 +309,10 @@ except (OSError, IndexError):
 load = lambda n: json.load(open(f"{results}/{n}.json"))
 a, b, c, d = load("A"), load("B"), load("C"), load("D")
 a0, b0 = load("A0"), load("B0")
+try:
+    bt = load("BT")
+except OSError:
+    bt = None
 ms = lambda us: us / 1000.0
 def cpu(name, run, moved_mb_per_s):
     """The broker's CPU seconds per GB moved (in + out) over the window."""
@@ -328,6 +339,8 @@ rows = [
      f"A/A0 {a['produce_msgs_per_s'] / a0['produce_msgs_per_s']:.0%}", "idempotence's cost"),
     ("B0 as B, not idempotent", f"{b0['produce_mb_per_s']:.0f} MB/s", "B idempotent",
      f"B/B0 {b['produce_mb_per_s'] / b0['produce_mb_per_s']:.0%}", "idempotence's cost"),
+    *([("BT as B, transactions of 100 ms", f"{bt['produce_mb_per_s']:.0f} MB/s, p99 {ms(bt['produce_latency_us']['p99']):.1f} ms",
+         "B idempotent", f"BT/B {bt['produce_mb_per_s'] / b['produce_mb_per_s']:.0%}", "transactions' cost")] if bt else []),
     ("D fan-out x5", f"reads {d['consume_msgs_per_s']:,.0f} msg/s = {d['consume_msgs_per_s'] / max(d['produce_msgs_per_s'], 1):.1f}x ingest ({d['consume_mb_per_s']:.0f} MB/s); e2e p99 {ms(d['e2e_latency_us']['p99']):.2f} ms",
      f"TCP {tcp:.0f} MB/s", f"{d['consume_mb_per_s'] / tcp:.0%}", "target 3x ingest"),
 ]

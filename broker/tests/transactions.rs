@@ -437,6 +437,56 @@ mod protocol {
         error.code()
     }
 
+    /// DescribeTransactions' code for `id` (0: found).
+    async fn describe_code(c: &mut Connection, id: &str) -> i16 {
+        let request = kafka_protocol::messages::DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(text(id))]);
+        let answer = c.call(&request, 0).await.unwrap();
+        answer.transaction_states[0].error_code
+    }
+
+    #[test]
+    fn an_idle_transactional_id_expires_and_stays_gone_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("BROKER_TRANSACTIONAL_ID_EXPIRATION_MS", "1500")];
+        let broker = super::support::start_broker_with(dir.path(), &env);
+        let address = broker.address;
+        let gone = code(ResponseError::TransactionalIdNotFound);
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            init(&mut c, "tx-e", 60_000).await;
+            assert_eq!(describe_code(&mut c, "tx-e").await, 0, "known at first");
+            let mut found = 0;
+            for _ in 0..100 {
+                found = describe_code(&mut c, "tx-e").await;
+                if found == gone {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+            assert_eq!(found, gone, "expired within its expiration and a tick");
+        });
+        drop(broker);
+        // Back with a long expiration: only the replayed tombstone can
+        // make it unknown now.
+        let long = [("BROKER_TRANSACTIONAL_ID_EXPIRATION_MS", "600000")];
+        let broker = super::support::start_broker_with(dir.path(), &long);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let mut found = 0;
+            for _ in 0..100 {
+                found = describe_code(&mut c, "tx-e").await;
+                // Until the coordinator has loaded: NOT_COORDINATOR and kin.
+                if found == gone || found == 0 {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+            assert_eq!(found, gone, "its tombstone replayed at load");
+        });
+    }
+
     #[test]
     fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
         let dir = tempfile::tempdir().unwrap();
@@ -588,7 +638,16 @@ mod protocol {
             assert_eq!(settled, (2, 2), "aborted by the coordinator");
             assert_eq!(sample(http, open), Some(0.0));
             assert_eq!(sample(http, lso), Some(2.0));
-            assert_eq!(sample(http, aborted), Some(1.0), "counted as aborted");
+            // Counted once Complete* is written, after the markers.
+            let mut counted = sample(http, aborted);
+            for _ in 0..50 {
+                if counted == Some(1.0) {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                counted = sample(http, aborted);
+            }
+            assert_eq!(counted, Some(1.0), "counted as aborted");
             assert_eq!(
                 add_partition(&mut c, "tx-t", producer, 3).await,
                 code(ResponseError::ProducerFenced)

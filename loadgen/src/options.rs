@@ -449,7 +449,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
     let line = std::iter::once("loadgen").chain(args.iter().map(String::as_str));
     let cli = Cli::try_parse_from(line).map_err(|e| e.to_string())?;
     match cli.command {
-        CliCommand::Run(run) => Ok(run.into_options()),
+        CliCommand::Run(run) => {
+            let options = run.into_options();
+            options.check()?;
+            Ok(options)
+        }
         CliCommand::Completion { .. } => Err("completion is not a run".into()),
     }
 }
@@ -460,6 +464,16 @@ pub fn write_completion(shell: Shell, out: &mut dyn std::io::Write) {
 }
 
 impl Options {
+    /// Refuses flags that cannot work together.
+    fn check(&self) -> Result<(), String> {
+        if self.transaction.is_some() && (self.acks != -1 || !self.idempotence) {
+            return Err("--transaction-ms needs --acks all and --idempotence on \
+                        (transactions number their batches)"
+                .into());
+        }
+        Ok(())
+    }
+
     /// The cluster at `--bootstrap`, over TLS if `--ssl-ca-location`,
     /// logged in if `--sasl`.
     pub fn cluster(
@@ -549,6 +563,11 @@ mod tests {
         assert_eq!(produce("--acks 0").acks, 0);
         assert_eq!(produce("--acks all").acks, -1);
         assert!(produce("--idempotence true").idempotence);
+        assert_eq!(
+            produce("--transaction-ms 100").transaction,
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(produce("").transaction, None, "off by default");
         assert!(!produce("--idempotence false").idempotence);
         assert!(produce("--from earliest").from_earliest);
         assert_eq!(produce("--rate 0").rate, None, "0: as fast as possible");
@@ -575,6 +594,8 @@ mod tests {
             "--warmup soon",
             "--sasl PLAIN",
             "--sasl NOPE:me",
+            "--transaction-ms 100 --acks 1",
+            "--transaction-ms 100 --idempotence off",
         ];
         for mistake in mistakes {
             let line = format!("produce {mistake}");

@@ -51,9 +51,13 @@ pub async fn run(
             batch_bytes: options.batch_bytes,
             linger: options.linger,
             compression: options.compression,
+            // Unique per process: two runs must not fence each other.
             transactional_id: options
                 .transaction
-                .map(|_| format!("loadgen-{}-{index}", options.name)),
+                .map(|_| format!("loadgen-{}-{}-{index}", options.name, std::process::id())),
+            transaction_timeout: options.transaction.map_or(Duration::from_secs(60), |p| {
+                (p * 2).max(Duration::from_secs(60))
+            }),
             ..ProducerConfig::default()
         },
     );

@@ -420,6 +420,14 @@ async fn marker_for(
             ProducerChoice::StartOffset(offset) => p.current_txn_start_offset == offset,
         })
         .ok_or_else(|| not_found(target))?;
+    if found.current_txn_start_offset < 0 {
+        // Nothing to end: a marker now could cut a transaction that opens
+        // meanwhile.
+        return Err(ClientError::Protocol(format!(
+            "producer {} has no open transaction in {}-{}",
+            found.producer_id, target.topic, target.partition
+        )));
+    }
     let producer_epoch = match target.producer_epoch {
         Some(epoch) => epoch,
         None => i16::try_from(found.producer_epoch).map_err(|_| {

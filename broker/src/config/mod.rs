@@ -124,6 +124,9 @@ pub struct BrokerConfig {
     /// The longest transaction timeout a producer may ask for (Kafka's
     /// transaction.max.timeout.ms).
     pub transaction_max_timeout_ms: i32,
+    /// How long a transactional id may stay idle (no transaction) before
+    /// its coordinator forgets it (Kafka's transactional.id.expiration.ms).
+    pub transactional_id_expiration_ms: i64,
     /// How long the first rebalance of an empty group waits for more
     /// members, so consumers starting together land in one generation.
     pub group_initial_rebalance_delay_ms: u64,
@@ -248,6 +251,7 @@ impl Default for BrokerConfig {
             offsets_topic_partitions: 50,
             transaction_state_partitions: 50,
             transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 604_800_000,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -342,6 +346,12 @@ impl BrokerConfig {
     /// Checks the values against each other.
     pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
+        if self.transactional_id_expiration_ms < 1 || self.transaction_max_timeout_ms < 1 {
+            return invalid(
+                "transactional_id_expiration_ms and transaction_max_timeout_ms must be at least 1"
+                    .into(),
+            );
+        }
         let listeners = self.kafka_listeners()?;
         // Brokers reach each other by IP address (no name resolution on
         // that path): a name there would leave followers with no leader.

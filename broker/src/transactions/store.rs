@@ -125,8 +125,13 @@ impl TxnStore {
             .collect()
     }
 
-    /// The step's metadata is durable: installs it.
+    /// The step's metadata is durable: installs it (an expired id's
+    /// tombstone removes it).
     pub fn written(&mut self, step: &Step) {
+        if step.next.state == TxnState::Dead {
+            self.ids.remove(&step.id);
+            return;
+        }
         let entry = self.ids.entry(step.id.clone()).or_insert(Entry {
             durable: None,
             changing: false,
@@ -355,6 +360,36 @@ impl TxnStore {
                     ..current
                 };
                 self.step(&id, next, Then::Markers)
+            })
+            .collect()
+    }
+
+    /// Ids idle (no transaction open or being decided, nothing in flight)
+    /// for longer than `expiration_ms` at `now_ms`: each to be removed by
+    /// a tombstone (Kafka's transactional.id.expiration.ms), at most
+    /// `at_most` at a time. A producer coming back later starts afresh
+    /// with a new producer id.
+    pub fn expired(&mut self, now_ms: i64, expiration_ms: i64, at_most: usize) -> Vec<Step> {
+        let idle: Vec<(String, TxnMetadata)> = self
+            .ids
+            .iter()
+            .filter(|(_, e)| !e.changing)
+            .filter(|(_, e)| {
+                e.durable
+                    .as_ref()
+                    .is_some_and(|m| m.state.is_idle() && now_ms - m.update_ms > expiration_ms)
+            })
+            .take(at_most)
+            .filter_map(|(id, e)| Some((id.clone(), e.durable.clone()?)))
+            .collect();
+        idle.into_iter()
+            .map(|(id, current)| {
+                let next = TxnMetadata {
+                    state: TxnState::Dead,
+                    update_ms: now_ms,
+                    ..current
+                };
+                self.step(&id, next, Then::Done)
             })
             .collect()
     }

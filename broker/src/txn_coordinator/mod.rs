@@ -36,9 +36,14 @@ use crate::transactions::TRANSACTION_STATE_TOPIC;
 use peers::PeerConnections;
 use state_partition::StatePartition;
 
-/// How often each shard loads newly led partitions and aborts
-/// transactions past their timeout (Kafka checks timeouts every 10 s).
+/// How often each shard loads newly led partitions, aborts transactions
+/// past their timeout and removes ids past their expiration (Kafka checks
+/// timeouts every 10 s, expirations every hour).
 const TICK: Duration = Duration::from_secs(1);
+
+/// Ids removed per partition and tick at most: a backlog of expired ids
+/// (thousands after a long stop) must not hold up timeouts and loads.
+const EXPIRED_PER_TICK: usize = 50;
 
 /// Segment size of `__transaction_state` (Kafka's
 /// transaction.state.log.segment.bytes).
@@ -167,11 +172,23 @@ impl TxnCoordinator {
                 if !partition.still_current() {
                     continue;
                 }
-                let expired = partition.store.borrow_mut().timed_out(wall_ms());
-                for step in expired {
+                let timed_out = partition.store.borrow_mut().timed_out(wall_ms());
+                for step in timed_out {
                     tracing::info!(id = %step.id, "aborting a transaction past its timeout");
                     if let Err(code) = partition.run(step).await {
                         tracing::warn!(code, "cannot abort a timed-out transaction");
+                    }
+                }
+                let expiration_ms = self.cluster().config.transactional_id_expiration_ms;
+                let expired = partition.store.borrow_mut().expired(
+                    wall_ms(),
+                    expiration_ms,
+                    EXPIRED_PER_TICK,
+                );
+                for step in expired {
+                    tracing::info!(id = %step.id, "removing a transactional id idle past its expiration");
+                    if let Err(code) = partition.run(step).await {
+                        tracing::warn!(code, "cannot remove an expired transactional id");
                     }
                 }
             }
@@ -210,14 +227,26 @@ impl TxnCoordinator {
         self.shards.invoke_on_all(work).await
     }
 
-    /// Every id of this shard's current loads, with its metadata.
-    pub fn all_ids(&self) -> Vec<(String, crate::transactions::metadata::TxnMetadata)> {
+    /// Every id of this shard's current loads, with its metadata; None
+    /// while a `__transaction_state` partition it leads is not loaded yet
+    /// (a list without it would be silently incomplete).
+    pub fn all_ids(&self) -> Option<Vec<(String, crate::transactions::metadata::TxnMetadata)>> {
+        let loaded = self.loaded_current();
+        let led = self
+            .cluster()
+            .led_here()
+            .into_iter()
+            .filter(|r| r.topic.name == TRANSACTION_STATE_TOPIC)
+            .count();
+        if loaded.len() < led {
+            return None;
+        }
         let mut ids = Vec::new();
-        for partition in self.loaded_current() {
+        for partition in loaded {
             let store = partition.store.borrow();
             ids.extend(store.all().map(|(id, m)| (id.clone(), m.clone())));
         }
-        ids
+        Some(ids)
     }
 
     /// How many ids of this shard's current loads are in each state

@@ -221,10 +221,12 @@ impl StatePartition {
         if led.epoch != self.epoch || self.retired.get() {
             return Err(ResponseError::NotCoordinator.code());
         }
+        // An expired id's record is a tombstone: compaction removes it.
+        let value = (step.next.state != TxnState::Dead).then(|| records::value(&step.next));
         let spec = RecordSpec {
             timestamp_delta: 0,
             key: Some(records::key(&step.id)),
-            value: Some(records::value(&step.next)),
+            value,
         };
         let built = batch::build(TimestampMs(wall_ms()), &[spec]);
         let batch = ValidBatch::new(built, BATCH_BYTES_CAP)

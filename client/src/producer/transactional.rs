@@ -19,8 +19,9 @@ use super::Producer;
 use crate::connection::ClientError;
 
 /// How many times a coordinator call is tried (retriable errors, a
-/// coordinator moving).
-const ATTEMPTS: usize = 50;
+/// coordinator moving, the last transaction's markers still being
+/// written): 30 s at [`PAUSE`], as long as the Java client blocks.
+const ATTEMPTS: usize = 600;
 /// The pause between tries.
 const PAUSE: Duration = Duration::from_millis(50);
 
@@ -31,13 +32,16 @@ pub(super) struct Transaction {
     open: bool,
     /// The partitions in it.
     partitions: std::collections::BTreeSet<(String, i32)>,
-    /// A record of it failed: it can only be aborted.
+    /// A record of it failed, or a partition could not join: it can only
+    /// be aborted.
     pub(super) failed: bool,
+    /// Being committed or aborted: nothing more may join it.
+    ending: bool,
 }
 
 impl Transaction {
     fn check_open(&self) -> Result<(), ClientError> {
-        match self.open {
+        match self.open && !self.ending {
             true => Ok(()),
             false => Err(ClientError::Protocol(
                 "a transactional producer sends inside begin_transaction and commit or abort"
@@ -110,6 +114,13 @@ impl Producer {
     /// Gets the producer id and epoch from the coordinator, fencing any
     /// older instance with the same transactional id.
     pub async fn init_transactions(&self) -> Result<(), ClientError> {
+        // Transactions number their batches (acks=all, idempotent), as the
+        // Java client requires: without, a commit could end nothing.
+        if !self.idempotent() {
+            return Err(ClientError::Protocol(
+                "a transactional producer needs acks=all (-1) and idempotence".into(),
+            ));
+        }
         let request = InitProducerIdRequest::default()
             .with_transactional_id(Some(self.transactional_id()?))
             .with_transaction_timeout_ms(self.config.transaction_timeout.as_millis() as i32)
@@ -172,14 +183,20 @@ impl Producer {
                 .find(|c| *c != 0)
                 .unwrap_or(a.error_code)
         };
-        let answer = self.on_txn_coordinator(&request, code_of).await?;
-        match code_of(&answer) {
-            0 => {
-                self.queues.borrow_mut().transaction.partitions.insert(key);
-                Ok(())
+        let joined = match self.on_txn_coordinator(&request, code_of).await {
+            Ok(answer) if code_of(&answer) == 0 => Ok(()),
+            Ok(answer) => Err(ClientError::Broker(code_of(&answer))),
+            Err(e) => Err(e),
+        };
+        let mut queues = self.queues.borrow_mut();
+        match joined {
+            Ok(()) => {
+                queues.transaction.partitions.insert(key);
             }
-            code => Err(ClientError::Broker(code)),
+            // What was sent cannot be committed without this partition.
+            Err(_) => queues.transaction.failed = true,
         }
+        joined
     }
 
     /// Flushes what is queued, then commits the transaction.
@@ -194,6 +211,17 @@ impl Producer {
 
     async fn end_transaction(&self, commit: bool) -> Result<(), ClientError> {
         self.queues.borrow().transaction.check_open()?;
+        // Closed to new records from here; reopened if the end fails (the
+        // caller may retry it, or abort).
+        self.queues.borrow_mut().transaction.ending = true;
+        let ended = self.end_now(commit).await;
+        if ended.is_err() {
+            self.queues.borrow_mut().transaction.ending = false;
+        }
+        ended
+    }
+
+    async fn end_now(&self, commit: bool) -> Result<(), ClientError> {
         self.flush().await;
         if commit && self.queues.borrow().transaction.failed {
             return Err(ClientError::Protocol(
@@ -219,11 +247,12 @@ impl Producer {
             }
         }
         let failed = self.queues.borrow().transaction.failed;
-        self.queues.borrow_mut().transaction = Transaction::default();
         if failed {
-            // Sequences may have a gap now: start over at a new epoch.
+            // Sequences may have a gap now: start over at a new epoch (the
+            // transaction stays failed until that works).
             self.init_transactions().await?;
         }
+        self.queues.borrow_mut().transaction = Transaction::default();
         Ok(())
     }
 }

@@ -74,14 +74,22 @@ pub async fn list(
         },
         _ => None,
     };
-    let ids: Vec<(String, TxnMetadata)> = shard
+    let shards = shard
         .txn_coordinator
         .on_every_shard(|c| Box::pin(async move { c.all_ids() }))
-        .await
+        .await;
+    // A shard gone or a partition still loading: say so (the admin client
+    // retries) rather than answer an incomplete list.
+    let Some(ids) = shards
         .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
+        .map(|answered| answered.ok().flatten())
+        .collect::<Option<Vec<_>>>()
+    else {
+        let loading = ListTransactionsResponse::default()
+            .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
+        return respond(request, &loading);
+    };
+    let ids: Vec<(String, TxnMetadata)> = ids.into_iter().flatten().collect();
     let now = wall_ms();
     let listed = ids
         .into_iter()

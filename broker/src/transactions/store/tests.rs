@@ -379,3 +379,45 @@ fn a_partition_verifies_only_inside_its_ongoing_transaction() {
         "unknown id"
     );
 }
+
+#[test]
+fn an_idle_id_expires_and_an_open_one_does_not() {
+    let (mut txns, mut ids) = store();
+    for id in ["idle", "open"] {
+        let init = txns
+            .init_producer_id(id, TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        durable(&mut txns, init);
+    }
+    let open = txns.get("open").unwrap().clone();
+    let add = txns
+        .add_partitions(
+            "open",
+            open.producer_id,
+            open.producer_epoch,
+            &parts(&[("t", 0)]),
+            0,
+        )
+        .unwrap()
+        .unwrap();
+    durable(&mut txns, add);
+    assert!(
+        txns.expired(1_000, 1_000, 10).is_empty(),
+        "not past the expiration yet"
+    );
+    assert!(txns.expired(1_001, 1_000, 0).is_empty(), "at most none");
+    let expired = txns.expired(1_001, 1_000, 10);
+    assert_eq!(expired.len(), 1, "the open one is a timeout's business");
+    assert_eq!(expired[0].id, "idle");
+    assert_eq!(expired[0].next.state, TxnState::Dead);
+    assert!(
+        txns.expired(1_001, 1_000, 10).is_empty(),
+        "in flight already"
+    );
+    durable(&mut txns, expired[0].clone());
+    assert!(
+        txns.get("idle").is_none(),
+        "removed once its tombstone is written"
+    );
+    assert!(txns.get("open").is_some());
+}

@@ -826,9 +826,10 @@ fn seeds_that_once_failed() {
     // for an ISR whose earlier commit it had not heard of, stopped
     // counting the member it had asked for and acknowledged records the
     // elected member lacked (in-sync replica 2 lost offset 18).
-    for seed in [1796230640141610991] {
+    const SEEDS: &[u64] = &[1796230640141610991];
+    for seed in SEEDS {
         println!("SEED={seed}");
-        run_seed(seed);
+        run_seed(*seed);
     }
 }
 

@@ -200,6 +200,28 @@ fn the_projects_transactional_producer_commits_and_aborts() {
                 .is_err(),
             "outside a transaction"
         );
+        // The project's consumer, read_committed: the aborted records
+        // are in the fetched batches, and left out.
+        use client::consumer::{Consumer, ConsumerConfig, StartAt};
+        let cluster = client::cluster::Cluster::new(address, "txn-test-reader");
+        let config = ConsumerConfig {
+            isolation_level: 1,
+            ..ConsumerConfig::default()
+        };
+        let mut consumer = Consumer::assign(cluster, "txn-own", &[0], StartAt::Earliest, config)
+            .await
+            .unwrap();
+        let mut read = Vec::new();
+        for _ in 0..100 {
+            for record in consumer.poll().await.unwrap() {
+                read.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+            }
+            if read.len() >= 40 {
+                break;
+            }
+        }
+        let committed: Vec<String> = [named("own-c", 20), named("own-d", 20)].concat();
+        assert_eq!(read, committed, "the project's read_committed consumer");
     });
     let committed: Vec<String> = [named("own-c", 20), named("own-d", 20)].concat();
     let mut read = read_with(&bootstrap, "txn-own", "read_committed");

@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
-use crate::records::{decode_records, ConsumedRecord};
+use crate::records::{decode_committed, ConsumedRecord};
 
 /// Where to start reading a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,10 @@ pub struct ConsumerConfig {
     pub max_bytes: i32,
     /// The most bytes per partition.
     pub partition_max_bytes: i32,
+    /// 0: read_uncommitted (up to the high watermark, aborted records
+    /// included); 1: read_committed (up to the last stable offset,
+    /// aborted transactions left out).
+    pub isolation_level: i8,
 }
 
 impl Default for ConsumerConfig {
@@ -49,6 +53,7 @@ impl Default for ConsumerConfig {
             min_bytes: 1,
             max_bytes: 50 << 20,
             partition_max_bytes: 1 << 20,
+            isolation_level: 0,
         }
     }
 }
@@ -177,6 +182,7 @@ impl Consumer {
                 .with_max_wait_ms(self.config.max_wait.as_millis() as i32)
                 .with_min_bytes(self.config.min_bytes)
                 .with_max_bytes(self.config.max_bytes)
+                .with_isolation_level(self.config.isolation_level)
                 .with_session_epoch(-1)
                 .with_topics(vec![FetchTopic::default()
                     .with_topic(TopicName(self.topic.clone().into()))
@@ -224,7 +230,13 @@ impl Consumer {
                         continue;
                     };
                     let bytes = p.records.unwrap_or_default();
-                    let decoded = decode_records(p.partition_index, &bytes, from)?;
+                    let aborted: Vec<(i64, i64)> = p
+                        .aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|t| (t.producer_id.0, t.first_offset))
+                        .collect();
+                    let decoded = decode_committed(p.partition_index, &bytes, from, &aborted)?;
                     if let Some(next) = decoded.next_offset {
                         self.positions.insert(p.partition_index, next.max(from));
                     }

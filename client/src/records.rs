@@ -160,6 +160,22 @@ pub struct Decoded {
 /// claiming more records than their bytes can hold are refused before the
 /// decoder allocates for them.
 pub fn decode_records(partition: i32, bytes: &Bytes, from: i64) -> Result<Decoded, ClientError> {
+    decode_committed(partition, bytes, from, &[])
+}
+
+/// [`decode_records`] for a read_committed fetch: `aborted` lists the
+/// aborted transactions the broker named, (producer id, first offset).
+/// From its first offset on, a producer's transactional batches are left
+/// out until its next marker (as librdkafka and the Java client filter).
+pub fn decode_committed(
+    partition: i32,
+    bytes: &Bytes,
+    from: i64,
+    aborted: &[(i64, i64)],
+) -> Result<Decoded, ClientError> {
+    let mut aborted: Vec<(i64, i64)> = aborted.to_vec();
+    aborted.sort_by_key(|(_, first)| std::cmp::Reverse(*first));
+    let mut aborting = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     let mut next_offset = None;
     let mut at = 0;
@@ -184,12 +200,36 @@ pub fn decode_records(partition: i32, bytes: &Bytes, from: i64) -> Result<Decode
             )));
         }
         let control = attributes & 0x20 != 0;
+        let transactional = attributes & 0x10 != 0;
         let base = i64::from_be_bytes(batch[0..8].try_into().expect("8 bytes"));
         let last_delta = i32::from_be_bytes(batch[23..27].try_into().expect("4 bytes"));
+        let producer_id = i64::from_be_bytes(batch[43..51].try_into().expect("8 bytes"));
         next_offset = Some(base + last_delta as i64 + 1);
+        // Aborted transactions that began at or before this batch.
+        while aborted
+            .last()
+            .is_some_and(|(_, first)| *first <= base + last_delta as i64)
+        {
+            let (producer, _) = aborted.pop().expect("a last one");
+            aborting.insert(producer);
+        }
+        let skipped = match (control, transactional) {
+            // A marker ends its producer's transaction (an aborted one's
+            // is an ABORT).
+            (true, _) => {
+                aborting.remove(&producer_id);
+                true
+            }
+            (false, true) => aborting.contains(&producer_id),
+            (false, false) => false,
+        };
+        if skipped {
+            at += total;
+            continue;
+        }
         let set = RecordBatchDecoder::decode(&mut batch.clone())
             .map_err(|e| ClientError::Protocol(format!("decoding a batch: {e}")))?;
-        if !control {
+        {
             out.extend(
                 set.records
                     .into_iter()
@@ -253,6 +293,41 @@ mod tests {
             let decoded = decode_records(0, &bytes, 0).unwrap();
             assert_eq!(decoded.records.len(), 50);
         }
+    }
+
+    #[test]
+    fn read_committed_leaves_out_an_aborted_transactions_batches_only() {
+        use bytes::BytesMut;
+        let one = |producer: i64, sequence: i32, base: i64, transactional: bool| {
+            let p = ProducerSequence {
+                producer_id: producer,
+                epoch: 0,
+                first_sequence: sequence,
+            };
+            let mut batch = BytesMut::from(
+                &encode_batch_in(&records(2), Compression::None, Some(p), transactional).unwrap()[..],
+            );
+            batch[0..8].copy_from_slice(&base.to_be_bytes());
+            batch
+        };
+        // Producer 7 aborts at 0..2 (its marker at 4), producer 8 commits
+        // at 2..4 around it, then 7 writes 5..7 in a new transaction.
+        let mut log = BytesMut::new();
+        log.extend_from_slice(&one(7, 0, 0, true));
+        log.extend_from_slice(&one(8, 0, 2, true));
+        let marker = one(7, 2, 4, true);
+        let mut marker = marker;
+        let attributes = i16::from_be_bytes([marker[21], marker[22]]) | 0x20;
+        marker[21..23].copy_from_slice(&attributes.to_be_bytes());
+        log.extend_from_slice(&marker);
+        log.extend_from_slice(&one(7, 4, 5, true));
+        let log = log.freeze();
+        let all = decode_records(0, &log, 0).unwrap();
+        assert_eq!(all.records.len(), 6, "read_uncommitted: every data record");
+        let committed = decode_committed(0, &log, 0, &[(7, 0)]).unwrap();
+        let offsets: Vec<i64> = committed.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [2, 3, 5, 6], "the aborted ones left out, no more");
+        assert_eq!(committed.next_offset, Some(7));
     }
 
     #[test]

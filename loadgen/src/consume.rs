@@ -46,6 +46,7 @@ pub async fn run(
     let cluster = options.cluster(&format!("loadgen-consumer-{index}"))?;
     let config = ConsumerConfig {
         max_wait: Duration::from_millis(100),
+        isolation_level: i8::from(options.read_committed),
         ..ConsumerConfig::default()
     };
     let consumer = match start {

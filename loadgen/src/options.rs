@@ -96,6 +96,9 @@ pub struct Options {
     pub pin: bool,
     /// Consume mode: start at the earliest offset (else the latest).
     pub from_earliest: bool,
+    /// Consumers read committed data only (below the last stable offset,
+    /// aborted transactions left out).
+    pub read_committed: bool,
     /// Baselines: the directory whose disk is measured.
     pub dir: PathBuf,
 }
@@ -296,6 +299,11 @@ pub struct Flags {
     /// Consume: start at the earliest offset or the latest.
     #[arg(long, default_value = "earliest")]
     from: Start,
+    /// What consumers read: everything up to the high watermark, or only
+    /// committed transactions, up to the last stable offset (what
+    /// librdkafka consumers read by default).
+    #[arg(long, default_value = "read_uncommitted")]
+    isolation: Isolation,
     /// Baselines and disk-floor: the directory whose disk is measured.
     #[arg(long, value_name = "DIR", default_value = ".")]
     dir: PathBuf,
@@ -332,6 +340,7 @@ impl Flags {
             name: self.name,
             pin: !self.no_pin,
             from_earliest: self.from == Start::Earliest,
+            read_committed: self.isolation == Isolation::ReadCommitted,
             dir: self.dir,
         }
     }
@@ -395,6 +404,15 @@ impl Codec {
             Codec::Zstd => Compression::Zstd,
         }
     }
+}
+
+/// `--isolation`: what consumers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Isolation {
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    #[value(name = "read_committed")]
+    ReadCommitted,
 }
 
 /// `--from`: where consumers start.
@@ -568,6 +586,8 @@ mod tests {
             Some(Duration::from_millis(100))
         );
         assert_eq!(produce("").transaction, None, "off by default");
+        assert!(!produce("").read_committed);
+        assert!(produce("--isolation read_committed").read_committed);
         assert!(!produce("--idempotence false").idempotence);
         assert!(produce("--from earliest").from_earliest);
         assert_eq!(produce("--rate 0").rate, None, "0: as fast as possible");
@@ -595,6 +615,7 @@ mod tests {
             "--sasl PLAIN",
             "--sasl NOPE:me",
             "--transaction-ms 100 --acks 1",
+            "--isolation committed",
             "--transaction-ms 100 --idempotence off",
         ];
         for mistake in mistakes {

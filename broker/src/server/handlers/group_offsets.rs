@@ -38,7 +38,7 @@ pub const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 9);
 pub const OFFSET_DELETE_VERSIONS: (i16, i16) = (0, 0);
 
 /// Kafka's offset.metadata.max.bytes.
-pub(super) const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -46,7 +46,7 @@ fn topic_name(name: &str) -> TopicName {
 
 /// Whether `topic` has partition `index` (commits to anything else are
 /// refused, as Kafka does).
-pub(super) fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
+fn partition_exists(shard: &Shard, topic: &str, index: i32) -> bool {
     let view = shard.cluster.view.borrow();
     view.metadata
         .topic_by_name(topic)
@@ -76,7 +76,7 @@ pub async fn offset_commit(
 }
 
 /// An offset to store: topic, partition, what is committed.
-type ToCommit = (String, i32, CommittedOffset);
+pub(super) type ToCommit = (String, i32, CommittedOffset);
 
 /// Sorts a commit's partitions: per partition the code it is refused
 /// with up front (0: to store), and the offsets to store.
@@ -92,37 +92,64 @@ fn sort_commits(
     for topic in &decoded.topics {
         let mut topic_codes = Vec::new();
         for p in &topic.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let code = if !caller.may_topic(Operation::Read, &topic.name) {
-                TOPIC_DENIED
-            } else if metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                ResponseError::OffsetMetadataTooLarge.code()
-            } else if !partition_exists(shard, topic.name.as_str(), p.partition_index) {
-                ResponseError::UnknownTopicOrPartition.code()
-            } else {
-                let leader_epoch = if version >= 6 {
+            let asked = AskedOffset {
+                topic: topic.name.as_str(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 6 {
                     p.committed_leader_epoch
                 } else {
                     -1
-                };
-                let committed = CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch,
-                    metadata,
-                    commit_timestamp: now,
-                };
-                offsets.push((topic.name.to_string(), p.partition_index, committed));
-                0
+                },
+                metadata: p.committed_metadata.as_deref(),
             };
-            topic_codes.push(code);
+            topic_codes.push(sort_one(shard, caller, asked, now, &mut offsets));
         }
         codes.push(topic_codes);
     }
     (codes, offsets)
+}
+
+/// One partition's offset as a commit (plain or transactional) asks it.
+pub(super) struct AskedOffset<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition.
+    pub partition: i32,
+    /// The offset committed.
+    pub offset: i64,
+    /// Its leader epoch (-1 before the versions that carry it).
+    pub leader_epoch: i32,
+    /// The client's metadata string.
+    pub metadata: Option<&'a str>,
+}
+
+/// The code one asked offset is refused with (0: added to `offsets`):
+/// READ on the topic, metadata within bounds, a partition that exists.
+pub(super) fn sort_one(
+    shard: &Shard,
+    caller: &Caller<'_>,
+    asked: AskedOffset<'_>,
+    now: i64,
+    offsets: &mut Vec<ToCommit>,
+) -> Code {
+    let metadata = asked.metadata.unwrap_or_default();
+    if !caller.may_topic(Operation::Read, asked.topic) {
+        TOPIC_DENIED
+    } else if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+        ResponseError::OffsetMetadataTooLarge.code()
+    } else if !partition_exists(shard, asked.topic, asked.partition) {
+        ResponseError::UnknownTopicOrPartition.code()
+    } else {
+        let committed = CommittedOffset {
+            offset: asked.offset,
+            leader_epoch: asked.leader_epoch,
+            metadata: metadata.to_string(),
+            commit_timestamp: now,
+        };
+        offsets.push((asked.topic.to_string(), asked.partition, committed));
+        0
+    }
 }
 
 /// Stores `offsets` on the group's coordinator, as the member the

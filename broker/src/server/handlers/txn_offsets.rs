@@ -12,11 +12,10 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED, TXN_ID_DENIED};
-use super::group_offsets::{partition_exists, OFFSET_METADATA_MAX_BYTES};
+use super::access::{Caller, GROUP_DENIED, TXN_ID_DENIED};
+use super::group_offsets::{sort_one, AskedOffset, ToCommit};
 use super::{respond, HandlerError, Outcome};
 use crate::coordinator::txn_offsets::TxnProducer;
-use crate::groups::records::CommittedOffset;
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -56,11 +55,8 @@ pub async fn handle(
     respond(request, &answer(&decoded, codes, group_code))
 }
 
-/// An offset to store: topic, partition, what is committed.
-type ToCommit = (String, i32, CommittedOffset);
-
 /// Per partition the code it is refused with up front (0: to store), and
-/// the offsets to store.
+/// the offsets to store (as OffsetCommit's).
 fn sort(
     shard: &Shard,
     version: i16,
@@ -73,33 +69,18 @@ fn sort(
     for topic in &decoded.topics {
         let mut topic_codes = Vec::new();
         for p in &topic.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let code = if !caller.may_topic(Operation::Read, &topic.name) {
-                TOPIC_DENIED
-            } else if metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                ResponseError::OffsetMetadataTooLarge.code()
-            } else if !partition_exists(shard, topic.name.as_str(), p.partition_index) {
-                ResponseError::UnknownTopicOrPartition.code()
-            } else {
-                let leader_epoch = if version >= 2 {
+            let asked = AskedOffset {
+                topic: topic.name.as_str(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 2 {
                     p.committed_leader_epoch
                 } else {
                     -1
-                };
-                let committed = CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch,
-                    metadata,
-                    commit_timestamp: now,
-                };
-                offsets.push((topic.name.to_string(), p.partition_index, committed));
-                0
+                },
+                metadata: p.committed_metadata.as_deref(),
             };
-            topic_codes.push(code);
+            topic_codes.push(sort_one(shard, caller, asked, now, &mut offsets));
         }
         codes.push(topic_codes);
     }

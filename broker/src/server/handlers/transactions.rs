@@ -28,6 +28,7 @@ use crate::kafka::Code;
 use crate::runtime::clock::wall_ms;
 use crate::server::shard::Shard;
 use crate::transactions::metadata::TopicPartition;
+use crate::transactions::store::{Step, TxnStore};
 use control::model::acls::Operation;
 
 /// AddPartitionsToTxn versions served (v4: between brokers, with
@@ -93,18 +94,25 @@ async fn add_to_transaction(
     epoch: i16,
     partitions: Vec<TopicPartition>,
 ) -> Code {
+    decide_and_run(shard, id, move |store, id| {
+        store.add_partitions(id, producer_id, epoch, &partitions, wall_ms())
+    })
+    .await
+}
+
+/// Decides a change of `id` at its coordinator (`decide`: the rules'
+/// step, or None when nothing is to be written) and makes it durable;
+/// one code for the answer (0: done).
+async fn decide_and_run<D>(shard: &Rc<Shard>, id: String, decide: D) -> Code
+where
+    D: FnOnce(&mut TxnStore, &str) -> Result<Option<Step>, Code> + Send + 'static,
+{
     let route = id.clone();
     let outcome = shard
         .txn_coordinator
         .on_id(&route, Err, move |state| {
             Box::pin(async move {
-                let step = state.store.borrow_mut().add_partitions(
-                    &id,
-                    producer_id,
-                    epoch,
-                    &partitions,
-                    wall_ms(),
-                )?;
+                let step = decide(&mut state.store.borrow_mut(), &id)?;
                 match step {
                     Some(step) => state.run(step).await,
                     None => Ok(()),
@@ -354,26 +362,10 @@ pub async fn end_txn(
             decoded.producer_epoch,
             decoded.committed,
         );
-        let route = id.clone();
-        let outcome = shard
-            .txn_coordinator
-            .on_id(&route, Err, move |state| {
-                Box::pin(async move {
-                    let step = state.store.borrow_mut().end_txn(
-                        &id,
-                        producer_id,
-                        epoch,
-                        commit,
-                        wall_ms(),
-                    )?;
-                    match step {
-                        Some(step) => state.run(step).await,
-                        None => Ok(()),
-                    }
-                })
-            })
-            .await;
-        outcome.err().unwrap_or(0)
+        decide_and_run(shard, id, move |store, id| {
+            store.end_txn(id, producer_id, epoch, commit, wall_ms())
+        })
+        .await
     };
     let answer = EndTxnResponse::default().with_error_code(fenced_for(code, version, 2));
     respond(request, &answer)

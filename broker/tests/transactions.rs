@@ -14,7 +14,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use support::cluster::Cluster;
+use support::cluster::{coordinator_of, Cluster};
 use support::{cli, start_broker};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/transactions.py");
@@ -236,34 +236,6 @@ fn the_projects_transactional_producer_commits_and_aborts() {
     assert_eq!(read, committed);
     let all = read_with(&bootstrap, "txn-own", "read_uncommitted");
     assert_eq!(all.len(), 60, "the aborted ones are in the log");
-}
-
-/// The broker FindCoordinator names for transactional id `id`, asked of
-/// any running broker.
-fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
-    use kafka_protocol::messages::FindCoordinatorRequest;
-    use kafka_protocol::protocol::StrBytes;
-    let addresses: Vec<_> = (1..=cluster.size())
-        .filter(|b| cluster.is_running(*b))
-        .map(|b| cluster.node(b).kafka)
-        .collect();
-    let id = id.to_string();
-    support::on_glommio(async move {
-        for address in addresses {
-            let Ok(mut c) = client::connection::Connection::connect(address, "faults").await else {
-                continue;
-            };
-            let find = FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_string(id.clone()))
-                .with_key_type(1);
-            if let Ok(answer) = c.call(&find, 3).await {
-                if answer.error_code == 0 {
-                    return Some(answer.node_id.0);
-                }
-            }
-        }
-        None
-    })
 }
 
 #[test]

@@ -214,6 +214,10 @@ pub struct BrokerConfig {
     /// metadata gave it (the moment a follower's write it waits for takes,
     /// widened), so a test can produce in that moment. 0 in production.
     pub test_role_delay_ms: u64,
+    /// Testing only: the transaction coordinator writes a decided
+    /// transaction's markers one partition at a time, each after this
+    /// pause, so a test can kill a broker between them. 0 in production.
+    pub test_marker_pause_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -278,6 +282,7 @@ impl Default for BrokerConfig {
             test_wedge_on_stop: false,
             test_flush_delay_ms: 0,
             test_role_delay_ms: 0,
+            test_marker_pause_ms: 0,
         }
     }
 }

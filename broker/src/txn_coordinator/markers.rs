@@ -73,6 +73,29 @@ pub async fn write_all(
     targets: &BTreeSet<TopicPartition>,
     still_coordinator: impl Fn() -> bool,
 ) -> Result<(), Abandoned> {
+    let pause = partitions.cluster.config.test_marker_pause_ms;
+    if pause == 0 {
+        return write_rounds(partitions, peers, marker, targets, &still_coordinator).await;
+    }
+    // Testing only (`test_marker_pause_ms`): one partition at a time, in
+    // order, each after the pause, so a test can act between two markers.
+    for target in targets {
+        glommio::timer::sleep(Duration::from_millis(pause)).await;
+        let one = BTreeSet::from([target.clone()]);
+        write_rounds(partitions, peers, marker, &one, &still_coordinator).await?;
+    }
+    Ok(())
+}
+
+/// Rounds of sends to the current leaders until every partition of
+/// `targets` has `marker`.
+async fn write_rounds(
+    partitions: &Rc<Partitions>,
+    peers: &PeerConnections,
+    marker: MarkerToWrite,
+    targets: &BTreeSet<TopicPartition>,
+    still_coordinator: &impl Fn() -> bool,
+) -> Result<(), Abandoned> {
     let mut remaining = targets.clone();
     loop {
         if !still_coordinator() {

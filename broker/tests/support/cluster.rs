@@ -340,6 +340,34 @@ impl Drop for Cluster {
     }
 }
 
+/// The broker FindCoordinator names for transactional id `id`, asked of
+/// any running broker.
+pub fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let addresses: Vec<_> = (1..=cluster.size())
+        .filter(|b| cluster.is_running(*b))
+        .map(|b| cluster.node(b).kafka)
+        .collect();
+    let id = id.to_string();
+    super::on_glommio(async move {
+        for address in addresses {
+            let Ok(mut c) = client::connection::Connection::connect(address, "faults").await else {
+                continue;
+            };
+            let find = FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_string(id.clone()))
+                .with_key_type(1);
+            if let Ok(answer) = c.call(&find, 3).await {
+                if answer.error_code == 0 {
+                    return Some(answer.node_id.0);
+                }
+            }
+        }
+        None
+    })
+}
+
 /// A gauge from a broker's /metrics, if the broker answers and has it
 /// (negative values read as absent).
 pub fn try_counter(http: SocketAddr, name: &str) -> Option<u64> {

@@ -209,14 +209,18 @@ fn commit_answer(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// One group's committed offsets: by topic, (partition, offset or None),
-/// or the group's error.
-type Fetched = Result<Vec<(String, i32, Option<CommittedOffset>)>, Code>;
+/// One committed offset asked for: topic, partition, the offset (None:
+/// none), and the partition's code (UNSTABLE_OFFSET_COMMIT or 0).
+type Row = (String, i32, Option<CommittedOffset>, Code);
+
+/// One group's committed offsets, or the group's error.
+type Fetched = Result<Vec<Row>, Code>;
 
 /// `require_stable` (v7+, what read_committed consumers ask): while a
-/// transaction not yet decided holds one of the offsets asked for, the
-/// group answers UNSTABLE_OFFSET_COMMIT (retriable: the client asks again
-/// once the marker has decided it).
+/// transaction not yet decided holds one of the offsets asked for, that
+/// partition answers UNSTABLE_OFFSET_COMMIT (retriable: the client asks
+/// again once the marker has decided it), as Kafka's; the Java client
+/// takes only a partition's, not the group's.
 async fn fetch_group(
     shard: &Rc<Shard>,
     group: String,
@@ -231,29 +235,39 @@ async fn fetch_group(
         .coordinator
         .on_group(&key, Err, move |partition| {
             Box::pin(async move {
-                let fetched = partition.fetch(&group, wanted);
-                let unstable = fetched
-                    .iter()
-                    .any(|(topic, index, _)| partition.has_pending_offset(&group, topic, *index));
-                match require_stable && unstable {
-                    true => Err(ResponseError::UnstableOffsetCommit.code()),
-                    false => Ok(fetched),
-                }
+                let rows =
+                    partition
+                        .fetch(&group, wanted)
+                        .into_iter()
+                        .map(|(topic, index, offset)| {
+                            let unstable = require_stable
+                                && partition.has_pending_offset(&group, &topic, index);
+                            match unstable {
+                                true => (
+                                    topic,
+                                    index,
+                                    None,
+                                    ResponseError::UnstableOffsetCommit.code(),
+                                ),
+                                false => (topic, index, offset, 0),
+                            }
+                        });
+                Ok(rows.collect())
             })
         })
         .await
 }
 
-/// A topic's committed offsets: (partition, offset if any).
-type TopicOffsets = (String, Vec<(i32, Option<CommittedOffset>)>);
+/// A topic's committed offsets: (partition, offset if any, code).
+type TopicOffsets = (String, Vec<(i32, Option<CommittedOffset>, Code)>);
 
 /// Groups fetched rows by topic, keeping the first-seen topic order.
-fn by_topic(rows: Vec<(String, i32, Option<CommittedOffset>)>) -> Vec<TopicOffsets> {
+fn by_topic(rows: Vec<Row>) -> Vec<TopicOffsets> {
     let mut topics: Vec<TopicOffsets> = Vec::new();
-    for (topic, partition, committed) in rows {
+    for (topic, partition, committed, code) in rows {
         match topics.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, partitions)) => partitions.push((partition, committed)),
-            None => topics.push((topic, vec![(partition, committed)])),
+            Some((_, partitions)) => partitions.push((partition, committed, code)),
+            None => topics.push((topic, vec![(partition, committed, code)])),
         }
     }
     topics
@@ -282,7 +296,7 @@ pub async fn offset_fetch(
         let mut fetched = fetch_group(shard, group.to_string(), wanted, require_stable).await;
         // Topics the caller may not see are left out.
         if let Ok(offsets) = &mut fetched {
-            offsets.retain(|(topic, _, _)| caller.may_topic(Operation::Describe, topic));
+            offsets.retain(|(topic, _, _, _)| caller.may_topic(Operation::Describe, topic));
         }
         answers.push((group, fetched.map(by_topic)));
     }
@@ -341,10 +355,11 @@ fn one_group_layout(version: i16, answers: Vec<GroupAnswer>) -> OffsetFetchRespo
                 .map(|(topic, partitions)| {
                     let partitions = partitions
                         .into_iter()
-                        .map(|(index, committed)| {
+                        .map(|(index, committed, code)| {
                             let (offset, epoch, metadata) = parts(committed);
                             let mut p = OffsetFetchResponsePartition::default()
                                 .with_partition_index(index)
+                                .with_error_code(code)
                                 .with_committed_offset(offset)
                                 .with_metadata(Some(StrBytes::from_string(metadata)));
                             if version >= 5 {
@@ -382,10 +397,11 @@ fn groups_layout(answers: Vec<GroupAnswer>) -> OffsetFetchResponse {
 fn topics_entry((topic, partitions): TopicOffsets) -> OffsetFetchResponseTopics {
     let partitions = partitions
         .into_iter()
-        .map(|(index, committed)| {
+        .map(|(index, committed, code)| {
             let (offset, epoch, metadata) = parts(committed);
             OffsetFetchResponsePartitions::default()
                 .with_partition_index(index)
+                .with_error_code(code)
                 .with_committed_offset(offset)
                 .with_committed_leader_epoch(epoch)
                 .with_metadata(Some(StrBytes::from_string(metadata)))

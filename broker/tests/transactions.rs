@@ -162,6 +162,18 @@ fn kafka_python_and_kafkajs_transactions_commit_and_abort() {
 
 #[test]
 fn the_projects_transactional_producer_commits_and_aborts() {
+    projects_transactions(1);
+}
+
+#[test]
+fn the_projects_producer_with_transaction_version_2_bumps_the_epoch_per_transaction() {
+    projects_transactions(2);
+}
+
+/// Three transactions of the project's producer (commit, abort, commit)
+/// in the protocol of `transaction_version`, read back by the project's
+/// read_committed consumer and by librdkafka's.
+fn projects_transactions(transaction_version: i16) {
     use bytes::Bytes;
     use client::producer::{Producer, ProducerConfig};
     let dir = tempfile::tempdir().unwrap();
@@ -173,6 +185,7 @@ fn the_projects_transactional_producer_commits_and_aborts() {
         let cluster = client::cluster::Cluster::new(address, "txn-test");
         let config = ProducerConfig {
             transactional_id: Some("own-tx".into()),
+            transaction_version,
             ..ProducerConfig::default()
         };
         let producer = Producer::new(cluster, config);
@@ -200,6 +213,15 @@ fn the_projects_transactional_producer_commits_and_aborts() {
                 .is_err(),
             "outside a transaction"
         );
+        // transaction.version 2 ends each transaction with an epoch bump
+        // (init gave epoch 0); the classic protocol keeps the epoch.
+        let admin = client::cluster::Cluster::new(address, "txn-test-admin");
+        let described = admin.describe_transaction("own-tx").await.unwrap();
+        let bumps = match transaction_version {
+            2 => 3,
+            _ => 0,
+        };
+        assert_eq!(described.producer_epoch, bumps);
         // The project's consumer, read_committed: the aborted records
         // are in the fetched batches, and left out.
         use client::consumer::{Consumer, ConsumerConfig, StartAt};
@@ -388,6 +410,17 @@ mod protocol {
 
     /// A transactional batch of one record to partition 0 at `sequence`.
     async fn produce(c: &mut Connection, id: &str, producer: (i64, i16), sequence: i32) -> i16 {
+        produce_at(c, id, producer, sequence, 9).await
+    }
+
+    /// [`produce`] in Produce `version` (12+: transaction.version 2).
+    async fn produce_at(
+        c: &mut Connection,
+        id: &str,
+        producer: (i64, i16),
+        sequence: i32,
+        version: i16,
+    ) -> i16 {
         let spec = RecordSpec {
             timestamp_delta: 0,
             key: None,
@@ -405,7 +438,7 @@ mod protocol {
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
                     .with_records(Some(batch.freeze()))])]);
-        let answer = c.call(&request, 9).await.unwrap();
+        let answer = c.call(&request, version).await.unwrap();
         answer.responses[0].partition_responses[0].error_code
     }
 
@@ -425,6 +458,203 @@ mod protocol {
             out[i] = answer.topics[0].partitions[0].offset;
         }
         (out[0], out[1])
+    }
+
+    /// EndTxn v5: its code and the producer id and epoch to go on with;
+    /// asked again while the previous end's markers are being written
+    /// (CONCURRENT_TRANSACTIONS, which clients retry).
+    async fn end_txn_v5(
+        c: &mut Connection,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> (i16, (i64, i16)) {
+        let request = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(text(id)))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_committed(commit);
+        for _ in 0..100 {
+            let answer = c.call(&request, 5).await.unwrap();
+            if answer.error_code != code(ResponseError::ConcurrentTransactions) {
+                return (
+                    answer.error_code,
+                    (answer.producer_id.0, answer.producer_epoch),
+                );
+            }
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("EndTxn stayed CONCURRENT_TRANSACTIONS");
+    }
+
+    /// Waits (bounded) for the last stable offset to reach the high
+    /// watermark: the markers are written after EndTxn's answer.
+    async fn settled(c: &mut Connection) -> (i64, i64) {
+        for _ in 0..100 {
+            let (hw, lso) = ends(c).await;
+            if hw == lso {
+                return (hw, lso);
+            }
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        ends(c).await
+    }
+
+    #[test]
+    fn transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_per_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let (pid, epoch) = init(&mut c, "tx-v2", 60_000).await;
+            // No AddPartitionsToTxn: Produce v12 adds the partition.
+            assert_eq!(produce_at(&mut c, "tx-v2", (pid, epoch), 0, 12).await, 0);
+            assert_eq!(produce_at(&mut c, "tx-v2", (pid, epoch), 1, 12).await, 0);
+            assert_eq!(ends(&mut c).await, (2, 0), "an open transaction");
+            // A classic produce (v11) may not open a transaction itself.
+            let classic = init(&mut c, "tx-v2b", 60_000).await;
+            assert_eq!(
+                produce_at(&mut c, "tx-v2b", classic, 0, 11).await,
+                code(ResponseError::TransactionAbortable)
+            );
+            let (ended, next) = end_txn_v5(&mut c, "tx-v2", (pid, epoch), true).await;
+            assert_eq!(ended, 0);
+            assert_eq!(next, (pid, epoch + 1), "the epoch is bumped");
+            // Its retry (as if the answer was lost) gets the same answer
+            // once the commit is complete (CONCURRENT_TRANSACTIONS while
+            // its markers are written; clients retry that).
+            assert_eq!(
+                end_txn_v5(&mut c, "tx-v2", (pid, epoch), true).await,
+                (0, next)
+            );
+            assert_eq!(settled(&mut c).await, (3, 3), "committed by a marker");
+            // A late batch of the ended transaction: its epoch is old now,
+            // so it cannot open a transaction the coordinator never sees.
+            assert_eq!(
+                produce_at(&mut c, "tx-v2", (pid, epoch), 2, 12).await,
+                code(ResponseError::InvalidProducerEpoch)
+            );
+            assert_eq!(ends(&mut c).await, (3, 3), "nothing appended");
+            // The next transaction at the new epoch, from sequence 0.
+            assert_eq!(produce_at(&mut c, "tx-v2", next, 0, 12).await, 0);
+            let (ended, after) = end_txn_v5(&mut c, "tx-v2", next, false).await;
+            assert_eq!((ended, after), (0, (pid, epoch + 2)));
+            assert_eq!(settled(&mut c).await, (5, 5), "aborted by a marker");
+            // An abort with nothing sent still fences with a bump.
+            let (ended, fenced) = end_txn_v5(&mut c, "tx-v2", after, false).await;
+            assert_eq!((ended, fenced), (0, (pid, epoch + 3)));
+            let (commit_nothing, _) = end_txn_v5(&mut c, "tx-v2", fenced, true).await;
+            assert_eq!(commit_nothing, code(ResponseError::InvalidTxnState));
+            let (zombie, _) = end_txn_v5(&mut c, "tx-v2", (pid, epoch), true).await;
+            assert_eq!(zombie, code(ResponseError::ProducerFenced));
+        });
+    }
+
+    /// TxnOffsetCommit of `group`'s offset `offset` for partition 0 at
+    /// `version`; the partition's code (retried while the group's
+    /// coordinator comes up).
+    async fn txn_offset_commit(
+        c: &mut Connection,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+        offset: i64,
+        version: i16,
+    ) -> i16 {
+        use kafka_protocol::messages::txn_offset_commit_request::{
+            TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+        };
+        use kafka_protocol::messages::{GroupId, TxnOffsetCommitRequest};
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(text(id)))
+            .with_group_id(GroupId(text(group)))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_generation_id(-1)
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(text("txn-refusals")))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        let waiting = [
+            code(ResponseError::CoordinatorNotAvailable),
+            code(ResponseError::CoordinatorLoadInProgress),
+            code(ResponseError::NotCoordinator),
+        ];
+        // As clients do: the group's coordinator first (this creates the
+        // offsets topic).
+        let find = FindCoordinatorRequest::default().with_key(text(group));
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&request, version).await.unwrap();
+            let partition = answer.topics[0].partitions[0].error_code;
+            if !waiting.contains(&partition) {
+                return partition;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the group coordinator never came up");
+    }
+
+    /// `group`'s committed offset of partition 0, stable ones only (-1:
+    /// none yet, or UNSTABLE_OFFSET_COMMIT: pending in a transaction).
+    async fn stable_offset(c: &mut Connection, group: &str) -> i64 {
+        use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+        use kafka_protocol::messages::{GroupId, OffsetFetchRequest};
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_require_stable(true)
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(text("txn-refusals")))
+                .with_partition_indexes(vec![0])]));
+        let answer = c.call(&request, 7).await.unwrap();
+        assert_eq!(answer.error_code, 0, "a partition's error, not the group's");
+        let partition = &answer.topics[0].partitions[0];
+        let unstable = code(ResponseError::UnstableOffsetCommit);
+        match partition.error_code {
+            0 => partition.committed_offset,
+            e if e == unstable => -1,
+            e => panic!("OffsetFetch: {e}"),
+        }
+    }
+
+    #[test]
+    fn transaction_version_2_commits_a_groups_offsets_without_add_offsets_to_txn() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            // The classic protocol needs AddOffsetsToTxn first.
+            let classic = init(&mut c, "tx-off-v4", 60_000).await;
+            let refused = txn_offset_commit(&mut c, "tx-off-v4", classic, "g-v4", 7, 4).await;
+            assert_ne!(refused, 0, "v4 without AddOffsetsToTxn");
+            assert_eq!(stable_offset(&mut c, "g-v4").await, -1);
+            // v5 adds the group's partition to the transaction itself.
+            let producer = init(&mut c, "tx-off", 60_000).await;
+            assert_eq!(produce_at(&mut c, "tx-off", producer, 0, 12).await, 0);
+            let pending = txn_offset_commit(&mut c, "tx-off", producer, "g-v5", 42, 5).await;
+            assert_eq!(pending, 0);
+            assert_eq!(
+                stable_offset(&mut c, "g-v5").await,
+                -1,
+                "pending until the commit"
+            );
+            let (ended, _) = end_txn_v5(&mut c, "tx-off", producer, true).await;
+            assert_eq!(ended, 0);
+            let mut committed = stable_offset(&mut c, "g-v5").await;
+            for _ in 0..100 {
+                if committed == 42 {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+                committed = stable_offset(&mut c, "g-v5").await;
+            }
+            assert_eq!(committed, 42, "applied by the commit's marker");
+        });
     }
 
     fn code(error: ResponseError) -> i16 {

@@ -108,6 +108,8 @@ pub struct Connection {
     response_bytes_max: usize,
     /// api key -> (min, max) served by the broker.
     versions: BTreeMap<i16, (i16, i16)>,
+    /// The `transaction.version` the broker finalized (0: none said).
+    transaction_version: i16,
     /// The SASL login, kept to log in again before the session ends.
     login: Option<SaslLogin>,
     /// When to log in again (KIP-368: the broker said how long the
@@ -164,6 +166,7 @@ impl Connection {
             next_correlation_id: 0,
             response_bytes_max: RESPONSE_BYTES_MAX_DEFAULT,
             versions: BTreeMap::new(),
+            transaction_version: 0,
             login: security.sasl.clone(),
             reauthenticate_at: None,
         };
@@ -262,7 +265,21 @@ impl Connection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        // As the Java client: finalized features count only at an epoch.
+        self.transaction_version = response
+            .finalized_features
+            .iter()
+            .filter(|_| response.finalized_features_epoch >= 0)
+            .find(|f| f.name.as_str() == "transaction.version")
+            .map_or(0, |f| f.max_version_level);
         Ok(())
+    }
+
+    /// The `transaction.version` the broker finalized: 2 or more means
+    /// KIP-890's protocol (an epoch per transaction, partitions added by
+    /// the leaders).
+    pub fn transaction_version(&self) -> i16 {
+        self.transaction_version
     }
 
     /// The highest version of `R` that both this client and the broker speak.

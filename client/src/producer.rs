@@ -61,6 +61,9 @@ pub struct ProducerConfig {
     /// How long a transaction may stay open before its coordinator aborts
     /// it (transaction.timeout.ms).
     pub transaction_timeout: Duration,
+    /// The newest transaction protocol to use: 2 (KIP-890, when the
+    /// coordinator's broker finalized it) or 1 (the classic protocol).
+    pub transaction_version: i16,
 }
 
 impl Default for ProducerConfig {
@@ -76,6 +79,7 @@ impl Default for ProducerConfig {
             idempotence: true,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            transaction_version: 2,
         }
     }
 }

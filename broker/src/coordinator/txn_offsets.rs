@@ -2,7 +2,8 @@
 //! consume-transform-produce): written to the group's partition as one
 //! transactional batch of the producer (its id and epoch, no sequence),
 //! after its transaction coordinator confirms the partition is in the
-//! producer's transaction (AddOffsetsToTxn put it there), and held pending
+//! producer's transaction (AddOffsetsToTxn put it there; from v5 the
+//! coordinator adds it when asked), and held pending
 //! until the transaction's marker lands on this partition
 //! ([`Coordinator::marker_written`]): applied on COMMIT, dropped on ABORT.
 
@@ -17,7 +18,7 @@ use crate::kafka::Code;
 use crate::partition::append::Acks;
 use crate::partition::markers::MarkerListener;
 use crate::partition::table::BATCH_BYTES_CAP;
-use crate::partition::txn_verify::verify_producer;
+use crate::partition::txn_verify::{verify_producer, TxnWriter};
 
 /// The transactional producer committing.
 #[derive(Debug, Clone)]
@@ -28,6 +29,9 @@ pub struct TxnProducer {
     pub producer_id: i64,
     /// Its epoch.
     pub epoch: i16,
+    /// TxnOffsetCommit v5+ (transaction.version 2): the group's partition
+    /// joins the transaction here, with no AddOffsetsToTxn before.
+    pub adds_partition: bool,
 }
 
 impl OffsetsPartition {
@@ -107,14 +111,12 @@ impl OffsetsPartition {
             .borrow()
             .clone()
             .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-        let guard = verify_producer(
-            &led,
-            &producer.transactional_id,
-            producer.producer_id,
-            producer.epoch,
-            verifier,
-        )
-        .await?;
+        let writer = TxnWriter {
+            transactional_id: &producer.transactional_id,
+            adds_partition: producer.adds_partition,
+        };
+        let guard =
+            verify_producer(&led, writer, producer.producer_id, producer.epoch, verifier).await?;
         let appended = led
             .append_guarded(
                 &self.partitions,

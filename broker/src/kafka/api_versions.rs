@@ -1,8 +1,13 @@
 //! ApiVersions: the APIs and versions this broker serves, and the answer
-//! to a request for them. It advertises exactly what works.
+//! to a request for them. It advertises exactly what works, and (v3+)
+//! the features as Kafka 4 does: `transaction.version` finalized at 2, so
+//! clients that know KIP-890 use an epoch per transaction (the broker
+//! follows each request's version either way).
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use kafka_protocol::ResponseError;
@@ -10,7 +15,15 @@ use kafka_protocol::ResponseError;
 use super::request::Request;
 
 /// The ApiVersions versions served.
-pub const VERSIONS: (i16, i16) = (0, 3);
+pub const VERSIONS: (i16, i16) = (0, 4);
+
+/// The transaction versions this broker supports (0-2) and uses (2).
+const TRANSACTION_VERSION: &str = "transaction.version";
+const TRANSACTION_VERSION_MAX: i16 = 2;
+
+/// The epoch of the finalized features: they never change here, but a
+/// client (the Java one) only reads them at an epoch of 0 or more.
+const FEATURES_EPOCH: i64 = 0;
 
 /// The APIs a broker serves and their (min, max) versions.
 pub type Served = [(ApiKey, (i16, i16))];
@@ -42,6 +55,7 @@ pub fn answer(request: &Request, served: &Served) -> Bytes {
                 })
                 .collect(),
         );
+    let response = with_features(response, version);
     let header = ResponseHeader::default().with_correlation_id(request.header.correlation_id);
     let mut out = BytesMut::new();
     // ApiVersions responses always use header v0, whatever the request's.
@@ -52,6 +66,29 @@ pub fn answer(request: &Request, served: &Served) -> Bytes {
         .encode(&mut out, version)
         .expect("an ApiVersions response encodes");
     out.freeze()
+}
+
+/// The features of a `version` answer: finalized from v3; supported
+/// from v4 only (Kafka leaves out features whose lowest level is 0 below
+/// v4: older clients refuse them).
+fn with_features(response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+    if version < 3 {
+        return response;
+    }
+    let finalized = FinalizedFeatureKey::default()
+        .with_name(TRANSACTION_VERSION.into())
+        .with_min_version_level(TRANSACTION_VERSION_MAX)
+        .with_max_version_level(TRANSACTION_VERSION_MAX);
+    let supported = (version >= 4).then(|| {
+        SupportedFeatureKey::default()
+            .with_name(TRANSACTION_VERSION.into())
+            .with_min_version(0)
+            .with_max_version(TRANSACTION_VERSION_MAX)
+    });
+    response
+        .with_finalized_features_epoch(FEATURES_EPOCH)
+        .with_finalized_features(vec![finalized])
+        .with_supported_features(supported.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -98,20 +135,44 @@ mod tests {
 
     #[test]
     fn every_served_version_is_answered_in_kind() {
-        for version in 0..=3 {
+        for version in 0..=4 {
             let request = parse(client_request(version, 40 + version as i32)).unwrap();
             let (correlation, response) = decode_response(answer(&request, TABLE), version);
             assert_eq!(correlation, 40 + version as i32);
             assert_eq!(response.error_code, 0);
             assert_eq!(response.api_keys.len(), TABLE.len());
-            assert_eq!(response.api_keys[1].max_version, 3);
+            assert_eq!(response.api_keys[1].max_version, 4);
             assert_eq!(response.api_keys[0].min_version, 3);
         }
     }
 
     #[test]
+    fn transaction_version_2_is_finalized_from_v3_and_supported_from_v4() {
+        let features = |version: i16| {
+            let request = parse(client_request(version, 1)).unwrap();
+            decode_response(answer(&request, TABLE), version).1
+        };
+        let v3 = features(3);
+        assert_eq!(
+            v3.finalized_features_epoch, 0,
+            "a client reads them only at 0+"
+        );
+        assert_eq!(v3.finalized_features.len(), 1);
+        assert_eq!(
+            v3.finalized_features[0].name.as_str(),
+            "transaction.version"
+        );
+        assert_eq!(v3.finalized_features[0].max_version_level, 2);
+        assert!(v3.supported_features.is_empty(), "min 0 left out below v4");
+        let v4 = features(4);
+        assert_eq!(v4.supported_features.len(), 1);
+        assert_eq!(v4.supported_features[0].max_version, 2);
+        assert!(features(2).finalized_features.is_empty());
+    }
+
+    #[test]
     fn a_too_new_version_gets_a_v0_answer_with_unsupported_version() {
-        for version in [4, 9] {
+        for version in [5, 9] {
             let request = parse(client_request(version, 7)).unwrap();
             let (correlation, response) = decode_response(answer(&request, TABLE), 0);
             assert_eq!(correlation, 7);

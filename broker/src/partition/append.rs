@@ -296,15 +296,15 @@ impl Partitions {
     /// broker leads, as Produce and the HTTP API do: cut into batches
     /// within the topic's max.message.bytes, all or nothing. Only the
     /// coordinators write to their internal topics. A transactional batch
-    /// (the request's `transactional_id` names its producer) is first
-    /// verified with its transaction coordinator.
+    /// (`transactional` names its producer) is first verified with its
+    /// transaction coordinator, or added to its transaction there.
     pub async fn produce(
         &self,
         led: ServedPartition,
         records: RecordSet,
         acks: Acks,
         timeout: Duration,
-        transactional_id: Option<&str>,
+        transactional: Option<txn_verify::TxnWriter<'_>>,
     ) -> Result<Appended, Code> {
         if is_internal(&led.topic.name) {
             return Err(ResponseError::InvalidTopicException.code());
@@ -314,7 +314,7 @@ impl Partitions {
         self.metrics
             .produced_bytes(split.in_place_bytes, split.copied_bytes);
         let verifier = self.txn_verifier.borrow().clone();
-        let guard = txn_verify::verify(&led, &split.batches, transactional_id, verifier).await?;
+        let guard = txn_verify::verify(&led, &split.batches, transactional, verifier).await?;
         led.append_guarded(self, split.batches, acks, timeout, guard)
             .await
     }

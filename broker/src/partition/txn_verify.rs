@@ -53,11 +53,25 @@ pub trait TxnVerifier {
     fn verify(&self, asked: Verification) -> LocalFuture<Result<(), Code>>;
 }
 
-/// One partition to verify.
+/// A transactional write's producer, as its request names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnWriter<'a> {
+    /// Its transactional id.
+    pub transactional_id: &'a str,
+    /// A request of transaction.version 2 (Produce v12+, TxnOffsetCommit
+    /// v5+): the coordinator adds the partition to the transaction
+    /// (KIP-890's implicit add) rather than only confirming it is there.
+    pub adds_partition: bool,
+}
+
+/// One partition to verify (or add).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verification {
     /// The producer's transactional id (from the Produce request).
     pub transactional_id: String,
+    /// Add the partition to the transaction if it is not in it
+    /// ([`TxnWriter::adds_partition`]).
+    pub adds_partition: bool,
     /// Its producer id.
     pub producer_id: i64,
     /// Its epoch.
@@ -74,7 +88,7 @@ pub struct Verification {
 pub async fn verify(
     led: &ServedPartition,
     batches: &[ValidBatch],
-    transactional_id: Option<&str>,
+    writer: Option<TxnWriter<'_>>,
     verifier: Option<Rc<dyn TxnVerifier>>,
 ) -> Result<Option<TxnGuard>, Code> {
     let Some(header) = batches
@@ -84,7 +98,7 @@ pub async fn verify(
     else {
         return Ok(None);
     };
-    let (Some(id), Some(verifier)) = (transactional_id, verifier) else {
+    let (Some(writer), Some(verifier)) = (writer, verifier) else {
         return Err(ResponseError::InvalidTxnState.code());
     };
     // One producer at one epoch: a second epoch in the same request would
@@ -95,7 +109,14 @@ pub async fn verify(
     }) {
         return Err(ResponseError::InvalidProducerIdMapping.code());
     }
-    verify_producer(led, id, header.producer_id, header.producer_epoch, verifier).await
+    verify_producer(
+        led,
+        writer,
+        header.producer_id,
+        header.producer_epoch,
+        verifier,
+    )
+    .await
 }
 
 /// The guard for a write of `producer_id` at `epoch` in its transaction
@@ -107,7 +128,7 @@ pub async fn verify(
 /// transaction no coordinator knows.
 pub async fn verify_producer(
     led: &ServedPartition,
-    transactional_id: &str,
+    writer: TxnWriter<'_>,
     producer_id: i64,
     epoch: i16,
     verifier: Rc<dyn TxnVerifier>,
@@ -122,7 +143,8 @@ pub async fn verify_producer(
         return Ok(Some(guard));
     }
     let asked = Verification {
-        transactional_id: transactional_id.to_string(),
+        transactional_id: writer.transactional_id.to_string(),
+        adds_partition: writer.adds_partition,
         producer_id,
         epoch,
         topic: led.topic.name.clone(),

@@ -96,8 +96,12 @@ pub struct TxnMetadata {
     /// Its producer id.
     pub producer_id: i64,
     /// The producer id before the last change (-1: none), so a retried
-    /// initialisation after a change is recognised.
+    /// initialisation or end after a change is recognised.
     pub previous_producer_id: i64,
+    /// The producer id the transaction being decided moves to once
+    /// complete (-1: none): a transaction.version 2 end that exhausted the
+    /// epoch. Stored, so a new coordinator completes the move.
+    pub next_producer_id: i64,
     /// Its producer epoch (-1 until first initialised).
     pub producer_epoch: i16,
     /// The epoch before the last bump (-1: unknown), so a retried
@@ -113,6 +117,9 @@ pub struct TxnMetadata {
     pub start_ms: i64,
     /// When this metadata last changed.
     pub update_ms: i64,
+    /// The transaction version of the request that made the last change
+    /// (0: the classic protocol; 2: KIP-890's, an epoch per transaction).
+    pub client_version: i16,
 }
 
 impl TxnMetadata {
@@ -122,6 +129,7 @@ impl TxnMetadata {
         TxnMetadata {
             producer_id,
             previous_producer_id: -1,
+            next_producer_id: -1,
             producer_epoch: -1,
             last_producer_epoch: -1,
             timeout_ms,
@@ -129,6 +137,18 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             start_ms: -1,
             update_ms: now_ms,
+            client_version: 0,
+        }
+    }
+
+    /// The producer id and epoch its producer goes on with once the
+    /// current change completes: after a transaction.version 2 end, the
+    /// bumped epoch, or epoch 0 of the next producer id when the epoch ran
+    /// out (what EndTxn v5 answers).
+    pub fn continued_identity(&self) -> (i64, i16) {
+        match self.next_producer_id {
+            -1 => (self.producer_id, self.producer_epoch),
+            next => (next, 0),
         }
     }
 

@@ -240,6 +240,21 @@ impl TxnStore {
         partitions: &[TopicPartition],
         now_ms: i64,
     ) -> Result<Option<Step>, Code> {
+        self.add_partitions_as(id, producer_id, epoch, partitions, now_ms, 0)
+    }
+
+    /// [`TxnStore::add_partitions`] recording the transaction version of
+    /// the request: 2 when a leader adds a partition for a Produce (or
+    /// TxnOffsetCommit) of transaction.version 2, else 0, as Kafka's.
+    pub fn add_partitions_as(
+        &mut self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TopicPartition],
+        now_ms: i64,
+        client_version: i16,
+    ) -> Result<Option<Step>, Code> {
         let current = self.checked(id, producer_id, epoch)?;
         if current.state.is_preparing() {
             return Err(code(ResponseError::ConcurrentTransactions));
@@ -256,6 +271,7 @@ impl TxnStore {
         next.state = TxnState::Ongoing;
         next.partitions.extend(partitions.iter().cloned());
         next.update_ms = now_ms;
+        next.client_version = client_version;
         Ok(Some(self.step(id, next, Then::Answer)))
     }
 
@@ -328,7 +344,18 @@ impl TxnStore {
             TxnState::PrepareAbort => TxnState::CompleteAbort,
             _ => return None,
         };
+        // A transaction.version 2 end that ran out of epochs moves the
+        // producer to its next id here.
+        let (producer_id, producer_epoch) = current.continued_identity();
+        let previous_producer_id = match producer_id == current.producer_id {
+            true => current.previous_producer_id,
+            false => current.producer_id,
+        };
         let next = TxnMetadata {
+            producer_id,
+            producer_epoch,
+            previous_producer_id,
+            next_producer_id: -1,
             state: complete,
             partitions: Default::default(),
             start_ms: -1,
@@ -463,6 +490,8 @@ fn initialised(
         ..base
     })
 }
+
+mod epoch_bump;
 
 #[cfg(test)]
 mod tests;

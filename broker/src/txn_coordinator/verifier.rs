@@ -1,7 +1,8 @@
 //! The partition layer's [`TxnVerifier`], answered by the coordinator of
 //! the transactional id: this broker's (on the shard owning its
 //! partition), or another's through AddPartitionsToTxn v4 with
-//! `verify_only` (the inter-broker form Kafka's leaders send).
+//! `verify_only` (the inter-broker form Kafka's leaders send), or v5
+//! without it when a transaction.version 2 request adds the partition.
 
 use std::rc::{Rc, Weak};
 
@@ -18,10 +19,14 @@ use super::peers::Purpose;
 use super::TxnCoordinator;
 use crate::kafka::Code;
 use crate::partition::txn_verify::{TxnVerifier, Verification};
+use crate::runtime::clock::wall_ms;
 use crate::runtime::sharded::LocalFuture;
 
 /// The inter-broker AddPartitionsToTxn version (verify_only from v4).
 const VERIFY_VERSION: i16 = 4;
+/// The version a leader adds a partition with for a transaction.version 2
+/// request (Kafka's leaders send the newest, v5).
+const ADD_VERSION: i16 = 5;
 
 /// Verifies with the transaction coordinators, from one shard.
 pub struct CoordinatorVerifier(pub Weak<TxnCoordinator>);
@@ -50,25 +55,43 @@ impl TxnCoordinator {
             return self
                 .on_id(&id, Err, move |state| {
                     Box::pin(async move {
+                        let id = &asked.transactional_id;
                         let partition = (asked.topic, asked.partition);
-                        state.store.borrow().verify(
-                            &asked.transactional_id,
-                            asked.producer_id,
-                            asked.epoch,
-                            &partition,
-                        )
+                        let (producer_id, epoch) = (asked.producer_id, asked.epoch);
+                        if !asked.adds_partition {
+                            return state
+                                .store
+                                .borrow()
+                                .verify(id, producer_id, epoch, &partition);
+                        }
+                        let step = state.store.borrow_mut().add_partitions_as(
+                            id,
+                            producer_id,
+                            epoch,
+                            &[partition],
+                            wall_ms(),
+                            2,
+                        )?;
+                        match step {
+                            Some(step) => state.run(step).await,
+                            None => Ok(()),
+                        }
                     })
                 })
                 .await;
         }
         let request = verify_request(&asked);
+        let version = match asked.adds_partition {
+            true => ADD_VERSION,
+            false => VERIFY_VERSION,
+        };
         let answer = self
             .peers
             .call(
                 &self.partitions.cluster,
                 (broker, Purpose::Verification),
                 &request,
-                VERIFY_VERSION,
+                version,
             )
             .await?;
         answer_code(&answer)
@@ -85,7 +108,7 @@ fn verify_request(asked: &Verification) -> AddPartitionsToTxnRequest {
         )))
         .with_producer_id(ProducerId(asked.producer_id))
         .with_producer_epoch(asked.epoch)
-        .with_verify_only(true)
+        .with_verify_only(!asked.adds_partition)
         .with_topics(vec![topic]);
     AddPartitionsToTxnRequest::default().with_transactions(vec![transaction])
 }

@@ -1,10 +1,14 @@
-//! The transactional producer (KIP-98, transaction.version 1), as the
-//! Java client and librdkafka drive it: `init_transactions` takes the
-//! producer id and epoch from the transactional id's coordinator (fencing
-//! any older instance), each partition joins the transaction before its
-//! first record is sent (AddPartitionsToTxn), and `commit_transaction` /
-//! `abort_transaction` flush what is queued and end the transaction
-//! (EndTxn); the coordinator then writes the markers.
+//! The transactional producer (KIP-98), as the Java client drives it:
+//! `init_transactions` takes the producer id and epoch from the
+//! transactional id's coordinator (fencing any older instance), and
+//! `commit_transaction` / `abort_transaction` flush what is queued and
+//! end the transaction (EndTxn); the coordinator then writes the markers.
+//! In the classic protocol (transaction.version 1) each partition joins
+//! the transaction before its first record is sent (AddPartitionsToTxn).
+//! With transaction.version 2 (KIP-890, when the coordinator's broker
+//! finalized it) the leaders add partitions as records arrive, and every
+//! end bumps the epoch: the producer goes on with the id and epoch EndTxn
+//! v5 answers, its sequences from 0.
 
 use std::time::Duration;
 
@@ -37,6 +41,8 @@ pub(super) struct Transaction {
     pub(super) failed: bool,
     /// Being committed or aborted: nothing more may join it.
     ending: bool,
+    /// transaction.version 2 is in use (decided at `init_transactions`).
+    pub(super) version2: bool,
 }
 
 impl Transaction {
@@ -51,11 +57,12 @@ impl Transaction {
     }
 }
 
-/// The highest version of API `key` a transaction.version 1 client sends.
-fn classic_max(key: i16) -> i16 {
+/// The highest version of API `key` this client sends: AddPartitionsToTxn
+/// v4+ is between brokers; EndTxn v5 is transaction.version 2.
+fn version_max(key: i16, version2: bool) -> i16 {
     match key {
-        24 => 3, // AddPartitionsToTxn
-        26 => 4, // EndTxn
+        24 => 3,              // AddPartitionsToTxn
+        26 if !version2 => 4, // EndTxn
         _ => i16::MAX,
     }
 }
@@ -92,11 +99,12 @@ impl Producer {
         for _ in 0..ATTEMPTS {
             let node = self.cluster.find_transaction_coordinator(&id).await?;
             let connection = self.cluster.broker(node).await?;
+            let version2 = self.queues.borrow().transaction.version2;
             let answer = async {
                 let mut connection = connection.lock().await;
-                // The classic protocol's versions: AddPartitionsToTxn v4+
-                // is between brokers, EndTxn v5 is transaction.version 2.
-                let version = connection.version_for::<R>()?.min(classic_max(R::KEY));
+                let version = connection
+                    .version_for::<R>()?
+                    .min(version_max(R::KEY, version2));
                 connection.call(request, version).await
             }
             .await;
@@ -130,13 +138,39 @@ impl Producer {
         if answer.error_code != 0 {
             return Err(ClientError::Broker(answer.error_code));
         }
+        let version2 = self.coordinator_speaks_version2().await;
         let mut queues = self.queues.borrow_mut();
         queues.identity = Some((answer.producer_id.0, answer.producer_epoch));
         queues.next_sequence.clear();
-        queues.transaction = Transaction::default();
+        queues.transaction = Transaction {
+            version2,
+            ..Transaction::default()
+        };
         drop(queues);
         self.poke();
         Ok(())
+    }
+
+    /// Whether transaction.version 2 is to be used: asked for, finalized
+    /// by the coordinator's broker, and EndTxn v5 served there.
+    async fn coordinator_speaks_version2(&self) -> bool {
+        if self.config.transaction_version < 2 {
+            return false;
+        }
+        let Ok(id) = self.transactional_id() else {
+            return false;
+        };
+        let Ok(node) = self.cluster.find_transaction_coordinator(&id).await else {
+            return false;
+        };
+        let Ok(connection) = self.cluster.broker(node).await else {
+            return false;
+        };
+        let connection = connection.lock().await;
+        connection.transaction_version() >= 2
+            && connection
+                .version_for::<EndTxnRequest>()
+                .is_ok_and(|v| v >= 5)
     }
 
     /// Begins a transaction: what is sent until it ends is in it.
@@ -159,9 +193,14 @@ impl Producer {
     ) -> Result<(), ClientError> {
         let key = (topic.to_string(), partition);
         let (producer_id, epoch) = {
-            let queues = self.queues.borrow();
+            let mut queues = self.queues.borrow_mut();
             queues.transaction.check_open()?;
             if queues.transaction.partitions.contains(&key) {
+                return Ok(());
+            }
+            if queues.transaction.version2 {
+                // The leader adds it when the records arrive (Produce v12+).
+                queues.transaction.partitions.insert(key);
                 return Ok(());
             }
             queues.identity.ok_or(ClientError::Broker(
@@ -245,6 +284,13 @@ impl Producer {
             if answer.error_code != 0 {
                 return Err(ClientError::Broker(answer.error_code));
             }
+            let mut queues = self.queues.borrow_mut();
+            if queues.transaction.version2 && answer.producer_id.0 >= 0 {
+                // The epoch was bumped: the next transaction's sequences
+                // start over at the new one.
+                queues.identity = Some((answer.producer_id.0, answer.producer_epoch));
+                queues.next_sequence.clear();
+            }
         }
         let failed = self.queues.borrow().transaction.failed;
         if failed {
@@ -252,7 +298,11 @@ impl Producer {
             // transaction stays failed until that works).
             self.init_transactions().await?;
         }
-        self.queues.borrow_mut().transaction = Transaction::default();
+        let mut queues = self.queues.borrow_mut();
+        queues.transaction = Transaction {
+            version2: queues.transaction.version2,
+            ..Transaction::default()
+        };
         Ok(())
     }
 }

@@ -24,6 +24,7 @@ use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
 use crate::partition::append::{Acks, Appended};
+use crate::partition::txn_verify::TxnWriter;
 use crate::partition::Partitions;
 use crate::security::quotas::Metered;
 use crate::server::connection::refused_batches::{first_batch, retriable_before_append};
@@ -148,8 +149,14 @@ async fn append_all(
         let span = tracing::debug_span!(parent: &parent, "partition", topic = %topic, partition = index, acks = acks_tag(acks));
         let transactional_id = transactional_id.clone();
         let produced = async move {
+            // Produce v12+ is transaction.version 2: the leader adds the
+            // partition to the transaction (KIP-890).
+            let writer = transactional_id.as_deref().map(|id| TxnWriter {
+                transactional_id: id,
+                adds_partition: version >= 12,
+            });
             owner
-                .produce(led, records, acks, timeout, transactional_id.as_deref())
+                .produce(led, records, acks, timeout, writer)
                 .await
                 .map_err(|code| abortable_for(code, version))
         };

@@ -1,8 +1,9 @@
 //! The transactional producer's APIs at its transaction coordinator:
 //! InitProducerId with a transactional id, AddPartitionsToTxn (v0-3 from
-//! clients; v4 between brokers, where `verify_only` asks whether a
-//! partition is in a transaction), AddOffsetsToTxn and EndTxn (Kafka's
-//! transaction.version 1). The rules are `crate::transactions::store`'s;
+//! clients; v4-5 between brokers, where `verify_only` asks whether a
+//! partition is in a transaction and its absence adds it for a
+//! transaction.version 2 write), AddOffsetsToTxn and EndTxn (v5: an epoch
+//! bump per transaction, KIP-890). The rules are `crate::transactions::store`'s;
 //! this module checks access, routes to the coordinator and lays out the
 //! answers, with the error codes each version knows.
 
@@ -14,7 +15,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TopicName,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -27,17 +28,17 @@ use crate::kafka::request::Request;
 use crate::kafka::Code;
 use crate::runtime::clock::wall_ms;
 use crate::server::shard::Shard;
-use crate::transactions::metadata::TopicPartition;
+use crate::transactions::metadata::{TopicPartition, EPOCH_EXHAUSTED};
 use crate::transactions::store::{Step, TxnStore};
 use control::model::acls::Operation;
 
-/// AddPartitionsToTxn versions served (v4: between brokers, with
-/// verify_only; v5, transaction.version 2, is not).
-pub const ADD_PARTITIONS_VERSIONS: (i16, i16) = (0, 4);
+/// AddPartitionsToTxn versions served (v4-5: between brokers, with
+/// verify_only).
+pub const ADD_PARTITIONS_VERSIONS: (i16, i16) = (0, 5);
 /// AddOffsetsToTxn versions served.
 pub const ADD_OFFSETS_VERSIONS: (i16, i16) = (0, 4);
 /// EndTxn versions served (v5 is transaction.version 2).
-pub const END_TXN_VERSIONS: (i16, i16) = (0, 4);
+pub const END_TXN_VERSIONS: (i16, i16) = (0, 5);
 
 /// PRODUCER_FENCED as a request of `version` knows it: versions before
 /// `since` only know INVALID_PRODUCER_EPOCH (librdkafka and kafkajs
@@ -90,12 +91,14 @@ pub async fn init_transactional(
 async fn add_to_transaction(
     shard: &Rc<Shard>,
     id: String,
-    producer_id: i64,
-    epoch: i16,
+    producer: (i64, i16),
     partitions: Vec<TopicPartition>,
+    client_version: i16,
 ) -> Code {
+    let (producer_id, epoch) = producer;
     decide_and_run(shard, id, move |store, id| {
-        store.add_partitions(id, producer_id, epoch, &partitions, wall_ms())
+        let now = wall_ms();
+        store.add_partitions_as(id, producer_id, epoch, &partitions, now, client_version)
     })
     .await
 }
@@ -156,9 +159,9 @@ async fn add_partitions_v3(
     shard: &Rc<Shard>,
     caller: &Caller<'_>,
     id: String,
-    producer_id: i64,
-    epoch: i16,
+    producer: (i64, i16),
     topics: &[AddPartitionsToTxnTopic],
+    client_version: i16,
 ) -> Vec<(TopicPartition, Code)> {
     let checked = partition_refusals(shard, caller, topics);
     let id_code = match id.is_empty() {
@@ -176,7 +179,7 @@ async fn add_partitions_v3(
             .collect();
     }
     let partitions: Vec<TopicPartition> = checked.into_iter().map(|(p, _)| p).collect();
-    let code = add_to_transaction(shard, id, producer_id, epoch, partitions.clone()).await;
+    let code = add_to_transaction(shard, id, producer, partitions.clone(), client_version).await;
     partitions.into_iter().map(|p| (p, code)).collect()
 }
 
@@ -193,7 +196,9 @@ async fn add_partitions_v4(
     topics: &[AddPartitionsToTxnTopic],
 ) -> Vec<(TopicPartition, Code)> {
     if !verify_only {
-        return add_partitions_v3(shard, caller, id, producer_id, epoch, topics).await;
+        // A leader adding a partition for a transaction.version 2 write.
+        let producer = (producer_id, epoch);
+        return add_partitions_v3(shard, caller, id, producer, topics, 2).await;
     }
     let partitions: Vec<TopicPartition> = topics
         .iter()
@@ -253,13 +258,17 @@ pub async fn add_partitions(
     let version = request.header.request_api_version;
     let decoded: AddPartitionsToTxnRequest = checked(request, bounds::check_add_partitions_to_txn)?;
     if version <= 3 {
+        let producer = (
+            decoded.v3_and_below_producer_id.0,
+            decoded.v3_and_below_producer_epoch,
+        );
         let codes = add_partitions_v3(
             shard,
             caller,
             decoded.v3_and_below_transactional_id.to_string(),
-            decoded.v3_and_below_producer_id.0,
-            decoded.v3_and_below_producer_epoch,
+            producer,
             &decoded.v3_and_below_topics,
+            0,
         )
         .await;
         let codes = codes
@@ -321,7 +330,7 @@ pub async fn add_offsets(
         match offsets_partition_of(shard, &group).await {
             Ok(partition) => {
                 let (producer_id, epoch) = (decoded.producer_id.0, decoded.producer_epoch);
-                add_to_transaction(shard, id, producer_id, epoch, vec![partition]).await
+                add_to_transaction(shard, id, (producer_id, epoch), vec![partition], 0).await
             }
             Err(code) => code,
         }
@@ -362,6 +371,16 @@ pub async fn end_txn(
             decoded.producer_epoch,
             decoded.committed,
         );
+        if version >= 5 {
+            let producer = (producer_id, epoch);
+            let answer = match end_with_epoch_bump(shard, id, producer, commit).await {
+                Ok((producer_id, epoch)) => EndTxnResponse::default()
+                    .with_producer_id(ProducerId(producer_id))
+                    .with_producer_epoch(epoch),
+                Err(code) => EndTxnResponse::default().with_error_code(code),
+            };
+            return respond(request, &answer);
+        }
         decide_and_run(shard, id, move |store, id| {
             store.end_txn(id, producer_id, epoch, commit, wall_ms())
         })
@@ -369,6 +388,52 @@ pub async fn end_txn(
     };
     let answer = EndTxnResponse::default().with_error_code(fenced_for(code, version, 2));
     respond(request, &answer)
+}
+
+/// EndTxn v5+ (transaction.version 2): the end is decided with the
+/// producer's epoch bumped; the producer id and epoch it goes on with.
+async fn end_with_epoch_bump(
+    shard: &Rc<Shard>,
+    id: String,
+    producer: (i64, i16),
+    commit: bool,
+) -> Result<(i64, i16), Code> {
+    let route = id.clone();
+    shard
+        .txn_coordinator
+        .on_id(&route, Err, move |state| {
+            Box::pin(async move {
+                let exhausted = state
+                    .store
+                    .borrow()
+                    .get(&id)
+                    .is_some_and(|m| m.producer_epoch >= EPOCH_EXHAUSTED);
+                if exhausted {
+                    state.reserve_producer_id().await?;
+                }
+                let (producer_id, epoch) = producer;
+                let step = state.store.borrow_mut().end_txn_v2(
+                    &id,
+                    producer_id,
+                    epoch,
+                    commit,
+                    wall_ms(),
+                    &mut || state.take_producer_id(),
+                )?;
+                let Some(step) = step else {
+                    // A retry of an end already complete.
+                    let store = state.store.borrow();
+                    let current = store
+                        .get(&id)
+                        .ok_or(ResponseError::InvalidProducerIdMapping.code())?;
+                    return Ok(current.continued_identity());
+                };
+                let identity = step.next.continued_identity();
+                state.run(step).await?;
+                Ok(identity)
+            })
+        })
+        .await
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use crate::server::shard::Shard;
 use control::model::acls::Operation;
 
 /// TxnOffsetCommit versions served (v5 is transaction.version 2's).
-pub const VERSIONS: (i16, i16) = (0, 4);
+pub const VERSIONS: (i16, i16) = (0, 5);
 
 /// Answers TxnOffsetCommit.
 pub async fn handle(
@@ -49,7 +49,7 @@ pub async fn handle(
     } else if offsets.is_empty() {
         0
     } else {
-        commit_on_coordinator(shard, &decoded, offsets).await
+        commit_on_coordinator(shard, version, &decoded, offsets).await
     };
     let group_code = as_version_knows(group_code, version);
     respond(request, &answer(&decoded, codes, group_code))
@@ -89,6 +89,7 @@ fn sort(
 
 async fn commit_on_coordinator(
     shard: &Shard,
+    version: i16,
     decoded: &TxnOffsetCommitRequest,
     offsets: Vec<ToCommit>,
 ) -> Code {
@@ -100,6 +101,7 @@ async fn commit_on_coordinator(
         transactional_id: decoded.transactional_id.to_string(),
         producer_id: decoded.producer_id.0,
         epoch: decoded.producer_epoch,
+        adds_partition: version >= 5,
     };
     let key = group.clone();
     shard

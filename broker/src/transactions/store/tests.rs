@@ -421,3 +421,179 @@ fn an_idle_id_expires_and_an_open_one_does_not() {
     );
     assert!(txns.get("open").is_some());
 }
+
+mod epoch_bump {
+    //! transaction.version 2: an epoch per transaction.
+
+    use super::*;
+
+    /// An initialised producer with one partition in an open transaction,
+    /// at `epoch`.
+    fn open_at(epoch: i16) -> (TxnStore, impl FnMut() -> i64, i64) {
+        let (mut txns, mut ids) = store();
+        let mut init = txns
+            .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        init.next.producer_epoch = epoch;
+        let pid = durable(&mut txns, init).next.producer_id;
+        let add = txns
+            .add_partitions_as("tx", pid, epoch, &parts(&[("a", 0)]), 5, 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(add.next.client_version, 2);
+        durable(&mut txns, add);
+        (txns, ids, pid)
+    }
+
+    /// Completes the decided transaction as the markers would.
+    fn complete(txns: &mut TxnStore) -> Step {
+        let step = txns.markers_written("tx", 50).unwrap();
+        durable(txns, step)
+    }
+
+    #[test]
+    fn each_end_bumps_the_epoch_and_a_retry_with_the_old_one_is_answered() {
+        let (mut txns, mut ids, pid) = open_at(4);
+        let end = txns
+            .end_txn_v2("tx", pid, 4, true, 10, &mut ids)
+            .unwrap()
+            .unwrap();
+        // The markers carry the bumped epoch; the client goes on with it.
+        assert_eq!(end.next.state, TxnState::PrepareCommit);
+        assert_eq!(end.next.producer_epoch, 5);
+        assert_eq!(end.next.continued_identity(), (pid, 5));
+        assert_eq!(end.next.partitions.len(), 1);
+        durable(&mut txns, end);
+        let busy = txns.end_txn_v2("tx", pid, 4, true, 11, &mut ids);
+        assert_eq!(busy, Err(codes(ResponseError::ConcurrentTransactions)));
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, 4, false, 11, &mut ids),
+            Err(codes(ResponseError::InvalidTxnState)),
+            "the other outcome while one is being written"
+        );
+        complete(&mut txns);
+        // A retry (its answer was lost) with the epoch before the bump.
+        assert_eq!(txns.end_txn_v2("tx", pid, 4, true, 12, &mut ids), Ok(None));
+        assert_eq!(txns.get("tx").unwrap().continued_identity(), (pid, 5));
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, 4, false, 12, &mut ids),
+            Err(codes(ResponseError::InvalidTxnState))
+        );
+        // An older epoch still is a zombie.
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, 3, true, 12, &mut ids),
+            Err(codes(ResponseError::ProducerFenced))
+        );
+        // The next transaction is at the new epoch; the old one cannot add.
+        assert_eq!(
+            txns.add_partitions_as("tx", pid, 4, &parts(&[("a", 0)]), 13, 2),
+            Err(codes(ResponseError::ProducerFenced))
+        );
+        let add = txns
+            .add_partitions_as("tx", pid, 5, &parts(&[("b", 1)]), 13, 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(add.next.start_ms, 13);
+        assert_eq!(
+            add.next.partitions,
+            parts(&[("b", 1)]).into_iter().collect()
+        );
+    }
+
+    #[test]
+    fn an_abort_with_nothing_open_fences_with_a_bump_and_no_markers() {
+        let (mut txns, mut ids) = store();
+        let init = txns
+            .init_producer_id("tx", TIMEOUT, None, 0, &mut ids)
+            .unwrap();
+        let (pid, epoch) = {
+            let init = durable(&mut txns, init);
+            (init.next.producer_id, init.next.producer_epoch)
+        };
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, epoch, true, 1, &mut ids),
+            Err(codes(ResponseError::InvalidTxnState)),
+            "nothing to commit"
+        );
+        let abort = txns
+            .end_txn_v2("tx", pid, epoch, false, 2, &mut ids)
+            .unwrap()
+            .unwrap();
+        assert_eq!(abort.next.state, TxnState::PrepareAbort);
+        assert!(abort.next.partitions.is_empty());
+        assert_eq!(abort.next.producer_epoch, epoch + 1);
+        durable(&mut txns, abort);
+        complete(&mut txns);
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, epoch, false, 3, &mut ids),
+            Ok(None),
+            "its retry"
+        );
+    }
+
+    #[test]
+    fn the_last_epoch_moves_the_producer_to_a_new_id_at_epoch_0() {
+        let (mut txns, mut ids, pid) = open_at(EPOCH_EXHAUSTED);
+        let end = txns
+            .end_txn_v2("tx", pid, EPOCH_EXHAUSTED, true, 10, &mut ids)
+            .unwrap()
+            .unwrap();
+        // Markers at the last epoch of the old id; the answer names the new.
+        assert_eq!(end.next.producer_id, pid);
+        assert_eq!(end.next.producer_epoch, i16::MAX);
+        let (next_pid, next_epoch) = end.next.continued_identity();
+        assert_ne!(next_pid, pid);
+        assert_eq!(next_epoch, 0);
+        // Stored, so a new coordinator completes the same move (the last
+        // epoch is kept in memory only, as Kafka's).
+        let reloaded = crate::transactions::records::decode_value(
+            &crate::transactions::records::value(&end.next),
+        );
+        let stored = TxnMetadata {
+            last_producer_epoch: -1,
+            ..end.next.clone()
+        };
+        assert_eq!(reloaded, Some(stored));
+        durable(&mut txns, end);
+        let done = complete(&mut txns);
+        assert_eq!(
+            (done.next.producer_id, done.next.producer_epoch),
+            (next_pid, 0)
+        );
+        assert_eq!(done.next.previous_producer_id, pid);
+        assert_eq!(done.next.next_producer_id, -1);
+        // The retry with the old id and its last epoch is recognised.
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, EPOCH_EXHAUSTED, true, 11, &mut ids),
+            Ok(None)
+        );
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, 7, true, 11, &mut ids),
+            Err(codes(ResponseError::InvalidProducerIdMapping))
+        );
+        // The new id's transactions go on.
+        let add = txns
+            .add_partitions_as("tx", next_pid, 0, &parts(&[("a", 0)]), 12, 2)
+            .unwrap();
+        assert!(add.is_some());
+    }
+
+    #[test]
+    fn a_timed_out_transaction_is_aborted_once_and_its_producer_fenced() {
+        let (mut txns, mut ids, pid) = open_at(2);
+        let aborts = txns.timed_out(5 + TIMEOUT as i64 + 1);
+        assert_eq!(aborts.len(), 1);
+        assert_eq!(aborts[0].next.producer_epoch, 3);
+        durable(&mut txns, aborts[0].clone());
+        complete(&mut txns);
+        assert_eq!(
+            txns.end_txn_v2("tx", pid, 2, true, 100_000, &mut ids),
+            Err(codes(ResponseError::InvalidTxnState)),
+            "its commit is refused"
+        );
+        assert_eq!(
+            txns.add_partitions_as("tx", pid, 2, &parts(&[("a", 0)]), 100_000, 2),
+            Err(codes(ResponseError::ProducerFenced))
+        );
+    }
+}

@@ -603,16 +603,7 @@ fn clean_stops_under_load_close_every_partition_cleanly() {
     for round in 0..5 {
         // Load: a producer writing until the brokers stop under it.
         let mut producer = Command::new("kcat")
-            .args([
-                "-P",
-                "-b",
-                &cluster
-                    .addresses()
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ])
+            .args(["-P", "-b", &cluster.bootstrap()])
             .args(["-t", "busy", "-X", "acks=all", "-X", "linger.ms=2"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

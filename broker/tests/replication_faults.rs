@@ -701,12 +701,7 @@ fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
         }));
     }
     if acks == -1 {
-        let bootstrap = cluster
-            .addresses()
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
+        let bootstrap = cluster.bootstrap();
         let (observed, stop) = (observed.clone(), stop.clone());
         workers.push(std::thread::spawn(move || {
             produce_with_librdkafka(PRODUCERS, bootstrap, observed, stop)

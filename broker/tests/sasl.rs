@@ -631,12 +631,7 @@ fn a_three_broker_cluster_logs_in_to_itself_over_sasl_ssl_replicates_and_fails_o
         String::from_utf8_lossy(&out.stderr).contains("authorization failed"),
         "{out:?}"
     );
-    let everyone = cluster
-        .addresses()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let everyone = cluster.bootstrap();
     let admin_login = ("SCRAM-SHA-512", ADMIN, ADMIN_PASSWORD);
     let produce = ["-P", "-t", "replicated", "-p", "0", "-X", "acks=all"];
     let first: String = (0..200).map(|i| format!("m{i}\n")).collect();

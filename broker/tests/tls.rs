@@ -445,12 +445,7 @@ fn a_three_broker_cluster_replicates_and_fails_over_with_only_tls_kafka_ports() 
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         kcat(&all, input)
     };
-    let everyone = cluster
-        .addresses()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let everyone = cluster.bootstrap();
     let first: String = (0..200).map(|i| format!("m{i}\n")).collect();
     let out = run(
         &everyone,

@@ -164,12 +164,7 @@ impl Run {
             "3",
         ];
         cli(&first, &create);
-        let bootstrap = cluster
-            .addresses()
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
+        let bootstrap = cluster.bootstrap();
         let timeline = Timeline {
             started: Instant::now(),
             events: Rc::default(),

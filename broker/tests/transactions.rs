@@ -268,12 +268,7 @@ fn killed_brokers_tear_no_transaction_and_lose_no_committed_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new(dir.path(), 3, &[]);
     cluster.start();
-    let bootstrap = cluster
-        .addresses()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let bootstrap = cluster.bootstrap();
     let first = cluster.node(1).kafka.to_string();
     cli(
         &first,
@@ -351,7 +346,7 @@ mod protocol {
     use storage::batch::{build, set_flags, stamp_producer, RecordSpec, TRANSACTIONAL_FLAG};
     use storage::TimestampMs;
 
-    use super::support::{cli, on_glommio, start_broker};
+    use super::support::{cli, on_glommio, start_broker, Broker};
 
     fn text(s: &str) -> StrBytes {
         StrBytes::from_string(s.to_string())
@@ -502,9 +497,7 @@ mod protocol {
 
     #[test]
     fn transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_per_transaction() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = start_broker(dir.path());
-        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let (_dir, broker) = broker_with_topic();
         let address = broker.address;
         on_glommio(async move {
             let mut c = connect(address).await;
@@ -622,9 +615,7 @@ mod protocol {
 
     #[test]
     fn transaction_version_2_commits_a_groups_offsets_without_add_offsets_to_txn() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = start_broker(dir.path());
-        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let (_dir, broker) = broker_with_topic();
         let address = broker.address;
         on_glommio(async move {
             let mut c = connect(address).await;
@@ -655,6 +646,15 @@ mod protocol {
             }
             assert_eq!(committed, 42, "applied by the commit's marker");
         });
+    }
+
+    /// A broker with the topic these tests write to (the directory
+    /// lives as long as the broker is needed).
+    fn broker_with_topic() -> (tempfile::TempDir, Broker) {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        (dir, broker)
     }
 
     fn code(error: ResponseError) -> i16 {
@@ -713,10 +713,8 @@ mod protocol {
 
     #[test]
     fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = start_broker(dir.path());
+        let (_dir, broker) = broker_with_topic();
         let bootstrap = broker.bootstrap();
-        cli(&bootstrap, &["topic", "create", "txn-refusals"]);
         let address = broker.address;
         // An open transaction whose producer went silent (the longest
         // timeout: the coordinator would wait 15 minutes).
@@ -784,9 +782,7 @@ mod protocol {
 
     #[test]
     fn refused_transactional_writes_leave_the_log_as_it_was() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = start_broker(dir.path());
-        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let (_dir, broker) = broker_with_topic();
         let address = broker.address;
         on_glommio(async move {
             let mut c = connect(address).await;
@@ -836,9 +832,7 @@ mod protocol {
 
     #[test]
     fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = start_broker(dir.path());
-        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let (_dir, broker) = broker_with_topic();
         let (address, http) = (broker.address, broker.http);
         let open = "partition_open_transactions{topic=\"txn-refusals\",partition=\"0\"}";
         let lso = "partition_last_stable_offset{topic=\"txn-refusals\",partition=\"0\"}";

@@ -313,6 +313,12 @@ impl Cluster {
     pub fn addresses(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(|n| n.kafka).collect()
     }
+
+    /// Every broker's Kafka address, as a client's bootstrap list.
+    pub fn bootstrap(&self) -> String {
+        let addresses: Vec<String> = self.addresses().iter().map(|a| a.to_string()).collect();
+        addresses.join(",")
+    }
 }
 
 impl Drop for Cluster {

@@ -162,22 +162,28 @@ fn kafka_python_and_kafkajs_transactions_commit_and_abort() {
 
 #[test]
 fn the_projects_transactional_producer_commits_and_aborts() {
-    projects_transactions(1);
+    projects_transactions(1, "2");
 }
 
 #[test]
 fn the_projects_producer_with_transaction_version_2_bumps_the_epoch_per_transaction() {
-    projects_transactions(2);
+    projects_transactions(2, "2");
+}
+
+#[test]
+fn a_broker_finalizing_transaction_version_1_keeps_the_projects_producer_classic() {
+    projects_transactions(2, "1");
 }
 
 /// Three transactions of the project's producer (commit, abort, commit)
-/// in the protocol of `transaction_version`, read back by the project's
-/// read_committed consumer and by librdkafka's.
-fn projects_transactions(transaction_version: i16) {
+/// asking for `transaction_version` of a broker finalizing `level`, read
+/// back by the project's read_committed consumer and by librdkafka's.
+fn projects_transactions(transaction_version: i16, level: &str) {
     use bytes::Bytes;
     use client::producer::{Producer, ProducerConfig};
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker(dir.path());
+    let env = [("BROKER_TRANSACTION_VERSION", level)];
+    let broker = support::start_broker_with(dir.path(), &env);
     let bootstrap = broker.bootstrap();
     cli(&bootstrap, &["topic", "create", "txn-own"]);
     let address = broker.address;
@@ -217,8 +223,8 @@ fn projects_transactions(transaction_version: i16) {
         // (init gave epoch 0); the classic protocol keeps the epoch.
         let admin = client::cluster::Cluster::new(address, "txn-test-admin");
         let described = admin.describe_transaction("own-tx").await.unwrap();
-        let bumps = match transaction_version {
-            2 => 3,
+        let bumps = match (transaction_version, level) {
+            (2, "2") => 3,
             _ => 0,
         };
         assert_eq!(described.producer_epoch, bumps);
@@ -611,6 +617,86 @@ mod protocol {
             e if e == unstable => -1,
             e => panic!("OffsetFetch: {e}"),
         }
+    }
+
+    #[test]
+    fn transaction_version_2_starts_the_next_transaction_while_the_last_ones_marker_is_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        // The marker comes 300 ms after EndTxn's answer.
+        let env = [("BROKER_TEST_MARKER_PAUSE_MS", "300")];
+        let broker = super::support::start_broker_with(dir.path(), &env);
+        cli(&broker.bootstrap(), &["topic", "create", "txn-refusals"]);
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let producer = init(&mut c, "tx-next", 60_000).await;
+            assert_eq!(produce_at(&mut c, "tx-next", producer, 0, 12).await, 0);
+            let (ended, next) = end_txn_v5(&mut c, "tx-next", producer, true).await;
+            assert_eq!(ended, 0);
+            // At once, as clients do: the leader's add waits for the
+            // commit to complete, and the commit's marker (at the bumped
+            // epoch) landing meanwhile does not refuse the batch.
+            assert_eq!(produce_at(&mut c, "tx-next", next, 0, 12).await, 0);
+            let (ended, _) = end_txn_v5(&mut c, "tx-next", next, true).await;
+            assert_eq!(ended, 0);
+            // data, marker, data, marker: both committed.
+            assert_eq!(settled(&mut c).await, (4, 4));
+        });
+    }
+
+    #[test]
+    fn transaction_version_2_adds_every_partition_of_a_first_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start_broker(dir.path());
+        let partitions = 6;
+        cli(
+            &broker.bootstrap(),
+            &[
+                "topic",
+                "create",
+                "txn-many",
+                "--partitions",
+                &partitions.to_string(),
+            ],
+        );
+        let address = broker.address;
+        on_glommio(async move {
+            let mut c = connect(address).await;
+            let producer = init(&mut c, "tx-many", 60_000).await;
+            // One request, a batch for each partition: each adds itself at
+            // the coordinator, one write after another, all in this request.
+            let data = (0..partitions)
+                .map(|index| {
+                    let spec = RecordSpec {
+                        timestamp_delta: 0,
+                        key: None,
+                        value: Some(b"v".to_vec()),
+                    };
+                    let mut batch = build(TimestampMs(1_000), &[spec]);
+                    stamp_producer(&mut batch, producer.0, producer.1, 0);
+                    set_flags(&mut batch, TRANSACTIONAL_FLAG);
+                    PartitionProduceData::default()
+                        .with_index(index)
+                        .with_records(Some(batch.freeze()))
+                })
+                .collect();
+            let request = ProduceRequest::default()
+                .with_transactional_id(Some(TransactionalId(text("tx-many"))))
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(text("txn-many")))
+                    .with_partition_data(data)]);
+            let answer = c.call(&request, 12).await.unwrap();
+            let codes: Vec<i16> = answer.responses[0]
+                .partition_responses
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            assert_eq!(codes, vec![0; partitions as usize]);
+            let (ended, _) = end_txn_v5(&mut c, "tx-many", producer, true).await;
+            assert_eq!(ended, 0);
+        });
     }
 
     #[test]

@@ -532,15 +532,21 @@ impl Producer {
                     })
                     .collect(),
             );
+        // A transactional producer of the classic protocol stays below
+        // v12, where the leader would add partitions itself (as the Java
+        // client caps it).
+        let classic =
+            self.config.transactional_id.is_some() && !self.queues.borrow().transaction.version2;
+        let version_max = if classic { 11 } else { i16::MAX };
         let result = async {
             let connection = self.cluster.broker(leader).await?;
+            let mut connection = connection.lock().await;
+            let version = connection.version_for::<ProduceRequest>()?.min(version_max);
             if self.config.acks == 0 {
-                let mut connection = connection.lock().await;
-                let version = connection.version_for::<ProduceRequest>()?;
                 connection.send_only(&request, version).await?;
                 return Ok(None);
             }
-            self.cluster.call_on(&connection, &request).await.map(Some)
+            connection.call(&request, version).await.map(Some)
         }
         .await;
         let response = match result {

@@ -127,6 +127,12 @@ pub struct BrokerConfig {
     /// How long a transactional id may stay idle (no transaction) before
     /// its coordinator forgets it (Kafka's transactional.id.expiration.ms).
     pub transactional_id_expiration_ms: i64,
+    /// The `transaction.version` this broker finalizes (Kafka's feature,
+    /// 0-2): 2 tells clients that read it (the Java client) to use
+    /// KIP-890's protocol; 0 also writes `__transaction_state` in the
+    /// record version earlier builds read (a rolling upgrade or a
+    /// rollback). Requests are served by their version either way.
+    pub transaction_version: i16,
     /// How long the first rebalance of an empty group waits for more
     /// members, so consumers starting together land in one generation.
     pub group_initial_rebalance_delay_ms: u64,
@@ -256,6 +262,7 @@ impl Default for BrokerConfig {
             transaction_state_partitions: 50,
             transaction_max_timeout_ms: 900_000,
             transactional_id_expiration_ms: 604_800_000,
+            transaction_version: 2,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -356,6 +363,12 @@ impl BrokerConfig {
                 "transactional_id_expiration_ms and transaction_max_timeout_ms must be at least 1"
                     .into(),
             );
+        }
+        if !(0..=2).contains(&self.transaction_version) {
+            return invalid(format!(
+                "transaction_version {}: one of 0, 1, 2",
+                self.transaction_version
+            ));
         }
         let listeners = self.kafka_listeners()?;
         // Brokers reach each other by IP address (no name resolution on

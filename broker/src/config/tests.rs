@@ -284,3 +284,18 @@ fn voters_parse_and_a_broker_must_be_one_of_them() {
         Ok(())
     });
 }
+
+#[test]
+fn the_transaction_version_is_one_kafka_knows() {
+    for (level, valid) in [(-1, false), (0, true), (1, true), (2, true), (3, false)] {
+        let config = BrokerConfig {
+            transaction_version: level,
+            ..BrokerConfig::default()
+        };
+        let checked = config.check().map_err(|e| e.to_string());
+        assert_eq!(checked.is_ok(), valid, "{level}: {checked:?}");
+        if let Err(why) = checked {
+            assert!(why.contains("transaction_version"), "{why}");
+        }
+    }
+}

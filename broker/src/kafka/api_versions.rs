@@ -1,8 +1,9 @@
 //! ApiVersions: the APIs and versions this broker serves, and the answer
 //! to a request for them. It advertises exactly what works, and (v3+)
-//! the features as Kafka 4 does: `transaction.version` finalized at 2, so
-//! clients that know KIP-890 use an epoch per transaction (the broker
-//! follows each request's version either way).
+//! the features as Kafka 4 does: `transaction.version` finalized at the
+//! broker's setting (2 by default), so clients that know KIP-890 use an
+//! epoch per transaction (the broker follows each request's version
+//! either way).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{
@@ -17,7 +18,7 @@ use super::request::Request;
 /// The ApiVersions versions served.
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-/// The transaction versions this broker supports (0-2) and uses (2).
+/// The transaction versions this broker supports (0-2).
 const TRANSACTION_VERSION: &str = "transaction.version";
 const TRANSACTION_VERSION_MAX: i16 = 2;
 
@@ -34,7 +35,7 @@ pub type Served = [(ApiKey, (i16, i16))];
 /// A version newer than served is answered as Kafka does: a v0 response
 /// with UNSUPPORTED_VERSION and the supported ranges, so the client can
 /// retry with a version it finds there.
-pub fn answer(request: &Request, served: &Served) -> Bytes {
+pub fn answer(request: &Request, served: &Served, transaction_version: i16) -> Bytes {
     let requested = request.header.request_api_version;
     let (min, max) = VERSIONS;
     let (version, error) = if (min..=max).contains(&requested) {
@@ -55,7 +56,7 @@ pub fn answer(request: &Request, served: &Served) -> Bytes {
                 })
                 .collect(),
         );
-    let response = with_features(response, version);
+    let response = with_features(response, version, transaction_version);
     let header = ResponseHeader::default().with_correlation_id(request.header.correlation_id);
     let mut out = BytesMut::new();
     // ApiVersions responses always use header v0, whatever the request's.
@@ -68,17 +69,23 @@ pub fn answer(request: &Request, served: &Served) -> Bytes {
     out.freeze()
 }
 
-/// The features of a `version` answer: finalized from v3; supported
-/// from v4 only (Kafka leaves out features whose lowest level is 0 below
-/// v4: older clients refuse them).
-fn with_features(response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+/// The features of a `version` answer: finalized from v3 (a level of 0
+/// left out, as Kafka does); supported from v4 only (Kafka leaves out
+/// features whose lowest level is 0 below v4: older clients refuse them).
+fn with_features(
+    response: ApiVersionsResponse,
+    version: i16,
+    transaction_version: i16,
+) -> ApiVersionsResponse {
     if version < 3 {
         return response;
     }
-    let finalized = FinalizedFeatureKey::default()
-        .with_name(TRANSACTION_VERSION.into())
-        .with_min_version_level(TRANSACTION_VERSION_MAX)
-        .with_max_version_level(TRANSACTION_VERSION_MAX);
+    let finalized = (transaction_version > 0).then(|| {
+        FinalizedFeatureKey::default()
+            .with_name(TRANSACTION_VERSION.into())
+            .with_min_version_level(transaction_version)
+            .with_max_version_level(transaction_version)
+    });
     let supported = (version >= 4).then(|| {
         SupportedFeatureKey::default()
             .with_name(TRANSACTION_VERSION.into())
@@ -87,7 +94,7 @@ fn with_features(response: ApiVersionsResponse, version: i16) -> ApiVersionsResp
     });
     response
         .with_finalized_features_epoch(FEATURES_EPOCH)
-        .with_finalized_features(vec![finalized])
+        .with_finalized_features(finalized.into_iter().collect())
         .with_supported_features(supported.into_iter().collect())
 }
 
@@ -137,7 +144,7 @@ mod tests {
     fn every_served_version_is_answered_in_kind() {
         for version in 0..=4 {
             let request = parse(client_request(version, 40 + version as i32)).unwrap();
-            let (correlation, response) = decode_response(answer(&request, TABLE), version);
+            let (correlation, response) = decode_response(answer(&request, TABLE, 2), version);
             assert_eq!(correlation, 40 + version as i32);
             assert_eq!(response.error_code, 0);
             assert_eq!(response.api_keys.len(), TABLE.len());
@@ -150,7 +157,7 @@ mod tests {
     fn transaction_version_2_is_finalized_from_v3_and_supported_from_v4() {
         let features = |version: i16| {
             let request = parse(client_request(version, 1)).unwrap();
-            decode_response(answer(&request, TABLE), version).1
+            decode_response(answer(&request, TABLE, 2), version).1
         };
         let v3 = features(3);
         assert_eq!(
@@ -168,13 +175,16 @@ mod tests {
         assert_eq!(v4.supported_features.len(), 1);
         assert_eq!(v4.supported_features[0].max_version, 2);
         assert!(features(2).finalized_features.is_empty());
+        let request = parse(client_request(3, 1)).unwrap();
+        let classic = decode_response(answer(&request, TABLE, 0), 3).1;
+        assert!(classic.finalized_features.is_empty(), "level 0 left out");
     }
 
     #[test]
     fn a_too_new_version_gets_a_v0_answer_with_unsupported_version() {
         for version in [5, 9] {
             let request = parse(client_request(version, 7)).unwrap();
-            let (correlation, response) = decode_response(answer(&request, TABLE), 0);
+            let (correlation, response) = decode_response(answer(&request, TABLE, 2), 0);
             assert_eq!(correlation, 7);
             assert_eq!(response.error_code, 35);
             assert_eq!(response.api_keys[1].api_key, ApiKey::ApiVersions as i16);
@@ -208,7 +218,7 @@ mod tests {
             let mut frame = vec![0u8, 18];
             frame.extend_from_slice(&bytes);
             if let Ok(request) = parse(Bytes::from(frame)) {
-                let _ = answer(&request, TABLE);
+                let _ = answer(&request, TABLE, 2);
             }
         }
     }

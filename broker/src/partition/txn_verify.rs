@@ -10,6 +10,7 @@
 //! the [`TxnVerifier`] the shard installs.
 
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 use storage::batch::ValidBatch;
@@ -23,6 +24,10 @@ use crate::runtime::sharded::LocalFuture;
 /// coordinator was asked. A marker since (the transaction ended), or a
 /// newer epoch (a newer instance), makes the answer stale. A first batch
 /// of the same epoch appended meanwhile (pipelined requests) does not.
+/// Under transaction.version 2 every marker carries a bumped epoch, so a
+/// marker at the guard's own epoch ended the previous transaction (the
+/// client's next one starts the moment EndTxn answers, often before that
+/// marker lands here), not this one: only a newer epoch makes it stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxnGuard {
     /// The producer.
@@ -31,6 +36,8 @@ pub struct TxnGuard {
     pub epoch: i16,
     /// Its last marker's offset here before the coordinator was asked.
     pub last_marker: storage::Offset,
+    /// The write is of transaction.version 2 (its markers bump the epoch).
+    pub markers_bump_epoch: bool,
 }
 
 impl TxnGuard {
@@ -40,7 +47,9 @@ impl TxnGuard {
 
     /// Whether it holds for the producer's status `now`.
     pub fn holds_for(&self, now: storage::producers::TxnStatus) -> bool {
-        now.last_marker == self.last_marker && now.epoch.is_none_or(|e| e <= self.epoch)
+        let no_newer_epoch = now.epoch.is_none_or(|e| e <= self.epoch);
+        let no_marker_since = now.last_marker == self.last_marker;
+        no_newer_epoch && (no_marker_since || self.markers_bump_epoch)
     }
 }
 
@@ -138,6 +147,7 @@ pub async fn verify_producer(
         producer_id,
         epoch,
         last_marker: before.last_marker,
+        markers_bump_epoch: writer.adds_partition,
     };
     if before.open && before.epoch == Some(epoch) {
         return Ok(Some(guard));
@@ -150,8 +160,34 @@ pub async fn verify_producer(
         topic: led.topic.name.clone(),
         partition: led.index as i32,
     };
-    verifier.verify(asked).await.map_err(as_produce_error)?;
+    ask(verifier.as_ref(), asked)
+        .await
+        .map_err(as_produce_error)?;
     Ok(Some(guard))
+}
+
+/// A pause between adds of one producer's partitions while another is
+/// being written, and how long to keep trying before the producer is
+/// told to retry (Kafka's leaders: 20 ms, up to 100 ms; longer here, as
+/// every partition of a request adds on its own).
+const ADD_RETRY_PAUSE: Duration = Duration::from_millis(5);
+const ADD_RETRY_FOR: Duration = Duration::from_secs(1);
+
+/// Asks the coordinator. An add refused for a change of the same id in
+/// flight (the request's other partitions adding themselves, or the
+/// previous transaction's markers being written) is asked again for a
+/// while: the client's first request of a transaction names several
+/// partitions at once, each of which adds itself.
+async fn ask(verifier: &dyn TxnVerifier, asked: Verification) -> Result<(), Code> {
+    let started = Instant::now();
+    loop {
+        let answer = verifier.verify(asked.clone()).await;
+        let busy = answer == Err(ResponseError::ConcurrentTransactions.code());
+        if !(busy && asked.adds_partition && started.elapsed() < ADD_RETRY_FOR) {
+            return answer;
+        }
+        glommio::timer::sleep(ADD_RETRY_PAUSE).await;
+    }
 }
 
 /// A coordinator's answer as a producer understands it on Produce (as
@@ -198,6 +234,7 @@ mod tests {
             producer_id: 7,
             epoch: 3,
             last_marker: Offset(10),
+            markers_bump_epoch: false,
         };
         assert!(guard.holds_for(status(Some(3), false, 10)));
         assert!(
@@ -216,6 +253,24 @@ mod tests {
         assert!(
             !guard.holds_for(status(Some(4), true, 10)),
             "a newer instance"
+        );
+    }
+
+    #[test]
+    fn a_transaction_version_2_guard_outlives_the_previous_transactions_marker() {
+        let guard = TxnGuard {
+            producer_id: 7,
+            epoch: 3,
+            last_marker: Offset(10),
+            markers_bump_epoch: true,
+        };
+        assert!(
+            guard.holds_for(status(Some(3), false, 14)),
+            "the previous transaction's marker, at the bumped epoch 3"
+        );
+        assert!(
+            !guard.holds_for(status(Some(4), false, 18)),
+            "this transaction's end (epoch 4)"
         );
     }
 

@@ -33,6 +33,16 @@ pub fn decode_key(bytes: &[u8]) -> Option<String> {
     r.0.is_empty().then_some(id)
 }
 
+/// The value of `metadata` as a broker at `transaction_version` writes
+/// it: version 0 at 0 (what earlier builds read; the fields it lacks are
+/// lost), else version 1, as Kafka.
+pub fn value_for(metadata: &TxnMetadata, transaction_version: i16) -> Vec<u8> {
+    match transaction_version {
+        0 => value_v0(metadata),
+        _ => value(metadata),
+    }
+}
+
 /// The value of `metadata`: version 1, flexible, as Kafka writes it
 /// once transaction.version is 1 or more (tagged: 0 previous producer id,
 /// 1 next producer id, 2 client transaction version; each left out at its
@@ -144,9 +154,8 @@ pub fn decode_value(bytes: &[u8]) -> Option<TxnMetadata> {
     r.0.is_empty().then_some(metadata)
 }
 
-/// The value of `metadata` in version 0 (what earlier builds wrote): its
-/// records must still load.
-#[cfg(test)]
+/// The value of `metadata` in version 0 (what earlier builds wrote and
+/// read).
 fn value_v0(metadata: &TxnMetadata) -> Vec<u8> {
     let mut out = 0i16.to_be_bytes().to_vec();
     put_head(&mut out, metadata);

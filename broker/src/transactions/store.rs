@@ -255,6 +255,9 @@ impl TxnStore {
         now_ms: i64,
         client_version: i16,
     ) -> Result<Option<Step>, Code> {
+        if self.moving_to(id, producer_id) {
+            return Err(code(ResponseError::ConcurrentTransactions));
+        }
         let current = self.checked(id, producer_id, epoch)?;
         if current.state.is_preparing() {
             return Err(code(ResponseError::ConcurrentTransactions));
@@ -293,6 +296,9 @@ impl TxnStore {
         let current = self
             .get(id)
             .ok_or(code(ResponseError::InvalidProducerIdMapping))?;
+        if self.moving_to(id, producer_id) {
+            return Err(code(ResponseError::ConcurrentTransactions));
+        }
         if current.producer_id != producer_id {
             return Err(code(ResponseError::InvalidProducerIdMapping));
         }
@@ -419,6 +425,18 @@ impl TxnStore {
                 self.step(&id, next, Then::Done)
             })
             .collect()
+    }
+
+    /// Whether `id`'s decided transaction moves its producer to
+    /// `producer_id` once complete (transaction.version 2, the epoch ran
+    /// out): the client has the new id from EndTxn and writes with it at
+    /// once; until the markers are written that is not yet the id's, and
+    /// the write is to wait (CONCURRENT_TRANSACTIONS), not to be refused
+    /// as an unknown producer (fatal to the client).
+    fn moving_to(&self, id: &str, producer_id: i64) -> bool {
+        self.get(id).is_some_and(|m| {
+            m.state.is_preparing() && m.next_producer_id >= 0 && m.next_producer_id == producer_id
+        })
     }
 
     /// `id`'s metadata if `producer_id` and `epoch` are its current ones:

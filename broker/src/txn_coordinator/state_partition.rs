@@ -222,7 +222,9 @@ impl StatePartition {
             return Err(ResponseError::NotCoordinator.code());
         }
         // An expired id's record is a tombstone: compaction removes it.
-        let value = (step.next.state != TxnState::Dead).then(|| records::value(&step.next));
+        let level = self.partitions.cluster.config.transaction_version;
+        let value =
+            (step.next.state != TxnState::Dead).then(|| records::value_for(&step.next, level));
         let spec = RecordSpec {
             timestamp_delta: 0,
             key: Some(records::key(&step.id)),

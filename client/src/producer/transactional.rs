@@ -292,8 +292,13 @@ impl Producer {
                 queues.next_sequence.clear();
             }
         }
-        let failed = self.queues.borrow().transaction.failed;
-        if failed {
+        let (failed, version2) = {
+            let transaction = &self.queues.borrow().transaction;
+            (transaction.failed, transaction.version2)
+        };
+        // Under transaction.version 2 the end's epoch bump already starts
+        // the sequences over.
+        if failed && !(version2 && joined) {
             // Sequences may have a gap now: start over at a new epoch (the
             // transaction stays failed until that works).
             self.init_transactions().await?;

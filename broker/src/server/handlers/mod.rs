@@ -224,7 +224,8 @@ pub async fn handle(
     let version = request.header.request_api_version;
     if api == ApiKey::ApiVersions {
         // Answers even a too-new version (with error 35), as Kafka does.
-        let body = api_versions::answer(&request, SERVED);
+        let level = shard.cluster.config.transaction_version;
+        let body = api_versions::answer(&request, SERVED, level);
         return Ok(Outcome::Respond(Frame::of_body(&body)));
     }
     if !is_served(api, version) {

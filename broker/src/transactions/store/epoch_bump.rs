@@ -87,14 +87,17 @@ fn bumped(
     now_ms: i64,
     new_producer_id: &mut dyn FnMut() -> i64,
 ) -> Result<TxnMetadata, Code> {
-    let epoch = current
-        .producer_epoch
-        .checked_add(1)
-        .ok_or(code(ResponseError::ProducerFenced))?;
+    // An epoch already at the last value (a fence or timeout abort took
+    // it there) stays: the move to a new producer id fences what is left.
+    let epoch = current.producer_epoch.saturating_add(1);
     let next_producer_id = match current.producer_epoch >= EPOCH_EXHAUSTED {
         true => new_producer_id(),
         false => -1,
     };
+    if current.producer_epoch >= EPOCH_EXHAUSTED && next_producer_id < 0 {
+        // The caller reserves an id before; none at hand: try again.
+        return Err(code(ResponseError::CoordinatorNotAvailable));
+    }
     let was_open = current.state == TxnState::Ongoing;
     Ok(TxnMetadata {
         producer_epoch: epoch,

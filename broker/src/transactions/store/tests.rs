@@ -555,6 +555,13 @@ mod epoch_bump {
         };
         assert_eq!(reloaded, Some(stored));
         durable(&mut txns, end);
+        // The client writes with the new id at once: told to wait while
+        // the markers are written, not refused as an unknown producer.
+        let busy = codes(ResponseError::ConcurrentTransactions);
+        let first = parts(&[("a", 0)]);
+        let add = txns.add_partitions_as("tx", next_pid, 0, &first, 11, 2);
+        assert_eq!(add, Err(busy));
+        assert_eq!(txns.verify("tx", next_pid, 0, &first[0]), Err(busy));
         let done = complete(&mut txns);
         assert_eq!(
             (done.next.producer_id, done.next.producer_epoch),
@@ -576,6 +583,19 @@ mod epoch_bump {
             .add_partitions_as("tx", next_pid, 0, &parts(&[("a", 0)]), 12, 2)
             .unwrap();
         assert!(add.is_some());
+    }
+
+    #[test]
+    fn an_epoch_a_fence_took_to_the_last_value_ends_on_a_new_id() {
+        let (mut txns, mut ids, pid) = open_at(i16::MAX);
+        let end = txns
+            .end_txn_v2("tx", pid, i16::MAX, false, 10, &mut ids)
+            .unwrap()
+            .unwrap();
+        assert_eq!(end.next.producer_epoch, i16::MAX);
+        let (next_pid, epoch) = end.next.continued_identity();
+        assert_ne!(next_pid, pid);
+        assert_eq!(epoch, 0);
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct Options {
     pub idempotence: bool,
     /// Transactional producers committing this often (None: none).
     pub transaction: Option<Duration>,
+    /// Their newest transaction protocol (1 or 2).
+    pub transaction_version: i16,
     /// Batch compression.
     pub compression: Compression,
     /// Messages per second over all producers (None: as fast as possible).
@@ -267,6 +269,11 @@ pub struct Flags {
     /// milliseconds (0: not transactional). Needs acks=all.
     #[arg(long, value_name = "N", default_value_t = 0)]
     transaction_ms: u64,
+    /// The newest transaction protocol the producers use: 2 (KIP-890, an
+    /// epoch per transaction, when the broker finalizes it) or 1 (classic).
+    #[arg(long, value_name = "V", default_value_t = 2)]
+    #[arg(value_parser = clap::value_parser!(i16).range(1..=2))]
+    transaction_version: i16,
     /// Batch compression.
     #[arg(long, default_value = "none")]
     compression: Codec,
@@ -329,6 +336,7 @@ impl Flags {
             acks: self.acks.value(),
             idempotence: self.idempotence == Switch::On,
             transaction: Some(Duration::from_millis(self.transaction_ms)).filter(|d| !d.is_zero()),
+            transaction_version: self.transaction_version,
             compression: self.compression.compression(),
             // --rate 0: as fast as possible.
             rate: Some(self.rate).filter(|r| *r > 0),
@@ -586,6 +594,8 @@ mod tests {
             Some(Duration::from_millis(100))
         );
         assert_eq!(produce("").transaction, None, "off by default");
+        assert_eq!(produce("").transaction_version, 2);
+        assert_eq!(produce("--transaction-version 1").transaction_version, 1);
         assert!(!produce("").read_committed);
         assert!(produce("--isolation read_committed").read_committed);
         assert!(!produce("--idempotence false").idempotence);
@@ -617,6 +627,7 @@ mod tests {
             "--transaction-ms 100 --acks 1",
             "--isolation committed",
             "--transaction-ms 100 --idempotence off",
+            "--transaction-version 3",
         ];
         for mistake in mistakes {
             let line = format!("produce {mistake}");

@@ -58,6 +58,7 @@ pub async fn run(
             transaction_timeout: options.transaction.map_or(Duration::from_secs(60), |p| {
                 (p * 2).max(Duration::from_secs(60))
             }),
+            transaction_version: options.transaction_version,
             ..ProducerConfig::default()
         },
     );

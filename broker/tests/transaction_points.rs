@@ -654,3 +654,74 @@ fn a_producer_paused_past_its_timeout_cannot_commit() {
     }
     producer.kill9();
 }
+
+/// The project's producer in transaction.version 2 (an epoch bump per
+/// transaction, partitions added by their leaders): the coordinator dies
+/// with PrepareCommit (at the bumped epoch) in its log and no marker
+/// written. The broker taking over must write the markers at that epoch,
+/// and the producer, going on with the epoch EndTxn answered, must commit
+/// its next transaction through the new coordinator.
+#[test]
+fn transaction_version_2_the_coordinator_killed_after_prepare_commit() {
+    use bytes::Bytes;
+    use client::producer::{Producer, ProducerConfig};
+    let mut run = Run::start("points-v2");
+    let id = "tp-v2";
+    let coordinator = run.coordinator(id);
+    let address = run.cluster.node(1).kafka;
+    let topic = run.topic;
+    let (first, second) = (batch("v2a", 3), batch("v2b", 3));
+    let (sent_first, sent_second) = (first.clone(), second.clone());
+    // The client runs on this thread's executor; the brokers are killed
+    // and restarted from it between its calls.
+    let run = support::on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "transaction-points-v2");
+        let config = ProducerConfig {
+            transactional_id: Some(id.into()),
+            ..ProducerConfig::default()
+        };
+        let producer = Producer::new(cluster, config);
+        producer.init_transactions().await.unwrap();
+        // A key for each partition, so each value lands where `batch` says.
+        let keys: Vec<Bytes> = (0..PARTITIONS as u32)
+            .map(|p| {
+                (0..)
+                    .map(|k| format!("key-{k}"))
+                    .find(|k| client::partitioner::partition_for_key(k.as_bytes(), 3) == p)
+                    .map(Bytes::from)
+                    .unwrap()
+            })
+            .collect();
+        let send = |values: Vec<Vec<String>>| {
+            let (producer, keys) = (&producer, &keys);
+            async move {
+                producer.begin_transaction().unwrap();
+                let mut acks = Vec::new();
+                for (p, values) in values.iter().enumerate() {
+                    for value in values {
+                        let value = Some(Bytes::from(value.clone()));
+                        let ack = producer.send(topic, Some(keys[p].clone()), value).await;
+                        acks.push(ack.unwrap());
+                    }
+                }
+                producer.flush().await;
+                for ack in acks {
+                    ack.await.unwrap();
+                }
+                producer.commit_transaction().await.unwrap();
+            }
+        };
+        send(first).await;
+        run.note("v2 commit answered (PrepareCommit written, markers held)");
+        run.kill9(coordinator, "the coordinator, before any marker");
+        run.restart(coordinator);
+        send(second).await;
+        run.note("the next transaction committed through the new coordinator");
+        let admin = client::cluster::Cluster::new(address, "transaction-points-admin");
+        let described = admin.describe_transaction(id).await.unwrap();
+        // init gave epoch 0; each commit bumped it once.
+        assert_eq!(described.producer_epoch, 2, "{described:?}");
+        run
+    });
+    run.check_committed(&concat(&[&sent_first, &sent_second]));
+}

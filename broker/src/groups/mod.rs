@@ -1,5 +1,6 @@
 //! Consumer groups: one group's membership (join, sync, heartbeat, leave,
-//! timeouts, static members), the groups of one `__consumer_offsets`
+//! timeouts, static members), the KIP-848 protocol's rules as they are
+//! built ([`modern`]), the groups of one `__consumer_offsets`
 //! partition rebuilt from its records, offsets pending in transactions,
 //! the records' layout, and lag. All
 //! sans-IO; `crate::coordinator` runs them on the partition's shard.
@@ -7,6 +8,7 @@
 pub mod consumer_protocol;
 pub mod lag;
 pub mod membership;
+pub mod modern;
 pub mod pending;
 pub mod records;
 pub mod store;

@@ -1,0 +1,167 @@
+//! The server-side assignors of KIP-848 (Kafka's `group.consumer.assignors`):
+//! from the members' subscriptions and the topics' partition counts to
+//! each member's target. Pure, and deterministic for one input, so every
+//! coordinator that replays a group computes the same target.
+//!
+//! - [`uniform`] (the default): sizes differ by at most one where the
+//!   subscriptions allow it, and a member keeps what it had as far as
+//!   balance allows (a member joining or leaving moves only what it must).
+//! - [`range`]: per topic, contiguous ranges over the members subscribed
+//!   to it, in member order, the first ones one partition more; members
+//!   subscribed to the same topics get the same partition numbers of each
+//!   (co-partitioning).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One member as an assignor sees it.
+#[derive(Debug, Clone)]
+pub struct MemberSpec<T> {
+    /// Its member id.
+    pub id: String,
+    /// Its static instance id, if any.
+    pub instance_id: Option<String>,
+    /// The topics it subscribes to (resolved from names or a regex).
+    pub subscribed: BTreeSet<T>,
+    /// Its current target (what it keeps if it may).
+    pub current: BTreeSet<(T, i32)>,
+}
+
+/// Each member's target, by member id.
+pub type Targets<T> = BTreeMap<String, BTreeSet<(T, i32)>>;
+
+/// The order members are served in: static members first by instance
+/// id, then the others by member id (Kafka's range assignor's order;
+/// also the tie-break of [`uniform`]).
+fn ordered<T>(members: &[MemberSpec<T>]) -> Vec<&MemberSpec<T>> {
+    let mut ordered: Vec<&MemberSpec<T>> = members.iter().collect();
+    ordered.sort_by(|a, b| {
+        let key =
+            |m: &MemberSpec<T>| (m.instance_id.is_none(), m.instance_id.clone(), m.id.clone());
+        key(a).cmp(&key(b))
+    });
+    ordered
+}
+
+/// The range assignor. `topics`: partition count by topic.
+pub fn range<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u32>) -> Targets<T> {
+    let members = ordered(members);
+    let mut targets: Targets<T> = members
+        .iter()
+        .map(|m| (m.id.clone(), BTreeSet::new()))
+        .collect();
+    for (topic, &count) in topics {
+        let subscribers: Vec<&&MemberSpec<T>> = members
+            .iter()
+            .filter(|m| m.subscribed.contains(topic))
+            .collect();
+        if subscribers.is_empty() {
+            continue;
+        }
+        let (each, extra) = (
+            count / subscribers.len() as u32,
+            count % subscribers.len() as u32,
+        );
+        let mut next = 0u32;
+        for (i, member) in subscribers.iter().enumerate() {
+            let size = each + u32::from((i as u32) < extra);
+            let target = targets
+                .get_mut(&member.id)
+                .expect("every member has a target");
+            for partition in next..next + size {
+                target.insert((topic.clone(), partition as i32));
+            }
+            next += size;
+        }
+    }
+    targets
+}
+
+/// The uniform assignor. `topics`: partition count by topic.
+pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u32>) -> Targets<T> {
+    let members = ordered(members);
+    let eligible = |m: &MemberSpec<T>, (topic, partition): &(T, i32)| {
+        m.subscribed.contains(topic)
+            && topics
+                .get(topic)
+                .is_some_and(|count| (*partition as u32) < *count && *partition >= 0)
+    };
+    // Keep what each had and may still have (a partition claimed twice
+    // goes to the first member in order).
+    let mut taken: BTreeSet<(T, i32)> = BTreeSet::new();
+    let mut targets: Vec<BTreeSet<(T, i32)>> = members
+        .iter()
+        .map(|m| {
+            let kept: BTreeSet<(T, i32)> = m
+                .current
+                .iter()
+                .filter(|p| eligible(m, p) && !taken.contains(*p))
+                .cloned()
+                .collect();
+            taken.extend(kept.iter().cloned());
+            kept
+        })
+        .collect();
+    // Every other subscribed partition to the least loaded subscriber.
+    for (topic, &count) in topics {
+        for partition in 0..count as i32 {
+            let p = (topic.clone(), partition);
+            if taken.contains(&p) {
+                continue;
+            }
+            let least = (0..members.len())
+                .filter(|&i| eligible(members[i], &p))
+                .min_by_key(|&i| targets[i].len());
+            if let Some(i) = least {
+                targets[i].insert(p.clone());
+                taken.insert(p);
+            }
+        }
+    }
+    balance(&members, &mut targets, eligible);
+    members
+        .iter()
+        .zip(targets)
+        .map(|(m, target)| (m.id.clone(), target))
+        .collect()
+}
+
+/// Moves partitions from the most to the least loaded members, one at a
+/// time, while some member has two more than another who may take one of
+/// them: each move lowers the sum of squared sizes, so it ends, with
+/// sizes within one wherever subscriptions allow.
+fn balance<T: Ord + Clone>(
+    members: &[&MemberSpec<T>],
+    targets: &mut [BTreeSet<(T, i32)>],
+    eligible: impl Fn(&MemberSpec<T>, &(T, i32)) -> bool,
+) {
+    loop {
+        let mut by_size: Vec<usize> = (0..targets.len()).collect();
+        by_size.sort_by_key(|&i| std::cmp::Reverse(targets[i].len()));
+        let mut moved = None;
+        'search: for &from in &by_size {
+            for &to in by_size.iter().rev() {
+                if targets[from].len() < targets[to].len() + 2 {
+                    break;
+                }
+                // The last eligible partition, so a member keeps its
+                // lowest ones (a stable choice for one input).
+                if let Some(p) = targets[from]
+                    .iter()
+                    .rev()
+                    .find(|p| eligible(members[to], p))
+                {
+                    moved = Some((from, to, p.clone()));
+                    break 'search;
+                }
+            }
+        }
+        let Some((from, to, p)) = moved else {
+            return;
+        };
+        targets[from].remove(&p);
+        targets[to].insert(p);
+    }
+}
+
+#[cfg(test)]
+mod tests;

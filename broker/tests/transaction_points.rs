@@ -9,9 +9,10 @@
 //! markers one partition at a time in partition order, pausing before
 //! each), and confluent-kafka's transactional producer is driven one step
 //! at a time (`tests/python/txn_steps.py`), so a test knows where the
-//! commit stands when it kills something: the coordinator after
-//! PrepareCommit and before any marker, or between two markers; a
-//! partition leader whose marker is pending; the producer mid-transaction
+//! commit stands when it kills something: the coordinator or a
+//! partition leader before EndTxn; the coordinator after PrepareCommit
+//! and before any marker, or between two markers; a partition leader
+//! whose marker is pending; the producer mid-transaction
 //! or right after its commit returns; a marker still pending when the
 //! producer's next transaction starts; a producer paused past its
 //! transaction timeout.
@@ -470,6 +471,39 @@ fn open_transaction(run: &Run, id: &str, tag: &str) -> (Producer, Vec<Vec<String
     producer.send_all(run.topic, &values);
     let coordinator = run.coordinator(id);
     (producer, values, coordinator)
+}
+
+/// Before EndTxn: the coordinator dies while the transaction is open
+/// (its partitions added, its records acknowledged). The broker taking
+/// over loads it as ongoing, and the producer's commit goes there.
+#[test]
+fn the_coordinator_killed_before_end_txn() {
+    let mut run = Run::start("points-e");
+    let (mut producer, sent, coordinator) = open_transaction(&run, "tp-e", "e");
+    run.kill9(coordinator, "the coordinator, transaction open");
+    run.restart(coordinator);
+    producer.ok("commit");
+    run.check_committed(&sent);
+}
+
+/// Before EndTxn: a partition's leader dies with the transaction's
+/// records acknowledged there (acks=all: on every in-sync replica). Its
+/// marker must land on the next leader, over those same records.
+#[test]
+fn a_partition_leader_killed_before_end_txn() {
+    let mut run = Run::start("points-f");
+    let (mut producer, sent, coordinator) = open_transaction(&run, "tp-f", "f");
+    let leaders = run.leaders();
+    let victim = leaders
+        .iter()
+        .flatten()
+        .copied()
+        .find(|l| *l != coordinator)
+        .unwrap_or(coordinator);
+    run.kill9(victim, "a partition leader, transaction open");
+    run.restart(victim);
+    producer.ok("commit");
+    run.check_committed(&sent);
 }
 
 /// The coordinator dies with PrepareCommit in its log and no marker

@@ -9,3 +9,15 @@
 
 pub mod assign;
 pub mod reconcile;
+
+/// The seed of a randomized test: `SEED` if set (to replay a run), else
+/// random; printed either way.
+#[cfg(test)]
+fn test_seed() -> u64 {
+    let seed = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("SEED={seed}");
+    seed
+}

@@ -89,11 +89,7 @@ const TOPICS: [&str; 4] = ["a", "b", "c", "d"];
 
 #[test]
 fn random_groups_are_covered_balanced_and_sticky() {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("SEED={seed}");
+    let seed = crate::groups::modern::test_seed();
     let mut rng = SmallRng::seed_from_u64(seed);
     for _ in 0..300 {
         let topics: BTreeMap<&str, u32> =

@@ -172,11 +172,7 @@ fn check(group: &[Model], seed: u64) {
 
 #[test]
 fn random_target_changes_never_give_a_partition_to_two_members() {
-    let seed = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("SEED={seed}");
+    let seed = crate::groups::modern::test_seed();
     let mut rng = SmallRng::seed_from_u64(seed);
     for _ in 0..200 {
         let (members, partitions) = (rng.gen_range(1..6), rng.gen_range(1..12));

@@ -1,15 +1,18 @@
 //! The server-side assignors of KIP-848 (Kafka's `group.consumer.assignors`):
 //! from the members' subscriptions and the topics' partition counts to
-//! each member's target. Pure, and deterministic for one input, so every
-//! coordinator that replays a group computes the same target.
+//! each member's target. Pure, and deterministic for one input whatever
+//! the members' order (targets are stored, as Kafka's; a deterministic
+//! answer keeps tests and failovers unsurprising).
 //!
-//! - [`uniform`] (the default): sizes differ by at most one where the
-//!   subscriptions allow it, and a member keeps what it had as far as
-//!   balance allows (a member joining or leaving moves only what it must).
-//! - [`range`]: per topic, contiguous ranges over the members subscribed
-//!   to it, in member order, the first ones one partition more; members
-//!   subscribed to the same topics get the same partition numbers of each
-//!   (co-partitioning).
+//! - [`uniform`] (the default): for one subscription, sizes within one;
+//!   for mixed ones, until no single move improves the balance; a member
+//!   keeps what it had as far as balance allows (a member joining or
+//!   leaving moves only what it must).
+//! - [`range`] (not sticky, as Kafka's): per topic, contiguous ranges
+//!   over the members subscribed to it, in member order, the first ones
+//!   one partition more; when every member subscribes to the same topics
+//!   of equal partition counts, each gets the same partition numbers of
+//!   each (co-partitioning).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,11 +37,17 @@ pub type Targets<T> = BTreeMap<String, BTreeSet<(T, i32)>>;
 /// also the tie-break of [`uniform`]).
 fn ordered<T>(members: &[MemberSpec<T>]) -> Vec<&MemberSpec<T>> {
     let mut ordered: Vec<&MemberSpec<T>> = members.iter().collect();
-    ordered.sort_by(|a, b| {
-        let key =
-            |m: &MemberSpec<T>| (m.instance_id.is_none(), m.instance_id.clone(), m.id.clone());
-        key(a).cmp(&key(b))
+    ordered.sort_by_key(|m| {
+        (
+            m.instance_id.is_none(),
+            m.instance_id.as_deref(),
+            m.id.as_str(),
+        )
     });
+    debug_assert!(
+        ordered.windows(2).all(|w| w[0].id != w[1].id),
+        "member ids are unique"
+    );
     ordered
 }
 

@@ -54,6 +54,9 @@ impl MemberState {
 pub struct Assignment<P> {
     /// The target epoch it has reached.
     pub epoch: i32,
+    /// Its epoch before the last step (a heartbeat whose answer was lost
+    /// comes back with it and is answered, not fenced).
+    pub previous_epoch: i32,
     /// Its state.
     pub state: MemberState,
     /// The partitions it is given (and told of in heartbeats).
@@ -67,6 +70,7 @@ impl<P> Assignment<P> {
     pub fn joined() -> Assignment<P> {
         Assignment {
             epoch: 0,
+            previous_epoch: 0,
             state: MemberState::Stable,
             assigned: BTreeSet::new(),
             pending_revocation: BTreeSet::new(),
@@ -113,10 +117,19 @@ pub fn reconcile<P: Ord + Clone>(
             if owns_any(heartbeat.owned, &current.pending_revocation) {
                 return Ok(current.clone());
             }
-            // All given up: on to the next epoch (never past the target's).
-            let epoch = (current.epoch + 1).min(heartbeat.target_epoch);
-            Ok(next(epoch, &current.assigned, heartbeat, owned_by_another))
+            // All given up: the next step from its own epoch (Kafka 4.2+,
+            // KAFKA-19974: no bump of its own, so a partition has one
+            // owner at any epoch).
+            Ok(next(
+                current.epoch,
+                &current.assigned,
+                heartbeat,
+                owned_by_another,
+            ))
         }
+        // A state this build does not know: the member starts over from
+        // nothing if it owns nothing (what it had is counted as no one's
+        // else, so the same target follows), else it must rejoin.
         MemberState::Unknown(_) => match heartbeat.owned {
             Some(owned) if owned.is_empty() => Ok(next(
                 current.epoch,
@@ -157,17 +170,20 @@ fn next<P: Ord + Clone>(
     if !to_revoke.is_empty() && owns_any(heartbeat.owned, &to_revoke) {
         return Assignment {
             epoch,
+            previous_epoch: epoch,
             state: MemberState::UnrevokedPartitions,
             assigned: kept,
             pending_revocation: to_revoke,
         };
     }
-    let state = match unreleased.is_empty() {
-        true => MemberState::Stable,
-        false => MemberState::UnreleasedPartitions,
+    let state = if unreleased.is_empty() {
+        MemberState::Stable
+    } else {
+        MemberState::UnreleasedPartitions
     };
     Assignment {
         epoch: heartbeat.target_epoch,
+        previous_epoch: epoch,
         state,
         assigned: kept.into_iter().chain(to_add).collect(),
         pending_revocation: BTreeSet::new(),

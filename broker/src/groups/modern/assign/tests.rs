@@ -116,6 +116,11 @@ fn random_groups_are_covered_balanced_and_sticky() {
         for assignor in [range, uniform] {
             let targets = assignor(&members, &topics);
             check_complete(&members, &topics, &targets, seed);
+            // The members' order does not matter.
+            let mut shuffled = members.clone();
+            shuffled.reverse();
+            shuffled.rotate_left(rng.gen_range(0..members.len()));
+            assert_eq!(assignor(&shuffled, &topics), targets, "SEED={seed}");
         }
         let targets = uniform(&members, &topics);
         let (min, max) = sizes(&targets);
@@ -139,11 +144,12 @@ fn random_groups_are_covered_balanced_and_sticky() {
         let (min, max) = sizes(&grown);
         assert!(max - min <= 1, "SEED={seed}: after a join, {min}..{max}");
         let quota = total / members.len();
-        assert!(
-            moved(&targets, &grown) <= quota + 1,
-            "SEED={seed}: {} moved for a joiner's {quota}",
-            moved(&targets, &grown)
+        assert_eq!(
+            moved(&targets, &grown),
+            grown["joined"].len(),
+            "SEED={seed}: only the joiner's partitions move"
         );
+        assert!(grown["joined"].len() <= quota + 1, "SEED={seed}");
         // The first member leaves: only its partitions move.
         let gone = members.remove(0);
         for m in &mut members {

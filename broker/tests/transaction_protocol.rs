@@ -463,6 +463,19 @@ fn an_idle_transactional_id_expires_and_stays_gone_after_a_restart() {
     });
 }
 
+/// `broker txn find-hanging` on the test topic, any age.
+fn find_hanging(bootstrap: &str) -> String {
+    let args = [
+        "txn",
+        "find-hanging",
+        "--topic",
+        "txn-refusals",
+        "--max-age-ms",
+        "0",
+    ];
+    cli(bootstrap, &args)
+}
+
 #[test]
 fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
     let (_dir, broker) = broker_with_topic();
@@ -487,17 +500,7 @@ fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
     assert!(!ongoing.contains("tx-hung"), "filtered by state: {ongoing}");
     let described = cli(&bootstrap, &["txn", "describe", "tx-hung"]);
     assert!(described.contains("txn-refusals"), "{described}");
-    let hanging = cli(
-        &bootstrap,
-        &[
-            "txn",
-            "find-hanging",
-            "--topic",
-            "txn-refusals",
-            "--max-age-ms",
-            "0",
-        ],
-    );
+    let hanging = find_hanging(&bootstrap);
     assert!(hanging.contains(&producer.0.to_string()), "{hanging}");
     let id = producer.0.to_string();
     cli(
@@ -518,17 +521,7 @@ fn an_operator_finds_a_hung_transaction_and_aborts_it_with_broker_txn() {
         ends(&mut c).await
     });
     assert_eq!(settled, (2, 2), "the ABORT marker moved the LSO to the HW");
-    let hanging = cli(
-        &bootstrap,
-        &[
-            "txn",
-            "find-hanging",
-            "--topic",
-            "txn-refusals",
-            "--max-age-ms",
-            "0",
-        ],
-    );
+    let hanging = find_hanging(&bootstrap);
     assert!(!hanging.contains(&id), "{hanging}");
 }
 

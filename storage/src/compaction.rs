@@ -124,7 +124,7 @@ impl<FS: FileSystem> Log<FS> {
         // below it (the transaction may abort).
         let end = self.last_stable_offset();
         survey.end = end;
-        survey.aborted = self.aborted_transactions(offset, end);
+        survey.aborted = self.aborted_transactions(offset, end).await?;
         while offset < end {
             let outcome = self.read(offset, 4 << 20, end).await?;
             if outcome.chunks.is_empty() {
@@ -276,6 +276,8 @@ impl<FS: FileSystem> Log<FS> {
         if let Some(slot) = st.segment_by_base(base) {
             // The segment keeps its extent of offsets even if its last batch went.
             segment.next_offset = segment.next_offset.max(slot.next_offset);
+            // Markers are kept, so its aborted-transaction index stands.
+            segment.aborts_indexed = slot.aborts_indexed;
             *slot = segment;
         }
         // Chunks read from the old file have the new one's base but not its

@@ -11,6 +11,8 @@ pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 /// Suffix of sparse time indexes.
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Suffix of aborted-transaction indexes (`txn_index`).
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 /// Suffix of files being written before an atomic rename.
 pub const TMP_SUFFIX: &str = ".tmp";
 /// Suffix of a compacted segment before it replaces the original.

@@ -18,6 +18,7 @@ use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::io::{align_up, DirectFile, FileSystem};
 use crate::io_lock::IoGuard;
 use crate::log::Log;
+use crate::transactions::AbortedTxn;
 use crate::types::Offset;
 use crate::write_buffer::PendingWrite;
 
@@ -36,6 +37,8 @@ struct Seal {
     size: u64,
     index: Vec<u8>,
     time_index: Vec<u8>,
+    /// Its aborted transactions (moved from memory to its `.txnindex`).
+    aborts: Vec<AbortedTxn>,
 }
 
 /// A segment written by a flush, awaiting (or past) its fdatasync.
@@ -44,7 +47,8 @@ struct Written<F> {
     file: Rc<F>,
     /// The durable end of its data once synced (None: nothing was written).
     end: Option<u64>,
-    sealed: bool,
+    /// Sealed: how many aborted transactions its `.txnindex` now holds.
+    indexed_aborts: Option<u32>,
 }
 
 /// Everything a flush took, with the log end and generation it saw.
@@ -91,10 +95,22 @@ impl<FS: FileSystem> Log<FS> {
         }
     }
 
-    /// Makes everything appended so far durable.
+    /// Makes everything appended so far durable, and finishes a sealed
+    /// segment (its indexes, the producer snapshot at its end) even when
+    /// no data followed its roll.
     pub async fn flush(&self) -> Result<()> {
         let end = self.log_end();
-        self.wait_flushed(end).await
+        self.wait_flushed(end).await?;
+        let seal_pending = {
+            let st = self.state.borrow();
+            let sealing = st.segments.iter().any(|s| s.sealed && s.writer.is_some());
+            sealing || st.producer_snapshot_due.is_some()
+        };
+        if seal_pending {
+            let _io = self.io_lock.lock().await;
+            self.flush_locked().await?;
+        }
+        Ok(())
     }
 
     /// A flush that releases the I/O lock before its fdatasync, unless it
@@ -160,7 +176,7 @@ impl<FS: FileSystem> Log<FS> {
                 .write_segment(item)
                 .await
                 .map_err(|(what, e)| self.fail(what, e))?;
-            segment.sealed = seal.is_some();
+            segment.indexed_aborts = seal.as_ref().map(|s| s.aborts.len() as u32);
             let synced = self.sync_segment(&segment, seal).await;
             synced.map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);
@@ -205,6 +221,8 @@ impl<FS: FileSystem> Log<FS> {
         let mut st = self.st();
         self.check_not_failed(&st)?;
         let fs = &self.fs;
+        let st = &mut *st;
+        let transactions = st.producers.transactions();
         let work: Vec<FlushWork<FS::File>> = st
             .segments
             .iter_mut()
@@ -218,6 +236,7 @@ impl<FS: FileSystem> Log<FS> {
                     size: s.size,
                     index: s.index.encode(),
                     time_index: s.final_time_index().encode(),
+                    aborts: transactions.aborted_in(s.base, s.next_offset),
                 }),
             })
             .collect();
@@ -285,7 +304,7 @@ impl<FS: FileSystem> Log<FS> {
             base: item.base,
             file,
             end,
-            sealed: item.seal.is_some(),
+            indexed_aborts: None,
         })
     }
 
@@ -307,6 +326,9 @@ impl<FS: FileSystem> Log<FS> {
             self.write_indexes(segment.base, &seal.index, &seal.time_index)
                 .await
                 .map_err(|e| ("writing indexes", e))?;
+            self.write_txn_index(segment.base, &seal.aborts)
+                .await
+                .map_err(|e| ("writing the aborted-transaction index", e))?;
             segment
                 .file
                 .truncate(seal.size)
@@ -348,13 +370,18 @@ impl<FS: FileSystem> Log<FS> {
             return;
         }
         for segment in written {
-            if let Some(state) = st.segment_by_base(segment.base) {
-                if let Some(end) = segment.end {
-                    state.durable_size = state.durable_size.max(end);
-                }
-                if segment.sealed {
-                    state.writer = None;
-                }
+            let Some(state) = st.segment_by_base(segment.base) else {
+                continue;
+            };
+            if let Some(end) = segment.end {
+                state.durable_size = state.durable_size.max(end);
+            }
+            if let Some(aborts) = segment.indexed_aborts {
+                state.writer = None;
+                state.aborts_indexed = Some(aborts);
+                let (base, next) = (state.base, state.next_offset);
+                let transactions = st.producers.transactions_mut();
+                transactions.forget_aborted_in(base, next);
             }
         }
         st.flushed = st.flushed.max(target);

@@ -30,6 +30,8 @@ mod read_ahead;
 mod recovery;
 mod segment;
 pub mod transactions;
+pub mod txn_index;
+mod txn_index_log;
 pub mod types;
 pub mod write_buffer;
 

@@ -19,7 +19,6 @@ use crate::markers::{self, Marker, MarkerKind};
 use crate::producers::{Check, ProducerState};
 use crate::read_ahead::{ReadAhead, Window};
 use crate::segment::Segment;
-use crate::transactions::AbortedTxn;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
@@ -137,6 +136,8 @@ pub(crate) struct State<F: DirectFile> {
     /// and bytes), written by the next flush once the data below it is
     /// durable.
     pub producer_snapshot_due: Option<(Offset, Vec<u8>)>,
+    /// Sealed segments' aborted-transaction indexes, decoded for readers.
+    pub txn_indexes: crate::txn_index_log::TxnIndexCache,
 }
 
 /// The upper bounds, in seconds, of [`LogStats::flush_buckets`]; the
@@ -302,13 +303,6 @@ impl<FS: FileSystem> Log<FS> {
         // transaction: what it deleted is not unstable any more.
         let lso = st.producers.transactions().last_stable(st.high_watermark);
         lso.max(st.log_start)
-    }
-
-    /// The aborted transactions overlapping `[from, upper)`: what a
-    /// read_committed Fetch of that range is told.
-    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
-        let st = self.state.borrow();
-        st.producers.transactions().aborted_overlapping(from, upper)
     }
 
     /// Number of segments, the active one included.

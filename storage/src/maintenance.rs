@@ -6,6 +6,8 @@ use crate::error::{Result, StorageError};
 use crate::files::{self, LOG_START_FILE};
 use crate::io::{align_down, DirectFile, FileSystem};
 use crate::log::Log;
+use crate::producers::ProducerState;
+use crate::transactions::AbortedTxn;
 use crate::types::{Offset, TimestampMs};
 use crate::write_buffer::WriteBuffer;
 
@@ -33,33 +35,14 @@ impl<FS: FileSystem> Log<FS> {
                 "cannot truncate to {offset}, below the log start {log_start}"
             )));
         }
-        let (index, base, file, from) = {
+        let index = self.state.borrow().segment_index(offset);
+        let (base, file, had_index) = {
             let st = self.state.borrow();
-            let i = st.segment_index(offset);
-            let s = &st.segments[i];
-            (i, s.base, s.file.clone(), s.scan_start(offset))
+            let s = &st.segments[index];
+            (s.base, s.file.clone(), s.aborts_indexed.is_some())
         };
         let file = file.expect("a flushed segment has a file");
-        // Find the first batch that ends after `offset`.
-        let mut position = from;
-        let mut cut = None;
-        let size = self.state.borrow().segments[index].size;
-        while position < size {
-            let head = file
-                .read_at(position, HEADER_BYTES)
-                .await
-                .map_err(|e| self.fail("reading header", e))?;
-            let header = BatchHeader::parse(&head, self.config.max_batch_bytes).map_err(|e| {
-                StorageError::InvalidArgument(format!("segment {base} unreadable: {e}"))
-            })?;
-            if header.next_offset() > offset {
-                cut = Some((position, header.base_offset));
-                break;
-            }
-            position += header.total_bytes as u64;
-        }
-        let (position, new_end) =
-            cut.unwrap_or((size, self.state.borrow().segments[index].next_offset));
+        let (position, new_end) = self.find_cut(index, &file, offset).await?;
         let later: Vec<Offset> = self.state.borrow().segments[index + 1..]
             .iter()
             .map(|s| s.base)
@@ -68,6 +51,9 @@ impl<FS: FileSystem> Log<FS> {
         for base in later.iter().rev() {
             self.remove_segment_files(*base).await?;
         }
+        // The segment becomes the active one: its aborts below the cut are
+        // held in memory again (its index file, if any, goes last).
+        let kept_aborts = self.aborts_kept_by_cut(base, new_end).await;
         if new_end < log_start {
             // The batch holding `offset` starts below the log start, so the
             // log becomes empty at `new_end`; the start must follow it down.
@@ -89,49 +75,115 @@ impl<FS: FileSystem> Log<FS> {
             .read_at(tail_start, (position - tail_start) as usize)
             .await
             .map_err(io("reading tail block"))?;
-
-        {
-            let mut st = self.st();
-            st.segments.truncate(index + 1);
-            let fs = &self.fs;
-            let chunk = self.config.write_chunk_bytes;
-            let segment = st.active_mut();
-            segment.index.truncate_from_position(position as u32);
-            segment
-                .time_index
-                .truncate_from_offset(segment.relative(new_end));
-            segment.size = position;
-            segment.durable_size = position;
-            segment.allocated = position;
-            segment.next_offset = new_end;
-            segment.sealed = false;
-            segment.bytes_since_index = segment
-                .index
-                .last()
-                .map_or(position, |e| position - e.position as u64);
-            segment.max_timestamp = TimestampMs(segment.time_index.max_timestamp().unwrap_or(-1));
-            segment.writer = Some(WriteBuffer::new(position, &tail, chunk, |n| fs.alloc(n)));
-            st.log_end = new_end;
-            st.flushed = new_end;
-            st.taken = new_end;
-            let start = st.log_start;
-            st.epochs.clamp(start, new_end);
-            st.high_watermark = st.high_watermark.min(new_end);
-            st.cache.truncate_from(new_end);
-            st.bytes_moved();
+        self.install_cut(index, position, new_end, &tail);
+        let prior = self.producers();
+        self.rebuild_after_cut(new_end, kept_aborts, &prior).await?;
+        if had_index {
+            let released = self.release_txn_index(base).await;
+            released.map_err(|e| {
+                self.fail(
+                    "releasing an aborted-transaction index",
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
         }
-        // The producers' state as of the new end: from the newest snapshot
-        // at or below it (later ones go) and the batches after it. Still
-        // part of the critical sequence: a state that knew batches the cut
-        // removed would answer their retries as duplicates (acknowledging
-        // records no longer here), so a rebuild that fails or is cancelled
-        // fails the log rather than leave it serving on a wrong state.
-        if let Err(e) = self.rebuild_producers().await {
+        critical.finish();
+        // Those kept open need a snapshot at or above the log start to
+        // survive a crash (the one that held them was past the cut).
+        self.clamp_producers_to_start().await?;
+        Ok(new_end)
+    }
+
+    /// Where a truncation to `offset` cuts segment `index`: the position
+    /// and offset of the first batch that ends after `offset`, else the
+    /// segment's end.
+    async fn find_cut(
+        &self,
+        index: usize,
+        file: &FS::File,
+        offset: Offset,
+    ) -> Result<(u64, Offset)> {
+        let (base, from, size, next) = {
+            let st = self.state.borrow();
+            let s = &st.segments[index];
+            (s.base, s.scan_start(offset), s.size, s.next_offset)
+        };
+        let mut position = from;
+        while position < size {
+            let head = file
+                .read_at(position, HEADER_BYTES)
+                .await
+                .map_err(|e| self.fail("reading header", e))?;
+            let header = BatchHeader::parse(&head, self.config.max_batch_bytes).map_err(|e| {
+                StorageError::InvalidArgument(format!("segment {base} unreadable: {e}"))
+            })?;
+            if header.next_offset() > offset {
+                return Ok((position, header.base_offset));
+            }
+            position += header.total_bytes as u64;
+        }
+        Ok((size, next))
+    }
+
+    /// Makes segment `index`, cut at `position` (offset `new_end`), the
+    /// active one, dropping the later ones; `tail` is its last block.
+    fn install_cut(&self, index: usize, position: u64, new_end: Offset, tail: &[u8]) {
+        let mut st = self.st();
+        st.segments.truncate(index + 1);
+        let fs = &self.fs;
+        let chunk = self.config.write_chunk_bytes;
+        let segment = st.active_mut();
+        segment.index.truncate_from_position(position as u32);
+        segment
+            .time_index
+            .truncate_from_offset(segment.relative(new_end));
+        segment.size = position;
+        segment.durable_size = position;
+        segment.allocated = position;
+        segment.next_offset = new_end;
+        segment.sealed = false;
+        segment.aborts_indexed = None;
+        segment.bytes_since_index = segment
+            .index
+            .last()
+            .map_or(position, |e| position - e.position as u64);
+        segment.max_timestamp = TimestampMs(segment.time_index.max_timestamp().unwrap_or(-1));
+        segment.writer = Some(WriteBuffer::new(position, tail, chunk, |n| fs.alloc(n)));
+        st.log_end = new_end;
+        st.flushed = new_end;
+        st.taken = new_end;
+        let start = st.log_start;
+        st.epochs.clamp(start, new_end);
+        st.high_watermark = st.high_watermark.min(new_end);
+        st.cache.truncate_from(new_end);
+        st.bytes_moved();
+    }
+
+    /// The producers' state as of the new end `new_end`: from the newest
+    /// snapshot at or below it (later ones go) and the batches after it,
+    /// with the cut segment's aborts as they were found (`kept_aborts`)
+    /// and the transactions `prior` (the state before the cut) had open
+    /// from below the log start. Part of the critical sequence: a state
+    /// that knew batches the cut removed would answer their retries as
+    /// duplicates (acknowledging records no longer here), so a rebuild
+    /// that fails or is cancelled fails the log rather than leave it
+    /// serving on a wrong state.
+    async fn rebuild_after_cut(
+        &self,
+        new_end: Offset,
+        kept_aborts: Vec<AbortedTxn>,
+        prior: &ProducerState,
+    ) -> Result<()> {
+        if let Err(e) = self.rebuild_producers(new_end).await {
             let error = std::io::Error::other(e.to_string());
             return Err(self.fail("rebuilding producer state after a truncation", error));
         }
-        critical.finish();
-        Ok(new_end)
+        self.hold_aborts(kept_aborts);
+        let log_start = self.log_start();
+        self.st()
+            .producers
+            .keep_open_from_below(prior, log_start, new_end);
+        Ok(())
     }
 
     /// Moves the log start up to `offset` (DeleteRecords), deleting the

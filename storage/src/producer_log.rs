@@ -44,41 +44,99 @@ impl<FS: FileSystem> Log<FS> {
     }
 
     /// Rebuilds the producer state up to the log end: the newest snapshot
-    /// at or below it that decodes, then the batches after it. Snapshots
-    /// past the log end (their data was cut) are removed. The caller holds
-    /// the I/O lock or has the log to itself (open).
-    pub(crate) async fn rebuild_producers(&self) -> Result<()> {
+    /// at or below `floor` (and below every segment whose aborted
+    /// transactions are in no file: `Log::unindexed_floor`) that decodes,
+    /// then the batches after it; then settles the segments' aborted-
+    /// transaction indexes. The caller holds the I/O lock or has the log
+    /// to itself (open).
+    pub(crate) async fn rebuild_producers(&self, floor: Offset) -> Result<()> {
         let (log_start, log_end) = (self.log_start(), self.log_end());
+        let (chosen, passed_over) = self.choose_producer_snapshot(floor).await?;
+        let from_scratch = chosen.is_none();
+        let (from, mut state) = chosen.unwrap_or((log_start, ProducerState::default()));
+        if let Some(newer) = &passed_over {
+            // Open at the newer snapshot and from below `from`: open at
+            // `from` too, though the replay cannot see their first batch.
+            let open_from_below = newer.transactions().open().iter();
+            for (&producer_id, &first) in open_from_below.filter(|(_, f)| **f < from) {
+                state.transactions_mut().keep_open(producer_id, first);
+            }
+        }
+        self.replay_producers(&mut state, from, log_end).await?;
+        if from_scratch && from > Offset(0) {
+            // Transactions open from below `from` are unknown to a replay
+            // from it: an abort it found may not be stable after more
+            // than `from`, so lookups must not stop at it.
+            state.transactions_mut().cap_stable_after(from);
+        }
+        if let Some(newer) = &passed_over {
+            // Its aborts were found with everything known (a replay from
+            // the start misses those of transactions begun below it).
+            let held = newer
+                .transactions()
+                .aborted_in(Offset(i64::MIN), Offset(i64::MAX));
+            for txn in held {
+                state.transactions_mut().restore_aborted(txn);
+            }
+        }
+        state.clamp_start(log_start);
+        state.seen_at((self.clock)());
+        self.st().producers = state;
+        self.settle_txn_indexes().await
+    }
+
+    /// The snapshot a rebuild starts from (its offset and state): the
+    /// newest at or below the floor (see `rebuild_producers`) that decodes;
+    /// and the newest that decodes when the floor passes over it (it still
+    /// knows what a replay from further down cannot see). Snapshots past
+    /// the log end (their data was cut) are removed.
+    async fn choose_producer_snapshot(
+        &self,
+        floor: Offset,
+    ) -> Result<(Option<(Offset, ProducerState)>, Option<ProducerState>)> {
+        let (log_start, log_end) = (self.log_start(), self.log_end());
+        let floor = floor.min(self.unindexed_floor());
         let mut snapshots = self.producer_snapshots()?;
         snapshots.sort_unstable();
-        let mut state = ProducerState::default();
-        let mut from = log_start;
+        let mut passed_over = None;
         for &offset in snapshots.iter().rev() {
             if offset > log_end {
                 self.remove_producer_snapshot(offset).await?;
                 continue;
             }
-            let path = files::segment_path(&self.dir, offset, PRODUCER_SNAPSHOT_SUFFIX);
-            let bytes = files::read_whole(&self.fs, &path, true)
-                .await
-                .map_err(|e| StorageError::io("reading a producer snapshot", e))?;
-            match bytes.as_deref().and_then(ProducerState::decode) {
-                Some((at, loaded)) if at == offset && offset >= log_start => {
-                    state = loaded;
-                    from = offset;
-                    break;
-                }
-                _ => {
-                    tracing::warn!(dir = %self.dir.display(), %offset, "damaged producer snapshot; replaying the log instead");
-                    self.remove_producer_snapshot(offset).await?;
-                }
+            if offset > floor && passed_over.is_some() {
+                continue;
+            }
+            let Some(loaded) = self.load_producer_snapshot(offset, log_start).await? else {
+                continue;
+            };
+            if offset <= floor {
+                return Ok((Some((offset, loaded)), passed_over));
+            }
+            passed_over = Some(loaded);
+        }
+        Ok((None, passed_over))
+    }
+
+    /// The producer snapshot at `offset`, or None if it is damaged or
+    /// below the log start (then removed).
+    async fn load_producer_snapshot(
+        &self,
+        offset: Offset,
+        log_start: Offset,
+    ) -> Result<Option<ProducerState>> {
+        let path = files::segment_path(&self.dir, offset, PRODUCER_SNAPSHOT_SUFFIX);
+        let bytes = files::read_whole(&self.fs, &path, true)
+            .await
+            .map_err(|e| StorageError::io("reading a producer snapshot", e))?;
+        match bytes.as_deref().and_then(ProducerState::decode) {
+            Some((at, loaded)) if at == offset && offset >= log_start => Ok(Some(loaded)),
+            _ => {
+                tracing::warn!(dir = %self.dir.display(), %offset, "damaged producer snapshot; replaying the log instead");
+                self.remove_producer_snapshot(offset).await?;
+                Ok(None)
             }
         }
-        self.replay_producers(&mut state, from, log_end).await?;
-        state.clamp_start(log_start);
-        state.seen_at((self.clock)());
-        self.st().producers = state;
-        Ok(())
     }
 
     /// Records every idempotent batch of `[from, to)` into `state`.
@@ -186,15 +244,36 @@ impl<FS: FileSystem> Log<FS> {
         self.write_producer_snapshot(offset, &bytes).await;
     }
 
+    /// Writes the state as of the log end, which must be durable, and
+    /// fails if it cannot (what it records is in no other file).
+    pub(crate) async fn snapshot_producers_at_end_durably(&self) -> Result<()> {
+        let (offset, bytes) = {
+            let st = self.state.borrow();
+            (st.log_end, st.producers.encode(st.log_end))
+        };
+        self.write_producer_snapshot_or_fail(offset, &bytes)
+            .await
+            .map_err(|e| StorageError::io("writing a producer snapshot", e))
+    }
+
+    /// Writes a snapshot; a failure costs only replay time later: logged.
     async fn write_producer_snapshot(&self, offset: Offset, bytes: &[u8]) {
-        let name = format!("{:020}{PRODUCER_SNAPSHOT_SUFFIX}", offset.0);
-        if let Err(e) = files::write_atomic(&self.fs, &self.dir, &name, bytes).await {
+        if let Err(e) = self.write_producer_snapshot_or_fail(offset, bytes).await {
             tracing::warn!(dir = %self.dir.display(), %offset, error = %e, "cannot write a producer snapshot");
-            return;
         }
+    }
+
+    async fn write_producer_snapshot_or_fail(
+        &self,
+        offset: Offset,
+        bytes: &[u8],
+    ) -> std::io::Result<()> {
+        let name = format!("{:020}{PRODUCER_SNAPSHOT_SUFFIX}", offset.0);
+        files::write_atomic(&self.fs, &self.dir, &name, bytes).await?;
         if let Err(e) = self.prune_producer_snapshots().await {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot prune producer snapshots");
         }
+        Ok(())
     }
 
     /// Keeps the newest [`PRODUCER_SNAPSHOTS_KEPT`] snapshots: older ones
@@ -223,13 +302,16 @@ impl<FS: FileSystem> Log<FS> {
             }
         }
         // A transaction open from below the new start could no longer be
-        // rebuilt by replaying from the start: a snapshot at the log end
-        // keeps it, written now if the log end is durable, else by the
-        // next flush that makes it so.
+        // rebuilt by replaying from the start, nor the first offset of one
+        // aborted in a segment without its index file yet: a snapshot at
+        // the log end keeps them, written now if the log end is durable,
+        // else by the next flush that makes it so.
         let (end, bytes) = {
             let mut st = self.st();
-            let open = !st.producers.transactions().open().is_empty();
-            if !open || kept || st.producer_snapshot_due.is_some() {
+            let transactions = st.producers.transactions();
+            let open = !transactions.open().is_empty();
+            let aborted_from_below = transactions.holds_aborts_from_below(log_start);
+            if !(open || aborted_from_below) || kept || st.producer_snapshot_due.is_some() {
                 return Ok(());
             }
             let end = st.log_end;

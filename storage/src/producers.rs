@@ -336,6 +336,28 @@ impl ProducerState {
         self.transactions.clamp_start(log_start);
     }
 
+    /// After a truncation to `end` rebuilt this state: keeps open the
+    /// transactions `prior` had open from below `log_start`. A cut at or
+    /// above the log start removes none of their first batches and they
+    /// have no marker, so they stay open; but a rebuild without a snapshot
+    /// below the cut (the one kept for them was past it) replays from the
+    /// log start only. Their producers come along when the rebuild found
+    /// none, with only their batches below `end` (nothing the cut removed
+    /// may be answered as a duplicate).
+    pub fn keep_open_from_below(&mut self, prior: &ProducerState, log_start: Offset, end: Offset) {
+        for (&producer_id, &first) in prior.transactions.open() {
+            if first >= log_start {
+                continue;
+            }
+            self.transactions.keep_open(producer_id, first);
+            if let Some(entry) = prior.producers.get(&producer_id) {
+                let mut entry = entry.clone();
+                entry.batches.retain(|b| b.last_offset < end);
+                self.producers.entry(producer_id).or_insert(entry);
+            }
+        }
+    }
+
     /// The partition's transactions.
     pub fn transactions(&self) -> &Transactions {
         &self.transactions

@@ -2,6 +2,7 @@
 //! cut a torn or corrupt tail back to the last whole valid batch.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -13,13 +14,14 @@ use crate::epochs::EpochCache;
 use crate::error::{Result, StorageError};
 use crate::files::{
     self, CLEANED_SUFFIX, CLEAN_SHUTDOWN_FILE, INDEX_SUFFIX, LEADER_EPOCHS_FILE, LOG_START_FILE,
-    TIME_INDEX_SUFFIX, TMP_SUFFIX,
+    TIME_INDEX_SUFFIX, TMP_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use crate::headers;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{align_down, DirectFile, FileSystem};
 use crate::log::{Log, LogConfig, State};
 use crate::segment::{ScannedEpochs, Segment};
+use crate::txn_index_log::is_orphan_txn_index;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 use crate::write_buffer::WriteBuffer;
 
@@ -79,6 +81,7 @@ impl<FS: FileSystem> Log<FS> {
                 epochs_checkpointed: EpochCache::new(),
                 producers: Default::default(),
                 producer_snapshot_due: None,
+                txn_indexes: Vec::new(),
             }),
             fs,
             dir,
@@ -103,10 +106,15 @@ impl<FS: FileSystem> Log<FS> {
         };
         let names = self.fs.list(&self.dir).map_err(io("listing directory"))?;
         let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
+        let logs: HashSet<&str> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(files::LOG_SUFFIX))
+            .collect();
         for name in &names {
             let leftover = name.ends_with(TMP_SUFFIX)
                 || name.ends_with(CLEANED_SUFFIX)
-                || name == CLEAN_SHUTDOWN_FILE;
+                || name == CLEAN_SHUTDOWN_FILE
+                || is_orphan_txn_index(name, &logs);
             if leftover {
                 self.fs
                     .remove(&self.dir.join(name))
@@ -150,7 +158,9 @@ impl<FS: FileSystem> Log<FS> {
         self.install(segments, checkpoint);
         self.recover_epochs(&names).await?;
         self.drop_segments_below_start().await?;
-        self.rebuild_producers().await
+        let last = self.find_txn_indexes().await?;
+        self.rebuild_producers(last.floor).await?;
+        self.hold_last_txn_index(last).await
     }
 
     /// Rebuilds the leader epoch cache: the checkpoint, with what recovery's
@@ -515,7 +525,12 @@ impl<FS: FileSystem> Log<FS> {
     }
 
     pub(crate) async fn remove_segment_files(&self, base: Offset) -> Result<()> {
-        for suffix in [files::LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in [
+            files::LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             let path = files::segment_path(&self.dir, base, suffix);
             match self.fs.remove(&path).await {
                 Ok(()) => {}

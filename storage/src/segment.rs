@@ -46,6 +46,10 @@ pub struct Segment<F: DirectFile> {
     /// What recovery's scan of this segment found: the offsets it covered
     /// and each (epoch, first offset) in them (empty unless scanned).
     pub scanned_epochs: Option<ScannedEpochs>,
+    /// How many aborted transactions the segment's `.txnindex` holds, once
+    /// written (at seal, or found at open); None while its aborts are
+    /// held in memory (the producer state's `Transactions`).
+    pub aborts_indexed: Option<u32>,
 }
 
 impl<F: DirectFile> Segment<F> {
@@ -67,6 +71,7 @@ impl<F: DirectFile> Segment<F> {
             sealed: false,
             allocated: 0,
             scanned_epochs: None,
+            aborts_indexed: None,
         }
     }
 

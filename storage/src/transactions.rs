@@ -96,7 +96,9 @@ pub struct Transactions {
     /// watermark yet: marker offset to (first offset, producer). Those
     /// with the marker at or above the high watermark are not stable.
     unreplicated: BTreeMap<Offset, (Offset, i64)>,
-    /// Aborted transactions by marker offset.
+    /// Aborted transactions by marker offset, while their segment's
+    /// index file (`txn_index`) is not written: the active segment's, and
+    /// a sealed one's until its seal is flushed.
     aborted: BTreeMap<Offset, AbortedTxn>,
 }
 
@@ -117,6 +119,19 @@ impl Transactions {
             self.open.insert(producer_id, first_offset);
             self.open_by_first.insert((first_offset, producer_id));
         }
+    }
+
+    /// Keeps `producer_id`'s transaction open from `first_offset` (or from
+    /// where it is open already, if earlier).
+    pub fn keep_open(&mut self, producer_id: i64, first_offset: Offset) {
+        if let Some(&first) = self.open.get(&producer_id) {
+            if first <= first_offset {
+                return;
+            }
+            self.open_by_first.remove(&(first, producer_id));
+        }
+        self.open.insert(producer_id, first_offset);
+        self.open_by_first.insert((first_offset, producer_id));
     }
 
     /// Records an appended marker; the transaction it decides, if one was
@@ -182,25 +197,51 @@ impl Transactions {
         &self.open
     }
 
-    /// The aborted transactions that overlap `[from, upper)` (their marker
-    /// at or after `from`, their first record below `upper`), by marker
-    /// offset: what a read_committed Fetch of that range is told.
-    pub fn aborted_overlapping(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+    /// The aborted transactions held here (see [`Transactions::aborted_in`])
+    /// that overlap `[from, upper)` (their marker at or after `from`, their
+    /// first record below `upper`), by marker offset, and whether the
+    /// lookup is complete (see [`crate::txn_index::collect_overlapping`]).
+    #[cfg(test)]
+    pub fn aborted_overlapping(&self, from: Offset, upper: Offset) -> (Vec<AbortedTxn>, bool) {
         let mut found = Vec::new();
-        for txn in self.aborted.range(from..).map(|(_, t)| t) {
-            if txn.first_offset < upper {
-                found.push(*txn);
-            }
-            if txn.stable_after >= upper {
-                break; // nothing starting below `upper` is aborted later
-            }
-        }
-        found
+        let entries = self.aborted.range(from..).map(|(_, t)| t);
+        let complete = crate::txn_index::collect_overlapping(entries, from, upper, &mut found);
+        (found, complete)
     }
 
-    /// Every aborted transaction still indexed, by marker offset.
-    pub fn aborted(&self) -> impl Iterator<Item = &AbortedTxn> {
-        self.aborted.values()
+    /// The aborted transactions held here whose marker lies in `[from,
+    /// to)`, by marker offset: those of segments whose index file is not
+    /// written yet (the log moves the others to the files).
+    pub fn aborted_in(&self, from: Offset, to: Offset) -> Vec<AbortedTxn> {
+        self.aborted
+            .range(from..to.max(from))
+            .map(|(_, t)| *t)
+            .collect()
+    }
+
+    /// Forgets the aborted transactions whose marker lies in `[from, to)`
+    /// (now in that segment's index file).
+    pub fn forget_aborted_in(&mut self, from: Offset, to: Offset) {
+        let mut tail = self.aborted.split_off(&from);
+        let after = tail.split_off(&to.max(from));
+        self.aborted.extend(after);
+    }
+
+    /// Lowers every held abort's stable-after offset to at most `cap`.
+    pub fn cap_stable_after(&mut self, cap: Offset) {
+        for txn in self.aborted.values_mut() {
+            txn.stable_after = txn.stable_after.min(cap);
+        }
+    }
+
+    /// Whether an aborted transaction held here started below `offset`.
+    pub fn holds_aborts_from_below(&self, offset: Offset) -> bool {
+        self.aborted.values().any(|t| t.first_offset < offset)
+    }
+
+    /// How many aborted transactions are held here.
+    pub fn aborted_held(&self) -> usize {
+        self.aborted.len()
     }
 
     /// Forgets aborted transactions whose marker lies below the log start
@@ -317,7 +358,7 @@ mod tests {
         txns.record_marker(2, Offset(23), false);
         txns.on_high_watermark(Offset(24));
         assert_eq!(txns.last_stable(Offset(24)), Offset(24));
-        assert_eq!(txns.aborted_overlapping(Offset(0), Offset(24)).len(), 1);
+        assert_eq!(txns.aborted_overlapping(Offset(0), Offset(24)).0.len(), 1);
     }
 
     #[test]
@@ -456,6 +497,7 @@ mod tests {
                 let upper = Offset(from.0 + next(end as u64 + 2) as i64);
                 let told: Vec<(i64, Offset)> = txns
                     .aborted_overlapping(from, upper)
+                    .0
                     .iter()
                     .map(|t| (t.producer_id, t.first_offset))
                     .collect();

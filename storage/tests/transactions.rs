@@ -16,24 +16,12 @@ use storage::markers::{self, Marker, MarkerKind};
 use storage::transactions::TxnError;
 use storage::CompactionPolicy;
 use storage::{LeaderEpoch, Log, Offset, StorageError, TimestampMs};
-use support::{batch_of, copy_log, keyed, on_glommio, small_config};
+use support::{batch_of, copy_log, keyed, marker_batch, on_glommio, small_config, transactional};
 
 const E: LeaderEpoch = LeaderEpoch(1);
 
-/// `count` records of transactional producer `pid` from sequence `seq`.
-fn transactional(pid: i64, seq: i32, count: usize, tag: u64) -> BytesMut {
-    let mut batch = batch_of(count, 200, tag, 1_000 + tag as i64);
-    stamp_producer(&mut batch, pid, 0, seq);
-    set_flags(&mut batch, TRANSACTIONAL_FLAG);
-    batch
-}
-
 fn marker(pid: i64, kind: MarkerKind) -> BytesMut {
-    let marker = Marker {
-        kind,
-        coordinator_epoch: 1,
-    };
-    markers::build(pid, 0, marker, TimestampMs(5_000))
+    marker_batch(pid, kind, 1)
 }
 
 async fn open(dir: &Path) -> std::rc::Rc<Log<DmaFs>> {
@@ -42,9 +30,11 @@ async fn open(dir: &Path) -> std::rc::Rc<Log<DmaFs>> {
 
 /// What a read_committed reader is told: (LSO, aborted (producer, first
 /// offset) over the whole log).
-fn committed_view(log: &Log<DmaFs>) -> (Offset, Vec<(i64, Offset)>) {
+async fn committed_view(log: &Log<DmaFs>) -> (Offset, Vec<(i64, Offset)>) {
     let aborted = log
         .aborted_transactions(Offset(0), log.log_end())
+        .await
+        .unwrap()
         .iter()
         .map(|t| (t.producer_id, t.first_offset))
         .collect();
@@ -86,7 +76,7 @@ fn the_lso_and_the_aborted_transactions_follow_the_markers() {
             "the transactions cross segment rolls"
         );
         log.set_high_watermark(log.log_end());
-        let (lso, aborted) = committed_view(&log);
+        let (lso, aborted) = committed_view(&log).await;
         assert_eq!(lso, third, "producer 3 is open");
         assert_eq!(aborted, vec![(2, second)]);
         // Producer 3 may not write outside its transaction.
@@ -105,7 +95,10 @@ fn the_lso_and_the_aborted_transactions_follow_the_markers() {
         // A retried marker decides nothing.
         log.append(marker(3, MarkerKind::Abort), E).await.unwrap();
         log.set_high_watermark(log.log_end());
-        assert_eq!(committed_view(&log), (log.log_end(), vec![(2, second)]));
+        assert_eq!(
+            committed_view(&log).await,
+            (log.log_end(), vec![(2, second)])
+        );
         log.close().await.unwrap();
     });
 }
@@ -117,7 +110,7 @@ fn transactions_survive_a_clean_close_a_crash_and_a_truncation() {
         let log = open(dir.path()).await;
         let [first, second, third] = three_transactions(&log).await;
         log.set_high_watermark(log.log_end());
-        let before = committed_view(&log);
+        let before = committed_view(&log).await;
         assert_eq!(before, (third, vec![(2, second)]));
         assert!(first < second);
         log.close().await.unwrap();
@@ -125,7 +118,7 @@ fn transactions_survive_a_clean_close_a_crash_and_a_truncation() {
         // A clean close: the snapshot at the log end holds it all.
         let log = open(dir.path()).await;
         log.set_high_watermark(log.log_end());
-        assert_eq!(committed_view(&log), before, "after a clean close");
+        assert_eq!(committed_view(&log).await, before, "after a clean close");
         // A crash after the snapshot at the log end was lost: the newest
         // left is a roll's, below the markers, which are read back.
         let end_snapshot = dir.path().join(format!("{:020}.snapshot", log.log_end().0));
@@ -133,13 +126,17 @@ fn transactions_survive_a_clean_close_a_crash_and_a_truncation() {
         std::fs::remove_file(end_snapshot).unwrap();
         let log = open(dir.path()).await;
         log.set_high_watermark(log.log_end());
-        assert_eq!(committed_view(&log), before, "after a crash and a replay");
+        assert_eq!(
+            committed_view(&log).await,
+            before,
+            "after a crash and a replay"
+        );
 
         // Truncating below producer 2's ABORT marker reopens its transaction.
         let abort_at = log.log_end().plus(-1);
         log.truncate_to(abort_at).await.unwrap();
         log.set_high_watermark(log.log_end());
-        let (lso, aborted) = committed_view(&log);
+        let (lso, aborted) = committed_view(&log).await;
         assert_eq!(lso, second, "producer 2 is open again");
         assert!(aborted.is_empty(), "its abort was cut");
         log.close().await.unwrap();
@@ -156,7 +153,10 @@ fn a_follower_copy_knows_the_leaders_transactions() {
         let follower = open(follower_dir.path()).await;
         copy_log(&leader, &follower).await;
         follower.set_high_watermark(follower.log_end());
-        assert_eq!(committed_view(&follower), committed_view(&leader));
+        assert_eq!(
+            committed_view(&follower).await,
+            committed_view(&leader).await
+        );
         leader.close().await.unwrap();
         follower.close().await.unwrap();
     });
@@ -189,8 +189,19 @@ fn compaction_removes_aborted_records_which_never_supersede_committed_ones() {
         log.roll();
         log.flush().await.unwrap();
         log.set_high_watermark(log.log_end());
+        let before = committed_view(&log).await;
+        assert_eq!(
+            before.1.len(),
+            1,
+            "producer 2's abort, in a sealed segment's index"
+        );
         let stats = log.compact(CompactionPolicy::default()).await.unwrap();
         assert!(stats.records_removed > 0);
+        assert_eq!(
+            committed_view(&log).await,
+            before,
+            "the index outlives the rewrite"
+        );
         let bytes = log
             .read(Offset(0), 1 << 24, log.log_end())
             .await
@@ -210,6 +221,10 @@ fn compaction_removes_aborted_records_which_never_supersede_committed_ones() {
             ["committed"],
             "the aborted value is gone, the committed one kept"
         );
+        log.close().await.unwrap();
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(committed_view(&log).await, before, "and a reopen");
         log.close().await.unwrap();
     });
 }
@@ -352,6 +367,79 @@ fn a_transaction_open_from_below_a_moved_log_start_survives_a_crash() {
             log.last_stable_offset(),
             log.log_start(),
             "still open after the crash: replay from the start alone would have lost it"
+        );
+        log.close().await.unwrap();
+    });
+}
+
+/// Every file of `from` copied into `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn an_abort_in_a_segment_being_truncated_survives_a_crash_mid_truncation() {
+    let (dir, before) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    on_glommio(async {
+        // Producer 1 aborts in segment A; A is sealed (its aborts go to its
+        // index file) and the log closed with the next segment empty, so
+        // the snapshot at A's end, written after the seal, lacks them.
+        let log = open(dir.path()).await;
+        let first = log.append(transactional(1, 0, 5, 1), E).await.unwrap();
+        log.append(marker(1, MarkerKind::Abort), E).await.unwrap();
+        for tag in 0..5 {
+            log.append(batch_of(5, 100, 10 + tag, 2_000), E)
+                .await
+                .unwrap();
+        }
+        let a_end = log.log_end();
+        log.roll();
+        log.close().await.unwrap();
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        let expected = vec![(1, first.base_offset)];
+        assert_eq!(committed_view(&log).await.1, expected);
+        // A truncation into A after the marker; the crash comes after the
+        // later segment's files went, before A was cut.
+        copy_dir(dir.path(), before.path());
+        log.truncate_to(a_end.plus(-3)).await.unwrap();
+        drop(log);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        copy_dir(before.path(), dir.path());
+        let next_segment = format!("{:020}", a_end.0);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with(&next_segment) && !name.ends_with(".snapshot") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(
+            log.log_end(),
+            a_end,
+            "A is whole, the segment after it gone"
+        );
+        assert_eq!(
+            committed_view(&log).await.1,
+            expected,
+            "the abort is still known"
+        );
+        // And once the truncation is done over, and the log reopened.
+        log.truncate_to(a_end.plus(-3)).await.unwrap();
+        log.close().await.unwrap();
+        let log = open(dir.path()).await;
+        log.set_high_watermark(log.log_end());
+        assert_eq!(
+            committed_view(&log).await.1,
+            expected,
+            "after the truncation"
         );
         log.close().await.unwrap();
     });

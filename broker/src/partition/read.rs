@@ -101,7 +101,8 @@ impl ServedPartition {
                     // The aborted transactions overlapping what is returned
                     // (Kafka bounds its list the same way), not all below
                     // the LSO.
-                    let overlapping = log.aborted_transactions(Offset(offset), end);
+                    let overlapping = log.aborted_transactions(Offset(offset), end).await;
+                    let overlapping = overlapping.map_err(|e| self.storage_failure(e))?;
                     aborted.extend(overlapping.iter().map(|t| (t.producer_id, t.first_offset)));
                 }
                 read.bytes = outcome.bytes;
@@ -111,11 +112,14 @@ impl ServedPartition {
             Err(StorageError::OffsetOutOfRange { .. }) => {
                 Err(ResponseError::OffsetOutOfRange.code())
             }
-            Err(e) => {
-                tracing::error!(topic = %self.topic.name, error = %e, "reading a partition failed");
-                Err(ResponseError::KafkaStorageError.code())
-            }
+            Err(e) => Err(self.storage_failure(e)),
         }
+    }
+
+    /// Logs a read's storage failure; the code the reader is answered.
+    fn storage_failure(&self, e: StorageError) -> Code {
+        tracing::error!(topic = %self.topic.name, error = %e, "reading a partition failed");
+        ResponseError::KafkaStorageError.code()
     }
 
     /// Waits until `bound` moves from `seen` (data arrived, or the role or

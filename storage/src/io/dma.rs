@@ -138,6 +138,15 @@ impl FileSystem for DmaFs {
         Ok(DmaSegmentFile { file })
     }
 
+    async fn open_existing(&self, path: &Path) -> io::Result<DmaSegmentFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .dma_open(path)
+            .await
+            .map_err(to_io)?;
+        Ok(DmaSegmentFile { file })
+    }
+
     async fn remove(&self, path: &Path) -> io::Result<()> {
         glommio::io::remove(path).await.map_err(to_io)
     }

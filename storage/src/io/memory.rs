@@ -253,6 +253,15 @@ impl FileSystem for MemFs {
         })
     }
 
+    async fn open_existing(&self, path: &Path) -> io::Result<MemFile> {
+        let contents = self.state.borrow().files.get(path).cloned();
+        let contents = contents.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        Ok(MemFile {
+            contents,
+            fs: self.clone(),
+        })
+    }
+
     async fn remove(&self, path: &Path) -> io::Result<()> {
         match self.state.borrow_mut().files.remove(path) {
             Some(_) => Ok(()),

@@ -77,6 +77,8 @@ pub trait FileSystem: Clone + 'static {
     async fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Opens a file for reading and writing, creating it if missing.
     async fn open(&self, path: &Path) -> io::Result<Self::File>;
+    /// Opens an existing file to read it (NotFound if it is missing).
+    async fn open_existing(&self, path: &Path) -> io::Result<Self::File>;
     /// Removes a file.
     async fn remove(&self, path: &Path) -> io::Result<()>;
     /// Renames a file, replacing the target.

@@ -4,6 +4,7 @@
 use bytes::BytesMut;
 use storage::batch::{self, RecordSpec};
 use storage::io::FileSystem;
+use storage::markers::{self, Marker, MarkerKind};
 use storage::{Log, LogConfig, Offset, TimestampMs};
 
 /// Copies every batch of `leader` into `follower`, as a follower fetching
@@ -38,6 +39,25 @@ pub fn batch_of(count: usize, value_bytes: usize, tag: u64, timestamp: i64) -> B
         })
         .collect();
     batch::build(TimestampMs(timestamp), &records)
+}
+
+/// `count` records of transactional producer `pid` (epoch 0) from
+/// sequence `seq`.
+pub fn transactional(pid: i64, seq: i32, count: usize, tag: u64) -> BytesMut {
+    let mut batch = batch_of(count, 200, tag, 1_000 + tag as i64);
+    batch::stamp_producer(&mut batch, pid, 0, seq);
+    batch::set_flags(&mut batch, batch::TRANSACTIONAL_FLAG);
+    batch
+}
+
+/// A COMMIT or ABORT marker of producer `pid` (epoch 0) from a coordinator
+/// of `coordinator_epoch`.
+pub fn marker_batch(pid: i64, kind: MarkerKind, coordinator_epoch: i32) -> BytesMut {
+    let marker = Marker {
+        kind,
+        coordinator_epoch,
+    };
+    markers::build(pid, 0, marker, TimestampMs(5_000))
 }
 
 /// A keyed record batch for compaction tests.

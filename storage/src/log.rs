@@ -137,7 +137,7 @@ pub(crate) struct State<F: DirectFile> {
     /// durable.
     pub producer_snapshot_due: Option<(Offset, Vec<u8>)>,
     /// Sealed segments' aborted-transaction indexes, decoded for readers.
-    pub txn_indexes: crate::txn_index_log::TxnIndexCache,
+    pub txn_indexes: crate::txn_index::TxnIndexCache,
 }
 
 /// The upper bounds, in seconds, of [`LogStats::flush_buckets`]; the

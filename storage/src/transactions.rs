@@ -34,20 +34,7 @@ pub struct DecidedTxn {
     pub aborted: bool,
 }
 
-/// An aborted transaction, as the index keeps it (Kafka's AbortedTxn).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AbortedTxn {
-    /// The producer.
-    pub producer_id: i64,
-    /// Offset of its first record on this partition.
-    pub first_offset: Offset,
-    /// Offset of its ABORT marker.
-    pub marker_offset: Offset,
-    /// The first offset of the earliest other transaction open when it
-    /// was aborted (else the marker's offset + 1): no transaction that
-    /// starts below this is aborted later, which ends a lookup.
-    pub stable_after: Offset,
-}
+pub use crate::txn_index::AbortedTxn;
 
 /// Why a transactional write is refused (Kafka's error codes in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

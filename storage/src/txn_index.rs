@@ -9,8 +9,28 @@
 //! id, first offset, marker offset, stable-after offset; big-endian, by
 //! marker offset), then the CRC-32C of everything before it.
 
-use crate::transactions::AbortedTxn;
+use std::rc::Rc;
+
 use crate::types::Offset;
+
+/// Decoded index files kept for readers: (segment base, log generation,
+/// entries).
+pub type TxnIndexCache = Vec<(Offset, u64, Rc<[AbortedTxn]>)>;
+
+/// An aborted transaction, as the index keeps it (Kafka's AbortedTxn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of its first record on this partition.
+    pub first_offset: Offset,
+    /// Offset of its ABORT marker.
+    pub marker_offset: Offset,
+    /// The first offset of the earliest other transaction open when it
+    /// was aborted (else the marker's offset + 1): no transaction that
+    /// starts below this is aborted later, which ends a lookup.
+    pub stable_after: Offset,
+}
 
 const MAGIC: &[u8; 4] = b"TXI1";
 const ENTRY_BYTES: usize = 32;

@@ -28,14 +28,11 @@ use crate::txn_index;
 use crate::types::Offset;
 
 /// Decoded index files kept for read_committed readers of older data.
-pub(crate) const CACHED_TXN_INDEXES: usize = 8;
+const CACHED_TXN_INDEXES: usize = 8;
 
 /// A lookup retries when truncation, deletion or compaction moved the log
 /// meanwhile (or moves a file it wanted), this many times at most.
 const LOOKUP_ATTEMPTS: usize = 8;
-
-/// Decoded index files: (segment base, log generation, entries).
-pub(crate) type TxnIndexCache = Vec<(Offset, u64, Rc<[AbortedTxn]>)>;
 
 /// Where a lookup finds one segment's aborts.
 enum Source {

@@ -29,6 +29,9 @@ pub struct MemberSpec<T> {
     pub current: BTreeSet<(T, i32)>,
 }
 
+/// A set of partitions: (topic, partition).
+type Owned<T> = BTreeSet<(T, i32)>;
+
 /// Each member's target, by member id.
 pub type Targets<T> = BTreeMap<String, BTreeSet<(T, i32)>>;
 
@@ -94,10 +97,30 @@ pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u
                 .get(topic)
                 .is_some_and(|count| (*partition as u32) < *count && *partition >= 0)
     };
-    // Keep what each had and may still have (a partition claimed twice
-    // goes to the first member in order).
+    let (mut targets, taken) = keep_current(&members, eligible);
+    let one_subscription = members
+        .windows(2)
+        .all(|w| w[0].subscribed == w[1].subscribed);
+    if one_subscription && !members.is_empty() {
+        fill_to_quotas(&members[0].subscribed, topics, &mut targets, &taken);
+    } else {
+        fill_and_balance(&members, topics, &mut targets, taken, eligible);
+    }
+    members
+        .iter()
+        .zip(targets)
+        .map(|(m, target)| (m.id.clone(), target))
+        .collect()
+}
+
+/// What each member had and may still have (a partition claimed twice
+/// goes to the first member in order), and every partition so kept.
+fn keep_current<T: Ord + Clone>(
+    members: &[&MemberSpec<T>],
+    eligible: impl Fn(&MemberSpec<T>, &(T, i32)) -> bool,
+) -> (Vec<BTreeSet<(T, i32)>>, Owned<T>) {
     let mut taken: BTreeSet<(T, i32)> = BTreeSet::new();
-    let mut targets: Vec<BTreeSet<(T, i32)>> = members
+    let targets = members
         .iter()
         .map(|m| {
             let kept: BTreeSet<(T, i32)> = m
@@ -110,7 +133,59 @@ pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u
             kept
         })
         .collect();
-    // Every other subscribed partition to the least loaded subscriber.
+    (targets, taken)
+}
+
+/// One subscription for all (Kafka's homogeneous builder): each member's
+/// quota is total / members, the remainder one each to members already
+/// holding more than that, then to the others in order; a member keeps
+/// its lowest partitions up to its quota, the rest and the unassigned
+/// ones fill the members below theirs. O(P log P), sizes within one.
+fn fill_to_quotas<T: Ord + Clone>(
+    subscribed: &BTreeSet<T>,
+    topics: &BTreeMap<T, u32>,
+    targets: &mut [BTreeSet<(T, i32)>],
+    taken: &BTreeSet<(T, i32)>,
+) {
+    let all: Vec<(T, i32)> = subscribed
+        .iter()
+        .filter_map(|topic| topics.get(topic).map(|count| (topic, *count)))
+        .flat_map(|(topic, count)| (0..count as i32).map(move |p| (topic.clone(), p)))
+        .collect();
+    let (base, mut extra) = (all.len() / targets.len(), all.len() % targets.len());
+    let mut quotas = vec![base; targets.len()];
+    for holds_more in [true, false] {
+        for (i, target) in targets.iter().enumerate() {
+            if extra > 0 && quotas[i] == base && (target.len() > base) == holds_more {
+                quotas[i] += 1;
+                extra -= 1;
+            }
+        }
+    }
+    let mut pool: Vec<(T, i32)> = all.into_iter().filter(|p| !taken.contains(p)).collect();
+    for (target, &quota) in targets.iter_mut().zip(&quotas) {
+        while target.len() > quota {
+            pool.extend(target.pop_last());
+        }
+    }
+    pool.sort();
+    let mut pool = pool.into_iter();
+    for (target, &quota) in targets.iter_mut().zip(&quotas) {
+        while target.len() < quota {
+            target.extend(pool.next());
+        }
+    }
+}
+
+/// Different subscriptions: every partition not kept to the least loaded
+/// subscriber, then [`balance`].
+fn fill_and_balance<T: Ord + Clone>(
+    members: &[&MemberSpec<T>],
+    topics: &BTreeMap<T, u32>,
+    targets: &mut [BTreeSet<(T, i32)>],
+    mut taken: BTreeSet<(T, i32)>,
+    eligible: impl Fn(&MemberSpec<T>, &(T, i32)) -> bool,
+) {
     for (topic, &count) in topics {
         for partition in 0..count as i32 {
             let p = (topic.clone(), partition);
@@ -126,12 +201,7 @@ pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u
             }
         }
     }
-    balance(&members, &mut targets, eligible);
-    members
-        .iter()
-        .zip(targets)
-        .map(|(m, target)| (m.id.clone(), target))
-        .collect()
+    balance(members, targets, eligible);
 }
 
 /// Moves partitions from the most to the least loaded members, one at a

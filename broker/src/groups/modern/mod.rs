@@ -5,9 +5,13 @@
 //! it is given to the new one. docs/consumer-groups.md, "The consumer
 //! protocol (KIP-848)", has the rules and the plan; built so far:
 //! [`reconcile`], one member's way from its assignment to its target, and
-//! [`assign`], the server-side assignors that compute the targets.
+//! [`assign`], the server-side assignors that compute the targets;
+//! [`group_records`], the groups' records in `__consumer_offsets`.
 
 pub mod assign;
+pub mod consumer;
+mod flex;
+pub mod group_records;
 pub mod reconcile;
 
 /// The seed of a randomized test: `SEED` if set (to replay a run), else

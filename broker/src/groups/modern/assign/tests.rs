@@ -166,3 +166,32 @@ fn random_groups_are_covered_balanced_and_sticky() {
         );
     }
 }
+
+#[test]
+fn one_subscription_at_scale_is_balanced_and_a_joiner_takes_only_its_quota() {
+    // 1,000 members, 10 topics of 1,000 partitions: the quota path
+    // (the balancing moves of mixed subscriptions would take minutes).
+    let names: Vec<&'static str> = (0..10)
+        .map(|i| &*Box::leak(format!("t{i}").into_boxed_str()))
+        .collect();
+    let topics: BTreeMap<&'static str, u32> = names.iter().map(|t| (*t, 1_000)).collect();
+    let mut members: Vec<MemberSpec<&'static str>> = (0..1_000)
+        .map(|i| member(&format!("m{i:04}"), &names))
+        .collect();
+    let first = uniform(&members, &topics);
+    assert_eq!(sizes(&first), (10, 10));
+    check_complete(&members, &topics, &first, 0);
+    for m in &mut members {
+        m.current = first[&m.id].clone();
+    }
+    members.push(member("joiner", &names));
+    let second = uniform(&members, &topics);
+    check_complete(&members, &topics, &second, 0);
+    assert_eq!(sizes(&second), (9, 10));
+    let joined = second["joiner"].len();
+    assert_eq!(
+        moved(&first, &second),
+        joined,
+        "only the joiner's partitions moved"
+    );
+}

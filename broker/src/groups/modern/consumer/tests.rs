@@ -1,0 +1,345 @@
+//! One consumer group's heartbeats: the refusals, a join, a second member
+//! taking partitions only once the first let them go, a lost answer, a
+//! leave; then random groups of clients that join, leave, crash, change
+//! their subscriptions and lose answers while topics grow: never one
+//! partition owned by two clients, everyone at the target once changes
+//! stop, and replaying the records rebuilds the group exactly.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+const T: TopicId = [1; 16];
+const U: TopicId = [2; 16];
+
+fn topics(t: u32, u: u32) -> TopicView {
+    BTreeMap::from([("t".to_string(), (T, t)), ("u".to_string(), (U, u))])
+}
+
+fn join(member: &str, names: &[&str]) -> Request {
+    Request {
+        member_id: member.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(names.iter().map(|n| n.to_string()).collect()),
+        subscribed_topic_regex: Some(String::new()),
+        owned: Some(BTreeSet::new()),
+        client_id: "c".into(),
+        client_host: "/h".into(),
+        ..Request::default()
+    }
+}
+
+fn beat(member: &str, epoch: i32, owned: &BTreeSet<Partition>) -> Request {
+    Request {
+        member_id: member.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned.clone()),
+        client_id: "c".into(),
+        client_host: "/h".into(),
+        ..Request::default()
+    }
+}
+
+/// Decides and, when accepted, replays (as the coordinator does once the
+/// records are durable); every record also goes to `log`.
+fn apply(
+    group: &mut ConsumerGroup,
+    log: &mut Vec<Record>,
+    req: &Request,
+    topics: &TopicView,
+) -> Result<Answer, Code> {
+    validate("g", req)?;
+    let decision = group.heartbeat("g", req, topics, None)?;
+    for (key, value) in &decision.records {
+        group.replay(key, value.as_ref());
+    }
+    log.extend(decision.records);
+    Ok(decision.answer)
+}
+
+fn all(topic: TopicId, n: i32) -> BTreeSet<Partition> {
+    (0..n).map(|p| (topic, p)).collect()
+}
+
+#[test]
+fn malformed_heartbeats_are_refused_before_the_group_is_read() {
+    let invalid = Err(ResponseError::InvalidRequest.code());
+    assert_eq!(validate("", &join("m", &["t"])), invalid, "no group id");
+    assert_eq!(validate("g", &join("", &["t"])), invalid, "no member id");
+    let mut r = join("m", &["t"]);
+    r.rebalance_timeout_ms = -1;
+    assert_eq!(validate("g", &r), invalid, "a join without its timeout");
+    let mut r = join("m", &["t"]);
+    r.owned = Some(all(T, 1));
+    assert_eq!(validate("g", &r), invalid, "a join owning partitions");
+    let mut r = join("m", &["t"]);
+    (r.subscribed_topic_names, r.subscribed_topic_regex) = (None, None);
+    assert_eq!(
+        validate("g", &r),
+        invalid,
+        "a join subscribing to nothing said"
+    );
+    assert_eq!(
+        validate("g", &beat("m", -2, &BTreeSet::new())),
+        invalid,
+        "-2 is for static members"
+    );
+    assert_eq!(validate("g", &beat("m", -3, &BTreeSet::new())), invalid);
+    let mut r = join("m", &["t"]);
+    r.instance_id = Some(String::new());
+    assert_eq!(validate("g", &r), invalid, "an empty instance id");
+    let mut r = join("m", &["t"]);
+    r.server_assignor = Some("sticky".into());
+    assert_eq!(
+        validate("g", &r),
+        Err(ResponseError::UnsupportedAssignor.code())
+    );
+    let mut r = join("m", &["t"]);
+    r.subscribed_topic_regex = Some("^t.*".into());
+    assert_eq!(
+        validate("g", &r),
+        Err(ResponseError::InvalidRegularExpression.code()),
+        "not yet"
+    );
+    assert_eq!(
+        validate("g", &join("m", &[])),
+        Ok(()),
+        "subscribed to nothing is allowed"
+    );
+}
+
+#[test]
+fn a_second_member_gets_partitions_only_once_the_first_let_them_go() {
+    let (mut group, mut log, topics) = (ConsumerGroup::default(), Vec::new(), topics(4, 0));
+    let a = apply(&mut group, &mut log, &join("a", &["t"]), &topics).unwrap();
+    assert_eq!((a.member_epoch, a.assignment.clone()), (1, Some(all(T, 4))));
+    let b = apply(&mut group, &mut log, &join("b", &["t"]), &topics).unwrap();
+    assert_eq!(b.member_epoch, 2, "b joins at the new target's epoch");
+    assert_eq!(b.assignment, Some(BTreeSet::new()), "a still owns them all");
+    // a is told to give two up, keeping its epoch until it has.
+    let a_owned = all(T, 4);
+    let a2 = apply(&mut group, &mut log, &beat("a", 1, &a_owned), &topics).unwrap();
+    assert_eq!(a2.member_epoch, 1);
+    let kept = a2.assignment.clone().unwrap();
+    assert_eq!(kept.len(), 2);
+    let still = apply(&mut group, &mut log, &beat("a", 1, &a_owned), &topics).unwrap();
+    assert_eq!(still.member_epoch, 1, "still owns what it must give up");
+    let b2 = apply(
+        &mut group,
+        &mut log,
+        &beat("b", 2, &BTreeSet::new()),
+        &topics,
+    )
+    .unwrap();
+    assert_eq!(b2.assignment, Some(BTreeSet::new()), "nothing released yet");
+    let a3 = apply(&mut group, &mut log, &beat("a", 1, &kept), &topics).unwrap();
+    assert_eq!(a3.member_epoch, 2, "let go: a moves to the target's epoch");
+    let b3 = apply(
+        &mut group,
+        &mut log,
+        &beat("b", 2, &BTreeSet::new()),
+        &topics,
+    )
+    .unwrap();
+    let given = b3.assignment.unwrap();
+    assert_eq!(given.len(), 2);
+    assert!(given.is_disjoint(&kept));
+    // A stale epoch, an unknown member, a lost answer.
+    let fenced = apply(&mut group, &mut log, &beat("b", 7, &given), &topics);
+    assert_eq!(fenced, Err(ResponseError::FencedMemberEpoch.code()));
+    let unknown = apply(
+        &mut group,
+        &mut log,
+        &beat("z", 1, &BTreeSet::new()),
+        &topics,
+    );
+    assert_eq!(unknown, Err(ResponseError::UnknownMemberId.code()));
+    let replayed = apply(&mut group, &mut log, &beat("a", 1, &kept), &topics).unwrap();
+    assert_eq!(
+        replayed.member_epoch, 2,
+        "a's answer was lost: its previous epoch is accepted"
+    );
+    // b leaves (the group epoch moves to 3): a gets everything.
+    let left = apply(
+        &mut group,
+        &mut log,
+        &beat("b", -1, &BTreeSet::new()),
+        &topics,
+    )
+    .unwrap();
+    assert_eq!(left.member_epoch, -1);
+    assert!(!group.members.contains_key("b"));
+    let a4 = apply(&mut group, &mut log, &beat("a", 2, &kept), &topics).unwrap();
+    assert_eq!((a4.member_epoch, a4.assignment), (3, Some(all(T, 4))));
+    assert_eq!(rebuilt(&log), group);
+}
+
+#[test]
+fn more_partitions_or_a_new_subscription_make_a_new_target() {
+    let (mut group, mut log) = (ConsumerGroup::default(), Vec::new());
+    let a = apply(&mut group, &mut log, &join("a", &["t"]), &topics(2, 3)).unwrap();
+    assert_eq!(a.assignment, Some(all(T, 2)));
+    let grown = topics(3, 3);
+    let a2 = apply(&mut group, &mut log, &beat("a", 1, &all(T, 2)), &grown).unwrap();
+    assert_eq!((a2.member_epoch, a2.assignment), (2, Some(all(T, 3))));
+    let mut both = beat("a", 2, &all(T, 3));
+    both.subscribed_topic_names = Some(vec!["t".into(), "u".into()]);
+    let a3 = apply(&mut group, &mut log, &both, &grown).unwrap();
+    let expected: BTreeSet<Partition> = all(T, 3).into_iter().chain(all(U, 3)).collect();
+    assert_eq!((a3.member_epoch, a3.assignment), (3, Some(expected)));
+    assert_eq!(rebuilt(&log), group);
+}
+
+/// The group as a new coordinator loads it: every record replayed.
+fn rebuilt(log: &[Record]) -> ConsumerGroup {
+    let mut group = ConsumerGroup::default();
+    for (key, value) in log {
+        group.replay(key, value.as_ref());
+    }
+    group
+}
+
+/// A consumer as librdkafka runs one: it owns what it was last told.
+struct Client {
+    id: String,
+    epoch: i32,
+    owned: BTreeSet<Partition>,
+    names: Vec<&'static str>,
+    /// Its subscription changed since its last answer.
+    resubscribed: bool,
+}
+
+impl Client {
+    fn request(&self) -> Request {
+        let mut req = match self.epoch {
+            0 => join(&self.id, &self.names),
+            epoch => beat(&self.id, epoch, &self.owned),
+        };
+        if self.resubscribed {
+            req.subscribed_topic_names = Some(self.names.iter().map(|n| n.to_string()).collect());
+        }
+        req
+    }
+
+    fn told(&mut self, answer: Result<Answer, Code>) {
+        match answer {
+            Ok(answer) => {
+                self.epoch = answer.member_epoch;
+                self.resubscribed = false;
+                if let Some(assignment) = answer.assignment {
+                    self.owned = assignment;
+                }
+            }
+            Err(_) => {
+                // Fenced or unknown: it drops everything and rejoins.
+                self.epoch = 0;
+                self.owned.clear();
+            }
+        }
+    }
+}
+
+fn no_partition_owned_twice(clients: &[Client], seed: u64, step: usize) {
+    let mut seen = BTreeSet::new();
+    for client in clients {
+        for p in &client.owned {
+            assert!(
+                seen.insert(*p),
+                "SEED={seed} step {step}: {p:?} owned twice"
+            );
+        }
+    }
+}
+
+const NAME_SETS: [&[&str]; 3] = [&["t"], &["u"], &["t", "u"]];
+
+#[test]
+fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
+    let seed = crate::groups::modern::test_seed();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for _ in 0..100 {
+        let (mut group, mut log) = (ConsumerGroup::default(), Vec::new());
+        let mut view = topics(rng.gen_range(1..6), rng.gen_range(1..6));
+        let mut clients: Vec<Client> = Vec::new();
+        for step in 0..200 {
+            match rng.gen_range(0..20) {
+                0 | 1 if clients.len() < 5 => clients.push(Client {
+                    id: format!("m{step}"),
+                    epoch: 0,
+                    owned: BTreeSet::new(),
+                    names: NAME_SETS[rng.gen_range(0..3)].to_vec(),
+                    resubscribed: false,
+                }),
+                2 if !clients.is_empty() => {
+                    // Leaves, or crashes and its session expires.
+                    let client = clients.remove(rng.gen_range(0..clients.len()));
+                    let Ok(decision) = group.leave("g", &client.id, -1) else {
+                        continue; // it never joined
+                    };
+                    for (key, value) in &decision.records {
+                        group.replay(key, value.as_ref());
+                    }
+                    log.extend(decision.records);
+                }
+                3 if !clients.is_empty() => {
+                    let i = rng.gen_range(0..clients.len());
+                    clients[i].names = NAME_SETS[rng.gen_range(0..3)].to_vec();
+                    clients[i].resubscribed = true;
+                }
+                4 => {
+                    let (_, t) = view["t"];
+                    view.get_mut("t").unwrap().1 = t + u32::from(t < 12);
+                }
+                _ if !clients.is_empty() => {
+                    let i = rng.gen_range(0..clients.len());
+                    let answer = apply(&mut group, &mut log, &clients[i].request(), &view);
+                    if rng.gen_bool(0.1) && answer.is_ok() {
+                        continue; // the answer is lost
+                    }
+                    clients[i].told(answer);
+                }
+                _ => {}
+            }
+            no_partition_owned_twice(&clients, seed, step);
+        }
+        // Changes stop: a few rounds of heartbeats reach the target.
+        for _ in 0..6 {
+            for i in 0..clients.len() {
+                let answer = apply(&mut group, &mut log, &clients[i].request(), &view);
+                clients[i].told(answer);
+                no_partition_owned_twice(&clients, seed, 200);
+            }
+        }
+        for client in &clients {
+            let member = &group.members[&client.id];
+            assert!(
+                member.assignment.is_reconciled_to(group.assignment_epoch),
+                "SEED={seed}: {} not settled: {member:?}",
+                client.id
+            );
+            assert_eq!(client.owned, group.targets[&client.id], "SEED={seed}");
+        }
+        let subscribed: BTreeSet<TopicId> = clients
+            .iter()
+            .flat_map(|c| c.names.iter().map(|n| view[*n].0))
+            .collect();
+        let owned: usize = clients.iter().map(|c| c.owned.len()).sum();
+        let expected: u32 = view
+            .values()
+            .filter(|(id, _)| subscribed.contains(id))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(
+            owned, expected as usize,
+            "SEED={seed}: every subscribed partition owned"
+        );
+        assert_eq!(
+            rebuilt(&log),
+            group,
+            "SEED={seed}: replay rebuilds the group"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 //! Built on the partition layer (appends and reads) and the groups' state
 //! machines (`crate::groups`, sans I/O).
 
+pub mod consumer_groups;
 pub mod load;
 pub mod members;
 pub mod offsets;
@@ -207,6 +208,7 @@ impl Coordinator {
                 self.loaded.borrow().values().cloned().collect();
             for partition in loaded {
                 partition.settle_all().await;
+                partition.expire_consumer_members(Instant::now()).await;
             }
         }
     }

@@ -22,9 +22,12 @@ impl OffsetsPartition {
     ) -> Code {
         let (member_id, instance_id, generation) = member;
         let allowed = match self.groups.borrow().get(group) {
-            Some(entry) => entry
-                .membership
-                .may_commit(member_id, instance_id, generation),
+            Some(entry) => match &entry.consumer {
+                Some(consumer) => consumer.may_commit(member_id, generation),
+                None => entry
+                    .membership
+                    .may_commit(member_id, instance_id, generation),
+            },
             // A group nobody joined: simple consumers commit with
             // generation -1 and no member id.
             None if generation < 0 && member_id.is_empty() => Ok(()),

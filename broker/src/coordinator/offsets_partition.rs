@@ -106,10 +106,22 @@ impl OffsetsPartition {
         &self,
         choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
     ) -> Result<(Option<i64>, R), Code> {
+        self.append_then(choose, |_, _| {}).await
+    }
+
+    /// [`OffsetsPartition::append`], then `apply` to the groups with the
+    /// records once they are durable, before the next append is chosen
+    /// (a write that fails applies nothing).
+    pub(super) async fn append_then<R>(
+        &self,
+        choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
+        apply: impl FnOnce(&mut PartitionGroups, &[(Key, Option<Value>)]),
+    ) -> Result<(Option<i64>, R), Code> {
         let _in_order = self.append.lock().await;
         let led = self.led_now().await?;
         let (records, chosen) = choose(&mut self.groups.borrow_mut());
         if records.is_empty() {
+            apply(&mut self.groups.borrow_mut(), &records);
             return Ok((None, chosen));
         }
         let batch = group_batch(&records)?;
@@ -125,6 +137,7 @@ impl OffsetsPartition {
                 tracing::warn!(code, "a __consumer_offsets append failed");
                 coordinator_code(code)
             })?;
+        apply(&mut self.groups.borrow_mut(), &records);
         Ok((Some(appended.base_offset.0), chosen))
     }
 

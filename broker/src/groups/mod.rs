@@ -10,6 +10,7 @@ pub mod lag;
 pub mod membership;
 pub mod modern;
 pub mod pending;
+pub mod record_error;
 pub mod records;
 pub mod store;
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::membership::{GroupSnapshot, GroupState, MemberSnapshot};
+use super::modern::group_records::{ConsumerKey, ConsumerValue, RECORD_TYPES};
 
 /// A key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +33,8 @@ pub enum Key {
     },
     /// A group's membership.
     Group(String),
+    /// A consumer group's (KIP-848) record, types 3-16.
+    Consumer(ConsumerKey),
 }
 
 impl Key {
@@ -39,6 +42,7 @@ impl Key {
     pub fn group(&self) -> &str {
         match self {
             Key::Offset { group, .. } | Key::Group(group) => group,
+            Key::Consumer(key) => key.group(),
         }
     }
 }
@@ -63,21 +67,11 @@ pub enum Value {
     Offset(CommittedOffset),
     /// For a group key (state Empty or Stable).
     Group(GroupSnapshot),
+    /// For a consumer group's key.
+    Consumer(ConsumerValue),
 }
 
-/// Why a stored record was not understood.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    /// It ends before a field does.
-    #[error("record truncated")]
-    Truncated,
-    /// A version this broker does not read.
-    #[error("unknown record version {0}")]
-    Version(i16),
-    /// A negative length, a string that is not UTF-8, bytes left over.
-    #[error("malformed record: {0}")]
-    Malformed(&'static str),
-}
+pub use super::record_error::RecordError;
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
@@ -102,6 +96,7 @@ pub fn encode_key(key: &Key) -> Vec<u8> {
             out.extend_from_slice(&GROUP_KEY_VERSION.to_be_bytes());
             put_string(&mut out, group);
         }
+        Key::Consumer(key) => out = key.encode(),
     }
     out
 }
@@ -136,6 +131,7 @@ pub fn encode_value(value: &Value) -> Vec<u8> {
                 put_bytes(&mut out, &m.assignment);
             }
         }
+        Value::Consumer(value) => out = value.encode(),
     }
     out
 }
@@ -172,6 +168,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<Key, RecordError> {
             partition: r.i32()?,
         },
         2 => Key::Group(r.string()?),
+        v if RECORD_TYPES.contains(&v) => return ConsumerKey::decode(bytes).map(Key::Consumer),
         v => return Err(RecordError::Version(v)),
     };
     r.end()?;
@@ -180,6 +177,9 @@ pub fn decode_key(bytes: &[u8]) -> Result<Key, RecordError> {
 
 /// Decodes the value stored under `key`.
 pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
+    if let Key::Consumer(key) = key {
+        return ConsumerValue::decode(key, bytes).map(Value::Consumer);
+    }
     let mut r = Reader { buf: bytes };
     let version = r.i16()?;
     if !(0..=3).contains(&version) {
@@ -188,6 +188,7 @@ pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     let value = match key {
         Key::Offset { .. } => Value::Offset(decode_offset(&mut r, version)?),
         Key::Group(_) => Value::Group(decode_group(&mut r, version)?),
+        Key::Consumer(_) => unreachable!("decoded above"),
     };
     r.end()?;
     Ok(value)

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::membership::{Group, GroupSnapshot, GroupState};
+use super::modern::consumer::ConsumerGroup;
+use super::modern::group_records::{ConsumerKey, ConsumerValue};
 use super::pending::PendingOffsets;
 use super::records::{self, CommittedOffset, Key, RecordError, Value};
 
@@ -31,6 +33,11 @@ pub struct GroupEntry {
     pub offsets: BTreeMap<(String, i32), Stored>,
     /// The membership as last written (None: never).
     persisted: Option<GroupSnapshot>,
+    /// A consumer group's (KIP-848) state, if the group is one.
+    pub consumer: Option<ConsumerGroup>,
+    /// When each consumer group member last heartbeated (not stored: a
+    /// new coordinator starts every session afresh, as Kafka's).
+    pub sessions: BTreeMap<String, Instant>,
 }
 
 impl GroupEntry {
@@ -115,8 +122,45 @@ impl PartitionGroups {
                 entry.persisted = Some(snapshot);
             }
             (Key::Group(group), _) => self.clear_membership(&group),
+            (Key::Consumer(key), value) => {
+                let value = match value {
+                    Some(Value::Consumer(v)) => Some(v),
+                    _ => None,
+                };
+                self.replay_consumer(&key, value.as_ref(), now);
+            }
         }
         Ok(())
+    }
+
+    /// Applies a consumer group's durable record (written now, or read
+    /// back at load): the group's own tombstone ends it; a member's
+    /// metadata starts its session at `now`.
+    pub fn replay_consumer(
+        &mut self,
+        key: &ConsumerKey,
+        value: Option<&ConsumerValue>,
+        now: Instant,
+    ) {
+        let group = key.group().to_string();
+        let entry = self.entry(&group);
+        if let (ConsumerKey::GroupEpoch { .. }, None) = (key, value) {
+            entry.consumer = None;
+            entry.sessions.clear();
+            self.forget_if_unused(&group);
+            return;
+        }
+        let consumer = entry.consumer.get_or_insert_with(ConsumerGroup::default);
+        consumer.replay(key, value);
+        match (key, value) {
+            (ConsumerKey::Member { member, .. }, Some(_)) => {
+                entry.sessions.entry(member.clone()).or_insert(now);
+            }
+            (ConsumerKey::Member { member, .. }, None) => {
+                entry.sessions.remove(member);
+            }
+            _ => {}
+        }
     }
 
     /// Applies one stored record of `producer_id`'s transaction (replay at
@@ -222,6 +266,8 @@ impl PartitionGroups {
                 membership: Group::new(group, delay),
                 offsets: BTreeMap::new(),
                 persisted: None,
+                consumer: None,
+                sessions: BTreeMap::new(),
             })
     }
 
@@ -260,6 +306,7 @@ impl PartitionGroups {
                 && e.membership.state() == GroupState::Empty
                 && e.persisted.as_ref().is_none_or(|p| p.members.is_empty())
                 && e.membership.generation() == 0
+                && e.consumer.is_none()
         });
         if unused {
             self.groups.remove(group);

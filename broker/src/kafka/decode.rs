@@ -4,9 +4,9 @@
 
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
-    ApiVersionsRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+    ApiVersionsRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
     DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
     DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
@@ -168,6 +168,11 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
             checked::<AlterClientQuotasRequest>(request, bounds::check_alter_client_quotas)
                 .map(drop)
         }
+        ApiKey::ConsumerGroupHeartbeat => checked::<ConsumerGroupHeartbeatRequest>(
+            request,
+            bounds::check_consumer_group_heartbeat,
+        )
+        .map(drop),
         other => Err(DecodeError::NoWalker(other, version)),
     }
 }

@@ -358,6 +358,24 @@ impl ConsumerGroup {
         i64::from(crc32c::crc32c(&bytes)) | (bytes.len() as i64) << 32
     }
 
+    /// Whether `member_id` at `epoch` may commit offsets (Kafka's
+    /// `ConsumerGroup.validateOffsetCommit`): anyone with no member id and
+    /// a negative epoch while the group has no members (an admin, or
+    /// assign()); else a member at its current epoch (STALE_MEMBER_EPOCH
+    /// otherwise; UNKNOWN_MEMBER_ID for a stranger).
+    pub fn may_commit(&self, member_id: &str, epoch: i32) -> Result<(), Code> {
+        if epoch < 0 && member_id.is_empty() && self.members.is_empty() {
+            return Ok(());
+        }
+        let Some(member) = self.members.get(member_id) else {
+            return Err(ResponseError::UnknownMemberId.code());
+        };
+        match member.assignment.epoch == epoch {
+            true => Ok(()),
+            false => Err(ResponseError::StaleMemberEpoch.code()),
+        }
+    }
+
     /// The records of member `member_id` leaving (epoch -1, or -2 for a
     /// static member, which this build treats alike), or the refusal.
     pub fn leave(&self, group_id: &str, member_id: &str, epoch: i32) -> Result<Decision, Code> {

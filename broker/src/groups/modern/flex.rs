@@ -7,7 +7,7 @@
 //! Reading is bounded: every length is checked against the bytes left
 //! before anything is allocated.
 
-use crate::groups::records::RecordError;
+use crate::groups::record_error::RecordError;
 
 /// Appends flexible-encoded fields.
 #[derive(Default)]

@@ -21,7 +21,7 @@
 //! in type 6).
 
 use super::flex::{Reader, Writer};
-use crate::groups::records::RecordError;
+use crate::groups::record_error::RecordError;
 
 /// A consumer group record's key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -200,6 +200,29 @@ pub fn check_offset_delete(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// ConsumerGroupHeartbeat v0-1 (flexible; the regex from v1).
+pub fn check_consumer_group_heartbeat(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.string()?; // member_id
+    w.fixed(4)?; // member_epoch
+    w.string()?; // instance_id
+    w.string()?; // rack_id
+    w.fixed(4)?; // rebalance_timeout_ms
+    w.array(|w| w.string())?; // subscribed_topic_names
+    if version >= 1 {
+        w.string()?; // subscribed_topic_regex
+    }
+    w.string()?; // server_assignor
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| w.fixed(4))?; // partitions
+        w.tagged_fields()
+    })?; // topic_partitions
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::encoded;
@@ -378,6 +401,27 @@ mod tests {
                 encoded(&r, v),
             ));
         }
+        for v in 0..=1 {
+            use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+            let owned = TopicPartitions::default()
+                .with_topic_id(uuid::Uuid::from_bytes([3; 16]))
+                .with_partitions(vec![0, 2]);
+            let mut r = ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(group())
+                .with_member_id(text("m"))
+                .with_instance_id(Some(text("i")))
+                .with_subscribed_topic_names(Some(vec![TopicName(text("t"))]))
+                .with_topic_partitions(Some(vec![owned]));
+            if v >= 1 {
+                r = r.with_subscribed_topic_regex(Some(text("")));
+            }
+            cases.push((
+                "consumer group heartbeat",
+                check_consumer_group_heartbeat,
+                v,
+                encoded(&r, v),
+            ));
+        }
         for (name, check, version, body) in &cases {
             check(body, *version).unwrap_or_else(|e| panic!("{name} v{version}: {e}"));
             // The walk reads exactly what the codec wrote: one byte less
@@ -398,3 +442,4 @@ mod tests {
         assert!(check_join_group(&join, 1).is_err());
     }
 }
+

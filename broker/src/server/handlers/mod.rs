@@ -7,6 +7,7 @@ pub mod access;
 mod acls;
 mod cluster;
 mod configs;
+mod consumer_groups;
 mod epochs;
 mod fetch;
 mod group_admin;
@@ -163,6 +164,8 @@ apis! {
         SyncGroup groups::SYNC_GROUP_VERSIONS => |s, r, c| groups::sync_group(s, &r, c);
         Heartbeat groups::HEARTBEAT_VERSIONS => |s, r, c| groups::heartbeat(s, &r, c);
         LeaveGroup groups::LEAVE_GROUP_VERSIONS => |s, r, c| groups::leave_group(s, &r, c);
+        ConsumerGroupHeartbeat consumer_groups::HEARTBEAT_VERSIONS
+            => |s, r, c| consumer_groups::heartbeat(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
             => |s, r, c| group_offsets::offset_commit(s, &r, c);
         OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS

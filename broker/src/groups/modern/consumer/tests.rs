@@ -343,3 +343,27 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
         );
     }
 }
+
+#[test]
+fn offsets_are_committed_by_members_at_their_epoch() {
+    let (mut group, mut log, topics) = (ConsumerGroup::default(), Vec::new(), topics(2, 0));
+    assert_eq!(
+        group.may_commit("", -1),
+        Ok(()),
+        "no members: an admin commits"
+    );
+    apply(&mut group, &mut log, &join("a", &["t"]), &topics).unwrap();
+    assert_eq!(group.may_commit("a", 1), Ok(()));
+    assert_eq!(
+        group.may_commit("a", 0),
+        Err(ResponseError::StaleMemberEpoch.code())
+    );
+    assert_eq!(
+        group.may_commit("z", 1),
+        Err(ResponseError::UnknownMemberId.code())
+    );
+    assert_eq!(
+        group.may_commit("", -1),
+        Err(ResponseError::UnknownMemberId.code())
+    );
+}

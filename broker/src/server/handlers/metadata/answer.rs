@@ -12,6 +12,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::ResponseError;
 
+use control::TopicId;
+
 use crate::kafka::bounds::check_metadata;
 use crate::kafka::request::Request;
 use crate::server::handlers::HandlerError;
@@ -54,10 +56,24 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Handle
     let decoded = MetadataRequest::decode(&mut request.body.clone(), version)
         .map_err(|e| HandlerError::Malformed(e.to_string()))?;
     let metadata = cluster.metadata;
+    // A topic asked for by id alone (v10+; librdkafka's consumer asks so
+    // for the topics a consumer group heartbeat assigned it) is named
+    // here; an id nobody knows is answered UNKNOWN_TOPIC_ID.
+    let mut unknown_ids = Vec::new();
     let requested: Option<Vec<String>> = decoded.topics.map(|topics| {
         topics
             .into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .filter_map(|t| match t.name {
+                Some(name) if !name.0.is_empty() || t.topic_id.is_nil() => Some(name.0.to_string()),
+                _ => {
+                    let id = TopicId(*t.topic_id.as_bytes());
+                    let named = metadata.topics.get(&id).map(|topic| topic.name.clone());
+                    if named.is_none() {
+                        unknown_ids.push(t.topic_id);
+                    }
+                    named
+                }
+            })
             .collect()
     });
     let names: Vec<String> = requested.clone().unwrap_or_else(|| {
@@ -85,6 +101,11 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Handle
                     .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
             }
         })
+        .chain(unknown_ids.into_iter().map(|id| {
+            MetadataResponseTopic::default()
+                .with_error_code(ResponseError::UnknownTopicId.code())
+                .with_topic_id(id)
+        }))
         .collect();
     let brokers = metadata
         .live_brokers()
@@ -226,15 +247,6 @@ mod tests {
     }
 
     fn request(version: i16, topics: Option<Vec<&str>>) -> Request {
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Metadata as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(5)
-            .with_client_id(Some(StrBytes::from_static_str("t")));
-        let mut out = BytesMut::new();
-        header
-            .encode(&mut out, MetadataRequest::header_version(version))
-            .unwrap();
         let topics = topics.map(|names| {
             names
                 .into_iter()
@@ -244,6 +256,19 @@ mod tests {
                 })
                 .collect()
         });
+        request_of(version, topics)
+    }
+
+    fn request_of(version: i16, topics: Option<Vec<MetadataRequestTopic>>) -> Request {
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(5)
+            .with_client_id(Some(StrBytes::from_static_str("t")));
+        let mut out = BytesMut::new();
+        header
+            .encode(&mut out, MetadataRequest::header_version(version))
+            .unwrap();
         MetadataRequest::default()
             .with_topics(topics)
             .encode(&mut out, version)
@@ -259,6 +284,25 @@ mod tests {
         let response = MetadataResponse::decode(&mut bytes, version).unwrap();
         assert!(bytes.is_empty());
         response
+    }
+
+    #[test]
+    fn topics_asked_for_by_id_alone_are_named_or_unknown() {
+        let metadata = cluster_metadata();
+        let cluster = open_cluster(&metadata, "PLAINTEXT");
+        let by_id = |id: [u8; 16]| {
+            MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(uuid::Uuid::from_bytes(id))
+        };
+        let asked = request_of(12, Some(vec![by_id([9; 16]), by_id([7; 16])]));
+        let response = decode(answer(&asked, &cluster).unwrap().response, 12);
+        let (known, unknown) = (&response.topics[0], &response.topics[1]);
+        assert_eq!(known.error_code, 0);
+        assert_eq!(known.name.as_ref().map(|n| n.0.as_str()), Some("orders"));
+        assert_eq!(known.partitions.len(), 3);
+        assert_eq!(unknown.error_code, ResponseError::UnknownTopicId.code());
+        assert_eq!(unknown.topic_id.as_bytes(), &[7; 16]);
     }
 
     #[test]

@@ -1,0 +1,140 @@
+//! Consumer groups (KIP-848) on the coordinator: a ConsumerGroupHeartbeat
+//! is decided by the group's rules (`groups::modern::consumer`) under the
+//! partition's append lock, its records appended with acks=all and
+//! replayed into the group once durable, then answered; members whose
+//! session lapsed are removed the same way by the shard's tick.
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+
+use super::offsets_partition::OffsetsPartition;
+use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
+use crate::groups::records::{Key, Value};
+use crate::groups::store::PartitionGroups;
+use crate::kafka::Code;
+
+/// Kafka's `group.consumer.session.timeout.ms` default: a member not
+/// heard from for this long is removed.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
+/// Kafka's `group.consumer.heartbeat.interval.ms` default, told to members.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+
+impl OffsetsPartition {
+    /// Answers a validated heartbeat of consumer group `group`; `topics`
+    /// as the cluster knows them now.
+    pub async fn consumer_heartbeat(
+        &self,
+        group: &str,
+        req: Request,
+        topics: TopicView,
+    ) -> Result<Answer, Code> {
+        let member = req.member_id.clone();
+        let (_, decided) = self
+            .append_then(
+                |groups| match decide(groups, group, &req, &topics) {
+                    Ok((records, answer)) => (records, Ok(answer)),
+                    Err(code) => (Vec::new(), Err(code)),
+                },
+                |groups, records| {
+                    let now = Instant::now();
+                    replay(groups, records, now);
+                    if let Some(entry) = groups.get_mut(group) {
+                        if entry
+                            .consumer
+                            .as_ref()
+                            .is_some_and(|c| c.members.contains_key(&member))
+                        {
+                            entry.sessions.insert(member.clone(), now);
+                        }
+                    }
+                },
+            )
+            .await?;
+        decided
+    }
+
+    /// Removes the consumer group members whose session lapsed by `now`.
+    pub async fn expire_consumer_members(&self, now: Instant) {
+        let lapsed: Vec<(String, String)> = {
+            let groups = self.groups.borrow();
+            groups
+                .ids()
+                .into_iter()
+                .filter_map(|id| groups.get(&id).map(|e| (id, e)))
+                .flat_map(|(id, entry)| {
+                    entry
+                        .sessions
+                        .iter()
+                        .filter(|(_, seen)| now.duration_since(**seen) > SESSION_TIMEOUT)
+                        .map(|(member, _)| (id.clone(), member.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        for (group, member) in lapsed {
+            let left = self
+                .append_then(
+                    |groups| {
+                        let consumer = groups.get(&group).and_then(|e| e.consumer.as_ref());
+                        match consumer.map(|c| c.leave(&group, &member, -1)) {
+                            Some(Ok(decision)) => (as_keys(decision.records), ()),
+                            _ => (Vec::new(), ()),
+                        }
+                    },
+                    |groups, records| replay(groups, records, now),
+                )
+                .await;
+            match left {
+                Ok(_) => tracing::info!(%group, %member, "consumer group member's session expired"),
+                Err(code) => {
+                    tracing::warn!(%group, %member, code, "cannot remove an expired member")
+                }
+            }
+        }
+    }
+}
+
+/// A record of `__consumer_offsets`: key and value (None: a tombstone).
+type Stored = (Key, Option<Value>);
+
+/// The records and answer of a heartbeat, against the group as it is.
+fn decide(
+    groups: &mut PartitionGroups,
+    group: &str,
+    req: &Request,
+    topics: &TopicView,
+) -> Result<(Vec<Stored>, Answer), Code> {
+    let entry = groups.get(group);
+    let classic_in_use = entry.is_some_and(|e| e.consumer.is_none() && e.has_members());
+    if classic_in_use {
+        // A classic group with members: not converted online (yet).
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
+    let consumer = entry.and_then(|e| e.consumer.clone()).unwrap_or_default();
+    if req.member_epoch != 0 && entry.is_none_or(|e| e.consumer.is_none()) {
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
+    let decision = consumer.heartbeat(group, req, topics, None)?;
+    Ok((as_keys(decision.records), decision.answer))
+}
+
+fn as_keys(records: Vec<Record>) -> Vec<Stored> {
+    records
+        .into_iter()
+        .map(|(k, v)| (Key::Consumer(k), v.map(Value::Consumer)))
+        .collect()
+}
+
+/// Replays durable consumer group records into the groups.
+fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
+    for (key, value) in records {
+        if let Key::Consumer(key) = key {
+            let value = match value {
+                Some(Value::Consumer(v)) => Some(v),
+                _ => None,
+            };
+            groups.replay_consumer(key, value, now);
+        }
+    }
+}

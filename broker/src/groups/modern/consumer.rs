@@ -205,8 +205,10 @@ impl ConsumerGroup {
             records.extend(group.new_targets(group_id, topics));
         }
         let (assignment, answer) = group.reconciled(req, topics)?;
-        let member = &group.members[&req.member_id];
-        if member.assignment != assignment || current.is_none() {
+        // Compared with what is stored (a rejoin starts from nothing in
+        // `group`, not in the records).
+        let stored = self.members.get(&req.member_id).map(|m| &m.assignment);
+        if stored != Some(&assignment) {
             let value = ConsumerValue::CurrentAssignment(stored_assignment(&assignment));
             records.push((
                 member_key(|group, member| ConsumerKey::CurrentAssignment { group, member }),

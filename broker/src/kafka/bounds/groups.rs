@@ -442,4 +442,3 @@ mod tests {
         assert!(check_join_group(&join, 1).is_err());
     }
 }
-

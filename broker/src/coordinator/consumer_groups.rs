@@ -21,30 +21,30 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
 impl OffsetsPartition {
-    /// Answers a validated heartbeat of consumer group `group`; `topics`
-    /// as the cluster knows them now.
-    pub async fn consumer_heartbeat(
-        &self,
-        group: &str,
-        req: Request,
-        topics: TopicView,
-    ) -> Result<Answer, Code> {
+    /// Answers a validated heartbeat of consumer group `group`, against
+    /// the topics as this shard (the group's) sees them.
+    pub async fn consumer_heartbeat(&self, group: &str, req: Request) -> Result<Answer, Code> {
         let member = req.member_id.clone();
+        let topics = self.topic_view();
+        // A refused heartbeat keeps no session alive.
+        let accepted = std::cell::Cell::new(false);
         let (_, decided) = self
             .append_then(
                 |groups| match decide(groups, group, &req, &topics) {
-                    Ok((records, answer)) => (records, Ok(answer)),
+                    Ok((records, answer)) => {
+                        accepted.set(true);
+                        (records, Ok(answer))
+                    }
                     Err(code) => (Vec::new(), Err(code)),
                 },
                 |groups, records| {
                     let now = Instant::now();
                     replay(groups, records, now);
-                    if let Some(entry) = groups.get_mut(group) {
-                        if entry
-                            .consumer
-                            .as_ref()
-                            .is_some_and(|c| c.members.contains_key(&member))
-                        {
+                    let entry = groups.get_mut(group).filter(|_| accepted.get());
+                    if let Some(entry) = entry {
+                        let known = (entry.consumer.as_ref())
+                            .is_some_and(|c| c.members.contains_key(&member));
+                        if known {
                             entry.sessions.insert(member.clone(), now);
                         }
                     }
@@ -52,6 +52,15 @@ impl OffsetsPartition {
             )
             .await?;
         decided
+    }
+
+    /// Every topic by name: id and partition count.
+    fn topic_view(&self) -> TopicView {
+        let view = self.partitions.cluster.view.borrow();
+        let topics = view.metadata.topics.values();
+        topics
+            .map(|t| (t.name.clone(), (t.id.0, t.partitions.len() as u32)))
+            .collect()
     }
 
     /// Removes the consumer group members whose session lapsed by `now`.
@@ -76,8 +85,16 @@ impl OffsetsPartition {
             let left = self
                 .append_then(
                     |groups| {
-                        let consumer = groups.get(&group).and_then(|e| e.consumer.as_ref());
-                        match consumer.map(|c| c.leave(&group, &member, -1)) {
+                        // A heartbeat may have come meanwhile.
+                        let entry = groups.get(&group);
+                        let seen = entry.and_then(|e| e.sessions.get(&member));
+                        let lapsed =
+                            seen.is_some_and(|at| now.duration_since(*at) > SESSION_TIMEOUT);
+                        let consumer = entry.and_then(|e| e.consumer.as_ref());
+                        match consumer
+                            .filter(|_| lapsed)
+                            .map(|c| c.leave(&group, &member, -1))
+                        {
                             Some(Ok(decision)) => (as_keys(decision.records), ()),
                             _ => (Vec::new(), ()),
                         }
@@ -106,7 +123,7 @@ fn decide(
     topics: &TopicView,
 ) -> Result<(Vec<Stored>, Answer), Code> {
     let entry = groups.get(group);
-    let classic_in_use = entry.is_some_and(|e| e.consumer.is_none() && e.has_members());
+    let classic_in_use = entry.is_some_and(|e| e.has_classic_members());
     if classic_in_use {
         // A classic group with members: not converted online (yet).
         return Err(ResponseError::GroupIdNotFound.code());

@@ -15,6 +15,19 @@ use crate::kafka::Code;
 impl OffsetsPartition {
     /// JoinGroup: answered when the join phase completes (or at once).
     pub async fn join(&self, group: &str, join: Join) -> Joined {
+        let consumer_group = self
+            .groups
+            .borrow()
+            .get(group)
+            .is_some_and(|e| e.has_consumer_members());
+        if consumer_group {
+            // Its members heartbeat with the consumer protocol: one group,
+            // one protocol (no online conversion yet).
+            return Joined::failed(
+                ResponseError::InconsistentGroupProtocol.code(),
+                &join.member_id,
+            );
+        }
         let step = self
             .groups
             .borrow_mut()

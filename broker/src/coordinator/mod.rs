@@ -124,7 +124,10 @@ impl Coordinator {
             .await
             .map_err(coordinator_code)?;
         let current = |loaded: &HashMap<PartitionKey, Rc<OffsetsPartition>>| {
-            loaded.get(&key).filter(|p| p.epoch() == led.epoch).cloned()
+            loaded
+                .get(&key)
+                .filter(|p| p.epoch() == led.epoch && !p.is_stale())
+                .cloned()
         };
         if let Some(loaded) = current(&self.loaded.borrow()) {
             return Ok(loaded);
@@ -133,7 +136,8 @@ impl Coordinator {
         if let Some(loaded) = current(&self.loaded.borrow()) {
             return Ok(loaded);
         }
-        // Loaded in an older leadership (or never): its groups are stale.
+        // Loaded in an older leadership (or never, or an append failed):
+        // its groups are stale.
         self.loaded.borrow_mut().remove(&key);
         let delay = Duration::from_millis(self.cluster().config.group_initial_rebalance_delay_ms);
         let started = Instant::now();

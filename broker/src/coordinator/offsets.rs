@@ -23,8 +23,10 @@ impl OffsetsPartition {
         let (member_id, instance_id, generation) = member;
         let allowed = match self.groups.borrow().get(group) {
             Some(entry) => match &entry.consumer {
-                Some(consumer) => consumer.may_commit(member_id, generation),
-                None => entry
+                Some(consumer) if !entry.has_classic_members() => {
+                    consumer.may_commit(member_id, generation)
+                }
+                _ => entry
                     .membership
                     .may_commit(member_id, instance_id, generation),
             },

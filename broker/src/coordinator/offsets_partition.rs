@@ -44,6 +44,10 @@ pub struct OffsetsPartition {
     /// Held while choosing what to append and appending it, so records
     /// reach the log in the order their contents were decided.
     pub(super) append: futures::lock::Mutex<()>,
+    /// An append failed: it may still become durable (a timed-out
+    /// acks=all write), so these groups may miss a record; the next
+    /// request loads them again from the log.
+    stale: std::cell::Cell<bool>,
 }
 
 impl OffsetsPartition {
@@ -62,7 +66,14 @@ impl OffsetsPartition {
             joins: RefCell::new(HashMap::new()),
             syncs: RefCell::new(HashMap::new()),
             append: futures::lock::Mutex::new(()),
+            stale: std::cell::Cell::new(false),
         }
+    }
+
+    /// Whether an append failed since the groups were loaded (they must be
+    /// loaded again).
+    pub fn is_stale(&self) -> bool {
+        self.stale.get()
     }
 
     /// The leader epoch its groups were loaded in.
@@ -110,8 +121,9 @@ impl OffsetsPartition {
     }
 
     /// [`OffsetsPartition::append`], then `apply` to the groups with the
-    /// records once they are durable, before the next append is chosen
-    /// (a write that fails applies nothing).
+    /// records once they are durable, before the next append is chosen.
+    /// A write that fails applies nothing, but may still become durable:
+    /// the groups are then marked stale and loaded again.
     pub(super) async fn append_then<R>(
         &self,
         choose: impl FnOnce(&mut PartitionGroups) -> (Vec<(Key, Option<Value>)>, R),
@@ -134,7 +146,11 @@ impl OffsetsPartition {
             )
             .await
             .map_err(|code| {
-                tracing::warn!(code, "a __consumer_offsets append failed");
+                tracing::warn!(
+                    code,
+                    "a __consumer_offsets append failed; the groups will be loaded again"
+                );
+                self.stale.set(true);
                 coordinator_code(code)
             })?;
         apply(&mut self.groups.borrow_mut(), &records);

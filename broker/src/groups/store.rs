@@ -41,9 +41,21 @@ pub struct GroupEntry {
 }
 
 impl GroupEntry {
-    /// Whether the group has members.
+    /// Whether the group has members, of either protocol.
     pub fn has_members(&self) -> bool {
+        self.has_classic_members() || self.has_consumer_members()
+    }
+
+    /// Whether the group has classic (JoinGroup) members.
+    pub fn has_classic_members(&self) -> bool {
         !self.membership.member_ids().is_empty()
+    }
+
+    /// Whether the group is a consumer group (KIP-848) with members.
+    pub fn has_consumer_members(&self) -> bool {
+        self.consumer
+            .as_ref()
+            .is_some_and(|c| !c.members.is_empty())
     }
 
     /// The membership record to write, if it changed since the last one.

@@ -92,7 +92,7 @@ pub struct Request {
 pub struct Answer {
     /// The member id (the client makes it).
     pub member_id: String,
-    /// Its epoch: 0 joins, -1 leaves, -2 a static member leaves for now.
+    /// The epoch it is at now (-1 or -2 echoed to a leave).
     pub member_epoch: i32,
     /// Its assigned partitions, when they changed or it asked in full.
     pub assignment: Option<BTreeSet<Partition>>,
@@ -112,10 +112,20 @@ pub struct Decision {
 pub fn validate(group_id: &str, req: &Request) -> Result<(), Code> {
     let invalid = Err(ResponseError::InvalidRequest.code());
     let empty = |s: &Option<String>| s.as_deref() == Some("");
+    // Keys hold ids as int16-length strings.
+    let too_long = |s: &str| s.len() > i16::MAX as usize;
+    let long_ids = [
+        Some(group_id),
+        Some(&req.member_id),
+        req.instance_id.as_deref(),
+    ];
+    let long_regex = req.subscribed_topic_regex.as_deref().is_some_and(too_long);
     if group_id.is_empty()
         || req.member_id.is_empty()
         || empty(&req.instance_id)
         || empty(&req.rack_id)
+        || long_ids.into_iter().flatten().any(too_long)
+        || long_regex
     {
         return invalid;
     }
@@ -180,31 +190,15 @@ impl ConsumerGroup {
                     .map_or_else(Assignment::joined, |m| m.assignment.clone()),
             },
         );
-        // A new member, or a new subscription, or the topics moved: a new
-        // group epoch, and a new target for it.
-        let hash = group.subscribed_hash(topics);
         let subscription_changed = current.as_ref().is_none_or(|m| {
             m.metadata.subscribed_topic_names != metadata.subscribed_topic_names
                 || m.metadata.subscribed_topic_regex != metadata.subscribed_topic_regex
         });
-        if subscription_changed || hash != self.metadata_hash {
-            group.epoch = self.epoch + 1;
-            group.metadata_hash = hash;
-            let value = ConsumerValue::GroupEpoch {
-                epoch: group.epoch,
-                metadata_hash: hash,
-            };
-            records.push((
-                ConsumerKey::GroupEpoch {
-                    group: group_id.into(),
-                },
-                Some(value),
-            ));
-        }
+        records.extend(group.maybe_bump_epoch(group_id, subscription_changed, topics));
         if group.epoch > group.assignment_epoch {
             records.extend(group.new_targets(group_id, topics));
         }
-        let (assignment, answer) = group.reconciled(req, topics)?;
+        let (assignment, answer) = group.reconciled(req)?;
         // Compared with what is stored (a rejoin starts from nothing in
         // `group`, not in the records).
         let stored = self.members.get(&req.member_id).map(|m| &m.assignment);
@@ -216,6 +210,30 @@ impl ConsumerGroup {
             ));
         }
         Ok(Decision { records, answer })
+    }
+
+    /// A new group epoch (its record) when a member is new or changed
+    /// its subscription, or the subscribed topics moved (their hash).
+    fn maybe_bump_epoch(
+        &mut self,
+        group_id: &str,
+        subscription_changed: bool,
+        topics: &TopicView,
+    ) -> Option<Record> {
+        let hash = self.subscribed_hash(topics);
+        if !subscription_changed && hash == self.metadata_hash {
+            return None;
+        }
+        self.epoch += 1;
+        self.metadata_hash = hash;
+        let value = ConsumerValue::GroupEpoch {
+            epoch: self.epoch,
+            metadata_hash: hash,
+        };
+        let key = ConsumerKey::GroupEpoch {
+            group: group_id.into(),
+        };
+        Some((key, Some(value)))
     }
 
     /// The member a heartbeat at epoch >= 0 speaks for (None: a new one),
@@ -249,11 +267,7 @@ impl ConsumerGroup {
     }
 
     /// The member's next step and the answer to its heartbeat.
-    fn reconciled(
-        &self,
-        req: &Request,
-        _topics: &TopicView,
-    ) -> Result<(Assignment<Partition>, Answer), Code> {
+    fn reconciled(&self, req: &Request) -> Result<(Assignment<Partition>, Answer), Code> {
         let member = &self.members[&req.member_id];
         let empty = BTreeSet::new();
         let target = self.targets.get(&req.member_id).unwrap_or(&empty);
@@ -270,11 +284,12 @@ impl ConsumerGroup {
             })
         };
         let next = reconcile::reconcile(&member.assignment, &heartbeat, owned_by_another)?;
+        // Kafka's `isFullRequest`: what a client sends after an error or
+        // a lost answer, and is answered its whole assignment.
+        let subscribed =
+            req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some();
         let full = req.member_epoch == 0
-            || req.rebalance_timeout_ms != -1
-            || req.subscribed_topic_names.is_some()
-            || req.subscribed_topic_regex.is_some()
-            || req.owned.is_some();
+            || (req.rebalance_timeout_ms != -1 && subscribed && req.owned.is_some());
         let changed = next.assigned != member.assignment.assigned;
         let answer = Answer {
             member_id: req.member_id.clone(),
@@ -418,13 +433,16 @@ impl ConsumerGroup {
     }
 
     /// Applies a durable record (written by a decision, or read back when
-    /// the group is loaded). `topics` is not needed: records name topics
-    /// by id.
+    /// the group is loaded, where compaction may have kept a member's
+    /// assignment record ahead of its metadata record: either makes the
+    /// member, as Kafka's replay does).
     pub fn replay(&mut self, key: &ConsumerKey, value: Option<&ConsumerValue>) {
+        use ConsumerKey as K;
+        use ConsumerValue as V;
         match (key, value) {
             (
-                ConsumerKey::GroupEpoch { .. },
-                Some(ConsumerValue::GroupEpoch {
+                K::GroupEpoch { .. },
+                Some(V::GroupEpoch {
                     epoch,
                     metadata_hash,
                 }),
@@ -432,50 +450,32 @@ impl ConsumerGroup {
                 self.epoch = *epoch;
                 self.metadata_hash = *metadata_hash;
             }
-            (
-                ConsumerKey::TargetEpoch { .. },
-                Some(ConsumerValue::TargetEpoch { assignment_epoch }),
-            ) => {
+            (K::TargetEpoch { .. }, Some(V::TargetEpoch { assignment_epoch })) => {
                 self.assignment_epoch = *assignment_epoch;
             }
-            (ConsumerKey::TargetEpoch { .. }, None) => self.assignment_epoch = -1,
-            (
-                ConsumerKey::TargetMember { member, .. },
-                Some(ConsumerValue::TargetMember(target)),
-            ) => {
+            (K::TargetEpoch { .. }, None) => self.assignment_epoch = -1,
+            (K::TargetMember { member, .. }, Some(V::TargetMember(target))) => {
                 self.targets.insert(member.clone(), flatten(target));
             }
-            (ConsumerKey::TargetMember { member, .. }, None) => {
+            (K::TargetMember { member, .. }, None) => {
                 self.targets.remove(member);
             }
-            (ConsumerKey::Member { member, .. }, Some(ConsumerValue::Member(metadata))) => {
-                let entry = self
-                    .members
-                    .entry(member.clone())
-                    .or_insert_with(|| Member {
-                        metadata: metadata.clone(),
-                        assignment: Assignment::joined(),
-                    });
-                entry.metadata = metadata.clone();
+            (K::Member { member, .. }, Some(V::Member(metadata))) => {
+                self.member_entry(member).metadata = metadata.clone();
             }
-            (ConsumerKey::Member { member, .. }, None) => {
+            (K::Member { member, .. }, None) => {
                 self.members.remove(member);
             }
-            (
-                ConsumerKey::CurrentAssignment { member, .. },
-                Some(ConsumerValue::CurrentAssignment(stored)),
-            ) => {
-                if let Some(m) = self.members.get_mut(member) {
-                    m.assignment = Assignment {
-                        epoch: stored.member_epoch,
-                        previous_epoch: stored.previous_member_epoch,
-                        state: MemberState::of_id(stored.state),
-                        assigned: flatten(&stored.assigned),
-                        pending_revocation: flatten(&stored.pending_revocation),
-                    };
-                }
+            (K::CurrentAssignment { member, .. }, Some(V::CurrentAssignment(stored))) => {
+                self.member_entry(member).assignment = Assignment {
+                    epoch: stored.member_epoch,
+                    previous_epoch: stored.previous_member_epoch,
+                    state: MemberState::of_id(stored.state),
+                    assigned: flatten(&stored.assigned),
+                    pending_revocation: flatten(&stored.pending_revocation),
+                };
             }
-            (ConsumerKey::CurrentAssignment { member, .. }, None) => {
+            (K::CurrentAssignment { member, .. }, None) => {
                 if let Some(m) = self.members.get_mut(member) {
                     m.assignment = Assignment {
                         epoch: -1,
@@ -488,6 +488,16 @@ impl ConsumerGroup {
             // regular expressions (16) change nothing here.
             _ => {}
         }
+    }
+
+    /// Member `id`, made (empty, at epoch 0) if unknown.
+    fn member_entry(&mut self, id: &str) -> &mut Member {
+        self.members
+            .entry(id.to_string())
+            .or_insert_with(|| Member {
+                metadata: MemberMetadata::default(),
+                assignment: Assignment::joined(),
+            })
     }
 }
 

@@ -9,7 +9,7 @@
 //! | type | key | value |
 //! |---|---|---|
 //! | 3 | group | the group epoch; tag 0: the subscribed topics' hash |
-//! | 4 | group | partition metadata (before Kafka 4.1): read, never written but as a tombstone |
+//! | 4 | group | partition metadata (before Kafka 4.1): read, not written |
 //! | 5 | group, member | the member's ids, client, subscription, rebalance timeout, assignor |
 //! | 6 | group | the target assignment's epoch |
 //! | 7 | group, member | the member's target partitions |
@@ -31,7 +31,7 @@ pub enum ConsumerKey {
         /// The group.
         group: String,
     },
-    /// 4: Kafka's partition metadata before 4.1 (only tombstoned here).
+    /// 4: Kafka's partition metadata before 4.1 (read, not written).
     PartitionMetadata {
         /// The group.
         group: String,

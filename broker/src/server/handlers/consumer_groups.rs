@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::access::{Caller, GROUP_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::coordinator::consumer_groups::HEARTBEAT_INTERVAL;
-use crate::groups::modern::consumer::{self, Answer, Partition, Request as Heartbeat, TopicView};
+use crate::groups::modern::consumer::{self, Answer, Partition, Request as Heartbeat};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -31,21 +31,26 @@ pub async fn heartbeat(
     let decoded: ConsumerGroupHeartbeatRequest =
         checked(request, bounds::check_consumer_group_heartbeat)?;
     let group = decoded.group_id.to_string();
-    let beat = heartbeat_of(request, &decoded, caller.group_host);
+    let mut beat = heartbeat_of(request, &decoded, caller.group_host);
+    let version = request.header.request_api_version;
+    if version == 0 && beat.member_epoch == 0 && beat.member_id.is_empty() {
+        // v0 clients may join without an id: the broker makes one (v1
+        // clients make their own, KIP-1082).
+        beat.member_id = uuid::Builder::from_random_bytes(rand::random())
+            .into_uuid()
+            .to_string();
+    }
     let answered = if !caller.may_group(Operation::Read, &group) {
         Err(GROUP_DENIED)
     } else {
         match consumer::validate(&group, &beat) {
             Err(code) => Err(code),
             Ok(()) => {
-                let topics = topic_view(shard);
                 let key = group.clone();
                 shard
                     .coordinator
                     .on_group(&key, Err, move |partition| {
-                        Box::pin(
-                            async move { partition.consumer_heartbeat(&group, beat, topics).await },
-                        )
+                        Box::pin(async move { partition.consumer_heartbeat(&group, beat).await })
                     })
                     .await
             }
@@ -88,15 +93,6 @@ fn heartbeat_of(
             .unwrap_or_default(),
         client_host: host.to_string(),
     }
-}
-
-/// Every topic by name: id and partition count.
-fn topic_view(shard: &Shard) -> TopicView {
-    let view = shard.cluster.view.borrow();
-    let topics = view.metadata.topics.values();
-    topics
-        .map(|t| (t.name.clone(), (t.id.0, t.partitions.len() as u32)))
-        .collect()
 }
 
 fn answer(

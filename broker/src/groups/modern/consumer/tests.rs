@@ -134,7 +134,10 @@ fn a_second_member_gets_partitions_only_once_the_first_let_them_go() {
         &topics,
     )
     .unwrap();
-    assert_eq!(b2.assignment, Some(BTreeSet::new()), "nothing released yet");
+    assert_eq!(
+        b2.assignment, None,
+        "nothing released yet: nothing new to tell"
+    );
     let a3 = apply(&mut group, &mut log, &beat("a", 1, &kept), &topics).unwrap();
     assert_eq!(a3.member_epoch, 2, "let go: a moves to the target's epoch");
     let b3 = apply(
@@ -202,7 +205,20 @@ fn rebuilt(log: &[Record]) -> ConsumerGroup {
     group
 }
 
-/// A consumer as librdkafka runs one: it owns what it was last told.
+/// The group as a new coordinator loads it from a compacted log: only
+/// each key's last record, in the order those were written.
+fn rebuilt_compacted(log: &[Record]) -> ConsumerGroup {
+    let last: BTreeMap<&ConsumerKey, usize> =
+        log.iter().enumerate().map(|(i, (k, _))| (k, i)).collect();
+    let mut kept: Vec<usize> = last.into_values().collect();
+    kept.sort_unstable();
+    let compacted: Vec<Record> = kept.into_iter().map(|i| log[i].clone()).collect();
+    rebuilt(&compacted)
+}
+
+/// A consumer as librdkafka runs one: it owns what it was last told,
+/// except a slow one, which keeps revoked partitions a few heartbeats
+/// longer (still saying it owns them).
 struct Client {
     id: String,
     epoch: i32,
@@ -210,34 +226,87 @@ struct Client {
     names: Vec<&'static str>,
     /// Its subscription changed since its last answer.
     resubscribed: bool,
+    /// Its last answer was lost: the next request is a full one.
+    full_next: bool,
+    /// What it was told to keep, and heartbeats until it lets go.
+    revoking: Option<(BTreeSet<Partition>, u32)>,
 }
 
 impl Client {
-    fn request(&self) -> Request {
+    fn new(id: String, names: Vec<&'static str>) -> Client {
+        Client {
+            id,
+            epoch: 0,
+            owned: BTreeSet::new(),
+            names,
+            resubscribed: false,
+            full_next: false,
+            revoking: None,
+        }
+    }
+
+    fn request(&mut self) -> Request {
+        if let Some((keep, left)) = &mut self.revoking {
+            match left.checked_sub(1) {
+                Some(n) => *left = n,
+                None => {
+                    self.owned = keep.clone();
+                    self.revoking = None;
+                }
+            }
+        }
         let mut req = match self.epoch {
             0 => join(&self.id, &self.names),
             epoch => beat(&self.id, epoch, &self.owned),
         };
-        if self.resubscribed {
+        if self.resubscribed || self.full_next {
             req.subscribed_topic_names = Some(self.names.iter().map(|n| n.to_string()).collect());
+        }
+        if self.full_next {
+            req.rebalance_timeout_ms = 30_000;
         }
         req
     }
 
-    fn told(&mut self, answer: Result<Answer, Code>) {
+    fn told(&mut self, answer: Result<Answer, Code>, slow: bool) {
         match answer {
             Ok(answer) => {
                 self.epoch = answer.member_epoch;
                 self.resubscribed = false;
-                if let Some(assignment) = answer.assignment {
-                    self.owned = assignment;
+                self.full_next = false;
+                match answer.assignment {
+                    Some(keep) if slow && keep.is_subset(&self.owned) && keep != self.owned => {
+                        self.revoking = Some((keep, 2));
+                    }
+                    Some(assignment) => {
+                        self.owned = assignment;
+                        self.revoking = None;
+                    }
+                    None => {}
                 }
             }
             Err(_) => {
                 // Fenced or unknown: it drops everything and rejoins.
                 self.epoch = 0;
                 self.owned.clear();
+                self.revoking = None;
             }
+        }
+    }
+}
+
+/// The coordinator's side: no partition assigned to, or pending
+/// revocation from, two members.
+fn no_partition_held_twice(group: &ConsumerGroup, seed: u64, step: usize) {
+    let mut seen = BTreeSet::new();
+    for m in group.members.values() {
+        for p in m
+            .assignment
+            .assigned
+            .iter()
+            .chain(&m.assignment.pending_revocation)
+        {
+            assert!(seen.insert(*p), "SEED={seed} step {step}: {p:?} held twice");
         }
     }
 }
@@ -266,13 +335,10 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
         let mut clients: Vec<Client> = Vec::new();
         for step in 0..200 {
             match rng.gen_range(0..20) {
-                0 | 1 if clients.len() < 5 => clients.push(Client {
-                    id: format!("m{step}"),
-                    epoch: 0,
-                    owned: BTreeSet::new(),
-                    names: NAME_SETS[rng.gen_range(0..3)].to_vec(),
-                    resubscribed: false,
-                }),
+                0 | 1 if clients.len() < 5 => clients.push(Client::new(
+                    format!("m{step}"),
+                    NAME_SETS[rng.gen_range(0..3)].to_vec(),
+                )),
                 2 if !clients.is_empty() => {
                     // Leaves, or crashes and its session expires.
                     let client = clients.remove(rng.gen_range(0..clients.len()));
@@ -295,22 +361,32 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
                 }
                 _ if !clients.is_empty() => {
                     let i = rng.gen_range(0..clients.len());
-                    let answer = apply(&mut group, &mut log, &clients[i].request(), &view);
+                    let mut request = clients[i].request();
+                    if rng.gen_bool(0.05) {
+                        // Its connection moved: new metadata, often no
+                        // new assignment (record 5 after its last 8).
+                        request.client_host = format!("/h{step}");
+                    }
+                    let answer = apply(&mut group, &mut log, &request, &view);
                     if rng.gen_bool(0.1) && answer.is_ok() {
+                        clients[i].full_next = true;
                         continue; // the answer is lost
                     }
-                    clients[i].told(answer);
+                    clients[i].told(answer, rng.gen_bool(0.3));
                 }
                 _ => {}
             }
             no_partition_owned_twice(&clients, seed, step);
+            no_partition_held_twice(&group, seed, step);
         }
         // Changes stop: a few rounds of heartbeats reach the target.
         for _ in 0..6 {
             for i in 0..clients.len() {
-                let answer = apply(&mut group, &mut log, &clients[i].request(), &view);
-                clients[i].told(answer);
+                let request = clients[i].request();
+                let answer = apply(&mut group, &mut log, &request, &view);
+                clients[i].told(answer, false);
                 no_partition_owned_twice(&clients, seed, 200);
+                no_partition_held_twice(&group, seed, 200);
             }
         }
         for client in &clients {
@@ -340,6 +416,11 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
             rebuilt(&log),
             group,
             "SEED={seed}: replay rebuilds the group"
+        );
+        assert_eq!(
+            rebuilt_compacted(&log),
+            group,
+            "SEED={seed}: so does a compacted log"
         );
     }
 }

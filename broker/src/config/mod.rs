@@ -140,6 +140,12 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: u64,
     /// The longest session timeout a member may ask for.
     pub group_max_session_timeout_ms: u64,
+    /// A consumer group (KIP-848) member not heard from for this long is
+    /// removed (Kafka's `group.consumer.session.timeout.ms`).
+    pub group_consumer_session_timeout_ms: u64,
+    /// How often consumer group members are told to heartbeat (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`); below the session timeout.
+    pub group_consumer_heartbeat_interval_ms: u64,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -266,6 +272,8 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5_000,
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
             controller_listen: None,
@@ -363,6 +371,15 @@ impl BrokerConfig {
                 "transactional_id_expiration_ms and transaction_max_timeout_ms must be at least 1"
                     .into(),
             );
+        }
+        let (session, interval) = (
+            self.group_consumer_session_timeout_ms,
+            self.group_consumer_heartbeat_interval_ms,
+        );
+        if interval < 1 || interval >= session || session > i32::MAX as u64 {
+            return invalid(format!(
+                "group_consumer_heartbeat_interval_ms {interval} must be at least 1 and below group_consumer_session_timeout_ms {session}"
+            ));
         }
         if !(0..=2).contains(&self.transaction_version) {
             return invalid(format!(

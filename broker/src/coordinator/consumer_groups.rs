@@ -2,7 +2,8 @@
 //! is decided by the group's rules (`groups::modern::consumer`) under the
 //! partition's append lock, its records appended with acks=all and
 //! replayed into the group once durable, then answered; members whose
-//! session lapsed are removed the same way by the shard's tick.
+//! session lapsed (`group_consumer_session_timeout_ms`) are removed the
+//! same way by the shard's tick.
 
 use std::time::{Duration, Instant};
 
@@ -13,12 +14,6 @@ use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
 use crate::groups::records::{Key, Value};
 use crate::groups::store::PartitionGroups;
 use crate::kafka::Code;
-
-/// Kafka's `group.consumer.session.timeout.ms` default: a member not
-/// heard from for this long is removed.
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
-/// Kafka's `group.consumer.heartbeat.interval.ms` default, told to members.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
 impl OffsetsPartition {
     /// Answers a validated heartbeat of consumer group `group`, against
@@ -54,6 +49,16 @@ impl OffsetsPartition {
         decided
     }
 
+    /// How long a member may stay silent (`group_consumer_session_timeout_ms`).
+    fn session_timeout(&self) -> Duration {
+        let ms = self
+            .partitions
+            .cluster
+            .config
+            .group_consumer_session_timeout_ms;
+        Duration::from_millis(ms)
+    }
+
     /// Every topic by name: id and partition count.
     fn topic_view(&self) -> TopicView {
         let view = self.partitions.cluster.view.borrow();
@@ -65,6 +70,7 @@ impl OffsetsPartition {
 
     /// Removes the consumer group members whose session lapsed by `now`.
     pub async fn expire_consumer_members(&self, now: Instant) {
+        let session = self.session_timeout();
         let lapsed: Vec<(String, String)> = {
             let groups = self.groups.borrow();
             groups
@@ -75,7 +81,7 @@ impl OffsetsPartition {
                     entry
                         .sessions
                         .iter()
-                        .filter(|(_, seen)| now.duration_since(**seen) > SESSION_TIMEOUT)
+                        .filter(|(_, seen)| now.duration_since(**seen) > session)
                         .map(|(member, _)| (id.clone(), member.clone()))
                         .collect::<Vec<_>>()
                 })
@@ -88,8 +94,7 @@ impl OffsetsPartition {
                         // A heartbeat may have come meanwhile.
                         let entry = groups.get(&group);
                         let seen = entry.and_then(|e| e.sessions.get(&member));
-                        let lapsed =
-                            seen.is_some_and(|at| now.duration_since(*at) > SESSION_TIMEOUT);
+                        let lapsed = seen.is_some_and(|at| now.duration_since(*at) > session);
                         let consumer = entry.and_then(|e| e.consumer.as_ref());
                         match consumer
                             .filter(|_| lapsed)

@@ -238,26 +238,37 @@ pub fn seed() -> u64 {
 /// One HTTP/1.1 request on a connection of its own (`connection:
 /// close`: the broker answers, then closes it): (status, body).
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let (text, answered) = try_http(address, method, path, body);
+    answered.unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+/// [`http`] to a broker that may be going away: the raw answer, and its
+/// status and body if it answered at all.
+pub fn try_http(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (String, Option<(u16, String)>) {
     use std::io::{Read, Write};
     let raw = format!(
         "{method} {path} HTTP/1.1\r\nhost: broker\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut stream = std::net::TcpStream::connect(address).expect("the HTTP listener");
-    stream.write_all(raw.as_bytes()).unwrap();
     let mut text = String::new();
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return (text, None);
+    };
+    let _ = stream.write_all(raw.as_bytes());
     let _ = stream.read_to_string(&mut text);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok());
     let body = text
         .split("\r\n\r\n")
         .nth(1)
         .unwrap_or_default()
         .to_string();
-    (status, body)
+    let answered = status.map(|status| (status, body));
+    (text, answered)
 }
 
 /// An ApiVersions request frame (size prefix included) at `version`, with

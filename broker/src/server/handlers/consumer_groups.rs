@@ -10,7 +10,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::access::{Caller, GROUP_DENIED};
 use super::{respond, HandlerError, Outcome};
-use crate::coordinator::consumer_groups::HEARTBEAT_INTERVAL;
 use crate::groups::modern::consumer::{self, Answer, Partition, Request as Heartbeat};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
@@ -56,7 +55,8 @@ pub async fn heartbeat(
             }
         }
     };
-    respond(request, &answer(answered, &decoded))
+    let interval = shard.cluster.config.group_consumer_heartbeat_interval_ms as i32;
+    respond(request, &answer(answered, &decoded, interval))
 }
 
 /// The request as the group's rules take it.
@@ -98,8 +98,8 @@ fn heartbeat_of(
 fn answer(
     answered: Result<Answer, Code>,
     decoded: &ConsumerGroupHeartbeatRequest,
+    interval: i32,
 ) -> ConsumerGroupHeartbeatResponse {
-    let interval = HEARTBEAT_INTERVAL.as_millis() as i32;
     match answered {
         Err(code) => ConsumerGroupHeartbeatResponse::default()
             .with_error_code(code)

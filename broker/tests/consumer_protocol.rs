@@ -6,6 +6,14 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use client::cluster::Cluster;
+use client::connection::Connection;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, FindCoordinatorRequest, GroupId, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use support::start_broker;
 
 /// confluent-kafka (tests/python/consumer_protocol.py): two consumers
@@ -137,4 +145,127 @@ fn a_killed_members_partitions_go_to_the_others_when_its_session_lapses() {
         "not before its session lapsed: {waited:?}"
     );
     let _ = second.child.kill();
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A join of `member` (subscribed to "wire") at `version`.
+fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text("wire-group")))
+        .with_member_id(text(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(text("wire"))]))
+        .with_subscribed_topic_regex(Some(text("")))
+        .with_topic_partitions(Some(vec![]))
+}
+
+/// A steady heartbeat of `member` at `epoch`, owning `owned` of "wire".
+fn beat(group: &str, member: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_member_id(text(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(-1)
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(None)
+        .with_topic_partitions(None)
+}
+
+/// ConsumerGroupHeartbeat in raw requests: a member's life (join, the
+/// acknowledgement, leave) and each refusal with Kafka's error code.
+#[test]
+fn heartbeats_over_the_wire_join_acknowledge_leave_and_are_refused_as_kafka_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-wire");
+        cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
+        let mut c = Connection::connect(address, "kip848-wire").await.unwrap();
+        // As clients do: FindCoordinator first (it makes
+        // __consumer_offsets), retried while the coordinator loads.
+        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
+        let mut joined = None;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&join("m1"), 1).await.unwrap();
+            if answer.error_code == 0 {
+                joined = Some(answer);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        let joined = joined.expect("the join was never answered");
+        assert!(joined.member_epoch >= 1);
+        assert_eq!(joined.heartbeat_interval_ms, 5_000);
+        let assigned = joined
+            .assignment
+            .expect("a join is answered its assignment");
+        let owned: Vec<TopicPartitions> = assigned
+            .topic_partitions
+            .iter()
+            .map(|t| {
+                TopicPartitions::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(t.partitions.clone())
+            })
+            .collect();
+        assert_eq!(owned.iter().map(|t| t.partitions.len()).sum::<usize>(), 2);
+        let epoch = joined.member_epoch;
+        // Its acknowledgement: nothing changed, so no assignment.
+        let ack = beat("wire-group", "m1", epoch).with_topic_partitions(Some(owned));
+        let acked = c.call(&ack, 1).await.unwrap();
+        assert_eq!((acked.error_code, acked.member_epoch), (0, epoch));
+        assert!(acked.assignment.is_none(), "{acked:?}");
+        // The refusals, in Kafka's codes.
+        let code = |e: ResponseError| e.code();
+        let refusals = [
+            (
+                join("m2").with_rebalance_timeout_ms(-1),
+                code(ResponseError::InvalidRequest),
+            ),
+            (join(""), code(ResponseError::InvalidRequest)),
+            (
+                join("m2").with_server_assignor(Some(text("sticky"))),
+                code(ResponseError::UnsupportedAssignor),
+            ),
+            (
+                join("m2").with_subscribed_topic_regex(Some(text("^w.*"))),
+                code(ResponseError::InvalidRegularExpression),
+            ),
+            (
+                beat("wire-group", "stranger", 3),
+                code(ResponseError::UnknownMemberId),
+            ),
+            (
+                beat("wire-group", "m1", epoch + 7),
+                code(ResponseError::FencedMemberEpoch),
+            ),
+            (
+                beat("no-such-group", "m1", 1),
+                code(ResponseError::GroupIdNotFound),
+            ),
+        ];
+        for (request, expected) in refusals {
+            let answer = c.call(&request, 1).await.unwrap();
+            assert_eq!(answer.error_code, expected, "{request:?}");
+        }
+        // v0 may join without a member id: the broker makes one.
+        let v0 = c
+            .call(&join("").with_subscribed_topic_regex(None), 0)
+            .await
+            .unwrap();
+        assert_eq!(v0.error_code, 0);
+        let made = v0.member_id.expect("a member id").to_string();
+        assert!(!made.is_empty());
+        // Leaving: -1 echoed; then the member is unknown.
+        let left = c.call(&beat("wire-group", "m1", -1), 1).await.unwrap();
+        assert_eq!((left.error_code, left.member_epoch), (0, -1));
+        let gone = c.call(&beat("wire-group", "m1", epoch), 1).await.unwrap();
+        assert_eq!(gone.error_code, code(ResponseError::UnknownMemberId));
+    });
 }

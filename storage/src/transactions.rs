@@ -260,15 +260,7 @@ impl Transactions {
         }
         out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
         for txn in self.aborted.values() {
-            let values = [
-                txn.producer_id,
-                txn.first_offset.0,
-                txn.marker_offset.0,
-                txn.stable_after.0,
-            ];
-            for value in values {
-                out.extend_from_slice(&value.to_be_bytes());
-            }
+            crate::txn_index::put_entry(out, txn);
         }
     }
 

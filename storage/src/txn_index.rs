@@ -41,15 +41,7 @@ pub fn encode(entries: &[AbortedTxn]) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
     for txn in entries {
-        let values = [
-            txn.producer_id,
-            txn.first_offset.0,
-            txn.marker_offset.0,
-            txn.stable_after.0,
-        ];
-        for value in values {
-            out.extend_from_slice(&value.to_be_bytes());
-        }
+        put_entry(&mut out, txn);
     }
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
@@ -59,6 +51,21 @@ pub fn encode(entries: &[AbortedTxn]) -> Vec<u8> {
 /// The length of an index file of `entries` entries.
 pub fn encoded_len(entries: u64) -> u64 {
     12u64.saturating_add(entries.saturating_mul(ENTRY_BYTES as u64))
+}
+
+/// Appends one entry's 32 bytes (producer id, first offset, marker
+/// offset, stable-after offset; big-endian): also the producer
+/// snapshots' layout of the aborts they hold.
+pub fn put_entry(out: &mut Vec<u8>, txn: &AbortedTxn) {
+    let values = [
+        txn.producer_id,
+        txn.first_offset.0,
+        txn.marker_offset.0,
+        txn.stable_after.0,
+    ];
+    for value in values {
+        out.extend_from_slice(&value.to_be_bytes());
+    }
 }
 
 /// Decodes an index file, or None if it is damaged (the count must match

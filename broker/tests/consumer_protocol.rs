@@ -7,10 +7,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::cluster::Cluster;
-use client::connection::Connection;
+use client::connection::{ClientError, Connection};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, FindCoordinatorRequest, GroupId, TopicName,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, FindCoordinatorRequest, GroupId,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -267,5 +268,135 @@ fn heartbeats_over_the_wire_join_acknowledge_leave_and_are_refused_as_kafka_refu
         assert_eq!((left.error_code, left.member_epoch), (0, -1));
         let gone = c.call(&beat("wire-group", "m1", epoch), 1).await.unwrap();
         assert_eq!(gone.error_code, code(ResponseError::UnknownMemberId));
+    });
+}
+
+/// What `answer` assigned, as a later heartbeat reports it owned.
+fn owned_of(answer: &ConsumerGroupHeartbeatResponse) -> Vec<TopicPartitions> {
+    let assigned = answer.assignment.as_ref().expect("an assignment");
+    let each = assigned.topic_partitions.iter().map(|t| {
+        TopicPartitions::default()
+            .with_topic_id(t.topic_id)
+            .with_partitions(t.partitions.clone())
+    });
+    each.collect()
+}
+
+/// A consumer group as ConsumerGroupDescribe, ListGroups, DescribeGroups
+/// and `broker group list|describe` show it while a partition moves from
+/// one member to another: the second member's target before it owns it,
+/// Reconciling until the move is done, then Stable.
+#[test]
+fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let bootstrap = broker.bootstrap();
+    support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-describe");
+        cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
+        let mut c = Connection::connect(address, "kip848-describe")
+            .await
+            .unwrap();
+        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
+        let mut first = None;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&join("m1"), 1).await.unwrap();
+            if answer.error_code == 0 {
+                first = Some(answer);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        let first = first.expect("the join was never answered");
+        let e1 = first.member_epoch;
+        let both = owned_of(&first);
+        let described = cluster.describe_consumer_group("wire-group").await.unwrap();
+        assert_eq!(described.state, "Stable");
+        assert_eq!((described.epoch, described.assignment_epoch), (e1, e1));
+        assert_eq!(described.assignor, "uniform");
+        let m1 = &described.members[0];
+        assert_eq!((m1.member_id.as_str(), m1.member_epoch), ("m1", e1));
+        assert_eq!(m1.subscribed_topics, vec!["wire".to_string()]);
+        assert_eq!(m1.assigned["wire"], vec![0, 1]);
+        // A second member: its target is one partition m1 still owns.
+        let second = c.call(&join("m2"), 1).await.unwrap();
+        assert_eq!(second.error_code, 0);
+        let described = cluster.describe_consumer_group("wire-group").await.unwrap();
+        assert_eq!(described.state, "Reconciling");
+        assert!(described.epoch > e1);
+        let m2 = described.members.iter().find(|m| m.member_id == "m2");
+        let m2 = m2.expect("m2 is described");
+        assert!(m2.assigned.is_empty(), "{m2:?}");
+        assert_eq!(m2.target["wire"].len(), 1, "{m2:?}");
+        let shown = support::cli(&bootstrap, &["group", "describe", "wire-group"]);
+        assert!(
+            shown.contains("wire-group: consumer, Reconciling, 2 members"),
+            "{shown}"
+        );
+        assert!(shown.contains("target wire["), "{shown}");
+        // m1 gives its partition up; m2 then gets it.
+        let revoke = c
+            .call(
+                &beat("wire-group", "m1", e1).with_topic_partitions(Some(both)),
+                1,
+            )
+            .await
+            .unwrap();
+        let kept = owned_of(&revoke);
+        let moved = c
+            .call(
+                &beat("wire-group", "m1", e1).with_topic_partitions(Some(kept)),
+                1,
+            )
+            .await
+            .unwrap();
+        let e2 = moved.member_epoch;
+        assert!(e2 > e1, "{moved:?}");
+        let got = c
+            .call(&beat("wire-group", "m2", second.member_epoch), 1)
+            .await
+            .unwrap();
+        assert_eq!(got.member_epoch, e2);
+        let _ = c
+            .call(
+                &beat("wire-group", "m2", e2).with_topic_partitions(Some(owned_of(&got))),
+                1,
+            )
+            .await
+            .unwrap();
+        let described = cluster.describe_consumer_group("wire-group").await.unwrap();
+        assert_eq!(described.state, "Stable", "{described:?}");
+        let mut owned: Vec<i32> = described
+            .members
+            .iter()
+            .flat_map(|m| m.assigned["wire"].clone())
+            .collect();
+        owned.sort();
+        assert_eq!(owned, vec![0, 1]);
+        // ListGroups names its type; DescribeGroups (classic) does not
+        // describe it, as Kafka's; the CLI shows both.
+        let listed = cluster.list_groups().await.unwrap();
+        let listed = listed.iter().find(|g| g.group == "wire-group").unwrap();
+        assert_eq!(
+            (listed.group_type.as_str(), listed.state.as_str()),
+            ("consumer", "Stable")
+        );
+        let classic = cluster.describe_group("wire-group").await.unwrap();
+        assert_eq!(classic.state, "Dead");
+        let list = support::cli(&bootstrap, &["group", "list"]);
+        let row = list.lines().find(|l| l.starts_with("wire-group"));
+        let row: Vec<&str> = row.expect("listed").split_whitespace().collect();
+        assert_eq!(row[1..3], ["consumer", "Stable"], "{list}");
+        let shown = support::cli(&bootstrap, &["group", "describe", "wire-group"]);
+        assert!(shown.contains("consumer, Stable, 2 members"), "{shown}");
+        assert!(!shown.contains("target"), "{shown}");
+        // A classic-only name is not a consumer group.
+        let none = cluster.describe_consumer_group("no-such").await;
+        assert!(
+            matches!(none, Err(ClientError::Broker(c)) if c == ResponseError::GroupIdNotFound.code()),
+            "{none:?}"
+        );
     });
 }

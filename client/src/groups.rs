@@ -30,8 +30,12 @@ pub struct GroupListing {
     pub group: String,
     /// "consumer", or empty for a group that only stores offsets.
     pub protocol_type: String,
-    /// Its state (Empty, Stable, PreparingRebalance, CompletingRebalance).
+    /// Its state (classic: Empty, Stable, PreparingRebalance,
+    /// CompletingRebalance; consumer: Empty, Assigning, Reconciling,
+    /// Stable).
     pub state: String,
+    /// "classic", or "consumer" for a group of the KIP-848 protocol.
+    pub group_type: String,
 }
 
 /// One member of a group.
@@ -131,7 +135,7 @@ impl Cluster {
 
     /// Calls `request` on the coordinator of `group`; `code_of` picks the
     /// response's group error, and a retriable one sends it again.
-    async fn on_coordinator<R: Request>(
+    pub(crate) async fn on_coordinator<R: Request>(
         &self,
         group: &str,
         build: impl Fn(i16) -> R,
@@ -168,6 +172,7 @@ impl Cluster {
                 group: g.group_id.to_string(),
                 protocol_type: g.protocol_type.to_string(),
                 state: g.group_state.to_string(),
+                group_type: g.group_type.to_string(),
             }));
         }
         groups.sort_by(|a, b| a.group.cmp(&b.group));

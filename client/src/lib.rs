@@ -11,6 +11,7 @@ pub mod admin;
 pub mod cluster;
 pub mod connection;
 pub mod consumer;
+pub mod consumer_groups;
 pub mod groups;
 pub mod partitioner;
 pub mod producer;

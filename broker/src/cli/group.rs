@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args, Subcommand};
 use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
+use client::consumer_groups::{ConsumerGroupDescription, TopicPartitions};
 use client::groups::MemberDescription;
 use kafka_protocol::ResponseError;
 
@@ -215,9 +216,17 @@ pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String,
     let mut out = String::new();
     match command {
         GroupCommand::List => {
-            let _ = writeln!(out, "{:<40} {:<20} PROTOCOL-TYPE", "GROUP", "STATE");
+            let _ = writeln!(
+                out,
+                "{:<40} {:<9} {:<20} PROTOCOL-TYPE",
+                "GROUP", "TYPE", "STATE"
+            );
             for g in cluster.list_groups().await? {
-                let _ = writeln!(out, "{:<40} {:<20} {}", g.group, g.state, g.protocol_type);
+                let _ = writeln!(
+                    out,
+                    "{:<40} {:<9} {:<20} {}",
+                    g.group, g.group_type, g.state, g.protocol_type
+                );
             }
         }
         GroupCommand::Describe(group) => describe(cluster, &group, &mut out).await?,
@@ -249,23 +258,30 @@ async fn bounds_of(
         .collect())
 }
 
-/// `group describe`: the group's state, its members with their
-/// assignments, then every partition committed or assigned with its lag.
+/// `group describe`: the group's type, state and members with their
+/// assignments (a consumer group's epochs and targets too), then every
+/// partition committed or assigned with its lag.
 async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
-    let description = cluster.describe_group(group).await?;
     let committed = cluster.committed_offsets(group, None).await?;
-    if description.state == "Dead" && committed.is_empty() {
-        return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
-    }
-    let _ = writeln!(
-        out,
-        "group {group}: {}, {} members, protocol {}/{}",
-        description.state,
-        description.members.len(),
-        description.protocol_type,
-        description.protocol
-    );
-    let owners = write_members(&description.members, out);
+    let owners = match cluster.describe_consumer_group(group).await {
+        Ok(consumer) => write_consumer_group(group, &consumer, out),
+        Err(e) if not_a_consumer_group(&e) => {
+            let description = cluster.describe_group(group).await?;
+            if description.state == "Dead" && committed.is_empty() {
+                return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
+            }
+            let _ = writeln!(
+                out,
+                "group {group}: classic, {}, {} members, protocol {}/{}",
+                description.state,
+                description.members.len(),
+                description.protocol_type,
+                description.protocol
+            );
+            write_members(&description.members, out)
+        }
+        Err(e) => return Err(e),
+    };
     // Every partition committed or assigned, with its lag.
     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for (topic, partition) in committed.keys().chain(owners.keys()) {
@@ -295,6 +311,74 @@ async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Whether ConsumerGroupDescribe's error says to ask DescribeGroups: the
+/// group is not a consumer group (or the broker predates them).
+fn not_a_consumer_group(e: &ClientError) -> bool {
+    match e {
+        ClientError::Broker(code) => *code == ResponseError::GroupIdNotFound.code(),
+        ClientError::Unsupported(_) => true,
+        _ => false,
+    }
+}
+
+/// How many members `group` has, of either type.
+async fn member_count(cluster: &Cluster, group: &str) -> Result<usize, ClientError> {
+    match cluster.describe_consumer_group(group).await {
+        Ok(consumer) => Ok(consumer.members.len()),
+        Err(e) if not_a_consumer_group(&e) => {
+            Ok(cluster.describe_group(group).await?.members.len())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a consumer group's epochs and a line per member (its partitions,
+/// and its target while it differs); returns who owns each partition.
+fn write_consumer_group(
+    group: &str,
+    consumer: &ConsumerGroupDescription,
+    out: &mut String,
+) -> BTreeMap<(String, i32), String> {
+    let _ = writeln!(
+        out,
+        "group {group}: consumer, {}, {} members, epoch {}, assignment epoch {}, assignor {}",
+        consumer.state,
+        consumer.members.len(),
+        consumer.epoch,
+        consumer.assignment_epoch,
+        consumer.assignor
+    );
+    let show = |partitions: &TopicPartitions| {
+        let each = partitions.iter().map(|(t, ps)| format!("{t}{ps:?}"));
+        each.collect::<Vec<_>>().join(" ")
+    };
+    let mut owners = BTreeMap::new();
+    for m in &consumer.members {
+        let instance = (m.instance_id.as_ref())
+            .map(|i| format!(" instance {i}"))
+            .unwrap_or_default();
+        let target = match m.target == m.assigned {
+            true => String::new(),
+            false => format!(" target {}", show(&m.target)),
+        };
+        let _ = writeln!(
+            out,
+            "  member {} epoch {} client {} host {}{instance} assigned {}{target}",
+            m.member_id,
+            m.member_epoch,
+            m.client_id,
+            m.client_host,
+            show(&m.assigned)
+        );
+        for (topic, partitions) in &m.assigned {
+            for p in partitions {
+                owners.insert((topic.clone(), *p), m.member_id.clone());
+            }
+        }
+    }
+    owners
 }
 
 /// Writes a line per member; returns who owns each assigned partition.
@@ -355,13 +439,12 @@ async fn reset(
     dry_run: bool,
     out: &mut String,
 ) -> Result<(), ClientError> {
-    let description = cluster.describe_group(group).await?;
-    if !description.members.is_empty() {
+    let members = member_count(cluster, group).await?;
+    if members > 0 {
         return Err(ClientError::Refused(
             ResponseError::NonEmptyGroup.code(),
             format!(
-                "group {group} has {} active members: offsets can only be reset while it has none",
-                description.members.len()
+                "group {group} has {members} active members: offsets can only be reset while it has none",
             ),
         ));
     }

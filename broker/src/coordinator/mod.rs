@@ -27,7 +27,6 @@ use kafka_protocol::ResponseError;
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::topics::NewTopic;
 use crate::cluster::Cluster;
-use crate::groups::membership::GroupState;
 use crate::groups::OFFSETS_TOPIC;
 use crate::kafka::Code;
 use crate::partition::Partitions;
@@ -57,8 +56,10 @@ pub struct Listed {
     pub group: String,
     /// "consumer", or empty for a group that only stores offsets.
     pub protocol_type: String,
-    /// Its state.
-    pub state: GroupState,
+    /// Its state, by Kafka's name for its type's states.
+    pub state: &'static str,
+    /// "classic" or "consumer" (KIP-848).
+    pub group_type: &'static str,
 }
 
 impl Coordinator {

@@ -8,6 +8,7 @@ use super::offsets_partition::OffsetsPartition;
 use super::Listed;
 use crate::groups::consumer_protocol;
 use crate::groups::membership::GroupSnapshot;
+use crate::groups::modern::consumer::ConsumerGroup;
 use crate::groups::records::{CommittedOffset, Key, Value};
 use crate::kafka::Code;
 
@@ -22,11 +23,9 @@ impl OffsetsPartition {
     ) -> Code {
         let (member_id, instance_id, generation) = member;
         let allowed = match self.groups.borrow().get(group) {
-            Some(entry) => match &entry.consumer {
-                Some(consumer) if !entry.has_classic_members() => {
-                    consumer.may_commit(member_id, generation)
-                }
-                _ => entry
+            Some(entry) => match entry.consumer_group() {
+                Some(consumer) => consumer.may_commit(member_id, generation),
+                None => entry
                     .membership
                     .may_commit(member_id, instance_id, generation),
             },
@@ -104,12 +103,25 @@ impl OffsetsPartition {
             .has_pending_offset(group, topic, partition)
     }
 
-    /// The group's membership (None: no such group).
+    /// The group's membership (None: no such classic group; a consumer
+    /// group is described by ConsumerGroupDescribe, as Kafka's).
     pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
-        self.groups
-            .borrow()
-            .get(group)
-            .map(|e| e.membership.snapshot())
+        let groups = self.groups.borrow();
+        let entry = groups.get(group)?;
+        match entry.consumer_group() {
+            Some(_) => None,
+            None => Some(entry.membership.snapshot()),
+        }
+    }
+
+    /// Consumer group `group` as it stands (GROUP_ID_NOT_FOUND: none, or
+    /// a classic group).
+    pub fn describe_consumer(&self, group: &str) -> Result<ConsumerGroup, Code> {
+        let groups = self.groups.borrow();
+        let consumer = groups.get(group).and_then(|e| e.consumer_group());
+        consumer
+            .cloned()
+            .ok_or_else(|| ResponseError::GroupIdNotFound.code())
     }
 
     /// Every group of this partition.
@@ -120,15 +132,23 @@ impl OffsetsPartition {
             .into_iter()
             .filter_map(|id| {
                 let entry = groups.get(&id)?;
-                Some(Listed {
-                    protocol_type: entry
-                        .membership
-                        .protocol_type()
-                        .unwrap_or_default()
-                        .to_string(),
-                    state: entry.membership.state(),
-                    group: id,
-                })
+                let listed = match entry.consumer_group() {
+                    Some(consumer) => Listed {
+                        protocol_type: "consumer".to_string(),
+                        state: consumer.state().name(),
+                        group_type: "consumer",
+                        group: id,
+                    },
+                    None => Listed {
+                        protocol_type: (entry.membership.protocol_type())
+                            .unwrap_or_default()
+                            .to_string(),
+                        state: entry.membership.state().name(),
+                        group_type: "classic",
+                        group: id,
+                    },
+                };
+                Some(listed)
             })
             .collect()
     }

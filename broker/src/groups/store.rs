@@ -58,6 +58,14 @@ impl GroupEntry {
             .is_some_and(|c| !c.members.is_empty())
     }
 
+    /// The group as a consumer group (KIP-848), if it is one: it has that
+    /// state and no classic members.
+    pub fn consumer_group(&self) -> Option<&ConsumerGroup> {
+        self.consumer
+            .as_ref()
+            .filter(|_| !self.has_classic_members())
+    }
+
     /// The membership record to write, if it changed since the last one.
     /// Only settled states are written (Stable, Empty), as Kafka does: a
     /// rebalance in progress restarts after a restart anyway.

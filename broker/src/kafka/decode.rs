@@ -4,15 +4,16 @@
 
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
-    ApiVersionsRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
-    DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, DescribeProducersRequest, DescribeUserScramCredentialsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -173,6 +174,10 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
             bounds::check_consumer_group_heartbeat,
         )
         .map(drop),
+        ApiKey::ConsumerGroupDescribe => {
+            checked::<ConsumerGroupDescribeRequest>(request, bounds::check_consumer_group_describe)
+                .map(drop)
+        }
         other => Err(DecodeError::NoWalker(other, version)),
     }
 }

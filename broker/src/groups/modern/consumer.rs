@@ -35,6 +35,33 @@ pub type TopicView = BTreeMap<String, (TopicId, u32)>;
 /// `group.consumer.assignors`).
 pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
 
+/// A consumer group's state as ListGroups and ConsumerGroupDescribe name
+/// it (Kafka's ConsumerGroupState).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// The group epoch moved past the targets' (a member left): the next
+    /// heartbeat computes new targets.
+    Assigning,
+    /// Some member has not reached its target yet.
+    Reconciling,
+    /// Every member has its target.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
 /// One member as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -236,6 +263,22 @@ impl ConsumerGroup {
         Some((key, Some(value)))
     }
 
+    /// Where the group stands (Kafka's `ConsumerGroup.maybeUpdateGroupState`).
+    pub fn state(&self) -> GroupState {
+        let settled = |m: &Member| {
+            m.assignment.epoch == self.assignment_epoch && m.assignment.state == MemberState::Stable
+        };
+        if self.members.is_empty() {
+            GroupState::Empty
+        } else if self.epoch > self.assignment_epoch {
+            GroupState::Assigning
+        } else if !self.members.values().all(settled) {
+            GroupState::Reconciling
+        } else {
+            GroupState::Stable
+        }
+    }
+
     /// The member a heartbeat at epoch >= 0 speaks for (None: a new one),
     /// or why it is refused.
     fn member_for(&self, req: &Request, max_size: Option<usize>) -> Result<Option<Member>, Code> {
@@ -343,7 +386,7 @@ impl ConsumerGroup {
     }
 
     /// The assignor most members name, ties to the default's order.
-    fn preferred_assignor(&self) -> &'static str {
+    pub fn preferred_assignor(&self) -> &'static str {
         let asked = |name: &str| {
             let named = |m: &&Member| m.metadata.server_assignor.as_deref() == Some(name);
             self.members.values().filter(named).count()

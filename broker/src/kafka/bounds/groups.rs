@@ -223,6 +223,15 @@ pub fn check_consumer_group_heartbeat(body: &[u8], version: i16) -> Walk {
     w.end()
 }
 
+/// ConsumerGroupDescribe v0-1 (flexible).
+pub fn check_consumer_group_describe(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.array(|w| w.string())?; // group_ids
+    w.fixed(1)?; // include_authorized_operations
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::encoded;
@@ -418,6 +427,15 @@ mod tests {
             cases.push((
                 "consumer group heartbeat",
                 check_consumer_group_heartbeat,
+                v,
+                encoded(&r, v),
+            ));
+        }
+        for v in 0..=1 {
+            let r = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group(), group()]);
+            cases.push((
+                "consumer group describe",
+                check_consumer_group_describe,
                 v,
                 encoded(&r, v),
             ));

@@ -1,5 +1,5 @@
-//! ListGroups (every shard's groups), DescribeGroups and DeleteGroups
-//! (each group on its coordinator shard).
+//! ListGroups (every shard's groups, of both types), DescribeGroups (of
+//! classic groups) and DeleteGroups (each group on its coordinator shard).
 
 use std::rc::Rc;
 
@@ -30,10 +30,6 @@ pub const LIST_GROUPS_VERSIONS: (i16, i16) = (0, 5);
 pub const DESCRIBE_GROUPS_VERSIONS: (i16, i16) = (0, 5);
 /// DeleteGroups versions served.
 pub const DELETE_GROUPS_VERSIONS: (i16, i16) = (0, 2);
-
-/// The group type every group here has (KIP-848's "consumer" groups,
-/// rebalanced by the broker, are not served).
-const CLASSIC: &str = "classic";
 
 /// "Authorized operations not requested".
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
@@ -92,17 +88,17 @@ pub async fn list_groups(
         .await
         .into_iter()
         .filter(|g| everything || caller.may_group(Operation::Describe, &g.group))
-        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == CLASSIC))
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let mut listed = ListedGroup::default()
                 .with_group_id(GroupId(text(g.group)))
                 .with_protocol_type(text(g.protocol_type));
             if version >= 4 {
-                listed = listed.with_group_state(text(g.state.name()));
+                listed = listed.with_group_state(text(g.state));
             }
             if version >= 5 {
-                listed = listed.with_group_type(text(CLASSIC));
+                listed = listed.with_group_type(text(g.group_type));
             }
             listed
         })

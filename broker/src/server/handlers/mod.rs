@@ -7,6 +7,7 @@ pub mod access;
 mod acls;
 mod cluster;
 mod configs;
+mod consumer_group_describe;
 mod consumer_groups;
 mod epochs;
 mod fetch;
@@ -166,6 +167,8 @@ apis! {
         LeaveGroup groups::LEAVE_GROUP_VERSIONS => |s, r, c| groups::leave_group(s, &r, c);
         ConsumerGroupHeartbeat consumer_groups::HEARTBEAT_VERSIONS
             => |s, r, c| consumer_groups::heartbeat(s, &r, c);
+        ConsumerGroupDescribe consumer_group_describe::DESCRIBE_VERSIONS
+            => |s, r, c| consumer_group_describe::describe(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
             => |s, r, c| group_offsets::offset_commit(s, &r, c);
         OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS

@@ -448,3 +448,53 @@ fn offsets_are_committed_by_members_at_their_epoch() {
         Err(ResponseError::UnknownMemberId.code())
     );
 }
+
+#[test]
+fn the_group_state_follows_its_epochs_and_members() {
+    let mut group = ConsumerGroup::default();
+    let mut log = Vec::new();
+    let view = topics(2, 0);
+    assert_eq!(group.state(), GroupState::Empty);
+    let first = apply(&mut group, &mut log, &join("a", &["t"]), &view).unwrap();
+    assert_eq!(group.state(), GroupState::Stable);
+    apply(&mut group, &mut log, &join("b", &["t"]), &view).unwrap();
+    assert_eq!(group.state(), GroupState::Reconciling, "a owes b one");
+    let owned = first.assignment.unwrap();
+    let revoked = apply(
+        &mut group,
+        &mut log,
+        &beat("a", first.member_epoch, &owned),
+        &view,
+    );
+    let kept = revoked.unwrap().assignment.unwrap();
+    let moved = apply(
+        &mut group,
+        &mut log,
+        &beat("a", first.member_epoch, &kept),
+        &view,
+    );
+    let epoch = moved.unwrap().member_epoch;
+    let got = apply(
+        &mut group,
+        &mut log,
+        &beat("b", epoch, &BTreeSet::new()),
+        &view,
+    );
+    let got = got.unwrap().assignment.unwrap();
+    apply(&mut group, &mut log, &beat("b", epoch, &got), &view).unwrap();
+    assert_eq!(group.state(), GroupState::Stable);
+    let left = group.leave("g", "b", -1).unwrap();
+    for (key, value) in &left.records {
+        group.replay(key, value.as_ref());
+    }
+    assert_eq!(
+        group.state(),
+        GroupState::Assigning,
+        "targets not recomputed yet"
+    );
+    let left = group.leave("g", "a", -1).unwrap();
+    for (key, value) in &left.records {
+        group.replay(key, value.as_ref());
+    }
+    assert_eq!(group.state(), GroupState::Empty);
+}

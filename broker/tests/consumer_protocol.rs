@@ -62,6 +62,11 @@ struct Member {
 
 impl Member {
     fn start(bootstrap: &str, group: &str) -> Member {
+        Member::start_as(bootstrap, group, None)
+    }
+
+    /// A member with `group.instance.id` `instance` if given.
+    fn start_as(bootstrap: &str, group: &str, instance: Option<&str>) -> Member {
         let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -69,6 +74,7 @@ impl Member {
         );
         let mut child = Command::new(&python)
             .args([script, bootstrap, "kip848-crash", group, "90"])
+            .args(instance)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{python}: {e}"));
@@ -98,6 +104,33 @@ impl Member {
             }
         }
         false
+    }
+
+    /// Waits (at most `limit`) until it owns `count` partitions; its
+    /// "owns" line.
+    fn owning(&self, count: usize, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with("owns ") => {
+                    let owned = line["owns ".len()..].split(',').filter(|p| !p.is_empty());
+                    if owned.count() == count {
+                        return Some(line);
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Closes it with SIGTERM (a static member leaves for now) and waits
+    /// for it to exit.
+    fn close(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.child.wait();
     }
 }
 
@@ -146,6 +179,32 @@ fn a_killed_members_partitions_go_to_the_others_when_its_session_lapses() {
         "not before its session lapsed: {waited:?}"
     );
     let _ = second.child.kill();
+}
+
+/// A static member (`group.instance.id`) closed and started again within
+/// its session gets the partitions it had, and the other member's
+/// assignment never moves: no rebalance.
+#[test]
+fn a_static_member_restarted_within_its_session_gets_its_partitions_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    let mut first = Member::start_as(&bootstrap, "static-group", Some("first"));
+    let limit = Duration::from_secs(60);
+    assert!(first.owning(6, limit).is_some(), "the first got all six");
+    let other = Member::start(&bootstrap, "static-group");
+    let others = other.owning(3, limit).expect("the second took three");
+    let held = first.owning(3, limit).expect("the first gave three up");
+    first.close();
+    let again = Member::start_as(&bootstrap, "static-group", Some("first"));
+    let back = again
+        .owning(3, limit)
+        .expect("the restarted member got three");
+    assert_eq!(back, held, "the same partitions");
+    // The other member was never told anything new.
+    std::thread::sleep(Duration::from_secs(2));
+    let moved: Vec<String> = other.lines.try_iter().collect();
+    assert!(moved.is_empty(), "{others} then {moved:?}");
 }
 
 fn text(s: &str) -> StrBytes {
@@ -398,5 +457,88 @@ fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
             matches!(none, Err(ClientError::Broker(c)) if c == ResponseError::GroupIdNotFound.code()),
             "{none:?}"
         );
+    });
+}
+
+/// A member told to give a partition up that keeps it (still saying it
+/// owns it) past its rebalance timeout (2 s here) is removed, as Kafka
+/// fences it: its next heartbeat is UNKNOWN_MEMBER_ID, and the member
+/// waiting for the partition gets it.
+#[test]
+fn a_member_keeping_revoked_partitions_past_its_rebalance_timeout_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-timeout");
+        cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
+        let mut c = Connection::connect(address, "kip848-timeout")
+            .await
+            .unwrap();
+        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
+        let slow_join = join("slow").with_rebalance_timeout_ms(2_000);
+        let mut first = None;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&slow_join, 1).await.unwrap();
+            if answer.error_code == 0 {
+                first = Some(answer);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        let first = first.expect("the join was never answered");
+        let (epoch, both) = (first.member_epoch, owned_of(&first));
+        let waiting = c.call(&join("waiting"), 1).await.unwrap();
+        assert_eq!(waiting.error_code, 0);
+        // Told to give one up, it keeps saying it owns both.
+        let stubborn = beat("wire-group", "slow", epoch).with_topic_partitions(Some(both));
+        let told = c.call(&stubborn, 1).await.unwrap();
+        assert_eq!(
+            owned_of(&told)
+                .iter()
+                .map(|t| t.partitions.len())
+                .sum::<usize>(),
+            1
+        );
+        let started = Instant::now();
+        let mut removed = None;
+        while started.elapsed() < Duration::from_secs(30) {
+            glommio::timer::sleep(Duration::from_millis(250)).await;
+            let answer = c.call(&stubborn, 1).await.unwrap();
+            if answer.error_code != 0 {
+                removed = Some((answer.error_code, started.elapsed()));
+                break;
+            }
+        }
+        let (code, after) = removed.expect("the slow member was never removed");
+        assert_eq!(code, ResponseError::UnknownMemberId.code());
+        assert!(
+            after >= Duration::from_millis(1_500),
+            "not before: {after:?}"
+        );
+        let mut got = Vec::new();
+        let mut epoch = waiting.member_epoch;
+        for _ in 0..20 {
+            let answer = c
+                .call(&beat("wire-group", "waiting", epoch), 1)
+                .await
+                .unwrap();
+            assert_eq!(answer.error_code, 0, "{answer:?}");
+            epoch = answer.member_epoch;
+            if let Some(assignment) = answer.assignment {
+                got = assignment
+                    .topic_partitions
+                    .iter()
+                    .flat_map(|t| t.partitions.clone())
+                    .collect();
+                if got.len() == 2 {
+                    break;
+                }
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        got.sort();
+        assert_eq!(got, vec![0, 1], "the waiting member gets both");
     });
 }

@@ -2,8 +2,9 @@
 //! is decided by the group's rules (`groups::modern::consumer`) under the
 //! partition's append lock, its records appended with acks=all and
 //! replayed into the group once durable, then answered; members whose
-//! session lapsed (`group_consumer_session_timeout_ms`) are removed the
-//! same way by the shard's tick.
+//! session lapsed (`group_consumer_session_timeout_ms`), or that kept
+//! partitions past their rebalance timeout, are removed the same way by
+//! the shard's tick.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use kafka_protocol::ResponseError;
 use super::offsets_partition::OffsetsPartition;
 use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
 use crate::groups::records::{Key, Value};
-use crate::groups::store::PartitionGroups;
+use crate::groups::store::{GroupEntry, PartitionGroups};
 use crate::kafka::Code;
 
 impl OffsetsPartition {
@@ -68,53 +69,76 @@ impl OffsetsPartition {
             .collect()
     }
 
-    /// Removes the consumer group members whose session lapsed by `now`.
+    /// Removes the consumer group members whose session lapsed by `now`,
+    /// and those that kept partitions they were told to give up past
+    /// their rebalance timeout (Kafka fences both alike: the member
+    /// rejoins).
     pub async fn expire_consumer_members(&self, now: Instant) {
         let session = self.session_timeout();
-        let lapsed: Vec<(String, String)> = {
+        let overdue: Vec<(String, String, &'static str)> = {
             let groups = self.groups.borrow();
-            groups
-                .ids()
-                .into_iter()
-                .filter_map(|id| groups.get(&id).map(|e| (id, e)))
-                .flat_map(|(id, entry)| {
-                    entry
-                        .sessions
-                        .iter()
-                        .filter(|(_, seen)| now.duration_since(**seen) > session)
-                        .map(|(member, _)| (id.clone(), member.clone()))
-                        .collect::<Vec<_>>()
-                })
-                .collect()
+            let mut overdue = Vec::new();
+            for id in groups.ids() {
+                let Some(entry) = groups.get(&id) else {
+                    continue;
+                };
+                let members = entry.sessions.keys().chain(entry.revoking.keys());
+                for member in members.collect::<std::collections::BTreeSet<_>>() {
+                    if let Some(why) = why_overdue(entry, member, now, session) {
+                        overdue.push((id.clone(), member.clone(), why));
+                    }
+                }
+            }
+            overdue
         };
-        for (group, member) in lapsed {
+        for (group, member, why) in overdue {
             let left = self
                 .append_then(
                     |groups| {
                         // A heartbeat may have come meanwhile.
                         let entry = groups.get(&group);
-                        let seen = entry.and_then(|e| e.sessions.get(&member));
-                        let lapsed = seen.is_some_and(|at| now.duration_since(*at) > session);
-                        let consumer = entry.and_then(|e| e.consumer.as_ref());
-                        match consumer
-                            .filter(|_| lapsed)
-                            .map(|c| c.leave(&group, &member, -1))
-                        {
-                            Some(Ok(decision)) => (as_keys(decision.records), ()),
-                            _ => (Vec::new(), ()),
+                        let still =
+                            entry.filter(|e| why_overdue(e, &member, now, session).is_some());
+                        let consumer = still.and_then(|e| e.consumer.as_ref());
+                        match consumer.map(|c| c.leave(&group, &member, -1)) {
+                            Some(Ok(decision)) => (as_keys(decision.records), true),
+                            _ => (Vec::new(), false),
                         }
                     },
                     |groups, records| replay(groups, records, now),
                 )
                 .await;
             match left {
-                Ok(_) => tracing::info!(%group, %member, "consumer group member's session expired"),
+                Ok((_, true)) => {
+                    tracing::info!(%group, %member, why, "consumer group member removed")
+                }
+                Ok(_) => {}
                 Err(code) => {
-                    tracing::warn!(%group, %member, code, "cannot remove an expired member")
+                    tracing::warn!(%group, %member, code, "cannot remove an overdue member")
                 }
             }
         }
     }
+}
+
+/// Why consumer group member `member` must go at `now` (None: it may
+/// stay): its session lapsed, or it still holds partitions it was told to
+/// give up longer than its rebalance timeout.
+fn why_overdue(
+    entry: &GroupEntry,
+    member: &str,
+    now: Instant,
+    session: Duration,
+) -> Option<&'static str> {
+    let seen = entry.sessions.get(member);
+    if seen.is_some_and(|at| now.duration_since(*at) > session) {
+        return Some("its session expired");
+    }
+    let (_, since) = entry.revoking.get(member)?;
+    let metadata = &entry.consumer.as_ref()?.members.get(member)?.metadata;
+    let timeout = Duration::from_millis(metadata.rebalance_timeout_ms.max(0) as u64);
+    (now.duration_since(*since) > timeout)
+        .then_some("it kept revoked partitions past its rebalance timeout")
 }
 
 /// A record of `__consumer_offsets`: key and value (None: a tombstone).

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::membership::{Group, GroupSnapshot, GroupState};
 use super::modern::consumer::ConsumerGroup;
 use super::modern::group_records::{ConsumerKey, ConsumerValue};
+use super::modern::reconcile::MemberState;
 use super::pending::PendingOffsets;
 use super::records::{self, CommittedOffset, Key, RecordError, Value};
 
@@ -38,6 +39,10 @@ pub struct GroupEntry {
     /// When each consumer group member last heartbeated (not stored: a
     /// new coordinator starts every session afresh, as Kafka's).
     pub sessions: BTreeMap<String, Instant>,
+    /// Consumer group members told to give partitions up: the epoch they
+    /// were told at and since when (not stored either: a new coordinator
+    /// starts each such member's rebalance timeout afresh).
+    pub revoking: BTreeMap<String, (i32, Instant)>,
 }
 
 impl GroupEntry {
@@ -155,7 +160,8 @@ impl PartitionGroups {
 
     /// Applies a consumer group's durable record (written now, or read
     /// back at load): the group's own tombstone ends it; a member's
-    /// metadata starts its session at `now`.
+    /// metadata starts its session at `now`, and an assignment telling it
+    /// to give partitions up its rebalance timeout.
     pub fn replay_consumer(
         &mut self,
         key: &ConsumerKey,
@@ -167,6 +173,7 @@ impl PartitionGroups {
         if let (ConsumerKey::GroupEpoch { .. }, None) = (key, value) {
             entry.consumer = None;
             entry.sessions.clear();
+            entry.revoking.clear();
             self.forget_if_unused(&group);
             return;
         }
@@ -178,6 +185,24 @@ impl PartitionGroups {
             }
             (ConsumerKey::Member { member, .. }, None) => {
                 entry.sessions.remove(member);
+                entry.revoking.remove(member);
+            }
+            (ConsumerKey::CurrentAssignment { member, .. }, _) => {
+                let revoking = (consumer.members.get(member))
+                    .map(|m| &m.assignment)
+                    .filter(|a| a.state == MemberState::UnrevokedPartitions);
+                match revoking {
+                    // Told again at the same epoch: the clock keeps running.
+                    Some(a) => match entry.revoking.get(member) {
+                        Some((epoch, _)) if *epoch == a.epoch => {}
+                        _ => {
+                            entry.revoking.insert(member.clone(), (a.epoch, now));
+                        }
+                    },
+                    None => {
+                        entry.revoking.remove(member);
+                    }
+                }
             }
             _ => {}
         }
@@ -288,6 +313,7 @@ impl PartitionGroups {
                 persisted: None,
                 consumer: None,
                 sessions: BTreeMap::new(),
+                revoking: BTreeMap::new(),
             })
     }
 

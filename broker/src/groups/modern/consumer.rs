@@ -6,9 +6,11 @@
 //! are durable ([`ConsumerGroup::replay`]), so a failed write changes
 //! nothing and loading a group is the same replay.
 //!
-//! Not here yet (docs/consumer-groups.md, the plan): regular-expression
-//! subscriptions (step 7: a regex is refused), static members (step 8:
-//! -2 leaves as -1), session and rebalance timers (the caller's).
+//! Static members ([`static_members`]) leave for now (-2) and come back
+//! under their instance id to the partitions they had. Not here yet
+//! (docs/consumer-groups.md, the plan): regular-expression subscriptions
+//! (step 7: a regex is refused). Session and rebalance timers are the
+//! caller's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +32,10 @@ pub type Record = (ConsumerKey, Option<ConsumerValue>);
 
 /// The topics as the group sees them: id and partition count by name.
 pub type TopicView = BTreeMap<String, (TopicId, u32)>;
+
+/// The epoch a static member heartbeats (and is stored at) when it
+/// leaves for now, to come back under its instance id.
+pub const LEFT_FOR_NOW: i32 = -2;
 
 /// The assignors served, the first the default (Kafka's
 /// `group.consumer.assignors`).
@@ -193,11 +199,21 @@ impl ConsumerGroup {
         topics: &TopicView,
         max_size: Option<usize>,
     ) -> Result<Decision, Code> {
-        if req.member_epoch < 0 {
-            return self.leave(group_id, &req.member_id, req.member_epoch);
+        let predecessor = self.static_predecessor(req)?;
+        match req.member_epoch {
+            LEFT_FOR_NOW => return self.leave_for_now(group_id, &req.member_id),
+            e if e < 0 => return self.leave(group_id, &req.member_id, e),
+            _ => {}
         }
-        let current = self.member_for(req, max_size)?;
+        let mut group = self.clone();
         let mut records = Vec::new();
+        let current = match predecessor {
+            Some(old) => {
+                records.extend(group.replace_member(group_id, &old, &req.member_id));
+                Some(group.members[&req.member_id].clone())
+            }
+            None => self.member_for(req, max_size)?,
+        };
         let metadata = updated_metadata(current.as_ref().map(|m| &m.metadata), req);
         let member_key =
             |k: fn(String, String) -> ConsumerKey| k(group_id.into(), req.member_id.clone());
@@ -207,7 +223,6 @@ impl ConsumerGroup {
                 Some(ConsumerValue::Member(metadata.clone())),
             ));
         }
-        let mut group = self.clone();
         group.members.insert(
             req.member_id.clone(),
             Member {
@@ -436,8 +451,8 @@ impl ConsumerGroup {
         }
     }
 
-    /// The records of member `member_id` leaving (epoch -1, or -2 for a
-    /// static member, which this build treats alike), or the refusal.
+    /// The records of member `member_id` leaving for good (epoch -1, a
+    /// lapsed session or rebalance timeout), or the refusal.
     pub fn leave(&self, group_id: &str, member_id: &str, epoch: i32) -> Result<Decision, Code> {
         if !self.members.contains_key(member_id) {
             return Err(ResponseError::UnknownMemberId.code());
@@ -612,5 +627,6 @@ fn stored_assignment(a: &Assignment<Partition>) -> CurrentAssignment {
     }
 }
 
+mod static_members;
 #[cfg(test)]
 mod tests;

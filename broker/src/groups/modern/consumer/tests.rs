@@ -230,6 +230,8 @@ struct Client {
     full_next: bool,
     /// What it was told to keep, and heartbeats until it lets go.
     revoking: Option<(BTreeSet<Partition>, u32)>,
+    /// Its static instance id, if it is a static member.
+    instance: Option<String>,
 }
 
 impl Client {
@@ -242,6 +244,7 @@ impl Client {
             resubscribed: false,
             full_next: false,
             revoking: None,
+            instance: None,
         }
     }
 
@@ -264,6 +267,9 @@ impl Client {
         }
         if self.full_next {
             req.rebalance_timeout_ms = 30_000;
+        }
+        if self.epoch == 0 || self.full_next {
+            req.instance_id = self.instance.clone();
         }
         req
     }
@@ -325,6 +331,21 @@ fn no_partition_owned_twice(clients: &[Client], seed: u64, step: usize) {
 
 const NAME_SETS: [&[&str]; 3] = [&["t"], &["u"], &["t", "u"]];
 
+/// The session of the static member `instance` (away, at -2) lapses.
+fn expire_instance(group: &mut ConsumerGroup, log: &mut Vec<Record>, instance: &str) {
+    let held = group.members.iter().find(|(_, m)| {
+        m.metadata.instance_id.as_deref() == Some(instance) && m.assignment.epoch == LEFT_FOR_NOW
+    });
+    let Some((id, _)) = held else {
+        return; // it came back meanwhile
+    };
+    let decision = group.leave("g", &id.clone(), -1).unwrap();
+    for (key, value) in &decision.records {
+        group.replay(key, value.as_ref());
+    }
+    log.extend(decision.records);
+}
+
 #[test]
 fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
     let seed = crate::groups::modern::test_seed();
@@ -333,12 +354,47 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
         let (mut group, mut log) = (ConsumerGroup::default(), Vec::new());
         let mut view = topics(rng.gen_range(1..6), rng.gen_range(1..6));
         let mut clients: Vec<Client> = Vec::new();
+        // Static members gone for now: instance id and subscription.
+        let mut away: Vec<(String, Vec<&'static str>)> = Vec::new();
         for step in 0..200 {
-            match rng.gen_range(0..20) {
-                0 | 1 if clients.len() < 5 => clients.push(Client::new(
-                    format!("m{step}"),
-                    NAME_SETS[rng.gen_range(0..3)].to_vec(),
-                )),
+            match rng.gen_range(0..24) {
+                0 | 1 if clients.len() < 5 => {
+                    let mut client =
+                        Client::new(format!("m{step}"), NAME_SETS[rng.gen_range(0..3)].to_vec());
+                    if rng.gen_bool(0.5) {
+                        client.instance = Some(format!("i{step}"));
+                    }
+                    clients.push(client);
+                }
+                5 if clients.iter().any(|c| c.instance.is_some()) => {
+                    // A static member closes for now (-2).
+                    let statics = clients
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.instance.is_some());
+                    let statics: Vec<usize> = statics.map(|(i, _)| i).collect();
+                    let client = clients.remove(statics[rng.gen_range(0..statics.len())]);
+                    let request = Request {
+                        member_id: client.id.clone(),
+                        member_epoch: LEFT_FOR_NOW,
+                        instance_id: client.instance.clone(),
+                        ..beat(&client.id, LEFT_FOR_NOW, &BTreeSet::new())
+                    };
+                    if apply(&mut group, &mut log, &request, &view).is_ok() {
+                        away.push((client.instance.unwrap(), client.names));
+                    }
+                }
+                6 if !away.is_empty() && clients.len() < 5 => {
+                    // It comes back: a new process, a new member id.
+                    let (instance, names) = away.remove(rng.gen_range(0..away.len()));
+                    let mut client = Client::new(format!("m{step}"), names);
+                    client.instance = Some(instance);
+                    clients.push(client);
+                }
+                7 if !away.is_empty() => {
+                    let (instance, _) = away.remove(rng.gen_range(0..away.len()));
+                    expire_instance(&mut group, &mut log, &instance);
+                }
                 2 if !clients.is_empty() => {
                     // Leaves, or crashes and its session expires.
                     let client = clients.remove(rng.gen_range(0..clients.len()));
@@ -379,7 +435,19 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
             no_partition_owned_twice(&clients, seed, step);
             no_partition_held_twice(&group, seed, step);
         }
-        // Changes stop: a few rounds of heartbeats reach the target.
+        // Changes stop: the sessions of those away lapse (also of those
+        // whose new process crashed before it joined), and a few rounds
+        // of heartbeats reach the target.
+        let held = group
+            .members
+            .values()
+            .filter(|m| m.assignment.epoch == LEFT_FOR_NOW);
+        let held: Vec<String> = held
+            .filter_map(|m| m.metadata.instance_id.clone())
+            .collect();
+        for instance in held {
+            expire_instance(&mut group, &mut log, &instance);
+        }
         for _ in 0..6 {
             for i in 0..clients.len() {
                 let request = clients[i].request();
@@ -497,4 +565,77 @@ fn the_group_state_follows_its_epochs_and_members() {
         group.replay(key, value.as_ref());
     }
     assert_eq!(group.state(), GroupState::Empty);
+}
+
+/// Heartbeats of `ids`, each owning what the group assigned it, until
+/// every one is at the target.
+fn settle(group: &mut ConsumerGroup, log: &mut Vec<Record>, view: &TopicView, ids: &[&str]) {
+    for _ in 0..4 {
+        for id in ids {
+            let a = &group.members[*id].assignment;
+            let req = beat(id, a.epoch, &a.assigned.clone());
+            apply(group, log, &req, view).unwrap();
+        }
+    }
+    assert_eq!(group.state(), GroupState::Stable, "{group:?}");
+}
+
+fn static_join(member: &str, instance: &str) -> Request {
+    Request {
+        instance_id: Some(instance.into()),
+        ..join(member, &["t"])
+    }
+}
+
+#[test]
+fn a_static_member_back_under_its_instance_id_gets_its_partitions_without_a_new_epoch() {
+    let (mut group, mut log, view) = (ConsumerGroup::default(), Vec::new(), topics(4, 0));
+    apply(&mut group, &mut log, &static_join("a1", "ia"), &view).unwrap();
+    apply(&mut group, &mut log, &join("b", &["t"]), &view).unwrap();
+    settle(&mut group, &mut log, &view, &["a1", "b"]);
+    let epoch = group.epoch;
+    let held = group.members["a1"].assignment.assigned.clone();
+    assert_eq!(held.len(), 2);
+    // While a1 is there its instance id is taken.
+    let code = |e: ResponseError| Err(e.code());
+    let taken = apply(&mut group, &mut log, &static_join("a2", "ia"), &view);
+    assert_eq!(taken, code(ResponseError::UnreleasedInstanceId));
+    let claimed = Request {
+        instance_id: Some("ia".into()),
+        ..beat("a2", epoch, &BTreeSet::new())
+    };
+    let claimed = apply(&mut group, &mut log, &claimed, &view);
+    assert_eq!(claimed, code(ResponseError::FencedInstanceId));
+    // a1 leaves for now: its partitions are held for it.
+    let leave = Request {
+        instance_id: Some("ia".into()),
+        ..beat("a1", LEFT_FOR_NOW, &BTreeSet::new())
+    };
+    let left = apply(&mut group, &mut log, &leave, &view).unwrap();
+    assert_eq!(left.member_epoch, LEFT_FOR_NOW);
+    assert_eq!(group.members["a1"].assignment.assigned, held);
+    assert_eq!(group.epoch, epoch, "leaving for now is no new epoch");
+    let b = group.members["b"].assignment.clone();
+    let steady = apply(
+        &mut group,
+        &mut log,
+        &beat("b", b.epoch, &b.assigned),
+        &view,
+    );
+    assert!(steady.unwrap().assignment.is_none(), "b gets none of them");
+    // A new process under the same instance id takes a1's place.
+    let back = apply(&mut group, &mut log, &static_join("a2", "ia"), &view).unwrap();
+    assert_eq!(back.assignment, Some(held));
+    assert_eq!(back.member_epoch, group.assignment_epoch);
+    assert_eq!(group.epoch, epoch, "coming back is no new epoch either");
+    assert!(!group.members.contains_key("a1"));
+    assert_eq!(group.state(), GroupState::Stable);
+    assert_eq!(rebuilt(&log), group, "replay rebuilds the replacement");
+    // A static member's leave for now needs its own member id.
+    let wrong = Request {
+        instance_id: Some("ia".into()),
+        ..beat("b", LEFT_FOR_NOW, &BTreeSet::new())
+    };
+    let wrong = apply(&mut group, &mut log, &wrong, &view);
+    assert_eq!(wrong, code(ResponseError::FencedInstanceId));
 }

@@ -53,6 +53,56 @@ fn librdkafka_consumers_share_a_topic_with_the_consumer_protocol() {
     assert!(stdout.contains("committed"), "{stdout}");
 }
 
+/// The scenario with confluent-kafka (tests/python/
+/// consumer_protocol_three.py): a producer writes all along; members A
+/// and B share six partitions, C joins and everyone has two, B leaves,
+/// then three new members resume from the commits. Every value
+/// delivered is read, none twice (each member commits before it gives
+/// partitions up); while C joins, A and B never drop below the two
+/// partitions they keep (no stop-the-world); after the restart only the
+/// new values are read.
+#[test]
+fn three_librdkafka_members_join_leave_and_resume_without_a_pause_or_a_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/consumer_protocol_three.py"
+    );
+    let output = Command::new("timeout")
+        .args([
+            "240",
+            &python,
+            script,
+            &broker.bootstrap(),
+            "three",
+            "three-group",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the three members' scenario failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{stdout}");
+    let line = |prefix: &str| -> Vec<u64> {
+        let found = stdout.lines().find(|l| l.starts_with(prefix));
+        let found = found.unwrap_or_else(|| panic!("no {prefix:?} in {stdout}"));
+        let numbers = found.split_whitespace().filter_map(|w| w.parse().ok());
+        numbers.collect()
+    };
+    assert_eq!(line("join min_assigned"), vec![2, 2], "{stdout}");
+    let [seen, delivered, duplicates] = line("seen")[..] else {
+        panic!("{stdout}")
+    };
+    assert!(delivered > 1000, "{stdout}");
+    assert_eq!((seen, duplicates), (delivered, 0), "{stdout}");
+    assert_eq!(line("resumed"), vec![600, 0], "{stdout}");
+}
+
 /// A consumer process (tests/python/consumer_member.py) and the lines it
 /// prints, read on a thread of their own.
 struct Member {

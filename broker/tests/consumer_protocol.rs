@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use support::consumer_member::Member;
 use support::start_broker;
 
 /// confluent-kafka (tests/python/consumer_protocol.py): two consumers
@@ -103,94 +104,6 @@ fn three_librdkafka_members_join_leave_and_resume_without_a_pause_or_a_loss() {
     assert_eq!(line("resumed"), vec![600, 0], "{stdout}");
 }
 
-/// A consumer process (tests/python/consumer_member.py) and the lines it
-/// prints, read on a thread of their own.
-struct Member {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Member {
-    fn start(bootstrap: &str, group: &str) -> Member {
-        Member::start_as(bootstrap, group, None)
-    }
-
-    /// A member with `group.instance.id` `instance` if given.
-    fn start_as(bootstrap: &str, group: &str, instance: Option<&str>) -> Member {
-        let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python/consumer_member.py"
-        );
-        let mut child = Command::new(&python)
-            .args([script, bootstrap, "kip848-crash", group, "90"])
-            .args(instance)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{python}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = tx.send(line);
-            }
-        });
-        Member { child, lines }
-    }
-
-    /// Waits (at most `limit`) until it reports `count` partitions.
-    fn wait_assigned(&self, count: usize, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        let wanted = format!("assigned {count}");
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line == wanted => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-
-    /// Waits (at most `limit`) until it owns `count` partitions; its
-    /// "owns" line.
-    fn owning(&self, count: usize, limit: Duration) -> Option<String> {
-        let deadline = Instant::now() + limit;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with("owns ") => {
-                    let owned = line["owns ".len()..].split(',').filter(|p| !p.is_empty());
-                    if owned.count() == count {
-                        return Some(line);
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
-        None
-    }
-
-    /// Closes it with SIGTERM (a static member leaves for now) and waits
-    /// for it to exit.
-    fn close(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A member killed with SIGKILL stops heartbeating: once its session
 /// (`group_consumer_session_timeout_ms`, 3 s here) lapses the broker
 /// removes it and its partitions go to the member left.
@@ -203,12 +116,12 @@ fn a_killed_members_partitions_go_to_the_others_when_its_session_lapses() {
     ];
     let broker = support::start_broker_with(dir.path(), &settings);
     let bootstrap = broker.bootstrap();
-    let first = Member::start(&bootstrap, "crash-group");
+    let first = Member::start(&bootstrap, "kip848-crash", "crash-group");
     assert!(
         first.wait_assigned(6, Duration::from_secs(60)),
         "the first member got all six"
     );
-    let mut second = Member::start(&bootstrap, "crash-group");
+    let mut second = Member::start(&bootstrap, "kip848-crash", "crash-group");
     assert!(
         second.wait_assigned(3, Duration::from_secs(60)),
         "the second took three"
@@ -239,14 +152,14 @@ fn a_static_member_restarted_within_its_session_gets_its_partitions_back() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
     let bootstrap = broker.bootstrap();
-    let mut first = Member::start_as(&bootstrap, "static-group", Some("first"));
+    let mut first = Member::start_as(&bootstrap, "kip848-static", "static-group", Some("first"));
     let limit = Duration::from_secs(60);
     assert!(first.owning(6, limit).is_some(), "the first got all six");
-    let other = Member::start(&bootstrap, "static-group");
+    let other = Member::start(&bootstrap, "kip848-static", "static-group");
     let others = other.owning(3, limit).expect("the second took three");
     let held = first.owning(3, limit).expect("the first gave three up");
     first.close();
-    let again = Member::start_as(&bootstrap, "static-group", Some("first"));
+    let again = Member::start_as(&bootstrap, "kip848-static", "static-group", Some("first"));
     let back = again
         .owning(3, limit)
         .expect("the restarted member got three");

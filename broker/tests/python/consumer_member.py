@@ -1,6 +1,7 @@
 """One confluent-kafka consumer with group.protocol=consumer (KIP-848)
 that reports its assignment: creates TOPIC (6 partitions) if missing,
-subscribes, and prints "assigned N" then "owns P,Q,..." each time its
+subscribes (reading from the earliest offset, committing every second),
+and prints "assigned N" then "owns P,Q,..." each time its
 assignment changes, until it is killed, SIGTERM closes it (a static
 member leaves for now), or LIMIT_S seconds pass.
 
@@ -30,7 +31,13 @@ def main():
     except KafkaException as e:
         if "already exists" not in str(e):
             raise
-    settings = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer"}
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "auto.commit.interval.ms": 1000,
+    }
     if len(sys.argv) > 5:
         settings["group.instance.id"] = sys.argv[5]
     consumer = Consumer(settings)

@@ -349,6 +349,18 @@ impl Drop for Cluster {
 /// The broker FindCoordinator names for transactional id `id`, asked of
 /// any running broker.
 pub fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
+    coordinator_of_key(cluster, 1, id)
+}
+
+/// The broker FindCoordinator names for group `id`, asked of any running
+/// broker.
+pub fn coordinator_of_group(cluster: &Cluster, id: &str) -> Option<i32> {
+    coordinator_of_key(cluster, 0, id)
+}
+
+/// The coordinator of `id` of `key_type` (0: a group, 1: a transactional
+/// id).
+fn coordinator_of_key(cluster: &Cluster, key_type: i8, id: &str) -> Option<i32> {
     use kafka_protocol::messages::FindCoordinatorRequest;
     use kafka_protocol::protocol::StrBytes;
     let addresses: Vec<_> = (1..=cluster.size())
@@ -363,7 +375,7 @@ pub fn coordinator_of(cluster: &Cluster, id: &str) -> Option<i32> {
             };
             let find = FindCoordinatorRequest::default()
                 .with_key(StrBytes::from_string(id.clone()))
-                .with_key_type(1);
+                .with_key_type(key_type);
             if let Ok(answer) = c.call(&find, 3).await {
                 if answer.error_code == 0 {
                     return Some(answer.node_id.0);

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod cluster;
+pub mod consumer_member;
 pub mod security;
 
 use std::io::{BufRead, BufReader};

@@ -103,6 +103,7 @@ fn consumer_group_members_keep_their_partitions_and_offsets_when_the_coordinator
             other => Err(format!("{other:?}")),
         },
     );
+    let found_after = killed.elapsed();
     // Heartbeats (every 500 ms) reach the new coordinator for twice the
     // session (4 s): members it did not hear from would be removed.
     std::thread::sleep(Duration::from_secs(8));

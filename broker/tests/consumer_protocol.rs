@@ -170,6 +170,49 @@ fn a_static_member_restarted_within_its_session_gets_its_partitions_back() {
     assert!(moved.is_empty(), "{others} then {moved:?}");
 }
 
+/// A member subscribed by regular expression (librdkafka sends it as
+/// `subscribed_topic_regex`) gets the topics it matches, and a matching
+/// topic created later joins its assignment; one that does not match
+/// does not.
+#[test]
+fn a_regular_expression_subscription_follows_the_topics_it_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let create = move |name: &'static str, partitions: i32| {
+        support::on_glommio(async move {
+            let cluster = Cluster::new(address, "kip848-regex");
+            cluster
+                .create_topic(name, partitions, 1, &[])
+                .await
+                .unwrap();
+        })
+    };
+    create("orders-eu", 2);
+    create("payments", 4);
+    let member = Member::start(&broker.bootstrap(), "^orders-.*", "regex-group");
+    let limit = Duration::from_secs(60);
+    member.owning(2, limit).expect("orders-eu's two partitions");
+    create("orders-us", 3);
+    member.owning(5, limit).expect("orders-us's three too");
+    let described = support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-regex");
+        cluster
+            .describe_consumer_group("regex-group")
+            .await
+            .unwrap()
+    });
+    let assigned = &described.members[0].assigned;
+    let topics: Vec<&String> = assigned.keys().collect();
+    assert_eq!(topics, ["orders-eu", "orders-us"], "{described:?}");
+    // librdkafka sends its expressions joined, each in parentheses.
+    assert_eq!(
+        described.members[0].subscribed_regex.as_deref(),
+        Some("(^orders-.*)"),
+        "{described:?}"
+    );
+}
+
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
@@ -257,7 +300,7 @@ fn heartbeats_over_the_wire_join_acknowledge_leave_and_are_refused_as_kafka_refu
                 code(ResponseError::UnsupportedAssignor),
             ),
             (
-                join("m2").with_subscribed_topic_regex(Some(text("^w.*"))),
+                join("m2").with_subscribed_topic_regex(Some(text("^w.*("))),
                 code(ResponseError::InvalidRegularExpression),
             ),
             (

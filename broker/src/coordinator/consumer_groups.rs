@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 
 use super::offsets_partition::OffsetsPartition;
+use crate::cluster::topics::is_internal;
 use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
 use crate::groups::records::{Key, Value};
 use crate::groups::store::{GroupEntry, PartitionGroups};
@@ -60,11 +61,14 @@ impl OffsetsPartition {
         Duration::from_millis(ms)
     }
 
-    /// Every topic by name: id and partition count.
+    /// Every topic by name: id and partition count; not the coordinators'
+    /// own (`is_internal`), which Kafka's regular expressions never
+    /// match and no consumer group reads.
     fn topic_view(&self) -> TopicView {
         let view = self.partitions.cluster.view.borrow();
         let topics = view.metadata.topics.values();
         topics
+            .filter(|t| !is_internal(&t.name))
             .map(|t| (t.name.clone(), (t.id.0, t.partitions.len() as u32)))
             .collect()
     }

@@ -7,10 +7,11 @@
 //! nothing and loading a group is the same replay.
 //!
 //! Static members ([`static_members`]) leave for now (-2) and come back
-//! under their instance id to the partitions they had. Not here yet
-//! (docs/consumer-groups.md, the plan): regular-expression subscriptions
-//! (step 7: a regex is refused). Session and rebalance timers are the
-//! caller's.
+//! under their instance id to the partitions they had. A member may
+//! subscribe by regular expression ([`topic_regex`]): the topics it
+//! matches are resolved against the topic view at each heartbeat, so a
+//! new matching topic is a new group epoch like any change of the
+//! subscribed topics. Session and rebalance timers are the caller's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +22,7 @@ use super::group_records::{
     ConsumerKey, ConsumerValue, CurrentAssignment, MemberMetadata, TopicPartitions,
 };
 use super::reconcile::{self, Assignment, Heartbeat, MemberState};
+use super::topic_regex;
 use crate::kafka::Code;
 
 /// A topic id.
@@ -180,14 +182,10 @@ pub fn validate(group_id: &str, req: &Request) -> Result<(), Code> {
             return Err(ResponseError::UnsupportedAssignor.code());
         }
     }
-    if req
-        .subscribed_topic_regex
-        .as_deref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        return Err(ResponseError::InvalidRegularExpression.code());
+    match req.subscribed_topic_regex.as_deref() {
+        Some(regex) if !regex.is_empty() => topic_regex::check(regex),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 impl ConsumerGroup {
@@ -415,12 +413,13 @@ impl ConsumerGroup {
     }
 
     /// A hash of the topics the members subscribe to (ids and partition
-    /// counts): a change is a new group epoch.
+    /// counts): a change is a new group epoch (a new topic matching a
+    /// member's regular expression too).
     fn subscribed_hash(&self, topics: &TopicView) -> i64 {
         let names: BTreeSet<&String> = self
             .members
             .values()
-            .flat_map(|m| &m.metadata.subscribed_topic_names)
+            .flat_map(|m| subscribed_names(&m.metadata, topics))
             .collect();
         let mut bytes = Vec::new();
         for name in names {
@@ -587,12 +586,24 @@ fn updated_metadata(stored: Option<&MemberMetadata>, req: &Request) -> MemberMet
     m
 }
 
+/// The names of the existing topics a member subscribes to: by name, and
+/// those its regular expression matches.
+fn subscribed_names<'a>(
+    metadata: &'a MemberMetadata,
+    topics: &'a TopicView,
+) -> BTreeSet<&'a String> {
+    let named = (metadata.subscribed_topic_names.iter()).filter(|name| topics.contains_key(*name));
+    let matched = metadata.subscribed_topic_regex.iter().flat_map(|regex| {
+        let names = topics.keys();
+        names.filter(move |name| topic_regex::matches(regex, name))
+    });
+    named.chain(matched).collect()
+}
+
 /// The ids of the existing topics a member subscribes to.
 fn subscribed_ids(metadata: &MemberMetadata, topics: &TopicView) -> BTreeSet<TopicId> {
-    let named = metadata.subscribed_topic_names.iter();
-    named
-        .filter_map(|name| topics.get(name).map(|(id, _)| *id))
-        .collect()
+    let names = subscribed_names(metadata, topics).into_iter();
+    names.map(|name| topics[name].0).collect()
 }
 
 /// A set of partitions as stored: by topic, in order.

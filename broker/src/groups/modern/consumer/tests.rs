@@ -98,12 +98,13 @@ fn malformed_heartbeats_are_refused_before_the_group_is_read() {
         Err(ResponseError::UnsupportedAssignor.code())
     );
     let mut r = join("m", &["t"]);
-    r.subscribed_topic_regex = Some("^t.*".into());
+    r.subscribed_topic_regex = Some("t.*(".into());
     assert_eq!(
         validate("g", &r),
         Err(ResponseError::InvalidRegularExpression.code()),
-        "not yet"
     );
+    r.subscribed_topic_regex = Some("^t.*".into());
+    assert_eq!(validate("g", &r), Ok(()));
     assert_eq!(
         validate("g", &join("m", &[])),
         Ok(()),
@@ -232,6 +233,8 @@ struct Client {
     revoking: Option<(BTreeSet<Partition>, u32)>,
     /// Its static instance id, if it is a static member.
     instance: Option<String>,
+    /// The regular expression it subscribes with, if any.
+    regex: Option<&'static str>,
 }
 
 impl Client {
@@ -245,7 +248,17 @@ impl Client {
             full_next: false,
             revoking: None,
             instance: None,
+            regex: None,
         }
+    }
+
+    /// The topics of `view` it subscribes to, by name or expression.
+    fn subscribed(&self, view: &TopicView) -> BTreeSet<TopicId> {
+        let by_regex = |name: &String| self.regex.is_some_and(|r| topic_regex::matches(r, name));
+        let subscribed = view
+            .iter()
+            .filter(|(name, _)| self.names.contains(&name.as_str()) || by_regex(name));
+        subscribed.map(|(_, (id, _))| *id).collect()
     }
 
     fn request(&mut self) -> Request {
@@ -262,8 +275,9 @@ impl Client {
             0 => join(&self.id, &self.names),
             epoch => beat(&self.id, epoch, &self.owned),
         };
-        if self.resubscribed || self.full_next {
+        if self.epoch == 0 || self.resubscribed || self.full_next {
             req.subscribed_topic_names = Some(self.names.iter().map(|n| n.to_string()).collect());
+            req.subscribed_topic_regex = Some(self.regex.unwrap_or("").to_string());
         }
         if self.full_next {
             req.rebalance_timeout_ms = 30_000;
@@ -331,6 +345,10 @@ fn no_partition_owned_twice(clients: &[Client], seed: u64, step: usize) {
 
 const NAME_SETS: [&[&str]; 3] = [&["t"], &["u"], &["t", "u"]];
 
+/// What clients subscribing by regular expression use ("t2" is created
+/// during a run).
+const REGEXES: [&str; 2] = ["t.*", "u|t2"];
+
 /// The session of the static member `instance` (away, at -2) lapses.
 fn expire_instance(group: &mut ConsumerGroup, log: &mut Vec<Record>, instance: &str) {
     let held = group.members.iter().find(|(_, m)| {
@@ -353,6 +371,8 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
     for _ in 0..100 {
         let (mut group, mut log) = (ConsumerGroup::default(), Vec::new());
         let mut view = topics(rng.gen_range(1..6), rng.gen_range(1..6));
+        // "t2" appears during the changes, or after them.
+        let early_t2 = rng.gen_bool(0.5);
         let mut clients: Vec<Client> = Vec::new();
         // Static members gone for now: instance id and subscription.
         let mut away: Vec<(String, Vec<&'static str>)> = Vec::new();
@@ -363,6 +383,10 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
                         Client::new(format!("m{step}"), NAME_SETS[rng.gen_range(0..3)].to_vec());
                     if rng.gen_bool(0.5) {
                         client.instance = Some(format!("i{step}"));
+                    }
+                    if rng.gen_bool(0.25) {
+                        client.names.clear();
+                        client.regex = Some(REGEXES[rng.gen_range(0..REGEXES.len())]);
                     }
                     clients.push(client);
                 }
@@ -409,11 +433,18 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
                 3 if !clients.is_empty() => {
                     let i = rng.gen_range(0..clients.len());
                     clients[i].names = NAME_SETS[rng.gen_range(0..3)].to_vec();
+                    if clients[i].regex.is_some() {
+                        clients[i].regex = Some(REGEXES[rng.gen_range(0..REGEXES.len())]);
+                    }
                     clients[i].resubscribed = true;
                 }
                 4 => {
                     let (_, t) = view["t"];
                     view.get_mut("t").unwrap().1 = t + u32::from(t < 12);
+                }
+                8 if early_t2 && !view.contains_key("t2") => {
+                    // A topic some expressions match is created.
+                    view.insert("t2".into(), ([3; 16], rng.gen_range(1..4)));
                 }
                 _ if !clients.is_empty() => {
                     let i = rng.gen_range(0..clients.len());
@@ -448,6 +479,9 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
         for instance in held {
             expire_instance(&mut group, &mut log, &instance);
         }
+        if !view.contains_key("t2") {
+            view.insert("t2".into(), ([3; 16], rng.gen_range(1..4)));
+        }
         for _ in 0..6 {
             for i in 0..clients.len() {
                 let request = clients[i].request();
@@ -466,10 +500,8 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
             );
             assert_eq!(client.owned, group.targets[&client.id], "SEED={seed}");
         }
-        let subscribed: BTreeSet<TopicId> = clients
-            .iter()
-            .flat_map(|c| c.names.iter().map(|n| view[*n].0))
-            .collect();
+        let subscribed: BTreeSet<TopicId> =
+            clients.iter().flat_map(|c| c.subscribed(&view)).collect();
         let owned: usize = clients.iter().map(|c| c.owned.len()).sum();
         let expected: u32 = view
             .values()

@@ -17,12 +17,14 @@ use support::cluster::Cluster;
 use support::consumer_member::Member;
 use support::on_glommio;
 
-const SETTINGS: [(&str, &str); 5] = [
+const SETTINGS: [(&str, &str); 7] = [
     ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
     ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
     ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
     ("BROKER_GROUP_CONSUMER_SESSION_TIMEOUT_MS", "4000"),
     ("BROKER_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "500"),
+    ("BROKER_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS", "1000"),
+    ("BROKER_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS", "100"),
 ];
 
 /// Asks any live broker, until it answers (bounded).

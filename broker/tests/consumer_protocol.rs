@@ -113,6 +113,8 @@ fn a_killed_members_partitions_go_to_the_others_when_its_session_lapses() {
     let settings = [
         ("BROKER_GROUP_CONSUMER_SESSION_TIMEOUT_MS", "3000"),
         ("BROKER_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "500"),
+        ("BROKER_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS", "1000"),
+        ("BROKER_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS", "100"),
     ];
     let broker = support::start_broker_with(dir.path(), &settings);
     let bootstrap = broker.bootstrap();
@@ -547,4 +549,127 @@ fn a_member_keeping_revoked_partitions_past_its_rebalance_timeout_is_removed() {
         got.sort();
         assert_eq!(got, vec![0, 1], "the waiting member gets both");
     });
+}
+
+/// A group's configs (IncrementalAlterConfigs and DescribeConfigs on
+/// resource type GROUP, as `kafka-configs --entity-type groups`): within
+/// the broker's bounds, told to the group's members, kept in the
+/// metadata across a restart, removed back to the broker's.
+#[test]
+fn a_groups_own_timeouts_are_set_checked_applied_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let (interval, session) = (
+        "consumer.heartbeat.interval.ms",
+        "consumer.session.timeout.ms",
+    );
+    support::on_glommio(async move {
+        let mut c = Connection::connect(address, "kip848-configs")
+            .await
+            .unwrap();
+        assert_eq!(
+            describe_group_config(&mut c, "cfg").await,
+            [("5000", 5), ("45000", 5)]
+        );
+        let code = |e: ResponseError| e.code();
+        let cases = [
+            (interval, Some("7000"), 0),
+            (session, Some("1000"), code(ResponseError::InvalidConfig)), // below 45 s
+            (interval, Some("50000"), code(ResponseError::InvalidConfig)), // above 15 s
+            (
+                "consumer.max.size",
+                Some("3"),
+                code(ResponseError::InvalidConfig),
+            ),
+        ];
+        for (key, value, expected) in cases {
+            let answered = alter_group_config(&mut c, "cfg", key, value).await;
+            assert_eq!(answered, expected, "{key}={value:?}");
+        }
+        assert_eq!(
+            describe_group_config(&mut c, "cfg").await,
+            [("7000", 8), ("45000", 5)]
+        );
+        let cluster = Cluster::new(address, "kip848-configs");
+        cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
+        let find = FindCoordinatorRequest::default().with_key(text("cfg"));
+        let join = join("m1").with_group_id(GroupId(text("cfg")));
+        let mut told = None;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&join, 1).await.unwrap();
+            if answer.error_code == 0 {
+                told = Some(answer.heartbeat_interval_ms);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(told, Some(7000), "members are told the group's interval");
+    });
+    broker.terminate();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    support::on_glommio(async move {
+        let mut c = Connection::connect(address, "kip848-configs")
+            .await
+            .unwrap();
+        let kept = describe_group_config(&mut c, "cfg").await;
+        assert_eq!(kept, [("7000", 8), ("45000", 5)], "kept in the metadata");
+        assert_eq!(alter_group_config(&mut c, "cfg", interval, None).await, 0);
+        assert_eq!(
+            describe_group_config(&mut c, "cfg").await,
+            [("5000", 5), ("45000", 5)]
+        );
+    });
+}
+
+/// Group `group`'s (heartbeat interval, session timeout) as DescribeConfigs
+/// answers them: each value and its source.
+async fn describe_group_config(c: &mut Connection, group: &str) -> Vec<(&'static str, i8)> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    let resource = DescribeConfigsResource::default()
+        .with_resource_type(32)
+        .with_resource_name(text(group));
+    let request = DescribeConfigsRequest::default().with_resources(vec![resource]);
+    let answer = c.call(&request, 4).await.unwrap();
+    let result = &answer.results[0];
+    assert_eq!(result.error_code, 0, "{result:?}");
+    let value = |key: &str| {
+        let config = result
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == key)
+            .unwrap_or_else(|| panic!("{key} not in {result:?}"));
+        let value = config.value.as_ref().unwrap().to_string();
+        (&*value.leak(), config.config_source)
+    };
+    vec![
+        value("consumer.heartbeat.interval.ms"),
+        value("consumer.session.timeout.ms"),
+    ]
+}
+
+/// Sets (or with None deletes) one config of group `group`; the code.
+async fn alter_group_config(
+    c: &mut Connection,
+    group: &str,
+    key: &str,
+    value: Option<&str>,
+) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let config = AlterableConfig::default()
+        .with_name(text(key))
+        .with_config_operation(if value.is_some() { 0 } else { 1 })
+        .with_value(value.map(text));
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(32)
+        .with_resource_name(text(group))
+        .with_configs(vec![config]);
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
+    c.call(&request, 1).await.unwrap().responses[0].error_code
 }

@@ -611,6 +611,14 @@ impl<T: Transport> Driver<T> {
                     value,
                 })
                 .collect(),
+            ControllerRequest::AlterGroupConfigs { group, changes } => changes
+                .into_iter()
+                .map(|(key, value)| MetadataRecord::SetGroupConfig {
+                    group: group.clone(),
+                    key,
+                    value,
+                })
+                .collect(),
             ControllerRequest::DeleteAcls(filters) => {
                 let selected: Vec<_> = metadata
                     .acls

@@ -187,6 +187,9 @@ fn summary(record: &MetadataRecord) -> String {
         MetadataRecord::SetClientQuota { entity, key, value } => {
             format!("SetClientQuota {entity:?} {key} {value:?}")
         }
+        MetadataRecord::SetGroupConfig { group, key, value } => {
+            format!("SetGroupConfig {group} {key} {value:?}")
+        }
         MetadataRecord::SetBrokerEndpoints {
             id,
             incarnation,

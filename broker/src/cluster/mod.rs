@@ -26,6 +26,7 @@ use client::security::{SaslLogin, SaslMechanism, Security};
 use control::service::MetadataService;
 use control::BrokerId;
 
+use crate::config::group_timeouts::Timeouts;
 use crate::config::BrokerConfig;
 use crate::runtime::sharded::{Mesh, ShardId, Sharded};
 use crate::security::authorizer::Authorizer;
@@ -145,6 +146,14 @@ impl Cluster {
             sasl: peer_login(&self.config),
         };
         Connection::connect_with(address, client_id, &security).await
+    }
+
+    /// Consumer group `group`'s timeouts: its own configs (in the
+    /// metadata) over the broker's settings.
+    pub fn consumer_group_timeouts(&self, group: &str) -> Timeouts {
+        let view = self.view.borrow();
+        let own = view.metadata.group_configs.get(group);
+        Timeouts::of(self.config.consumer_group_timeouts(), own)
     }
 
     /// This shard (the first runs the metadata service).

@@ -4,6 +4,7 @@
 //! docs/configuration.md.
 
 mod command_line;
+pub mod group_timeouts;
 pub mod listeners;
 
 pub use command_line::CommandLine;
@@ -14,6 +15,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::config::group_timeouts::{Bounds, Timeouts};
 use crate::config::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
@@ -146,6 +148,15 @@ pub struct BrokerConfig {
     /// How often consumer group members are told to heartbeat (Kafka's
     /// `group.consumer.heartbeat.interval.ms`); below the session timeout.
     pub group_consumer_heartbeat_interval_ms: u64,
+    /// The shortest session timeout a consumer group may have (Kafka's
+    /// `group.consumer.min.session.timeout.ms`), the broker's own included.
+    pub group_consumer_min_session_timeout_ms: u64,
+    /// The longest (`group.consumer.max.session.timeout.ms`).
+    pub group_consumer_max_session_timeout_ms: u64,
+    /// The shortest heartbeat interval (`group.consumer.min.heartbeat.interval.ms`).
+    pub group_consumer_min_heartbeat_interval_ms: u64,
+    /// The longest (`group.consumer.max.heartbeat.interval.ms`).
+    pub group_consumer_max_heartbeat_interval_ms: u64,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -274,6 +285,10 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
+            group_consumer_min_session_timeout_ms: 45_000,
+            group_consumer_max_session_timeout_ms: 60_000,
+            group_consumer_min_heartbeat_interval_ms: 5_000,
+            group_consumer_max_heartbeat_interval_ms: 15_000,
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
             controller_listen: None,
@@ -363,6 +378,24 @@ impl BrokerConfig {
         (total / shards.max(1) as u64) as usize
     }
 
+    /// Consumer groups' timeouts unless a group has its own.
+    pub fn consumer_group_timeouts(&self) -> Timeouts {
+        Timeouts {
+            session_ms: self.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
+        }
+    }
+
+    /// What a consumer group's timeouts may be.
+    pub fn consumer_group_bounds(&self) -> Bounds {
+        Bounds {
+            min_session_ms: self.group_consumer_min_session_timeout_ms,
+            max_session_ms: self.group_consumer_max_session_timeout_ms,
+            min_heartbeat_interval_ms: self.group_consumer_min_heartbeat_interval_ms,
+            max_heartbeat_interval_ms: self.group_consumer_max_heartbeat_interval_ms,
+        }
+    }
+
     /// Checks the values against each other.
     pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
@@ -372,14 +405,15 @@ impl BrokerConfig {
                     .into(),
             );
         }
-        let (session, interval) = (
-            self.group_consumer_session_timeout_ms,
-            self.group_consumer_heartbeat_interval_ms,
-        );
-        if interval < 1 || interval >= session || session > i32::MAX as u64 {
+        let bounds = self.consumer_group_bounds();
+        if bounds.min_heartbeat_interval_ms < 1 || bounds.max_session_ms > i32::MAX as u64 {
             return invalid(format!(
-                "group_consumer_heartbeat_interval_ms {interval} must be at least 1 and below group_consumer_session_timeout_ms {session}"
+                "group_consumer_min_heartbeat_interval_ms must be at least 1 and group_consumer_max_session_timeout_ms at most {}",
+                i32::MAX
             ));
+        }
+        if let Err(why) = self.consumer_group_timeouts().check(&bounds) {
+            return invalid(format!("group_consumer_*: {why}"));
         }
         if !(0..=2).contains(&self.transaction_version) {
             return invalid(format!(

@@ -302,25 +302,27 @@ fn the_transaction_version_is_one_kafka_knows() {
 
 #[test]
 fn consumer_groups_heartbeat_more_often_than_their_session_lapses() {
+    // (session, interval, minimum session and interval, valid)
     let cases = [
-        (45_000, 5_000, true),
-        (3_000, 500, true),
-        (5_000, 5_000, false),
-        (5_000, 0, false),
+        (45_000, 5_000, (45_000, 5_000), true),
+        (3_000, 500, (45_000, 5_000), false),
+        (3_000, 500, (1_000, 100), true),
+        (5_000, 5_000, (1_000, 100), false),
+        (5_000, 0, (1_000, 0), false),
+        (70_000, 5_000, (45_000, 5_000), false),
     ];
-    for (session, interval, valid) in cases {
+    for (session, interval, (min_session, min_interval), valid) in cases {
         let config = BrokerConfig {
             group_consumer_session_timeout_ms: session,
             group_consumer_heartbeat_interval_ms: interval,
+            group_consumer_min_session_timeout_ms: min_session,
+            group_consumer_min_heartbeat_interval_ms: min_interval,
             ..BrokerConfig::default()
         };
         let checked = config.check().map_err(|e| e.to_string());
         assert_eq!(checked.is_ok(), valid, "{session}/{interval}: {checked:?}");
         if let Err(why) = checked {
-            assert!(
-                why.contains("group_consumer_heartbeat_interval_ms"),
-                "{why}"
-            );
+            assert!(why.contains("group_consumer_"), "{why}");
         }
     }
 }

@@ -51,14 +51,11 @@ impl OffsetsPartition {
         decided
     }
 
-    /// How long a member may stay silent (`group_consumer_session_timeout_ms`).
-    fn session_timeout(&self) -> Duration {
-        let ms = self
-            .partitions
-            .cluster
-            .config
-            .group_consumer_session_timeout_ms;
-        Duration::from_millis(ms)
+    /// How long a member of `group` may stay silent (the group's
+    /// `consumer.session.timeout.ms`, else `group_consumer_session_timeout_ms`).
+    fn session_timeout(&self, group: &str) -> Duration {
+        let timeouts = self.partitions.cluster.consumer_group_timeouts(group);
+        Duration::from_millis(timeouts.session_ms)
     }
 
     /// Every topic by name: id and partition count; not the coordinators'
@@ -78,24 +75,24 @@ impl OffsetsPartition {
     /// their rebalance timeout (Kafka fences both alike: the member
     /// rejoins).
     pub async fn expire_consumer_members(&self, now: Instant) {
-        let session = self.session_timeout();
-        let overdue: Vec<(String, String, &'static str)> = {
+        let overdue: Vec<(String, String, &'static str, Duration)> = {
             let groups = self.groups.borrow();
             let mut overdue = Vec::new();
             for id in groups.ids() {
                 let Some(entry) = groups.get(&id) else {
                     continue;
                 };
+                let session = self.session_timeout(&id);
                 let members = entry.sessions.keys().chain(entry.revoking.keys());
                 for member in members.collect::<std::collections::BTreeSet<_>>() {
                     if let Some(why) = why_overdue(entry, member, now, session) {
-                        overdue.push((id.clone(), member.clone(), why));
+                        overdue.push((id.clone(), member.clone(), why, session));
                     }
                 }
             }
             overdue
         };
-        for (group, member, why) in overdue {
+        for (group, member, why, session) in overdue {
             let left = self
                 .append_then(
                     |groups| {

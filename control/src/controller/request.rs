@@ -93,6 +93,14 @@ pub enum ControllerRequest {
         /// (key, bytes per second or None to remove).
         changes: Vec<(String, Option<u64>)>,
     },
+    /// Set or remove a consumer group's configs (IncrementalAlterConfigs
+    /// on resource type GROUP), applied together.
+    AlterGroupConfigs {
+        /// The group.
+        group: String,
+        /// (key, value or None to remove).
+        changes: Vec<(String, Option<String>)>,
+    },
 }
 
 /// Why a controller request failed.

@@ -121,6 +121,9 @@ pub enum MetadataError {
     /// A client quota outside the accepted shapes.
     #[error("invalid quota: {0}")]
     InvalidQuota(String),
+    /// A group config outside the accepted shapes.
+    #[error("invalid group config: {0}")]
+    InvalidGroupConfig(String),
     /// A broker's listeners outside the accepted shapes.
     #[error("invalid broker endpoints: {0}")]
     InvalidEndpoints(String),

@@ -1,6 +1,6 @@
 //! The metadata model: what every metadata node and broker holds alike
 //! (brokers, topics, partitions, topic configuration, SCRAM credentials,
-//! ACLs, client quotas), the records that change it, replica placement,
+//! ACLs, client quotas, group configs), the records that change it, replica placement,
 //! and the snapshot format. Plain data and rules, no I/O and nothing of
 //! Raft: the layers above order the records ([`crate::raft`]) and decide
 //! them ([`crate::controller`]), so the rules are one piece every layer
@@ -16,6 +16,7 @@ pub mod credentials;
 // rkyv's derive generates resolver enums whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod error;
+pub mod group_configs;
 pub mod placement;
 pub mod quotas;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
@@ -32,6 +33,7 @@ use crate::model::acls::{check_acl, AclBinding, ACLS_MAX};
 use crate::model::config::TopicConfig;
 use crate::model::credentials::{check_credential, ScramCredential, ScramMechanism};
 use crate::model::error::MetadataError;
+use crate::model::group_configs::{check_group_config, GROUPS_WITH_CONFIGS_MAX};
 use crate::model::quotas::{check_quota, QuotaEntity, QUOTA_ENTITIES_MAX};
 use crate::model::record::{
     BrokerEndpoint, BrokerRegistration, MetadataRecord, PartitionAssignment, PartitionChange,
@@ -130,6 +132,8 @@ pub struct Metadata {
     /// before brokers had several listeners) is reached at its
     /// registration's `listener` on every listener.
     pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+    /// Consumer group configs: per group, value by key.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Metadata {
@@ -215,6 +219,16 @@ impl Metadata {
                 if new && self.client_quotas.len() >= QUOTA_ENTITIES_MAX {
                     return Err(MetadataError::InvalidQuota(format!(
                         "more than {QUOTA_ENTITIES_MAX} quota entities"
+                    )));
+                }
+                Ok(())
+            }
+            MetadataRecord::SetGroupConfig { group, key, value } => {
+                check_group_config(group, key, value.as_deref())?;
+                let new = !self.group_configs.contains_key(group);
+                if new && self.group_configs.len() >= GROUPS_WITH_CONFIGS_MAX {
+                    return Err(MetadataError::InvalidGroupConfig(format!(
+                        "more than {GROUPS_WITH_CONFIGS_MAX} groups with configs"
                     )));
                 }
                 Ok(())
@@ -315,6 +329,20 @@ impl Metadata {
                 }
                 if quotas.is_empty() {
                     self.client_quotas.remove(entity);
+                }
+            }
+            MetadataRecord::SetGroupConfig { group, key, value } => {
+                let configs = self.group_configs.entry(group.clone()).or_default();
+                match value {
+                    Some(value) => {
+                        configs.insert(key.clone(), value.clone());
+                    }
+                    None => {
+                        configs.remove(key);
+                    }
+                }
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
                 }
             }
         }

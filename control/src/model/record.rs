@@ -170,6 +170,16 @@ pub enum MetadataRecord {
         /// One per listener, names unique.
         endpoints: Vec<BrokerEndpoint>,
     },
+    /// A consumer group's config is set (or removed, with no value).
+    /// Appended last, as every record after it will be.
+    SetGroupConfig {
+        /// The group.
+        group: String,
+        /// Which config (`consumer.session.timeout.ms`, ...).
+        key: String,
+        /// Its value; None removes it.
+        value: Option<String>,
+    },
 }
 
 impl MetadataRecord {

@@ -9,14 +9,16 @@
 //! 4 added the producer id blocks ([`MetadataV4`]); version 5 added the
 //! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
 //! ([`MetadataV6`]); version 7 added the client quotas ([`MetadataV7`]);
-//! version 8 adds the brokers' listeners. The frozen layouts
+//! version 8 added the brokers' listeners ([`MetadataV8`]); version 9
+//! adds the group configs. The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
 //!
 //! Caution: every frozen layout holds the live [`Broker`] and [`Topic`],
 //! so changing either changes them all (and versions 5 and 6 hold the
-//! live `ScramCredential`, version 6 the live `AclBinding`: freeze copies
+//! live `ScramCredential`, version 6 the live `AclBinding`, version 8 the
+//! live `BrokerEndpoint`: freeze copies
 //! of those too before changing them). The fixtures under
 //! broker/tests/fixtures (snapshots an earlier version wrote, with brokers
 //! and topics) stop loading if that happens; freeze copies of the two
@@ -30,6 +32,7 @@ use crate::model::acls::AclBinding;
 use crate::model::credentials::{ScramCredential, ScramMechanism};
 use crate::model::error::MetadataError;
 use crate::model::quotas::QuotaEntity;
+use crate::model::record::BrokerEndpoint;
 use crate::model::types::{BrokerId, ClusterId, TopicId};
 use crate::model::{Broker, Metadata, Topic};
 
@@ -37,8 +40,10 @@ use crate::model::{Broker, Metadata, Topic};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the brokers' listeners.
-const VERSION_CURRENT: u8 = 8;
+/// The version written now: [`Metadata`] with the group configs.
+const VERSION_CURRENT: u8 = 9;
+/// [`MetadataV8`].
+const VERSION_8: u8 = 8;
 /// [`MetadataV7`].
 const VERSION_7: u8 = 7;
 /// [`MetadataV6`].
@@ -78,6 +83,7 @@ impl From<MetadataV1> for Metadata {
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -109,6 +115,7 @@ impl From<MetadataV2> for Metadata {
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -141,6 +148,7 @@ impl From<MetadataV3> for Metadata {
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -175,6 +183,7 @@ impl From<MetadataV4> for Metadata {
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -210,6 +219,7 @@ impl From<MetadataV5> for Metadata {
             acls: BTreeSet::new(),
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -246,6 +256,7 @@ impl From<MetadataV6> for Metadata {
             acls: v6.acls,
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -283,6 +294,46 @@ impl From<MetadataV7> for Metadata {
             acls: v7.acls,
             client_quotas: v7.client_quotas,
             broker_endpoints: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 8 stored it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV8 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+}
+
+impl From<MetadataV8> for Metadata {
+    fn from(v8: MetadataV8) -> Metadata {
+        Metadata {
+            brokers: v8.brokers,
+            topics: v8.topics,
+            names: v8.names,
+            unclean_leader_elections: v8.unclean_leader_elections,
+            deleted_topics: v8.deleted_topics,
+            cluster_id: v8.cluster_id,
+            next_producer_id: v8.next_producer_id,
+            producer_id_blocks: v8.producer_id_blocks,
+            scram_credentials: v8.scram_credentials,
+            acls: v8.acls,
+            client_quotas: v8.client_quotas,
+            broker_endpoints: v8.broker_endpoints,
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -319,6 +370,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_8, archived)) => archive::<MetadataV8>(archived).map(Metadata::from),
         Some((&VERSION_7, archived)) => archive::<MetadataV7>(archived).map(Metadata::from),
         Some((&VERSION_6, archived)) => archive::<MetadataV6>(archived).map(Metadata::from),
         Some((&VERSION_5, archived)) => archive::<MetadataV5>(archived).map(Metadata::from),
@@ -430,6 +482,23 @@ mod tests {
     }
 
     #[test]
+    fn a_version_8_snapshot_decodes_into_the_current_state() {
+        let mut v8 = MetadataV8::default();
+        let endpoint = BrokerEndpoint {
+            listener: "EXTERNAL".into(),
+            address: "broker1.example:9093".into(),
+        };
+        v8.broker_endpoints
+            .insert(BrokerId(1), vec![endpoint.clone()]);
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_8);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v8).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.broker_endpoints[&BrokerId(1)], vec![endpoint]);
+        assert!(metadata.group_configs.is_empty());
+    }
+
+    #[test]
     fn the_current_version_round_trips_and_a_newer_one_is_refused() {
         let mut metadata = Metadata::default();
         metadata.deleted_topics.insert(TopicId([1; 16]));
@@ -440,6 +509,8 @@ mod tests {
         metadata
             .broker_endpoints
             .insert(BrokerId(1), vec![endpoint]);
+        let configs = BTreeMap::from([("consumer.session.timeout.ms".into(), "50000".into())]);
+        metadata.group_configs.insert("workers".into(), configs);
         assert_eq!(decode(&encode(&metadata)).unwrap(), metadata);
         let mut newer = encode(&metadata);
         newer[MAGIC.len()] = VERSION_CURRENT + 1;

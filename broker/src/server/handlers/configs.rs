@@ -1,6 +1,8 @@
 //! DescribeConfigs v1-4, AlterConfigs v0-2 and IncrementalAlterConfigs
-//! v0-1 for topics (resource type 2). Broker configs are static (set at
-//! start, docs/configuration.md): described as an empty list, never altered.
+//! v0-1 for topics (resource type 2), and for consumer groups (32,
+//! DescribeConfigs and IncrementalAlterConfigs: [`super::group_configs`]).
+//! Broker configs are static (set at start, docs/configuration.md):
+//! described as an empty list, never altered.
 
 use std::rc::Rc;
 
@@ -19,7 +21,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::access::{Caller, CLUSTER_DENIED, TOPIC_DENIED};
+use super::access::{Caller, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED};
+use super::group_configs;
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
 use crate::kafka::bounds::{
@@ -41,11 +44,13 @@ pub const INCREMENTAL_VERSIONS: (i16, i16) = (0, 1);
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
 /// config_source values.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DEFAULT_CONFIG: i8 = 5;
 
-type Failure = (Code, String);
+/// A refusal: its code and why.
+pub type Failure = (Code, String);
 
 /// Answers DescribeConfigs.
 pub async fn describe(
@@ -77,13 +82,14 @@ pub async fn describe(
             }
             match resource.resource_type {
                 BROKER => entry.with_configs(vec![]),
+                GROUP => group_configs::describe(shard, resource),
                 TOPIC => match view.metadata.topic_by_name(resource.resource_name.as_str()) {
                     Ok(topic) => {
+                        // No keys, or none named: every one (as Kafka's).
                         let wanted = |key: &str| {
-                            resource
-                                .configuration_keys
-                                .as_ref()
-                                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key))
+                            resource.configuration_keys.as_ref().is_none_or(|keys| {
+                                keys.is_empty() || keys.iter().any(|k| k.as_str() == key)
+                            })
                         };
                         let configs = TOPIC_CONFIG_KEYS
                             .iter()
@@ -128,8 +134,10 @@ pub async fn describe(
 }
 
 /// How one key changes.
-enum Change {
+pub enum Change {
+    /// To this value.
     Set(String),
+    /// Back to its default.
     Reset,
 }
 
@@ -206,6 +214,10 @@ fn denied(
         BROKER if !caller.may_cluster(operation) => Some((
             CLUSTER_DENIED,
             format!("not authorized: {operation:?} on the cluster"),
+        )),
+        GROUP if !caller.may_group(operation, name) => Some((
+            GROUP_DENIED,
+            format!("not authorized: {operation:?} on group {name}"),
         )),
         _ => None,
     }
@@ -315,11 +327,15 @@ pub async fn incremental_alter(
             })
             .collect();
         let name = resource.resource_name.as_str();
-        let outcome = match (
-            refuse_non_topic(caller, resource.resource_type, name),
-            changes,
-        ) {
+        let refused = match resource.resource_type {
+            GROUP => denied(caller, Operation::AlterConfigs, GROUP, name),
+            other => refuse_non_topic(caller, other, name),
+        };
+        let outcome = match (refused, changes) {
             (Some(failure), _) | (None, Err(failure)) => Err(failure),
+            (None, Ok(changes)) if resource.resource_type == GROUP => {
+                group_configs::alter(shard, name, changes, decoded.validate_only).await
+            }
             (None, Ok(changes)) => {
                 alter_topic(
                     shard,

@@ -55,7 +55,10 @@ pub async fn heartbeat(
             }
         }
     };
-    let interval = shard.cluster.config.group_consumer_heartbeat_interval_ms as i32;
+    let timeouts = shard
+        .cluster
+        .consumer_group_timeouts(decoded.group_id.as_str());
+    let interval = timeouts.heartbeat_interval_ms as i32;
     respond(request, &answer(answered, &decoded, interval))
 }
 

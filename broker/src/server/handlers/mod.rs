@@ -12,6 +12,7 @@ mod consumer_groups;
 mod epochs;
 mod fetch;
 mod group_admin;
+mod group_configs;
 mod group_offsets;
 mod groups;
 mod metadata;

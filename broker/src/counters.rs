@@ -99,6 +99,8 @@ pub struct ShardMetrics {
     /// Transactions this shard's coordinator completed with ABORT
     /// (timeouts and fences included).
     pub transactions_aborted: AtomicU64,
+    /// Time consumer groups' assignors took for a new target assignment.
+    pub consumer_group_assignment: Histogram,
 }
 
 impl Default for ShardMetrics {
@@ -125,6 +127,7 @@ impl Default for ShardMetrics {
             produced_bytes_copied: AtomicU64::new(0),
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
+            consumer_group_assignment: Histogram::default(),
         }
     }
 }

@@ -359,6 +359,7 @@ fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
     let broker = start_broker(dir.path());
     let address = broker.address;
     let bootstrap = broker.bootstrap();
+    let http = broker.http;
     support::on_glommio(async move {
         let cluster = Cluster::new(address, "kip848-describe");
         cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
@@ -458,6 +459,14 @@ fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
         assert_eq!(row[1..3], ["consumer", "Stable"], "{list}");
         let shown = support::cli(&bootstrap, &["group", "describe", "wire-group"]);
         assert!(shown.contains("consumer, Stable, 2 members"), "{shown}");
+        // /metrics: the group's type, epoch and members, and the assignor's
+        // time (a target per epoch: the first join, the second, none since).
+        let labels = "{group=\"wire-group\",type=\"consumer\"}";
+        let sample = |name: &str| support::cluster::gauge(http, &format!("{name}{labels}"));
+        assert_eq!(sample("rebalance_count"), f64::from(described.epoch));
+        assert_eq!(sample("group_members"), 2.0);
+        let assignments = support::cluster::gauge(http, "consumer_group_assignment_seconds_count");
+        assert_eq!(assignments, 2.0);
         assert!(!shown.contains("target"), "{shown}");
         // A classic-only name is not a consumer group.
         let none = cluster.describe_consumer_group("no-such").await;

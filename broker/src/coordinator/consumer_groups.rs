@@ -12,7 +12,9 @@ use kafka_protocol::ResponseError;
 
 use super::offsets_partition::OffsetsPartition;
 use crate::cluster::topics::is_internal;
+use crate::counters::ShardMetrics;
 use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
+use crate::groups::modern::group_records::ConsumerKey;
 use crate::groups::records::{Key, Value};
 use crate::groups::store::{GroupEntry, PartitionGroups};
 use crate::kafka::Code;
@@ -25,9 +27,10 @@ impl OffsetsPartition {
         let topics = self.topic_view();
         // A refused heartbeat keeps no session alive.
         let accepted = std::cell::Cell::new(false);
+        let metrics = &self.partitions.metrics;
         let (_, decided) = self
             .append_then(
-                |groups| match decide(groups, group, &req, &topics) {
+                |groups| match timed(metrics, || decide(groups, group, &req, &topics)) {
                     Ok((records, answer)) => {
                         accepted.set(true);
                         (records, Ok(answer))
@@ -140,6 +143,25 @@ fn why_overdue(
     let timeout = Duration::from_millis(metadata.rebalance_timeout_ms.max(0) as u64);
     (now.duration_since(*since) > timeout)
         .then_some("it kept revoked partitions past its rebalance timeout")
+}
+
+/// Runs a heartbeat's `decide`, counting its time as an assignment's when
+/// it computed new targets (its records carry a new target epoch).
+fn timed(
+    metrics: &ShardMetrics,
+    decide: impl FnOnce() -> Result<(Vec<Stored>, Answer), Code>,
+) -> Result<(Vec<Stored>, Answer), Code> {
+    let started = Instant::now();
+    let decided = decide();
+    let assigned = decided.as_ref().is_ok_and(|(records, _)| {
+        let target_epoch =
+            |(key, _): &Stored| matches!(key, Key::Consumer(ConsumerKey::TargetEpoch { .. }));
+        records.iter().any(target_epoch)
+    });
+    if assigned {
+        metrics.consumer_group_assignment.observe(started.elapsed());
+    }
+    decided
 }
 
 /// A record of `__consumer_offsets`: key and value (None: a tombstone).

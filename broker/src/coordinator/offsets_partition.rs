@@ -82,12 +82,24 @@ impl OffsetsPartition {
     }
 }
 
-/// A group as /metrics sees it: id, generation, committed offset by
+/// A group as /metrics sees it: id, type and size, committed offset by
 /// (topic, partition).
-pub type GroupPositions = (String, i32, Vec<((String, i32), i64)>);
+pub type GroupPositions = (String, GroupGauges, Vec<((String, i32), i64)>);
+
+/// A group's gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupGauges {
+    /// "classic" or "consumer".
+    pub group_type: &'static str,
+    /// Its rebalances: a classic group's generation, a consumer group's
+    /// epoch (bumped by each change of members or subscribed topics).
+    pub rebalances: i32,
+    /// Its members.
+    pub members: usize,
+}
 
 impl OffsetsPartition {
-    /// Each group's id, generation and committed offsets (for /metrics).
+    /// Each group's id, gauges and committed offsets (for /metrics).
     pub fn offsets_and_generations(&self) -> Vec<GroupPositions> {
         let groups = self.groups.borrow();
         groups
@@ -100,7 +112,19 @@ impl OffsetsPartition {
                     .iter()
                     .map(|(k, stored)| (k.clone(), stored.committed.offset))
                     .collect();
-                Some((id, entry.membership.generation(), offsets))
+                let gauges = match entry.consumer_group() {
+                    Some(consumer) => GroupGauges {
+                        group_type: "consumer",
+                        rebalances: consumer.epoch,
+                        members: consumer.members.len(),
+                    },
+                    None => GroupGauges {
+                        group_type: "classic",
+                        rebalances: entry.membership.generation(),
+                        members: entry.membership.member_ids().len(),
+                    },
+                };
+                Some((id, gauges, offsets))
             })
             .collect()
     }

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use super::connection::admission::Admission;
 use super::shard::Shard;
 use crate::cluster::Cluster;
+use crate::coordinator::offsets_partition::GroupGauges;
 use crate::coordinator::Coordinator;
 use crate::counters::{HistogramTotal, Registry, ShardMetrics, API_KEYS, LATENCY_BUCKETS_SECONDS};
 use crate::partition::role::Role;
@@ -35,8 +36,8 @@ struct ShardReport {
     stability: BTreeMap<(String, i32), (i64, usize)>,
     /// (group, topic, partition) -> committed offset, of groups coordinated here.
     committed: BTreeMap<(String, String, i32), i64>,
-    /// group -> generation, of groups coordinated here.
-    generations: BTreeMap<String, i32>,
+    /// group -> its type, rebalances and members, of groups coordinated here.
+    groups: BTreeMap<String, GroupGauges>,
 }
 
 async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
@@ -69,11 +70,11 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
         }
     }
     for partition in coordinator.loaded_current() {
-        for (group, generation, offsets) in partition.offsets_and_generations() {
+        for (group, gauges, offsets) in partition.offsets_and_generations() {
             for ((topic, index), offset) in offsets {
                 out.committed.insert((group.clone(), topic, index), offset);
             }
-            out.generations.insert(group, generation);
+            out.groups.insert(group, gauges);
         }
     }
     out
@@ -121,7 +122,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
             pct,
         );
     }
-    rebalances(&mut page, &reports);
+    rebalances(&mut page, &reports, all);
     let by_state = shard
         .txn_coordinator
         .on_every_shard(|c| Box::pin(async move { c.ids_by_state() }))
@@ -321,19 +322,41 @@ fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
     );
 }
 
-fn rebalances(page: &mut Page, reports: &[ShardReport]) {
+/// Groups coordinated here, by type: rebalances, members, and the time
+/// consumer groups' assignors took.
+fn rebalances(page: &mut Page, reports: &[ShardReport], all: &Registry) {
     page.header(
         "rebalance_count",
         "counter",
-        "rebalances a group completed (its generation), for groups coordinated here",
+        "rebalances a group went through, for groups coordinated here: a classic group's generation, a consumer group's epoch (each change of members or subscribed topics)",
     );
-    for (group, generation) in reports.iter().flat_map(|r| &r.generations) {
-        page.sample(
-            "rebalance_count",
-            &format!("group=\"{}\"", escape(group)),
-            (*generation).max(0) as f64,
-        );
+    let groups = || reports.iter().flat_map(|r| &r.groups);
+    let labels = |group: &str, gauges: &GroupGauges| {
+        format!("group=\"{}\",type=\"{}\"", escape(group), gauges.group_type)
+    };
+    for (group, gauges) in groups() {
+        let value = gauges.rebalances.max(0) as f64;
+        page.sample("rebalance_count", &labels(group, gauges), value);
     }
+    page.header(
+        "group_members",
+        "gauge",
+        "members of each group coordinated here",
+    );
+    for (group, gauges) in groups() {
+        let value = gauges.members as f64;
+        page.sample("group_members", &labels(group, gauges), value);
+    }
+    page.header(
+        "consumer_group_assignment_seconds",
+        "histogram",
+        "time the server-side assignor took to compute a consumer group's new target assignment, here",
+    );
+    let mut total = HistogramTotal::default();
+    for shard in all.iter() {
+        shard.consumer_group_assignment.add_to(&mut total);
+    }
+    page.histogram("consumer_group_assignment_seconds", "", &total);
 }
 
 /// Health (server::health): what /health answers, as numbers.

@@ -104,6 +104,43 @@ fn three_librdkafka_members_join_leave_and_resume_without_a_pause_or_a_loss() {
     assert_eq!(line("resumed"), vec![600, 0], "{stdout}");
 }
 
+/// A group moved from the classic protocol to the consumer protocol and
+/// back through an empty group (tests/python/group_conversion.py): each
+/// consumer resumes exactly where the last one of the other protocol
+/// committed.
+#[test]
+fn a_group_moves_between_the_protocols_through_an_empty_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/group_conversion.py"
+    );
+    let output = Command::new("timeout")
+        .args([
+            "240",
+            &python,
+            script,
+            &broker.bootstrap(),
+            "moving",
+            "moving-group",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the conversion failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["classic 300", "consumer 300", "classic 300"],
+        "{stdout}"
+    );
+}
+
 /// A member killed with SIGKILL stops heartbeating: once its session
 /// (`group_consumer_session_timeout_ms`, 3 s here) lapses the broker
 /// removes it and its partitions go to the member left.

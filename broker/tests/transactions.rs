@@ -22,8 +22,15 @@ const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/transact
 
 /// Runs the script against `bootstrap`; panics with its output if it fails.
 fn run_script(bootstrap: &str, topic: &str, partitions: u32) -> String {
+    run_script_with(bootstrap, topic, partitions, "classic")
+}
+
+/// [`run_script`], the consume-transform-produce step's consumer of
+/// `group_protocol` ("classic" or "consumer").
+fn run_script_with(bootstrap: &str, topic: &str, partitions: u32, group_protocol: &str) -> String {
     let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
     let out = Command::new("timeout")
+        .env("GROUP_PROTOCOL", group_protocol)
         .args([
             "240",
             &python,
@@ -53,6 +60,22 @@ fn committed_transactions_are_read_once_and_aborted_ones_never() {
         &["topic", "create", "txn-out", "--partitions", "3"],
     );
     let out = run_script(&bootstrap, "txn-out", 3);
+    println!("{out}");
+}
+
+/// The same with the consume-transform-produce consumer in a consumer
+/// group (KIP-848): TxnOffsetCommit carries its member id and epoch, which
+/// the group checks.
+#[test]
+fn consume_transform_produce_works_for_a_consumer_group_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    cli(
+        &bootstrap,
+        &["topic", "create", "txn-kip848", "--partitions", "3"],
+    );
+    let out = run_script_with(&bootstrap, "txn-kip848", 3, "consumer");
     println!("{out}");
 }
 

@@ -48,9 +48,13 @@ impl OffsetsPartition {
         let (member_id, instance_id, generation) = member;
         if !member_id.is_empty() || generation >= 0 {
             let allowed = match self.groups.borrow().get(group) {
-                Some(entry) => entry
-                    .membership
-                    .may_commit(member_id, instance_id, generation),
+                // A consumer group's member sends its member epoch.
+                Some(entry) => match entry.consumer_group() {
+                    Some(consumer) => consumer.may_commit(member_id, generation),
+                    None => entry
+                        .membership
+                        .may_commit(member_id, instance_id, generation),
+                },
                 None => Err(ResponseError::IllegalGeneration.code()),
             };
             if let Err(code) = allowed {

@@ -20,10 +20,13 @@ librdkafka's defaults otherwise:
 5. Every partition's last stable offset reached its high watermark (the
    committed consumer's position reaches the end).
 
-usage: transactions.py BOOTSTRAP TOPIC PARTITIONS (TOPIC-in must exist)
+usage: transactions.py BOOTSTRAP TOPIC PARTITIONS (TOPIC-in must exist);
+GROUP_PROTOCOL=consumer in the environment runs step 3's consumer with
+group.protocol=consumer (KIP-848)
 
 Prints a summary line; exits non-zero on any failure."""
 
+import os
 import sys
 import time
 
@@ -109,14 +112,15 @@ def consume_transform_produce(bootstrap, topic, partitions):
         plain.produce(source, value=f"in-{i}".encode())
     if plain.flush(60) != 0:
         fail("input not delivered")
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "ctp",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "ctp",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    if os.environ.get("GROUP_PROTOCOL") == "consumer":
+        settings["group.protocol"] = "consumer"  # the member epoch is checked
+    consumer = Consumer(settings)
     consumer.subscribe([source])
     producer = transactional(bootstrap, "tx-ctp")
     done, batches, aborted_once = 0, 0, False

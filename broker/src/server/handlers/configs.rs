@@ -22,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::access::{Caller, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED};
+use super::config_changes::{Change, Failure};
 use super::group_configs;
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
@@ -31,7 +32,6 @@ use crate::kafka::bounds::{
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::response;
-use crate::kafka::Code;
 use crate::server::shard::Shard;
 use control::model::acls::Operation;
 
@@ -48,9 +48,6 @@ const GROUP: i8 = 32;
 /// config_source values.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DEFAULT_CONFIG: i8 = 5;
-
-/// A refusal: its code and why.
-pub type Failure = (Code, String);
 
 /// Answers DescribeConfigs.
 pub async fn describe(
@@ -131,14 +128,6 @@ pub async fn describe(
         version,
         &answer,
     )?))
-}
-
-/// How one key changes.
-pub enum Change {
-    /// To this value.
-    Set(String),
-    /// Back to its default.
-    Reset,
 }
 
 /// Applies key changes to a topic's configuration through the controller.

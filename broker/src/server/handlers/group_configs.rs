@@ -17,7 +17,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::configs::{Change, Failure};
+use super::config_changes::{Change, Failure};
 use crate::cluster::controller::controller_error;
 use crate::config::group_timeouts::Timeouts;
 use crate::server::shard::Shard;

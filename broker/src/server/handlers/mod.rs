@@ -6,6 +6,7 @@
 pub mod access;
 mod acls;
 mod cluster;
+mod config_changes;
 mod configs;
 mod consumer_group_describe;
 mod consumer_groups;

@@ -139,6 +139,69 @@ fn a_group_moves_between_the_protocols_through_an_empty_group() {
         ["classic 300", "consumer 300", "classic 300"],
         "{stdout}"
     );
+    // Classic again: listed as such, its consumer state ended.
+    let address = broker.address;
+    let (listed, described) = support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-moving");
+        let listed = cluster.list_groups().await.unwrap();
+        (
+            listed,
+            cluster.describe_consumer_group("moving-group").await,
+        )
+    });
+    let listed = listed.iter().find(|g| g.group == "moving-group").unwrap();
+    assert_eq!(listed.group_type, "classic", "{listed:?}");
+    assert!(
+        matches!(described, Err(ClientError::Broker(c)) if c == ResponseError::GroupIdNotFound.code()),
+        "{described:?}"
+    );
+}
+
+/// DeleteGroups of an empty consumer group ends it for good: not listed,
+/// not described, not back after a restart.
+#[test]
+fn a_deleted_consumer_group_is_gone_also_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let gone = |address| {
+        support::on_glommio(async move {
+            let cluster = Cluster::new(address, "kip848-delete");
+            let listed = cluster.list_groups().await.unwrap();
+            let described = cluster.describe_consumer_group("wire-group").await;
+            let not_found = ResponseError::GroupIdNotFound.code();
+            let described_gone = matches!(described, Err(ClientError::Broker(c)) if c == not_found);
+            (
+                listed.iter().all(|g| g.group != "wire-group") && described_gone,
+                listed,
+            )
+        })
+    };
+    support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-delete");
+        cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
+        let mut c = Connection::connect(address, "kip848-delete").await.unwrap();
+        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
+        let mut joined = false;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            if c.call(&join("m1"), 1).await.unwrap().error_code == 0 {
+                joined = true;
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(joined);
+        let left = c.call(&beat("wire-group", "m1", -1), 1).await.unwrap();
+        assert_eq!(left.error_code, 0);
+        cluster.delete_group("wire-group").await.unwrap();
+    });
+    let (is_gone, listed) = gone(address);
+    assert!(is_gone, "{listed:?}");
+    broker.terminate();
+    let broker = start_broker(dir.path());
+    let (is_gone, listed) = gone(broker.address);
+    assert!(is_gone, "back after a restart: {listed:?}");
 }
 
 /// A member killed with SIGKILL stops heartbeating: once its session

@@ -176,7 +176,7 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
         .spawn()
         .unwrap();
     let started = Instant::now();
-    let rebalances = "rebalance_count{group=\"rebalancing\"}";
+    let rebalances = "rebalance_count{group=\"rebalancing\",type=\"classic\"}";
     while scrape(broker.http).get(rebalances).copied().unwrap_or(0.0) < 1.0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),

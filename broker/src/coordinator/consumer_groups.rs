@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 use super::offsets_partition::OffsetsPartition;
 use crate::cluster::topics::is_internal;
 use crate::counters::ShardMetrics;
-use crate::groups::modern::consumer::{Answer, Record, Request, TopicView};
+use crate::groups::modern::consumer::{Answer, ConsumerGroup, Record, Request, TopicView};
 use crate::groups::modern::group_records::ConsumerKey;
 use crate::groups::records::{Key, Value};
 use crate::groups::store::{GroupEntry, PartitionGroups};
@@ -24,6 +24,9 @@ impl OffsetsPartition {
     /// the topics as this shard (the group's) sees them.
     pub async fn consumer_heartbeat(&self, group: &str, req: Request) -> Result<Answer, Code> {
         let member = req.member_id.clone();
+        // Leaving for now is no sign of life: the session runs on from the
+        // member's last heartbeat, as Kafka's.
+        let alive = req.member_epoch >= 0;
         let topics = self.topic_view();
         // A refused heartbeat keeps no session alive.
         let accepted = std::cell::Cell::new(false);
@@ -40,7 +43,7 @@ impl OffsetsPartition {
                 |groups, records| {
                     let now = Instant::now();
                     replay(groups, records, now);
-                    let entry = groups.get_mut(group).filter(|_| accepted.get());
+                    let entry = groups.get_mut(group).filter(|_| accepted.get() && alive);
                     if let Some(entry) = entry {
                         let known = (entry.consumer.as_ref())
                             .is_some_and(|c| c.members.contains_key(&member));
@@ -145,6 +148,50 @@ fn why_overdue(
         .then_some("it kept revoked partitions past its rebalance timeout")
 }
 
+impl OffsetsPartition {
+    /// Ends the state of consumer group `group` once it has no members
+    /// (a classic member joins it: the group becomes classic again, as
+    /// Kafka converts an empty group): its records' tombstones, written and
+    /// replayed. Nothing to do for a group without that state.
+    pub async fn end_empty_consumer_group(&self, group: &str) -> Result<(), Code> {
+        self.append_then(
+            |groups| {
+                let entry = groups.get(group);
+                let ended = entry.filter(|e| !e.has_consumer_members());
+                let consumer = ended.and_then(|e| e.consumer.as_ref());
+                let records = consumer.map(|c| consumer_tombstones(group, c));
+                (records.unwrap_or_default(), ())
+            },
+            |groups, records| replay(groups, records, Instant::now()),
+        )
+        .await
+        .map(drop)
+    }
+}
+
+/// The tombstones that end consumer group `group` (without members): its
+/// members' targets if any are left, its target epoch, then its group
+/// epoch (whose tombstone, replayed, drops the group's state).
+pub(super) fn consumer_tombstones(group: &str, consumer: &ConsumerGroup) -> Vec<Stored> {
+    let targets = consumer
+        .targets
+        .keys()
+        .map(|member| ConsumerKey::TargetMember {
+            group: group.into(),
+            member: member.clone(),
+        });
+    let group_keys = [
+        ConsumerKey::TargetEpoch {
+            group: group.into(),
+        },
+        ConsumerKey::GroupEpoch {
+            group: group.into(),
+        },
+    ];
+    let keys = targets.chain(group_keys);
+    keys.map(|key| (Key::Consumer(key), None)).collect()
+}
+
 /// Runs a heartbeat's `decide`, counting its time as an assignment's when
 /// it computed new targets (its records carry a new target epoch).
 fn timed(
@@ -165,7 +212,7 @@ fn timed(
 }
 
 /// A record of `__consumer_offsets`: key and value (None: a tombstone).
-type Stored = (Key, Option<Value>);
+pub(super) type Stored = (Key, Option<Value>);
 
 /// The records and answer of a heartbeat, against the group as it is.
 fn decide(
@@ -196,7 +243,7 @@ fn as_keys(records: Vec<Record>) -> Vec<Stored> {
 }
 
 /// Replays durable consumer group records into the groups.
-fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
+pub(super) fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
     for (key, value) in records {
         if let Key::Consumer(key) = key {
             let value = match value {

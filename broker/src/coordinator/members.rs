@@ -28,6 +28,10 @@ impl OffsetsPartition {
                 &join.member_id,
             );
         }
+        // An empty consumer group becomes a classic one.
+        if let Err(code) = self.end_empty_consumer_group(group).await {
+            return Joined::failed(code, &join.member_id);
+        }
         let step = self
             .groups
             .borrow_mut()

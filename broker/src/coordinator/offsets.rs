@@ -2,8 +2,11 @@
 //! OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups) on
 //! the partition coordinating it.
 
+use std::time::Instant;
+
 use kafka_protocol::ResponseError;
 
+use super::consumer_groups::{consumer_tombstones, replay};
 use super::offsets_partition::OffsetsPartition;
 use super::Listed;
 use crate::groups::consumer_protocol;
@@ -153,8 +156,9 @@ impl OffsetsPartition {
             .collect()
     }
 
-    /// DeleteGroups of one group: only without members; its offsets and
-    /// membership are deleted (tombstones), then forgotten.
+    /// DeleteGroups of one group: only without members; its offsets,
+    /// membership and consumer group state are deleted (tombstones), then
+    /// forgotten.
     pub async fn delete_group(&self, group: &str) -> Code {
         let group = group.to_string();
         let result = self
@@ -179,14 +183,19 @@ impl OffsetsPartition {
                         })
                         .collect();
                     records.push((Key::Group(group.clone()), None));
-                    (records, Ok(deleted))
+                    let consumer = entry.consumer.as_ref();
+                    let ended = consumer.map(|c| consumer_tombstones(&group, c));
+                    let ended = ended.unwrap_or_default();
+                    records.extend(ended.iter().cloned());
+                    (records, Ok((deleted, ended)))
                 }
             })
             .await;
         match result {
-            Ok((base, Ok(deleted))) => {
+            Ok((base, Ok((deleted, ended)))) => {
                 // As a replay would apply the tombstones.
                 let mut groups = self.groups.borrow_mut();
+                replay(&mut groups, &ended, Instant::now());
                 let base = base.unwrap_or_default();
                 for (i, (topic, partition)) in deleted.into_iter().enumerate() {
                     groups.apply_offset(&group, topic, partition, base + i as i64, None);

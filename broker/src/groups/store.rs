@@ -191,14 +191,15 @@ impl PartitionGroups {
                 let revoking = (consumer.members.get(member))
                     .map(|m| &m.assignment)
                     .filter(|a| a.state == MemberState::UnrevokedPartitions);
+                // Each new revocation starts the clock again (as Kafka's
+                // timer, scheduled whenever such a record is written): a
+                // member asked again at the same epoch, for other
+                // partitions, gets its whole timeout for them. A member that
+                // keeps holding on writes no new record.
                 match revoking {
-                    // Told again at the same epoch: the clock keeps running.
-                    Some(a) => match entry.revoking.get(member) {
-                        Some((epoch, _)) if *epoch == a.epoch => {}
-                        _ => {
-                            entry.revoking.insert(member.clone(), (a.epoch, now));
-                        }
-                    },
+                    Some(a) => {
+                        entry.revoking.insert(member.clone(), (a.epoch, now));
+                    }
                     None => {
                         entry.revoking.remove(member);
                     }
@@ -377,6 +378,38 @@ mod tests {
 
     fn record(key: &Key, value: Option<&Value>) -> (Vec<u8>, Option<Vec<u8>>) {
         (records::encode_key(key), value.map(records::encode_value))
+    }
+
+    #[test]
+    fn each_revocation_starts_the_members_rebalance_clock_again() {
+        use crate::groups::modern::group_records::{CurrentAssignment, TopicPartitions};
+        let mut groups = PartitionGroups::new(Duration::ZERO);
+        let key = ConsumerKey::CurrentAssignment {
+            group: "g".into(),
+            member: "m".into(),
+        };
+        let told = |state: i8, pending: i32| {
+            ConsumerValue::CurrentAssignment(CurrentAssignment {
+                member_epoch: 3,
+                previous_member_epoch: 3,
+                state,
+                assigned: vec![],
+                pending_revocation: vec![TopicPartitions {
+                    topic_id: [1; 16],
+                    partitions: vec![pending],
+                }],
+            })
+        };
+        let start = Instant::now();
+        let later = start + Duration::from_secs(5);
+        groups.replay_consumer(&key, Some(&told(1, 0)), start);
+        assert_eq!(groups.get("g").unwrap().revoking["m"], (3, start));
+        // Asked again at the same epoch, for another partition: a new clock.
+        groups.replay_consumer(&key, Some(&told(1, 1)), later);
+        assert_eq!(groups.get("g").unwrap().revoking["m"], (3, later));
+        // Stable: no clock.
+        groups.replay_consumer(&key, Some(&told(0, 1)), later);
+        assert!(groups.get("g").unwrap().revoking.is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Subscriptions by regular expression (KIP-848's
 //! `subscribed_topic_regex`): Kafka compiles them with RE2/J and matches
-//! whole topic names; here the `regex` crate does (RE2's syntax and
-//! linear-time matching), the pattern anchored at both ends. Differences
+//! whole topic names; here the `regex` crate's own parts do (RE2's
+//! syntax and linear-time matching: `regex-syntax` parses, the syntax
+//! tree is anchored at both ends, `regex-automata` compiles it). Differences
 //! a user may meet are in docs/consumer-groups.md ("Regular
 //! expressions"). Compiled patterns are kept per thread (a heartbeat
 //! names its pattern again and again), a bounded number of them.
@@ -10,7 +11,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use kafka_protocol::ResponseError;
-use regex::{Regex, RegexBuilder};
+use regex_automata::meta::{Config, Regex};
+use regex_syntax::hir::{Hir, Look};
+use regex_syntax::ParserBuilder;
 
 use crate::kafka::Code;
 
@@ -26,15 +29,24 @@ thread_local! {
 }
 
 /// The pattern compiled as Kafka matches it (the whole name), or
-/// INVALID_REGULAR_EXPRESSION.
+/// INVALID_REGULAR_EXPRESSION. The pattern is parsed on its own and the
+/// anchors put around its syntax tree, not its text, so no text of the
+/// pattern can reach past them (`a)|(b` is refused, not read as two
+/// half-anchored alternatives).
 fn compiled(pattern: &str) -> Result<Regex, Code> {
     COMPILED.with(|cache| {
         if let Some(regex) = cache.borrow().get(pattern) {
             return Ok(regex.clone());
         }
-        let regex = RegexBuilder::new(&format!("^(?:{pattern})$"))
-            .size_limit(COMPILED_BYTES)
+        let invalid = |_| ResponseError::InvalidRegularExpression.code();
+        let hir = ParserBuilder::new()
             .build()
+            .parse(pattern)
+            .map_err(invalid)?;
+        let whole = Hir::concat(vec![Hir::look(Look::Start), hir, Hir::look(Look::End)]);
+        let regex = Regex::builder()
+            .configure(Config::new().nfa_size_limit(Some(COMPILED_BYTES)))
+            .build_from_hir(&whole)
             .map_err(|_| ResponseError::InvalidRegularExpression.code())?;
         let mut cache = cache.borrow_mut();
         if cache.len() >= CACHED {
@@ -80,5 +92,10 @@ mod tests {
         assert_eq!(check("x{1000}{1000}"), invalid, "too big to build");
         assert_eq!(check("\\Qa.b\\E"), invalid, "no RE2 quoting (docs say so)");
         assert!(!matches("orders-(", "orders-("));
+        // Text that would close the anchoring group is refused, not run.
+        assert_eq!(check("orders)|(.*"), invalid);
+        assert_eq!(check("a)|(b"), invalid);
+        // A verbose pattern's comment ends the pattern, not the anchors.
+        assert!(matches("(?x) orders - [a-z]+  # the regions", "orders-eu"));
     }
 }

@@ -1,6 +1,7 @@
 //! ConsumerGroupDescribe (KIP-848): each consumer group as its coordinator
 //! shard holds it, its epochs, and each member's assignment beside its
-//! target, topics named as the metadata names them now.
+//! target, topics named as the metadata names them now. DESCRIBE on the
+//! group, and on every topic it shows (TOPIC_AUTHORIZATION_FAILED else).
 
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
@@ -13,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::access::{Caller, GROUP_DENIED};
+use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::modern::consumer::{self, ConsumerGroup, Partition, TopicId};
 use crate::kafka::bounds;
@@ -62,8 +63,15 @@ pub async fn describe(
         let entry = DescribedGroup::default()
             .with_group_id(group.clone())
             .with_authorized_operations(OPERATIONS_UNKNOWN);
+        let hidden = |consumer: &ConsumerGroup| {
+            let mut topics = topics_named(consumer, &names);
+            topics.any(|t| !caller.may_topic(Operation::Describe, t))
+        };
         described.push(match found {
             Err(code) => entry.with_error_code(code),
+            // As Kafka's: a group showing a topic the caller may not see
+            // is not described.
+            Ok(consumer) if hidden(&consumer) => entry.with_error_code(TOPIC_DENIED),
             Ok(consumer) => described_group(entry, &consumer, &names),
         });
     }
@@ -71,6 +79,19 @@ pub async fn describe(
         request,
         &ConsumerGroupDescribeResponse::default().with_groups(described),
     )
+}
+
+/// The topics the group's description names: subscribed by name, and
+/// those its members own or are to own.
+fn topics_named<'a>(
+    group: &'a ConsumerGroup,
+    names: &'a HashMap<TopicId, String>,
+) -> impl Iterator<Item = &'a String> {
+    let subscribed = (group.members.values()).flat_map(|m| &m.metadata.subscribed_topic_names);
+    let owned = group.members.values().flat_map(|m| &m.assignment.assigned);
+    let targets = group.targets.values().flatten();
+    let assigned = owned.chain(targets).filter_map(|(id, _)| names.get(id));
+    subscribed.chain(assigned)
 }
 
 /// Every topic's name by id.
@@ -114,14 +135,16 @@ fn described_group(
         .with_members(members.collect())
 }
 
-/// Partitions by topic, each topic named (empty: deleted since).
+/// Partitions by topic, each topic named; topics deleted since are left
+/// out, as Kafka's.
 fn assignment(partitions: &BTreeSet<Partition>, names: &HashMap<TopicId, String>) -> Assignment {
-    let topics = consumer::by_topic(partitions).into_iter().map(|t| {
-        let name = names.get(&t.topic_id).cloned().unwrap_or_default();
-        TopicPartitions::default()
+    let topics = consumer::by_topic(partitions).into_iter().filter_map(|t| {
+        let name = names.get(&t.topic_id)?.clone();
+        let topic = TopicPartitions::default()
             .with_topic_id(uuid::Uuid::from_bytes(t.topic_id))
             .with_topic_name(TopicName(text(name)))
-            .with_partitions(t.partitions)
+            .with_partitions(t.partitions);
+        Some(topic)
     });
     Assignment::default().with_topic_partitions(topics.collect())
 }

@@ -375,7 +375,7 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
         let early_t2 = rng.gen_bool(0.5);
         let mut clients: Vec<Client> = Vec::new();
         // Static members gone for now: instance id and subscription.
-        let mut away: Vec<(String, Vec<&'static str>)> = Vec::new();
+        let mut away: Vec<(String, Vec<&'static str>, Option<&'static str>)> = Vec::new();
         for step in 0..200 {
             match rng.gen_range(0..24) {
                 0 | 1 if clients.len() < 5 => {
@@ -405,18 +405,18 @@ fn random_groups_never_give_a_partition_to_two_clients_and_settle() {
                         ..beat(&client.id, LEFT_FOR_NOW, &BTreeSet::new())
                     };
                     if apply(&mut group, &mut log, &request, &view).is_ok() {
-                        away.push((client.instance.unwrap(), client.names));
+                        away.push((client.instance.unwrap(), client.names, client.regex));
                     }
                 }
                 6 if !away.is_empty() && clients.len() < 5 => {
                     // It comes back: a new process, a new member id.
-                    let (instance, names) = away.remove(rng.gen_range(0..away.len()));
+                    let (instance, names, regex) = away.remove(rng.gen_range(0..away.len()));
                     let mut client = Client::new(format!("m{step}"), names);
-                    client.instance = Some(instance);
+                    (client.instance, client.regex) = (Some(instance), regex);
                     clients.push(client);
                 }
                 7 if !away.is_empty() => {
-                    let (instance, _) = away.remove(rng.gen_range(0..away.len()));
+                    let (instance, _, _) = away.remove(rng.gen_range(0..away.len()));
                     expire_instance(&mut group, &mut log, &instance);
                 }
                 2 if !clients.is_empty() => {

@@ -18,6 +18,26 @@ use kafka_protocol::ResponseError;
 use support::consumer_member::Member;
 use support::start_broker;
 
+/// Runs tests/python/`script` with `args` (at most `limit_s` seconds);
+/// what it printed, once it succeeded.
+fn python_script(script: &str, args: &[&str], limit_s: u32) -> String {
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("timeout")
+        .arg(limit_s.to_string())
+        .args([python.as_str(), path.as_str()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// confluent-kafka (tests/python/consumer_protocol.py): two consumers
 /// share six partitions, partitions move from the first to the second
 /// as it joins, every value is read, the commits are stored.
@@ -25,30 +45,9 @@ use support::start_broker;
 fn librdkafka_consumers_share_a_topic_with_the_consumer_protocol() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/consumer_protocol.py"
-    );
     let bootstrap = broker.bootstrap();
-    let output = Command::new("timeout")
-        .args([
-            "120",
-            &python,
-            script,
-            &bootstrap,
-            "kip848",
-            "kip848-group",
-            "600",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "confluent-kafka consumers (group.protocol=consumer) failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let args = [bootstrap.as_str(), "kip848", "kip848-group", "600"];
+    let stdout = python_script("consumer_protocol.py", &args, 120);
     assert!(stdout.contains("seen 600"), "{stdout}");
     assert!(stdout.contains("assigned 3 3"), "{stdout}");
     assert!(stdout.contains("committed"), "{stdout}");
@@ -66,28 +65,9 @@ fn librdkafka_consumers_share_a_topic_with_the_consumer_protocol() {
 fn three_librdkafka_members_join_leave_and_resume_without_a_pause_or_a_loss() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/consumer_protocol_three.py"
-    );
-    let output = Command::new("timeout")
-        .args([
-            "240",
-            &python,
-            script,
-            &broker.bootstrap(),
-            "three",
-            "three-group",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the three members' scenario failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let bootstrap = broker.bootstrap();
+    let args = [bootstrap.as_str(), "three", "three-group"];
+    let stdout = python_script("consumer_protocol_three.py", &args, 240);
     println!("{stdout}");
     let line = |prefix: &str| -> Vec<u64> {
         let found = stdout.lines().find(|l| l.starts_with(prefix));
@@ -112,28 +92,9 @@ fn three_librdkafka_members_join_leave_and_resume_without_a_pause_or_a_loss() {
 fn a_group_moves_between_the_protocols_through_an_empty_group() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path());
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/group_conversion.py"
-    );
-    let output = Command::new("timeout")
-        .args([
-            "240",
-            &python,
-            script,
-            &broker.bootstrap(),
-            "moving",
-            "moving-group",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the conversion failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let bootstrap = broker.bootstrap();
+    let args = [bootstrap.as_str(), "moving", "moving-group"];
+    let stdout = python_script("group_conversion.py", &args, 240);
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         ["classic 300", "consumer 300", "classic 300"],

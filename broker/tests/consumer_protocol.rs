@@ -743,3 +743,63 @@ async fn alter_group_config(
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
     c.call(&request, 1).await.unwrap().responses[0].error_code
 }
+
+/// Rack-aware assignment: on a broker in rack "a", of two members that
+/// subscribed before their topic existed, the one in rack "a" gets the
+/// first partitions the uniform assignor hands out (without racks the
+/// first member in order, in rack "b", would).
+#[test]
+fn partitions_go_first_to_members_in_their_replicas_rack() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = support::start_broker_with(dir.path(), &[("BROKER_RACK", "a")]);
+    let address = broker.address;
+    support::on_glommio(async move {
+        let cluster = Cluster::new(address, "kip848-racks");
+        let mut c = Connection::connect(address, "kip848-racks").await.unwrap();
+        let group = || GroupId(text("rack-group"));
+        let joining = |member: &str, rack: &str| {
+            join(member)
+                .with_group_id(group())
+                .with_rack_id(Some(text(rack)))
+                .with_subscribed_topic_names(Some(vec![TopicName(text("late"))]))
+        };
+        let find = FindCoordinatorRequest::default().with_key(text("rack-group"));
+        let mut first = None;
+        for _ in 0..100 {
+            let _ = c.call(&find, 3).await.unwrap();
+            let answer = c.call(&joining("m1", "b"), 1).await.unwrap();
+            if answer.error_code == 0 {
+                first = Some(answer);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        let first = first.expect("the join was never answered");
+        let second = c.call(&joining("m2", "a"), 1).await.unwrap();
+        assert_eq!(second.error_code, 0);
+        cluster.create_topic("late", 4, 1, &[]).await.unwrap();
+        // Heartbeats until both have their two partitions.
+        let mut epochs = [first.member_epoch, second.member_epoch];
+        let mut owned: [Vec<i32>; 2] = [vec![], vec![]];
+        for _ in 0..50 {
+            for (i, member) in ["m1", "m2"].into_iter().enumerate() {
+                let answer = c
+                    .call(&beat("rack-group", member, epochs[i]), 1)
+                    .await
+                    .unwrap();
+                assert_eq!(answer.error_code, 0, "{answer:?}");
+                epochs[i] = answer.member_epoch;
+                if let Some(assignment) = answer.assignment {
+                    let each = assignment.topic_partitions.iter();
+                    owned[i] = each.flat_map(|t| t.partitions.clone()).collect();
+                    owned[i].sort();
+                }
+            }
+            if owned.iter().all(|o| o.len() == 2) {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(owned, [vec![2, 3], vec![0, 1]], "rack a's member first");
+    });
+}

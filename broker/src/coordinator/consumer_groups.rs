@@ -13,7 +13,8 @@ use kafka_protocol::ResponseError;
 use super::offsets_partition::OffsetsPartition;
 use crate::cluster::topics::is_internal;
 use crate::counters::ShardMetrics;
-use crate::groups::modern::consumer::{Answer, ConsumerGroup, Record, Request, TopicView};
+use crate::groups::modern::assign::PartitionRacks;
+use crate::groups::modern::consumer::{Answer, ConsumerGroup, Record, Request, TopicId, TopicView};
 use crate::groups::modern::group_records::ConsumerKey;
 use crate::groups::records::{Key, Value};
 use crate::groups::store::{GroupEntry, PartitionGroups};
@@ -28,12 +29,13 @@ impl OffsetsPartition {
         // member's last heartbeat, as Kafka's.
         let alive = req.member_epoch >= 0;
         let topics = self.topic_view();
+        let racks = self.partition_racks();
         // A refused heartbeat keeps no session alive.
         let accepted = std::cell::Cell::new(false);
         let metrics = &self.partitions.metrics;
         let (_, decided) = self
             .append_then(
-                |groups| match timed(metrics, || decide(groups, group, &req, &topics)) {
+                |groups| match timed(metrics, || decide(groups, group, &req, (&topics, &racks))) {
                     Ok((records, answer)) => {
                         accepted.set(true);
                         (records, Ok(answer))
@@ -74,6 +76,32 @@ impl OffsetsPartition {
             .filter(|t| !is_internal(&t.name))
             .map(|t| (t.name.clone(), (t.id.0, t.partitions.len() as u32)))
             .collect()
+    }
+
+    /// The racks of each partition's replicas, for rack-aware assignment
+    /// (empty when no broker has a rack: nothing to compute).
+    fn partition_racks(&self) -> PartitionRacks<TopicId> {
+        let view = self.partitions.cluster.view.borrow();
+        let metadata = &view.metadata;
+        let rack_of = |b: &control::BrokerId| {
+            let broker = metadata.brokers.get(b)?;
+            broker.registration.rack.clone()
+        };
+        if metadata
+            .brokers
+            .values()
+            .all(|b| b.registration.rack.is_none())
+        {
+            return PartitionRacks::new();
+        }
+        let topics = metadata.topics.values().filter(|t| !is_internal(&t.name));
+        let partitions = topics.flat_map(|t| {
+            let each = t.partitions.iter().enumerate();
+            each.map(move |(i, p)| ((t.id.0, i as i32), p))
+        });
+        let racks =
+            partitions.map(|(key, p)| (key, p.replicas.iter().filter_map(rack_of).collect()));
+        racks.collect()
     }
 
     /// Removes the consumer group members whose session lapsed by `now`,
@@ -219,7 +247,7 @@ fn decide(
     groups: &mut PartitionGroups,
     group: &str,
     req: &Request,
-    topics: &TopicView,
+    (topics, racks): (&TopicView, &PartitionRacks<TopicId>),
 ) -> Result<(Vec<Stored>, Answer), Code> {
     let entry = groups.get(group);
     let classic_in_use = entry.is_some_and(|e| e.has_classic_members());
@@ -231,7 +259,7 @@ fn decide(
     if req.member_epoch != 0 && entry.is_none_or(|e| e.consumer.is_none()) {
         return Err(ResponseError::GroupIdNotFound.code());
     }
-    let decision = consumer.heartbeat(group, req, topics, None)?;
+    let decision = consumer.heartbeat(group, req, topics, racks, None)?;
     Ok((as_keys(decision.records), decision.answer))
 }
 

@@ -7,7 +7,9 @@
 //! - [`uniform`] (the default): for one subscription, sizes within one;
 //!   for mixed ones, until no single move improves the balance; a member
 //!   keeps what it had as far as balance allows (a member joining or
-//!   leaving moves only what it must).
+//!   leaving moves only what it must); rack-aware where racks are known
+//!   ([`uniform_with_racks`]: this project's addition, Kafka 4.1-4.3's
+//!   uniform assignor does not use racks).
 //! - [`range`] (not sticky, as Kafka's): per topic, contiguous ranges
 //!   over the members subscribed to it, in member order, the first ones
 //!   one partition more; when every member subscribes to the same topics
@@ -23,6 +25,8 @@ pub struct MemberSpec<T> {
     pub id: String,
     /// Its static instance id, if any.
     pub instance_id: Option<String>,
+    /// Its rack (`client.rack`), if it said.
+    pub rack: Option<String>,
     /// The topics it subscribes to (resolved from names or a regex).
     pub subscribed: BTreeSet<T>,
     /// Its current target (what it keeps if it may).
@@ -34,6 +38,13 @@ type Owned<T> = BTreeSet<(T, i32)>;
 
 /// Each member's target, by member id.
 pub type Targets<T> = BTreeMap<String, BTreeSet<(T, i32)>>;
+
+/// Whether the member at an index has a replica of a partition in its
+/// rack.
+type Near<'a, T> = dyn Fn(usize, &(T, i32)) -> bool + 'a;
+
+/// The racks of each partition's replicas (empty: racks unknown).
+pub type PartitionRacks<T> = BTreeMap<(T, i32), BTreeSet<String>>;
 
 /// The order members are served in: static members first by instance
 /// id, then the others by member id (Kafka's range assignor's order;
@@ -90,7 +101,24 @@ pub fn range<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u32
 
 /// The uniform assignor. `topics`: partition count by topic.
 pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u32>) -> Targets<T> {
+    uniform_with_racks(members, topics, &PartitionRacks::new())
+}
+
+/// [`uniform`], rack-aware where racks are known: among the partitions a
+/// member takes beyond what it keeps, those with a replica in its rack
+/// come first (so it reads from a replica near it, and cross-rack
+/// traffic falls), as far as the same sizes allow; balance and what
+/// members keep are as without racks.
+pub fn uniform_with_racks<T: Ord + Clone>(
+    members: &[MemberSpec<T>],
+    topics: &BTreeMap<T, u32>,
+    racks: &PartitionRacks<T>,
+) -> Targets<T> {
     let members = ordered(members);
+    let near = |m: &MemberSpec<T>, p: &(T, i32)| {
+        let rack = m.rack.as_ref();
+        rack.is_some_and(|r| racks.get(p).is_some_and(|set| set.contains(r)))
+    };
     let eligible = |m: &MemberSpec<T>, (topic, partition): &(T, i32)| {
         m.subscribed.contains(topic)
             && topics
@@ -102,9 +130,17 @@ pub fn uniform<T: Ord + Clone>(members: &[MemberSpec<T>], topics: &BTreeMap<T, u
         .windows(2)
         .all(|w| w[0].subscribed == w[1].subscribed);
     if one_subscription && !members.is_empty() {
-        fill_to_quotas(&members[0].subscribed, topics, &mut targets, &taken);
+        let near = |i: usize, p: &(T, i32)| near(members[i], p);
+        let wanted = (&members[0].subscribed, topics);
+        fill_to_quotas(
+            wanted,
+            &mut targets,
+            &taken,
+            (!racks.is_empty()).then_some(&near),
+        );
     } else {
-        fill_and_balance(&members, topics, &mut targets, taken, eligible);
+        let near = |i: usize, p: &(T, i32)| near(members[i], p);
+        fill_and_balance(&members, topics, &mut targets, taken, eligible, near);
     }
     members
         .iter()
@@ -142,10 +178,10 @@ fn keep_current<T: Ord + Clone>(
 /// its lowest partitions up to its quota, the rest and the unassigned
 /// ones fill the members below theirs. O(P log P), sizes within one.
 fn fill_to_quotas<T: Ord + Clone>(
-    subscribed: &BTreeSet<T>,
-    topics: &BTreeMap<T, u32>,
+    (subscribed, topics): (&BTreeSet<T>, &BTreeMap<T, u32>),
     targets: &mut [BTreeSet<(T, i32)>],
     taken: &BTreeSet<(T, i32)>,
+    near: Option<&Near<'_, T>>,
 ) {
     let all: Vec<(T, i32)> = subscribed
         .iter()
@@ -169,10 +205,25 @@ fn fill_to_quotas<T: Ord + Clone>(
         }
     }
     pool.sort();
-    let mut pool = pool.into_iter();
+    let mut pool: Vec<Option<(T, i32)>> = pool.into_iter().map(Some).collect();
+    if let Some(near) = near {
+        // First each member takes, up to its quota, what has a replica in
+        // its rack.
+        for (i, (target, &quota)) in targets.iter_mut().zip(&quotas).enumerate() {
+            for slot in pool.iter_mut() {
+                if target.len() >= quota {
+                    break;
+                }
+                if slot.as_ref().is_some_and(|p| near(i, p)) {
+                    target.extend(slot.take());
+                }
+            }
+        }
+    }
+    let mut rest = pool.into_iter().flatten();
     for (target, &quota) in targets.iter_mut().zip(&quotas) {
         while target.len() < quota {
-            target.extend(pool.next());
+            target.extend(rest.next());
         }
     }
 }
@@ -185,6 +236,7 @@ fn fill_and_balance<T: Ord + Clone>(
     targets: &mut [BTreeSet<(T, i32)>],
     mut taken: BTreeSet<(T, i32)>,
     eligible: impl Fn(&MemberSpec<T>, &(T, i32)) -> bool,
+    near: impl Fn(usize, &(T, i32)) -> bool,
 ) {
     for (topic, &count) in topics {
         for partition in 0..count as i32 {
@@ -192,9 +244,10 @@ fn fill_and_balance<T: Ord + Clone>(
             if taken.contains(&p) {
                 continue;
             }
+            // The least loaded subscriber, one in a replica's rack first.
             let least = (0..members.len())
                 .filter(|&i| eligible(members[i], &p))
-                .min_by_key(|&i| targets[i].len());
+                .min_by_key(|&i| (targets[i].len(), !near(i, &p)));
             if let Some(i) = least {
                 targets[i].insert(p.clone());
                 taken.insert(p);

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use super::assign::{self, MemberSpec};
+use super::assign::{self, MemberSpec, PartitionRacks};
 use super::group_records::{
     ConsumerKey, ConsumerValue, CurrentAssignment, MemberMetadata, TopicPartitions,
 };
@@ -195,6 +195,7 @@ impl ConsumerGroup {
         group_id: &str,
         req: &Request,
         topics: &TopicView,
+        racks: &PartitionRacks<TopicId>,
         max_size: Option<usize>,
     ) -> Result<Decision, Code> {
         let predecessor = self.static_predecessor(req)?;
@@ -236,7 +237,7 @@ impl ConsumerGroup {
         });
         records.extend(group.maybe_bump_epoch(group_id, subscription_changed, topics));
         if group.epoch > group.assignment_epoch {
-            records.extend(group.new_targets(group_id, topics));
+            records.extend(group.new_targets(group_id, topics, racks));
         }
         let (assignment, answer) = group.reconciled(req)?;
         // Compared with what is stored (a rejoin starts from nothing in
@@ -358,13 +359,19 @@ impl ConsumerGroup {
     /// Records of new targets for the group epoch: the assignor most
     /// members ask for (else the default) over every member's subscribed
     /// topics; the changed targets, then the target epoch.
-    fn new_targets(&mut self, group_id: &str, topics: &TopicView) -> Vec<Record> {
+    fn new_targets(
+        &mut self,
+        group_id: &str,
+        topics: &TopicView,
+        racks: &PartitionRacks<TopicId>,
+    ) -> Vec<Record> {
         let specs: Vec<MemberSpec<TopicId>> = self
             .members
             .iter()
             .map(|(id, m)| MemberSpec {
                 id: id.clone(),
                 instance_id: m.metadata.instance_id.clone(),
+                rack: m.metadata.rack_id.clone(),
                 subscribed: subscribed_ids(&m.metadata, topics),
                 current: self.targets.get(id).cloned().unwrap_or_default(),
             })
@@ -372,7 +379,7 @@ impl ConsumerGroup {
         let counts: BTreeMap<TopicId, u32> = topics.values().copied().collect();
         let targets = match self.preferred_assignor() {
             "range" => assign::range(&specs, &counts),
-            _ => assign::uniform(&specs, &counts),
+            _ => assign::uniform_with_racks(&specs, &counts, racks),
         };
         let mut records = Vec::new();
         for (member, target) in &targets {

@@ -13,6 +13,7 @@ fn member(id: &str, topics: &[&'static str]) -> MemberSpec<&'static str> {
     MemberSpec {
         id: id.into(),
         instance_id: None,
+        rack: None,
         subscribed: topics.iter().copied().collect(),
         current: BTreeSet::new(),
     }
@@ -194,4 +195,52 @@ fn one_subscription_at_scale_is_balanced_and_a_joiner_takes_only_its_quota() {
         joined,
         "only the joiner's partitions moved"
     );
+}
+
+#[test]
+fn with_racks_members_take_partitions_near_them_at_the_same_sizes() {
+    // Six partitions, each with its replicas in one rack: even ones in
+    // "a", odd ones in "b"; two members, one per rack.
+    let racks: PartitionRacks<&'static str> = (0..6)
+        .map(|p| {
+            (
+                ("t", p),
+                BTreeSet::from([["a", "b"][p as usize % 2].to_string()]),
+            )
+        })
+        .collect();
+    let topics = BTreeMap::from([("t", 6)]);
+    let mut in_a = member("m1", &["t"]);
+    in_a.rack = Some("a".into());
+    let mut in_b = member("m2", &["t"]);
+    in_b.rack = Some("b".into());
+    let members = [in_a.clone(), in_b.clone()];
+    let targets = uniform_with_racks(&members, &topics, &racks);
+    assert_eq!(targets["m1"], parts(&[("t", 0), ("t", 2), ("t", 4)]));
+    assert_eq!(targets["m2"], parts(&[("t", 1), ("t", 3), ("t", 5)]));
+    // Without racks: the lowest partitions in order (what racks changed).
+    assert_eq!(
+        uniform(&members, &topics)["m1"],
+        parts(&[("t", 0), ("t", 1), ("t", 2)])
+    );
+    // Sizes come first: three members, two in rack "a", take two each.
+    let mut also_a = member("m3", &["t"]);
+    also_a.rack = Some("a".into());
+    let three = [in_a.clone(), in_b.clone(), also_a];
+    let targets = uniform_with_racks(&three, &topics, &racks);
+    assert!(targets.values().all(|t| t.len() == 2), "{targets:?}");
+    assert!(targets["m2"].iter().all(|(_, p)| p % 2 == 1), "{targets:?}");
+    // What a member keeps stays, racks or not.
+    let mut keeper = in_b.clone();
+    keeper.current = parts(&[("t", 0), ("t", 2), ("t", 4)]);
+    let kept = uniform_with_racks(&[in_a.clone(), keeper], &topics, &racks);
+    assert_eq!(kept["m2"], parts(&[("t", 0), ("t", 2), ("t", 4)]));
+    // Mixed subscriptions: the least loaded subscriber, near ones first.
+    let mut other = member("m4", &["u"]);
+    other.rack = Some("b".into());
+    let mixed = [in_a, in_b, other];
+    let topics = BTreeMap::from([("t", 6), ("u", 1)]);
+    let targets = uniform_with_racks(&mixed, &topics, &racks);
+    assert_eq!(targets["m1"], parts(&[("t", 0), ("t", 2), ("t", 4)]));
+    assert_eq!(targets["m2"], parts(&[("t", 1), ("t", 3), ("t", 5)]));
 }

@@ -27,18 +27,10 @@ const SETTINGS: [(&str, &str); 7] = [
     ("BROKER_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS", "100"),
 ];
 
-/// Asks any live broker, until it answers (bounded).
-fn eventually<T, E: std::fmt::Debug>(what: &str, mut call: impl FnMut() -> Result<T, E>) -> T {
-    let started = Instant::now();
-    loop {
-        match call() {
-            Ok(value) => return value,
-            Err(e) if started.elapsed() > Duration::from_secs(60) => {
-                panic!("{what}: still failing after 60 s: {e:?}")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
+/// Retries `call` until it succeeds (the coordinator moves after the
+/// kill): at most a minute.
+fn eventually<T, E: std::fmt::Debug>(what: &str, call: impl FnMut() -> Result<T, E>) -> T {
+    support::eventually(what, Duration::from_secs(60), call)
 }
 
 #[test]

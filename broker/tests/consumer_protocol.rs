@@ -142,17 +142,7 @@ fn a_deleted_consumer_group_is_gone_also_after_a_restart() {
         let cluster = Cluster::new(address, "kip848-delete");
         cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
         let mut c = Connection::connect(address, "kip848-delete").await.unwrap();
-        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
-        let mut joined = false;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            if c.call(&join("m1"), 1).await.unwrap().error_code == 0 {
-                joined = true;
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(joined);
+        first_join(&mut c, "wire-group", &join("m1")).await;
         let left = c.call(&beat("wire-group", "m1", -1), 1).await.unwrap();
         assert_eq!(left.error_code, 0);
         cluster.delete_group("wire-group").await.unwrap();
@@ -280,6 +270,26 @@ fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
+/// The first join of a group, as clients make it: FindCoordinator first
+/// (which makes `__consumer_offsets`), the join retried while the
+/// coordinator loads (bounded); its answer.
+async fn first_join(
+    c: &mut Connection,
+    group: &str,
+    join: &ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let find = FindCoordinatorRequest::default().with_key(text(group));
+    for _ in 0..100 {
+        let _ = c.call(&find, 3).await.unwrap();
+        let answer = c.call(join, 1).await.unwrap();
+        if answer.error_code == 0 {
+            return answer;
+        }
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the join of group {group} was never answered")
+}
+
 /// A join of `member` (subscribed to "wire") at `version`.
 fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
     ConsumerGroupHeartbeatRequest::default()
@@ -315,20 +325,7 @@ fn heartbeats_over_the_wire_join_acknowledge_leave_and_are_refused_as_kafka_refu
         let cluster = Cluster::new(address, "kip848-wire");
         cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
         let mut c = Connection::connect(address, "kip848-wire").await.unwrap();
-        // As clients do: FindCoordinator first (it makes
-        // __consumer_offsets), retried while the coordinator loads.
-        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
-        let mut joined = None;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            let answer = c.call(&join("m1"), 1).await.unwrap();
-            if answer.error_code == 0 {
-                joined = Some(answer);
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        let joined = joined.expect("the join was never answered");
+        let joined = first_join(&mut c, "wire-group", &join("m1")).await;
         assert!(joined.member_epoch >= 1);
         assert_eq!(joined.heartbeat_interval_ms, 5_000);
         let assigned = joined
@@ -427,18 +424,7 @@ fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
         let mut c = Connection::connect(address, "kip848-describe")
             .await
             .unwrap();
-        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
-        let mut first = None;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            let answer = c.call(&join("m1"), 1).await.unwrap();
-            if answer.error_code == 0 {
-                first = Some(answer);
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        let first = first.expect("the join was never answered");
+        let first = first_join(&mut c, "wire-group", &join("m1")).await;
         let e1 = first.member_epoch;
         let both = owned_of(&first);
         let described = cluster.describe_consumer_group("wire-group").await.unwrap();
@@ -553,19 +539,8 @@ fn a_member_keeping_revoked_partitions_past_its_rebalance_timeout_is_removed() {
         let mut c = Connection::connect(address, "kip848-timeout")
             .await
             .unwrap();
-        let find = FindCoordinatorRequest::default().with_key(text("wire-group"));
         let slow_join = join("slow").with_rebalance_timeout_ms(2_000);
-        let mut first = None;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            let answer = c.call(&slow_join, 1).await.unwrap();
-            if answer.error_code == 0 {
-                first = Some(answer);
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        let first = first.expect("the join was never answered");
+        let first = first_join(&mut c, "wire-group", &slow_join).await;
         let (epoch, both) = (first.member_epoch, owned_of(&first));
         let waiting = c.call(&join("waiting"), 1).await.unwrap();
         assert_eq!(waiting.error_code, 0);
@@ -663,19 +638,9 @@ fn a_groups_own_timeouts_are_set_checked_applied_and_kept() {
         );
         let cluster = Cluster::new(address, "kip848-configs");
         cluster.create_topic("wire", 2, 1, &[]).await.unwrap();
-        let find = FindCoordinatorRequest::default().with_key(text("cfg"));
         let join = join("m1").with_group_id(GroupId(text("cfg")));
-        let mut told = None;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            let answer = c.call(&join, 1).await.unwrap();
-            if answer.error_code == 0 {
-                told = Some(answer.heartbeat_interval_ms);
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(told, Some(7000), "members are told the group's interval");
+        let told = first_join(&mut c, "cfg", &join).await.heartbeat_interval_ms;
+        assert_eq!(told, 7000, "members are told the group's interval");
     });
     broker.terminate();
     let broker = start_broker(dir.path());
@@ -763,18 +728,7 @@ fn partitions_go_first_to_members_in_their_replicas_rack() {
                 .with_rack_id(Some(text(rack)))
                 .with_subscribed_topic_names(Some(vec![TopicName(text("late"))]))
         };
-        let find = FindCoordinatorRequest::default().with_key(text("rack-group"));
-        let mut first = None;
-        for _ in 0..100 {
-            let _ = c.call(&find, 3).await.unwrap();
-            let answer = c.call(&joining("m1", "b"), 1).await.unwrap();
-            if answer.error_code == 0 {
-                first = Some(answer);
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        let first = first.expect("the join was never answered");
+        let first = first_join(&mut c, "rack-group", &joining("m1", "b")).await;
         let second = c.call(&joining("m2", "a"), 1).await.unwrap();
         assert_eq!(second.error_code, 0);
         cluster.create_topic("late", 4, 1, &[]).await.unwrap();

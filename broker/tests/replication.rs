@@ -165,17 +165,8 @@ fn group_offsets_survive_their_coordinators_death_and_follow_it_back() {
     };
     // Retries a call until it succeeds (the coordinator moves after a
     // kill): bounded.
-    fn eventually<T, E: std::fmt::Debug>(what: &str, mut call: impl FnMut() -> Result<T, E>) -> T {
-        let started = Instant::now();
-        loop {
-            match call() {
-                Ok(value) => return value,
-                Err(e) if started.elapsed() > Duration::from_secs(30) => {
-                    panic!("{what}: still failing after 30 s: {e:?}")
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        }
+    fn eventually<T, E: std::fmt::Debug>(what: &str, call: impl FnMut() -> Result<T, E>) -> T {
+        support::eventually(what, Duration::from_secs(30), call)
     }
 
     let first = eventually("finding the coordinator", || coordinator(1));

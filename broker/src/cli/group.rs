@@ -11,7 +11,7 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
 use client::consumer_groups::{ConsumerGroupDescription, TopicPartitions};
-use client::groups::MemberDescription;
+use client::groups::{GroupDescription, MemberDescription};
 use kafka_protocol::ResponseError;
 
 use crate::groups::consumer_protocol::assigned_partitions;
@@ -263,10 +263,9 @@ async fn bounds_of(
 /// partition committed or assigned with its lag.
 async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
     let committed = cluster.committed_offsets(group, None).await?;
-    let owners = match cluster.describe_consumer_group(group).await {
-        Ok(consumer) => write_consumer_group(group, &consumer, out),
-        Err(e) if not_a_consumer_group(&e) => {
-            let description = cluster.describe_group(group).await?;
+    let owners = match describe_either(cluster, group).await? {
+        Described::Consumer(consumer) => write_consumer_group(group, &consumer, out),
+        Described::Classic(description) => {
             if description.state == "Dead" && committed.is_empty() {
                 return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
             }
@@ -280,7 +279,6 @@ async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<()
             );
             write_members(&description.members, out)
         }
-        Err(e) => return Err(e),
     };
     // Every partition committed or assigned, with its lag.
     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
@@ -323,15 +321,32 @@ fn not_a_consumer_group(e: &ClientError) -> bool {
     }
 }
 
-/// How many members `group` has, of either type.
-async fn member_count(cluster: &Cluster, group: &str) -> Result<usize, ClientError> {
+/// A group as its coordinator describes it, of either type.
+enum Described {
+    /// A consumer group (KIP-848), by ConsumerGroupDescribe.
+    Consumer(ConsumerGroupDescription),
+    /// A classic group (or none: "Dead"), by DescribeGroups.
+    Classic(GroupDescription),
+}
+
+/// Asks ConsumerGroupDescribe first, then DescribeGroups for a group that
+/// is not a consumer group.
+async fn describe_either(cluster: &Cluster, group: &str) -> Result<Described, ClientError> {
     match cluster.describe_consumer_group(group).await {
-        Ok(consumer) => Ok(consumer.members.len()),
+        Ok(consumer) => Ok(Described::Consumer(consumer)),
         Err(e) if not_a_consumer_group(&e) => {
-            Ok(cluster.describe_group(group).await?.members.len())
+            Ok(Described::Classic(cluster.describe_group(group).await?))
         }
         Err(e) => Err(e),
     }
+}
+
+/// How many members `group` has, of either type.
+async fn member_count(cluster: &Cluster, group: &str) -> Result<usize, ClientError> {
+    Ok(match describe_either(cluster, group).await? {
+        Described::Consumer(consumer) => consumer.members.len(),
+        Described::Classic(classic) => classic.members.len(),
+    })
 }
 
 /// Writes a consumer group's epochs and a line per member (its partitions,

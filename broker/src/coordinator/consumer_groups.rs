@@ -29,13 +29,14 @@ impl OffsetsPartition {
         // member's last heartbeat, as Kafka's.
         let alive = req.member_epoch >= 0;
         let topics = self.topic_view();
-        let racks = self.partition_racks();
         // A refused heartbeat keeps no session alive.
         let accepted = std::cell::Cell::new(false);
         let metrics = &self.partitions.metrics;
         let (_, decided) = self
             .append_then(
-                |groups| match timed(metrics, || decide(groups, group, &req, (&topics, &racks))) {
+                |groups| match timed(metrics, || {
+                    decide(groups, group, &req, (&topics, &|| self.partition_racks()))
+                }) {
                     Ok((records, answer)) => {
                         accepted.set(true);
                         (records, Ok(answer))
@@ -79,7 +80,8 @@ impl OffsetsPartition {
     }
 
     /// The racks of each partition's replicas, for rack-aware assignment
-    /// (empty when no broker has a rack: nothing to compute).
+    /// (empty when no broker has a rack: nothing to compute). Asked only
+    /// when a heartbeat computes new targets, not at every heartbeat.
     fn partition_racks(&self) -> PartitionRacks<TopicId> {
         let view = self.partitions.cluster.view.borrow();
         let metadata = &view.metadata;
@@ -247,7 +249,7 @@ fn decide(
     groups: &mut PartitionGroups,
     group: &str,
     req: &Request,
-    (topics, racks): (&TopicView, &PartitionRacks<TopicId>),
+    (topics, racks): (&TopicView, &dyn Fn() -> PartitionRacks<TopicId>),
 ) -> Result<(Vec<Stored>, Answer), Code> {
     let entry = groups.get(group);
     let classic_in_use = entry.is_some_and(|e| e.has_classic_members());

@@ -100,7 +100,7 @@ pub struct GroupGauges {
 
 impl OffsetsPartition {
     /// Each group's id, gauges and committed offsets (for /metrics).
-    pub fn offsets_and_generations(&self) -> Vec<GroupPositions> {
+    pub fn groups_for_metrics(&self) -> Vec<GroupPositions> {
         let groups = self.groups.borrow();
         groups
             .ids()

@@ -70,7 +70,7 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
         }
     }
     for partition in coordinator.loaded_current() {
-        for (group, gauges, offsets) in partition.offsets_and_generations() {
+        for (group, gauges, offsets) in partition.groups_for_metrics() {
             for ((topic, index), offset) in offsets {
                 out.committed.insert((group.clone(), topic, index), offset);
             }

@@ -295,3 +295,22 @@ pub fn api_versions_request(version: i16, correlation_id: i32, client: &'static 
     frame.extend_from_slice(&body);
     frame
 }
+
+/// Calls `call` until it succeeds, at most `limit` (every 100 ms): its
+/// value; panics with `what` and the last error after that.
+pub fn eventually<T, E: std::fmt::Debug>(
+    what: &str,
+    limit: Duration,
+    mut call: impl FnMut() -> Result<T, E>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        match call() {
+            Ok(value) => return value,
+            Err(e) if started.elapsed() > limit => {
+                panic!("{what}: still failing after {limit:?}: {e:?}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}

@@ -195,7 +195,7 @@ impl ConsumerGroup {
         group_id: &str,
         req: &Request,
         topics: &TopicView,
-        racks: &PartitionRacks<TopicId>,
+        racks: &dyn Fn() -> PartitionRacks<TopicId>,
         max_size: Option<usize>,
     ) -> Result<Decision, Code> {
         let predecessor = self.static_predecessor(req)?;
@@ -363,7 +363,7 @@ impl ConsumerGroup {
         &mut self,
         group_id: &str,
         topics: &TopicView,
-        racks: &PartitionRacks<TopicId>,
+        racks: &dyn Fn() -> PartitionRacks<TopicId>,
     ) -> Vec<Record> {
         let specs: Vec<MemberSpec<TopicId>> = self
             .members
@@ -379,7 +379,7 @@ impl ConsumerGroup {
         let counts: BTreeMap<TopicId, u32> = topics.values().copied().collect();
         let targets = match self.preferred_assignor() {
             "range" => assign::range(&specs, &counts),
-            _ => assign::uniform_with_racks(&specs, &counts, racks),
+            _ => assign::uniform_with_racks(&specs, &counts, &racks()),
         };
         let mut records = Vec::new();
         for (member, target) in &targets {

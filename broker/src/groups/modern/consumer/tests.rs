@@ -52,7 +52,7 @@ fn apply(
     topics: &TopicView,
 ) -> Result<Answer, Code> {
     validate("g", req)?;
-    let decision = group.heartbeat("g", req, topics, &BTreeMap::new(), None)?;
+    let decision = group.heartbeat("g", req, topics, &BTreeMap::new, None)?;
     for (key, value) in &decision.records {
         group.replay(key, value.as_ref());
     }

@@ -154,12 +154,15 @@ async fn end_txn_v5(
     panic!("EndTxn stayed CONCURRENT_TRANSACTIONS");
 }
 
-/// Waits (bounded) for the last stable offset to reach the high
-/// watermark: the markers are written after EndTxn's answer.
-async fn settled(c: &mut Connection) -> (i64, i64) {
+/// Waits (bounded) for `id`'s transaction to be complete: the last
+/// stable offset at the high watermark (the markers are written after
+/// EndTxn's answer) and the coordinator past its Prepare state (it
+/// records the completion after the markers; until then an EndTxn at
+/// the new epoch is fenced, as Kafka's coordinator does).
+async fn settled(c: &mut Connection, id: &str) -> (i64, i64) {
     for _ in 0..100 {
         let (hw, lso) = ends(c).await;
-        if hw == lso {
+        if hw == lso && coordinator_state(c, id).await.starts_with("Complete") {
             return (hw, lso);
         }
         glommio::timer::sleep(Duration::from_millis(50)).await;
@@ -194,7 +197,11 @@ fn transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_per_tran
             end_txn_v5(&mut c, "tx-v2", (pid, epoch), true).await,
             (0, next)
         );
-        assert_eq!(settled(&mut c).await, (3, 3), "committed by a marker");
+        assert_eq!(
+            settled(&mut c, "tx-v2").await,
+            (3, 3),
+            "committed by a marker"
+        );
         // A late batch of the ended transaction: its epoch is old now,
         // so it cannot open a transaction the coordinator never sees.
         assert_eq!(
@@ -206,7 +213,11 @@ fn transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_per_tran
         assert_eq!(produce_at(&mut c, "tx-v2", next, 0, 12).await, 0);
         let (ended, after) = end_txn_v5(&mut c, "tx-v2", next, false).await;
         assert_eq!((ended, after), (0, (pid, epoch + 2)));
-        assert_eq!(settled(&mut c).await, (5, 5), "aborted by a marker");
+        assert_eq!(
+            settled(&mut c, "tx-v2").await,
+            (5, 5),
+            "aborted by a marker"
+        );
         // An abort with nothing sent still fences with a bump.
         let (ended, fenced) = end_txn_v5(&mut c, "tx-v2", after, false).await;
         assert_eq!((ended, fenced), (0, (pid, epoch + 3)));
@@ -306,7 +317,7 @@ fn transaction_version_2_starts_the_next_transaction_while_the_last_ones_marker_
         let (ended, _) = end_txn_v5(&mut c, "tx-next", next, true).await;
         assert_eq!(ended, 0);
         // data, marker, data, marker: both committed.
-        assert_eq!(settled(&mut c).await, (4, 4));
+        assert_eq!(settled(&mut c, "tx-next").await, (4, 4));
     });
 }
 
@@ -419,6 +430,14 @@ async fn describe_code(c: &mut Connection, id: &str) -> i16 {
         .with_transactional_ids(vec![TransactionalId(text(id))]);
     let answer = c.call(&request, 0).await.unwrap();
     answer.transaction_states[0].error_code
+}
+
+/// The state DescribeTransactions gives `id` ("" when not found).
+async fn coordinator_state(c: &mut Connection, id: &str) -> String {
+    let request = kafka_protocol::messages::DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(text(id))]);
+    let answer = c.call(&request, 0).await.unwrap();
+    answer.transaction_states[0].transaction_state.to_string()
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::cluster::Cluster;
@@ -16,27 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use support::consumer_member::Member;
-use support::start_broker;
-
-/// Runs tests/python/`script` with `args` (at most `limit_s` seconds);
-/// what it printed, once it succeeded.
-fn python_script(script: &str, args: &[&str], limit_s: u32) -> String {
-    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new("timeout")
-        .arg(limit_s.to_string())
-        .args([python.as_str(), path.as_str()])
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{script} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
+use support::{python_script, start_broker};
 
 /// confluent-kafka (tests/python/consumer_protocol.py): two consumers
 /// share six partitions, partitions move from the first to the second

@@ -6,6 +6,7 @@
 mod command_line;
 pub mod group_timeouts;
 pub mod listeners;
+pub mod migration_policy;
 
 pub use command_line::CommandLine;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::group_timeouts::{Bounds, Timeouts};
 use crate::config::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
+use crate::config::migration_policy::MigrationPolicy;
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
@@ -157,6 +159,11 @@ pub struct BrokerConfig {
     pub group_consumer_min_heartbeat_interval_ms: u64,
     /// The longest (`group.consumer.max.heartbeat.interval.ms`).
     pub group_consumer_max_heartbeat_interval_ms: u64,
+    /// Which online conversions between the classic and the consumer
+    /// protocol a group with members makes (Kafka's
+    /// `group.consumer.migration.policy`): bidirectional, upgrade,
+    /// downgrade or disabled.
+    pub group_consumer_migration_policy: String,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -289,6 +296,7 @@ impl Default for BrokerConfig {
             group_consumer_max_session_timeout_ms: 60_000,
             group_consumer_min_heartbeat_interval_ms: 5_000,
             group_consumer_max_heartbeat_interval_ms: 15_000,
+            group_consumer_migration_policy: "bidirectional".into(),
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
             controller_listen: None,
@@ -396,9 +404,26 @@ impl BrokerConfig {
         }
     }
 
+    /// The online migrations groups make.
+    pub fn migration_policy(&self) -> MigrationPolicy {
+        let named = MigrationPolicy::parse(&self.group_consumer_migration_policy);
+        // `check` refuses any other value.
+        named.unwrap_or(MigrationPolicy {
+            upgrade: false,
+            downgrade: false,
+        })
+    }
+
     /// Checks the values against each other.
     pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
+        if MigrationPolicy::parse(&self.group_consumer_migration_policy).is_none() {
+            return invalid(format!(
+                "group_consumer_migration_policy {:?}: one of {}",
+                self.group_consumer_migration_policy,
+                migration_policy::POLICIES.join(", ")
+            ));
+        }
         if self.transactional_id_expiration_ms < 1 || self.transaction_max_timeout_ms < 1 {
             return invalid(
                 "transactional_id_expiration_ms and transaction_max_timeout_ms must be at least 1"

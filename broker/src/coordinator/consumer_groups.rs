@@ -12,6 +12,7 @@ use kafka_protocol::ResponseError;
 
 use super::offsets_partition::OffsetsPartition;
 use crate::cluster::topics::is_internal;
+use crate::config::migration_policy::MigrationPolicy;
 use crate::counters::ShardMetrics;
 use crate::groups::modern::assign::PartitionRacks;
 use crate::groups::modern::consumer::{Answer, ConsumerGroup, Record, Request, TopicId, TopicView};
@@ -29,13 +30,15 @@ impl OffsetsPartition {
         // member's last heartbeat, as Kafka's.
         let alive = req.member_epoch >= 0;
         let topics = self.topic_view();
+        let policy = self.partitions.cluster.config.migration_policy();
         // A refused heartbeat keeps no session alive.
         let accepted = std::cell::Cell::new(false);
         let metrics = &self.partitions.metrics;
         let (_, decided) = self
             .append_then(
                 |groups| match timed(metrics, || {
-                    decide(groups, group, &req, (&topics, &|| self.partition_racks()))
+                    let racks = || self.partition_racks();
+                    decide(groups, group, &req, (&topics, &racks), policy)
                 }) {
                     Ok((records, answer)) => {
                         accepted.set(true);
@@ -46,6 +49,7 @@ impl OffsetsPartition {
                 |groups, records| {
                     let now = Instant::now();
                     replay(groups, records, now);
+                    self.drop_classic_waiters(group, records);
                     let entry = groups.get_mut(group).filter(|_| accepted.get() && alive);
                     if let Some(entry) = entry {
                         let known = (entry.consumer.as_ref())
@@ -70,7 +74,7 @@ impl OffsetsPartition {
     /// Every topic by name: id and partition count; not the coordinators'
     /// own (`is_internal`), which Kafka's regular expressions never
     /// match and no consumer group reads.
-    fn topic_view(&self) -> TopicView {
+    pub(super) fn topic_view(&self) -> TopicView {
         let view = self.partitions.cluster.view.borrow();
         let topics = view.metadata.topics.values();
         topics
@@ -82,7 +86,7 @@ impl OffsetsPartition {
     /// The racks of each partition's replicas, for rack-aware assignment
     /// (empty when no broker has a rack: nothing to compute). Asked only
     /// when a heartbeat computes new targets, not at every heartbeat.
-    fn partition_racks(&self) -> PartitionRacks<TopicId> {
+    pub(super) fn partition_racks(&self) -> PartitionRacks<TopicId> {
         let view = self.partitions.cluster.view.borrow();
         let metadata = &view.metadata;
         let rack_of = |b: &control::BrokerId| {
@@ -128,6 +132,8 @@ impl OffsetsPartition {
             }
             overdue
         };
+        let policy = self.partitions.cluster.config.migration_policy();
+        let topics = self.topic_view();
         for (group, member, why, session) in overdue {
             let left = self
                 .append_then(
@@ -136,10 +142,15 @@ impl OffsetsPartition {
                         let entry = groups.get(&group);
                         let still =
                             entry.filter(|e| why_overdue(e, &member, now, session).is_some());
-                        let consumer = still.and_then(|e| e.consumer.as_ref());
-                        match consumer.map(|c| c.leave(&group, &member, -1)) {
-                            Some(Ok(decision)) => (as_keys(decision.records), true),
-                            _ => (Vec::new(), false),
+                        let Some(consumer) = still.and_then(|e| e.consumer.as_ref()) else {
+                            return (Vec::new(), false);
+                        };
+                        let back = (policy.downgrade)
+                            .then(|| downgraded(&group, consumer, &member, &topics));
+                        match (back.flatten(), consumer.leave(&group, &member, -1)) {
+                            (Some(records), _) => (records, true),
+                            (None, Ok(decision)) => (as_keys(decision.records), true),
+                            (None, Err(_)) => (Vec::new(), false),
                         }
                     },
                     |groups, records| replay(groups, records, now),
@@ -167,12 +178,23 @@ fn why_overdue(
     now: Instant,
     session: Duration,
 ) -> Option<&'static str> {
+    let metadata = entry
+        .consumer
+        .as_ref()?
+        .members
+        .get(member)
+        .map(|m| &m.metadata);
+    // A classic member keeps the session timeout of its JoinGroup.
+    let classic = metadata.and_then(|m| m.classic.as_ref());
+    let session = classic.map_or(session, |c| {
+        Duration::from_millis(c.session_timeout_ms.max(0) as u64)
+    });
     let seen = entry.sessions.get(member);
     if seen.is_some_and(|at| now.duration_since(*at) > session) {
         return Some("its session expired");
     }
     let (_, since) = entry.revoking.get(member)?;
-    let metadata = &entry.consumer.as_ref()?.members.get(member)?.metadata;
+    let metadata = metadata?;
     let timeout = Duration::from_millis(metadata.rebalance_timeout_ms.max(0) as u64);
     (now.duration_since(*since) > timeout)
         .then_some("it kept revoked partitions past its rebalance timeout")
@@ -244,43 +266,110 @@ fn timed(
 /// A record of `__consumer_offsets`: key and value (None: a tombstone).
 pub(super) type Stored = (Key, Option<Value>);
 
-/// The records and answer of a heartbeat, against the group as it is.
+/// The records and answer of a heartbeat, against the group as it is: a
+/// classic group with members is converted first when the policy allows
+/// (the heartbeat of its first consumer protocol member), and the last
+/// consumer protocol member leaving converts the group back.
 fn decide(
     groups: &mut PartitionGroups,
     group: &str,
     req: &Request,
     (topics, racks): (&TopicView, &dyn Fn() -> PartitionRacks<TopicId>),
+    policy: MigrationPolicy,
 ) -> Result<(Vec<Stored>, Answer), Code> {
     let entry = groups.get(group);
-    let classic_in_use = entry.is_some_and(|e| e.has_classic_members());
-    if classic_in_use {
-        // A classic group with members: not converted online (yet).
-        return Err(ResponseError::GroupIdNotFound.code());
-    }
-    let consumer = entry.and_then(|e| e.consumer.clone()).unwrap_or_default();
-    if req.member_epoch != 0 && entry.is_none_or(|e| e.consumer.is_none()) {
-        return Err(ResponseError::GroupIdNotFound.code());
-    }
+    let mut records = Vec::new();
+    let consumer = match entry {
+        Some(classic) if classic.has_classic_members() => {
+            if req.member_epoch != 0 || !policy.upgrade {
+                return Err(ResponseError::GroupIdNotFound.code());
+            }
+            let (converted, conversion) = upgraded(group, classic, topics)?;
+            records.push((Key::Group(group.into()), None));
+            records.extend(as_keys(conversion));
+            converted
+        }
+        _ => {
+            if req.member_epoch != 0 && entry.is_none_or(|e| e.consumer.is_none()) {
+                return Err(ResponseError::GroupIdNotFound.code());
+            }
+            entry.and_then(|e| e.consumer.clone()).unwrap_or_default()
+        }
+    };
     let decision = consumer.heartbeat(group, req, topics, racks, None)?;
-    Ok((as_keys(decision.records), decision.answer))
+    let downgrade = (req.member_epoch == -1 && policy.downgrade)
+        .then(|| downgraded(group, &consumer, &req.member_id, topics))
+        .flatten();
+    records.extend(downgrade.unwrap_or_else(|| as_keys(decision.records)));
+    Ok((records, decision.answer))
 }
 
-fn as_keys(records: Vec<Record>) -> Vec<Stored> {
+/// Classic group `group` (with members) as a consumer group, and the
+/// records that make it one.
+fn upgraded(
+    group: &str,
+    classic: &GroupEntry,
+    topics: &TopicView,
+) -> Result<(ConsumerGroup, Vec<Record>), Code> {
+    let snapshot = classic.membership.snapshot();
+    let protocols = |member: &str| {
+        let listed = classic.membership.protocols_of(member).unwrap_or_default();
+        listed
+            .iter()
+            .map(|(n, m)| (n.clone(), m.to_vec()))
+            .collect()
+    };
+    ConsumerGroup::from_classic(group, &snapshot, &protocols, topics)
+}
+
+/// The records converting consumer group `group` back to a classic group
+/// as consumer protocol member `leaving` goes, if only classic members
+/// stay (and share a protocol): the consumer group's tombstones, then
+/// the classic group's record.
+pub(super) fn downgraded(
+    group: &str,
+    consumer: &ConsumerGroup,
+    leaving: &str,
+    topics: &TopicView,
+) -> Option<Vec<Stored>> {
+    let member = consumer.members.get(leaving)?;
+    if member.metadata.classic.is_some() {
+        return None;
+    }
+    let (tombstones, snapshot) = consumer.downgraded(group, leaving, topics)?;
+    let mut records = as_keys(tombstones);
+    records.push((Key::Group(group.into()), Some(Value::Group(snapshot))));
+    Some(records)
+}
+
+/// Consumer group records in `__consumer_offsets`' key space.
+pub(super) fn as_keys(records: Vec<Record>) -> Vec<Stored> {
     records
         .into_iter()
         .map(|(k, v)| (Key::Consumer(k), v.map(Value::Consumer)))
         .collect()
 }
 
-/// Replays durable consumer group records into the groups.
+/// Replays durable consumer group records into the groups, and those of
+/// a conversion: a classic group's tombstone (upgraded) ends its
+/// membership; its record (downgraded) restores it, and the members join
+/// again under the classic protocol at once.
 pub(super) fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
     for (key, value) in records {
-        if let Key::Consumer(key) = key {
-            let value = match value {
-                Some(Value::Consumer(v)) => Some(v),
-                _ => None,
-            };
-            groups.replay_consumer(key, value, now);
+        match (key, value) {
+            (Key::Consumer(key), value) => {
+                let value = match value {
+                    Some(Value::Consumer(v)) => Some(v),
+                    _ => None,
+                };
+                groups.replay_consumer(key, value, now);
+            }
+            (Key::Group(group), Some(Value::Group(snapshot))) => {
+                groups.restore_membership(group, snapshot.clone(), now);
+                groups.entry(group).membership.rebalance(now);
+            }
+            (Key::Group(group), None) => groups.clear_membership(group),
+            _ => {}
         }
     }
 }

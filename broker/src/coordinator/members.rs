@@ -12,21 +12,14 @@ use super::offsets_partition::OffsetsPartition;
 use crate::groups::membership::{Join, JoinStep, Joined, MemberId, SyncStep};
 use crate::kafka::Code;
 
+/// The protocol type and name a SyncGroup names, if any.
+pub type Protocol<'a> = (Option<&'a str>, Option<&'a str>);
+
 impl OffsetsPartition {
     /// JoinGroup: answered when the join phase completes (or at once).
     pub async fn join(&self, group: &str, join: Join) -> Joined {
-        let consumer_group = self
-            .groups
-            .borrow()
-            .get(group)
-            .is_some_and(|e| e.has_consumer_members());
-        if consumer_group {
-            // Its members heartbeat with the consumer protocol: one group,
-            // one protocol (no online conversion yet).
-            return Joined::failed(
-                ResponseError::InconsistentGroupProtocol.code(),
-                &join.member_id,
-            );
+        if self.serves_classic_as_consumer(group) {
+            return self.classic_join_consumer(group, &join).await;
         }
         // An empty consumer group becomes a classic one.
         if let Err(code) = self.end_empty_consumer_group(group).await {
@@ -66,8 +59,12 @@ impl OffsetsPartition {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
-        assignments: Vec<(MemberId, Bytes)>,
+        (assignments, protocol): (Vec<(MemberId, Bytes)>, Protocol<'_>),
     ) -> (Code, Bytes) {
+        if self.serves_classic_as_consumer(group) {
+            let member = (member_id, instance_id, generation);
+            return self.classic_sync_consumer(group, member, protocol);
+        }
         let step = {
             let mut groups = self.groups.borrow_mut();
             let Some(entry) = groups.get_mut(group) else {
@@ -127,6 +124,10 @@ impl OffsetsPartition {
         instance_id: Option<&str>,
         generation: i32,
     ) -> Code {
+        if self.serves_classic_as_consumer(group) {
+            let member = (member_id, instance_id, generation);
+            return self.classic_heartbeat_consumer(group, member);
+        }
         let code = match self.groups.borrow_mut().get_mut(group) {
             Some(entry) => {
                 entry
@@ -141,6 +142,9 @@ impl OffsetsPartition {
 
     /// LeaveGroup for each (member id, instance id).
     pub async fn leave(&self, group: &str, members: Vec<(String, Option<String>)>) -> Vec<Code> {
+        if self.serves_classic_as_consumer(group) {
+            return self.classic_leave_consumer(group, members).await;
+        }
         let codes = {
             let mut groups = self.groups.borrow_mut();
             match groups.get_mut(group) {

@@ -10,6 +10,7 @@
 //! Built on the partition layer (appends and reads) and the groups' state
 //! machines (`crate::groups`, sans I/O).
 
+mod classic_members;
 pub mod consumer_groups;
 pub mod load;
 pub mod members;

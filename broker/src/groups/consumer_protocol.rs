@@ -14,26 +14,68 @@ pub fn subscribed_topics(metadata: &[u8]) -> Option<Vec<String>> {
     r.strings()
 }
 
+/// Partitions by topic name.
+pub type ByTopic = Vec<(String, Vec<i32>)>;
+
 /// A member's assigned partitions by topic, or None if the bytes do not
 /// parse (an empty assignment parses to nothing assigned).
-pub fn assigned_partitions(assignment: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
+pub fn assigned_partitions(assignment: &[u8]) -> Option<ByTopic> {
+    read_assignment(assignment).map(|(topics, _)| topics)
+}
+
+/// An assignment's partitions, and whether it carries user data (a
+/// custom assignor's, which the broker cannot carry on).
+pub fn read_assignment(assignment: &[u8]) -> Option<(ByTopic, bool)> {
     if assignment.is_empty() {
-        return Some(vec![]);
+        return Some((vec![], false));
     }
     let mut r = Reader(assignment);
     r.i16()?; // version
-    let count = r.count(2 + 4)?;
-    let mut topics = Vec::with_capacity(count);
-    for _ in 0..count {
-        let topic = r.string()?;
-        let partitions = r.count(4)?;
-        let mut indexes = Vec::with_capacity(partitions);
-        for _ in 0..partitions {
-            indexes.push(r.i32()?);
-        }
-        topics.push((topic, indexes));
+    let topics = r.topic_partitions()?;
+    // Version 0 may end here in old clients' bytes: no user data.
+    let user_data = match r.0.is_empty() {
+        true => false,
+        false => r.nullable_bytes()?.is_some_and(|b| !b.is_empty()),
+    };
+    Some((topics, user_data))
+}
+
+/// A consumer's subscription (ConsumerProtocolSubscription, versions 0-3;
+/// a newer version's leading fields are these).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Subscription {
+    /// Its version.
+    pub version: i16,
+    /// The topics.
+    pub topics: Vec<String>,
+    /// The partitions it owns (version 1+), by topic.
+    pub owned: Vec<(String, Vec<i32>)>,
+    /// Its rack (version 3+).
+    pub rack: Option<String>,
+}
+
+/// A subscription, or None if the bytes do not parse.
+pub fn subscription(metadata: &[u8]) -> Option<Subscription> {
+    let mut r = Reader(metadata);
+    let version = r.i16()?;
+    let topics = r.strings()?;
+    let mut read = Subscription {
+        version,
+        topics,
+        ..Subscription::default()
+    };
+    if version < 1 || r.0.is_empty() {
+        return Some(read);
     }
-    Some(topics)
+    r.nullable_bytes()?; // user data
+    read.owned = r.topic_partitions()?;
+    if version >= 2 {
+        r.i32()?; // generation
+    }
+    if version >= 3 {
+        read.rack = r.nullable_string()?;
+    }
+    Some(read)
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -71,6 +113,36 @@ impl Reader<'_> {
         let count = self.count(2)?;
         (0..count).map(|_| self.string()).collect()
     }
+
+    fn nullable_string(&mut self) -> Option<Option<String>> {
+        let len = self.i16()?;
+        if len < 0 {
+            return Some(None);
+        }
+        let raw = self.take(len as usize)?;
+        String::from_utf8(raw.to_vec()).ok().map(Some)
+    }
+
+    fn nullable_bytes(&mut self) -> Option<Option<&[u8]>> {
+        let len = self.i32()?;
+        if len < 0 {
+            return Some(None);
+        }
+        self.take(len as usize).map(Some)
+    }
+
+    /// Topics with their partitions: [topic, [partition]].
+    fn topic_partitions(&mut self) -> Option<Vec<(String, Vec<i32>)>> {
+        let count = self.count(2 + 4)?;
+        let mut topics = Vec::with_capacity(count);
+        for _ in 0..count {
+            let topic = self.string()?;
+            let partitions = self.count(4)?;
+            let indexes = (0..partitions).map(|_| self.i32()).collect::<Option<_>>()?;
+            topics.push((topic, indexes));
+        }
+        Some(topics)
+    }
 }
 
 /// A subscription (version 0) to `topics`, as a consumer's JoinGroup
@@ -87,7 +159,12 @@ pub fn encode_subscription(topics: &[String]) -> Vec<u8> {
 
 /// An assignment (version 0), as SyncGroup carries it to a member.
 pub fn encode_assignment(topics: &[(String, Vec<i32>)]) -> Vec<u8> {
-    let mut out = 0i16.to_be_bytes().to_vec();
+    encode_assignment_at(0, topics)
+}
+
+/// An assignment at `version` (0-3 share one layout), no user data.
+pub fn encode_assignment_at(version: i16, topics: &[(String, Vec<i32>)]) -> Vec<u8> {
+    let mut out = version.to_be_bytes().to_vec();
     out.extend_from_slice(&(topics.len() as i32).to_be_bytes());
     for (topic, partitions) in topics {
         put_string(&mut out, topic);
@@ -173,6 +250,25 @@ mod tests {
                 subscribed_topics(&out),
                 Some(vec!["a".to_string(), "b".to_string()])
             );
+            let owned = vec![TopicPartition::default()
+                .with_topic(TopicName(name("a")))
+                .with_partitions(vec![1])];
+            let full = subscription
+                .clone()
+                .with_owned_partitions(owned_partitions(owned))
+                .with_rack_id(Some(name("r")));
+            let mut out = BytesMut::new();
+            out.extend_from_slice(&version.to_be_bytes());
+            full.encode(&mut out, version).unwrap();
+            let read = super::subscription(&out).unwrap();
+            assert_eq!(read.topics, vec!["a".to_string(), "b".to_string()]);
+            let expected_owned = match version {
+                0 => vec![],
+                _ => vec![("a".to_string(), vec![1])],
+            };
+            assert_eq!(read.owned, expected_owned, "version {version}");
+            let expected_rack = (version >= 3).then(|| "r".to_string());
+            assert_eq!(read.rack, expected_rack, "version {version}");
             let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
                 TopicPartition::default()
                     .with_topic(TopicName(name("a")))
@@ -185,7 +281,36 @@ mod tests {
                 assigned_partitions(&out),
                 Some(vec![("a".to_string(), vec![0, 2])])
             );
+            assert_eq!(read_assignment(&out).map(|(_, user)| user), Some(false));
+            let custom = assignment.with_user_data(Some(bytes::Bytes::from_static(b"x")));
+            let mut out = BytesMut::new();
+            out.extend_from_slice(&version.to_be_bytes());
+            custom.encode(&mut out, version).unwrap();
+            assert_eq!(read_assignment(&out).map(|(_, user)| user), Some(true));
+            let ours = encode_assignment_at(version, &[("a".to_string(), vec![0, 2])]);
+            let mut theirs = BytesMut::new();
+            theirs.extend_from_slice(&version.to_be_bytes());
+            let plain = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+                TopicPartition::default()
+                    .with_topic(TopicName(name("a")))
+                    .with_partitions(vec![0, 2]),
+            ]);
+            plain.encode(&mut theirs, version).unwrap();
+            assert_eq!(ours, theirs.to_vec(), "version {version}");
         }
+    }
+
+    /// The subscription's owned partitions, from the assignment's type.
+    fn owned_partitions(
+        topics: Vec<TopicPartition>,
+    ) -> Vec<kafka_protocol::messages::consumer_protocol_subscription::TopicPartition> {
+        use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as Owned;
+        let each = topics.into_iter().map(|t| {
+            Owned::default()
+                .with_topic(t.topic)
+                .with_partitions(t.partitions)
+        });
+        each.collect()
     }
 
     #[test]

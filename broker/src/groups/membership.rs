@@ -82,6 +82,12 @@ pub struct Joined {
     pub skip_assignment: bool,
 }
 
+/// A new member id: the client id and a random suffix, as Kafka makes
+/// them (unique across a group's lives and its protocols).
+pub fn fresh_member_id(client_id: &str) -> MemberId {
+    format!("{client_id}-{:016x}", rand::random::<u64>())
+}
+
 impl Joined {
     fn error(error: ResponseError, member_id: &str) -> Joined {
         Joined::failed(error.code(), member_id)
@@ -238,6 +244,19 @@ impl Group {
         self.syncing.contains(member_id)
     }
 
+    /// The protocols `member_id` joined with (name, metadata).
+    pub fn protocols_of(&self, member_id: &str) -> Option<&[(String, Bytes)]> {
+        self.members.get(member_id).map(|m| m.protocols.as_slice())
+    }
+
+    /// Starts a rebalance of a stable group now (one converted from a
+    /// consumer group: its members join again under this protocol).
+    pub fn rebalance(&mut self, now: Instant) {
+        if self.state == GroupState::Stable {
+            self.start_rebalance(now);
+        }
+    }
+
     /// The chosen protocol.
     pub fn protocol(&self) -> Option<&str> {
         self.protocol.as_deref()
@@ -247,7 +266,7 @@ impl Group {
     /// must not hand out an id a restored member holds): the client id
     /// and a random suffix, as Kafka does.
     fn new_member_id(&mut self, client_id: &str) -> MemberId {
-        format!("{client_id}-{:016x}", rand::random::<u64>())
+        fresh_member_id(client_id)
     }
 
     /// A JoinGroup request.

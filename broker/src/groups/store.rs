@@ -141,10 +141,7 @@ impl PartitionGroups {
                 self.apply_offset(&group, topic, partition, record_offset, committed);
             }
             (Key::Group(group), Some(Value::Group(snapshot))) => {
-                let membership = Group::restore(&group, snapshot.clone(), self.initial_delay, now);
-                let entry = self.entry(&group);
-                entry.membership = membership;
-                entry.persisted = Some(snapshot);
+                self.restore_membership(&group, snapshot, now);
             }
             (Key::Group(group), _) => self.clear_membership(&group),
             (Key::Consumer(key), value) => {
@@ -156,6 +153,15 @@ impl PartitionGroups {
             }
         }
         Ok(())
+    }
+
+    /// Restores `group`'s classic membership from its stored record (each
+    /// member's session starting `now`).
+    pub fn restore_membership(&mut self, group: &str, snapshot: GroupSnapshot, now: Instant) {
+        let membership = Group::restore(group, snapshot.clone(), self.initial_delay, now);
+        let entry = self.entry(group);
+        entry.membership = membership;
+        entry.persisted = Some(snapshot);
     }
 
     /// Applies a consumer group's durable record (written now, or read

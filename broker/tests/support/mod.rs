@@ -314,3 +314,23 @@ pub fn eventually<T, E: std::fmt::Debug>(
         }
     }
 }
+
+/// Runs tests/python/`script` with `args` (at most `limit_s` seconds);
+/// what it printed, once it succeeded.
+pub fn python_script(script: &str, args: &[&str], limit_s: u32) -> String {
+    let python = std::env::var("KAFKA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("timeout")
+        .arg(limit_s.to_string())
+        .args([python.as_str(), path.as_str()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}

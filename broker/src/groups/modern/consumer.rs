@@ -19,7 +19,7 @@ use kafka_protocol::ResponseError;
 
 use super::assign::{self, MemberSpec, PartitionRacks};
 use super::group_records::{
-    ConsumerKey, ConsumerValue, CurrentAssignment, MemberMetadata, TopicPartitions,
+    ClassicMetadata, ConsumerKey, ConsumerValue, CurrentAssignment, MemberMetadata, TopicPartitions,
 };
 use super::reconcile::{self, Assignment, Heartbeat, MemberState};
 use super::topic_regex;
@@ -204,6 +204,11 @@ impl ConsumerGroup {
             e if e < 0 => return self.leave(group_id, &req.member_id, e),
             _ => {}
         }
+        let speaks_classic = |m: &Member| m.metadata.classic.is_some();
+        if self.members.get(&req.member_id).is_some_and(speaks_classic) {
+            // A classic member's id: it speaks JoinGroup, not this.
+            return Err(ResponseError::UnknownMemberId.code());
+        }
         let mut group = self.clone();
         let mut records = Vec::new();
         let current = match predecessor {
@@ -213,7 +218,28 @@ impl ConsumerGroup {
             }
             None => self.member_for(req, max_size)?,
         };
-        let metadata = updated_metadata(current.as_ref().map(|m| &m.metadata), req);
+        let context = (topics, racks);
+        self.step(group_id, group, (req, None), (current, records), context)
+    }
+
+    /// The records and answer of member `req.member_id`'s request once
+    /// `current` (None: a new member) is resolved, in `group` (this group
+    /// as `records` already changed it); `classic`: the metadata of a
+    /// member speaking the classic protocol.
+    fn step(
+        &self,
+        group_id: &str,
+        mut group: ConsumerGroup,
+        (req, classic): (&Request, Option<ClassicMetadata>),
+        (current, mut records): (Option<Member>, Vec<Record>),
+        (topics, racks): (&TopicView, &dyn Fn() -> PartitionRacks<TopicId>),
+    ) -> Result<Decision, Code> {
+        let mut metadata = updated_metadata(current.as_ref().map(|m| &m.metadata), req);
+        if classic.is_some() {
+            // Its assignor runs here: the client's names none.
+            metadata.server_assignor = None;
+            metadata.classic = classic;
+        }
         let member_key =
             |k: fn(String, String) -> ConsumerKey| k(group_id.into(), req.member_id.clone());
         if current.as_ref().map(|m| &m.metadata) != Some(&metadata) {
@@ -451,9 +477,14 @@ impl ConsumerGroup {
         let Some(member) = self.members.get(member_id) else {
             return Err(ResponseError::UnknownMemberId.code());
         };
+        // A classic member commits with its generation: its epoch here.
+        let stale = match member.metadata.classic {
+            Some(_) => ResponseError::IllegalGeneration,
+            None => ResponseError::StaleMemberEpoch,
+        };
         match member.assignment.epoch == epoch {
             true => Ok(()),
-            false => Err(ResponseError::StaleMemberEpoch.code()),
+            false => Err(stale.code()),
         }
     }
 
@@ -645,6 +676,10 @@ fn stored_assignment(a: &Assignment<Partition>) -> CurrentAssignment {
     }
 }
 
+mod classic_members;
+mod conversion;
 mod static_members;
 #[cfg(test)]
 mod tests;
+
+pub use classic_members::{ClassicJoin, ClassicJoined};

@@ -60,6 +60,12 @@ impl Writer {
     }
 
     /// A compact array's length (count + 1).
+    /// Compact bytes (length + 1).
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.uvarint(b.len() as u64 + 1);
+        self.out.extend_from_slice(b);
+    }
+
     pub fn array_len(&mut self, n: usize) {
         self.uvarint(n as u64 + 1);
     }
@@ -152,6 +158,15 @@ impl<'a> Reader<'a> {
     pub fn string(&mut self) -> Result<String, RecordError> {
         self.nullable_string()?
             .ok_or(RecordError::Malformed("null where a string must be"))
+    }
+
+    /// Compact bytes (not null).
+    pub fn bytes(&mut self) -> Result<&'a [u8], RecordError> {
+        let Some(len) = self.uvarint()?.checked_sub(1) else {
+            return Err(RecordError::Malformed("null where bytes must be"));
+        };
+        let len = self.bounded(len, 1)?;
+        self.take(len)
     }
 
     /// A compact array's count, each item at least `min_bytes` long.

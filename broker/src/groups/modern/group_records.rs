@@ -99,6 +99,20 @@ pub struct MemberMetadata {
     pub rebalance_timeout_ms: i32,
     /// The assignor asked for.
     pub server_assignor: Option<String>,
+    /// A member speaking the classic protocol (JoinGroup) inside the
+    /// group (tag 0; None for the consumer protocol's members).
+    pub classic: Option<ClassicMetadata>,
+}
+
+/// A classic protocol member's metadata (type 5's tag 0, Kafka's
+/// ClassicMemberMetadata): what it asked for in its JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMetadata {
+    /// Its session timeout.
+    pub session_timeout_ms: i32,
+    /// The protocols (assignors) it supports, by preference, with its
+    /// subscription in each.
+    pub protocols: Vec<(String, Vec<u8>)>,
 }
 
 /// Type 8's value: where a member's reconciliation stands.
@@ -352,7 +366,47 @@ fn put_member(w: &mut Writer, m: &MemberMetadata) {
     w.nullable_string(m.subscribed_topic_regex.as_deref());
     w.i32(m.rebalance_timeout_ms);
     w.nullable_string(m.server_assignor.as_deref());
+    match &m.classic {
+        Some(classic) => w.tagged(&[(0, classic_bytes(classic))]),
+        None => w.tagged(&[]),
+    }
+}
+
+/// Tag 0's bytes: a nullable struct's marker (1: present), then the
+/// struct (Kafka's generated layout for a tagged nullable struct).
+fn classic_bytes(classic: &ClassicMetadata) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.i8(1);
+    w.i32(classic.session_timeout_ms);
+    w.array_len(classic.protocols.len());
+    for (name, metadata) in &classic.protocols {
+        w.string(name);
+        w.bytes(metadata);
+        w.tagged(&[]);
+    }
     w.tagged(&[]);
+    w.out
+}
+
+fn read_classic(bytes: &[u8]) -> Result<Option<ClassicMetadata>, RecordError> {
+    let mut r = Reader { buf: bytes };
+    if r.i8()? < 0 {
+        return Ok(None);
+    }
+    let session_timeout_ms = r.i32()?;
+    let count = r.array_len(2)?;
+    let mut protocols = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = r.string()?;
+        let metadata = r.bytes()?.to_vec();
+        r.tagged(&[])?;
+        protocols.push((name, metadata));
+    }
+    r.tagged(&[])?;
+    Ok(Some(ClassicMetadata {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 fn read_member(r: &mut Reader) -> Result<MemberMetadata, RecordError> {
@@ -365,9 +419,11 @@ fn read_member(r: &mut Reader) -> Result<MemberMetadata, RecordError> {
     let subscribed_topic_regex = r.nullable_string()?;
     let rebalance_timeout_ms = r.i32()?;
     let server_assignor = r.nullable_string()?;
-    // Tag 0 (a classic member's protocols) is skipped: no classic member
-    // joins a consumer group here.
-    r.tagged(&[])?;
+    let tags = r.tagged(&[0])?;
+    let classic = match tags.first() {
+        Some((_, bytes)) => read_classic(bytes)?,
+        None => None,
+    };
     Ok(MemberMetadata {
         instance_id,
         rack_id,
@@ -377,6 +433,7 @@ fn read_member(r: &mut Reader) -> Result<MemberMetadata, RecordError> {
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 

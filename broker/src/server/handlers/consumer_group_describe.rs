@@ -32,6 +32,8 @@ const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 /// Kafka's member type of a member that joined by ConsumerGroupHeartbeat.
 const CONSUMER_MEMBER: i8 = 1;
+/// And of one that joined by JoinGroup (a classic member of the group).
+const CLASSIC_MEMBER: i8 = 0;
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -125,7 +127,10 @@ fn described_group(
             .with_subscribed_topic_regex(meta.subscribed_topic_regex.clone().map(text))
             .with_assignment(assignment(&m.assignment.assigned, names))
             .with_target_assignment(assignment(target, names))
-            .with_member_type(CONSUMER_MEMBER)
+            .with_member_type(match meta.classic {
+                Some(_) => CLASSIC_MEMBER,
+                None => CONSUMER_MEMBER,
+            })
     });
     entry
         .with_group_state(text(group.state().name()))

@@ -318,6 +318,8 @@ pub async fn sync_group(
         .iter()
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
+    let protocol_type = decoded.protocol_type.as_ref().map(|t| t.to_string());
+    let protocol_name = decoded.protocol_name.as_ref().map(|n| n.to_string());
     let key = group.clone();
     let (code, assignment) = shard
         .coordinator
@@ -332,7 +334,10 @@ pub async fn sync_group(
                             &member,
                             instance.as_deref(),
                             generation,
-                            assignments,
+                            (
+                                assignments,
+                                (protocol_type.as_deref(), protocol_name.as_deref()),
+                            ),
                         )
                         .await
                 })

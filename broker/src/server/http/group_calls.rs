@@ -177,7 +177,13 @@ pub async fn sync(
                     move |partition| {
                         Box::pin(async move {
                             partition
-                                .sync(&name, &member_id, Some(&instance), generation, assignments)
+                                .sync(
+                                    &name,
+                                    &member_id,
+                                    Some(&instance),
+                                    generation,
+                                    (assignments, (None, None)),
+                                )
                                 .await
                         })
                     },

@@ -38,19 +38,44 @@ fn golden() -> Vec<(ConsumerKey, ConsumerValue, Vec<u8>)> {
         subscribed_topic_regex: None,
         rebalance_timeout_ms: 300_000,
         server_assignor: Some("uniform".into()),
+        classic: None,
     });
     let mut bytes = vec![
         0, 0, 0, 3, b'r', b'1', 2, b'c', 3, b'/', b'h', 2, 2, b't', 0,
     ];
     bytes.extend([0x00, 0x04, 0x93, 0xe0, 8]);
     bytes.extend(b"uniform");
+    let head = bytes.clone();
     bytes.push(0);
     cases.push((
         ConsumerKey::Member {
             group: g(),
             member: m(),
         },
-        member,
+        member.clone(),
+        bytes,
+    ));
+    // 5 for a classic member: tag 0 (ClassicMemberMetadata, a nullable
+    // struct): 1 tagged field, tag 0, size 16, present (1), session
+    // timeout 45000, one protocol: name "range", metadata [9], its tags,
+    // the struct's tags.
+    let ConsumerValue::Member(mut classic) = member else {
+        unreachable!()
+    };
+    classic.classic = Some(ClassicMetadata {
+        session_timeout_ms: 45_000,
+        protocols: vec![("range".into(), vec![9])],
+    });
+    let mut bytes = head;
+    bytes.extend([1, 0, 16, 1, 0x00, 0x00, 0xaf, 0xc8, 2, 6]);
+    bytes.extend(b"range");
+    bytes.extend([2, 9, 0, 0]);
+    cases.push((
+        ConsumerKey::Member {
+            group: g(),
+            member: m(),
+        },
+        ConsumerValue::Member(classic),
         bytes,
     ));
     // 6: assignment epoch 9.

@@ -36,6 +36,9 @@ pub struct ConsumerMember {
     pub assigned: TopicPartitions,
     /// The partitions the assignor gave it (what it moves towards).
     pub target: TopicPartitions,
+    /// It speaks the classic protocol (JoinGroup) inside the group, as
+    /// while the group migrates (ConsumerGroupDescribe v1's member type).
+    pub classic: bool,
 }
 
 /// A consumer group as its coordinator holds it.
@@ -52,6 +55,9 @@ pub struct ConsumerGroupDescription {
     /// The members.
     pub members: Vec<ConsumerMember>,
 }
+
+/// ConsumerGroupDescribe v1's member type of a classic member.
+const CLASSIC_MEMBER: i8 = 0;
 
 fn by_name(assignment: Assignment) -> TopicPartitions {
     let topics = assignment.topic_partitions.into_iter();
@@ -95,6 +101,7 @@ impl Cluster {
             subscribed_regex: m.subscribed_topic_regex.map(|r| r.to_string()),
             assigned: by_name(m.assignment),
             target: by_name(m.target_assignment),
+            classic: m.member_type == CLASSIC_MEMBER,
         });
         Ok(ConsumerGroupDescription {
             state: described.group_state.to_string(),

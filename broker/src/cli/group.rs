@@ -378,9 +378,11 @@ fn write_consumer_group(
             true => String::new(),
             false => format!(" target {}", show(&m.target)),
         };
+        // A classic member (JoinGroup) of a migrating group.
+        let classic = if m.classic { " (classic)" } else { "" };
         let _ = writeln!(
             out,
-            "  member {} epoch {} client {} host {}{instance} assigned {}{target}",
+            "  member {}{classic} epoch {} client {} host {}{instance} assigned {}{target}",
             m.member_id,
             m.member_epoch,
             m.client_id,

@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 use super::consumer_groups::{as_keys, downgraded, replay, Stored};
 use super::offsets_partition::OffsetsPartition;
 use crate::groups::membership::{fresh_member_id, Join, Joined};
-use crate::groups::modern::consumer::{ClassicJoin, ClassicJoined, ConsumerGroup};
+use crate::groups::modern::consumer::{ClassicJoin, ClassicJoined, ConsumerGroup, Member};
 use crate::groups::records::Key;
 use crate::kafka::Code;
 
@@ -76,8 +76,11 @@ impl OffsetsPartition {
                     let now = Instant::now();
                     replay(groups, records, now);
                     if let Some(member) = joined_as.borrow().as_ref() {
+                        // It syncs within its rebalance timeout.
                         let entry = groups.entry(group);
                         entry.sessions.insert(member.clone(), now);
+                        let deadline = now + join.rebalance_timeout;
+                        entry.classic_deadlines.insert(member.clone(), deadline);
                     }
                 },
             )
@@ -94,7 +97,7 @@ impl OffsetsPartition {
         protocol: (Option<&str>, Option<&str>),
     ) -> (Code, Bytes) {
         let topics = self.topic_view();
-        let answer = self.with_classic_member(group, member.0, |consumer| {
+        let answer = self.with_classic_member(group, (member.0, true), |consumer| {
             consumer.classic_sync(member, protocol, &topics)
         });
         match answer {
@@ -109,7 +112,7 @@ impl OffsetsPartition {
         group: &str,
         (member_id, instance_id, generation): (&str, Option<&str>, i32),
     ) -> Code {
-        let answer = self.with_classic_member(group, member_id, |consumer| {
+        let answer = self.with_classic_member(group, (member_id, false), |consumer| {
             consumer.classic_heartbeat(member_id, instance_id, generation)
         });
         answer.err().unwrap_or(0)
@@ -117,10 +120,11 @@ impl OffsetsPartition {
 
     /// `decide` on consumer group `group`; the member's session is kept
     /// alive unless it was refused as a stranger or a stale member.
+    /// (`synced`: a SyncGroup, whose success ends its sync deadline.)
     fn with_classic_member<T>(
         &self,
         group: &str,
-        member_id: &str,
+        (member_id, synced): (&str, bool),
         decide: impl FnOnce(&ConsumerGroup) -> Result<T, Code>,
     ) -> Result<T, Code> {
         let mut groups = self.groups.borrow_mut();
@@ -135,12 +139,29 @@ impl OffsetsPartition {
             ResponseError::FencedInstanceId.code(),
             ResponseError::IllegalGeneration.code(),
         ];
-        if answer
-            .as_ref()
-            .err()
-            .is_none_or(|code| !fenced.contains(code))
-        {
-            entry.sessions.insert(member_id.to_string(), Instant::now());
+        let code = answer.as_ref().err().copied();
+        if code.is_some_and(|c| fenced.contains(&c)) {
+            return answer;
+        }
+        let now = Instant::now();
+        entry.sessions.insert(member_id.to_string(), now);
+        // Told to join again, it must within its rebalance timeout (the
+        // first telling starts the clock, as Kafka's join timer).
+        let rebalance_timeout = consumer.members.get(member_id).map(|m| {
+            let ms = m.metadata.rebalance_timeout_ms.max(0) as u64;
+            std::time::Duration::from_millis(ms)
+        });
+        let deadlines = &mut entry.classic_deadlines;
+        match (code, rebalance_timeout) {
+            (Some(c), Some(timeout)) if c == ResponseError::RebalanceInProgress.code() => {
+                deadlines
+                    .entry(member_id.to_string())
+                    .or_insert(now + timeout);
+            }
+            (None, _) if synced => {
+                deadlines.remove(member_id);
+            }
+            _ => {}
         }
         answer
     }
@@ -154,11 +175,17 @@ impl OffsetsPartition {
         members: Vec<(String, Option<String>)>,
     ) -> Vec<Code> {
         let mut codes = Vec::with_capacity(members.len());
-        for (member_id, instance_id) in members {
-            codes.push(
-                self.remove_member(group, &member_id, instance_id.as_deref())
-                    .await,
-            );
+        let mut members = members.into_iter();
+        while let Some((member_id, instance_id)) = members.next() {
+            if !self.serves_classic_as_consumer(group) {
+                // Converted back by the last leave: the rest leave the
+                // classic group.
+                let rest = std::iter::once((member_id, instance_id)).chain(members);
+                codes.extend(self.classic_leave(group, rest.collect()).await);
+                break;
+            }
+            let instance = instance_id.as_deref();
+            codes.push(self.remove_member(group, &member_id, instance).await);
         }
         codes
     }
@@ -213,25 +240,36 @@ fn consumer_with_members(entry: &crate::groups::store::GroupEntry) -> Option<&Co
     entry.consumer.as_ref().filter(|c| !c.members.is_empty())
 }
 
-/// The member a LeaveGroup names: by id, or by instance id alone (an
-/// operator removing a static member).
+/// The member a LeaveGroup names, as Kafka's
+/// `classicGroupLeaveToConsumerGroup`: a classic member by its id (and
+/// instance id, if static), or any static member by its instance id
+/// alone (an operator removing it); a consumer protocol member's id is
+/// a stranger to LeaveGroup.
 fn leaving_member(
     consumer: &ConsumerGroup,
     member_id: &str,
     instance_id: Option<&str>,
 ) -> Result<String, Code> {
-    let holder = instance_id.and_then(|instance| {
-        let holds = |m: &&crate::groups::modern::consumer::Member| {
-            m.metadata.instance_id.as_deref() == Some(instance)
+    let unknown = Err(ResponseError::UnknownMemberId.code());
+    let speaks_classic = |id: &str| {
+        let member = consumer.members.get(id);
+        member.is_some_and(|m| m.metadata.classic.is_some())
+    };
+    let Some(instance) = instance_id else {
+        return match speaks_classic(member_id) {
+            true => Ok(member_id.to_string()),
+            false => unknown,
         };
-        let found = consumer.members.iter().find(|(_, m)| holds(m));
-        found.map(|(id, _)| id.clone())
-    });
-    match (member_id.is_empty(), holder) {
-        (true, Some(id)) => Ok(id),
-        (false, Some(id)) if id != member_id => Err(ResponseError::FencedInstanceId.code()),
-        (false, _) if consumer.members.contains_key(member_id) => Ok(member_id.to_string()),
-        _ => Err(ResponseError::UnknownMemberId.code()),
+    };
+    let holds = |m: &Member| m.metadata.instance_id.as_deref() == Some(instance);
+    let Some((holder, _)) = consumer.members.iter().find(|(_, m)| holds(m)) else {
+        return unknown;
+    };
+    match member_id {
+        "" => Ok(holder.clone()),
+        id if id != holder => Err(ResponseError::FencedInstanceId.code()),
+        id if !speaks_classic(id) => unknown,
+        id => Ok(id.to_string()),
     }
 }
 

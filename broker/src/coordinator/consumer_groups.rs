@@ -124,6 +124,7 @@ impl OffsetsPartition {
                 };
                 let session = self.session_timeout(&id);
                 let members = entry.sessions.keys().chain(entry.revoking.keys());
+                let members = members.chain(entry.classic_deadlines.keys());
                 for member in members.collect::<std::collections::BTreeSet<_>>() {
                     if let Some(why) = why_overdue(entry, member, now, session) {
                         overdue.push((id.clone(), member.clone(), why, session));
@@ -192,6 +193,13 @@ fn why_overdue(
     let seen = entry.sessions.get(member);
     if seen.is_some_and(|at| now.duration_since(*at) > session) {
         return Some("its session expired");
+    }
+    if entry
+        .classic_deadlines
+        .get(member)
+        .is_some_and(|d| now > *d)
+    {
+        return Some("it did not join again or sync within its rebalance timeout");
     }
     let (_, since) = entry.revoking.get(member)?;
     let metadata = metadata?;
@@ -280,7 +288,10 @@ fn decide(
     let entry = groups.get(group);
     let mut records = Vec::new();
     let consumer = match entry {
-        Some(classic) if classic.has_classic_members() => {
+        // (A group holding both kinds of state is not made: a classic join
+        // that waited while its group was converted goes to the consumer
+        // group; should one exist, its consumer state is the one served.)
+        Some(classic) if classic.has_classic_members() && classic.consumer.is_none() => {
             if req.member_epoch != 0 || !policy.upgrade {
                 return Err(ResponseError::GroupIdNotFound.code());
             }

@@ -25,6 +25,11 @@ impl OffsetsPartition {
         if let Err(code) = self.end_empty_consumer_group(group).await {
             return Joined::failed(code, &join.member_id);
         }
+        // Converted while that waited for the append lock: it joins the
+        // consumer group (checked with no await before the join below).
+        if self.serves_classic_as_consumer(group) {
+            return self.classic_join_consumer(group, &join).await;
+        }
         let step = self
             .groups
             .borrow_mut()
@@ -96,7 +101,14 @@ impl OffsetsPartition {
                 } else {
                     Ok(())
                 };
-                let failed = stored.err();
+                // Converted to a consumer group while the assignment was
+                // written: it is not theirs any more, they join again.
+                let converted =
+                    (self.groups.borrow().get(group)).is_some_and(|e| e.consumer.is_some());
+                let failed = match converted {
+                    true => Some(ResponseError::RebalanceInProgress.code()),
+                    false => stored.err(),
+                };
                 for (member, assignment) in released {
                     if let Some(parked) =
                         self.syncs.borrow_mut().remove(&(group.to_string(), member))
@@ -145,6 +157,15 @@ impl OffsetsPartition {
         if self.serves_classic_as_consumer(group) {
             return self.classic_leave_consumer(group, members).await;
         }
+        self.classic_leave(group, members).await
+    }
+
+    /// LeaveGroup in a classic group.
+    pub(super) async fn classic_leave(
+        &self,
+        group: &str,
+        members: Vec<(String, Option<String>)>,
+    ) -> Vec<Code> {
         let codes = {
             let mut groups = self.groups.borrow_mut();
             match groups.get_mut(group) {

@@ -43,6 +43,10 @@ pub struct GroupEntry {
     /// were told at and since when (not stored either: a new coordinator
     /// starts each such member's rebalance timeout afresh).
     pub revoking: BTreeMap<String, (i32, Instant)>,
+    /// Classic members of a consumer group told to join again, or to
+    /// sync after their join: by when (their rebalance timeout; not
+    /// stored, as Kafka's join and sync timers).
+    pub classic_deadlines: BTreeMap<String, Instant>,
 }
 
 impl GroupEntry {
@@ -180,6 +184,7 @@ impl PartitionGroups {
             entry.consumer = None;
             entry.sessions.clear();
             entry.revoking.clear();
+            entry.classic_deadlines.clear();
             self.forget_if_unused(&group);
             return;
         }
@@ -192,6 +197,7 @@ impl PartitionGroups {
             (ConsumerKey::Member { member, .. }, None) => {
                 entry.sessions.remove(member);
                 entry.revoking.remove(member);
+                entry.classic_deadlines.remove(member);
             }
             (ConsumerKey::CurrentAssignment { member, .. }, _) => {
                 let revoking = (consumer.members.get(member))
@@ -321,6 +327,7 @@ impl PartitionGroups {
                 consumer: None,
                 sessions: BTreeMap::new(),
                 revoking: BTreeMap::new(),
+                classic_deadlines: BTreeMap::new(),
             })
     }
 

@@ -7,11 +7,14 @@ ones through JoinGroup); it leaves (the group is classic again, the two
 share the six). Every value written is read, and no partition is held by
 two consumers at once (each consumer's assign/revoke callbacks, in time).
 
-usage: group_migration.py BOOTSTRAP TOPIC GROUP
+usage: group_migration.py BOOTSTRAP TOPIC GROUP BROKER_BINARY
 
 Prints one line per stage ("classic 3 3", "consumer 2 2 2",
-"classic 3 3", then "read N of N") and exits non-zero on a failure."""
+"classic 3 3", then "read N of N"), and what `broker group describe`
+printed while the group was a consumer group with classic members;
+exits non-zero on a failure."""
 
+import subprocess
 import sys
 import threading
 import time
@@ -141,7 +144,7 @@ def no_partition_held_twice():
 
 
 def main():
-    bootstrap, topic, group = sys.argv[1:4]
+    bootstrap, topic, group, broker = sys.argv[1:5]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
     writer = Writer(bootstrap, topic)
@@ -159,6 +162,8 @@ def main():
              lambda: [a.holds(), b.holds(), c.holds()] == [2, 2, 2] and
              group_type(admin, group) == "consumer")
     print("consumer", a.holds(), b.holds(), c.holds(), flush=True)
+    described = subprocess.run([broker, "group", "describe", group, "--brokers", bootstrap],
+                               capture_output=True, text=True, timeout=30)
     c.stop.set()
     c.join(30)
     wait_for("a classic group again",
@@ -177,6 +182,7 @@ def main():
     no_partition_held_twice()
     read = len(writer.delivered & (a.seen | b.seen | c.seen))
     print("read", read, "of", len(writer.delivered), flush=True)
+    print(described.stdout, flush=True)
 
 
 if __name__ == "__main__":

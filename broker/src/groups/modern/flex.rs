@@ -59,13 +59,13 @@ impl Writer {
         }
     }
 
-    /// A compact array's length (count + 1).
     /// Compact bytes (length + 1).
     pub fn bytes(&mut self, b: &[u8]) {
         self.uvarint(b.len() as u64 + 1);
         self.out.extend_from_slice(b);
     }
 
+    /// A compact array's length (count + 1).
     pub fn array_len(&mut self, n: usize) {
         self.uvarint(n as u64 + 1);
     }

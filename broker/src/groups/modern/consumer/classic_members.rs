@@ -95,20 +95,21 @@ impl ConsumerGroup {
         let mut records = Vec::new();
         let member_id = match self.joining_member_id(join, new_member_id)? {
             Joining::Told(id) => return Ok(ClassicJoined::MemberIdRequired(id)),
-            Joining::As(id) => id,
+            Joining::As(id) => {
+                let speaks = |m: &Member| m.metadata.classic.is_some();
+                if self.members.get(&id).is_some_and(|m| !speaks(m)) {
+                    // A consumer protocol member's id.
+                    return Err(ResponseError::UnknownMemberId.code());
+                }
+                id
+            }
+            // Of either protocol (a static member rolled back to classic).
             Joining::Replacing { old, new } => {
                 records.extend(group.replace_member(group_id, &old, &new));
                 new
             }
         };
         let current = group.members.get(&member_id).cloned();
-        if current
-            .as_ref()
-            .is_some_and(|m| m.metadata.classic.is_none())
-        {
-            // A consumer protocol member's id.
-            return Err(ResponseError::UnknownMemberId.code());
-        }
         let req = as_request(&member_id, join, &subscription, current.as_ref(), topics);
         let classic = ClassicMetadata {
             session_timeout_ms: join.session_timeout_ms,

@@ -1,6 +1,6 @@
 //! A group with members changing protocol online, as Kafka 4's
 //! `group.consumer.migration.policy` allows (docs/consumer-groups.md,
-//! "Migrating a group with members").
+//! "Moving a group").
 //!
 //! - Upgrade: the first consumer protocol member of a classic group turns
 //!   it into a consumer group. Each classic member stays, as a classic
@@ -25,7 +25,8 @@ use kafka_protocol::ResponseError;
 use super::classic_members::by_name;
 use super::{
     by_topic, stored_assignment, Assignment, ClassicMetadata, ConsumerGroup, ConsumerKey,
-    ConsumerValue, Member, MemberMetadata, MemberState, Partition, Record, TopicView,
+    ConsumerValue, Member, MemberMetadata, MemberState, Partition, PartitionRacks, Record,
+    TopicView,
 };
 use crate::groups::consumer_protocol;
 use crate::groups::membership::{GroupSnapshot, GroupState, MemberSnapshot};
@@ -80,19 +81,21 @@ impl ConsumerGroup {
         leaving: &str,
         topics: &TopicView,
     ) -> Option<(Vec<Record>, GroupSnapshot)> {
-        let stay: Vec<(&String, &Member)> = self
-            .members
-            .iter()
-            .filter(|(id, _)| *id != leaving)
-            .collect();
+        // The targets without it, so its partitions are someone's even
+        // before the rebalance that follows (a coordinator loading the
+        // classic group restores it as stored).
+        let mut after = self.clone();
+        after.members.remove(leaving);
+        after.targets.remove(leaving);
         let classic = |m: &Member| m.metadata.classic.clone();
         let all_classic: Option<Vec<ClassicMetadata>> =
-            stay.iter().map(|(_, m)| classic(m)).collect();
+            after.members.values().map(classic).collect();
         let all_classic = all_classic.filter(|c| !c.is_empty())?;
         let protocol = common_protocol(&all_classic)?;
+        after.new_targets(group_id, topics, &PartitionRacks::new);
         let empty = BTreeSet::new();
-        let members = stay.iter().zip(&all_classic).map(|((id, m), c)| {
-            let target = self.targets.get(*id).unwrap_or(&empty);
+        let members = after.members.iter().zip(&all_classic).map(|((id, m), c)| {
+            let target = after.targets.get(id).unwrap_or(&empty);
             classic_member(id, m, c, &protocol, by_name(target, topics))
         });
         let members = members.collect();
@@ -101,7 +104,7 @@ impl ConsumerGroup {
             protocol_type: "consumer".into(),
             generation: self.epoch,
             protocol: Some(protocol),
-            leader: stay.first().map(|(id, _)| (*id).clone()),
+            leader: after.members.keys().next().cloned(),
             members,
         };
         Some((self.tombstones(group_id), snapshot))

@@ -7,7 +7,7 @@
 //! rebuild the group.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -18,6 +18,8 @@ use super::super::{Answer, ConsumerGroup, Partition, Record, Request, TopicId, T
 use super::{ClassicJoin, ClassicJoined};
 use crate::groups::consumer_protocol::{self, encode_assignment, encode_subscription};
 use crate::groups::membership::{GroupSnapshot, GroupState, MemberSnapshot};
+use crate::groups::records::{self, Key, Value};
+use crate::groups::store::PartitionGroups;
 use crate::kafka::Code;
 
 const T: TopicId = [1; 16];
@@ -242,9 +244,15 @@ fn a_classic_group_converts_with_its_partitions_in_place_and_back() {
         .map(|m| m.member_id.as_str())
         .collect();
     assert_eq!(ids, ["a", "b"]);
-    let a_assigned = consumer_protocol::assigned_partitions(&snapshot.members[0].assignment);
-    let a_target: Vec<i32> = group.targets["a"].iter().map(|(_, p)| *p).collect();
-    assert_eq!(a_assigned, Some(vec![("t".to_string(), a_target)]));
+    // Targets without the leaver: its partitions are someone's already.
+    let sizes: Vec<usize> = (snapshot.members.iter())
+        .map(|m| {
+            consumer_protocol::assigned_partitions(&m.assignment).unwrap()[0]
+                .1
+                .len()
+        })
+        .collect();
+    assert_eq!(sizes, [3, 3]);
     replay(&mut group, &mut log, tombstones);
     assert!(
         rebuilt(&log).members.is_empty(),
@@ -317,6 +325,16 @@ fn classic_joins_follow_kafkas_member_id_rules() {
         join(&mut group, &mut log, &impostor).map(drop),
         Err(ResponseError::FencedInstanceId.code())
     );
+    // A consumer protocol static member rolled back to a classic client
+    // under the same instance id: the classic process takes its place.
+    let mut static_consumer = heartbeat_of("s", 0);
+    static_consumer.instance_id = Some("j".into());
+    beat(&mut group, &mut log, &static_consumer).unwrap();
+    let mut rolled_back = classic_join("", &BTreeSet::new());
+    rolled_back.instance_id = Some("j".into());
+    let (taker, _) = join(&mut group, &mut log, &rolled_back).unwrap();
+    assert!(!group.members.contains_key("s"));
+    assert!(group.members[&taker].metadata.classic.is_some());
     assert_eq!(rebuilt(&log), group);
 }
 
@@ -500,4 +518,59 @@ fn no_partition_owned_twice_one(group: &ConsumerGroup, seed: u64) {
             assert!(seen.insert(*p), "SEED={seed}: {p:?} held twice");
         }
     }
+}
+
+/// What a new coordinator reads back: the partition's records in log
+/// order, through the store's replay (classic and consumer records alike).
+fn loaded(log: &[(Key, Option<Value>)]) -> PartitionGroups {
+    let mut groups = PartitionGroups::new(Duration::ZERO);
+    for (offset, (key, value)) in log.iter().enumerate() {
+        let value = value.as_ref().map(records::encode_value);
+        let key = records::encode_key(key);
+        groups
+            .replay(offset as i64, &key, value.as_deref(), Instant::now())
+            .unwrap();
+    }
+    groups
+}
+
+fn consumer_keys(records: Vec<Record>) -> Vec<(Key, Option<Value>)> {
+    let each = records.into_iter();
+    each.map(|(k, v)| (Key::Consumer(k), v.map(Value::Consumer)))
+        .collect()
+}
+
+#[test]
+fn a_migrated_group_reloads_from_its_records_either_way() {
+    let classic = classic_group();
+    let mut log = vec![(Key::Group("g".into()), Some(Value::Group(classic.clone())))];
+    // Upgraded, then a consumer protocol member joins.
+    let (mut group, conversion) =
+        ConsumerGroup::from_classic("g", &classic, &protocols, &view(6)).unwrap();
+    log.push((Key::Group("g".into()), None));
+    log.extend(consumer_keys(conversion));
+    let mut consumer_log = Vec::new();
+    beat(&mut group, &mut consumer_log, &heartbeat_of("c", 0)).unwrap();
+    log.extend(consumer_keys(consumer_log));
+    let groups = loaded(&log);
+    let entry = groups.get("g").unwrap();
+    assert!(!entry.has_classic_members(), "the classic membership ended");
+    assert_eq!(
+        entry.consumer_group(),
+        Some(&group),
+        "the consumer group as it was"
+    );
+    // Downgraded as c leaves.
+    let (tombstones, snapshot) = group.downgraded("g", "c", &view(6)).unwrap();
+    log.extend(consumer_keys(tombstones));
+    log.push((Key::Group("g".into()), Some(Value::Group(snapshot.clone()))));
+    let groups = loaded(&log);
+    let entry = groups.get("g").unwrap();
+    assert!(entry.consumer.is_none(), "the consumer group ended");
+    assert_eq!(
+        entry.membership.snapshot(),
+        snapshot,
+        "the classic group as written"
+    );
+    assert_eq!(entry.membership.generation(), group.epoch);
 }

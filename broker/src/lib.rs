@@ -47,5 +47,6 @@ pub mod replica;
 pub mod runtime;
 pub mod security;
 pub mod server;
+pub mod share;
 pub mod transactions;
 pub mod txn_coordinator;

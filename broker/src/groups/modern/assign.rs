@@ -18,6 +18,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod share;
+pub use share::simple;
+
 /// One member as an assignor sees it.
 #[derive(Debug, Clone)]
 pub struct MemberSpec<T> {

@@ -18,7 +18,7 @@ pub mod topic_regex;
 /// The seed of a randomized test: `SEED` if set (to replay a run), else
 /// random; printed either way.
 #[cfg(test)]
-fn test_seed() -> u64 {
+pub(crate) fn test_seed() -> u64 {
     let seed = std::env::var("SEED")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -193,11 +193,23 @@ mod tests {
         let k = key("m");
         let opened = s.fetch(&k, (0, 7), false, (&[P0], &[])).unwrap();
         let only_p0 = BTreeSet::from([P0]);
-        assert_eq!(opened, Step::Opened { partitions: only_p0.clone(), replaced: false });
+        assert_eq!(
+            opened,
+            Step::Opened {
+                partitions: only_p0.clone(),
+                replaced: false
+            }
+        );
         // The next request adds P1; the one after forgets P0.
         let both = BTreeSet::from([P0, P1]);
-        assert_eq!(s.fetch(&k, (1, 7), true, (&[P1], &[])), Ok(Step::Continued(both)));
-        assert_eq!(s.acknowledge(&k, 2), Ok(Step::Continued(BTreeSet::from([P0, P1]))));
+        assert_eq!(
+            s.fetch(&k, (1, 7), true, (&[P1], &[])),
+            Ok(Step::Continued(both))
+        );
+        assert_eq!(
+            s.acknowledge(&k, 2),
+            Ok(Step::Continued(BTreeSet::from([P0, P1])))
+        );
         assert_eq!(
             s.fetch(&k, (3, 7), false, (&[], &[P0])),
             Ok(Step::Continued(BTreeSet::from([P1])))
@@ -210,7 +222,10 @@ mod tests {
         let not_found = Err(ResponseError::ShareSessionNotFound.code());
         assert_eq!(s.fetch(&key("x"), (4, 7), false, (&[], &[])), not_found);
         // -1 closes it after this request.
-        assert_eq!(s.acknowledge(&k, FINAL_EPOCH), Ok(Step::Closed(BTreeSet::from([P1]))));
+        assert_eq!(
+            s.acknowledge(&k, FINAL_EPOCH),
+            Ok(Step::Closed(BTreeSet::from([P1])))
+        );
         assert_eq!(s.get(&k), None);
         assert_eq!(s.fetch(&k, (FINAL_EPOCH, 7), false, (&[], &[])), not_found);
     }
@@ -220,7 +235,13 @@ mod tests {
         let mut s = Sessions::new(1);
         s.fetch(&key("a"), (0, 1), false, (&[P0], &[])).unwrap();
         let replaced = s.fetch(&key("a"), (0, 2), false, (&[], &[])).unwrap();
-        assert_eq!(replaced, Step::Opened { partitions: BTreeSet::new(), replaced: true });
+        assert_eq!(
+            replaced,
+            Step::Opened {
+                partitions: BTreeSet::new(),
+                replaced: true
+            }
+        );
         assert_eq!(
             s.fetch(&key("b"), (0, 3), false, (&[], &[])),
             Err(ResponseError::ShareSessionLimitReached.code())

@@ -13,6 +13,7 @@ pub mod consumer;
 mod flex;
 pub mod group_records;
 pub mod reconcile;
+pub mod share_group;
 pub mod topic_regex;
 
 /// The seed of a randomized test: `SEED` if set (to replay a run), else

@@ -437,7 +437,7 @@ fn read_member(r: &mut Reader) -> Result<MemberMetadata, RecordError> {
     })
 }
 
-fn put_topic_partitions(w: &mut Writer, topics: &[TopicPartitions]) {
+pub(super) fn put_topic_partitions(w: &mut Writer, topics: &[TopicPartitions]) {
     w.array_len(topics.len());
     for topic in topics {
         w.uuid(&topic.topic_id);
@@ -449,7 +449,7 @@ fn put_topic_partitions(w: &mut Writer, topics: &[TopicPartitions]) {
     }
 }
 
-fn read_topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, RecordError> {
+pub(super) fn read_topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, RecordError> {
     // A topic takes at least 16 + 1 + 1 bytes.
     let count = r.array_len(18)?;
     let mut topics = Vec::with_capacity(count);

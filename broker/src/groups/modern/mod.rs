@@ -14,6 +14,7 @@ mod flex;
 pub mod group_records;
 pub mod reconcile;
 pub mod share_group;
+pub mod share_records;
 pub mod topic_regex;
 
 /// The seed of a randomized test: `SEED` if set (to replay a run), else

@@ -15,25 +15,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use super::assign::{self, MemberSpec};
-use super::consumer::{Partition, TopicId, TopicView};
+use super::consumer::{by_topic, Partition, TopicId, TopicView};
+use super::group_records::TopicPartitions;
+pub use super::share_records::ShareMemberMetadata;
+use super::share_records::{ShareKey, ShareValue};
 use crate::kafka::Code;
 
 /// The most members a share group may have (Kafka's
 /// `group.share.max.size` default).
 pub const MAX_MEMBERS: usize = 200;
-
-/// What a member told the coordinator.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ShareMemberMetadata {
-    /// Its rack.
-    pub rack_id: Option<String>,
-    /// The connection's client id.
-    pub client_id: String,
-    /// The connection's address.
-    pub client_host: String,
-    /// The topics it subscribes to.
-    pub subscribed_topic_names: Vec<String>,
-}
 
 /// One member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,20 +81,8 @@ pub struct ShareAnswer {
     pub assignment: Option<BTreeSet<Partition>>,
 }
 
-/// A record of a share group (Kafka's types 10-14 in
-/// `__consumer_offsets`, carried here as values; None deletes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShareRecord {
-    /// 11: the group epoch and subscribed topics' hash (None: the group
-    /// ends).
-    Group(Option<(i32, i64)>),
-    /// 12: the epoch the targets were computed for.
-    TargetEpoch(i32),
-    /// 13: a member's target (None: it left).
-    Target(String, Option<BTreeSet<Partition>>),
-    /// 10 and 14: a member's metadata and assignment (None: it left).
-    Member(String, Option<ShareMember>),
-}
+/// A record to write: key and value (None: a tombstone).
+pub type ShareRecord = (ShareKey, Option<ShareValue>);
 
 /// What a heartbeat decided: the records to write, then the answer.
 #[derive(Debug, Clone)]
@@ -136,15 +114,22 @@ pub fn validate(group_id: &str, req: &ShareRequest) -> Result<(), Code> {
 
 impl ShareGroup {
     /// Decides a validated heartbeat against the topics as `topics`.
-    pub fn heartbeat(&self, req: &ShareRequest, topics: &TopicView) -> Result<ShareDecision, Code> {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        req: &ShareRequest,
+        topics: &TopicView,
+    ) -> Result<ShareDecision, Code> {
         if req.member_epoch == -1 {
-            return self.leave(&req.member_id).map(|records| ShareDecision {
-                records,
-                answer: ShareAnswer {
-                    member_epoch: -1,
-                    assignment: None,
-                },
-            });
+            return self
+                .leave(group_id, &req.member_id)
+                .map(|records| ShareDecision {
+                    records,
+                    answer: ShareAnswer {
+                        member_epoch: -1,
+                        assignment: None,
+                    },
+                });
         }
         let current = self.member_for(req)?;
         let mut group = self.clone();
@@ -163,10 +148,10 @@ impl ShareGroup {
         if changed_subscription || hash != group.metadata_hash {
             group.epoch += 1;
             group.metadata_hash = hash;
-            records.push(ShareRecord::Group(Some((group.epoch, hash))));
+            records.push(group.epoch_record(group_id));
         }
         if group.epoch > group.assignment_epoch {
-            records.extend(group.new_targets(topics));
+            records.extend(group.new_targets(group_id, topics));
         }
         // Nothing to revoke: the member takes its target and the target's
         // epoch at once (the others at their next heartbeat).
@@ -184,12 +169,7 @@ impl ShareGroup {
         member.assigned = target;
         let member = member.clone();
         let stored = self.members.get(&req.member_id);
-        if stored != Some(&member) {
-            records.push(ShareRecord::Member(
-                req.member_id.clone(),
-                Some(member.clone()),
-            ));
-        }
+        records.extend(member_records(group_id, &req.member_id, stored, &member));
         // A join, a full request, or a member behind what it was told
         // (its last answer lost) gets its whole assignment.
         let behind = stored.is_some_and(|s| req.member_epoch != s.epoch);
@@ -205,38 +185,101 @@ impl ShareGroup {
     }
 
     /// The records of member `member_id` leaving (or its session lapsing).
-    pub fn leave(&self, member_id: &str) -> Result<Vec<ShareRecord>, Code> {
+    pub fn leave(&self, group_id: &str, member_id: &str) -> Result<Vec<ShareRecord>, Code> {
         if !self.members.contains_key(member_id) {
             return Err(ResponseError::UnknownMemberId.code());
         }
+        let key = |k: fn(String, String) -> ShareKey| k(group_id.into(), member_id.into());
+        let mut bumped = self.clone();
+        bumped.epoch += 1;
         Ok(vec![
-            ShareRecord::Member(member_id.to_string(), None),
-            ShareRecord::Target(member_id.to_string(), None),
-            ShareRecord::Group(Some((self.epoch + 1, self.metadata_hash))),
+            (
+                key(|group, member| ShareKey::Assignment { group, member }),
+                None,
+            ),
+            (
+                key(|group, member| ShareKey::Target { group, member }),
+                None,
+            ),
+            (
+                key(|group, member| ShareKey::Member { group, member }),
+                None,
+            ),
+            bumped.epoch_record(group_id),
         ])
     }
 
-    /// Applies a durable record (written by a decision, or read back).
-    pub fn replay(&mut self, record: &ShareRecord) {
-        match record {
-            ShareRecord::Group(Some((epoch, hash))) => {
-                (self.epoch, self.metadata_hash) = (*epoch, *hash);
+    /// Applies a durable record (written by a decision, or read back when
+    /// the group is loaded, in whatever order compaction kept them).
+    pub fn replay(&mut self, key: &ShareKey, value: Option<&ShareValue>) {
+        use ShareKey as K;
+        use ShareValue as V;
+        match (key, value) {
+            (
+                K::Group { .. },
+                Some(V::Group {
+                    epoch,
+                    metadata_hash,
+                }),
+            ) => {
+                (self.epoch, self.metadata_hash) = (*epoch, *metadata_hash);
             }
-            ShareRecord::Group(None) => *self = ShareGroup::default(),
-            ShareRecord::TargetEpoch(epoch) => self.assignment_epoch = *epoch,
-            ShareRecord::Target(id, Some(target)) => {
-                self.targets.insert(id.clone(), target.clone());
+            (K::Group { .. }, None) => *self = ShareGroup::default(),
+            (K::TargetEpoch { .. }, Some(V::TargetEpoch(epoch))) => self.assignment_epoch = *epoch,
+            (K::Target { member, .. }, Some(V::Target(target))) => {
+                self.targets.insert(member.clone(), flatten(target));
             }
-            ShareRecord::Target(id, None) => {
-                self.targets.remove(id);
+            (K::Target { member, .. }, None) => {
+                self.targets.remove(member);
             }
-            ShareRecord::Member(id, Some(member)) => {
-                self.members.insert(id.clone(), member.clone());
+            (K::Member { member, .. }, Some(V::Member(metadata))) => {
+                self.member_entry(member).metadata = metadata.clone();
             }
-            ShareRecord::Member(id, None) => {
-                self.members.remove(id);
+            (K::Member { member, .. }, None) => {
+                self.members.remove(member);
             }
+            (
+                K::Assignment { member, .. },
+                Some(V::Assignment {
+                    member_epoch,
+                    previous_member_epoch,
+                    assigned,
+                }),
+            ) => {
+                let m = self.member_entry(member);
+                (m.epoch, m.previous_epoch) = (*member_epoch, *previous_member_epoch);
+                m.assigned = flatten(assigned);
+            }
+            // An assignment's tombstone comes with its member's; Kafka's
+            // share-partition initialization (15) is not used here.
+            _ => {}
         }
+    }
+
+    /// Member `id`, made (empty, at epoch 0) if unknown.
+    fn member_entry(&mut self, id: &str) -> &mut ShareMember {
+        self.members
+            .entry(id.to_string())
+            .or_insert_with(|| ShareMember {
+                metadata: ShareMemberMetadata::default(),
+                epoch: 0,
+                previous_epoch: 0,
+                assigned: BTreeSet::new(),
+            })
+    }
+
+    /// The record of the group's epoch.
+    fn epoch_record(&self, group_id: &str) -> ShareRecord {
+        let value = ShareValue::Group {
+            epoch: self.epoch,
+            metadata_hash: self.metadata_hash,
+        };
+        (
+            ShareKey::Group {
+                group: group_id.into(),
+            },
+            Some(value),
+        )
     }
 
     /// The member a heartbeat at epoch >= 0 speaks for (None: a new
@@ -261,7 +304,7 @@ impl ShareGroup {
 
     /// Records of new targets for the group's epoch: the changed
     /// targets, then the target epoch.
-    fn new_targets(&mut self, topics: &TopicView) -> Vec<ShareRecord> {
+    fn new_targets(&mut self, group_id: &str, topics: &TopicView) -> Vec<ShareRecord> {
         let specs: Vec<MemberSpec<TopicId>> = self
             .members
             .iter()
@@ -279,11 +322,20 @@ impl ShareGroup {
             .iter()
             .filter(|(id, t)| self.targets.get(*id) != Some(*t));
         let mut records: Vec<ShareRecord> = changed
-            .map(|(id, t)| ShareRecord::Target(id.clone(), Some(t.clone())))
+            .map(|(id, t)| {
+                let key = ShareKey::Target {
+                    group: group_id.into(),
+                    member: id.clone(),
+                };
+                (key, Some(ShareValue::Target(by_topic(t))))
+            })
             .collect();
         self.targets = targets;
         self.assignment_epoch = self.epoch;
-        records.push(ShareRecord::TargetEpoch(self.epoch));
+        let key = ShareKey::TargetEpoch {
+            group: group_id.into(),
+        };
+        records.push((key, Some(ShareValue::TargetEpoch(self.epoch))));
         records
     }
 
@@ -318,6 +370,42 @@ fn updated(stored: Option<&ShareMemberMetadata>, req: &ShareRequest) -> ShareMem
         m.subscribed_topic_names = set.into_iter().cloned().collect();
     }
     m
+}
+
+/// The records of a member's metadata and assignment, where they differ
+/// from what is stored.
+fn member_records(
+    group_id: &str,
+    member_id: &str,
+    stored: Option<&ShareMember>,
+    member: &ShareMember,
+) -> Vec<ShareRecord> {
+    let (group, id) = (group_id.to_string(), member_id.to_string());
+    let mut records = Vec::new();
+    if stored.is_none_or(|s| s.metadata != member.metadata) {
+        let key = ShareKey::Member {
+            group: group.clone(),
+            member: id.clone(),
+        };
+        records.push((key, Some(ShareValue::Member(member.metadata.clone()))));
+    }
+    let place = |m: &ShareMember| (m.epoch, m.previous_epoch, m.assigned.clone());
+    if stored.is_none_or(|s| place(s) != place(member)) {
+        let value = ShareValue::Assignment {
+            member_epoch: member.epoch,
+            previous_member_epoch: member.previous_epoch,
+            assigned: by_topic(&member.assigned),
+        };
+        records.push((ShareKey::Assignment { group, member: id }, Some(value)));
+    }
+    records
+}
+
+fn flatten(topics: &[TopicPartitions]) -> BTreeSet<Partition> {
+    let each = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)));
+    each.collect()
 }
 
 fn subscribed_ids(m: &ShareMemberMetadata, topics: &TopicView) -> BTreeSet<TopicId> {

@@ -37,9 +37,9 @@ fn apply(
     view: &TopicView,
 ) -> Result<ShareAnswer, Code> {
     validate("g", req)?;
-    let decision = group.heartbeat(req, view)?;
-    for record in &decision.records {
-        group.replay(record);
+    let decision = group.heartbeat("g", req, view)?;
+    for (key, value) in &decision.records {
+        group.replay(key, value.as_ref());
     }
     log.extend(decision.records);
     Ok(decision.answer)
@@ -47,8 +47,8 @@ fn apply(
 
 fn rebuilt(log: &[ShareRecord]) -> ShareGroup {
     let mut group = ShareGroup::default();
-    for record in log {
-        group.replay(record);
+    for (key, value) in log {
+        group.replay(key, value.as_ref());
     }
     group
 }
@@ -135,4 +135,37 @@ fn a_group_holds_at_most_kafkas_share_group_size() {
         apply(&mut group, &mut log, &join("one-more"), &view),
         Err(ResponseError::GroupMaxSizeReached.code())
     );
+}
+
+/// The group as a new coordinator loads it: each record through its
+/// bytes, only each key's last one kept (a compacted log).
+fn loaded_compacted(log: &[ShareRecord]) -> ShareGroup {
+    use super::super::share_records::{ShareKey, ShareValue};
+    let last: BTreeMap<&ShareKey, usize> =
+        log.iter().enumerate().map(|(i, (k, _))| (k, i)).collect();
+    let mut kept: Vec<usize> = last.into_values().collect();
+    kept.sort_unstable();
+    let mut group = ShareGroup::default();
+    for i in kept {
+        let (key, value) = &log[i];
+        let key = ShareKey::decode(&key.encode()).unwrap();
+        let value = value
+            .as_ref()
+            .map(|v| ShareValue::decode(&key, &v.encode()).unwrap());
+        group.replay(&key, value.as_ref());
+    }
+    group
+}
+
+#[test]
+fn a_group_loads_back_from_its_encoded_and_compacted_records() {
+    let (mut group, mut log) = (ShareGroup::default(), Vec::new());
+    let (one, three) = (topics(1), topics(3));
+    for m in ["a", "b", "c"] {
+        apply(&mut group, &mut log, &join(m), &one).unwrap();
+    }
+    apply(&mut group, &mut log, &beat("a", 1), &three).unwrap();
+    apply(&mut group, &mut log, &beat("b", -1), &three).unwrap();
+    apply(&mut group, &mut log, &beat("c", 3), &three).unwrap();
+    assert_eq!(loaded_compacted(&log), group);
 }

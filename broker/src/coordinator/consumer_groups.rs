@@ -286,6 +286,10 @@ fn decide(
     policy: MigrationPolicy,
 ) -> Result<(Vec<Stored>, Answer), Code> {
     let entry = groups.get(group);
+    if entry.is_some_and(|e| e.share.is_some()) {
+        // A share group is not a consumer group (Kafka's answer).
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
     let mut records = Vec::new();
     let consumer = match entry {
         // (A group holding both kinds of state is not made: a classic join

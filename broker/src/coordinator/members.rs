@@ -18,6 +18,12 @@ pub type Protocol<'a> = (Option<&'a str>, Option<&'a str>);
 impl OffsetsPartition {
     /// JoinGroup: answered when the join phase completes (or at once).
     pub async fn join(&self, group: &str, join: Join) -> Joined {
+        let share = (self.groups.borrow().get(group)).is_some_and(|e| e.share.is_some());
+        if share {
+            // A share group's members heartbeat with ShareGroupHeartbeat.
+            let code = ResponseError::InconsistentGroupProtocol.code();
+            return Joined::failed(code, &join.member_id);
+        }
         if self.serves_classic_as_consumer(group) {
             return self.classic_join_consumer(group, &join).await;
         }

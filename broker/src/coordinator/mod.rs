@@ -16,6 +16,7 @@ pub mod load;
 pub mod members;
 pub mod offsets;
 pub mod offsets_partition;
+pub mod share_groups;
 pub mod txn_offsets;
 
 use std::cell::RefCell;
@@ -215,6 +216,7 @@ impl Coordinator {
             for partition in loaded {
                 partition.settle_all().await;
                 partition.expire_consumer_members(Instant::now()).await;
+                partition.expire_share_members(Instant::now()).await;
             }
         }
     }

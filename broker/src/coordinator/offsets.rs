@@ -135,6 +135,19 @@ impl OffsetsPartition {
             .into_iter()
             .filter_map(|id| {
                 let entry = groups.get(&id)?;
+                if let Some(share) = &entry.share {
+                    let state = if share.members.is_empty() {
+                        "Empty"
+                    } else {
+                        "Stable"
+                    };
+                    return Some(Listed {
+                        protocol_type: "share".to_string(),
+                        state,
+                        group_type: "share",
+                        group: id,
+                    });
+                }
                 let listed = match entry.consumer_group() {
                     Some(consumer) => Listed {
                         protocol_type: "consumer".to_string(),

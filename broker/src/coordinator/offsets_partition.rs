@@ -113,6 +113,14 @@ impl OffsetsPartition {
                     .map(|(k, stored)| (k.clone(), stored.committed.offset))
                     .collect();
                 let gauges = match entry.consumer_group() {
+                    _ if entry.share.is_some() => {
+                        let share = entry.share.as_ref().expect("a share group");
+                        GroupGauges {
+                            group_type: "share",
+                            rebalances: share.epoch,
+                            members: share.members.len(),
+                        }
+                    }
                     Some(consumer) => GroupGauges {
                         group_type: "consumer",
                         rebalances: consumer.epoch,

@@ -18,6 +18,7 @@ use bytes::Bytes;
 
 use super::membership::{GroupSnapshot, GroupState, MemberSnapshot};
 use super::modern::group_records::{ConsumerKey, ConsumerValue, RECORD_TYPES};
+use super::modern::share_records::{ShareKey, ShareValue, SHARE_RECORD_TYPES};
 
 /// A key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,6 +36,8 @@ pub enum Key {
     Group(String),
     /// A consumer group's (KIP-848) record, types 3-16.
     Consumer(ConsumerKey),
+    /// A share group's (KIP-932) record, types 10-15.
+    Share(ShareKey),
 }
 
 impl Key {
@@ -43,6 +46,7 @@ impl Key {
         match self {
             Key::Offset { group, .. } | Key::Group(group) => group,
             Key::Consumer(key) => key.group(),
+            Key::Share(key) => key.group(),
         }
     }
 }
@@ -69,6 +73,8 @@ pub enum Value {
     Group(GroupSnapshot),
     /// For a consumer group's key.
     Consumer(ConsumerValue),
+    /// For a share group's key.
+    Share(ShareValue),
 }
 
 pub use super::record_error::RecordError;
@@ -97,6 +103,7 @@ pub fn encode_key(key: &Key) -> Vec<u8> {
             put_string(&mut out, group);
         }
         Key::Consumer(key) => out = key.encode(),
+        Key::Share(key) => out = key.encode(),
     }
     out
 }
@@ -132,6 +139,7 @@ pub fn encode_value(value: &Value) -> Vec<u8> {
             }
         }
         Value::Consumer(value) => out = value.encode(),
+        Value::Share(value) => out = value.encode(),
     }
     out
 }
@@ -169,6 +177,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<Key, RecordError> {
         },
         2 => Key::Group(r.string()?),
         v if RECORD_TYPES.contains(&v) => return ConsumerKey::decode(bytes).map(Key::Consumer),
+        v if SHARE_RECORD_TYPES.contains(&v) => return ShareKey::decode(bytes).map(Key::Share),
         v => return Err(RecordError::Version(v)),
     };
     r.end()?;
@@ -180,6 +189,9 @@ pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     if let Key::Consumer(key) = key {
         return ConsumerValue::decode(key, bytes).map(Value::Consumer);
     }
+    if let Key::Share(key) = key {
+        return ShareValue::decode(key, bytes).map(Value::Share);
+    }
     let mut r = Reader { buf: bytes };
     let version = r.i16()?;
     if !(0..=3).contains(&version) {
@@ -188,7 +200,7 @@ pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     let value = match key {
         Key::Offset { .. } => Value::Offset(decode_offset(&mut r, version)?),
         Key::Group(_) => Value::Group(decode_group(&mut r, version)?),
-        Key::Consumer(_) => unreachable!("decoded above"),
+        Key::Consumer(_) | Key::Share(_) => unreachable!("decoded above"),
     };
     r.end()?;
     Ok(value)

@@ -12,6 +12,8 @@ use super::membership::{Group, GroupSnapshot, GroupState};
 use super::modern::consumer::ConsumerGroup;
 use super::modern::group_records::{ConsumerKey, ConsumerValue};
 use super::modern::reconcile::MemberState;
+use super::modern::share_group::ShareGroup;
+use super::modern::share_records::{ShareKey, ShareValue};
 use super::pending::PendingOffsets;
 use super::records::{self, CommittedOffset, Key, RecordError, Value};
 
@@ -36,6 +38,8 @@ pub struct GroupEntry {
     persisted: Option<GroupSnapshot>,
     /// A consumer group's (KIP-848) state, if the group is one.
     pub consumer: Option<ConsumerGroup>,
+    /// A share group's (KIP-932) state, if the group is one.
+    pub share: Option<ShareGroup>,
     /// When each consumer group member last heartbeated (not stored: a
     /// new coordinator starts every session afresh, as Kafka's).
     pub sessions: BTreeMap<String, Instant>,
@@ -50,9 +54,14 @@ pub struct GroupEntry {
 }
 
 impl GroupEntry {
-    /// Whether the group has members, of either protocol.
+    /// Whether the group has members, of any protocol.
     pub fn has_members(&self) -> bool {
-        self.has_classic_members() || self.has_consumer_members()
+        self.has_classic_members() || self.has_consumer_members() || self.has_share_members()
+    }
+
+    /// Whether the group is a share group (KIP-932) with members.
+    pub fn has_share_members(&self) -> bool {
+        self.share.as_ref().is_some_and(|s| !s.members.is_empty())
     }
 
     /// Whether the group has classic (JoinGroup) members.
@@ -155,6 +164,13 @@ impl PartitionGroups {
                 };
                 self.replay_consumer(&key, value.as_ref(), now);
             }
+            (Key::Share(key), value) => {
+                let value = match value {
+                    Some(Value::Share(v)) => Some(v),
+                    _ => None,
+                };
+                self.replay_share(&key, value.as_ref(), now);
+            }
         }
         Ok(())
     }
@@ -216,6 +232,31 @@ impl PartitionGroups {
                         entry.revoking.remove(member);
                     }
                 }
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies a share group's durable record (written now, or read back
+    /// at load): the group's own tombstone ends it; a member's metadata
+    /// starts its session at `now`.
+    pub fn replay_share(&mut self, key: &ShareKey, value: Option<&ShareValue>, now: Instant) {
+        let group = key.group().to_string();
+        let entry = self.entry(&group);
+        if let (ShareKey::Group { .. }, None) = (key, value) {
+            entry.share = None;
+            entry.sessions.clear();
+            self.forget_if_unused(&group);
+            return;
+        }
+        let share = entry.share.get_or_insert_with(ShareGroup::default);
+        share.replay(key, value);
+        match (key, value) {
+            (ShareKey::Member { member, .. }, Some(_)) => {
+                entry.sessions.entry(member.clone()).or_insert(now);
+            }
+            (ShareKey::Member { member, .. }, None) => {
+                entry.sessions.remove(member);
             }
             _ => {}
         }
@@ -328,6 +369,7 @@ impl PartitionGroups {
                 sessions: BTreeMap::new(),
                 revoking: BTreeMap::new(),
                 classic_deadlines: BTreeMap::new(),
+                share: None,
             })
     }
 
@@ -367,6 +409,7 @@ impl PartitionGroups {
                 && e.persisted.as_ref().is_none_or(|p| p.members.is_empty())
                 && e.membership.generation() == 0
                 && e.consumer.is_none()
+                && e.share.is_none()
         });
         if unused {
             self.groups.remove(group);

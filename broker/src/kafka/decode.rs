@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, SyncGroupRequest,
+    SaslHandshakeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -174,6 +174,10 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
             bounds::check_consumer_group_heartbeat,
         )
         .map(drop),
+        ApiKey::ShareGroupHeartbeat => {
+            checked::<ShareGroupHeartbeatRequest>(request, bounds::check_share_group_heartbeat)
+                .map(drop)
+        }
         ApiKey::ConsumerGroupDescribe => {
             checked::<ConsumerGroupDescribeRequest>(request, bounds::check_consumer_group_describe)
                 .map(drop)

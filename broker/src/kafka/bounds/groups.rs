@@ -223,6 +223,18 @@ pub fn check_consumer_group_heartbeat(body: &[u8], version: i16) -> Walk {
     w.end()
 }
 
+/// ShareGroupHeartbeat v1 (flexible).
+pub fn check_share_group_heartbeat(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.string()?; // member_id
+    w.fixed(4)?; // member_epoch
+    w.string()?; // rack_id
+    w.array(|w| w.string())?; // subscribed_topic_names
+    w.tagged_fields()?;
+    w.end()
+}
+
 /// ConsumerGroupDescribe v0-1 (flexible).
 pub fn check_consumer_group_describe(body: &[u8], _version: i16) -> Walk {
     let mut w = Walker::new(body, true);
@@ -431,6 +443,17 @@ mod tests {
                 encoded(&r, v),
             ));
         }
+        let share = ShareGroupHeartbeatRequest::default()
+            .with_group_id(group())
+            .with_member_id(text("m"))
+            .with_rack_id(Some(text("r")))
+            .with_subscribed_topic_names(Some(vec![TopicName(text("t"))]));
+        cases.push((
+            "share group heartbeat",
+            check_share_group_heartbeat,
+            1,
+            encoded(&share, 1),
+        ));
         for v in 0..=1 {
             let r = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group(), group()]);
             cases.push((

@@ -21,6 +21,7 @@ mod offsets;
 mod produce;
 mod producers;
 mod quotas;
+mod share_groups;
 mod topics;
 mod transactions;
 mod txn_admin;
@@ -171,6 +172,8 @@ apis! {
             => |s, r, c| consumer_groups::heartbeat(s, &r, c);
         ConsumerGroupDescribe consumer_group_describe::DESCRIBE_VERSIONS
             => |s, r, c| consumer_group_describe::describe(s, &r, c);
+        ShareGroupHeartbeat share_groups::HEARTBEAT_VERSIONS
+            => |s, r, c| share_groups::heartbeat(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
             => |s, r, c| group_offsets::offset_commit(s, &r, c);
         OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS

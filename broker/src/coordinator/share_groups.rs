@@ -1,0 +1,138 @@
+//! Share groups (KIP-932) on the coordinator: a ShareGroupHeartbeat is
+//! decided by the group's rules (`groups::modern::share_group`) under the
+//! partition's append lock, its records appended with acks=all and
+//! replayed once durable, then answered; members whose session lapsed
+//! are removed the same way by the shard's tick. A group is of one kind:
+//! a classic or consumer group is not a share group (GROUP_ID_NOT_FOUND,
+//! as Kafka answers).
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+
+use super::consumer_groups::Stored;
+use super::offsets_partition::OffsetsPartition;
+use crate::groups::modern::consumer::TopicView;
+use crate::groups::modern::share_group::{ShareAnswer, ShareRecord, ShareRequest};
+use crate::groups::records::{Key, Value};
+use crate::groups::store::PartitionGroups;
+use crate::kafka::Code;
+
+/// How long a share group member may stay silent (Kafka's
+/// `group.share.session.timeout.ms` default).
+pub const SHARE_SESSION_TIMEOUT: Duration = Duration::from_millis(45_000);
+
+impl OffsetsPartition {
+    /// Answers a validated heartbeat of share group `group`.
+    pub async fn share_heartbeat(
+        &self,
+        group: &str,
+        req: ShareRequest,
+    ) -> Result<ShareAnswer, Code> {
+        let topics = self.topic_view();
+        let member = req.member_id.clone();
+        let alive = req.member_epoch >= 0;
+        let (_, decided) = self
+            .append_then(
+                |groups| match decide(groups, group, &req, &topics) {
+                    Ok((records, answer)) => (records, Ok(answer)),
+                    Err(code) => (Vec::new(), Err(code)),
+                },
+                |groups, records| {
+                    let now = Instant::now();
+                    replay(groups, records, now);
+                    let entry = groups.get_mut(group).filter(|_| alive);
+                    let known = |e: &&mut crate::groups::store::GroupEntry| {
+                        e.share
+                            .as_ref()
+                            .is_some_and(|s| s.members.contains_key(&member))
+                    };
+                    if let Some(entry) = entry.filter(known) {
+                        entry.sessions.insert(member.clone(), now);
+                    }
+                },
+            )
+            .await?;
+        decided
+    }
+
+    /// Removes the share group members whose session lapsed by `now`.
+    pub async fn expire_share_members(&self, now: Instant) {
+        let lapsed = |entry: &crate::groups::store::GroupEntry, member: &str| {
+            let seen = entry.sessions.get(member);
+            entry.share.is_some()
+                && seen.is_some_and(|at| now.duration_since(*at) > SHARE_SESSION_TIMEOUT)
+        };
+        let overdue: Vec<(String, String)> = {
+            let groups = self.groups.borrow();
+            let ids = groups.ids().into_iter();
+            let each = ids.filter_map(|id| groups.get(&id).map(|e| (id, e)));
+            each.flat_map(|(id, entry)| {
+                let members = entry.sessions.keys().filter(|m| lapsed(entry, m));
+                members.map(|m| (id.clone(), m.clone())).collect::<Vec<_>>()
+            })
+            .collect()
+        };
+        for (group, member) in overdue {
+            let left = self
+                .append_then(
+                    |groups| {
+                        let entry = groups.get(&group).filter(|e| lapsed(e, &member));
+                        let share = entry.and_then(|e| e.share.as_ref());
+                        match share.map(|s| s.leave(&group, &member)) {
+                            Some(Ok(records)) => (as_keys(records), true),
+                            _ => (Vec::new(), false),
+                        }
+                    },
+                    |groups, records| replay(groups, records, now),
+                )
+                .await;
+            match left {
+                Ok((_, true)) => {
+                    tracing::info!(%group, %member, "share group member's session expired")
+                }
+                Ok(_) => {}
+                Err(code) => {
+                    tracing::warn!(%group, %member, code, "cannot remove an expired share group member")
+                }
+            }
+        }
+    }
+}
+
+/// The records and answer of a heartbeat, against the group as it is.
+fn decide(
+    groups: &mut PartitionGroups,
+    group: &str,
+    req: &ShareRequest,
+    topics: &TopicView,
+) -> Result<(Vec<Stored>, ShareAnswer), Code> {
+    let entry = groups.get(group);
+    let not_share = entry.is_some_and(|e| e.has_classic_members() || e.consumer.is_some());
+    let unknown = req.member_epoch != 0 && entry.is_none_or(|e| e.share.is_none());
+    if not_share || unknown {
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
+    let share = entry.and_then(|e| e.share.clone()).unwrap_or_default();
+    let decision = share.heartbeat(group, req, topics)?;
+    Ok((as_keys(decision.records), decision.answer))
+}
+
+fn as_keys(records: Vec<ShareRecord>) -> Vec<Stored> {
+    let each = records.into_iter();
+    each.map(|(k, v)| (Key::Share(k), v.map(Value::Share)))
+        .collect()
+}
+
+/// Replays durable share group records into the groups.
+fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
+    for (key, value) in records {
+        if let Key::Share(key) = key {
+            let value = match value {
+                Some(Value::Share(v)) => Some(v),
+                _ => None,
+            };
+            groups.replay_share(key, value, now);
+        }
+    }
+}

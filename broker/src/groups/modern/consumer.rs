@@ -449,20 +449,8 @@ impl ConsumerGroup {
     /// counts): a change is a new group epoch (a new topic matching a
     /// member's regular expression too).
     fn subscribed_hash(&self, topics: &TopicView) -> i64 {
-        let names: BTreeSet<&String> = self
-            .members
-            .values()
-            .flat_map(|m| subscribed_names(&m.metadata, topics))
-            .collect();
-        let mut bytes = Vec::new();
-        for name in names {
-            if let Some((id, count)) = topics.get(name) {
-                bytes.extend_from_slice(name.as_bytes());
-                bytes.extend_from_slice(id);
-                bytes.extend_from_slice(&count.to_be_bytes());
-            }
-        }
-        i64::from(crc32c::crc32c(&bytes)) | (bytes.len() as i64) << 32
+        let names = (self.members.values()).flat_map(|m| subscribed_names(&m.metadata, topics));
+        topics_hash(names, topics)
     }
 
     /// Whether `member_id` at `epoch` may commit offsets (Kafka's
@@ -636,6 +624,21 @@ fn subscribed_names<'a>(
         names.filter(move |name| topic_regex::matches(regex, name))
     });
     named.chain(matched).collect()
+}
+
+/// A hash of the existing topics among `names` (each name, id and
+/// partition count): a change of it is a new group epoch.
+pub(super) fn topics_hash<'a>(names: impl Iterator<Item = &'a String>, topics: &TopicView) -> i64 {
+    let names: BTreeSet<&String> = names.collect();
+    let mut bytes = Vec::new();
+    for name in names {
+        if let Some((id, count)) = topics.get(name) {
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.extend_from_slice(id);
+            bytes.extend_from_slice(&count.to_be_bytes());
+        }
+    }
+    i64::from(crc32c::crc32c(&bytes)) | (bytes.len() as i64) << 32
 }
 
 /// The ids of the existing topics a member subscribes to.

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use super::assign::{self, MemberSpec};
-use super::consumer::{by_topic, Partition, TopicId, TopicView};
+use super::consumer::{by_topic, topics_hash, Partition, TopicId, TopicView};
 use super::group_records::TopicPartitions;
 pub use super::share_records::ShareMemberMetadata;
 use super::share_records::{ShareKey, ShareValue};
@@ -341,18 +341,11 @@ impl ShareGroup {
 
     /// A hash of the subscribed topics (ids and partition counts).
     fn subscribed_hash(&self, topics: &TopicView) -> i64 {
-        let names: BTreeSet<&String> = (self.members.values())
-            .flat_map(|m| &m.metadata.subscribed_topic_names)
-            .filter(|name| topics.contains_key(*name))
-            .collect();
-        let mut bytes = Vec::new();
-        for name in names {
-            let (id, count) = topics[name];
-            bytes.extend_from_slice(name.as_bytes());
-            bytes.extend_from_slice(&id);
-            bytes.extend_from_slice(&count.to_be_bytes());
-        }
-        i64::from(crc32c::crc32c(&bytes)) | (bytes.len() as i64) << 32
+        let names = self
+            .members
+            .values()
+            .flat_map(|m| &m.metadata.subscribed_topic_names);
+        topics_hash(names, topics)
     }
 }
 

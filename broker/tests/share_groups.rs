@@ -9,7 +9,8 @@ use std::time::Duration;
 use client::cluster::Cluster;
 use client::connection::Connection;
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, FindCoordinatorRequest, GroupId, ShareGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatRequest, DeleteGroupsRequest, DescribeGroupsRequest,
+    FindCoordinatorRequest, GroupId, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -128,5 +129,44 @@ fn share_group_members_share_a_partition_and_the_group_outlives_a_restart() {
         let gone = coordinated(&mut c, &beat("member-b", 2)).await;
         assert_eq!(gone.error_code, ResponseError::UnknownMemberId.code());
         assert_eq!(listed(address).await.0, "share");
+        // ShareGroupDescribe: the epochs and a's partition, named.
+        let describe =
+            ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("queue"))]);
+        let described = c.call(&describe, 1).await.unwrap().groups.remove(0);
+        assert_eq!(described.error_code, 0);
+        assert_eq!(
+            (described.group_state.as_str(), described.group_epoch),
+            ("Stable", 3)
+        );
+        assert_eq!(described.assignor_name.as_str(), "simple");
+        let member = &described.members[0];
+        assert_eq!(
+            (member.member_id.as_str(), member.member_epoch),
+            ("member-a", 2)
+        );
+        let topic = &member.assignment.topic_partitions[0];
+        assert_eq!(
+            (topic.topic_name.as_str(), topic.partitions.clone()),
+            ("jobs", vec![0])
+        );
+        // DescribeGroups says Dead, as Kafka for a group of another kind.
+        let classic = DescribeGroupsRequest::default().with_groups(vec![GroupId(text("queue"))]);
+        let classic = c.call(&classic, 5).await.unwrap().groups.remove(0);
+        assert_eq!(classic.group_state.as_str(), "Dead");
+        // a leaves; the empty group is deleted, and stays deleted.
+        let a = coordinated(&mut c, &beat("member-a", -1)).await;
+        assert_eq!(a.error_code, 0);
+        let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text("queue"))]);
+        let deleted = c.call(&delete, 2).await.unwrap();
+        assert_eq!(deleted.results[0].error_code, 0);
+    });
+    let mut broker = broker;
+    broker.stop();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "share-test");
+        let groups = cluster.list_groups().await.unwrap();
+        assert!(groups.iter().all(|g| g.group != "queue"), "{groups:?}");
     });
 }

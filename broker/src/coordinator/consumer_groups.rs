@@ -365,8 +365,8 @@ pub(super) fn as_keys(records: Vec<Record>) -> Vec<Stored> {
         .collect()
 }
 
-/// Replays durable consumer group records into the groups, and those of
-/// a conversion: a classic group's tombstone (upgraded) ends its
+/// Replays durable consumer and share group records into the groups,
+/// and those of a conversion: a classic group's tombstone (upgraded) ends its
 /// membership; its record (downgraded) restores it, and the members join
 /// again under the classic protocol at once.
 pub(super) fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
@@ -384,6 +384,13 @@ pub(super) fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Inst
                 groups.entry(group).membership.rebalance(now);
             }
             (Key::Group(group), None) => groups.clear_membership(group),
+            (Key::Share(key), value) => {
+                let value = match value {
+                    Some(Value::Share(v)) => Some(v),
+                    _ => None,
+                };
+                groups.replay_share(key, value, now);
+            }
             _ => {}
         }
     }

@@ -8,10 +8,12 @@ use kafka_protocol::ResponseError;
 
 use super::consumer_groups::{consumer_tombstones, replay};
 use super::offsets_partition::OffsetsPartition;
+use super::share_groups::share_tombstones;
 use super::Listed;
 use crate::groups::consumer_protocol;
 use crate::groups::membership::GroupSnapshot;
 use crate::groups::modern::consumer::ConsumerGroup;
+use crate::groups::modern::share_group::ShareGroup;
 use crate::groups::records::{CommittedOffset, Key, Value};
 use crate::kafka::Code;
 
@@ -107,13 +109,14 @@ impl OffsetsPartition {
     }
 
     /// The group's membership (None: no such classic group; a consumer
-    /// group is described by ConsumerGroupDescribe, as Kafka's).
+    /// or share group is described by ConsumerGroupDescribe or
+    /// ShareGroupDescribe, as Kafka's).
     pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
         let groups = self.groups.borrow();
         let entry = groups.get(group)?;
-        match entry.consumer_group() {
-            Some(_) => None,
-            None => Some(entry.membership.snapshot()),
+        match entry.consumer_group().is_some() || entry.share.is_some() {
+            true => None,
+            false => Some(entry.membership.snapshot()),
         }
     }
 
@@ -123,6 +126,16 @@ impl OffsetsPartition {
         let groups = self.groups.borrow();
         let consumer = groups.get(group).and_then(|e| e.consumer_group());
         consumer
+            .cloned()
+            .ok_or_else(|| ResponseError::GroupIdNotFound.code())
+    }
+
+    /// Share group `group` as it stands (GROUP_ID_NOT_FOUND: none, or a
+    /// group of another kind).
+    pub fn describe_share(&self, group: &str) -> Result<ShareGroup, Code> {
+        let groups = self.groups.borrow();
+        let share = groups.get(group).and_then(|e| e.share.as_ref());
+        share
             .cloned()
             .ok_or_else(|| ResponseError::GroupIdNotFound.code())
     }
@@ -198,7 +211,13 @@ impl OffsetsPartition {
                     records.push((Key::Group(group.clone()), None));
                     let consumer = entry.consumer.as_ref();
                     let ended = consumer.map(|c| consumer_tombstones(&group, c));
-                    let ended = ended.unwrap_or_default();
+                    let mut ended = ended.unwrap_or_default();
+                    let share = entry.share.as_ref();
+                    ended.extend(
+                        share
+                            .map(|s| share_tombstones(&group, s))
+                            .unwrap_or_default(),
+                    );
                     records.extend(ended.iter().cloned());
                     (records, Ok((deleted, ended)))
                 }

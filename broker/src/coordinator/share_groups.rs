@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 
-use super::consumer_groups::Stored;
+use super::consumer_groups::{replay, Stored};
 use super::offsets_partition::OffsetsPartition;
 use crate::groups::modern::consumer::TopicView;
-use crate::groups::modern::share_group::{ShareAnswer, ShareRecord, ShareRequest};
+use crate::groups::modern::share_group::{ShareAnswer, ShareGroup, ShareRecord, ShareRequest};
+use crate::groups::modern::share_records::ShareKey;
 use crate::groups::records::{Key, Value};
 use crate::groups::store::PartitionGroups;
 use crate::kafka::Code;
@@ -124,15 +125,22 @@ fn as_keys(records: Vec<ShareRecord>) -> Vec<Stored> {
         .collect()
 }
 
-/// Replays durable share group records into the groups.
-fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Instant) {
-    for (key, value) in records {
-        if let Key::Share(key) = key {
-            let value = match value {
-                Some(Value::Share(v)) => Some(v),
-                _ => None,
-            };
-            groups.replay_share(key, value, now);
-        }
-    }
+/// The tombstones that end share group `group` (without members): its
+/// targets, its target epoch, then its epoch (whose tombstone, replayed,
+/// drops the group's state).
+pub(super) fn share_tombstones(group: &str, share: &ShareGroup) -> Vec<Stored> {
+    let targets = share.targets.keys().map(|member| ShareKey::Target {
+        group: group.into(),
+        member: member.clone(),
+    });
+    let group_keys = [
+        ShareKey::TargetEpoch {
+            group: group.into(),
+        },
+        ShareKey::Group {
+            group: group.into(),
+        },
+    ];
+    let keys = targets.chain(group_keys);
+    keys.map(|key| (Key::Share(key), None)).collect()
 }

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
+    SaslHandshakeRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -176,6 +176,10 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         .map(drop),
         ApiKey::ShareGroupHeartbeat => {
             checked::<ShareGroupHeartbeatRequest>(request, bounds::check_share_group_heartbeat)
+                .map(drop)
+        }
+        ApiKey::ShareGroupDescribe => {
+            checked::<ShareGroupDescribeRequest>(request, bounds::check_share_group_describe)
                 .map(drop)
         }
         ApiKey::ConsumerGroupDescribe => {

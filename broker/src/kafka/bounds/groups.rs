@@ -235,6 +235,11 @@ pub fn check_share_group_heartbeat(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// ShareGroupDescribe v1 (flexible; ConsumerGroupDescribe's layout).
+pub fn check_share_group_describe(body: &[u8], version: i16) -> Walk {
+    check_consumer_group_describe(body, version)
+}
+
 /// ConsumerGroupDescribe v0-1 (flexible).
 pub fn check_consumer_group_describe(body: &[u8], _version: i16) -> Walk {
     let mut w = Walker::new(body, true);
@@ -463,6 +468,13 @@ mod tests {
                 encoded(&r, v),
             ));
         }
+        let r = ShareGroupDescribeRequest::default().with_group_ids(vec![group(), group()]);
+        cases.push((
+            "share group describe",
+            check_share_group_describe,
+            1,
+            encoded(&r, 1),
+        ));
         for (name, check, version, body) in &cases {
             check(body, *version).unwrap_or_else(|e| panic!("{name} v{version}: {e}"));
             // The walk reads exactly what the codec wrote: one byte less

@@ -21,6 +21,7 @@ mod offsets;
 mod produce;
 mod producers;
 mod quotas;
+mod share_group_describe;
 mod share_groups;
 mod topics;
 mod transactions;
@@ -174,6 +175,8 @@ apis! {
             => |s, r, c| consumer_group_describe::describe(s, &r, c);
         ShareGroupHeartbeat share_groups::HEARTBEAT_VERSIONS
             => |s, r, c| share_groups::heartbeat(s, &r, c);
+        ShareGroupDescribe share_group_describe::DESCRIBE_VERSIONS
+            => |s, r, c| share_group_describe::describe(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
             => |s, r, c| group_offsets::offset_commit(s, &r, c);
         OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS

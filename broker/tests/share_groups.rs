@@ -114,6 +114,21 @@ fn share_group_members_share_a_partition_and_the_group_outlives_a_restart() {
             .with_topic_partitions(Some(vec![]));
         let refused = c.call(&consumer, 1).await.unwrap();
         assert_eq!(refused.error_code, ResponseError::GroupIdNotFound.code());
+        // Nor does it keep committed offsets.
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        let commit = kafka_protocol::messages::OffsetCommitRequest::default()
+            .with_group_id(GroupId(text("queue")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(text("jobs")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(5)])]);
+        let committed = c.call(&commit, 8).await.unwrap();
+        let code = committed.topics[0].partitions[0].error_code;
+        assert_eq!(code, ResponseError::GroupIdNotFound.code());
     });
     // A restart: the group and its members are read back.
     let mut broker = broker;
@@ -165,6 +180,11 @@ fn share_group_members_share_a_partition_and_the_group_outlives_a_restart() {
     let broker = start_broker(dir.path());
     let address = broker.address;
     on_glommio(async move {
+        // Once its coordinator is up, the group is unknown to a heartbeat
+        // (a rejoin at 0 would make a new one).
+        let mut c = Connection::connect(address, "share-test").await.unwrap();
+        let gone = coordinated(&mut c, &beat("member-a", 1)).await;
+        assert_eq!(gone.error_code, ResponseError::GroupIdNotFound.code());
         let cluster = Cluster::new(address, "share-test");
         let groups = cluster.list_groups().await.unwrap();
         assert!(groups.iter().all(|g| g.group != "queue"), "{groups:?}");

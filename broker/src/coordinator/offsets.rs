@@ -28,6 +28,8 @@ impl OffsetsPartition {
     ) -> Code {
         let (member_id, instance_id, generation) = member;
         let allowed = match self.groups.borrow().get(group) {
+            // A share group keeps no offsets (Kafka's answer).
+            Some(entry) if entry.share.is_some() => Err(ResponseError::GroupIdNotFound.code()),
             Some(entry) => match entry.consumer_group() {
                 Some(consumer) => consumer.may_commit(member_id, generation),
                 None => entry
@@ -250,7 +252,7 @@ impl OffsetsPartition {
         let wanted = partitions.clone();
         let result = self
             .append(move |groups| {
-                let Some(entry) = groups.get(group) else {
+                let Some(entry) = groups.get(group).filter(|e| e.share.is_none()) else {
                     return (vec![], Err(ResponseError::GroupIdNotFound.code()));
                 };
                 let snapshot = entry.membership.snapshot();

@@ -33,16 +33,21 @@ impl OffsetsPartition {
         let topics = self.topic_view();
         let member = req.member_id.clone();
         let alive = req.member_epoch >= 0;
+        // A refused heartbeat keeps no session alive.
+        let accepted = std::cell::Cell::new(false);
         let (_, decided) = self
             .append_then(
                 |groups| match decide(groups, group, &req, &topics) {
-                    Ok((records, answer)) => (records, Ok(answer)),
+                    Ok((records, answer)) => {
+                        accepted.set(true);
+                        (records, Ok(answer))
+                    }
                     Err(code) => (Vec::new(), Err(code)),
                 },
                 |groups, records| {
                     let now = Instant::now();
                     replay(groups, records, now);
-                    let entry = groups.get_mut(group).filter(|_| alive);
+                    let entry = groups.get_mut(group).filter(|_| alive && accepted.get());
                     let known = |e: &&mut crate::groups::store::GroupEntry| {
                         e.share
                             .as_ref()
@@ -109,7 +114,9 @@ fn decide(
     topics: &TopicView,
 ) -> Result<(Vec<Stored>, ShareAnswer), Code> {
     let entry = groups.get(group);
-    let not_share = entry.is_some_and(|e| e.has_classic_members() || e.consumer.is_some());
+    // Any other group of that id (classic, consumer, or one that only
+    // holds committed offsets) is not a share group (Kafka's answer).
+    let not_share = entry.is_some_and(|e| e.share.is_none());
     let unknown = req.member_epoch != 0 && entry.is_none_or(|e| e.share.is_none());
     if not_share || unknown {
         return Err(ResponseError::GroupIdNotFound.code());

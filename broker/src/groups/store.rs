@@ -249,6 +249,13 @@ impl PartitionGroups {
             self.forget_if_unused(&group);
             return;
         }
+        // A tombstone, or Kafka's share-partition initialization (15),
+        // of a group not (or no longer) here makes none.
+        let makes_nothing = value.is_none() || matches!(key, ShareKey::StatePartitions { .. });
+        if entry.share.is_none() && makes_nothing {
+            self.forget_if_unused(&group);
+            return;
+        }
         let share = entry.share.get_or_insert_with(ShareGroup::default);
         share.replay(key, value);
         match (key, value) {

@@ -48,8 +48,9 @@ pub enum Step {
     },
     /// The session goes on over these partitions.
     Continued(BTreeSet<SessionPartition>),
-    /// The session ends with this request, over these partitions (the
-    /// member's records are to be given back afterwards).
+    /// The session ends with this request, over these partitions: it
+    /// acknowledges, acquires nothing (the member's records are to be
+    /// given back afterwards).
     Closed(BTreeSet<SessionPartition>),
 }
 
@@ -108,6 +109,10 @@ impl Sessions {
                 partitions,
                 replaced,
             });
+        }
+        if epoch == FINAL_EPOCH && !added.is_empty() {
+            // A closing request only acknowledges (Kafka's FinalContext).
+            return Err(ResponseError::InvalidRequest.code());
         }
         let session = self.current(key, epoch)?;
         session.partitions.extend(added.iter().copied());
@@ -228,6 +233,12 @@ mod tests {
         );
         assert_eq!(s.get(&k), None);
         assert_eq!(s.fetch(&k, (FINAL_EPOCH, 7), false, (&[], &[])), not_found);
+        // A closing fetch may not add partitions to fetch from.
+        s.fetch(&k, (0, 7), false, (&[P0], &[])).unwrap();
+        assert_eq!(
+            s.fetch(&k, (FINAL_EPOCH, 7), true, (&[P1], &[])),
+            Err(ResponseError::InvalidRequest.code())
+        );
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct ShareDecision {
     pub records: Vec<ShareRecord>,
     /// The answer, once they are durable.
     pub answer: ShareAnswer,
+    /// The group as the decision means it to be (the records, replayed,
+    /// must make it).
+    #[cfg(test)]
+    pub intended: ShareGroup,
 }
 
 /// INVALID_REQUEST for what a heartbeat may not carry (Kafka's checks).
@@ -129,6 +133,14 @@ impl ShareGroup {
                         member_epoch: -1,
                         assignment: None,
                     },
+                    #[cfg(test)]
+                    intended: {
+                        let mut left = self.clone();
+                        left.members.remove(&req.member_id);
+                        left.targets.remove(&req.member_id);
+                        left.epoch += 1;
+                        left
+                    },
                 });
         }
         let current = self.member_for(req)?;
@@ -139,7 +151,7 @@ impl ShareGroup {
         let member = ShareMember {
             metadata,
             epoch: current.map_or(0, |m| m.epoch),
-            previous_epoch: current.map_or(0, |m| m.epoch),
+            previous_epoch: current.map_or(0, |m| m.previous_epoch),
             assigned: current.map(|m| m.assigned.clone()).unwrap_or_default(),
         };
         group.members.insert(req.member_id.clone(), member);
@@ -181,6 +193,8 @@ impl ShareGroup {
                 member_epoch: member.epoch,
                 assignment: (full || changed).then_some(member.assigned),
             },
+            #[cfg(test)]
+            intended: group,
         })
     }
 

@@ -200,11 +200,6 @@ impl SharePartition {
         self.in_flight.get(&offset)
     }
 
-    /// Settings changed (a group config): later steps use them.
-    pub fn set_limits(&mut self, limits: Limits) {
-        self.limits = limits;
-    }
-
     /// Records in flight not yet done (acquired or available), for the
     /// lag and metrics.
     pub fn unfinished(&self) -> usize {
@@ -346,16 +341,6 @@ impl SharePartition {
         self.start = log_start;
         self.end = self.end.max(log_start);
         self.advance_start();
-    }
-
-    /// The earliest lock expiry, if any record is acquired (when the
-    /// caller's timer should next call [`SharePartition::expire_locks`]).
-    pub fn next_expiry(&self) -> Option<i64> {
-        let until = self.in_flight.values().filter_map(|r| match r.state {
-            RecordState::Acquired { until_ms, .. } => Some(until_ms),
-            _ => None,
-        });
-        until.min()
     }
 
     /// The durable state.

@@ -97,7 +97,7 @@ fn topics_named<'a>(
 }
 
 /// Every topic's name by id.
-fn topic_names(shard: &Shard) -> HashMap<TopicId, String> {
+pub(super) fn topic_names(shard: &Shard) -> HashMap<TopicId, String> {
     let view = shard.cluster.view.borrow();
     let topics = view.metadata.topics.values();
     topics.map(|t| (t.id.0, t.name.clone())).collect()

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{ShareGroupDescribeRequest, ShareGroupDescribeResp
 use kafka_protocol::protocol::StrBytes;
 
 use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED};
+use super::consumer_group_describe::topic_names;
 use super::{respond, HandlerError, Outcome};
 use crate::groups::modern::consumer::{by_topic, Partition, TopicId};
 use crate::groups::modern::share_group::ShareGroup;
@@ -83,13 +84,6 @@ fn topics_named<'a>(
     let subscribed = (group.members.values()).flat_map(|m| &m.metadata.subscribed_topic_names);
     let assigned = group.members.values().flat_map(|m| &m.assigned);
     subscribed.chain(assigned.filter_map(|(id, _)| names.get(id)))
-}
-
-/// Every topic's name by id.
-fn topic_names(shard: &Shard) -> HashMap<TopicId, String> {
-    let view = shard.cluster.view.borrow();
-    let topics = view.metadata.topics.values();
-    topics.map(|t| (t.id.0, t.name.clone())).collect()
 }
 
 fn described_group(

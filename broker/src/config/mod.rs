@@ -164,6 +164,18 @@ pub struct BrokerConfig {
     /// `group.consumer.migration.policy`): bidirectional, upgrade,
     /// downgrade or disabled.
     pub group_consumer_migration_policy: String,
+    /// How long a share group member holds the records it acquired
+    /// before they go back (Kafka's `group.share.record.lock.duration.ms`).
+    pub group_share_record_lock_duration_ms: u64,
+    /// Deliveries after which a share group's record that comes back is
+    /// archived (Kafka's `group.share.delivery.count.limit`, 2..=10).
+    pub group_share_delivery_count_limit: u16,
+    /// The most records in flight per share-partition (Kafka's
+    /// `group.share.partition.max.record.locks`).
+    pub group_share_partition_max_record_locks: u32,
+    /// The most share sessions a broker keeps (Kafka's
+    /// `group.share.max.share.sessions`).
+    pub group_share_max_share_sessions: u32,
     /// Pin each shard's executor to its own CPU (the default). Off, the
     /// scheduler places them (see docs/configuration.md, "Pinning").
     pub pin_shards: bool,
@@ -297,6 +309,10 @@ impl Default for BrokerConfig {
             group_consumer_min_heartbeat_interval_ms: 5_000,
             group_consumer_max_heartbeat_interval_ms: 15_000,
             group_consumer_migration_policy: "bidirectional".into(),
+            group_share_record_lock_duration_ms: 30_000,
+            group_share_delivery_count_limit: 5,
+            group_share_partition_max_record_locks: 2_000,
+            group_share_max_share_sessions: 2_000,
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
             controller_listen: None,
@@ -439,6 +455,18 @@ impl BrokerConfig {
         }
         if let Err(why) = self.consumer_group_timeouts().check(&bounds) {
             return invalid(format!("group_consumer_*: {why}"));
+        }
+        if !(2..=10).contains(&self.group_share_delivery_count_limit)
+            || !(1_000..=3_600_000).contains(&self.group_share_record_lock_duration_ms)
+            || self.group_share_partition_max_record_locks < 100
+            || self.group_share_max_share_sessions < 1
+        {
+            return invalid(
+                "group_share_delivery_count_limit 2..=10, group_share_record_lock_duration_ms \
+                 1000..=3600000, group_share_partition_max_record_locks at least 100, \
+                 group_share_max_share_sessions at least 1"
+                    .into(),
+            );
         }
         if !(0..=2).contains(&self.transaction_version) {
             return invalid(format!(

@@ -13,7 +13,8 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
+    SaslHandshakeRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -177,6 +178,12 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         ApiKey::ShareGroupHeartbeat => {
             checked::<ShareGroupHeartbeatRequest>(request, bounds::check_share_group_heartbeat)
                 .map(drop)
+        }
+        ApiKey::ShareFetch => {
+            checked::<ShareFetchRequest>(request, bounds::check_share_fetch).map(drop)
+        }
+        ApiKey::ShareAcknowledge => {
+            checked::<ShareAcknowledgeRequest>(request, bounds::check_share_acknowledge).map(drop)
         }
         ApiKey::ShareGroupDescribe => {
             checked::<ShareGroupDescribeRequest>(request, bounds::check_share_group_describe)

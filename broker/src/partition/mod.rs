@@ -18,6 +18,7 @@ pub mod markers;
 pub mod read;
 pub mod role;
 pub mod served;
+pub mod share_states;
 pub mod table;
 pub mod txn_verify;
 
@@ -32,9 +33,11 @@ use crate::cluster::routing::Route;
 use crate::cluster::Cluster;
 use crate::counters::ShardMetrics;
 use crate::kafka::Code;
-use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
+use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, ShardId, Sharded};
+use crate::share::sessions::{SessionKey, Sessions};
 use markers::MarkerListener;
 use served::ServedPartition;
+use share_states::ShareStates;
 use table::PartitionTable;
 use txn_verify::TxnVerifier;
 
@@ -52,6 +55,11 @@ pub struct Partitions {
     /// Hears of markers on `__consumer_offsets` (the group coordinator,
     /// installed by the shard).
     pub marker_listener: RefCell<Option<Rc<dyn MarkerListener>>>,
+    /// The share groups' share-partitions of the partitions it leads.
+    pub share_states: ShareStates,
+    /// The share sessions whose keys hash to this shard
+    /// ([`Partitions::share_session_shard`]).
+    pub share_sessions: RefCell<Sessions>,
     peers: Sharded<Partitions>,
 }
 
@@ -65,12 +73,16 @@ impl Partitions {
     ) -> Rc<Partitions> {
         let index = cluster.shard();
         let cache_bytes = cluster.config.log_cache_bytes_per_shard(cluster.shards());
+        let sessions = cluster.config.group_share_max_share_sessions as usize;
+        let sessions_per_shard = sessions.div_ceil(cluster.shards()).max(1);
         Rc::new_cyclic(|this| Partitions {
             table: PartitionTable::new(cluster.partitions_root(), CacheShare::new(cache_bytes)),
             cluster,
             metrics,
             txn_verifier: RefCell::new(None),
             marker_listener: RefCell::new(None),
+            share_states: ShareStates::default(),
+            share_sessions: RefCell::new(Sessions::new(sessions_per_shard)),
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }
@@ -136,6 +148,24 @@ impl Partitions {
             })
         });
         futures::future::join_all(calls).await
+    }
+
+    /// Runs `work` on shard `shard`'s partitions.
+    pub async fn on_shard<T, W>(&self, shard: ShardId, work: W) -> Result<T, ShardGone>
+    where
+        T: Send + 'static,
+        W: FnOnce(Rc<Partitions>) -> LocalFuture<T> + Send + 'static,
+    {
+        self.peers.invoke_on(shard, work).await
+    }
+
+    /// The shard keeping the share session of `key` (group, member): one
+    /// per broker whichever shard its connection is on.
+    pub fn share_session_shard(&self, key: &SessionKey) -> ShardId {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        ShardId((hasher.finish() % self.cluster.shards() as u64) as usize)
     }
 
     /// Runs `work` on every shard's partitions at once; the results in

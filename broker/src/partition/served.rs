@@ -41,6 +41,16 @@ pub fn check_leader_epoch(requested: i32, current: LeaderEpoch) -> Result<(), Co
     }
 }
 
+impl ServedPartition {
+    /// Its key.
+    pub fn key(&self) -> PartitionKey {
+        PartitionKey {
+            topic: self.topic.id,
+            index: self.index,
+        }
+    }
+}
+
 impl Partitions {
     /// Opens a partition this broker leads, on its owning shard.
     pub async fn open_led(&self, key: PartitionKey) -> Result<ServedPartition, Code> {

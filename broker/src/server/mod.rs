@@ -345,6 +345,10 @@ fn spawn_services(shard: &Rc<Shard>, shared: &Shared, index: usize, changes: Cha
     glommio::spawn_local(follow_metadata::follow_metadata(shard.clone(), changes)).detach();
     glommio::spawn_local(crate::partition::maintenance::run(shard.partitions.clone())).detach();
     glommio::spawn_local(crate::partition::cache_trim::run(shard.partitions.clone())).detach();
+    glommio::spawn_local(crate::partition::share_states::tick(
+        shard.partitions.clone(),
+    ))
+    .detach();
     glommio::spawn_local(shard.coordinator.clone().tick()).detach();
     glommio::spawn_local(shard.txn_coordinator.clone().tick()).detach();
     glommio::spawn_local(crate::replica::isr_loop(shard.partitions.clone())).detach();

@@ -200,6 +200,19 @@ impl SharePartition {
         self.in_flight.get(&offset)
     }
 
+    /// Where the next records to hand out are: the first available
+    /// in-flight offset, else the end.
+    pub fn next_to_acquire(&self) -> i64 {
+        let available = self.in_flight.iter();
+        let mut available = available.filter(|(_, r)| r.state == RecordState::Available);
+        available.next().map_or(self.end, |(offset, _)| *offset)
+    }
+
+    /// The limits it works with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Records in flight not yet done (acquired or available), for the
     /// lag and metrics.
     pub fn unfinished(&self) -> usize {
@@ -219,13 +232,25 @@ impl SharePartition {
         log_end: i64,
         now_ms: i64,
     ) -> Vec<Acquired> {
+        self.acquire_within(member, max_records, (i64::MIN, log_end), now_ms)
+    }
+
+    /// [`SharePartition::acquire`] of offsets in `from..below` only (the
+    /// batches a read brought).
+    pub fn acquire_within(
+        &mut self,
+        member: &str,
+        max_records: usize,
+        (from, below): (i64, i64),
+        now_ms: i64,
+    ) -> Vec<Acquired> {
         let until_ms = now_ms + self.limits.lock_ms;
         let mut taken: Vec<(i64, u16)> = Vec::new();
-        for (offset, record) in self.in_flight.iter_mut() {
-            if taken.len() >= max_records {
+        for (offset, record) in self.in_flight.range_mut(from..) {
+            if taken.len() >= max_records || *offset >= below {
                 break;
             }
-            if record.state == RecordState::Available && *offset < log_end {
+            if record.state == RecordState::Available {
                 record.delivery_count = record.delivery_count.saturating_add(1);
                 record.state = RecordState::Acquired {
                     member: member.to_string(),
@@ -234,8 +259,8 @@ impl SharePartition {
                 taken.push((*offset, record.delivery_count));
             }
         }
-        let room = (self.start + self.limits.max_in_flight).min(log_end);
-        while taken.len() < max_records && self.end < room {
+        let room = (self.start + self.limits.max_in_flight).min(below);
+        while taken.len() < max_records && self.end < room && self.end >= from {
             let record = InFlight {
                 state: RecordState::Acquired {
                     member: member.to_string(),
@@ -264,6 +289,11 @@ impl SharePartition {
         // Kafka: INVALID_REQUEST for offsets never handed out.
         if first > last || first < 0 || last >= self.end {
             return Err(AckError::BadRange);
+        }
+        if first < self.start {
+            // Done already (and the walk below stays within what is in
+            // flight, at most `max_in_flight` offsets).
+            return Err(AckError::NotHeld(first));
         }
         for offset in first..=last {
             let held = self.in_flight.get(&offset).is_some_and(

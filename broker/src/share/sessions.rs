@@ -38,13 +38,14 @@ pub struct Session {
 /// What a request does to its session, once accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    /// A new session over these partitions; `replaced`: the member had
-    /// one (its records are to be given back).
+    /// A new session over these partitions; `replaced`: the partitions
+    /// of the member's earlier session, if it had one (its records there
+    /// are to be given back).
     Opened {
         /// The partitions.
         partitions: BTreeSet<SessionPartition>,
-        /// It replaced the member's earlier session.
-        replaced: bool,
+        /// The partitions of the session it replaced.
+        replaced: Option<BTreeSet<SessionPartition>>,
     },
     /// The session goes on over these partitions.
     Continued(BTreeSet<SessionPartition>),
@@ -94,7 +95,7 @@ impl Sessions {
                 // Nothing can be acknowledged in a session not yet open.
                 return Err(ResponseError::InvalidRequest.code());
             }
-            let replaced = self.sessions.remove(key).is_some();
+            let replaced = self.sessions.remove(key).map(|s| s.partitions);
             if self.sessions.len() >= self.limit {
                 return Err(ResponseError::ShareSessionLimitReached.code());
             }
@@ -132,17 +133,21 @@ impl Sessions {
         Ok(self.advanced(key, epoch))
     }
 
-    /// The sessions that lived on `connection`, ended (the members'
-    /// records are to be given back).
-    pub fn connection_closed(&mut self, connection: u64) -> Vec<SessionKey> {
+    /// The sessions that lived on `connection`, ended, with their
+    /// partitions (the members' records there are to be given back).
+    pub fn connection_closed(
+        &mut self,
+        connection: u64,
+    ) -> Vec<(SessionKey, BTreeSet<SessionPartition>)> {
         let ended: Vec<SessionKey> = (self.sessions.iter())
             .filter(|(_, s)| s.connection == connection)
             .map(|(k, _)| k.clone())
             .collect();
-        for key in &ended {
-            self.sessions.remove(key);
-        }
-        ended
+        let remove = |key: SessionKey| {
+            let session = self.sessions.remove(&key).expect("listed above");
+            (key, session.partitions)
+        };
+        ended.into_iter().map(remove).collect()
     }
 
     /// The session a request at `epoch` (not 0) continues or closes.
@@ -202,7 +207,7 @@ mod tests {
             opened,
             Step::Opened {
                 partitions: only_p0.clone(),
-                replaced: false
+                replaced: None
             }
         );
         // The next request adds P1; the one after forgets P0.
@@ -250,7 +255,7 @@ mod tests {
             replaced,
             Step::Opened {
                 partitions: BTreeSet::new(),
-                replaced: true
+                replaced: Some(BTreeSet::from([P0]))
             }
         );
         assert_eq!(
@@ -280,7 +285,7 @@ mod tests {
         s.sessions.get_mut(&key("a")).unwrap().epoch = i32::MAX;
         s.acknowledge(&key("a"), i32::MAX).unwrap();
         assert_eq!(s.get(&key("a")).unwrap().epoch, 1);
-        assert_eq!(s.connection_closed(1), [key("a")]);
+        assert_eq!(s.connection_closed(1), [(key("a"), BTreeSet::new())]);
         assert!(s.get(&key("a")).is_none() && s.get(&key("b")).is_some());
     }
 }

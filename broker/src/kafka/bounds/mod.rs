@@ -15,11 +15,13 @@
 mod groups;
 mod producers;
 mod security;
+mod share;
 mod transactions;
 
 pub use groups::*;
 pub use producers::*;
 pub use security::*;
+pub use share::*;
 pub use transactions::*;
 
 /// Why a body was refused before decoding.

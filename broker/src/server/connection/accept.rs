@@ -111,6 +111,7 @@ async fn serve_stream(
             listener,
             admitted,
             refused: Default::default(),
+            share_link: Default::default(),
         };
         return connection::serve(stream, client, None, shard, stopping).await;
     };
@@ -125,6 +126,7 @@ async fn serve_stream(
                 listener,
                 admitted,
                 refused: Default::default(),
+                share_link: Default::default(),
             };
             return connection::serve(stream, client, Some(tls), shard, stopping).await;
         }

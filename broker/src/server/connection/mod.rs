@@ -9,6 +9,7 @@ mod direct_read;
 mod handover;
 pub mod move_to_shard;
 pub mod refused_batches;
+pub mod share_link;
 mod vectored_send;
 
 use std::cell::RefCell;
@@ -29,6 +30,7 @@ use self::direct_read::DirectRead;
 use self::handover::{Detached, Movable};
 use self::move_to_shard::{PartitionShards, ShardMoves};
 use self::refused_batches::RefusedBatches;
+use self::share_link::ShareLink;
 use self::vectored_send::VectoredSend;
 use super::handlers::access::Caller;
 use super::handlers::{self, Outcome};
@@ -63,6 +65,8 @@ pub struct Client {
     /// Its idempotent batches refused before they were appended (moves
     /// with it): see [`refused_batches`].
     pub refused: RefCell<RefusedBatches>,
+    /// Its share sessions (moves with it): closing it ends them.
+    pub share_link: RefCell<ShareLink>,
 }
 
 /// What a connection needs of the listener it came in on.
@@ -140,20 +144,26 @@ async fn serve_counted<S: Movable>(
 ) {
     let metrics = shard.metrics.clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
-    while let Ended::Move(to) = serve_open(&mut stream, &mut carried, &shard, &stopping).await {
+    let closed_here = loop {
+        let Ended::Move(to) = serve_open(&mut stream, &mut carried, &shard, &stopping).await else {
+            break Some(carried);
+        };
         let peer = carried.client.address;
         match hand_over(&shard, to, stream, carried).await {
             Ok(()) => {
                 tracing::debug!(?peer, to = %to, "connection moved to the shard of its partitions");
                 metrics.connections_moved.fetch_add(1, Ordering::Relaxed);
-                break;
+                break None;
             }
             Err(Some((back, mut carried_back))) => {
                 carried_back.shard_moves.refused();
                 (stream, carried) = (back, carried_back);
             }
-            Err(None) => break,
+            Err(None) => break None,
         }
+    };
+    if let Some(carried) = closed_here {
+        handlers::connection_closed(&shard, carried.client.share_link.into_inner());
     }
     metrics.connections.fetch_sub(1, Ordering::Relaxed);
 }
@@ -427,6 +437,7 @@ struct Handover {
     listener: (String, bool, bool),
     admitted: Admitted,
     refused: RefusedBatches,
+    share_link: ShareLink,
     reader: FrameReader,
     session: Option<Session>,
     shard_moves: ShardMoves,
@@ -454,6 +465,7 @@ impl Handover {
             ),
             admitted: client.admitted,
             refused: client.refused.into_inner(),
+            share_link: client.share_link.into_inner(),
             reader,
             session,
             shard_moves,
@@ -474,6 +486,7 @@ impl Handover {
             }),
             admitted: self.admitted,
             refused: RefCell::new(self.refused),
+            share_link: RefCell::new(self.share_link),
         };
         let carried = Carried {
             client,
@@ -605,7 +618,9 @@ fn caller<'a>(
         .is_empty();
     let checks = (shard.cluster.authorizer(), metered);
     let on = (group_host, client.listener.name.clone());
-    Caller::new(checks, principal, (ip, client_id), on).remembering(&client.refused)
+    Caller::new(checks, principal, (ip, client_id), on)
+        .remembering(&client.refused)
+        .linking(&client.share_link)
 }
 
 /// Writes an answer; false if the connection is to close (the client

@@ -17,6 +17,7 @@ use crate::security::authorizer::Authorizer;
 use crate::security::quotas::{shard_share, Metered};
 use crate::server::connection::move_to_shard::PartitionShards;
 use crate::server::connection::refused_batches::RefusedBatches;
+use crate::server::connection::share_link::ShareLink;
 use crate::server::shard::Shard;
 
 /// The sender of a request.
@@ -46,6 +47,8 @@ pub struct Caller<'a> {
     /// Its connection's refused idempotent batches (Produce answers the
     /// batches behind one with its refusal).
     pub refused: Option<&'a RefCell<RefusedBatches>>,
+    /// Its connection's share sessions (ShareFetch opens them).
+    pub share_link: Option<&'a RefCell<ShareLink>>,
 }
 
 impl<'a> Caller<'a> {
@@ -78,6 +81,7 @@ impl<'a> Caller<'a> {
             group_host,
             listener,
             refused: None,
+            share_link: None,
         }
     }
 
@@ -86,6 +90,15 @@ impl<'a> Caller<'a> {
     pub fn remembering(self, refused: &'a RefCell<RefusedBatches>) -> Caller<'a> {
         Caller {
             refused: Some(refused),
+            ..self
+        }
+    }
+
+    /// The same caller, the share sessions it opens remembered in
+    /// `link` (its connection's).
+    pub fn linking(self, link: &'a RefCell<ShareLink>) -> Caller<'a> {
+        Caller {
+            share_link: Some(link),
             ..self
         }
     }

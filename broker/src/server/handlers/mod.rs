@@ -21,8 +21,11 @@ mod offsets;
 mod produce;
 mod producers;
 mod quotas;
+mod share_acknowledge;
+mod share_fetch;
 mod share_group_describe;
 mod share_groups;
+mod share_sessions;
 mod topics;
 mod transactions;
 mod txn_admin;
@@ -42,6 +45,8 @@ use crate::kafka::decode::DecodeError;
 use crate::kafka::request::Request;
 use crate::kafka::response::{EncodeError, Frame};
 use crate::server::shard::Shard;
+
+pub use share_sessions::connection_closed;
 
 /// What a handler gives back.
 pub enum Outcome {
@@ -175,6 +180,8 @@ apis! {
             => |s, r, c| consumer_group_describe::describe(s, &r, c);
         ShareGroupHeartbeat share_groups::HEARTBEAT_VERSIONS
             => |s, r, c| share_groups::heartbeat(s, &r, c);
+        ShareFetch share_fetch::VERSIONS => |s, r, c| share_fetch::handle(s, &r, c);
+        ShareAcknowledge share_acknowledge::VERSIONS => |s, r, c| share_acknowledge::handle(s, &r, c);
         ShareGroupDescribe share_group_describe::DESCRIBE_VERSIONS
             => |s, r, c| share_group_describe::describe(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS

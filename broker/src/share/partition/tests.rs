@@ -116,6 +116,58 @@ fn records_are_handed_out_acknowledged_and_given_back_as_kip_932_says() {
     assert!(q.acquire("b", 100, 1_000, 0).is_empty(), "twenty in flight");
 }
 
+#[test]
+fn acquiring_within_a_read_takes_only_its_offsets() {
+    let mut p = SharePartition::new(0, LIMITS);
+    p.acquire("a", 10, 10, 0);
+    for offset in [2, 3, 7] {
+        p.acknowledge("a", (offset, offset), Ack::Release, 1)
+            .unwrap();
+    }
+    assert_eq!(p.next_to_acquire(), 2);
+    // A read brought the batches of offsets 3..8: 2 stays, 7 and the
+    // new ones stay out of it.
+    let got = p.acquire_within("b", 10, (3, 8), 2);
+    assert_eq!(
+        got,
+        [
+            Acquired {
+                first: 3,
+                last: 3,
+                delivery_count: 2
+            },
+            Acquired {
+                first: 7,
+                last: 7,
+                delivery_count: 2
+            }
+        ]
+    );
+    assert_eq!(p.next_to_acquire(), 2);
+    // New records come from the end only when the read reaches it.
+    assert_eq!(
+        p.acquire_within("b", 10, (2, 9), 2),
+        [Acquired {
+            first: 2,
+            last: 2,
+            delivery_count: 2
+        }]
+    );
+    assert_eq!(p.next_to_acquire(), 10);
+    assert!(
+        p.acquire_within("b", 10, (11, 20), 2).is_empty(),
+        "the end is below the read"
+    );
+    assert_eq!(
+        p.acquire_within("b", 2, (10, 20), 2),
+        [Acquired {
+            first: 10,
+            last: 11,
+            delivery_count: 1
+        }]
+    );
+}
+
 /// The model's view of one offset.
 #[derive(Debug, Clone, PartialEq)]
 struct Model {

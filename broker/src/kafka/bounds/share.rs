@@ -1,0 +1,123 @@
+//! The share consumer's record APIs' walkers: ShareFetch and
+//! ShareAcknowledge v1 (flexible), as librdkafka and Kafka 4.2 send them.
+
+use super::{Walk, Walker};
+
+/// An acknowledgement batch: first and last offset, the types.
+fn acknowledgement_batch(w: &mut Walker<'_>) -> Walk {
+    w.fixed(8 + 8)?; // first_offset, last_offset
+    w.array(|w| w.fixed(1))?; // acknowledge_types
+    w.tagged_fields()
+}
+
+/// ShareFetch v1.
+pub fn check_share_fetch(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.string()?; // member_id
+                 // share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records,
+                 // batch_size
+    w.fixed(4 * 6)?;
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            w.array(acknowledgement_batch)?;
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| w.fixed(4))?; // partitions
+        w.tagged_fields()
+    })?; // forgotten_topics_data
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// ShareAcknowledge v1.
+pub fn check_share_acknowledge(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.string()?; // member_id
+    w.fixed(4)?; // share_session_epoch
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            w.array(acknowledgement_batch)?;
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::encoded;
+    use super::*;
+    use kafka_protocol::messages::share_acknowledge_request::{
+        AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
+    };
+    use kafka_protocol::messages::share_fetch_request::{
+        AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic,
+    };
+    use kafka_protocol::messages::{GroupId, ShareAcknowledgeRequest, ShareFetchRequest};
+    use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn share_fetch_and_acknowledge_pass_and_cut_or_forged_bodies_do_not() {
+        let id = uuid::Uuid::from_bytes([7; 16]);
+        let fetch = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str("g"))))
+            .with_member_id(Some(StrBytes::from_static_str("m")))
+            .with_max_records(500)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(2)
+                    .with_acknowledgement_batches(vec![
+                        AcknowledgementBatch::default()
+                            .with_first_offset(3)
+                            .with_last_offset(5)
+                            .with_acknowledge_types(vec![1, 2, 3]),
+                    ])])])
+            .with_forgotten_topics_data(vec![ForgottenTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![0, 1])]);
+        let ack = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str("g"))))
+            .with_member_id(Some(StrBytes::from_static_str("m")))
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(1)
+                    .with_acknowledgement_batches(vec![AckBatch::default()
+                        .with_first_offset(0)
+                        .with_last_offset(9)
+                        .with_acknowledge_types(vec![1])])])]);
+        type Check = fn(&[u8], i16) -> Walk;
+        let cases: [(Check, bytes::Bytes); 2] = [
+            (check_share_fetch, encoded(&fetch, 1)),
+            (check_share_acknowledge, encoded(&ack, 1)),
+        ];
+        for (check, body) in &cases {
+            check(body, 1).unwrap();
+            assert!(
+                check(&body[..body.len() - 1], 1).is_err(),
+                "a cut body passed"
+            );
+        }
+        // 2^28 topics claimed by a five-byte varint, no bytes behind them.
+        let mut forged = vec![2, b'g', 2, b'm', 0, 0, 0, 0];
+        forged.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert!(check_share_acknowledge(&forged, 1).is_err());
+        let mut forged = vec![2, b'g', 2, b'm'];
+        forged.extend_from_slice(&[0; 24]);
+        forged.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert!(check_share_fetch(&forged, 1).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! ShareFetch and ShareAcknowledge (KIP-932) over the wire: members of
+//! one share group get different records of one partition, share session
+//! epochs are checked, acknowledgements of every kind act (or are
+//! refused for records not held), and a closed connection gives its
+//! member's records back.
+
+mod support;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use client::cluster::Cluster;
+use client::connection::Connection;
+use client::producer::Producer;
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
+use kafka_protocol::messages::{
+    GroupId, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use support::{cli, on_glommio, start_broker};
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A ShareFetch of `member` at `epoch` naming partition 0 of `topic`
+/// with `acks` (first, last, types).
+fn fetch(
+    topic: uuid::Uuid,
+    (member, epoch): (&str, i32),
+    max_records: i32,
+    acks: &[(i64, i64, &[i8])],
+) -> ShareFetchRequest {
+    let batches = acks
+        .iter()
+        .map(|(first, last, types)| {
+            AcknowledgementBatch::default()
+                .with_first_offset(*first)
+                .with_last_offset(*last)
+                .with_acknowledge_types(types.to_vec())
+        })
+        .collect();
+    let partition = FetchPartition::default()
+        .with_partition_index(0)
+        .with_acknowledgement_batches(batches);
+    ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(text("workers"))))
+        .with_member_id(Some(text(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(2_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(max_records)
+        .with_batch_size(max_records)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![partition])])
+}
+
+/// A ShareAcknowledge of `member` at `epoch` on partition 0.
+fn acknowledge(
+    topic: uuid::Uuid,
+    (member, epoch): (&str, i32),
+    acks: &[(i64, i64, i8)],
+) -> ShareAcknowledgeRequest {
+    let batches = acks
+        .iter()
+        .map(|(first, last, ack)| {
+            AckBatch::default()
+                .with_first_offset(*first)
+                .with_last_offset(*last)
+                .with_acknowledge_types(vec![*ack])
+        })
+        .collect();
+    ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(text("workers"))))
+        .with_member_id(Some(text(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(batches)])])
+}
+
+/// What an answer acquired on partition 0: (first, last, deliveries),
+/// and whether it carried records.
+fn acquired(answer: &ShareFetchResponse) -> (Vec<(i64, i64, i16)>, bool) {
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    let Some(partition) = answer.responses.first().map(|t| &t.partitions[0]) else {
+        return (Vec::new(), false);
+    };
+    assert_eq!(partition.error_code, 0, "{answer:?}");
+    let ranges = (partition.acquired_records.iter())
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect();
+    let records = partition.records.as_ref().is_some_and(|r| !r.is_empty());
+    (ranges, records)
+}
+
+async fn produce(address: SocketAddr, count: usize) {
+    let cluster = Cluster::new(address, "share-fetch-test");
+    let producer = Producer::new(cluster, Default::default());
+    let mut sent = Vec::new();
+    for i in 0..count {
+        let value = Bytes::from(format!("job-{i}"));
+        sent.push(producer.send("jobs", None, Some(value)).await.unwrap());
+    }
+    for delivery in sent {
+        delivery.await.unwrap();
+    }
+}
+
+#[test]
+fn share_fetch_hands_members_different_records_and_acknowledgements_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    cli(&broker.bootstrap(), &["topic", "create", "jobs"]);
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "share-fetch-test");
+        let topic = cluster.topic_info("jobs", true).await.unwrap().id;
+        let mut a = Connection::connect(address, "member-a").await.unwrap();
+        let mut b = Connection::connect(address, "member-b").await.unwrap();
+        // The first fetch starts the group at the log end (latest).
+        let mut first = fetch(topic, ("member-a", 0), 4, &[]);
+        first.max_wait_ms = 0;
+        let opened = a.call(&first, 1).await.unwrap();
+        assert_eq!(acquired(&opened), (vec![], false));
+        produce(address, 10).await;
+        let got = a
+            .call(&fetch(topic, ("member-a", 1), 4, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(acquired(&got), (vec![(0, 3, 1)], true));
+        assert_eq!(got.acquisition_lock_timeout_ms, 30_000);
+        // Another member gets the next ones.
+        let got = b
+            .call(&fetch(topic, ("member-b", 0), 4, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(acquired(&got), (vec![(4, 7, 1)], true));
+        // Session epochs: a stale one, a member without a session.
+        let stale = a
+            .call(&fetch(topic, ("member-a", 1), 4, &[]), 1)
+            .await
+            .unwrap();
+        let invalid = ResponseError::InvalidShareSessionEpoch.code();
+        assert_eq!(stale.error_code, invalid);
+        let none = a
+            .call(&fetch(topic, ("member-x", 3), 4, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(none.error_code, ResponseError::ShareSessionNotFound.code());
+        // a accepts 0-1 and releases 2-3; b may not acknowledge a's.
+        let acks = [(0, 1, 1), (2, 3, 2)];
+        let done = a
+            .call(&acknowledge(topic, ("member-a", 2), &acks), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            (done.error_code, done.responses[0].partitions[0].error_code),
+            (0, 0)
+        );
+        let theirs = b
+            .call(&acknowledge(topic, ("member-b", 1), &[(0, 0, 1)]), 1)
+            .await
+            .unwrap();
+        let code = theirs.responses[0].partitions[0].error_code;
+        assert_eq!(code, ResponseError::InvalidRecordState.code());
+        // b, rejecting 4 on the way: the released two again, then 8-9.
+        let got = b
+            .call(&fetch(topic, ("member-b", 2), 10, &[(4, 4, &[3])]), 1)
+            .await
+            .unwrap();
+        assert_eq!(got.responses[0].partitions[0].acknowledge_error_code, 0);
+        assert_eq!(acquired(&got), (vec![(2, 3, 2), (8, 9, 1)], true));
+        // An acknowledgement batch with neither one type nor one per offset.
+        let bad = a
+            .call(&fetch(topic, ("member-a", 3), 10, &[(0, 2, &[1, 1])]), 1)
+            .await
+            .unwrap();
+        let code = bad.responses[0].partitions[0].acknowledge_error_code;
+        assert_eq!(code, ResponseError::InvalidRequest.code());
+        // b's connection closes: what it held (2-3, 5-9) goes to a.
+        drop(b);
+        let got = a
+            .call(&fetch(topic, ("member-a", 4), 10, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(acquired(&got), (vec![(2, 3, 3), (5, 9, 2)], true));
+        // a closes its session: its records come back for a new session.
+        let close = acknowledge(topic, ("member-a", -1), &[(2, 3, 1)]);
+        let closed = a.call(&close, 1).await.unwrap();
+        assert_eq!(closed.error_code, 0);
+        let reopened = a
+            .call(&fetch(topic, ("member-a", 0), 10, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(acquired(&reopened), (vec![(5, 9, 3)], true));
+    });
+}

@@ -205,4 +205,36 @@ fn share_fetch_hands_members_different_records_and_acknowledgements_act() {
             .unwrap();
         assert_eq!(acquired(&reopened), (vec![(5, 9, 3)], true));
     });
+    // After a restart the share-partition is read back: what was
+    // acknowledged or archived (0-4) is not handed out again, what was
+    // only acquired (5-9) is, its deliveries counted as written (2, at
+    // the last acknowledgement) plus this one.
+    let mut broker = broker;
+    broker.stop();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "share-fetch-test");
+        let topic = cluster.topic_info("jobs", true).await.unwrap().id;
+        let mut a = Connection::connect(address, "member-a").await.unwrap();
+        let mut answer = None;
+        for _ in 0..100 {
+            let got = a
+                .call(&fetch(topic, ("member-a", 0), 10, &[]), 1)
+                .await
+                .unwrap();
+            let code = got
+                .responses
+                .first()
+                .map_or(0, |t| t.partitions[0].error_code);
+            if got.error_code == 0 && code == 0 {
+                answer = Some(got);
+                break;
+            }
+            // The group's coordinator is loading.
+            glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let answer = answer.expect("the share-partition never came back");
+        assert_eq!(acquired(&answer), (vec![(5, 9, 3)], true));
+    });
 }

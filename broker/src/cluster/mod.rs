@@ -9,6 +9,7 @@
 pub mod controller;
 pub mod lease;
 pub mod peer_tls;
+pub mod peers;
 pub mod producer_ids;
 pub mod quorum;
 pub mod routing;

@@ -391,6 +391,13 @@ pub(super) fn replay(groups: &mut PartitionGroups, records: &[Stored], now: Inst
                 };
                 groups.replay_share(key, value, now);
             }
+            (Key::ShareState(key), value) => {
+                let value = match value {
+                    Some(Value::ShareState(v)) => Some(v),
+                    _ => None,
+                };
+                groups.share_states.replay(key, value);
+            }
             _ => {}
         }
     }

@@ -17,6 +17,8 @@ pub mod members;
 pub mod offsets;
 pub mod offsets_partition;
 pub mod share_groups;
+pub mod share_persister;
+pub mod share_state;
 pub mod txn_offsets;
 
 use std::cell::RefCell;
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 
+use crate::cluster::peers::PeerConnections;
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::topics::NewTopic;
 use crate::cluster::Cluster;
@@ -48,6 +51,9 @@ pub struct Coordinator {
     loaded: RefCell<HashMap<PartitionKey, Rc<OffsetsPartition>>>,
     /// Loading is one partition at a time, so none is loaded twice.
     loading: futures::lock::Mutex<()>,
+    /// Connections to other brokers' coordinators (share-partition
+    /// state: `share_persister`).
+    share_peers: PeerConnections,
     peers: Sharded<Coordinator>,
 }
 
@@ -73,6 +79,7 @@ impl Coordinator {
             partitions,
             loaded: RefCell::default(),
             loading: futures::lock::Mutex::new(()),
+            share_peers: PeerConnections::default(),
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }

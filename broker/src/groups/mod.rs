@@ -12,6 +12,7 @@ pub mod modern;
 pub mod pending;
 pub mod record_error;
 pub mod records;
+pub mod share_state;
 pub mod store;
 
 /// The internal topic holding committed offsets and group membership.

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use super::membership::{GroupSnapshot, GroupState, MemberSnapshot};
 use super::modern::group_records::{ConsumerKey, ConsumerValue, RECORD_TYPES};
 use super::modern::share_records::{ShareKey, ShareValue, SHARE_RECORD_TYPES};
+use super::share_state::{ShareStateKey, ShareStateValue, SHARE_STATE_TYPE};
 
 /// A key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,6 +39,8 @@ pub enum Key {
     Consumer(ConsumerKey),
     /// A share group's (KIP-932) record, types 10-15.
     Share(ShareKey),
+    /// A share-partition's durable state (type 1000, `share_state`).
+    ShareState(ShareStateKey),
 }
 
 impl Key {
@@ -47,6 +50,7 @@ impl Key {
             Key::Offset { group, .. } | Key::Group(group) => group,
             Key::Consumer(key) => key.group(),
             Key::Share(key) => key.group(),
+            Key::ShareState(key) => &key.group,
         }
     }
 }
@@ -75,6 +79,8 @@ pub enum Value {
     Consumer(ConsumerValue),
     /// For a share group's key.
     Share(ShareValue),
+    /// For a share-partition state's key.
+    ShareState(ShareStateValue),
 }
 
 pub use super::record_error::RecordError;
@@ -104,6 +110,7 @@ pub fn encode_key(key: &Key) -> Vec<u8> {
         }
         Key::Consumer(key) => out = key.encode(),
         Key::Share(key) => out = key.encode(),
+        Key::ShareState(key) => out = key.encode(),
     }
     out
 }
@@ -140,6 +147,7 @@ pub fn encode_value(value: &Value) -> Vec<u8> {
         }
         Value::Consumer(value) => out = value.encode(),
         Value::Share(value) => out = value.encode(),
+        Value::ShareState(value) => out = value.encode(),
     }
     out
 }
@@ -178,6 +186,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<Key, RecordError> {
         2 => Key::Group(r.string()?),
         v if RECORD_TYPES.contains(&v) => return ConsumerKey::decode(bytes).map(Key::Consumer),
         v if SHARE_RECORD_TYPES.contains(&v) => return ShareKey::decode(bytes).map(Key::Share),
+        SHARE_STATE_TYPE => return ShareStateKey::decode(bytes).map(Key::ShareState),
         v => return Err(RecordError::Version(v)),
     };
     r.end()?;
@@ -192,6 +201,9 @@ pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     if let Key::Share(key) = key {
         return ShareValue::decode(key, bytes).map(Value::Share);
     }
+    if let Key::ShareState(_) = key {
+        return ShareStateValue::decode(bytes).map(Value::ShareState);
+    }
     let mut r = Reader { buf: bytes };
     let version = r.i16()?;
     if !(0..=3).contains(&version) {
@@ -200,7 +212,7 @@ pub fn decode_value(key: &Key, bytes: &[u8]) -> Result<Value, RecordError> {
     let value = match key {
         Key::Offset { .. } => Value::Offset(decode_offset(&mut r, version)?),
         Key::Group(_) => Value::Group(decode_group(&mut r, version)?),
-        Key::Consumer(_) | Key::Share(_) => unreachable!("decoded above"),
+        Key::Consumer(_) | Key::Share(_) | Key::ShareState(_) => unreachable!("decoded above"),
     };
     r.end()?;
     Ok(value)

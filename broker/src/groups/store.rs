@@ -16,6 +16,7 @@ use super::modern::share_group::ShareGroup;
 use super::modern::share_records::{ShareKey, ShareValue};
 use super::pending::PendingOffsets;
 use super::records::{self, CommittedOffset, Key, RecordError, Value};
+use super::share_state::ShareStates;
 
 /// A committed offset and the position of the record that stored it (a
 /// later record wins, whatever order the writes completed in).
@@ -115,6 +116,8 @@ pub struct PartitionGroups {
     initial_delay: Duration,
     /// Offsets written in transactions not decided yet.
     pending: PendingOffsets,
+    /// The share-partitions' durable states of its share groups.
+    pub share_states: ShareStates,
 }
 
 impl PartitionGroups {
@@ -125,6 +128,7 @@ impl PartitionGroups {
             groups: BTreeMap::new(),
             initial_delay,
             pending: PendingOffsets::default(),
+            share_states: ShareStates::default(),
         }
     }
 
@@ -170,6 +174,13 @@ impl PartitionGroups {
                     _ => None,
                 };
                 self.replay_share(&key, value.as_ref(), now);
+            }
+            (Key::ShareState(key), value) => {
+                let value = match value {
+                    Some(Value::ShareState(v)) => Some(v),
+                    _ => None,
+                };
+                self.share_states.replay(&key, value.as_ref());
             }
         }
         Ok(())

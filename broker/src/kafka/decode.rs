@@ -12,9 +12,10 @@ use kafka_protocol::messages::{
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest, SyncGroupRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ReadShareGroupStateRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
+    WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -184,6 +185,14 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         }
         ApiKey::ShareAcknowledge => {
             checked::<ShareAcknowledgeRequest>(request, bounds::check_share_acknowledge).map(drop)
+        }
+        ApiKey::ReadShareGroupState => {
+            checked::<ReadShareGroupStateRequest>(request, bounds::check_read_share_group_state)
+                .map(drop)
+        }
+        ApiKey::WriteShareGroupState => {
+            checked::<WriteShareGroupStateRequest>(request, bounds::check_write_share_group_state)
+                .map(drop)
         }
         ApiKey::ShareGroupDescribe => {
             checked::<ShareGroupDescribeRequest>(request, bounds::check_share_group_describe)

@@ -6,27 +6,34 @@
 //! bytes), acknowledging, giving a member's records back, and ending
 //! expired locks (a tick of the shard).
 //!
-//! A share-partition starts at the high watermark when a group first
-//! reads the partition here (`share.auto.offset.reset` latest, Kafka's
-//! default). It is not yet durable: a new leader starts afresh (see
-//! docs/queues.md, "The plan").
+//! Durable through the group coordinators ([`SharePersister`], installed
+//! by the shard): a share-partition is read when its leader first needs
+//! it in a leadership (or, never written, starts at the high watermark,
+//! `share.auto.offset.reset` latest, and is written so before anything is
+//! handed out); every acknowledgement is written before it is answered,
+//! and records archived by expired locks or members leaving soon after.
+//! Writes of one share-partition go one at a time, each with everything
+//! changed up to then (later changes ride on the next write).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use storage::batch::split_stored;
-use storage::Offset;
+use storage::{LeaderEpoch, Offset};
 
 use super::read::Bound;
 use super::served::ServedPartition;
 use super::table::BATCH_BYTES_CAP;
 use crate::cluster::routing::PartitionKey;
 use crate::config::BrokerConfig;
+use crate::groups::share_state::{ShareStateKey, ShareStateValue};
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;
-use crate::share::partition::{Ack, AckError, Acquired, Limits, SharePartition};
+use crate::runtime::sharded::LocalFuture;
+use crate::share::partition::{Ack, AckError, Acquired, Limits, PersistedState, SharePartition};
 
 /// A group's share-partition of one partition.
 type StateKey = (String, PartitionKey);
@@ -53,6 +60,9 @@ pub struct ShareRead {
     pub bytes: usize,
     /// The high watermark when read (a long poll waits for it to move).
     pub high_watermark: Offset,
+    /// The share-partition's wakes when read (a long poll waits for them
+    /// to move too).
+    pub wakes: u64,
 }
 
 /// One acknowledgement: a range and how.
@@ -66,10 +76,44 @@ pub struct Acknowledgement {
     pub ack: Ack,
 }
 
+/// Where share-partitions' durable state is kept: the group
+/// coordinators (`crate::coordinator::share_persister`).
+pub trait SharePersister {
+    /// The state of `key` for a leader at `leader_epoch` (None: never
+    /// written); older leaders are fenced from then on.
+    fn read(
+        &self,
+        key: ShareStateKey,
+        leader_epoch: i32,
+    ) -> LocalFuture<Result<Option<PersistedState>, Code>>;
+    /// Writes `key`'s state; Ok once durable.
+    fn write(&self, key: ShareStateKey, value: ShareStateValue) -> LocalFuture<Result<(), Code>>;
+}
+
+/// A share-partition in memory, with what its durability needs.
+struct Slot {
+    state: SharePartition,
+    /// The leader epoch it was read in (another: another leadership,
+    /// read it again).
+    epoch: LeaderEpoch,
+    /// Durable changes made so far.
+    changes: u64,
+    /// Moves whenever records may have become available to acquire (a
+    /// release, an expiry, the start advancing): a waiting fetch that saw
+    /// another value tries again.
+    wakes: u64,
+    /// Held while writing; the changes written so far.
+    written: Rc<futures::lock::Mutex<u64>>,
+}
+
 /// The share-partitions of one shard.
 #[derive(Default)]
 pub struct ShareStates {
-    states: RefCell<HashMap<StateKey, SharePartition>>,
+    slots: RefCell<HashMap<StateKey, Slot>>,
+    /// Reading states is one at a time, so none is read twice.
+    loading: futures::lock::Mutex<()>,
+    /// Where the states are kept (installed by the shard).
+    pub persister: RefCell<Option<Rc<dyn SharePersister>>>,
 }
 
 impl ShareStates {
@@ -82,42 +126,48 @@ impl ShareStates {
         wanted: Wanted,
         config: &BrokerConfig,
     ) -> Result<ShareRead, Code> {
+        self.load(led, group, config).await?;
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
         let high_watermark = log.high_watermark();
-        let from = {
-            let mut states = self.states.borrow_mut();
-            let state = states
-                .entry(key.clone())
-                .or_insert_with(|| SharePartition::new(high_watermark.0, limits(config)));
-            state.log_start_moved(log.log_start().0);
-            state.expire_locks(monotonic_ms() as i64);
-            state.next_to_acquire()
+        let seen = self.with_current(&key, led.epoch, |slot| {
+            slot.state.log_start_moved(log.log_start().0);
+            if !slot.state.expire_locks(monotonic_ms() as i64).is_empty() {
+                slot.changes += 1;
+            }
+            let full = slot.state.window_full();
+            (slot.state.next_to_acquire(), full, slot.wakes)
+        });
+        let Some((from, full, wakes)) = seen else {
+            return Err(ResponseError::NotLeaderOrFollower.code());
         };
         let nothing = ShareRead {
             high_watermark,
+            wakes,
             ..ShareRead::default()
         };
-        if from >= high_watermark.0 || wanted.max_records == 0 {
+        if full || from >= high_watermark.0 || wanted.max_records == 0 {
             return Ok(nothing);
         }
         let read = led
             .read(from, wanted.max_bytes, Bound::HighWatermark)
             .await?;
-        let batches = split_stored(&read.joined(), BATCH_BYTES_CAP)
-            .map_err(|_| ResponseError::CorruptMessage.code())?;
+        let mut batches = Vec::new();
+        for chunk in &read.chunks {
+            // Each chunk holds whole batches: split, not joined.
+            let split = split_stored(chunk, BATCH_BYTES_CAP);
+            batches.extend(split.map_err(|_| ResponseError::CorruptMessage.code())?);
+        }
         let Some(below) = batches.last().map(|(header, _)| header.next_offset().0) else {
             return Ok(nothing);
         };
         // Taken after the read: what other fetches did meanwhile counts.
-        let acquired = {
-            let mut states = self.states.borrow_mut();
-            let Some(state) = states.get_mut(&key) else {
-                return Ok(nothing);
-            };
+        let acquired = self.with_current(&key, led.epoch, |slot| {
             let now = monotonic_ms() as i64;
-            state.acquire_within(member, wanted.max_records, (from, below), now)
-        };
+            slot.state
+                .acquire_within(member, wanted.max_records, (from, below), now)
+        });
+        let acquired = acquired.unwrap_or_default();
         let chunks: Vec<Bytes> = batches
             .into_iter()
             .filter(|(header, _)| {
@@ -131,76 +181,105 @@ impl ShareStates {
             acquired,
             chunks,
             high_watermark,
+            wakes,
         })
     }
 
-    /// `member` of `group` acknowledges `acks` on partition `key`, in
+    /// `member` of `group` acknowledges `acks` on partition `led`, in
     /// order; the first refusal stops it (Kafka answers one error per
-    /// partition). Records coming back wake the partition's waiting
-    /// fetches.
-    pub fn acknowledge(
+    /// partition). Answered once what changed is durable. Records coming
+    /// back wake the partition's waiting fetches.
+    pub async fn acknowledge(
         &self,
         led: &ServedPartition,
         (group, member): (&str, &str),
         acks: &[Acknowledgement],
     ) -> Result<(), Code> {
         let key = (group.to_string(), led.key());
-        let mut states = self.states.borrow_mut();
-        let Some(state) = states.get_mut(&key) else {
-            // Nothing was handed out here (a new leader): nothing is held.
-            return Err(ResponseError::InvalidRecordState.code());
-        };
-        let now = monotonic_ms() as i64;
-        let mut back = false;
-        let mut outcome = Ok(());
-        for a in acks {
-            let done = state.acknowledge(member, (a.first, a.last), a.ack, now);
-            back |= a.ack == Ack::Release && done.is_ok();
-            if let Err(e) = done {
-                outcome = Err(match e {
+        let applied = self.with_current(&key, led.epoch, |slot| {
+            // All or nothing: every range is checked before any applies.
+            let held =
+                (acks.iter()).try_for_each(|a| slot.state.check_held(member, (a.first, a.last)));
+            if let Err(e) = held {
+                return Err(match e {
                     AckError::NotHeld(_) => ResponseError::InvalidRecordState.code(),
                     AckError::BadRange => ResponseError::InvalidRequest.code(),
                 });
-                break;
             }
-        }
-        drop(states);
-        if back {
+            let now = monotonic_ms() as i64;
+            for a in acks {
+                let done = (slot.state).acknowledge(member, (a.first, a.last), a.ack, now);
+                debug_assert!(done.is_ok(), "checked above");
+            }
+            let durable = acks.iter().any(|a| a.ack != Ack::Renew);
+            slot.changes += durable as u64;
+            slot.wakes += durable as u64;
+            Ok(durable.then_some(slot.changes))
+        });
+        // Nothing was read here in this leadership: nothing is held.
+        let durable = applied.ok_or(ResponseError::InvalidRecordState.code())??;
+        if let Some(changes) = durable {
+            // The window may have opened, or records come back.
             led.partition.notify_arrival();
+            self.persist(&key, led.epoch, changes).await?;
         }
-        outcome
+        Ok(())
     }
 
-    /// `member` of `group` left partition `key` (its session closed or
+    /// `member` of `group` left partition `led` (its session closed or
     /// was replaced, its connection closed): what it held comes back.
-    pub fn release_member(&self, led: &ServedPartition, (group, member): (&str, &str)) {
+    pub async fn release_member(&self, led: &ServedPartition, (group, member): (&str, &str)) {
         let key = (group.to_string(), led.key());
-        let mut states = self.states.borrow_mut();
-        if let Some(state) = states.get_mut(&key) {
-            state.release_member(member);
-            drop(states);
-            led.partition.notify_arrival();
+        let archived = self.with_current(&key, led.epoch, |slot| {
+            let archived = !slot.state.release_member(member).is_empty();
+            slot.changes += archived as u64;
+            slot.wakes += 1;
+            archived.then_some(slot.changes)
+        });
+        led.partition.notify_arrival();
+        if let Some(Some(changes)) = archived {
+            if let Err(code) = self.persist(&key, led.epoch, changes).await {
+                tracing::warn!(code, "cannot write a share-partition's archived records");
+            }
         }
     }
 
     /// Ends the locks expired by now on every share-partition of the
-    /// shard; `wake` is called for each partition where records came back.
-    pub fn expire_locks(&self, mut wake: impl FnMut(PartitionKey)) {
+    /// shard; `wake` is called for each partition where records came
+    /// back. Returns the share-partitions that archived records (to be
+    /// written) with their changes.
+    fn expire_locks(
+        &self,
+        mut wake: impl FnMut(PartitionKey),
+    ) -> Vec<(StateKey, LeaderEpoch, u64)> {
         let now = monotonic_ms() as i64;
-        let mut states = self.states.borrow_mut();
-        for ((_, key), state) in states.iter_mut() {
-            let before = state.next_to_acquire();
-            state.expire_locks(now);
-            if state.next_to_acquire() < before {
-                wake(*key);
+        let mut slots = self.slots.borrow_mut();
+        let mut to_write = Vec::new();
+        for (key, slot) in slots.iter_mut() {
+            let (before, start) = (slot.state.next_to_acquire(), slot.state.start());
+            if !slot.state.expire_locks(now).is_empty() {
+                slot.changes += 1;
+                to_write.push((key.clone(), slot.epoch, slot.changes));
+            }
+            if slot.state.next_to_acquire() < before || slot.state.start() > start {
+                slot.wakes += 1;
+                wake(key.1);
             }
         }
+        to_write
+    }
+
+    /// The wakes of `group`'s share-partition of `key` (what a waiting
+    /// fetch compares with what it saw).
+    pub fn wakes(&self, group: &str, key: PartitionKey) -> Option<u64> {
+        let slots = self.slots.borrow();
+        slots.get(&(group.to_string(), key)).map(|s| s.wakes)
     }
 
     /// Drops the share-partitions of partitions this shard no longer
     /// leads (`leads` says which it does).
     pub fn retain_led(&self, leads: impl Fn(PartitionKey) -> bool) {
-        self.states.borrow_mut().retain(|(_, key), _| leads(*key));
+        self.slots.borrow_mut().retain(|(_, key), _| leads(*key));
     }
 
     /// The share-partition of `group` on `key`, for a look (tests,
@@ -211,8 +290,100 @@ impl ShareStates {
         key: PartitionKey,
         look: impl FnOnce(&SharePartition) -> T,
     ) -> Option<T> {
-        let states = self.states.borrow();
-        states.get(&(group.to_string(), key)).map(look)
+        let slots = self.slots.borrow();
+        slots.get(&(group.to_string(), key)).map(|s| look(&s.state))
+    }
+
+    /// Runs `change` on `key`'s share-partition if it was read in
+    /// leadership `epoch`.
+    fn with_current<T>(
+        &self,
+        key: &StateKey,
+        epoch: LeaderEpoch,
+        change: impl FnOnce(&mut Slot) -> T,
+    ) -> Option<T> {
+        let mut slots = self.slots.borrow_mut();
+        slots.get_mut(key).filter(|s| s.epoch == epoch).map(change)
+    }
+
+    /// Reads `group`'s share-partition of `led` unless it was read in
+    /// this leadership; one never written starts at the high watermark,
+    /// written so first.
+    async fn load(
+        &self,
+        led: &ServedPartition,
+        group: &str,
+        config: &BrokerConfig,
+    ) -> Result<(), Code> {
+        let key = (group.to_string(), led.key());
+        let current = || self.with_current(&key, led.epoch, |_| ()).is_some();
+        if current() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.loading.lock().await;
+        if current() {
+            return Ok(());
+        }
+        let persister = self.persister()?;
+        let stored = persister.read(state_key(&key), led.epoch.0).await?;
+        let limits = limits(config);
+        let state = match stored {
+            Some(stored) => SharePartition::restored(&stored, limits).0,
+            None => {
+                let start = led.partition.log.high_watermark().0;
+                let fresh = SharePartition::new(start, limits);
+                let value = ShareStateValue {
+                    leader_epoch: led.epoch.0,
+                    state: fresh.persisted(),
+                };
+                persister.write(state_key(&key), value).await?;
+                fresh
+            }
+        };
+        let slot = Slot {
+            state,
+            epoch: led.epoch,
+            changes: 0,
+            wakes: 0,
+            written: Rc::default(),
+        };
+        self.slots.borrow_mut().insert(key, slot);
+        Ok(())
+    }
+
+    /// Writes `key`'s state once it holds change `changes` (unless a
+    /// write since already did).
+    async fn persist(&self, key: &StateKey, epoch: LeaderEpoch, changes: u64) -> Result<(), Code> {
+        let gone = ResponseError::NotLeaderOrFollower.code();
+        let written = self.with_current(key, epoch, |slot| slot.written.clone());
+        let written = written.ok_or(gone)?;
+        let mut done = written.lock().await;
+        if *done >= changes {
+            return Ok(());
+        }
+        let taken = self.with_current(key, epoch, |slot| (slot.state.persisted(), slot.changes));
+        let (state, now) = taken.ok_or(gone)?;
+        let value = ShareStateValue {
+            leader_epoch: epoch.0,
+            state,
+        };
+        self.persister()?.write(state_key(key), value).await?;
+        *done = now;
+        Ok(())
+    }
+
+    fn persister(&self) -> Result<Rc<dyn SharePersister>, Code> {
+        let installed = self.persister.borrow().clone();
+        installed.ok_or(ResponseError::CoordinatorNotAvailable.code())
+    }
+}
+
+/// The durable state's key of a share-partition.
+fn state_key((group, key): &StateKey) -> ShareStateKey {
+    ShareStateKey {
+        group: group.clone(),
+        topic: key.topic.0,
+        partition: key.index as i32,
     }
 }
 
@@ -229,16 +400,27 @@ fn limits(config: &BrokerConfig) -> Limits {
 const TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Ends expired locks on the shard's share-partitions every tick (waking
-/// the fetches waiting on their partitions), and once a second drops the
-/// share-partitions of partitions this broker no longer leads.
-pub async fn tick(partitions: std::rc::Rc<super::Partitions>) {
+/// the fetches waiting on their partitions, writing what was archived),
+/// and once a second drops the share-partitions of partitions this broker
+/// no longer leads.
+pub async fn tick(partitions: Rc<super::Partitions>) {
     for round in 1u64.. {
         glommio::timer::sleep(TICK).await;
-        partitions.share_states.expire_locks(|key| {
+        let to_write = partitions.share_states.expire_locks(|key| {
             if let Some(partition) = partitions.table.get_open(key) {
                 partition.notify_arrival();
             }
         });
+        for (key, epoch, changes) in to_write {
+            let partitions = partitions.clone();
+            glommio::spawn_local(async move {
+                let written = partitions.share_states.persist(&key, epoch, changes).await;
+                if let Err(code) = written {
+                    tracing::warn!(code, "cannot write a share-partition's archived records");
+                }
+            })
+            .detach();
+        }
         if round % 10 == 0 {
             let led: std::collections::HashSet<PartitionKey> = partitions
                 .cluster

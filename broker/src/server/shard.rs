@@ -18,6 +18,7 @@ use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
+use crate::coordinator::share_persister::CoordinatorPersister;
 use crate::coordinator::txn_offsets::GroupMarkers;
 use crate::coordinator::Coordinator;
 use crate::counters::{Registry, ShardMetrics};
@@ -202,6 +203,8 @@ impl Shard {
         let txn_coordinator = TxnCoordinator::new(partitions.clone(), meshes.txn_coordinator);
         let verifier = CoordinatorVerifier(Rc::downgrade(&txn_coordinator));
         partitions.txn_verifier.replace(Some(Rc::new(verifier)));
+        let persister = CoordinatorPersister(Rc::downgrade(&coordinator));
+        (partitions.share_states.persister).replace(Some(Rc::new(persister)));
         let markers = GroupMarkers(Rc::downgrade(&coordinator));
         partitions.marker_listener.replace(Some(Rc::new(markers)));
         glommio::spawn_local(sharded::serve(cluster.clone(), queues.cluster)).detach();

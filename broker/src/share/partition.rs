@@ -286,23 +286,7 @@ impl SharePartition {
         ack: Ack,
         now_ms: i64,
     ) -> Result<Vec<ArchivedRecord>, AckError> {
-        // Kafka: INVALID_REQUEST for offsets never handed out.
-        if first > last || first < 0 || last >= self.end {
-            return Err(AckError::BadRange);
-        }
-        if first < self.start {
-            // Done already (and the walk below stays within what is in
-            // flight, at most `max_in_flight` offsets).
-            return Err(AckError::NotHeld(first));
-        }
-        for offset in first..=last {
-            let held = self.in_flight.get(&offset).is_some_and(
-                |r| matches!(&r.state, RecordState::Acquired { member: m, .. } if m == member),
-            );
-            if !held {
-                return Err(AckError::NotHeld(offset));
-            }
-        }
+        self.check_held(member, (first, last))?;
         let mut archived = Vec::new();
         for offset in first..=last {
             let record = self.in_flight.get_mut(&offset).expect("checked above");
@@ -328,6 +312,35 @@ impl SharePartition {
         }
         self.advance_start();
         Ok(archived)
+    }
+
+    /// Whether `member` holds every offset of `first..=last` (what
+    /// [`SharePartition::acknowledge`] checks before it changes anything).
+    pub fn check_held(&self, member: &str, (first, last): (i64, i64)) -> Result<(), AckError> {
+        // Kafka: INVALID_REQUEST for offsets never handed out.
+        if first > last || first < 0 || last >= self.end {
+            return Err(AckError::BadRange);
+        }
+        if first < self.start {
+            // Done already (and the walk below stays within what is in
+            // flight, at most `max_in_flight` offsets).
+            return Err(AckError::NotHeld(first));
+        }
+        for offset in first..=last {
+            let held = self.in_flight.get(&offset).is_some_and(
+                |r| matches!(&r.state, RecordState::Acquired { member: m, .. } if m == member),
+            );
+            if !held {
+                return Err(AckError::NotHeld(offset));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether nothing can be handed out until something is done: no
+    /// record available and `max_in_flight` offsets in flight.
+    pub fn window_full(&self) -> bool {
+        self.next_to_acquire() == self.end && self.end >= self.start + self.limits.max_in_flight
     }
 
     /// Locks expired by `now_ms` end: those records come back (or are

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::peers::{PeerConnections, Purpose};
+use crate::cluster::peers::{PeerConnections, Purpose};
 use crate::kafka::Code;
 use crate::partition::markers::MarkerToWrite;
 use crate::partition::Partitions;

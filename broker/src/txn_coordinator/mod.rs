@@ -13,7 +13,6 @@
 
 pub mod load;
 pub mod markers;
-pub mod peers;
 pub mod state_partition;
 pub mod verifier;
 
@@ -24,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 
+use crate::cluster::peers::PeerConnections;
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::topics::NewTopic;
 use crate::cluster::Cluster;
@@ -33,7 +33,6 @@ use crate::partition::Partitions;
 use crate::runtime::clock::wall_ms;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, Sharded};
 use crate::transactions::TRANSACTION_STATE_TOPIC;
-use peers::PeerConnections;
 use state_partition::StatePartition;
 
 /// How often each shard loads newly led partitions, aborts transactions

@@ -17,7 +17,7 @@ use storage::batch::{self, RecordSpec, ValidBatch};
 use storage::{LeaderEpoch, TimestampMs};
 
 use super::markers::{self, Abandoned};
-use super::peers::PeerConnections;
+use crate::cluster::peers::PeerConnections;
 use crate::cluster::routing::PartitionKey;
 use crate::coordinator::offsets_partition::coordinator_code;
 use crate::kafka::Code;

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::peers::Purpose;
 use super::TxnCoordinator;
+use crate::cluster::peers::Purpose;
 use crate::kafka::Code;
 use crate::partition::txn_verify::{TxnVerifier, Verification};
 use crate::runtime::clock::wall_ms;

@@ -10,7 +10,7 @@
 
 pub mod assign;
 pub mod consumer;
-mod flex;
+pub(crate) mod flex;
 pub mod group_records;
 pub mod reconcile;
 pub mod share_group;

@@ -55,17 +55,64 @@ pub fn check_share_acknowledge(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// ReadShareGroupState v0.
+pub fn check_read_share_group_state(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| {
+            w.fixed(4 + 4)?; // partition, leader_epoch
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// WriteShareGroupState v0.
+pub fn check_write_share_group_state(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.array(|w| {
+        w.fixed(16)?; // topic_id
+        w.array(|w| {
+            // partition, state_epoch, leader_epoch, start_offset
+            w.fixed(4 + 4 + 4 + 8)?;
+            w.array(|w| {
+                // first_offset, last_offset, delivery_state, delivery_count
+                w.fixed(8 + 8 + 1 + 2)?;
+                w.tagged_fields()
+            })?;
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::encoded;
     use super::*;
+    use kafka_protocol::messages::read_share_group_state_request::{
+        PartitionData as ReadPartition, ReadStateData,
+    };
     use kafka_protocol::messages::share_acknowledge_request::{
         AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
     };
     use kafka_protocol::messages::share_fetch_request::{
         AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic,
     };
-    use kafka_protocol::messages::{GroupId, ShareAcknowledgeRequest, ShareFetchRequest};
+    use kafka_protocol::messages::write_share_group_state_request::{
+        PartitionData as WritePartition, StateBatch, WriteStateData,
+    };
+    use kafka_protocol::messages::{
+        GroupId, ReadShareGroupStateRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+        WriteShareGroupStateRequest,
+    };
     use kafka_protocol::protocol::StrBytes;
 
     #[test]
@@ -100,16 +147,34 @@ mod tests {
                         .with_last_offset(9)
                         .with_acknowledge_types(vec![1])])])]);
         type Check = fn(&[u8], i16) -> Walk;
-        let cases: [(Check, bytes::Bytes); 2] = [
-            (check_share_fetch, encoded(&fetch, 1)),
-            (check_share_acknowledge, encoded(&ack, 1)),
+        let read = ReadShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_static_str("g"))
+            .with_topics(vec![ReadStateData::default()
+                .with_topic_id(id)
+                .with_partitions(
+                    vec![ReadPartition::default().with_leader_epoch(3)],
+                )]);
+        let write = WriteShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_static_str("g"))
+            .with_topics(vec![WriteStateData::default()
+                .with_topic_id(id)
+                .with_partitions(vec![WritePartition::default()
+                    .with_start_offset(9)
+                    .with_state_batches(vec![StateBatch::default()
+                        .with_first_offset(9)
+                        .with_last_offset(12)
+                        .with_delivery_state(2)
+                        .with_delivery_count(1)])])]);
+        let cases: [(Check, i16, bytes::Bytes); 4] = [
+            (check_share_fetch, 1, encoded(&fetch, 1)),
+            (check_share_acknowledge, 1, encoded(&ack, 1)),
+            (check_read_share_group_state, 0, encoded(&read, 0)),
+            (check_write_share_group_state, 0, encoded(&write, 0)),
         ];
-        for (check, body) in &cases {
-            check(body, 1).unwrap();
-            assert!(
-                check(&body[..body.len() - 1], 1).is_err(),
-                "a cut body passed"
-            );
+        for (check, version, body) in &cases {
+            check(body, *version).unwrap();
+            let cut = &body[..body.len() - 1];
+            assert!(check(cut, *version).is_err(), "a cut body passed");
         }
         // 2^28 topics claimed by a five-byte varint, no bytes behind them.
         let mut forged = vec![2, b'g', 2, b'm', 0, 0, 0, 0];

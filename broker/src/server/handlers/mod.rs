@@ -26,6 +26,7 @@ mod share_fetch;
 mod share_group_describe;
 mod share_groups;
 mod share_sessions;
+mod share_state;
 mod topics;
 mod transactions;
 mod txn_admin;
@@ -182,6 +183,8 @@ apis! {
             => |s, r, c| share_groups::heartbeat(s, &r, c);
         ShareFetch share_fetch::VERSIONS => |s, r, c| share_fetch::handle(s, &r, c);
         ShareAcknowledge share_acknowledge::VERSIONS => |s, r, c| share_acknowledge::handle(s, &r, c);
+        ReadShareGroupState share_state::VERSIONS => |s, r, c| share_state::read(s, &r, c);
+        WriteShareGroupState share_state::VERSIONS => |s, r, c| share_state::write(s, &r, c);
         ShareGroupDescribe share_group_describe::DESCRIBE_VERSIONS
             => |s, r, c| share_group_describe::describe(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::share_acknowledge_response::{
-    PartitionData, ShareAcknowledgeTopicResponse,
+    LeaderIdAndEpoch, PartitionData, ShareAcknowledgeTopicResponse,
 };
 use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 
@@ -81,8 +81,12 @@ fn refused(code: Code) -> ShareAcknowledgeResponse {
 fn answer(answered: BTreeMap<SessionPartition, Result<(), Code>>) -> ShareAcknowledgeResponse {
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
     for ((topic, index), outcome) in answered {
+        let leader = LeaderIdAndEpoch::default()
+            .with_leader_id(-1)
+            .with_leader_epoch(-1);
         let data = PartitionData::default()
             .with_partition_index(index)
+            .with_current_leader(leader)
             .with_error_code(outcome.err().unwrap_or(0));
         match topics.last_mut() {
             Some(t) if t.topic_id.as_bytes() == &topic => t.partitions.push(data),

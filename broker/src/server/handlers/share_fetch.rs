@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures::future::{select, select_all};
 use kafka_protocol::messages::share_fetch_response::{
-    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+    AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
 };
 use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 
@@ -33,7 +33,7 @@ use crate::partition::share_states::{ShareRead, Wanted};
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
-use crate::share::sessions::{SessionKey, SessionPartition, Step};
+use crate::share::sessions::{SessionKey, SessionPartition, Step, FINAL_EPOCH};
 use control::model::acls::Operation;
 
 /// ShareFetch versions served (v1: Kafka 4.2's and librdkafka's).
@@ -41,6 +41,9 @@ pub const VERSIONS: (i16, i16) = (1, 1);
 
 /// The longest a ShareFetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
+
+/// A session partition and its route.
+type Routed = (SessionPartition, Route);
 
 /// A partition's outcome: acknowledgement, then records.
 #[derive(Default)]
@@ -60,7 +63,11 @@ pub async fn handle(
     if !caller.may_group(Operation::Read, &key.0) {
         return respond(request, &refused(GROUP_DENIED));
     }
-    let (added, acks) = asked(&decoded);
+    let (mut added, acks) = asked(&decoded);
+    if decoded.share_session_epoch == FINAL_EPOCH {
+        // A closing fetch names partitions only to acknowledge them.
+        added.clear();
+    }
     let forgotten: Vec<SessionPartition> = (decoded.forgotten_topics_data.iter())
         .flat_map(|t| t.partitions.iter().map(|p| (*t.topic_id.as_bytes(), *p)))
         .collect();
@@ -98,10 +105,13 @@ pub async fn handle(
             partitions.into_iter().collect()
         }
     };
-    let routed: Vec<_> = (in_session.iter())
+    let mut routed: Vec<_> = (in_session.iter())
         .map(|p| (*p, permitted(shard, caller, *p)))
         .collect();
     caller.note_routes(routed.iter().map(|(_, route)| route));
+    // Partitions take turns at being first (MaxRecords may run out).
+    let turn = (epoch.max(0) as usize) % routed.len().max(1);
+    routed.rotate_left(turn);
     let reads = long_poll(shard, &key, &routed, &decoded).await;
     for ((partition, _), read) in routed.iter().zip(reads) {
         let records = read.as_ref().map_or(true, |r| !r.acquired.is_empty());
@@ -160,14 +170,15 @@ async fn long_poll(
     };
     loop {
         let reads = acquire_all(shard, key, routed, wanted).await;
-        let stop = reads
-            .iter()
-            .any(|r| r.as_ref().map_or(true, |r| !r.acquired.is_empty()));
+        // Records anywhere, or nothing to wait on (errors are answered
+        // with the records of the others, as Kafka merges them).
+        let stop = reads.iter().flatten().any(|r| !r.acquired.is_empty())
+            || reads.iter().all(Result::is_err);
         let now = Instant::now();
         if stop || now >= deadline || routed.is_empty() {
             return reads;
         }
-        wait_for_any(shard, routed, &reads, deadline - now).await;
+        wait_for_any(shard, &key.0, (routed, &reads), deadline - now).await;
     }
 }
 
@@ -205,20 +216,29 @@ async fn acquire_all(
     reads
 }
 
-/// Waits until any partition's high watermark moves or records come back
-/// on it, or `left` passes.
+/// Waits until any partition's high watermark or share-partition moves
+/// (records came back, the window opened) from what the reads saw, or
+/// `left` passes.
 async fn wait_for_any(
     shard: &Shard,
-    routed: &[(SessionPartition, Route)],
-    reads: &[Result<ShareRead, Code>],
+    group: &str,
+    (routed, reads): (&[Routed], &[Result<ShareRead, Code>]),
     left: Duration,
 ) {
     let waits: Vec<_> = (routed.iter().zip(reads))
-        .filter_map(|((_, route), read)| Some((*route, read.as_ref().ok()?.high_watermark)))
-        .map(|(route, seen)| {
-            let wait = move |_: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
+        .filter_map(|((_, route), read)| {
+            let read = read.as_ref().ok()?;
+            Some((*route, read.high_watermark, read.wakes))
+        })
+        .map(|(route, seen, wakes)| {
+            let group = group.to_string();
+            let wait = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
                 Box::pin(async move {
-                    led.wait_past(seen, Bound::HighWatermark, left).await;
+                    // Checked and waited on with no await between: a
+                    // change after the check wakes the wait.
+                    if owner.share_states.wakes(&group, led.key()) == Some(wakes) {
+                        led.wait_past(seen, Bound::HighWatermark, left).await;
+                    }
                     Ok(())
                 })
             };
@@ -260,6 +280,7 @@ fn answer(answered: BTreeMap<SessionPartition, Answered>, lock_ms: i32) -> Share
 fn partition_data(index: i32, outcome: Answered) -> PartitionData {
     let mut data = PartitionData::default()
         .with_partition_index(index)
+        .with_current_leader(unknown_leader())
         .with_records(Some(Bytes::new()));
     if let Some(Err(code)) = outcome.acknowledged {
         data = data.with_acknowledge_error_code(code);
@@ -284,4 +305,11 @@ fn partition_data(index: i32, outcome: Answered) -> PartitionData {
         }
         None => data,
     }
+}
+
+/// The current leader left unsaid (-1, -1: the client asks Metadata).
+fn unknown_leader() -> LeaderIdAndEpoch {
+    LeaderIdAndEpoch::default()
+        .with_leader_id(-1)
+        .with_leader_epoch(-1)
 }

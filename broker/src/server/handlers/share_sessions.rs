@@ -84,8 +84,12 @@ pub async fn release(shard: &Shard, key: &SessionKey, partitions: &BTreeSet<Sess
                 led: crate::partition::served::ServedPartition,
                 (group, member): SessionKey|
      -> LocalFuture<Result<(), Code>> {
-        owner.share_states.release_member(&led, (&group, &member));
-        Box::pin(std::future::ready(Ok(())))
+        Box::pin(async move {
+            (owner.share_states)
+                .release_member(&led, (&group, &member))
+                .await;
+            Ok(())
+        })
     };
     // A partition no longer led here holds nothing of it.
     let _ = shard.partitions.fan_out(asked, true, work).await;
@@ -131,25 +135,37 @@ pub fn session_key(group: Option<&GroupId>, member: Option<&StrBytes>) -> Sessio
 }
 
 /// A partition's acknowledgement batches (first, last, types) as
-/// acknowledgements, all or none.
+/// acknowledgements, all or none: in order and not overlapping (Kafka's
+/// check; it also bounds the work to the offsets in flight).
 pub fn partition_acks<'a>(
     partition: SessionPartition,
     batches: impl Iterator<Item = (i64, i64, &'a [i8])>,
 ) -> PartitionAcks {
-    let each = batches.map(|(first, last, types)| acknowledgements(first, last, types));
-    let all: Result<Vec<Vec<Acknowledgement>>, Code> = each.collect();
-    (partition, all.map(|a| a.concat()))
+    let mut all = Vec::new();
+    for (first, last, types) in batches {
+        if all
+            .last()
+            .is_some_and(|a: &Acknowledgement| first <= a.last)
+        {
+            return (partition, Err(ResponseError::InvalidRequest.code()));
+        }
+        match acknowledgements(first, last, types) {
+            Ok(acks) => all.extend(acks),
+            Err(code) => return (partition, Err(code)),
+        }
+    }
+    (partition, Ok(all))
 }
 
 /// One acknowledgement batch as the wire carries it: `first..=last` with
 /// one type for all, or one per offset. INVALID_REQUEST for anything
-/// else (Kafka's checks).
+/// else, renew (4) included: v1 has no renew (Kafka's checks).
 pub fn acknowledgements(first: i64, last: i64, types: &[i8]) -> Result<Vec<Acknowledgement>, Code> {
     let invalid = ResponseError::InvalidRequest.code();
     if first > last || types.is_empty() {
         return Err(invalid);
     }
-    let ack_of = |id: i8| Ack::of_id(id).ok_or(invalid);
+    let ack_of = |id: i8| Ack::of_id(id).filter(|a| *a != Ack::Renew).ok_or(invalid);
     if types.len() == 1 {
         let ack = ack_of(types[0])?;
         return Ok(vec![Acknowledgement { first, last, ack }]);
@@ -187,8 +203,11 @@ pub async fn acknowledge(
                 led: crate::partition::served::ServedPartition,
                 (acks, (group, member)): (Vec<Acknowledgement>, SessionKey)|
      -> LocalFuture<Result<(), Code>> {
-        let done = (owner.share_states).acknowledge(&led, (&group, &member), &acks);
-        Box::pin(std::future::ready(done))
+        Box::pin(async move {
+            (owner.share_states)
+                .acknowledge(&led, (&group, &member), &acks)
+                .await
+        })
     };
     shard.partitions.fan_out(asked, true, work).await
 }
@@ -221,6 +240,21 @@ mod tests {
         assert_eq!(acknowledgements(3, 2, &[1]), invalid);
         assert_eq!(acknowledgements(3, 3, &[]), invalid);
         assert_eq!(acknowledgements(3, 3, &[9]), invalid, "no such type");
+        assert_eq!(acknowledgements(3, 3, &[4]), invalid, "no renew in v1");
+        let p = ([1; 16], 0);
+        type Batches = [(i64, i64, &'static [i8])];
+        const ORDERED: &Batches = &[(1, 2, &[1]), (3, 3, &[2])];
+        const OVERLAPPING: &Batches = &[(1, 2, &[1]), (2, 3, &[1])];
+        const BACKWARDS: &Batches = &[(5, 6, &[1]), (1, 2, &[1])];
+        let in_order = partition_acks(p, ORDERED.iter().copied());
+        assert_eq!(
+            in_order.1,
+            Ok(vec![one(1, 2, Ack::Accept), one(3, 3, Ack::Release)])
+        );
+        for refused in [OVERLAPPING, BACKWARDS] {
+            let refused = partition_acks(p, refused.iter().copied());
+            assert_eq!(refused.1, invalid, "overlapping or out of order");
+        }
         assert_eq!(acknowledgements(i64::MIN, i64::MAX, &[1, 1]), invalid);
     }
 }

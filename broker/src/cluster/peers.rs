@@ -1,8 +1,10 @@
-//! Calls from a transaction coordinator to other brokers over the Kafka
-//! protocol (WriteTxnMarkers to partition leaders, AddPartitionsToTxn
-//! verification to coordinators), one kept connection per broker and
-//! shard: a transaction's end or first write should not pay a connection
-//! set-up. A connection that fails is dropped and made again next time.
+//! Calls from this broker to other brokers over the Kafka protocol (a
+//! transaction coordinator's WriteTxnMarkers to partition leaders and
+//! AddPartitionsToTxn verification to coordinators, a partition leader's
+//! share-partition state to the group's coordinator), one kept connection
+//! per broker, purpose and shard: a transaction's end or first write
+//! should not pay a connection set-up. A connection that fails is dropped
+//! and made again next time.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,6 +37,8 @@ pub enum Purpose {
     Markers,
     /// AddPartitionsToTxn verify_only to transaction coordinators.
     Verification,
+    /// Read/WriteShareGroupState to group coordinators.
+    ShareState,
 }
 
 /// This shard's connections to other brokers.
@@ -91,7 +95,7 @@ async fn connect(cluster: &Cluster, broker: BrokerId) -> Result<Connection, Code
     let failed = ResponseError::NetworkException.code();
     let address = cluster.address_of(broker).ok_or(failed)?;
     cluster
-        .connect_to(address, "transaction-coordinator")
+        .connect_to(address, "broker-peer")
         .await
         .map_err(|e| {
             tracing::info!(broker = broker.0, error = %e, "cannot reach another broker");

@@ -352,8 +352,26 @@ impl ShareStates {
     }
 
     /// Writes `key`'s state once it holds change `changes` (unless a
-    /// write since already did).
+    /// write since already did). A failed write drops the share-partition
+    /// from memory: it is read again, as last written (what the failed
+    /// write held is redelivered, and its acknowledgement was refused).
     async fn persist(&self, key: &StateKey, epoch: LeaderEpoch, changes: u64) -> Result<(), Code> {
+        let written = self.write_through(key, epoch, changes).await;
+        if written.is_err() {
+            let mut slots = self.slots.borrow_mut();
+            if slots.get(key).is_some_and(|s| s.epoch == epoch) {
+                slots.remove(key);
+            }
+        }
+        written
+    }
+
+    async fn write_through(
+        &self,
+        key: &StateKey,
+        epoch: LeaderEpoch,
+        changes: u64,
+    ) -> Result<(), Code> {
         let gone = ResponseError::NotLeaderOrFollower.code();
         let written = self.with_current(key, epoch, |slot| slot.written.clone());
         let written = written.ok_or(gone)?;

@@ -608,7 +608,7 @@ fn a_groups_own_timeouts_are_set_checked_applied_and_kept() {
             ),
         ];
         for (key, value, expected) in cases {
-            let answered = alter_group_config(&mut c, "cfg", key, value).await;
+            let answered = support::alter_group_config(&mut c, "cfg", key, value).await;
             assert_eq!(answered, expected, "{key}={value:?}");
         }
         assert_eq!(
@@ -630,7 +630,10 @@ fn a_groups_own_timeouts_are_set_checked_applied_and_kept() {
             .unwrap();
         let kept = describe_group_config(&mut c, "cfg").await;
         assert_eq!(kept, [("7000", 8), ("45000", 5)], "kept in the metadata");
-        assert_eq!(alter_group_config(&mut c, "cfg", interval, None).await, 0);
+        assert_eq!(
+            support::alter_group_config(&mut c, "cfg", interval, None).await,
+            0
+        );
         assert_eq!(
             describe_group_config(&mut c, "cfg").await,
             [("5000", 5), ("45000", 5)]
@@ -663,29 +666,6 @@ async fn describe_group_config(c: &mut Connection, group: &str) -> Vec<(&'static
         value("consumer.heartbeat.interval.ms"),
         value("consumer.session.timeout.ms"),
     ]
-}
-
-/// Sets (or with None deletes) one config of group `group`; the code.
-async fn alter_group_config(
-    c: &mut Connection,
-    group: &str,
-    key: &str,
-    value: Option<&str>,
-) -> i16 {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
-    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
-    let config = AlterableConfig::default()
-        .with_name(text(key))
-        .with_config_operation(if value.is_some() { 0 } else { 1 })
-        .with_value(value.map(text));
-    let resource = AlterConfigsResource::default()
-        .with_resource_type(32)
-        .with_resource_name(text(group))
-        .with_configs(vec![config]);
-    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
-    c.call(&request, 1).await.unwrap().responses[0].error_code
 }
 
 /// Rack-aware assignment: on a broker in rack "a", of two members that

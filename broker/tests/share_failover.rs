@@ -318,7 +318,9 @@ fn share_group_acknowledgements_survive_leader_and_coordinator_failovers() {
     cluster.kill9(coordinator);
     let killed = Instant::now();
     // (The coordinator may have led the partition too by now.)
-    eventually("a live leader", &mut || leader_id(&cluster).ok_or("none".into()));
+    eventually("a live leader", &mut || {
+        leader_id(&cluster).ok_or("none".into())
+    });
     produce(&cluster, 100..150);
     let c = Member {
         member: "member-c".into(),

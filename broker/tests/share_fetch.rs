@@ -238,3 +238,58 @@ fn share_fetch_hands_members_different_records_and_acknowledgements_act() {
         assert_eq!(acquired(&answer), (vec![(5, 9, 3)], true));
     });
 }
+
+/// A share group's own configs (IncrementalAlterConfigs on resource type
+/// GROUP): earliest, a 1 s lock and a delivery limit of 2 apply to its
+/// share-partitions; values outside their kind are refused.
+#[test]
+fn a_share_groups_own_configs_apply_to_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    cli(&broker.bootstrap(), &["topic", "create", "jobs"]);
+    let address = broker.address;
+    on_glommio(async move {
+        let mut c = Connection::connect(address, "member-a").await.unwrap();
+        let invalid = ResponseError::InvalidConfig.code();
+        for (key, value, expected) in [
+            ("share.auto.offset.reset", "by_duration:PT1H", invalid),
+            ("share.delivery.count.limit", "11", invalid),
+            ("share.record.lock.duration.ms", "10", invalid),
+            ("share.auto.offset.reset", "earliest", 0),
+            ("share.delivery.count.limit", "2", 0),
+            ("share.record.lock.duration.ms", "1000", 0),
+        ] {
+            let answered = support::alter_group_config(&mut c, "workers", key, Some(value)).await;
+            assert_eq!(answered, expected, "{key}={value}");
+        }
+        // Records before the group's first fetch: earliest hands them out.
+        produce(address, 3).await;
+        let cluster = Cluster::new(address, "share-fetch-test");
+        let topic = cluster.topic_info("jobs", true).await.unwrap().id;
+        let got = c
+            .call(&fetch(topic, ("member-a", 0), 10, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(acquired(&got), (vec![(0, 2, 1)], true));
+        assert_eq!(got.acquisition_lock_timeout_ms, 1_000);
+        // Not acknowledged: back after the lock, then archived at 2.
+        let got = c
+            .call(&fetch(topic, ("member-a", 1), 10, &[]), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            acquired(&got),
+            (vec![(0, 2, 2)], true),
+            "after the 1 s lock"
+        );
+        glommio::timer::sleep(std::time::Duration::from_millis(1_500)).await;
+        let mut last = fetch(topic, ("member-a", 2), 10, &[]);
+        last.max_wait_ms = 500;
+        let got = c.call(&last, 1).await.unwrap();
+        assert_eq!(
+            acquired(&got),
+            (vec![], false),
+            "archived at the delivery limit"
+        );
+    });
+}

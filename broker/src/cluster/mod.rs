@@ -28,6 +28,7 @@ use control::service::MetadataService;
 use control::BrokerId;
 
 use crate::config::group_timeouts::Timeouts;
+use crate::config::share_settings::ShareSettings;
 use crate::config::BrokerConfig;
 use crate::runtime::sharded::{Mesh, ShardId, Sharded};
 use crate::security::authorizer::Authorizer;
@@ -155,6 +156,13 @@ impl Cluster {
         let view = self.view.borrow();
         let own = view.metadata.group_configs.get(group);
         Timeouts::of(self.config.consumer_group_timeouts(), own)
+    }
+
+    /// Share group `group`'s settings: its own configs over the
+    /// broker's.
+    pub fn share_group_settings(&self, group: &str) -> ShareSettings {
+        let view = self.view.borrow();
+        ShareSettings::of(&self.config, view.metadata.group_configs.get(group))
     }
 
     /// This shard (the first runs the metadata service).

@@ -7,6 +7,7 @@ mod command_line;
 pub mod group_timeouts;
 pub mod listeners;
 pub mod migration_policy;
+pub mod share_settings;
 
 pub use command_line::CommandLine;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::group_timeouts::{Bounds, Timeouts};
 use crate::config::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
 use crate::config::migration_policy::MigrationPolicy;
+use crate::config::share_settings::ShareSettings;
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
@@ -164,6 +166,12 @@ pub struct BrokerConfig {
     /// `group.consumer.migration.policy`): bidirectional, upgrade,
     /// downgrade or disabled.
     pub group_consumer_migration_policy: String,
+    /// A share group member not heard from for this long is removed
+    /// (Kafka's `group.share.session.timeout.ms`).
+    pub group_share_session_timeout_ms: u64,
+    /// How often share group members are told to heartbeat (Kafka's
+    /// `group.share.heartbeat.interval.ms`); below the session timeout.
+    pub group_share_heartbeat_interval_ms: u64,
     /// How long a share group member holds the records it acquired
     /// before they go back (Kafka's `group.share.record.lock.duration.ms`).
     pub group_share_record_lock_duration_ms: u64,
@@ -309,6 +317,8 @@ impl Default for BrokerConfig {
             group_consumer_min_heartbeat_interval_ms: 5_000,
             group_consumer_max_heartbeat_interval_ms: 15_000,
             group_consumer_migration_policy: "bidirectional".into(),
+            group_share_session_timeout_ms: 45_000,
+            group_share_heartbeat_interval_ms: 5_000,
             group_share_record_lock_duration_ms: 30_000,
             group_share_delivery_count_limit: 5,
             group_share_partition_max_record_locks: 2_000,
@@ -457,16 +467,17 @@ impl BrokerConfig {
             return invalid(format!("group_consumer_*: {why}"));
         }
         if !(2..=10).contains(&self.group_share_delivery_count_limit)
-            || !(1_000..=3_600_000).contains(&self.group_share_record_lock_duration_ms)
             || self.group_share_partition_max_record_locks < 100
             || self.group_share_max_share_sessions < 1
         {
             return invalid(
-                "group_share_delivery_count_limit 2..=10, group_share_record_lock_duration_ms \
-                 1000..=3600000, group_share_partition_max_record_locks at least 100, \
-                 group_share_max_share_sessions at least 1"
+                "group_share_delivery_count_limit 2..=10, group_share_partition_max_record_locks \
+                 at least 100, group_share_max_share_sessions at least 1"
                     .into(),
             );
+        }
+        if let Err(why) = ShareSettings::of(self, None).check() {
+            return invalid(format!("group_share_*: {why}"));
         }
         if !(0..=2).contains(&self.transaction_version) {
             return invalid(format!(

@@ -19,10 +19,6 @@ use crate::groups::records::{Key, Value};
 use crate::groups::store::PartitionGroups;
 use crate::kafka::Code;
 
-/// How long a share group member may stay silent (Kafka's
-/// `group.share.session.timeout.ms` default).
-pub const SHARE_SESSION_TIMEOUT: Duration = Duration::from_millis(45_000);
-
 impl OffsetsPartition {
     /// Answers a validated heartbeat of share group `group`.
     pub async fn share_heartbeat(
@@ -64,17 +60,18 @@ impl OffsetsPartition {
 
     /// Removes the share group members whose session lapsed by `now`.
     pub async fn expire_share_members(&self, now: Instant) {
-        let lapsed = |entry: &crate::groups::store::GroupEntry, member: &str| {
+        let cluster = &self.partitions.cluster;
+        let lapsed = |group: &str, entry: &crate::groups::store::GroupEntry, member: &str| {
             let seen = entry.sessions.get(member);
-            entry.share.is_some()
-                && seen.is_some_and(|at| now.duration_since(*at) > SHARE_SESSION_TIMEOUT)
+            let timeout = Duration::from_millis(cluster.share_group_settings(group).session_ms);
+            entry.share.is_some() && seen.is_some_and(|at| now.duration_since(*at) > timeout)
         };
         let overdue: Vec<(String, String)> = {
             let groups = self.groups.borrow();
             let ids = groups.ids().into_iter();
             let each = ids.filter_map(|id| groups.get(&id).map(|e| (id, e)));
             each.flat_map(|(id, entry)| {
-                let members = entry.sessions.keys().filter(|m| lapsed(entry, m));
+                let members = entry.sessions.keys().filter(|m| lapsed(&id, entry, m));
                 members.map(|m| (id.clone(), m.clone())).collect::<Vec<_>>()
             })
             .collect()
@@ -83,7 +80,7 @@ impl OffsetsPartition {
             let left = self
                 .append_then(
                     |groups| {
-                        let entry = groups.get(&group).filter(|e| lapsed(e, &member));
+                        let entry = groups.get(&group).filter(|e| lapsed(&group, e, &member));
                         let share = entry.and_then(|e| e.share.as_ref());
                         match share.map(|s| s.leave(&group, &member)) {
                             Some(Ok(records)) => (as_keys(records), true),

@@ -28,7 +28,7 @@ use super::read::Bound;
 use super::served::ServedPartition;
 use super::table::BATCH_BYTES_CAP;
 use crate::cluster::routing::PartitionKey;
-use crate::config::BrokerConfig;
+use crate::cluster::Cluster;
 use crate::groups::share_state::{ShareStateKey, ShareStateValue};
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;
@@ -121,16 +121,18 @@ impl ShareStates {
     /// batches holding them.
     pub async fn acquire(
         &self,
+        cluster: &Cluster,
         led: &ServedPartition,
         (group, member): (&str, &str),
         wanted: Wanted,
-        config: &BrokerConfig,
     ) -> Result<ShareRead, Code> {
-        self.load(led, group, config).await?;
+        let limits = limits(cluster, group);
+        self.load(cluster, led, group).await?;
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
         let high_watermark = log.high_watermark();
         let seen = self.with_current(&key, led.epoch, |slot| {
+            slot.state.set_limits(limits);
             slot.state.log_start_moved(log.log_start().0);
             if !slot.state.expire_locks(monotonic_ms() as i64).is_empty() {
                 slot.changes += 1;
@@ -311,9 +313,9 @@ impl ShareStates {
     /// written so first.
     async fn load(
         &self,
+        cluster: &Cluster,
         led: &ServedPartition,
         group: &str,
-        config: &BrokerConfig,
     ) -> Result<(), Code> {
         let key = (group.to_string(), led.key());
         let current = || self.with_current(&key, led.epoch, |_| ()).is_some();
@@ -326,11 +328,15 @@ impl ShareStates {
         }
         let persister = self.persister()?;
         let stored = persister.read(state_key(&key), led.epoch.0).await?;
-        let limits = limits(config);
+        let limits = limits(cluster, group);
         let state = match stored {
             Some(stored) => SharePartition::restored(&stored, limits).0,
             None => {
-                let start = led.partition.log.high_watermark().0;
+                let log = &led.partition.log;
+                let start = match cluster.share_group_settings(group).from_earliest {
+                    true => log.log_start().0,
+                    false => log.high_watermark().0,
+                };
                 let fresh = SharePartition::new(start, limits);
                 let value = ShareStateValue {
                     leader_epoch: led.epoch.0,
@@ -405,12 +411,14 @@ fn state_key((group, key): &StateKey) -> ShareStateKey {
     }
 }
 
-/// The share-partitions' limits from the broker's settings.
-fn limits(config: &BrokerConfig) -> Limits {
+/// `group`'s share-partitions' limits: its settings (its own configs
+/// over the broker's).
+fn limits(cluster: &Cluster, group: &str) -> Limits {
+    let settings = cluster.share_group_settings(group);
     Limits {
-        lock_ms: config.group_share_record_lock_duration_ms as i64,
-        delivery_limit: config.group_share_delivery_count_limit,
-        max_in_flight: config.group_share_partition_max_record_locks as i64,
+        lock_ms: settings.lock_ms as i64,
+        delivery_limit: settings.delivery_limit,
+        max_in_flight: cluster.config.group_share_partition_max_record_locks as i64,
     }
 }
 

@@ -213,6 +213,12 @@ impl SharePartition {
         self.limits
     }
 
+    /// Works with `limits` from now on (the group's settings changed):
+    /// locks taken before keep their expiry.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// Records in flight not yet done (acquired or available), for the
     /// lag and metrics.
     pub fn unfinished(&self) -> usize {

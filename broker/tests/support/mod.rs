@@ -334,3 +334,27 @@ pub fn python_script(script: &str, args: &[&str], limit_s: u32) -> String {
     );
     stdout
 }
+
+/// Sets (or with None deletes) one config of group `group`; the code.
+pub async fn alter_group_config(
+    c: &mut client::connection::Connection,
+    group: &str,
+    key: &str,
+    value: Option<&str>,
+) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let config = AlterableConfig::default()
+        .with_name(StrBytes::from_string(key.to_string()))
+        .with_config_operation(if value.is_some() { 0 } else { 1 })
+        .with_value(value.map(|v| StrBytes::from_string(v.to_string())));
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(32)
+        .with_resource_name(StrBytes::from_string(group.to_string()))
+        .with_configs(vec![config]);
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
+    c.call(&request, 1).await.unwrap().responses[0].error_code
+}

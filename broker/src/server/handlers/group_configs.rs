@@ -1,14 +1,19 @@
-//! Consumer group configs through DescribeConfigs and
-//! IncrementalAlterConfigs on resource type GROUP (32), as Kafka 4's:
-//! `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`
-//! per group, checked against the broker's bounds, stored in the metadata
-//! by the controller (any group name: a group may be configured before
-//! it exists).
+//! Group configs through DescribeConfigs and IncrementalAlterConfigs on
+//! resource type GROUP (32), as Kafka 4's: `consumer.session.timeout.ms`
+//! and `consumer.heartbeat.interval.ms`, and share groups'
+//! `share.session.timeout.ms`, `share.heartbeat.interval.ms`,
+//! `share.record.lock.duration.ms`, `share.delivery.count.limit` and
+//! `share.auto.offset.reset`, per group, checked against the broker's
+//! bounds, stored in the metadata by the controller (any group name: a
+//! group may be configured before it exists).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use control::model::group_configs::{check_group_config, GROUP_CONFIG_KEYS};
+use control::model::group_configs::{
+    check_group_config, CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
+    GROUP_CONFIG_KEYS,
+};
 use control::service::ControllerRequest;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
@@ -20,6 +25,7 @@ use kafka_protocol::ResponseError;
 use super::config_changes::{Change, Failure};
 use crate::cluster::controller::controller_error;
 use crate::config::group_timeouts::Timeouts;
+use crate::config::share_settings::ShareSettings;
 use crate::server::shard::Shard;
 
 /// Kafka's config source of a group's own value (`GROUP_CONFIG`).
@@ -33,6 +39,7 @@ pub fn describe(shard: &Shard, resource: &DescribeConfigsResource) -> DescribeCo
     let own = own_configs(shard, group);
     let defaults = shard.cluster.config.consumer_group_timeouts();
     let effective = Timeouts::of(defaults, Some(&own));
+    let share = ShareSettings::of(&shard.cluster.config, Some(&own));
     let wanted = |key: &str| {
         let keys = resource.configuration_keys.as_ref();
         keys.is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == key))
@@ -42,8 +49,9 @@ pub fn describe(shard: &Shard, resource: &DescribeConfigsResource) -> DescribeCo
         .filter(|key| wanted(key))
         .map(|key| {
             let value = match *key {
-                control::model::group_configs::CONSUMER_SESSION_TIMEOUT_MS => effective.session_ms,
-                _ => effective.heartbeat_interval_ms,
+                CONSUMER_SESSION_TIMEOUT_MS => effective.session_ms.to_string(),
+                CONSUMER_HEARTBEAT_INTERVAL_MS => effective.heartbeat_interval_ms.to_string(),
+                share_key => share.value_of(share_key).unwrap_or_default(),
             };
             let source = match own.contains_key(*key) {
                 true => GROUP_CONFIG,
@@ -51,7 +59,7 @@ pub fn describe(shard: &Shard, resource: &DescribeConfigsResource) -> DescribeCo
             };
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_static_str(key))
-                .with_value(Some(StrBytes::from_string(value.to_string())))
+                .with_value(Some(StrBytes::from_string(value)))
                 .with_config_source(source)
         });
     DescribeConfigsResult::default()
@@ -94,6 +102,9 @@ pub async fn alter(
     let timeouts = Timeouts::of(config.consumer_group_timeouts(), Some(&configs));
     timeouts
         .check(&config.consumer_group_bounds())
+        .map_err(invalid)?;
+    ShareSettings::of(config, Some(&configs))
+        .check()
         .map_err(invalid)?;
     if validate_only || asked.is_empty() {
         return Ok(());

@@ -119,7 +119,7 @@ pub async fn handle(
             answered.entry(*partition).or_default().read = Some(read);
         }
     }
-    let lock_ms = shard.cluster.config.group_share_record_lock_duration_ms as i32;
+    let lock_ms = shard.cluster.share_group_settings(&key.0).lock_ms as i32;
     respond(request, &answer(answered, lock_ms))
 }
 
@@ -198,11 +198,12 @@ async fn acquire_all(
             continue;
         }
         let member = key.clone();
-        let config = shard.cluster.config.clone();
         let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
             Box::pin(async move {
                 let who = (member.0.as_str(), member.1.as_str());
-                owner.share_states.acquire(&led, who, left, &config).await
+                (owner.share_states)
+                    .acquire(&owner.cluster, &led, who, left)
+                    .await
             })
         };
         let read = shard.partitions.on_led_partition(*route, work).await;

@@ -21,10 +21,6 @@ use control::model::acls::Operation;
 /// ShareGroupHeartbeat versions served (v1: Kafka 4.2's and librdkafka's).
 pub const HEARTBEAT_VERSIONS: (i16, i16) = (1, 1);
 
-/// How often share group members are told to heartbeat (Kafka's
-/// `group.share.heartbeat.interval.ms` default).
-const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
-
 /// Answers ShareGroupHeartbeat.
 pub async fn heartbeat(
     shard: &Rc<Shard>,
@@ -51,7 +47,11 @@ pub async fn heartbeat(
             }
         }
     };
-    respond(request, &answer(answered, &decoded))
+    let settings = shard
+        .cluster
+        .share_group_settings(&decoded.group_id.to_string());
+    let interval = settings.heartbeat_interval_ms;
+    respond(request, &answer(answered, &decoded, interval as i32))
 }
 
 /// The request as the group's rules take it.
@@ -75,11 +75,12 @@ fn heartbeat_of(
 fn answer(
     answered: Result<ShareAnswer, Code>,
     decoded: &ShareGroupHeartbeatRequest,
+    heartbeat_interval_ms: i32,
 ) -> ShareGroupHeartbeatResponse {
     let member_id = Some(decoded.member_id.clone());
     let base = ShareGroupHeartbeatResponse::default()
         .with_member_id(member_id)
-        .with_heartbeat_interval_ms(HEARTBEAT_INTERVAL_MS);
+        .with_heartbeat_interval_ms(heartbeat_interval_ms);
     match answered {
         Err(code) => base.with_error_code(code).with_member_epoch(-1),
         Ok(answer) => base

@@ -428,6 +428,8 @@ fn the_openapi_file_parses_and_describes_every_endpoint() {
         "POST /consumer-groups/{group}/commit",
         "POST /consumer-groups/{group}/leave",
         "GET /consumer-groups/{group}/poll",
+        "POST /share-groups/{group}/receive",
+        "POST /share-groups/{group}/ack",
     ] {
         assert!(
             described.contains(endpoint),

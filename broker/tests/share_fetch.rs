@@ -292,4 +292,25 @@ fn a_share_groups_own_configs_apply_to_its_records() {
             "archived at the delivery limit"
         );
     });
+    // /metrics: six deliveries, three of them again, three archived at
+    // the limit; nothing held or in flight, no lag left.
+    let gauge = |name: &str| support::cluster::gauge(broker.http, name);
+    assert_eq!(gauge("share_records_acquired_total"), 6.0);
+    assert_eq!(gauge("share_records_redelivered_total"), 3.0);
+    assert_eq!(
+        gauge("share_records_archived_total{reason=\"delivery_limit\"}"),
+        3.0
+    );
+    assert_eq!(
+        gauge("share_records_archived_total{reason=\"rejected\"}"),
+        0.0
+    );
+    let labels = "{group=\"workers\",topic=\"jobs\",partition=\"0\"}";
+    for name in [
+        "share_group_records_acquired",
+        "share_group_records_in_flight",
+        "share_group_lag_messages",
+    ] {
+        assert_eq!(gauge(&format!("{name}{labels}")), 0.0, "{name}");
+    }
 }

@@ -33,7 +33,10 @@ use crate::groups::share_state::{ShareStateKey, ShareStateValue};
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;
 use crate::runtime::sharded::LocalFuture;
-use crate::share::partition::{Ack, AckError, Acquired, Limits, PersistedState, SharePartition};
+use crate::share::partition::{
+    Ack, AckError, Acquired, Archived, ArchivedRecord, InFlightCounts, Limits, PersistedState,
+    SharePartition,
+};
 
 /// A group's share-partition of one partition.
 type StateKey = (String, PartitionKey);
@@ -45,6 +48,9 @@ pub struct Wanted {
     pub max_records: usize,
     /// The most bytes of batches (at least one batch is read).
     pub max_bytes: usize,
+    /// How long the records stay with the member (None: the group's
+    /// `share.record.lock.duration.ms`).
+    pub lock_ms: Option<i64>,
 }
 
 /// Records handed out: the offsets acquired and the whole batches that
@@ -106,10 +112,28 @@ struct Slot {
     written: Rc<futures::lock::Mutex<u64>>,
 }
 
+/// What a shard's share-partitions did since it started (/metrics).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ShareCounts {
+    /// Records handed out.
+    pub acquired: u64,
+    /// Of those, handed out before.
+    pub redelivered: u64,
+    /// Records accepted.
+    pub accepted: u64,
+    /// Records released.
+    pub released: u64,
+    /// Records rejected (archived).
+    pub rejected: u64,
+    /// Records archived at the delivery limit.
+    pub archived_at_limit: u64,
+}
+
 /// The share-partitions of one shard.
 #[derive(Default)]
 pub struct ShareStates {
     slots: RefCell<HashMap<StateKey, Slot>>,
+    counts: std::cell::Cell<ShareCounts>,
     /// Reading states is one at a time, so none is read twice.
     loading: futures::lock::Mutex<()>,
     /// Where the states are kept (installed by the shard).
@@ -134,9 +158,11 @@ impl ShareStates {
         let seen = self.with_current(&key, led.epoch, |slot| {
             slot.state.set_limits(limits);
             slot.state.log_start_moved(log.log_start().0);
-            if !slot.state.expire_locks(monotonic_ms() as i64).is_empty() {
+            let archived = slot.state.expire_locks(monotonic_ms() as i64);
+            if !archived.is_empty() {
                 slot.changes += 1;
             }
+            self.count(|c| c.archived_at_limit += at_limit(&archived));
             let full = slot.state.window_full();
             (slot.state.next_to_acquire(), full, slot.wakes)
         });
@@ -166,10 +192,18 @@ impl ShareStates {
         // Taken after the read: what other fetches did meanwhile counts.
         let acquired = self.with_current(&key, led.epoch, |slot| {
             let now = monotonic_ms() as i64;
-            slot.state
-                .acquire_within(member, wanted.max_records, (from, below), now)
+            let lock_ms = wanted.lock_ms.unwrap_or(limits.lock_ms);
+            let range = (from, below);
+            (slot.state).acquire_locked(member, wanted.max_records, range, (now, lock_ms))
         });
         let acquired = acquired.unwrap_or_default();
+        self.count(|c| {
+            for run in &acquired {
+                let records = (run.last - run.first + 1) as u64;
+                c.acquired += records;
+                c.redelivered += records * (run.delivery_count > 1) as u64;
+            }
+        });
         let chunks: Vec<Bytes> = batches
             .into_iter()
             .filter(|(header, _)| {
@@ -209,10 +243,20 @@ impl ShareStates {
                 });
             }
             let now = monotonic_ms() as i64;
+            let mut counts = self.counts.get();
             for a in acks {
                 let done = (slot.state).acknowledge(member, (a.first, a.last), a.ack, now);
                 debug_assert!(done.is_ok(), "checked above");
+                let records = (a.last - a.first + 1) as u64;
+                match a.ack {
+                    Ack::Accept => counts.accepted += records,
+                    Ack::Release => counts.released += records,
+                    Ack::Reject => counts.rejected += records,
+                    Ack::Gap | Ack::Renew => {}
+                }
+                counts.archived_at_limit += done.as_deref().map_or(0, at_limit);
             }
+            self.counts.set(counts);
             let durable = acks.iter().any(|a| a.ack != Ack::Renew);
             slot.changes += durable as u64;
             slot.wakes += durable as u64;
@@ -228,12 +272,68 @@ impl ShareStates {
         Ok(())
     }
 
+    /// `member` of `group` acknowledges single records, each named by
+    /// its offset and the delivery it was handed out in (the HTTP API's
+    /// receipts: a receipt of an earlier delivery no longer counts); each
+    /// one's outcome, answered once what changed is durable.
+    pub async fn acknowledge_each(
+        &self,
+        led: &ServedPartition,
+        (group, member): (&str, &str),
+        receipts: &[(i64, u16)],
+        ack: Ack,
+    ) -> Vec<Result<(), Code>> {
+        let key = (group.to_string(), led.key());
+        let not_held = ResponseError::InvalidRecordState.code();
+        let applied = self.with_current(&key, led.epoch, |slot| {
+            let now = monotonic_ms() as i64;
+            let mut at_the_limit = 0;
+            let each: Vec<Result<(), Code>> = (receipts.iter())
+                .map(|&(offset, delivery)| {
+                    let current = slot.state.get(offset).map(|r| r.delivery_count);
+                    if current != Some(delivery) {
+                        return Err(not_held);
+                    }
+                    let done = slot.state.acknowledge(member, (offset, offset), ack, now);
+                    at_the_limit += done.as_deref().map_or(0, at_limit);
+                    done.map(drop).map_err(|_| not_held)
+                })
+                .collect();
+            self.count(|c| c.archived_at_limit += at_the_limit);
+            let done = each.iter().filter(|r| r.is_ok()).count() as u64;
+            self.count(|c| match ack {
+                Ack::Accept => c.accepted += done,
+                Ack::Release => c.released += done,
+                Ack::Reject => c.rejected += done,
+                Ack::Gap | Ack::Renew => {}
+            });
+            let durable = ack != Ack::Renew && done > 0;
+            slot.changes += durable as u64;
+            slot.wakes += durable as u64;
+            (each, durable.then_some(slot.changes))
+        });
+        let Some((mut each, durable)) = applied else {
+            return vec![Err(not_held); receipts.len()];
+        };
+        if let Some(changes) = durable {
+            led.partition.notify_arrival();
+            if let Err(code) = self.persist(&key, led.epoch, changes).await {
+                each.iter_mut()
+                    .filter(|r| r.is_ok())
+                    .for_each(|r| *r = Err(code));
+            }
+        }
+        each
+    }
+
     /// `member` of `group` left partition `led` (its session closed or
     /// was replaced, its connection closed): what it held comes back.
     pub async fn release_member(&self, led: &ServedPartition, (group, member): (&str, &str)) {
         let key = (group.to_string(), led.key());
         let archived = self.with_current(&key, led.epoch, |slot| {
-            let archived = !slot.state.release_member(member).is_empty();
+            let archived = slot.state.release_member(member);
+            self.count(|c| c.archived_at_limit += at_limit(&archived));
+            let archived = !archived.is_empty();
             slot.changes += archived as u64;
             slot.wakes += 1;
             archived.then_some(slot.changes)
@@ -259,7 +359,9 @@ impl ShareStates {
         let mut to_write = Vec::new();
         for (key, slot) in slots.iter_mut() {
             let (before, start) = (slot.state.next_to_acquire(), slot.state.start());
-            if !slot.state.expire_locks(now).is_empty() {
+            let archived = slot.state.expire_locks(now);
+            self.count(|c| c.archived_at_limit += at_limit(&archived));
+            if !archived.is_empty() {
                 slot.changes += 1;
                 to_write.push((key.clone(), slot.epoch, slot.changes));
             }
@@ -276,6 +378,27 @@ impl ShareStates {
     pub fn wakes(&self, group: &str, key: PartitionKey) -> Option<u64> {
         let slots = self.slots.borrow();
         slots.get(&(group.to_string(), key)).map(|s| s.wakes)
+    }
+
+    /// What the shard's share-partitions did so far.
+    pub fn counts(&self) -> ShareCounts {
+        self.counts.get()
+    }
+
+    /// Each share-partition: its group, partition, start offset and
+    /// in-flight counts.
+    pub fn gauges(&self) -> Vec<(String, PartitionKey, i64, InFlightCounts)> {
+        let slots = self.slots.borrow();
+        let each = slots.iter().map(|((group, key), slot)| {
+            (group.clone(), *key, slot.state.start(), slot.state.counts())
+        });
+        each.collect()
+    }
+
+    fn count(&self, change: impl FnOnce(&mut ShareCounts)) {
+        let mut counts = self.counts.get();
+        change(&mut counts);
+        self.counts.set(counts);
     }
 
     /// Drops the share-partitions of partitions this shard no longer
@@ -330,7 +453,11 @@ impl ShareStates {
         let stored = persister.read(state_key(&key), led.epoch.0).await?;
         let limits = limits(cluster, group);
         let state = match stored {
-            Some(stored) => SharePartition::restored(&stored, limits).0,
+            Some(stored) => {
+                let (state, archived) = SharePartition::restored(&stored, limits);
+                self.count(|c| c.archived_at_limit += at_limit(&archived));
+                state
+            }
             None => {
                 let log = &led.partition.log;
                 let start = match cluster.share_group_settings(group).from_earliest {
@@ -400,6 +527,12 @@ impl ShareStates {
         let installed = self.persister.borrow().clone();
         installed.ok_or(ResponseError::CoordinatorNotAvailable.code())
     }
+}
+
+/// How many of `archived` reached the delivery limit.
+fn at_limit(archived: &[ArchivedRecord]) -> u64 {
+    let limit = archived.iter().filter(|a| a.why == Archived::DeliveryLimit);
+    limit.count() as u64
 }
 
 /// The durable state's key of a share-partition.

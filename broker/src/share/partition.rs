@@ -73,6 +73,17 @@ impl RecordState {
     }
 }
 
+/// How many in-flight offsets are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InFlightCounts {
+    /// To be handed out (again).
+    pub available: usize,
+    /// Held by a member.
+    pub acquired: usize,
+    /// Acknowledged or archived, above the start offset.
+    pub done: usize,
+}
+
 /// An in-flight offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InFlight {
@@ -219,13 +230,18 @@ impl SharePartition {
         self.limits = limits;
     }
 
-    /// Records in flight not yet done (acquired or available), for the
-    /// lag and metrics.
-    pub fn unfinished(&self) -> usize {
-        self.in_flight
-            .values()
-            .filter(|r| !r.state.is_done())
-            .count()
+    /// How many in-flight offsets are in each state (for the lag and
+    /// metrics).
+    pub fn counts(&self) -> InFlightCounts {
+        let mut counts = InFlightCounts::default();
+        for record in self.in_flight.values() {
+            match record.state {
+                RecordState::Available => counts.available += 1,
+                RecordState::Acquired { .. } => counts.acquired += 1,
+                RecordState::Acknowledged | RecordState::Archived => counts.done += 1,
+            }
+        }
+        counts
     }
 
     /// Hands `member` at most `max_records` records, at offsets below
@@ -247,10 +263,23 @@ impl SharePartition {
         &mut self,
         member: &str,
         max_records: usize,
-        (from, below): (i64, i64),
+        range: (i64, i64),
         now_ms: i64,
     ) -> Vec<Acquired> {
-        let until_ms = now_ms + self.limits.lock_ms;
+        let lock_ms = self.limits.lock_ms;
+        self.acquire_locked(member, max_records, range, (now_ms, lock_ms))
+    }
+
+    /// [`SharePartition::acquire_within`] with locks of `lock_ms` (a
+    /// visibility timeout of the HTTP API) from `now_ms`.
+    pub fn acquire_locked(
+        &mut self,
+        member: &str,
+        max_records: usize,
+        (from, below): (i64, i64),
+        (now_ms, lock_ms): (i64, i64),
+    ) -> Vec<Acquired> {
+        let until_ms = now_ms + lock_ms;
         let mut taken: Vec<(i64, u16)> = Vec::new();
         for (offset, record) in self.in_flight.range_mut(from..) {
             if taken.len() >= max_records || *offset >= below {

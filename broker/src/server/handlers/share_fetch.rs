@@ -167,6 +167,7 @@ async fn long_poll(
     let wanted = Wanted {
         max_records: decoded.max_records.max(1) as usize,
         max_bytes: decoded.max_bytes.max(1) as usize,
+        lock_ms: None,
     };
     loop {
         let reads = acquire_all(shard, key, routed, wanted).await;

@@ -53,6 +53,22 @@ pub fn check(
                 (topics.iter().all(|t| topic(Operation::Read, t)), TOPIC)
             }
         }
+        (_, ["share-groups", group, action]) => {
+            // READ on the group and on the topic received from or
+            // acknowledged (ShareFetch's and ShareAcknowledge's checks).
+            let topic_named = match *action {
+                "receive" => request.query.get("topic").cloned(),
+                _ => acknowledged_topic(&request.body),
+            };
+            if !may(Operation::Read, ResourceType::Group, group) {
+                (false, GROUP)
+            } else {
+                (
+                    topic_named.is_none_or(|t| topic(Operation::Read, &t)),
+                    TOPIC,
+                )
+            }
+        }
         _ => (true, 0),
     };
     (!allowed).then(|| HttpResponse::error(403, code, "not authorized by the ACLs"))
@@ -61,6 +77,12 @@ pub fn check(
 const TOPIC: i16 = ResponseError::TopicAuthorizationFailed.code();
 const GROUP: i16 = ResponseError::GroupAuthorizationFailed.code();
 const CLUSTER: i16 = ResponseError::ClusterAuthorizationFailed.code();
+
+/// The topic a share group acknowledgement names, if its body says.
+fn acknowledged_topic(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("topic")?.as_str().map(str::to_string)
+}
 
 /// The topics a commit's body commits offsets of (none if it does not
 /// parse: the commit itself then refuses it).

@@ -55,6 +55,9 @@ pub async fn route(
         (_, ["consumer-groups", group, action]) => {
             super::groups::route(shard, group, action, &request).await
         }
+        (_, ["share-groups", group, action]) => {
+            super::share_queue::route(shard, group, action, &request).await
+        }
         (_, ["topics"] | ["topics", _] | ["topics", _, "messages"]) => {
             HttpResponse::error(405, -1, format!("{} not allowed here", request.method))
         }

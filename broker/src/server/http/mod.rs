@@ -23,6 +23,7 @@ mod deadlines;
 mod forward;
 mod group_calls;
 mod groups;
+mod share_queue;
 
 use std::cell::{OnceCell, RefCell};
 use std::net::SocketAddr;

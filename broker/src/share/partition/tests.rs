@@ -393,6 +393,28 @@ impl Run {
                 self.fail(format!("{offset}: {got:?}, the model says {expected:?}"));
             }
         }
+        // The counts (the metrics' gauges) are the model's.
+        let mut expected = InFlightCounts::default();
+        for offset in start..self.p.end() {
+            match self
+                .model
+                .get(offset as usize)
+                .cloned()
+                .flatten()
+                .map(|m| m.state)
+            {
+                Some(RecordState::Available) => expected.available += 1,
+                Some(RecordState::Acquired { .. }) => expected.acquired += 1,
+                Some(_) => expected.done += 1,
+                None => {}
+            }
+        }
+        if self.p.counts() != expected {
+            self.fail(format!(
+                "counts {:?}, the model's {expected:?}",
+                self.p.counts()
+            ));
+        }
     }
 }
 
@@ -468,7 +490,8 @@ fn random_members_never_share_a_record_nor_see_an_acknowledged_one_again() {
             run.log_end.max(run.log_start),
             "SEED={seed}: drained"
         );
-        assert_eq!(run.p.unfinished(), 0, "SEED={seed}");
+        let counts = run.p.counts();
+        assert_eq!((counts.available, counts.acquired), (0, 0), "SEED={seed}");
     }
 }
 

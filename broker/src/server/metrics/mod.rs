@@ -9,6 +9,8 @@
 //! under-replicated partitions from the metadata, disk use from the file
 //! system.
 
+mod share;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -38,6 +40,8 @@ struct ShardReport {
     committed: BTreeMap<(String, String, i32), i64>,
     /// group -> its type, rebalances and members, of groups coordinated here.
     groups: BTreeMap<String, GroupGauges>,
+    /// Share groups' share-partitions of partitions led here.
+    share: share::ShareReport,
 }
 
 async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
@@ -54,6 +58,7 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
         .collect();
     let share = partitions.table.cache_share();
     out.cache = (share.used(), share.limit());
+    out.share = share::report(partitions, &names);
     for (key, partition) in partitions.table.open_partitions() {
         add_stats(&mut out.storage, &partition.log.stats());
         let leads = matches!(&*partition.role.borrow(), Role::Leader(_));
@@ -123,6 +128,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
         );
     }
     rebalances(&mut page, &reports, all);
+    share::render(&mut page, reports.iter().map(|r| &r.share));
     let by_state = shard
         .txn_coordinator
         .on_every_shard(|c| Box::pin(async move { c.ids_by_state() }))

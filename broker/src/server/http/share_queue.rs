@@ -1,0 +1,298 @@
+//! Queues over HTTP, on share groups' share-partitions (the same state
+//! Kafka's share consumers use: `partition::share_states`), as SQS
+//! users expect: receive messages each with a receipt, acknowledge by
+//! receipt, a message not acknowledged within its visibility timeout is
+//! handed out again.
+//!
+//! Every HTTP caller of a group is one member of it (`http`): a receipt
+//! (`partition:offset:delivery`) acknowledges whoever presents it, and
+//! only for the delivery it names (a receipt of an earlier delivery of a
+//! redelivered message is refused, as SQS refuses an old receipt handle).
+//! Served for the partitions this broker leads.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{HttpRequest, HttpResponse};
+use crate::config::share_settings::LOCK_MS_BOUNDS;
+use crate::kafka::Code;
+use crate::partition::served::ServedPartition;
+use crate::partition::share_states::{ShareRead, Wanted};
+use crate::partition::Partitions;
+use crate::runtime::sharded::LocalFuture;
+use crate::server::shard::Shard;
+use crate::share::partition::Ack;
+
+/// The member every HTTP caller of a group is.
+const HTTP_MEMBER: &str = "http";
+/// The longest a receive may wait.
+const WAIT_MAX: Duration = Duration::from_secs(30);
+/// How often a waiting receive tries again.
+const WAIT_STEP: Duration = Duration::from_millis(50);
+/// The most messages a receive returns.
+const MESSAGES_MAX: usize = 1_000;
+/// The most bytes of batches a receive reads per partition.
+const READ_BYTES_MAX: usize = 4 << 20;
+
+/// Answers `/share-groups/{group}/{action}`.
+pub async fn route(
+    shard: &Rc<Shard>,
+    group: &str,
+    action: &str,
+    request: &HttpRequest,
+) -> HttpResponse {
+    if group.is_empty() {
+        return HttpResponse::error(400, ResponseError::InvalidGroupId.code(), "empty group id");
+    }
+    match (request.method.as_str(), action) {
+        ("POST", "receive") => receive(shard, group, request).await,
+        ("POST", "ack") => ack(shard, group, &request.body).await,
+        ("POST", _) => HttpResponse::error(404, -1, format!("no action {action}")),
+        (method, _) => HttpResponse::error(405, -1, format!("{method} not allowed here")),
+    }
+}
+
+/// What a receive asks for.
+struct Receive {
+    topic: String,
+    max_messages: usize,
+    wait: Duration,
+    visibility_ms: Option<i64>,
+    text: bool,
+}
+
+fn receive_of(request: &HttpRequest) -> Result<Receive, HttpResponse> {
+    let number = |name: &str| -> Result<Option<i64>, HttpResponse> {
+        let value = request.query.get(name);
+        let parsed = value.map(|v| v.parse::<i64>());
+        parsed
+            .transpose()
+            .map_err(|_| HttpResponse::error(400, -1, format!("{name} must be a number")))
+    };
+    let topic = (request.query.get("topic").cloned())
+        .ok_or_else(|| HttpResponse::error(400, -1, "topic is needed"))?;
+    let max_messages = number("max_messages")?.unwrap_or(10);
+    if !(1..=MESSAGES_MAX as i64).contains(&max_messages) {
+        return Err(HttpResponse::error(
+            400,
+            -1,
+            format!("max_messages from 1 to {MESSAGES_MAX}"),
+        ));
+    }
+    let visibility_ms = number("visibility_ms")?;
+    let (min, max) = LOCK_MS_BOUNDS;
+    if visibility_ms.is_some_and(|v| !(min as i64..=max as i64).contains(&v)) {
+        let why = format!("visibility_ms from {min} to {max}");
+        return Err(HttpResponse::error(400, -1, why));
+    }
+    let wait = Duration::from_millis(number("wait_ms")?.unwrap_or(0).max(0) as u64);
+    Ok(Receive {
+        topic,
+        max_messages: max_messages as usize,
+        wait: wait.min(WAIT_MAX),
+        visibility_ms,
+        text: request.query.get("encoding").is_some_and(|e| e == "text"),
+    })
+}
+
+/// Hands out up to `max_messages` messages of `topic`'s partitions led
+/// here, waiting up to `wait_ms` for some.
+async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpResponse {
+    let asked = match receive_of(request) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
+    };
+    let count = {
+        let view = shard.cluster.view.borrow();
+        let topic = view.metadata.topic_by_name(&asked.topic).ok();
+        topic.map(|t| t.partitions.len() as u32)
+    };
+    let Some(count) = count else {
+        let code = ResponseError::UnknownTopicOrPartition.code();
+        return HttpResponse::error(404, code, format!("no topic {}", asked.topic));
+    };
+    let deadline = Instant::now() + asked.wait;
+    loop {
+        let messages = match acquire_all(shard, group, &asked, count).await {
+            Ok(messages) => messages,
+            Err(code) => {
+                return HttpResponse::error(
+                    503,
+                    code,
+                    "the share group is not available here now; retry",
+                )
+            }
+        };
+        if !messages.is_empty() || Instant::now() >= deadline {
+            return HttpResponse::json(200, &json!({ "messages": messages }));
+        }
+        glommio::timer::sleep(WAIT_STEP).await;
+    }
+}
+
+/// Acquires on each partition led here in turn while messages are left
+/// to ask for; the messages as JSON.
+async fn acquire_all(
+    shard: &Shard,
+    group: &str,
+    asked: &Receive,
+    partitions: u32,
+) -> Result<Vec<Value>, Code> {
+    let mut messages = Vec::new();
+    let mut unavailable = None;
+    for index in 0..partitions as i32 {
+        let left = asked.max_messages - messages.len();
+        if left == 0 {
+            break;
+        }
+        let route = shard.cluster.route_by_name(&asked.topic, index);
+        let wanted = Wanted {
+            max_records: left,
+            max_bytes: READ_BYTES_MAX,
+            lock_ms: asked.visibility_ms,
+        };
+        let group = group.to_string();
+        let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
+            Box::pin(async move {
+                let who = (group.as_str(), HTTP_MEMBER);
+                (owner.share_states)
+                    .acquire(&owner.cluster, &led, who, wanted)
+                    .await
+            })
+        };
+        match shard.partitions.on_led_partition(route, work).await {
+            Ok(read) => messages.extend(as_json(&asked.topic, index, read, asked.text)?),
+            Err(code) if code == ResponseError::NotLeaderOrFollower.code() => {}
+            Err(code) => unavailable = Some(code),
+        }
+    }
+    match (messages.is_empty(), unavailable) {
+        (true, Some(code)) => Err(code),
+        _ => Ok(messages),
+    }
+}
+
+/// The acquired records of a read, each with its receipt.
+fn as_json(topic: &str, partition: i32, read: ShareRead, text: bool) -> Result<Vec<Value>, Code> {
+    let mut bytes = BytesMut::with_capacity(read.bytes);
+    read.chunks.iter().for_each(|c| bytes.extend_from_slice(c));
+    let first = read.acquired.first().map_or(0, |a| a.first);
+    let decoded = client::records::decode_records(partition, &bytes.freeze(), first)
+        .map_err(|_| ResponseError::CorruptMessage.code())?;
+    let delivery_of = |offset: i64| {
+        let mut runs = read.acquired.iter();
+        let run = runs.find(|a| (a.first..=a.last).contains(&offset))?;
+        Some(run.delivery_count)
+    };
+    let encode = |b: &Option<Bytes>| match (b, text) {
+        (None, _) => Value::Null,
+        (Some(b), true) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        (Some(b), false) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+    };
+    let messages = (decoded.records.iter())
+        .filter_map(|r| Some((r, delivery_of(r.offset)?)))
+        .map(|(r, delivery)| {
+            json!({
+                "topic": topic,
+                "partition": partition,
+                "offset": r.offset,
+                "delivery_count": delivery,
+                "timestamp": r.timestamp,
+                "key": encode(&r.key),
+                "value": encode(&r.value),
+                "receipt": format!("{partition}:{}:{delivery}", r.offset),
+            })
+        });
+    Ok(messages.collect())
+}
+
+/// An acknowledgement: receipts of one topic and how.
+#[derive(Deserialize)]
+struct AckBody {
+    topic: String,
+    receipts: Vec<String>,
+    #[serde(rename = "type", default = "accept")]
+    kind: String,
+}
+
+fn accept() -> String {
+    "accept".into()
+}
+
+/// A receipt's partition, offset and delivery.
+fn receipt_of(receipt: &str) -> Option<(i32, i64, u16)> {
+    let mut parts = receipt.split(':');
+    let partition = parts.next()?.parse().ok()?;
+    let offset = parts.next()?.parse().ok()?;
+    let delivery = parts.next()?.parse().ok()?;
+    parts
+        .next()
+        .is_none()
+        .then_some((partition, offset, delivery))
+}
+
+/// Acknowledges receipts: each one's outcome.
+async fn ack(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
+    let Ok(body) = serde_json::from_slice::<AckBody>(body) else {
+        return HttpResponse::error(
+            400,
+            -1,
+            "a body {\"topic\", \"receipts\": [..], \"type\"} is needed",
+        );
+    };
+    let ack = match body.kind.as_str() {
+        "accept" => Ack::Accept,
+        "release" => Ack::Release,
+        "reject" => Ack::Reject,
+        "renew" => Ack::Renew,
+        other => {
+            let why = format!("type {other:?}: accept, release, reject or renew");
+            return HttpResponse::error(400, -1, why);
+        }
+    };
+    let mut results = Vec::with_capacity(body.receipts.len());
+    for receipt in &body.receipts {
+        let outcome = match receipt_of(receipt) {
+            None => Err(ResponseError::InvalidRequest.code()),
+            Some((partition, offset, delivery)) => {
+                let route = shard.cluster.route_by_name(&body.topic, partition);
+                let group = group.to_string();
+                let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
+                    Box::pin(async move {
+                        let who = (group.as_str(), HTTP_MEMBER);
+                        let each = (owner.share_states)
+                            .acknowledge_each(&led, who, &[(offset, delivery)], ack)
+                            .await;
+                        each.into_iter().next().unwrap_or(Ok(()))
+                    })
+                };
+                shard.partitions.on_led_partition(route, work).await
+            }
+        };
+        let mut result = json!({ "receipt": receipt, "error_code": outcome.err().unwrap_or(0) });
+        if let Err(code) = outcome {
+            result["error"] = Value::String(error_text(code));
+        }
+        results.push(result);
+    }
+    HttpResponse::json(200, &json!({ "results": results }))
+}
+
+/// What an acknowledgement's error means, in words.
+fn error_text(code: Code) -> String {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::InvalidRecordState) => {
+            "not held by this group's HTTP member in the delivery the receipt names (its visibility timeout passed, or it was acknowledged)".into()
+        }
+        Some(ResponseError::InvalidRequest) => "not a receipt (partition:offset:delivery)".into(),
+        Some(ResponseError::NotLeaderOrFollower) => "the partition is not led by this broker".into(),
+        Some(other) => format!("{other:?}"),
+        None => format!("error {code}"),
+    }
+}

@@ -158,3 +158,136 @@ fn messages_are_received_with_receipts_acknowledged_and_come_back_after_their_vi
         "not a receipt: INVALID_REQUEST"
     );
 }
+
+/// A group's dead-letter topic (`share.dlq.topic`): a rejected message,
+/// and messages whose visibility passed in their last allowed delivery,
+/// are appended there as they were (key, value, headers), with headers
+/// naming where from and why.
+#[test]
+fn archived_messages_go_to_the_groups_dead_letter_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let (api, address) = (broker.http, broker.address);
+    let (status, _) = call(
+        api,
+        "POST",
+        "/topics",
+        r#"{"name": "tasks", "partitions": 1}"#,
+    );
+    assert_eq!(status, 201);
+    support::on_glommio(async move {
+        let mut c = client::connection::Connection::connect(address, "dlq-test")
+            .await
+            .unwrap();
+        for (key, value) in [
+            ("share.dlq.topic", "tasks.dlq"),
+            ("share.delivery.count.limit", "2"),
+        ] {
+            let code = support::alter_group_config(&mut c, "workers", key, Some(value)).await;
+            assert_eq!(code, 0, "{key}");
+        }
+    });
+    let receive = |query: &str| {
+        let path = format!("/share-groups/workers/receive?topic=tasks&encoding=text&{query}");
+        let (status, body) = call(api, "POST", &path, "");
+        assert_eq!(status, 200, "{body}");
+        messages(&body)
+    };
+    assert!(receive("max_messages=5").is_empty());
+    let body = r#"{"records": [{"key": "k0", "value": "task-0", "headers": {"trace": "abc"}},
+                              {"value": "task-1"}, {"value": "task-2"}]}"#;
+    let (status, _) = call(api, "POST", "/topics/tasks/messages?encoding=text", body);
+    assert_eq!(status, 200);
+    assert_eq!(receive("max_messages=3&visibility_ms=1000").len(), 3);
+    assert_eq!(ack(api, &["0:0:1"], "reject"), [0]);
+    // 1 and 2 come back once, then their second visibility passes.
+    let mut again = Vec::new();
+    let started = std::time::Instant::now();
+    while again.len() < 2 && started.elapsed() < std::time::Duration::from_secs(10) {
+        let got = receive("max_messages=10&wait_ms=3000&visibility_ms=1000");
+        again.extend(got.iter().map(|(o, d, _, _)| (*o, *d)));
+    }
+    assert_eq!(again, [(1, 2), (2, 2)]);
+    let letters = support::on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "dlq-test");
+        let started = std::time::Instant::now();
+        loop {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no dead letters"
+            );
+            glommio::timer::sleep(std::time::Duration::from_millis(200)).await;
+            let positions = std::collections::BTreeMap::from([(0, 0)]);
+            let config = Default::default();
+            let Ok(mut consumer) = client::consumer::Consumer::assign_at(
+                cluster.clone(),
+                "tasks.dlq",
+                positions,
+                config,
+            )
+            .await
+            else {
+                continue;
+            };
+            let mut got = Vec::new();
+            for _ in 0..10 {
+                got.extend(consumer.poll().await.unwrap_or_default());
+            }
+            if got.len() >= 3 {
+                return got;
+            }
+        }
+    });
+    let header = |r: &client::records::ConsumedRecord, name: &str| {
+        let value = r
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.clone());
+        value
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default()
+    };
+    let mut seen: Vec<(String, String, String, String, String)> = letters
+        .iter()
+        .map(|r| {
+            let value =
+                String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+            (
+                value,
+                header(r, "dlq.reason"),
+                header(r, "dlq.source.offset"),
+                header(r, "dlq.delivery.count"),
+                header(r, "dlq.source.topic"),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected = [
+        ("task-0", "rejected", "0", "1"),
+        ("task-1", "delivery_limit", "1", "2"),
+        ("task-2", "delivery_limit", "2", "2"),
+    ];
+    let expected: Vec<_> = (expected.iter())
+        .map(|(v, why, o, d)| {
+            (
+                v.to_string(),
+                why.to_string(),
+                o.to_string(),
+                d.to_string(),
+                "tasks".to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected);
+    let first = letters
+        .iter()
+        .find(|r| header(r, "dlq.source.offset") == "0")
+        .unwrap();
+    assert_eq!(header(first, "trace"), "abc", "its own headers kept");
+    assert_eq!(first.key.as_deref(), Some(&b"k0"[..]), "and its key");
+    assert_eq!(
+        support::cluster::gauge(api, "share_records_dead_lettered_total"),
+        3.0
+    );
+}

@@ -37,6 +37,8 @@ pub struct ConsumedRecord {
     pub key: Option<Bytes>,
     /// Its value.
     pub value: Option<Bytes>,
+    /// Its headers, in order.
+    pub headers: Vec<(String, Option<Bytes>)>,
 }
 
 /// Encodes records into one v2 batch (offsets from 0; the broker assigns them).
@@ -240,6 +242,9 @@ pub fn decode_committed(
                         timestamp: r.timestamp,
                         key: r.key,
                         value: r.value,
+                        headers: (r.headers.into_iter())
+                            .map(|(name, value)| (name.to_string(), value))
+                            .collect(),
                     }),
             );
         }

@@ -39,6 +39,8 @@ pub enum Purpose {
     Verification,
     /// Read/WriteShareGroupState to group coordinators.
     ShareState,
+    /// Produce of share groups' dead letters to partition leaders.
+    DeadLetters,
 }
 
 /// This shard's connections to other brokers.

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use control::model::group_configs::{
-    SHARE_AUTO_OFFSET_RESET, SHARE_DELIVERY_COUNT_LIMIT, SHARE_HEARTBEAT_INTERVAL_MS,
-    SHARE_RECORD_LOCK_DURATION_MS, SHARE_SESSION_TIMEOUT_MS,
+    SHARE_AUTO_OFFSET_RESET, SHARE_DELIVERY_COUNT_LIMIT, SHARE_DLQ_TOPIC,
+    SHARE_HEARTBEAT_INTERVAL_MS, SHARE_RECORD_LOCK_DURATION_MS, SHARE_SESSION_TIMEOUT_MS,
 };
 
 use super::BrokerConfig;
@@ -17,7 +17,7 @@ use super::BrokerConfig;
 pub const LOCK_MS_BOUNDS: (u64, u64) = (1_000, 3_600_000);
 
 /// A share group's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareSettings {
     /// A member not heard from for this long is removed.
     pub session_ms: u64,
@@ -29,6 +29,8 @@ pub struct ShareSettings {
     pub delivery_limit: u16,
     /// A new share-partition starts at the log start (else at its end).
     pub from_earliest: bool,
+    /// Where archived records are appended (`share.dlq.topic`), if set.
+    pub dead_letter_topic: Option<String>,
 }
 
 impl ShareSettings {
@@ -47,6 +49,7 @@ impl ShareSettings {
             delivery_limit: number(SHARE_DELIVERY_COUNT_LIMIT)
                 .map_or(config.group_share_delivery_count_limit, |n| n as u16),
             from_earliest: value(SHARE_AUTO_OFFSET_RESET).is_some_and(|v| v == "earliest"),
+            dead_letter_topic: value(SHARE_DLQ_TOPIC).cloned(),
         }
     }
 
@@ -81,6 +84,7 @@ impl ShareSettings {
                 true => "earliest".into(),
                 false => "latest".into(),
             },
+            SHARE_DLQ_TOPIC => self.dead_letter_topic.clone().unwrap_or_default(),
             _ => return None,
         })
     }
@@ -102,6 +106,7 @@ mod tests {
                 lock_ms: 30_000,
                 delivery_limit: 5,
                 from_earliest: false,
+                dead_letter_topic: None,
             }
         );
         assert_eq!(defaults.check(), Ok(()));
@@ -127,7 +132,7 @@ mod tests {
         );
         let short_lock = ShareSettings {
             lock_ms: 10,
-            ..defaults
+            ..defaults.clone()
         };
         assert!(short_lock.check().is_err());
     }

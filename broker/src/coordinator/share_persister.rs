@@ -76,7 +76,7 @@ impl Coordinator {
             let group = key.group.clone();
             return self
                 .on_group(&group, Err, move |partition| {
-                    Box::pin(async move { partition.read_share_state(&key, leader_epoch) })
+                    Box::pin(async move { partition.read_share_state(&key, leader_epoch).await })
                 })
                 .await;
         }

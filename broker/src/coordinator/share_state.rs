@@ -3,7 +3,11 @@
 //! partition's leader reads it when it starts leading and writes it after
 //! each change that must survive a failover, appended with acks=all and
 //! answered once durable. Leaders older than the newest that read or
-//! wrote are fenced.
+//! wrote are fenced. Reads go through the partition's append lock like
+//! writes (a read never overtakes a write already checked), and a read
+//! by a newer leader stamps its epoch on the stored state durably (as
+//! Kafka's share coordinator does), so the fencing outlives a failover of
+//! the coordinator.
 
 use std::time::Instant;
 
@@ -17,13 +21,32 @@ use crate::share::partition::PersistedState;
 impl OffsetsPartition {
     /// A leader at `leader_epoch` reads `key`'s state (None: never
     /// written).
-    pub fn read_share_state(
+    pub async fn read_share_state(
         &self,
         key: &ShareStateKey,
         leader_epoch: i32,
     ) -> Result<Option<PersistedState>, Code> {
-        let mut groups = self.groups.borrow_mut();
-        groups.share_states.read(key, leader_epoch)
+        let (_, read) = self
+            .append_then(
+                |groups| {
+                    let stored = groups.share_states.get(key).map(|v| v.leader_epoch);
+                    match groups.share_states.read(key, leader_epoch) {
+                        Ok(Some(state)) if stored < Some(leader_epoch) => {
+                            let value = ShareStateValue {
+                                leader_epoch,
+                                state: state.clone(),
+                            };
+                            let record =
+                                (Key::ShareState(key.clone()), Some(Value::ShareState(value)));
+                            (vec![record], Ok(Some(state)))
+                        }
+                        read => (Vec::new(), read),
+                    }
+                },
+                |groups, records| replay(groups, records, Instant::now()),
+            )
+            .await?;
+        read
     }
 
     /// A leader writes `key`'s state; answered once it is durable.

@@ -121,11 +121,39 @@ impl ShareStateValue {
         }
         r.finish()?;
         let state = PersistedState { start, batches };
+        check_state(&state).map_err(RecordError::Malformed)?;
         Ok(ShareStateValue {
             leader_epoch,
             state,
         })
     }
+}
+
+/// The most offsets a stored state may span (a new leader walks each).
+pub const STATE_SPAN_MAX: i64 = 1_000_000;
+
+/// Refuses a state a leader could not have written: a negative start,
+/// batches out of order, overlapping, below the start, of an unknown
+/// state, or spanning more than [`STATE_SPAN_MAX`] offsets (the state a
+/// new leader restores offset by offset: a forged one must not hang it).
+pub fn check_state(state: &PersistedState) -> Result<(), &'static str> {
+    if state.start < 0 {
+        return Err("a negative start offset");
+    }
+    let mut next = state.start;
+    for &(first, last, delivery_state, _) in &state.batches {
+        if first < next || last < first {
+            return Err("state batches out of order, overlapping or below the start");
+        }
+        if ![0, 2, 4].contains(&delivery_state) {
+            return Err("an unknown delivery state");
+        }
+        next = last.saturating_add(1);
+    }
+    if next - state.start > STATE_SPAN_MAX {
+        return Err("state batches spanning too many offsets");
+    }
+    Ok(())
 }
 
 /// The share-partition states of one `__consumer_offsets` partition.
@@ -233,6 +261,28 @@ mod tests {
         let mut forged = v[..14].to_vec();
         forged.extend_from_slice(&i32::MAX.to_be_bytes());
         assert!(ShareStateValue::decode(&forged).is_err());
+    }
+
+    #[test]
+    fn states_no_leader_writes_are_refused() {
+        let state = |start, batches: &[(i64, i64, i8, u16)]| PersistedState {
+            start,
+            batches: batches.to_vec(),
+        };
+        assert_eq!(
+            check_state(&state(5, &[(5, 6, 2, 1), (8, 8, 0, 2)])),
+            Ok(())
+        );
+        for bad in [
+            state(-1, &[]),
+            state(5, &[(4, 6, 2, 1)]),
+            state(5, &[(6, 5, 2, 1)]),
+            state(5, &[(5, 6, 2, 1), (6, 7, 0, 1)]),
+            state(5, &[(5, 6, 3, 1)]),
+            state(0, &[(0, i64::MAX, 0, 1)]),
+        ] {
+            assert!(check_state(&bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use storage::{LeaderEpoch, Offset};
 
 use super::read::Bound;
 use super::served::ServedPartition;
-use super::table::BATCH_BYTES_CAP;
+use super::table::{OpenPartition, BATCH_BYTES_CAP};
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::Cluster;
 use crate::groups::share_state::{ShareStateKey, ShareStateValue};
@@ -96,9 +96,40 @@ pub trait SharePersister {
     fn write(&self, key: ShareStateKey, value: ShareStateValue) -> LocalFuture<Result<(), Code>>;
 }
 
+/// Where archived records go when their group has a dead-letter topic
+/// (`share.dlq.topic`; `crate::server::dead_letters`, installed by the
+/// shard).
+pub trait DeadLetterSink {
+    /// Appends the archived records to their dead-letter topic; Ok once
+    /// durable there.
+    fn send(&self, letters: DeadLetters) -> LocalFuture<Result<(), Code>>;
+}
+
+/// Archived records of one share-partition bound for a dead-letter topic.
+pub struct DeadLetters {
+    /// The dead-letter topic.
+    pub topic: String,
+    /// The share group.
+    pub group: String,
+    /// The partition they were archived from.
+    pub source: PartitionKey,
+    /// Its log, to read them from.
+    pub partition: Rc<OpenPartition>,
+    /// The records: offset, deliveries, why.
+    pub records: Vec<ArchivedRecord>,
+}
+
 /// A share-partition in memory, with what its durability needs.
 struct Slot {
     state: SharePartition,
+    /// The partition it hands out (its log holds the records).
+    partition: Rc<OpenPartition>,
+    /// The group's dead-letter topic, if it has one.
+    dead_letter_topic: Option<String>,
+    /// Records archived since the last write, for the dead-letter topic:
+    /// sent there before the write that makes their archiving durable
+    /// (so a failure leaves them to be archived, and sent, again).
+    dead: Vec<ArchivedRecord>,
     /// The leader epoch it was read in (another: another leadership,
     /// read it again).
     epoch: LeaderEpoch,
@@ -127,6 +158,8 @@ pub struct ShareCounts {
     pub rejected: u64,
     /// Records archived at the delivery limit.
     pub archived_at_limit: u64,
+    /// Archived records appended to a dead-letter topic.
+    pub dead_lettered: u64,
 }
 
 /// The share-partitions of one shard.
@@ -138,6 +171,8 @@ pub struct ShareStates {
     loading: futures::lock::Mutex<()>,
     /// Where the states are kept (installed by the shard).
     pub persister: RefCell<Option<Rc<dyn SharePersister>>>,
+    /// Where archived records go (installed by the shard).
+    pub dead_letters: RefCell<Option<Rc<dyn DeadLetterSink>>>,
 }
 
 impl ShareStates {
@@ -151,24 +186,26 @@ impl ShareStates {
         wanted: Wanted,
     ) -> Result<ShareRead, Code> {
         let limits = limits(cluster, group);
+        let dead_letter_topic = cluster.share_group_settings(group).dead_letter_topic;
         self.load(cluster, led, group).await?;
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
         let high_watermark = log.high_watermark();
         let seen = self.with_current(&key, led.epoch, |slot| {
             slot.state.set_limits(limits);
+            slot.dead_letter_topic = dead_letter_topic;
             slot.state.log_start_moved(log.log_start().0);
             let archived = slot.state.expire_locks(monotonic_ms() as i64);
-            if !archived.is_empty() {
-                slot.changes += 1;
-            }
-            self.count(|c| c.archived_at_limit += at_limit(&archived));
+            let changed = self.archived(slot, archived);
             let full = slot.state.window_full();
-            (slot.state.next_to_acquire(), full, slot.wakes)
+            (slot.state.next_to_acquire(), full, slot.wakes, changed)
         });
-        let Some((from, full, wakes)) = seen else {
+        let Some((from, full, wakes, changed)) = seen else {
             return Err(ResponseError::NotLeaderOrFollower.code());
         };
+        if let Some(changes) = changed {
+            self.persist(&key, led.epoch, changes).await?;
+        }
         let nothing = ShareRead {
             high_watermark,
             wakes,
@@ -244,6 +281,7 @@ impl ShareStates {
             }
             let now = monotonic_ms() as i64;
             let mut counts = self.counts.get();
+            let mut archived = Vec::new();
             for a in acks {
                 let done = (slot.state).acknowledge(member, (a.first, a.last), a.ack, now);
                 debug_assert!(done.is_ok(), "checked above");
@@ -255,8 +293,10 @@ impl ShareStates {
                     Ack::Gap | Ack::Renew => {}
                 }
                 counts.archived_at_limit += done.as_deref().map_or(0, at_limit);
+                archived.extend(done.unwrap_or_default());
             }
             self.counts.set(counts);
+            slot.dead.extend(archived);
             let durable = acks.iter().any(|a| a.ack != Ack::Renew);
             slot.changes += durable as u64;
             slot.wakes += durable as u64;
@@ -296,7 +336,8 @@ impl ShareStates {
                     }
                     let done = slot.state.acknowledge(member, (offset, offset), ack, now);
                     at_the_limit += done.as_deref().map_or(0, at_limit);
-                    done.map(drop).map_err(|_| not_held)
+                    done.map(|archived| slot.dead.extend(archived))
+                        .map_err(|_| not_held)
                 })
                 .collect();
             self.count(|c| c.archived_at_limit += at_the_limit);
@@ -332,11 +373,8 @@ impl ShareStates {
         let key = (group.to_string(), led.key());
         let archived = self.with_current(&key, led.epoch, |slot| {
             let archived = slot.state.release_member(member);
-            self.count(|c| c.archived_at_limit += at_limit(&archived));
-            let archived = !archived.is_empty();
-            slot.changes += archived as u64;
             slot.wakes += 1;
-            archived.then_some(slot.changes)
+            self.archived(slot, archived)
         });
         led.partition.notify_arrival();
         if let Some(Some(changes)) = archived {
@@ -360,10 +398,8 @@ impl ShareStates {
         for (key, slot) in slots.iter_mut() {
             let (before, start) = (slot.state.next_to_acquire(), slot.state.start());
             let archived = slot.state.expire_locks(now);
-            self.count(|c| c.archived_at_limit += at_limit(&archived));
-            if !archived.is_empty() {
-                slot.changes += 1;
-                to_write.push((key.clone(), slot.epoch, slot.changes));
+            if let Some(changes) = self.archived(slot, archived) {
+                to_write.push((key.clone(), slot.epoch, changes));
             }
             if slot.state.next_to_acquire() < before || slot.state.start() > start {
                 slot.wakes += 1;
@@ -393,6 +429,18 @@ impl ShareStates {
             (group.clone(), *key, slot.state.start(), slot.state.counts())
         });
         each.collect()
+    }
+
+    /// Notes records `slot` archived (counted, kept for the dead-letter
+    /// topic): the changes to write, if any.
+    fn archived(&self, slot: &mut Slot, archived: Vec<ArchivedRecord>) -> Option<u64> {
+        if archived.is_empty() {
+            return None;
+        }
+        self.count(|c| c.archived_at_limit += at_limit(&archived));
+        slot.dead.extend(archived);
+        slot.changes += 1;
+        Some(slot.changes)
     }
 
     fn count(&self, change: impl FnOnce(&mut ShareCounts)) {
@@ -450,12 +498,13 @@ impl ShareStates {
             return Ok(());
         }
         let persister = self.persister()?;
-        let stored = persister.read(state_key(&key), led.epoch.0).await?;
+        let stored = (persister.read(state_key(&key), led.epoch.0).await).map_err(client_code)?;
         let limits = limits(cluster, group);
+        let mut archived = Vec::new();
         let state = match stored {
             Some(stored) => {
-                let (state, archived) = SharePartition::restored(&stored, limits);
-                self.count(|c| c.archived_at_limit += at_limit(&archived));
+                let (state, at_load) = SharePartition::restored(&stored, limits);
+                archived = at_load;
                 state
             }
             None => {
@@ -469,18 +518,27 @@ impl ShareStates {
                     leader_epoch: led.epoch.0,
                     state: fresh.persisted(),
                 };
-                persister.write(state_key(&key), value).await?;
+                (persister.write(state_key(&key), value).await).map_err(client_code)?;
                 fresh
             }
         };
-        let slot = Slot {
+        let mut slot = Slot {
             state,
+            partition: led.partition.clone(),
+            dead_letter_topic: cluster.share_group_settings(group).dead_letter_topic,
+            dead: Vec::new(),
             epoch: led.epoch,
             changes: 0,
             wakes: 0,
             written: Rc::default(),
         };
-        self.slots.borrow_mut().insert(key, slot);
+        // Records back at load after their last delivery are archived
+        // now: written (and sent to the dead-letter topic) first.
+        let changed = self.archived(&mut slot, archived);
+        self.slots.borrow_mut().insert(key.clone(), slot);
+        if let Some(changes) = changed {
+            self.persist(&key, led.epoch, changes).await?;
+        }
         Ok(())
     }
 
@@ -489,30 +547,60 @@ impl ShareStates {
     /// from memory: it is read again, as last written (what the failed
     /// write held is redelivered, and its acknowledgement was refused).
     async fn persist(&self, key: &StateKey, epoch: LeaderEpoch, changes: u64) -> Result<(), Code> {
-        let written = self.write_through(key, epoch, changes).await;
-        if written.is_err() {
+        let gone = ResponseError::NotLeaderOrFollower.code();
+        let written = self.with_current(key, epoch, |slot| slot.written.clone());
+        let written = written.ok_or(gone)?;
+        let outcome = self.write_through(key, epoch, &written, changes).await;
+        if outcome.is_err() {
+            // Only the share-partition this write was for: one read again
+            // meanwhile is newer than what failed.
             let mut slots = self.slots.borrow_mut();
-            if slots.get(key).is_some_and(|s| s.epoch == epoch) {
+            let same = |s: &Slot| s.epoch == epoch && Rc::ptr_eq(&s.written, &written);
+            if slots.get(key).is_some_and(same) {
                 slots.remove(key);
             }
         }
-        written
+        outcome.map_err(client_code)
     }
 
+    /// Writes the share-partition whose writes `written` orders (none if
+    /// it was dropped and read again meanwhile: that one does not hold
+    /// what this write was for).
     async fn write_through(
         &self,
         key: &StateKey,
         epoch: LeaderEpoch,
+        written: &Rc<futures::lock::Mutex<u64>>,
         changes: u64,
     ) -> Result<(), Code> {
         let gone = ResponseError::NotLeaderOrFollower.code();
-        let written = self.with_current(key, epoch, |slot| slot.written.clone());
-        let written = written.ok_or(gone)?;
         let mut done = written.lock().await;
         if *done >= changes {
             return Ok(());
         }
-        let taken = self.with_current(key, epoch, |slot| (slot.state.persisted(), slot.changes));
+        let same = |slot: &Slot| slot.epoch == epoch && Rc::ptr_eq(&slot.written, written);
+        let letters = self.with_same(key, same, |slot| {
+            let records = std::mem::take(&mut slot.dead);
+            let topic = slot
+                .dead_letter_topic
+                .clone()
+                .filter(|_| !records.is_empty())?;
+            Some(DeadLetters {
+                topic,
+                group: key.0.clone(),
+                source: key.1,
+                partition: slot.partition.clone(),
+                records,
+            })
+        });
+        if let Some(letters) = letters.ok_or(gone)? {
+            let sink = self.dead_letters.borrow().clone();
+            let sink = sink.ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+            let sent = letters.records.len() as u64;
+            sink.send(letters).await?;
+            self.count(|c| c.dead_lettered += sent);
+        }
+        let taken = self.with_same(key, same, |slot| (slot.state.persisted(), slot.changes));
         let (state, now) = taken.ok_or(gone)?;
         let value = ShareStateValue {
             leader_epoch: epoch.0,
@@ -521,6 +609,18 @@ impl ShareStates {
         self.persister()?.write(state_key(key), value).await?;
         *done = now;
         Ok(())
+    }
+
+    /// Runs `change` on `key`'s share-partition if `same` says it is the
+    /// one meant.
+    fn with_same<T>(
+        &self,
+        key: &StateKey,
+        same: impl Fn(&Slot) -> bool,
+        change: impl FnOnce(&mut Slot) -> T,
+    ) -> Option<T> {
+        let mut slots = self.slots.borrow_mut();
+        slots.get_mut(key).filter(|s| same(s)).map(change)
     }
 
     fn persister(&self) -> Result<Rc<dyn SharePersister>, Code> {
@@ -533,6 +633,15 @@ impl ShareStates {
 fn at_limit(archived: &[ArchivedRecord]) -> u64 {
     let limit = archived.iter().filter(|a| a.why == Archived::DeliveryLimit);
     limit.count() as u64
+}
+
+/// What a client is told of a failure to read or write the state: a
+/// fenced leader is no longer the leader (the client asks the metadata).
+fn client_code(code: Code) -> Code {
+    match code == ResponseError::FencedLeaderEpoch.code() {
+        true => ResponseError::NotLeaderOrFollower.code(),
+        false => code,
+    }
 }
 
 /// The durable state's key of a share-partition.

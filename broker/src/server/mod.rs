@@ -8,6 +8,7 @@
 //! its stream of committed changes into its own copy of the metadata.
 
 mod connection;
+mod dead_letters;
 mod follow_metadata;
 mod handlers;
 mod health;

@@ -14,6 +14,7 @@ use futures::channel::oneshot;
 use futures::future::Shared;
 
 use super::connection::admission::Admission;
+use super::dead_letters::DeadLetterWriter;
 use crate::cluster::quorum::BrokerLife;
 use crate::cluster::view::View;
 use crate::cluster::Cluster;
@@ -205,6 +206,8 @@ impl Shard {
         partitions.txn_verifier.replace(Some(Rc::new(verifier)));
         let persister = CoordinatorPersister(Rc::downgrade(&coordinator));
         (partitions.share_states.persister).replace(Some(Rc::new(persister)));
+        let dead_letters = DeadLetterWriter::new(&partitions);
+        (partitions.share_states.dead_letters).replace(Some(Rc::new(dead_letters)));
         let markers = GroupMarkers(Rc::downgrade(&coordinator));
         partitions.marker_listener.replace(Some(Rc::new(markers)));
         glommio::spawn_local(sharded::serve(cluster.clone(), queues.cluster)).detach();

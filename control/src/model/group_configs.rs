@@ -23,8 +23,11 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 /// Where a share group starts reading a partition: latest or earliest.
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+/// The topic a share group's archived records are appended to (beyond
+/// Kafka: docs/queues.md, "Dead letters").
+pub const SHARE_DLQ_TOPIC: &str = "share.dlq.topic";
 /// Every key served.
-pub const GROUP_CONFIG_KEYS: [&str; 7] = [
+pub const GROUP_CONFIG_KEYS: [&str; 8] = [
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     SHARE_SESSION_TIMEOUT_MS,
@@ -32,6 +35,7 @@ pub const GROUP_CONFIG_KEYS: [&str; 7] = [
     SHARE_RECORD_LOCK_DURATION_MS,
     SHARE_DELIVERY_COUNT_LIMIT,
     SHARE_AUTO_OFFSET_RESET,
+    SHARE_DLQ_TOPIC,
 ];
 /// The most groups with configs the metadata holds.
 pub const GROUPS_WITH_CONFIGS_MAX: usize = 100_000;
@@ -63,6 +67,10 @@ pub fn check_group_config(
         SHARE_AUTO_OFFSET_RESET => match value {
             "latest" | "earliest" => Ok(()),
             _ => invalid(format!("{key}: latest or earliest")),
+        },
+        SHARE_DLQ_TOPIC => match crate::model::check_topic_name(value) {
+            Ok(()) => Ok(()),
+            Err(why) => invalid(format!("{key}: {why}")),
         },
         SHARE_DELIVERY_COUNT_LIMIT => match value.parse::<i32>() {
             Ok(2..=10) => Ok(()),
@@ -108,5 +116,7 @@ mod tests {
         assert!(
             check(SHARE_SESSION_TIMEOUT_MS, "30000") && check(SHARE_HEARTBEAT_INTERVAL_MS, "1000")
         );
+        assert!(check(SHARE_DLQ_TOPIC, "orders.dlq"));
+        assert!(!check(SHARE_DLQ_TOPIC, "no/slashes") && !check(SHARE_DLQ_TOPIC, ""));
     }
 }

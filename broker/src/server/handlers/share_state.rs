@@ -20,7 +20,7 @@ use kafka_protocol::ResponseError;
 
 use super::access::Caller;
 use super::{respond, HandlerError, Outcome};
-use crate::groups::share_state::{ShareStateKey, ShareStateValue};
+use crate::groups::share_state::{check_state, ShareStateKey, ShareStateValue};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -58,7 +58,7 @@ pub async fn read(
                 true => {
                     (shard.coordinator)
                         .on_group(&group, Err, move |partition| {
-                            Box::pin(async move { partition.read_share_state(&key, epoch) })
+                            Box::pin(async move { partition.read_share_state(&key, epoch).await })
                         })
                         .await
                 }
@@ -131,8 +131,10 @@ pub async fn write(
                     batches,
                 },
             };
+            let checked = check_state(&value.state);
             let written = match allowed {
                 false => Err(ResponseError::ClusterAuthorizationFailed.code()),
+                true if checked.is_err() => Err(ResponseError::InvalidRequest.code()),
                 true => {
                     (shard.coordinator)
                         .on_group(&group, Err, move |partition| {

@@ -10,6 +10,7 @@
 //! redelivered message is refused, as SQS refuses an old receipt handle).
 //! Served for the partitions this broker leads.
 
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -121,12 +122,12 @@ async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpR
     loop {
         let messages = match acquire_all(shard, group, &asked, count).await {
             Ok(messages) => messages,
+            Err(code) if code == ResponseError::CorruptMessage.code() => {
+                return HttpResponse::error(500, code, "a batch of the topic does not decode");
+            }
             Err(code) => {
-                return HttpResponse::error(
-                    503,
-                    code,
-                    "the share group is not available here now; retry",
-                )
+                let why = "the share group is not available here now; retry";
+                return HttpResponse::error(503, code, why);
             }
         };
         if !messages.is_empty() || Instant::now() >= deadline {
@@ -157,17 +158,39 @@ async fn acquire_all(
             max_bytes: READ_BYTES_MAX,
             lock_ms: asked.visibility_ms,
         };
-        let group = group.to_string();
+        let (group, topic, text) = (group.to_string(), asked.topic.clone(), asked.text);
         let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
             Box::pin(async move {
                 let who = (group.as_str(), HTTP_MEMBER);
-                (owner.share_states)
-                    .acquire(&owner.cluster, &led, who, wanted)
-                    .await
+                let states = &owner.share_states;
+                let read = states.acquire(&owner.cluster, &led, who, wanted).await?;
+                let offsets: Vec<(i64, u16)> = (read.acquired.iter())
+                    .flat_map(|a| (a.first..=a.last).map(move |o| (o, a.delivery_count)))
+                    .collect();
+                match as_json(&topic, index, &read, text) {
+                    Ok((messages, sent)) => {
+                        // Offsets without a record to give (transaction
+                        // markers, compacted away) are done: gaps.
+                        let gaps: Vec<(i64, u16)> = (offsets.into_iter())
+                            .filter(|(o, _)| !sent.contains(o))
+                            .collect();
+                        if !gaps.is_empty() {
+                            states.acknowledge_each(&led, who, &gaps, Ack::Gap).await;
+                        }
+                        Ok(messages)
+                    }
+                    Err(code) => {
+                        tracing::error!(%topic, partition = index, "a share group's batch does not decode");
+                        states
+                            .acknowledge_each(&led, who, &offsets, Ack::Release)
+                            .await;
+                        Err(code)
+                    }
+                }
             })
         };
         match shard.partitions.on_led_partition(route, work).await {
-            Ok(read) => messages.extend(as_json(&asked.topic, index, read, asked.text)?),
+            Ok(more) => messages.extend(more),
             Err(code) if code == ResponseError::NotLeaderOrFollower.code() => {}
             Err(code) => unavailable = Some(code),
         }
@@ -178,8 +201,14 @@ async fn acquire_all(
     }
 }
 
-/// The acquired records of a read, each with its receipt.
-fn as_json(topic: &str, partition: i32, read: ShareRead, text: bool) -> Result<Vec<Value>, Code> {
+/// The acquired records of a read, each with its receipt, and their
+/// offsets.
+fn as_json(
+    topic: &str,
+    partition: i32,
+    read: &ShareRead,
+    text: bool,
+) -> Result<(Vec<Value>, BTreeSet<i64>), Code> {
     let mut bytes = BytesMut::with_capacity(read.bytes);
     read.chunks.iter().for_each(|c| bytes.extend_from_slice(c));
     let first = read.acquired.first().map_or(0, |a| a.first);
@@ -195,9 +224,11 @@ fn as_json(topic: &str, partition: i32, read: ShareRead, text: bool) -> Result<V
         (Some(b), true) => Value::String(String::from_utf8_lossy(b).into_owned()),
         (Some(b), false) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
     };
+    let mut sent = BTreeSet::new();
     let messages = (decoded.records.iter())
         .filter_map(|r| Some((r, delivery_of(r.offset)?)))
         .map(|(r, delivery)| {
+            sent.insert(r.offset);
             json!({
                 "topic": topic,
                 "partition": partition,
@@ -209,7 +240,8 @@ fn as_json(topic: &str, partition: i32, read: ShareRead, text: bool) -> Result<V
                 "receipt": format!("{partition}:{}:{delivery}", r.offset),
             })
         });
-    Ok(messages.collect())
+    let messages = messages.collect();
+    Ok((messages, sent))
 }
 
 /// An acknowledgement: receipts of one topic and how.

@@ -48,7 +48,7 @@ pub fn report(partitions: &Partitions, names: &BTreeMap<control::TopicId, String
 /// The share groups' families.
 pub fn render<'r>(page: &mut Page, reports: impl Iterator<Item = &'r ShareReport> + Clone) {
     let total = |f: fn(&ShareCounts) -> u64| reports.clone().map(|r| f(&r.counts)).sum::<u64>();
-    let counters: [(&str, &str, u64); 4] = [
+    let counters: [(&str, &str, u64); 5] = [
         (
             "share_records_acquired_total",
             "records share group members acquired (each delivery counts)",
@@ -68,6 +68,11 @@ pub fn render<'r>(page: &mut Page, reports: impl Iterator<Item = &'r ShareReport
             "share_records_released_total",
             "records share group members released for another delivery",
             total(|c| c.released),
+        ),
+        (
+            "share_records_dead_lettered_total",
+            "archived records appended to their group's dead-letter topic (share.dlq.topic)",
+            total(|c| c.dead_lettered),
         ),
     ];
     for (name, help, value) in counters {

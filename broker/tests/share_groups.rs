@@ -130,6 +130,17 @@ fn share_group_members_share_a_partition_and_the_group_outlives_a_restart() {
         let code = committed.topics[0].partitions[0].error_code;
         assert_eq!(code, ResponseError::GroupIdNotFound.code());
     });
+    // `broker share-group`: listed, and described with both members on
+    // the one partition.
+    let list = cli(&broker.bootstrap(), &["share-group", "list"]);
+    let row = list.lines().find(|l| l.starts_with("queue "));
+    assert!(row.is_some_and(|r| r.ends_with("Stable")), "{list}");
+    let described = cli(&broker.bootstrap(), &["share-group", "describe", "queue"]);
+    assert!(
+        described.starts_with("share group queue: Stable, epoch 2"),
+        "{described}"
+    );
+    assert_eq!(described.matches("jobs: [0]").count(), 2, "{described}");
     // A restart: the group and its members are read back.
     let mut broker = broker;
     broker.stop();

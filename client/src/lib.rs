@@ -19,6 +19,7 @@ pub mod quotas;
 pub mod records;
 pub mod scram;
 pub mod security;
+pub mod share_groups;
 pub mod tls;
 pub mod transactions;
 pub mod users;

@@ -11,6 +11,7 @@ pub mod dump_log;
 pub mod dump_metadata;
 pub mod group;
 pub mod quota;
+pub mod share_group;
 pub mod target;
 pub mod topic;
 pub mod txn;
@@ -80,6 +81,15 @@ pub enum Command {
         /// The subcommand.
         #[command(subcommand)]
         command: group::GroupArgs,
+        /// Where the command goes.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Share groups (queues): list, describe, delete.
+    ShareGroup {
+        /// The subcommand.
+        #[command(subcommand)]
+        command: share_group::ShareGroupArgs,
         /// Where the command goes.
         #[command(flatten)]
         target: TargetArgs,
@@ -179,6 +189,9 @@ fn run(command: Command) -> Result<String, String> {
                 .target()?
                 .run(|c| async move { group::execute(&c, command).await })
         }
+        Command::ShareGroup { command, target } => target
+            .target()?
+            .run(|c| async move { share_group::execute(&c, command).await }),
         Command::User { command, target } => {
             let command = command.command()?;
             target

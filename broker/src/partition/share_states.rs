@@ -167,8 +167,9 @@ pub struct ShareCounts {
 pub struct ShareStates {
     slots: RefCell<HashMap<StateKey, Slot>>,
     counts: std::cell::Cell<ShareCounts>,
-    /// Reading states is one at a time, so none is read twice.
-    loading: futures::lock::Mutex<()>,
+    /// Reading a state is one at a time per share-partition, so none is
+    /// read twice (and one unreachable coordinator holds up only its own).
+    loading: RefCell<HashMap<StateKey, Rc<futures::lock::Mutex<()>>>>,
     /// Where the states are kept (installed by the shard).
     pub persister: RefCell<Option<Rc<dyn SharePersister>>>,
     /// Where archived records go (installed by the shard).
@@ -493,7 +494,12 @@ impl ShareStates {
         if current() {
             return Ok(());
         }
-        let _one_at_a_time = self.loading.lock().await;
+        let lock = (self.loading.borrow_mut().entry(key.clone()))
+            .or_default()
+            .clone();
+        let _one_at_a_time = lock.lock().await;
+        // (The entry goes once nobody waits on it.)
+        let _forget = Forget(&self.loading, &key, &lock);
         if current() {
             return Ok(());
         }
@@ -633,6 +639,24 @@ impl ShareStates {
 fn at_limit(archived: &[ArchivedRecord]) -> u64 {
     let limit = archived.iter().filter(|a| a.why == Archived::DeliveryLimit);
     limit.count() as u64
+}
+
+/// Removes a share-partition's loading lock from the table when the last
+/// load holding it ends.
+struct Forget<'a>(
+    &'a RefCell<HashMap<StateKey, Rc<futures::lock::Mutex<()>>>>,
+    &'a StateKey,
+    &'a Rc<futures::lock::Mutex<()>>,
+);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        // Two left (the table's and this load's): no other load holds or
+        // waits on it.
+        if Rc::strong_count(self.2) <= 2 {
+            self.0.borrow_mut().remove(self.1);
+        }
+    }
 }
 
 /// What a client is told of a failure to read or write the state: a

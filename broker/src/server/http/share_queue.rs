@@ -10,7 +10,7 @@
 //! redelivered message is refused, as SQS refuses an old receipt handle).
 //! Served for the partitions this broker leads.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -257,6 +257,9 @@ fn accept() -> String {
     "accept".into()
 }
 
+/// A receipt's offset and delivery.
+type Receipt = (i64, u16);
+
 /// A receipt's partition, offset and delivery.
 fn receipt_of(receipt: &str) -> Option<(i32, i64, u16)> {
     let mut parts = receipt.split(':');
@@ -288,31 +291,54 @@ async fn ack(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
             return HttpResponse::error(400, -1, why);
         }
     };
-    let mut results = Vec::with_capacity(body.receipts.len());
-    for receipt in &body.receipts {
-        let outcome = match receipt_of(receipt) {
-            None => Err(ResponseError::InvalidRequest.code()),
+    // One hop and one durable write per partition, whatever the number
+    // of receipts.
+    let mut outcomes: Vec<Option<Result<(), Code>>> = vec![None; body.receipts.len()];
+    let mut by_partition: BTreeMap<i32, Vec<(usize, Receipt)>> = BTreeMap::new();
+    for (at, receipt) in body.receipts.iter().enumerate() {
+        match receipt_of(receipt) {
+            None => outcomes[at] = Some(Err(ResponseError::InvalidRequest.code())),
             Some((partition, offset, delivery)) => {
-                let route = shard.cluster.route_by_name(&body.topic, partition);
-                let group = group.to_string();
-                let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
-                    Box::pin(async move {
-                        let who = (group.as_str(), HTTP_MEMBER);
-                        let each = (owner.share_states)
-                            .acknowledge_each(&led, who, &[(offset, delivery)], ack)
-                            .await;
-                        each.into_iter().next().unwrap_or(Ok(()))
-                    })
-                };
-                shard.partitions.on_led_partition(route, work).await
+                by_partition
+                    .entry(partition)
+                    .or_default()
+                    .push((at, (offset, delivery)));
             }
-        };
-        let mut result = json!({ "receipt": receipt, "error_code": outcome.err().unwrap_or(0) });
-        if let Err(code) = outcome {
-            result["error"] = Value::String(error_text(code));
         }
-        results.push(result);
     }
+    for (partition, receipts) in by_partition {
+        let route = shard.cluster.route_by_name(&body.topic, partition);
+        let (group, asked): (String, Vec<(i64, u16)>) = (
+            group.to_string(),
+            receipts.iter().map(|(_, r)| *r).collect(),
+        );
+        let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
+            Box::pin(async move {
+                let who = (group.as_str(), HTTP_MEMBER);
+                let states = &owner.share_states;
+                Ok(states.acknowledge_each(&led, who, &asked, ack).await)
+            })
+        };
+        let each = shard.partitions.on_led_partition(route, work).await;
+        for (n, (at, _)) in receipts.iter().enumerate() {
+            let outcome = match &each {
+                Ok(each) => each.get(n).copied().unwrap_or(Ok(())),
+                Err(code) => Err(*code),
+            };
+            outcomes[*at] = Some(outcome);
+        }
+    }
+    let results: Vec<Value> = (body.receipts.iter().zip(outcomes))
+        .map(|(receipt, outcome)| {
+            let outcome = outcome.unwrap_or(Ok(()));
+            let mut result =
+                json!({ "receipt": receipt, "error_code": outcome.err().unwrap_or(0) });
+            if let Err(code) = outcome {
+                result["error"] = Value::String(error_text(code));
+            }
+            result
+        })
+        .collect();
     HttpResponse::json(200, &json!({ "results": results }))
 }
 

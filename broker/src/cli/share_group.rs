@@ -63,6 +63,8 @@ pub async fn execute(cluster: &Cluster, command: ShareGroupArgs) -> Result<Strin
             }
         }
         ShareGroupArgs::Delete { name } => {
+            // A share group only (`broker group delete` deletes the others).
+            cluster.describe_share_group(&name).await?;
             cluster.delete_group(&name).await?;
             let _ = writeln!(out, "deleted share group {name}");
         }

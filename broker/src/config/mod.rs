@@ -467,12 +467,12 @@ impl BrokerConfig {
             return invalid(format!("group_consumer_*: {why}"));
         }
         if !(2..=10).contains(&self.group_share_delivery_count_limit)
-            || self.group_share_partition_max_record_locks < 100
+            || !(100..=1_000_000).contains(&self.group_share_partition_max_record_locks)
             || self.group_share_max_share_sessions < 1
         {
             return invalid(
                 "group_share_delivery_count_limit 2..=10, group_share_partition_max_record_locks \
-                 at least 100, group_share_max_share_sessions at least 1"
+                 100..=1000000, group_share_max_share_sessions at least 1"
                     .into(),
             );
         }

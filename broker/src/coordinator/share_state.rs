@@ -14,7 +14,9 @@ use std::time::Instant;
 use super::consumer_groups::replay;
 use super::offsets_partition::OffsetsPartition;
 use crate::groups::records::{Key, Value};
-use crate::groups::share_state::{ShareStateKey, ShareStateValue};
+use kafka_protocol::ResponseError;
+
+use crate::groups::share_state::{check_state, ShareStateKey, ShareStateValue};
 use crate::kafka::Code;
 use crate::share::partition::PersistedState;
 
@@ -57,7 +59,10 @@ impl OffsetsPartition {
     ) -> Result<(), Code> {
         let (_, outcome) = self
             .append_then(
-                |groups| match groups.share_states.may_write(&key, value.leader_epoch) {
+                |groups| match check_state(&value.state)
+                    .map_err(|_| ResponseError::InvalidRequest.code())
+                    .and_then(|()| groups.share_states.may_write(&key, value.leader_epoch))
+                {
                     Ok(()) => {
                         let record = (Key::ShareState(key.clone()), Some(Value::ShareState(value)));
                         (vec![record], Ok(()))

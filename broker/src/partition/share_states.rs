@@ -101,8 +101,9 @@ pub trait SharePersister {
 /// shard).
 pub trait DeadLetterSink {
     /// Appends the archived records to their dead-letter topic; Ok once
-    /// durable there.
-    fn send(&self, letters: DeadLetters) -> LocalFuture<Result<(), Code>>;
+    /// durable there, with how many were appended (a record that can
+    /// never be is left out, logged).
+    fn send(&self, letters: DeadLetters) -> LocalFuture<Result<u64, Code>>;
 }
 
 /// Archived records of one share-partition bound for a dead-letter topic.
@@ -585,29 +586,31 @@ impl ShareStates {
             return Ok(());
         }
         let same = |slot: &Slot| slot.epoch == epoch && Rc::ptr_eq(&slot.written, written);
-        let letters = self.with_same(key, same, |slot| {
+        // The dead letters, the state and its changes taken together: what
+        // is archived while the letters go out is in neither, and stays
+        // for the next write.
+        let taken = self.with_same(key, same, |slot| {
             let records = std::mem::take(&mut slot.dead);
             let topic = slot
                 .dead_letter_topic
                 .clone()
-                .filter(|_| !records.is_empty())?;
-            Some(DeadLetters {
+                .filter(|_| !records.is_empty());
+            let letters = topic.map(|topic| DeadLetters {
                 topic,
                 group: key.0.clone(),
                 source: key.1,
                 partition: slot.partition.clone(),
                 records,
-            })
+            });
+            (letters, slot.state.persisted(), slot.changes)
         });
-        if let Some(letters) = letters.ok_or(gone)? {
+        let (letters, state, now) = taken.ok_or(gone)?;
+        if let Some(letters) = letters {
             let sink = self.dead_letters.borrow().clone();
             let sink = sink.ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-            let sent = letters.records.len() as u64;
-            sink.send(letters).await?;
+            let sent = sink.send(letters).await?;
             self.count(|c| c.dead_lettered += sent);
         }
-        let taken = self.with_same(key, same, |slot| (slot.state.persisted(), slot.changes));
-        let (state, now) = taken.ok_or(gone)?;
         let value = ShareStateValue {
             leader_epoch: epoch.0,
             state,

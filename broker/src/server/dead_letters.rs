@@ -27,7 +27,7 @@ use storage::batch::ValidBatch;
 use storage::Offset;
 
 use crate::cluster::peers::{PeerConnections, Purpose};
-use crate::cluster::topics::NewTopic;
+use crate::cluster::topics::{is_internal, NewTopic};
 use crate::cluster::Cluster;
 use crate::kafka::Code;
 use crate::partition::append::Acks;
@@ -60,7 +60,7 @@ impl DeadLetterWriter {
 }
 
 impl DeadLetterSink for DeadLetterWriter {
-    fn send(&self, letters: DeadLetters) -> LocalFuture<Result<(), Code>> {
+    fn send(&self, letters: DeadLetters) -> LocalFuture<Result<u64, Code>> {
         let partitions = self.partitions.upgrade();
         let peers = self.peers.clone();
         Box::pin(async move {
@@ -74,15 +74,19 @@ async fn send(
     partitions: &Rc<Partitions>,
     peers: &PeerConnections,
     letters: DeadLetters,
-) -> Result<(), Code> {
+) -> Result<u64, Code> {
     let cluster = &partitions.cluster;
     let source = cluster.topic_name(letters.source.topic).unwrap_or_default();
-    if source == letters.topic {
-        tracing::warn!(group = %letters.group, topic = %source, "a share group's dead-letter topic is its own topic: not appended");
-        return Ok(());
+    if source == letters.topic || is_internal(&letters.topic) {
+        tracing::warn!(group = %letters.group, topic = %letters.topic, "a share group's dead-letter topic is its own topic or an internal one: nothing appended");
+        return Ok(0);
     }
     let read = read_records(&letters).await?;
-    let count = ensure_topic(cluster, &letters.topic).await?;
+    let (count, max_bytes) = match ensure_topic(cluster, &letters.topic).await {
+        Ok(topic) => topic,
+        Err(code) if permanent(code) => return Ok(left_out(&letters, read.len(), code)),
+        Err(code) => return Err(code),
+    };
     let mut by_partition: BTreeMap<i32, Vec<ProducerRecord>> = BTreeMap::new();
     for (archived, record) in read {
         let partition = match &record.key {
@@ -92,12 +96,62 @@ async fn send(
         let letter = letter(&source, letters.source.index, archived, record);
         by_partition.entry(partition).or_default().push(letter);
     }
+    let mut sent = 0;
     for (partition, records) in by_partition {
-        let batch = client::records::encode_batch(&records, Compression::None)
-            .map_err(|_| ResponseError::CorruptMessage.code())?;
-        append(partitions, peers, (&letters.topic, partition), batch).await?;
+        for batch in batches(&records, max_bytes) {
+            let Some((batch, records)) = batch else {
+                left_out(&letters, 1, ResponseError::MessageTooLarge.code());
+                continue;
+            };
+            match append(partitions, peers, (&letters.topic, partition), batch).await {
+                Ok(()) => sent += records,
+                Err(code) if permanent(code) => {
+                    left_out(&letters, records as usize, code);
+                }
+                Err(code) => return Err(code),
+            }
+        }
     }
-    Ok(())
+    Ok(sent)
+}
+
+/// Whether a failure to append a dead letter would fail again however
+/// often tried (then the letter is left out, not retried for ever).
+fn permanent(code: Code) -> bool {
+    [
+        ResponseError::MessageTooLarge,
+        ResponseError::RecordListTooLarge,
+        ResponseError::InvalidTopicException,
+        ResponseError::TopicAuthorizationFailed,
+        ResponseError::PolicyViolation,
+        ResponseError::InvalidReplicationFactor,
+        ResponseError::InvalidRecord,
+        ResponseError::CorruptMessage,
+    ]
+    .iter()
+    .any(|e| e.code() == code)
+}
+
+/// Logs dead letters that cannot be appended; none counted as sent.
+fn left_out(letters: &DeadLetters, records: usize, code: Code) -> u64 {
+    tracing::error!(group = %letters.group, topic = %letters.topic, records, code, "dead letters that can never be appended are left out");
+    0
+}
+
+/// The letters as batches within `max_bytes` each (encoded), with their
+/// record counts; None for a letter too large alone.
+fn batches(records: &[ProducerRecord], max_bytes: usize) -> Vec<Option<(Bytes, u64)>> {
+    let encoded = client::records::encode_batch(records, Compression::None).ok();
+    match encoded {
+        Some(batch) if batch.len() <= max_bytes => vec![Some((batch, records.len() as u64))],
+        _ if records.len() > 1 => {
+            let (first, second) = records.split_at(records.len() / 2);
+            let mut out = batches(first, max_bytes);
+            out.extend(batches(second, max_bytes));
+            out
+        }
+        _ => vec![None],
+    }
 }
 
 /// A dead letter: the record as it was, and where from and why.
@@ -174,13 +228,14 @@ async fn read_records(
     Ok(found)
 }
 
-/// The dead-letter topic's partition count, made first if it does not
-/// exist.
-async fn ensure_topic(cluster: &Cluster, topic: &str) -> Result<u32, Code> {
+/// The dead-letter topic's partition count and largest batch, made
+/// first if it does not exist.
+async fn ensure_topic(cluster: &Cluster, topic: &str) -> Result<(u32, usize), Code> {
     let count = |cluster: &Cluster| {
         let view = cluster.view.borrow();
         let found = view.metadata.topic_by_name(topic).ok();
-        found.map(|t| t.partitions.len() as u32)
+        let limit = |t: &control::Topic| t.config.max_message_bytes.max(1) as usize;
+        found.map(|t| (t.partitions.len() as u32, limit(t).min(BATCH_BYTES_CAP)))
     };
     if let Some(count) = count(cluster) {
         return Ok(count);
@@ -249,5 +304,41 @@ async fn append(
     match code {
         0 => Ok(()),
         code => Err(code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(bytes: usize) -> ProducerRecord {
+        ProducerRecord {
+            key: None,
+            value: Some(Bytes::from(vec![b'x'; bytes])),
+            timestamp: 0,
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn letters_are_cut_into_batches_within_the_limit_and_one_too_large_is_left_out() {
+        let records = vec![record(400), record(400), record(400), record(400)];
+        let one = batches(&records, 1 << 20);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].as_ref().unwrap().1, 4);
+        let cut = batches(&records, 1_000);
+        let counts: Vec<u64> = cut.iter().map(|b| b.as_ref().unwrap().1).collect();
+        assert_eq!(counts.iter().sum::<u64>(), 4);
+        assert!(
+            cut.iter().flatten().all(|(b, _)| b.len() <= 1_000),
+            "{counts:?}"
+        );
+        let too_large = batches(&[record(400), record(5_000)], 1_000);
+        assert_eq!(too_large.iter().filter(|b| b.is_none()).count(), 1);
+        assert!(permanent(ResponseError::MessageTooLarge.code()));
+        assert!(
+            !permanent(ResponseError::NotLeaderOrFollower.code()),
+            "retried"
+        );
     }
 }

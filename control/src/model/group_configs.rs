@@ -68,6 +68,9 @@ pub fn check_group_config(
             "latest" | "earliest" => Ok(()),
             _ => invalid(format!("{key}: latest or earliest")),
         },
+        SHARE_DLQ_TOPIC if value.starts_with("__") => {
+            invalid(format!("{key}: {value} is an internal topic's name"))
+        }
         SHARE_DLQ_TOPIC => match crate::model::check_topic_name(value) {
             Ok(()) => Ok(()),
             Err(why) => invalid(format!("{key}: {why}")),
@@ -118,5 +121,6 @@ mod tests {
         );
         assert!(check(SHARE_DLQ_TOPIC, "orders.dlq"));
         assert!(!check(SHARE_DLQ_TOPIC, "no/slashes") && !check(SHARE_DLQ_TOPIC, ""));
+        assert!(!check(SHARE_DLQ_TOPIC, "__consumer_offsets"), "internal");
     }
 }

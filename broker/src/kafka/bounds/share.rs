@@ -10,23 +10,26 @@ fn acknowledgement_batch(w: &mut Walker<'_>) -> Walk {
     w.tagged_fields()
 }
 
+/// A topic of ShareFetch or ShareAcknowledge: its id, and partitions
+/// each with acknowledgement batches.
+fn acknowledged_topic(w: &mut Walker<'_>) -> Walk {
+    w.fixed(16)?; // topic_id
+    w.array(|w| {
+        w.fixed(4)?; // partition_index
+        w.array(acknowledgement_batch)?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()
+}
+
 /// ShareFetch v1.
 pub fn check_share_fetch(body: &[u8], _version: i16) -> Walk {
     let mut w = Walker::new(body, true);
     w.string()?; // group_id
     w.string()?; // member_id
-                 // share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records,
-                 // batch_size
+                 // share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size
     w.fixed(4 * 6)?;
-    w.array(|w| {
-        w.fixed(16)?; // topic_id
-        w.array(|w| {
-            w.fixed(4)?; // partition_index
-            w.array(acknowledgement_batch)?;
-            w.tagged_fields()
-        })?;
-        w.tagged_fields()
-    })?;
+    w.array(acknowledged_topic)?;
     w.array(|w| {
         w.fixed(16)?; // topic_id
         w.array(|w| w.fixed(4))?; // partitions
@@ -42,15 +45,7 @@ pub fn check_share_acknowledge(body: &[u8], _version: i16) -> Walk {
     w.string()?; // group_id
     w.string()?; // member_id
     w.fixed(4)?; // share_session_epoch
-    w.array(|w| {
-        w.fixed(16)?; // topic_id
-        w.array(|w| {
-            w.fixed(4)?; // partition_index
-            w.array(acknowledgement_batch)?;
-            w.tagged_fields()
-        })?;
-        w.tagged_fields()
-    })?;
+    w.array(acknowledged_topic)?;
     w.tagged_fields()?;
     w.end()
 }

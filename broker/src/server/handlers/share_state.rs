@@ -20,11 +20,13 @@ use kafka_protocol::ResponseError;
 
 use super::access::Caller;
 use super::{respond, HandlerError, Outcome};
-use crate::groups::share_state::{check_state, ShareStateKey, ShareStateValue};
+use crate::coordinator::offsets_partition::OffsetsPartition;
+use crate::groups::share_state::{ShareStateKey, ShareStateValue};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
+use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 use crate::share::partition::PersistedState;
 use control::model::acls::Operation;
@@ -47,22 +49,12 @@ pub async fn read(
     for topic in &decoded.topics {
         let mut partitions = Vec::new();
         for p in &topic.partitions {
-            let key = ShareStateKey {
-                group: group.clone(),
-                topic: *topic.topic_id.as_bytes(),
-                partition: p.partition,
-            };
+            let key = key_of(&group, topic.topic_id, p.partition);
             let epoch = p.leader_epoch;
-            let read = match allowed {
-                false => Err(ResponseError::ClusterAuthorizationFailed.code()),
-                true => {
-                    (shard.coordinator)
-                        .on_group(&group, Err, move |partition| {
-                            Box::pin(async move { partition.read_share_state(&key, epoch).await })
-                        })
-                        .await
-                }
-            };
+            let read = at_coordinator(shard, allowed, &group, move |partition| {
+                Box::pin(async move { partition.read_share_state(&key, epoch).await })
+            })
+            .await;
             partitions.push(read_result(p.partition, read));
         }
         let result = ReadStateResult::default()
@@ -113,11 +105,7 @@ pub async fn write(
     for topic in &decoded.topics {
         let mut partitions = Vec::new();
         for p in &topic.partitions {
-            let key = ShareStateKey {
-                group: group.clone(),
-                topic: *topic.topic_id.as_bytes(),
-                partition: p.partition,
-            };
+            let key = key_of(&group, topic.topic_id, p.partition);
             let batches = (p.state_batches.iter())
                 .map(|b| {
                     let count = b.delivery_count.max(0) as u16;
@@ -131,18 +119,11 @@ pub async fn write(
                     batches,
                 },
             };
-            let checked = check_state(&value.state);
-            let written = match allowed {
-                false => Err(ResponseError::ClusterAuthorizationFailed.code()),
-                true if checked.is_err() => Err(ResponseError::InvalidRequest.code()),
-                true => {
-                    (shard.coordinator)
-                        .on_group(&group, Err, move |partition| {
-                            Box::pin(async move { partition.write_share_state(key, value).await })
-                        })
-                        .await
-                }
-            };
+            // (The coordinator refuses a state no leader could write.)
+            let written = at_coordinator(shard, allowed, &group, move |partition| {
+                Box::pin(async move { partition.write_share_state(key, value).await })
+            })
+            .await;
             let code = written.err().unwrap_or(0);
             partitions.push(
                 WriteResult::default()
@@ -159,4 +140,27 @@ pub async fn write(
         request,
         &WriteShareGroupStateResponse::default().with_results(results),
     )
+}
+
+/// The state's key of a request's partition.
+fn key_of(group: &str, topic: uuid::Uuid, partition: i32) -> ShareStateKey {
+    ShareStateKey {
+        group: group.to_string(),
+        topic: *topic.as_bytes(),
+        partition,
+    }
+}
+
+/// Runs `work` on `group`'s coordinator, if the caller is `allowed`
+/// (CLUSTER_ACTION) at all.
+async fn at_coordinator<T: Send + 'static>(
+    shard: &Shard,
+    allowed: bool,
+    group: &str,
+    work: impl FnOnce(Rc<OffsetsPartition>) -> LocalFuture<Result<T, Code>> + Send + 'static,
+) -> Result<T, Code> {
+    if !allowed {
+        return Err(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    shard.coordinator.on_group(group, Err, work).await
 }

@@ -75,6 +75,47 @@ fn ok(out: std::process::Output) -> String {
     text(&out)
 }
 
+const TOPIC_DENIED: i16 = 29;
+
+/// The codes of a consumer group heartbeat and of a share group heartbeat
+/// of alice in group billing, subscribed to `topic`.
+fn subscribed_as_alice(address: std::net::SocketAddr, topic: &str) -> (i16, i16) {
+    use kafka_protocol::messages::{
+        ConsumerGroupHeartbeatRequest, GroupId, ShareGroupHeartbeatRequest, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let topic = TopicName(StrBytes::from_string(topic.to_string()));
+    let group = GroupId(StrBytes::from_static_str("billing"));
+    support::on_glommio(async move {
+        let security = client::security::Security {
+            tls: None,
+            sasl: Some(client::security::SaslLogin {
+                mechanism: client::security::SaslMechanism::Scram(client::scram::Mechanism::Sha256),
+                user: "alice".into(),
+                password: ALICE_PASSWORD.into(),
+            }),
+        };
+        let connect = client::connection::Connection::connect_with(address, "alice", &security);
+        let mut connection = connect.await.unwrap();
+        let member = StrBytes::from_static_str("alice-member-0000000000");
+        let consumer = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(group.clone())
+            .with_member_id(member.clone())
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![topic.clone()]))
+            .with_topic_partitions(Some(vec![]));
+        let consumer = connection.call(&consumer, 1).await.unwrap();
+        // (billing is a consumer group now if that one joined: the share
+        // heartbeat goes to a group of its own.)
+        let share = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("billing-queue")))
+            .with_member_id(member)
+            .with_subscribed_topic_names(Some(vec![topic]));
+        let share = connection.call(&share, 1).await.unwrap();
+        (consumer.error_code, share.error_code)
+    })
+}
+
 #[test]
 fn a_user_gets_what_its_acls_allow_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,6 +217,14 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
         text(&out).contains("not authorized to describe this group"),
         "{out:?}"
     );
+    // A group member's subscription: a heartbeat naming a topic alice may
+    // not describe is refused (as Kafka), of both group protocols.
+    acl(&["--operation", "Read", "--group", "billing-queue"]);
+    assert_eq!(
+        subscribed_as_alice(broker.address, "payments"),
+        (TOPIC_DENIED, TOPIC_DENIED)
+    );
+    assert_eq!(subscribed_as_alice(broker.address, "logs-app"), (0, 0));
     // The HTTP API checks the same ACLs, as the logged-in user: the
     // status of a call as alice.
     let http_status = |method: &str, path: &str, body: &str| {

@@ -12,97 +12,9 @@ use bytes::Bytes;
 use client::cluster::Cluster;
 use client::connection::Connection;
 use client::producer::Producer;
-use kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
-};
-use kafka_protocol::messages::share_fetch_request::{
-    AcknowledgementBatch, FetchPartition, FetchTopic,
-};
-use kafka_protocol::messages::{
-    GroupId, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse,
-};
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use support::share_wire::{acknowledge, acquired, fetch};
 use support::{cli, on_glommio, start_broker};
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
-/// A ShareFetch of `member` at `epoch` naming partition 0 of `topic`
-/// with `acks` (first, last, types).
-fn fetch(
-    topic: uuid::Uuid,
-    (member, epoch): (&str, i32),
-    max_records: i32,
-    acks: &[(i64, i64, &[i8])],
-) -> ShareFetchRequest {
-    let batches = acks
-        .iter()
-        .map(|(first, last, types)| {
-            AcknowledgementBatch::default()
-                .with_first_offset(*first)
-                .with_last_offset(*last)
-                .with_acknowledge_types(types.to_vec())
-        })
-        .collect();
-    let partition = FetchPartition::default()
-        .with_partition_index(0)
-        .with_acknowledgement_batches(batches);
-    ShareFetchRequest::default()
-        .with_group_id(Some(GroupId(text("workers"))))
-        .with_member_id(Some(text(member)))
-        .with_share_session_epoch(epoch)
-        .with_max_wait_ms(2_000)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_max_records(max_records)
-        .with_batch_size(max_records)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic_id(topic)
-            .with_partitions(vec![partition])])
-}
-
-/// A ShareAcknowledge of `member` at `epoch` on partition 0.
-fn acknowledge(
-    topic: uuid::Uuid,
-    (member, epoch): (&str, i32),
-    acks: &[(i64, i64, i8)],
-) -> ShareAcknowledgeRequest {
-    let batches = acks
-        .iter()
-        .map(|(first, last, ack)| {
-            AckBatch::default()
-                .with_first_offset(*first)
-                .with_last_offset(*last)
-                .with_acknowledge_types(vec![*ack])
-        })
-        .collect();
-    ShareAcknowledgeRequest::default()
-        .with_group_id(Some(GroupId(text("workers"))))
-        .with_member_id(Some(text(member)))
-        .with_share_session_epoch(epoch)
-        .with_topics(vec![AcknowledgeTopic::default()
-            .with_topic_id(topic)
-            .with_partitions(vec![AcknowledgePartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(batches)])])
-}
-
-/// What an answer acquired on partition 0: (first, last, deliveries),
-/// and whether it carried records.
-fn acquired(answer: &ShareFetchResponse) -> (Vec<(i64, i64, i16)>, bool) {
-    assert_eq!(answer.error_code, 0, "{answer:?}");
-    let Some(partition) = answer.responses.first().map(|t| &t.partitions[0]) else {
-        return (Vec::new(), false);
-    };
-    assert_eq!(partition.error_code, 0, "{answer:?}");
-    let ranges = (partition.acquired_records.iter())
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect();
-    let records = partition.records.as_ref().is_some_and(|r| !r.is_empty());
-    (ranges, records)
-}
 
 async fn produce(address: SocketAddr, count: usize) {
     let cluster = Cluster::new(address, "share-fetch-test");

@@ -1,8 +1,19 @@
 //! Share groups (KIP-932) as ShareGroupDescribe shows them: the group's
 //! epochs and each member's partitions (any number of members may share
-//! one partition).
+//! one partition); their start offsets, read, reset and deleted
+//! (Describe/Alter/DeleteShareGroupOffsets).
 
-use kafka_protocol::messages::{GroupId, ShareGroupDescribeRequest};
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest, GroupId, ShareGroupDescribeRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::Cluster;
@@ -81,5 +92,113 @@ impl Cluster {
             assignor: described.assignor_name.to_string(),
             members: members.collect(),
         })
+    }
+}
+
+/// A share group's start offsets by topic and partition (the first
+/// offset not yet acknowledged or archived; partitions never initialized
+/// are left out).
+pub type ShareStartOffsets = BTreeMap<(String, i32), i64>;
+
+impl Cluster {
+    /// The start offsets `group` stores for every partition it
+    /// initialized (DescribeShareGroupOffsets with no topics named).
+    pub async fn share_group_offsets(&self, group: &str) -> Result<ShareStartOffsets, ClientError> {
+        let asked = DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            // (null: every topic; the codec's default is an empty list)
+            .with_topics(None);
+        let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![asked]);
+        let response = self
+            .on_coordinator(
+                group,
+                |_| request.clone(),
+                |r| r.groups.first().map_or(0, |g| g.error_code),
+            )
+            .await?;
+        let described = (response.groups.into_iter().next()).ok_or_else(|| {
+            ClientError::Protocol("DescribeShareGroupOffsets answered nothing".into())
+        })?;
+        if described.error_code != 0 {
+            return Err(ClientError::Broker(described.error_code));
+        }
+        let mut starts = BTreeMap::new();
+        for topic in described.topics {
+            for p in topic.partitions {
+                if p.error_code != 0 {
+                    return Err(ClientError::Broker(p.error_code));
+                }
+                if p.start_offset >= 0 {
+                    starts.insert(
+                        (topic.topic_name.to_string(), p.partition_index),
+                        p.start_offset,
+                    );
+                }
+            }
+        }
+        Ok(starts)
+    }
+
+    /// Resets `group`'s share-partitions to start at the offsets of
+    /// `plan` (-1: as the group's `share.auto.offset.reset` says); the
+    /// group must have no members. The first partition's refusal is the
+    /// error.
+    pub async fn alter_share_group_offsets(
+        &self,
+        group: &str,
+        plan: &ShareStartOffsets,
+    ) -> Result<(), ClientError> {
+        let mut topics: BTreeMap<&str, Vec<AlterShareGroupOffsetsRequestPartition>> =
+            BTreeMap::new();
+        for ((topic, partition), start) in plan {
+            topics.entry(topic).or_default().push(
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_start_offset(*start),
+            );
+        }
+        let topics = topics.into_iter().map(|(name, partitions)| {
+            AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(StrBytes::from_string(name.to_string())))
+                .with_partitions(partitions)
+        });
+        let request = AlterShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(topics.collect());
+        let response = self
+            .on_coordinator(group, |_| request.clone(), |r| r.error_code)
+            .await?;
+        let partitions = response.responses.iter().flat_map(|t| &t.partitions);
+        first_refusal(response.error_code, partitions.map(|p| p.error_code))
+    }
+
+    /// Deletes `group`'s share-partition states of `topics` (its next
+    /// members start as `share.auto.offset.reset` says); the group must
+    /// have no members.
+    pub async fn delete_share_group_offsets(
+        &self,
+        group: &str,
+        topics: &[String],
+    ) -> Result<(), ClientError> {
+        let named = topics.iter().map(|t| {
+            DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(StrBytes::from_string(t.clone())))
+        });
+        let request = DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(named.collect());
+        let response = self
+            .on_coordinator(group, |_| request.clone(), |r| r.error_code)
+            .await?;
+        let topic_codes = response.responses.iter().map(|t| t.error_code);
+        first_refusal(response.error_code, topic_codes)
+    }
+}
+
+/// The first refusal of an answer: its own code, then each part's.
+fn first_refusal(code: i16, parts: impl Iterator<Item = i16>) -> Result<(), ClientError> {
+    match std::iter::once(code).chain(parts).find(|c| *c != 0) {
+        Some(code) => Err(ClientError::Broker(code)),
+        None => Ok(()),
     }
 }

@@ -130,21 +130,25 @@ impl GroupArgs {
             GroupArgs::List => GroupCommand::List,
             GroupArgs::Describe { name } => GroupCommand::Describe(name),
             GroupArgs::Delete { name } => GroupCommand::Delete(name),
-            GroupArgs::ResetOffsets(reset) => {
-                let to = match (reset.to_datetime, reset.to_offset, reset.shift_by) {
-                    (Some(at), _, _) => ResetTo::Datetime(at),
-                    (_, Some(offset), _) => ResetTo::Offset(offset),
-                    (_, _, Some(by)) => ResetTo::ShiftBy(by),
-                    _ if reset.to_earliest => ResetTo::Earliest,
-                    _ => ResetTo::Latest,
-                };
-                GroupCommand::Reset {
-                    group: reset.name,
-                    topics: reset.topics,
-                    to,
-                    dry_run: reset.dry_run,
-                }
-            }
+            GroupArgs::ResetOffsets(reset) => GroupCommand::Reset {
+                to: reset.target(),
+                group: reset.name,
+                topics: reset.topics,
+                dry_run: reset.dry_run,
+            },
+        }
+    }
+}
+
+impl ResetArgs {
+    /// Where the line moves the offsets.
+    pub fn target(&self) -> ResetTo {
+        match (self.to_datetime, self.to_offset, self.shift_by) {
+            (Some(at), _, _) => ResetTo::Datetime(at),
+            (_, Some(offset), _) => ResetTo::Offset(offset),
+            (_, _, Some(by)) => ResetTo::ShiftBy(by),
+            _ if self.to_earliest => ResetTo::Earliest,
+            _ => ResetTo::Latest,
         }
     }
 }
@@ -245,7 +249,7 @@ pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String,
 }
 
 /// Each partition's (log start, log end) for the given topic's partitions.
-async fn bounds_of(
+pub(super) async fn bounds_of(
     cluster: &Cluster,
     topic: &str,
     partitions: &[i32],
@@ -497,8 +501,9 @@ async fn reset(
     Ok(())
 }
 
-/// Where a reset moves each partition of `topic`, within its log.
-async fn reset_targets(
+/// Where a reset moves each partition of `topic`, within its log
+/// (`committed`: where each is now, for a shift).
+pub(super) async fn reset_targets(
     cluster: &Cluster,
     topic: &str,
     to: ResetTo,

@@ -17,6 +17,7 @@ pub mod members;
 pub mod offsets;
 pub mod offsets_partition;
 pub mod share_groups;
+pub mod share_offsets;
 pub mod share_persister;
 pub mod share_state;
 pub mod txn_offsets;

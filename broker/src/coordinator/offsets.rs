@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 use super::consumer_groups::{consumer_tombstones, replay};
 use super::offsets_partition::OffsetsPartition;
 use super::share_groups::share_tombstones;
+use super::share_offsets::share_state_resets;
 use super::Listed;
 use crate::groups::consumer_protocol;
 use crate::groups::membership::GroupSnapshot;
@@ -220,6 +221,12 @@ impl OffsetsPartition {
                             .map(|s| share_tombstones(&group, s))
                             .unwrap_or_default(),
                     );
+                    // Its share-partitions' states, deleted as an
+                    // administrator deletes them (kept as markers of
+                    // their state epochs, fencing leaders holding them).
+                    let states = groups.share_states.keys_to_delete(&group);
+                    let states = states.into_iter().map(|key| (key, None)).collect();
+                    ended.extend(share_state_resets(groups, states));
                     records.extend(ended.iter().cloned());
                     (records, Ok((deleted, ended)))
                 }

@@ -20,7 +20,7 @@ use kafka_protocol::ResponseError;
 
 use super::Coordinator;
 use crate::cluster::peers::Purpose;
-use crate::groups::share_state::{ShareStateKey, ShareStateValue};
+use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::Code;
 use crate::partition::share_states::SharePersister;
 use crate::runtime::sharded::LocalFuture;
@@ -37,7 +37,7 @@ impl SharePersister for CoordinatorPersister {
         &self,
         key: ShareStateKey,
         leader_epoch: i32,
-    ) -> LocalFuture<Result<Option<PersistedState>, Code>> {
+    ) -> LocalFuture<Result<StoredState, Code>> {
         let coordinator = self.0.upgrade();
         Box::pin(async move {
             let unavailable = ResponseError::CoordinatorNotAvailable.code();
@@ -67,7 +67,7 @@ impl Coordinator {
         self: Rc<Self>,
         key: ShareStateKey,
         leader_epoch: i32,
-    ) -> Result<Option<PersistedState>, Code> {
+    ) -> Result<StoredState, Code> {
         // A group's first share-partition may come before anything made
         // the offsets topic (FindCoordinator does).
         super::ensure_offsets_topic(self.cluster()).await?;
@@ -113,7 +113,9 @@ impl Coordinator {
                 })
                 .await;
         }
-        let batches = (value.state.batches.iter())
+        // (Leaders write states, never deletions.)
+        let state = value.state.ok_or(ResponseError::InvalidRequest.code())?;
+        let batches = (state.batches.iter())
             .map(|&(first, last, state, count)| {
                 StateBatch::default()
                     .with_first_offset(first)
@@ -125,7 +127,8 @@ impl Coordinator {
         let partition = WritePartition::default()
             .with_partition(key.partition)
             .with_leader_epoch(value.leader_epoch)
-            .with_start_offset(value.state.start)
+            .with_state_epoch(value.state_epoch)
+            .with_start_offset(state.start)
             .with_state_batches(batches);
         let request = WriteShareGroupStateRequest::default()
             .with_group_id(StrBytes::from_string(key.group.clone()))
@@ -151,15 +154,19 @@ impl Coordinator {
 }
 
 /// The one partition's state in a ReadShareGroupState answer (a start
-/// offset of -1: never written).
-fn read_answer(answer: &ReadShareGroupStateResponse) -> Result<Option<PersistedState>, Code> {
+/// offset of -1: not initialized).
+fn read_answer(answer: &ReadShareGroupStateResponse) -> Result<StoredState, Code> {
     let partition = (answer.results.first()).and_then(|t| t.partitions.first());
     let partition = partition.ok_or(ResponseError::UnknownServerError.code())?;
     if partition.error_code != 0 {
         return Err(partition.error_code);
     }
+    let state_epoch = partition.state_epoch;
     if partition.start_offset < 0 {
-        return Ok(None);
+        return Ok(StoredState {
+            state_epoch,
+            state: None,
+        });
     }
     let batches = (partition.state_batches.iter())
         .map(|b| {
@@ -167,8 +174,12 @@ fn read_answer(answer: &ReadShareGroupStateResponse) -> Result<Option<PersistedS
             (b.first_offset, b.last_offset, b.delivery_state, count)
         })
         .collect();
-    Ok(Some(PersistedState {
+    let state = PersistedState {
         start: partition.start_offset,
         batches,
-    }))
+    };
+    Ok(StoredState {
+        state_epoch,
+        state: Some(state),
+    })
 }

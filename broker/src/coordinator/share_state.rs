@@ -14,35 +14,31 @@ use std::time::Instant;
 use super::consumer_groups::replay;
 use super::offsets_partition::OffsetsPartition;
 use crate::groups::records::{Key, Value};
-use kafka_protocol::ResponseError;
-
-use crate::groups::share_state::{check_state, ShareStateKey, ShareStateValue};
+use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::Code;
-use crate::share::partition::PersistedState;
 
 impl OffsetsPartition {
-    /// A leader at `leader_epoch` reads `key`'s state (None: never
-    /// written).
+    /// A leader at `leader_epoch` reads `key`'s state.
     pub async fn read_share_state(
         &self,
         key: &ShareStateKey,
         leader_epoch: i32,
-    ) -> Result<Option<PersistedState>, Code> {
+    ) -> Result<StoredState, Code> {
         let (_, read) = self
             .append_then(
                 |groups| {
-                    let stored = groups.share_states.get(key).map(|v| v.leader_epoch);
-                    match groups.share_states.read(key, leader_epoch) {
-                        Ok(Some(state)) if stored < Some(leader_epoch) => {
+                    let stored = groups.share_states.get(key).cloned();
+                    match (groups.share_states.read(key, leader_epoch), stored) {
+                        (Ok(read), Some(stored)) if stored.leader_epoch < leader_epoch => {
                             let value = ShareStateValue {
                                 leader_epoch,
-                                state: state.clone(),
+                                ..stored
                             };
                             let record =
                                 (Key::ShareState(key.clone()), Some(Value::ShareState(value)));
-                            (vec![record], Ok(Some(state)))
+                            (vec![record], Ok(read))
                         }
-                        read => (Vec::new(), read),
+                        (read, _) => (Vec::new(), read),
                     }
                 },
                 |groups, records| replay(groups, records, Instant::now()),
@@ -59,10 +55,7 @@ impl OffsetsPartition {
     ) -> Result<(), Code> {
         let (_, outcome) = self
             .append_then(
-                |groups| match check_state(&value.state)
-                    .map_err(|_| ResponseError::InvalidRequest.code())
-                    .and_then(|()| groups.share_states.may_write(&key, value.leader_epoch))
-                {
+                |groups| match groups.share_states.may_write(&key, &value) {
                     Ok(()) => {
                         let record = (Key::ShareState(key.clone()), Some(Value::ShareState(value)));
                         (vec![record], Ok(()))

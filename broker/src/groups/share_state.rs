@@ -13,12 +13,27 @@
 //! FENCED_LEADER_EPOCH, so a deposed leader cannot overwrite its
 //! successor's state.
 //!
+//! Administrators reset a state (AlterShareGroupOffsets) or delete it
+//! (DeleteShareGroupOffsets, DeleteGroups) while a leader may still hold
+//! the old one in memory: each such change moves the state's *state
+//! epoch*, and a leader writes only at the state epoch it read
+//! (FENCED_STATE_EPOCH else, as Kafka's share coordinator answers), so
+//! the old state is never written back over the new one. A deleted state
+//! is kept as a marker (not initialized, with its state epoch), not a
+//! tombstone: the state epoch must keep moving forward for the key.
+//! A leader that reads a state not initialized initializes it at the
+//! same state epoch (the first write); an administrator's change always
+//! moves the epoch by one, so a leader's initialization and an
+//! administrator's reset never pass for each other.
+//!
 //! The record (this broker's own type, 1000; Kafka's types in
 //! `__consumer_offsets` stop well below): key int16 type, int16-length
-//! group, 16-byte topic id, int32 partition; value int16 version 0,
-//! int32 leader epoch, int64 start offset, int32 count of state batches,
-//! each int64 first offset, int64 last offset, int8 state (0 available,
-//! 2 acknowledged, 4 archived), int16 delivery count.
+//! group, 16-byte topic id, int32 partition; value int16 version (1;
+//! version 0, without the state epoch, reads as state epoch 0), int32
+//! leader epoch, int32 state epoch, int64 start offset (-1: not
+//! initialized, and no batches), int32 count of state batches, each int64
+//! first offset, int64 last offset, int8 state (0 available, 2
+//! acknowledged, 4 archived), int16 delivery count.
 
 use std::collections::BTreeMap;
 
@@ -46,13 +61,27 @@ pub struct ShareStateKey {
     pub partition: i32,
 }
 
-/// A share-partition's state as its leader last wrote it.
+/// A share-partition's state as its leader last wrote it (or an
+/// administrator reset it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareStateValue {
-    /// The writing leader's epoch.
+    /// The writing leader's epoch (an administrator's change keeps the
+    /// newest leader's).
     pub leader_epoch: i32,
-    /// The state.
-    pub state: PersistedState,
+    /// The state epoch: moved by each administrator's change.
+    pub state_epoch: i32,
+    /// The state (None: not initialized; deleted by an administrator).
+    pub state: Option<PersistedState>,
+}
+
+/// A state as a leader reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredState {
+    /// The state epoch the leader writes at.
+    pub state_epoch: i32,
+    /// The state (None: never initialized, or deleted: the leader
+    /// initializes it).
+    pub state: Option<PersistedState>,
 }
 
 impl ShareStateKey {
@@ -84,14 +113,19 @@ impl ShareStateKey {
 }
 
 impl ShareStateValue {
-    /// The value's bytes (version 0).
+    /// The value's bytes (version 1).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
-        w.i16(0);
+        w.i16(1);
         w.i32(self.leader_epoch);
-        w.i64(self.state.start);
-        w.i32(self.state.batches.len() as i32);
-        for &(first, last, state, count) in &self.state.batches {
+        w.i32(self.state_epoch);
+        let (start, batches) = match &self.state {
+            Some(state) => (state.start, &state.batches[..]),
+            None => (-1, &[][..]),
+        };
+        w.i64(start);
+        w.i32(batches.len() as i32);
+        for &(first, last, state, count) in batches {
             w.i64(first);
             w.i64(last);
             w.i8(state);
@@ -100,14 +134,15 @@ impl ShareStateValue {
         w.out
     }
 
-    /// Reads a value (version 0).
+    /// Reads a value (version 0 or 1).
     pub fn decode(bytes: &[u8]) -> Result<ShareStateValue, RecordError> {
         let mut r = Reader { buf: bytes };
         let version = r.i16()?;
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             return Err(RecordError::Version(version));
         }
         let leader_epoch = r.i32()?;
+        let state_epoch = if version == 0 { 0 } else { r.i32()? };
         let start = r.i64()?;
         let count = r.i32()?;
         if count < 0 || count as usize > r.buf.len() / BATCH_BYTES {
@@ -120,10 +155,16 @@ impl ShareStateValue {
             batches.push((first, last, state, delivery_count));
         }
         r.finish()?;
-        let state = PersistedState { start, batches };
-        check_state(&state).map_err(RecordError::Malformed)?;
+        let state = match (start, batches.is_empty()) {
+            (-1, true) => None,
+            _ => Some(PersistedState { start, batches }),
+        };
+        if let Some(state) = &state {
+            check_state(state).map_err(RecordError::Malformed)?;
+        }
         Ok(ShareStateValue {
             leader_epoch,
+            state_epoch,
             state,
         })
     }
@@ -142,7 +183,8 @@ pub fn check_state(state: &PersistedState) -> Result<(), &'static str> {
     }
     let mut next = state.start;
     for &(first, last, delivery_state, _) in &state.batches {
-        if first < next || last < first {
+        // (The last offset below i64::MAX: a leader counts one past it.)
+        if first < next || last < first || last == i64::MAX {
             return Err("state batches out of order, overlapping or below the start");
         }
         if ![0, 2, 4].contains(&delivery_state) {
@@ -180,25 +222,56 @@ impl ShareStates {
         written.max(self.read_at.get(key).copied().unwrap_or(-1))
     }
 
-    /// A leader at `leader_epoch` reads `key`'s state (None: none was
-    /// ever written); from then on older leaders are fenced.
-    pub fn read(
-        &mut self,
-        key: &ShareStateKey,
-        leader_epoch: i32,
-    ) -> Result<Option<PersistedState>, Code> {
+    /// A leader at `leader_epoch` reads `key`'s state; from then on
+    /// older leaders are fenced.
+    pub fn read(&mut self, key: &ShareStateKey, leader_epoch: i32) -> Result<StoredState, Code> {
         if leader_epoch < self.newest_epoch(key) {
             return Err(ResponseError::FencedLeaderEpoch.code());
         }
         self.read_at.insert(key.clone(), leader_epoch);
-        Ok(self.stored.get(key).map(|v| v.state.clone()))
+        Ok(self.stored_state(key))
     }
 
-    /// Whether a leader at `leader_epoch` may write `key`'s state.
-    pub fn may_write(&self, key: &ShareStateKey, leader_epoch: i32) -> Result<(), Code> {
-        match leader_epoch < self.newest_epoch(key) {
-            true => Err(ResponseError::FencedLeaderEpoch.code()),
-            false => Ok(()),
+    /// `key`'s state as a leader reads it (never written: not
+    /// initialized, at state epoch 0).
+    fn stored_state(&self, key: &ShareStateKey) -> StoredState {
+        let stored = self.stored.get(key);
+        StoredState {
+            state_epoch: stored.map_or(0, |v| v.state_epoch),
+            state: stored.and_then(|v| v.state.clone()),
+        }
+    }
+
+    /// Whether a leader may write `value` as `key`'s state: not older
+    /// than the newest leader (FENCED_LEADER_EPOCH), at the state epoch
+    /// it read (FENCED_STATE_EPOCH: an administrator changed the state
+    /// since), and a state (leaders never delete one).
+    pub fn may_write(&self, key: &ShareStateKey, value: &ShareStateValue) -> Result<(), Code> {
+        if value.leader_epoch < self.newest_epoch(key) {
+            return Err(ResponseError::FencedLeaderEpoch.code());
+        }
+        if value.state_epoch != self.stored_state(key).state_epoch {
+            return Err(ResponseError::FencedStateEpoch.code());
+        }
+        match &value.state {
+            Some(state) => check_state(state).map_err(|_| ResponseError::InvalidRequest.code()),
+            None => Err(ResponseError::InvalidRequest.code()),
+        }
+    }
+
+    /// An administrator's change of `key`'s state: to start at `start`
+    /// with nothing in flight, or (None) deleted. The record to append;
+    /// the state epoch moves, so leaders holding the old state are
+    /// fenced from writing it.
+    pub fn reset(&self, key: &ShareStateKey, start: Option<i64>) -> ShareStateValue {
+        let stored = self.stored_state(key);
+        ShareStateValue {
+            leader_epoch: self.newest_epoch(key),
+            state_epoch: stored.state_epoch.saturating_add(1),
+            state: start.map(|start| PersistedState {
+                start,
+                batches: Vec::new(),
+            }),
         }
     }
 
@@ -207,10 +280,24 @@ impl ShareStates {
         self.stored.get(key)
     }
 
-    /// The keys stored for `group` (its tombstones when it is deleted).
+    /// The keys of `group`'s initialized states.
     pub fn keys_of(&self, group: &str) -> Vec<ShareStateKey> {
-        let keys = self.stored.keys().filter(|k| k.group == group);
-        keys.cloned().collect()
+        let stored = self
+            .stored
+            .iter()
+            .filter(|(k, v)| k.group == group && v.state.is_some());
+        stored.map(|(k, _)| k.clone()).collect()
+    }
+
+    /// The keys of `group`'s states a deletion marks: the initialized
+    /// ones, and those a leader read but has not written yet (its first
+    /// write, in flight, must not bring a deleted state back).
+    pub fn keys_to_delete(&self, group: &str) -> Vec<ShareStateKey> {
+        let read = self.read_at.keys().filter(|k| k.group == group);
+        let unwritten = read.filter(|k| !self.stored.contains_key(*k)).cloned();
+        let mut keys = self.keys_of(group);
+        keys.extend(unwritten);
+        keys
     }
 }
 
@@ -226,13 +313,18 @@ mod tests {
         }
     }
 
+    fn state() -> PersistedState {
+        PersistedState {
+            start: 10,
+            batches: vec![(10, 12, 2, 1), (13, 13, 0, 3)],
+        }
+    }
+
     fn value(leader_epoch: i32) -> ShareStateValue {
         ShareStateValue {
             leader_epoch,
-            state: PersistedState {
-                start: 10,
-                batches: vec![(10, 12, 2, 1), (13, 13, 0, 3)],
-            },
+            state_epoch: 3,
+            state: Some(state()),
         }
     }
 
@@ -245,8 +337,8 @@ mod tests {
         assert_eq!(encoded, expected);
         assert_eq!(ShareStateKey::decode(&encoded), Ok(key()));
         let v = value(4).encode();
-        assert_eq!(v.len(), 2 + 4 + 8 + 4 + 2 * BATCH_BYTES);
-        assert_eq!(&v[..6], &[0, 0, 0, 0, 0, 4]);
+        assert_eq!(v.len(), 2 + 4 + 4 + 8 + 4 + 2 * BATCH_BYTES);
+        assert_eq!(&v[..10], &[0, 1, 0, 0, 0, 4, 0, 0, 0, 3]);
         assert_eq!(ShareStateValue::decode(&v), Ok(value(4)));
         for cut in 0..v.len() {
             assert!(ShareStateValue::decode(&v[..cut]).is_err(), "cut at {cut}");
@@ -258,9 +350,24 @@ mod tests {
             );
         }
         // A batch count no bytes back.
-        let mut forged = v[..14].to_vec();
+        let mut forged = v[..18].to_vec();
         forged.extend_from_slice(&i32::MAX.to_be_bytes());
         assert!(ShareStateValue::decode(&forged).is_err());
+        // A deleted state: start -1, no batches.
+        let deleted = ShareStateValue {
+            state: None,
+            ..value(4)
+        };
+        assert_eq!(
+            &deleted.encode()[10..],
+            &[255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0]
+        );
+        assert_eq!(ShareStateValue::decode(&deleted.encode()), Ok(deleted));
+        // Version 0 (no state epoch) reads as state epoch 0.
+        let mut v0 = vec![0, 0, 0, 0, 0, 4];
+        v0.extend_from_slice(&v[10..]);
+        let read = ShareStateValue::decode(&v0).unwrap();
+        assert_eq!((read.state_epoch, read.state), (0, Some(state())));
     }
 
     #[test]
@@ -280,6 +387,7 @@ mod tests {
             state(5, &[(5, 6, 2, 1), (6, 7, 0, 1)]),
             state(5, &[(5, 6, 3, 1)]),
             state(0, &[(0, i64::MAX, 0, 1)]),
+            state(i64::MAX - 1, &[(i64::MAX - 1, i64::MAX, 0, 1)]),
         ] {
             assert!(check_state(&bad).is_err(), "{bad:?}");
         }
@@ -289,17 +397,102 @@ mod tests {
     fn older_leaders_are_fenced_by_reads_and_writes_of_newer_ones() {
         let mut states = ShareStates::default();
         let fenced = ResponseError::FencedLeaderEpoch.code();
-        assert_eq!(states.read(&key(), 3), Ok(None));
-        assert_eq!(states.may_write(&key(), 2), Err(fenced));
-        assert_eq!(states.may_write(&key(), 3), Ok(()));
+        assert_eq!(states.read(&key(), 3), Ok(StoredState::default()));
+        let at = |leader_epoch| ShareStateValue {
+            state_epoch: 0,
+            ..value(leader_epoch)
+        };
+        assert_eq!(states.may_write(&key(), &at(2)), Err(fenced));
+        assert_eq!(states.may_write(&key(), &at(3)), Ok(()));
         states.replay(&key(), Some(&value(5)));
         assert_eq!(states.read(&key(), 4), Err(fenced), "written at 5");
-        assert_eq!(states.read(&key(), 5), Ok(Some(value(5).state)));
-        assert_eq!(states.read(&key(), 6), Ok(Some(value(5).state)));
-        assert_eq!(states.may_write(&key(), 5), Err(fenced), "read at 6");
+        let stored = StoredState {
+            state_epoch: 3,
+            state: Some(state()),
+        };
+        assert_eq!(states.read(&key(), 5), Ok(stored.clone()));
+        assert_eq!(states.read(&key(), 6), Ok(stored));
+        assert_eq!(
+            states.may_write(&key(), &value(5)),
+            Err(fenced),
+            "read at 6"
+        );
         assert_eq!(states.keys_of("g"), [key()]);
         assert!(states.keys_of("other").is_empty());
         states.replay(&key(), None);
         assert_eq!(states.get(&key()), None);
+    }
+
+    #[test]
+    fn an_administrators_reset_or_deletion_fences_leaders_holding_the_old_state() {
+        let mut states = ShareStates::default();
+        let stale = ResponseError::FencedStateEpoch.code();
+        // Read, not written yet: a deletion marks it too.
+        states.read(&key(), 2).unwrap();
+        assert!(states.keys_of("g").is_empty());
+        assert_eq!(states.keys_to_delete("g"), [key()]);
+        // Never written: a leader initializes at state epoch 0; an
+        // administrator's reset moves it to 1.
+        let first = ShareStateValue {
+            leader_epoch: 2,
+            state_epoch: 0,
+            state: Some(state()),
+        };
+        assert_eq!(states.may_write(&key(), &first), Ok(()));
+        let reset = states.reset(&key(), Some(40));
+        assert_eq!((reset.leader_epoch, reset.state_epoch), (2, 1), "read at 2");
+        states.replay(&key(), Some(&first));
+        let reset = states.reset(&key(), Some(40));
+        assert_eq!((reset.leader_epoch, reset.state_epoch), (2, 1));
+        states.replay(&key(), Some(&reset));
+        // The leader holding the old state cannot write it back.
+        assert_eq!(states.may_write(&key(), &first), Err(stale));
+        let read = states.read(&key(), 2).unwrap();
+        let expected = PersistedState {
+            start: 40,
+            batches: vec![],
+        };
+        assert_eq!(
+            read,
+            StoredState {
+                state_epoch: 1,
+                state: Some(expected)
+            }
+        );
+        let next = ShareStateValue {
+            state_epoch: 1,
+            ..first.clone()
+        };
+        assert_eq!(states.may_write(&key(), &next), Ok(()));
+        // Deleted: kept as a marker at state epoch 2, the group no longer
+        // lists it; a leader reads it not initialized and initializes it
+        // at 2, the holder of epoch 1 is fenced.
+        let deleted = states.reset(&key(), None);
+        assert_eq!((deleted.state_epoch, &deleted.state), (2, &None));
+        states.replay(&key(), Some(&deleted));
+        assert!(states.keys_of("g").is_empty());
+        assert!(states.keys_to_delete("g").is_empty());
+        assert_eq!(
+            states.read(&key(), 2),
+            Ok(StoredState {
+                state_epoch: 2,
+                state: None
+            })
+        );
+        assert_eq!(states.may_write(&key(), &next), Err(stale));
+        let again = ShareStateValue {
+            state_epoch: 2,
+            ..first.clone()
+        };
+        assert_eq!(states.may_write(&key(), &again), Ok(()));
+        // Leaders never write a deletion.
+        let none = ShareStateValue {
+            state: None,
+            ..again
+        };
+        assert_eq!(
+            states.may_write(&key(), &none),
+            Err(ResponseError::InvalidRequest.code())
+        );
     }
 }

@@ -3,13 +3,14 @@
 //! decode, and what the fuzz target drives for every API served.
 
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
-    ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeProducersRequest, DescribeUserScramCredentialsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, AlterShareGroupOffsetsRequest,
+    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteShareGroupOffsetsRequest,
+    DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
+    DescribeShareGroupOffsetsRequest, DescribeUserScramCredentialsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ReadShareGroupStateRequest,
@@ -194,6 +195,21 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
             checked::<WriteShareGroupStateRequest>(request, bounds::check_write_share_group_state)
                 .map(drop)
         }
+        ApiKey::DescribeShareGroupOffsets => checked::<DescribeShareGroupOffsetsRequest>(
+            request,
+            bounds::check_describe_share_group_offsets,
+        )
+        .map(drop),
+        ApiKey::AlterShareGroupOffsets => checked::<AlterShareGroupOffsetsRequest>(
+            request,
+            bounds::check_alter_share_group_offsets,
+        )
+        .map(drop),
+        ApiKey::DeleteShareGroupOffsets => checked::<DeleteShareGroupOffsetsRequest>(
+            request,
+            bounds::check_delete_share_group_offsets,
+        )
+        .map(drop),
         ApiKey::ShareGroupDescribe => {
             checked::<ShareGroupDescribeRequest>(request, bounds::check_share_group_describe)
                 .map(drop)

@@ -29,13 +29,12 @@ use super::served::ServedPartition;
 use super::table::{OpenPartition, BATCH_BYTES_CAP};
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::Cluster;
-use crate::groups::share_state::{ShareStateKey, ShareStateValue};
+use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;
 use crate::runtime::sharded::LocalFuture;
 use crate::share::partition::{
-    Ack, AckError, Acquired, Archived, ArchivedRecord, InFlightCounts, Limits, PersistedState,
-    SharePartition,
+    Ack, AckError, Acquired, Archived, ArchivedRecord, InFlightCounts, Limits, SharePartition,
 };
 
 /// A group's share-partition of one partition.
@@ -51,6 +50,12 @@ pub struct Wanted {
     /// How long the records stay with the member (None: the group's
     /// `share.record.lock.duration.ms`).
     pub lock_ms: Option<i64>,
+    /// Check the share-partition in memory against the coordinator's
+    /// state epoch first if it was last checked longer ago than this
+    /// (0: now, a partition a share session just took: an
+    /// administrator's reset while the group was empty is what its new
+    /// members get; None: not at all).
+    pub recheck_after_ms: Option<i64>,
 }
 
 /// Records handed out: the offsets acquired and the whole batches that
@@ -85,14 +90,11 @@ pub struct Acknowledgement {
 /// Where share-partitions' durable state is kept: the group
 /// coordinators (`crate::coordinator::share_persister`).
 pub trait SharePersister {
-    /// The state of `key` for a leader at `leader_epoch` (None: never
-    /// written); older leaders are fenced from then on.
-    fn read(
-        &self,
-        key: ShareStateKey,
-        leader_epoch: i32,
-    ) -> LocalFuture<Result<Option<PersistedState>, Code>>;
-    /// Writes `key`'s state; Ok once durable.
+    /// The state of `key` for a leader at `leader_epoch`; older leaders
+    /// are fenced from then on.
+    fn read(&self, key: ShareStateKey, leader_epoch: i32)
+        -> LocalFuture<Result<StoredState, Code>>;
+    /// Writes `key`'s state (at the state epoch read); Ok once durable.
     fn write(&self, key: ShareStateKey, value: ShareStateValue) -> LocalFuture<Result<(), Code>>;
 }
 
@@ -134,6 +136,11 @@ struct Slot {
     /// The leader epoch it was read in (another: another leadership,
     /// read it again).
     epoch: LeaderEpoch,
+    /// The state epoch it was read at (written at: an administrator's
+    /// change since fences its writes, and it is read again).
+    state_epoch: i32,
+    /// When it was last checked against the coordinator's state epoch.
+    checked_ms: i64,
     /// Durable changes made so far.
     changes: u64,
     /// Moves whenever records may have become available to acquire (a
@@ -189,7 +196,8 @@ impl ShareStates {
     ) -> Result<ShareRead, Code> {
         let limits = limits(cluster, group);
         let dead_letter_topic = cluster.share_group_settings(group).dead_letter_topic;
-        self.load(cluster, led, group).await?;
+        self.load(cluster, led, group, wanted.recheck_after_ms)
+            .await?;
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
         let high_watermark = log.high_watermark();
@@ -482,17 +490,23 @@ impl ShareStates {
     }
 
     /// Reads `group`'s share-partition of `led` unless it was read in
-    /// this leadership; one never written starts at the high watermark,
-    /// written so first.
+    /// this leadership (and, when it was last checked longer ago than
+    /// `recheck_after_ms`, unless the coordinator's state epoch is still
+    /// the one it was read at: an administrator's change replaces it, and
+    /// what its members held goes with it); one not initialized starts as
+    /// `share.auto.offset.reset` says, written so first.
     async fn load(
         &self,
         cluster: &Cluster,
         led: &ServedPartition,
         group: &str,
+        recheck_after_ms: Option<i64>,
     ) -> Result<(), Code> {
         let key = (group.to_string(), led.key());
-        let current = || self.with_current(&key, led.epoch, |_| ()).is_some();
-        if current() {
+        let now = monotonic_ms() as i64;
+        let due = |slot: &Slot| recheck_after_ms.is_some_and(|age| now - slot.checked_ms >= age);
+        let settled = || self.with_current(&key, led.epoch, |slot| !due(slot)) == Some(true);
+        if settled() {
             return Ok(());
         }
         let lock = (self.loading.borrow_mut().entry(key.clone()))
@@ -501,14 +515,22 @@ impl ShareStates {
         let _one_at_a_time = lock.lock().await;
         // (The entry goes once nobody waits on it.)
         let _forget = Forget(&self.loading, &key, &lock);
-        if current() {
+        if settled() {
             return Ok(());
         }
         let persister = self.persister()?;
         let stored = (persister.read(state_key(&key), led.epoch.0).await).map_err(client_code)?;
+        let unchanged = self.with_current(&key, led.epoch, |slot| {
+            let same = slot.state_epoch == stored.state_epoch;
+            slot.checked_ms = now;
+            same
+        });
+        if unchanged == Some(true) {
+            return Ok(());
+        }
         let limits = limits(cluster, group);
         let mut archived = Vec::new();
-        let state = match stored {
+        let state = match stored.state {
             Some(stored) => {
                 let (state, at_load) = SharePartition::restored(&stored, limits);
                 archived = at_load;
@@ -523,7 +545,8 @@ impl ShareStates {
                 let fresh = SharePartition::new(start, limits);
                 let value = ShareStateValue {
                     leader_epoch: led.epoch.0,
-                    state: fresh.persisted(),
+                    state_epoch: stored.state_epoch,
+                    state: Some(fresh.persisted()),
                 };
                 (persister.write(state_key(&key), value).await).map_err(client_code)?;
                 fresh
@@ -535,6 +558,8 @@ impl ShareStates {
             dead_letter_topic: cluster.share_group_settings(group).dead_letter_topic,
             dead: Vec::new(),
             epoch: led.epoch,
+            state_epoch: stored.state_epoch,
+            checked_ms: now,
             changes: 0,
             wakes: 0,
             written: Rc::default(),
@@ -602,19 +627,20 @@ impl ShareStates {
                 partition: slot.partition.clone(),
                 records,
             });
-            (letters, slot.state.persisted(), slot.changes)
+            let value = ShareStateValue {
+                leader_epoch: epoch.0,
+                state_epoch: slot.state_epoch,
+                state: Some(slot.state.persisted()),
+            };
+            (letters, value, slot.changes)
         });
-        let (letters, state, now) = taken.ok_or(gone)?;
+        let (letters, value, now) = taken.ok_or(gone)?;
         if let Some(letters) = letters {
             let sink = self.dead_letters.borrow().clone();
             let sink = sink.ok_or(ResponseError::CoordinatorNotAvailable.code())?;
             let sent = sink.send(letters).await?;
             self.count(|c| c.dead_lettered += sent);
         }
-        let value = ShareStateValue {
-            leader_epoch: epoch.0,
-            state,
-        };
         self.persister()?.write(state_key(key), value).await?;
         *done = now;
         Ok(())
@@ -663,9 +689,15 @@ impl Drop for Forget<'_> {
 }
 
 /// What a client is told of a failure to read or write the state: a
-/// fenced leader is no longer the leader (the client asks the metadata).
+/// fenced leader is no longer the leader, and a state an administrator
+/// changed is read again (either way the client asks again, as Kafka
+/// answers both).
 fn client_code(code: Code) -> Code {
-    match code == ResponseError::FencedLeaderEpoch.code() {
+    let fenced = [
+        ResponseError::FencedLeaderEpoch.code(),
+        ResponseError::FencedStateEpoch.code(),
+    ];
+    match fenced.contains(&code) {
         true => ResponseError::NotLeaderOrFollower.code(),
         false => code,
     }

@@ -294,7 +294,7 @@ impl SharePartition {
                 taken.push((*offset, record.delivery_count));
             }
         }
-        let room = (self.start + self.limits.max_in_flight).min(below);
+        let room = (self.start.saturating_add(self.limits.max_in_flight)).min(below);
         while taken.len() < max_records && self.end < room && self.end >= from {
             let record = InFlight {
                 state: RecordState::Acquired {
@@ -375,7 +375,8 @@ impl SharePartition {
     /// Whether nothing can be handed out until something is done: no
     /// record available and `max_in_flight` offsets in flight.
     pub fn window_full(&self) -> bool {
-        self.next_to_acquire() == self.end && self.end >= self.start + self.limits.max_in_flight
+        self.next_to_acquire() == self.end
+            && self.end >= self.start.saturating_add(self.limits.max_in_flight)
     }
 
     /// Locks expired by `now_ms` end: those records come back (or are

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod consumer_member;
 pub mod security;
+pub mod share_wire;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

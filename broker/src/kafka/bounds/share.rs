@@ -88,10 +88,62 @@ pub fn check_write_share_group_state(body: &[u8], _version: i16) -> Walk {
     w.end()
 }
 
+/// DescribeShareGroupOffsets v0.
+pub fn check_describe_share_group_offsets(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.array(|w| {
+        w.string()?; // group_id
+        w.array(|w| {
+            // (null: every topic the group initialized)
+            w.string()?; // topic_name
+            w.array(|w| w.fixed(4))?; // partitions
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// AlterShareGroupOffsets v0.
+pub fn check_alter_share_group_offsets(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.array(|w| {
+        w.string()?; // topic_name
+        w.array(|w| {
+            w.fixed(4 + 8)?; // partition_index, start_offset
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// DeleteShareGroupOffsets v0.
+pub fn check_delete_share_group_offsets(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // group_id
+    w.array(|w| {
+        w.string()?; // topic_name
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::encoded;
     use super::*;
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+    use kafka_protocol::messages::describe_share_group_offsets_request::{
+        DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+    };
     use kafka_protocol::messages::read_share_group_state_request::{
         PartitionData as ReadPartition, ReadStateData,
     };
@@ -105,8 +157,9 @@ mod tests {
         PartitionData as WritePartition, StateBatch, WriteStateData,
     };
     use kafka_protocol::messages::{
-        GroupId, ReadShareGroupStateRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-        WriteShareGroupStateRequest,
+        AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequest, GroupId, ReadShareGroupStateRequest,
+        ShareAcknowledgeRequest, ShareFetchRequest, TopicName, WriteShareGroupStateRequest,
     };
     use kafka_protocol::protocol::StrBytes;
 
@@ -160,7 +213,32 @@ mod tests {
                         .with_last_offset(12)
                         .with_delivery_state(2)
                         .with_delivery_count(1)])])]);
-        let cases: [(Check, i16, bytes::Bytes); 4] = [
+        let describe = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(vec![0, 3])])),
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("all"))),
+        ]);
+        let alter = AlterShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(1)
+                        .with_start_offset(40),
+                ])]);
+        let delete = DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str("t")))]);
+        let cases: [(Check, i16, bytes::Bytes); 7] = [
+            (check_describe_share_group_offsets, 0, encoded(&describe, 0)),
+            (check_alter_share_group_offsets, 0, encoded(&alter, 0)),
+            (check_delete_share_group_offsets, 0, encoded(&delete, 0)),
             (check_share_fetch, 1, encoded(&fetch, 1)),
             (check_share_acknowledge, 1, encoded(&ack, 1)),
             (check_read_share_group_state, 0, encoded(&read, 0)),

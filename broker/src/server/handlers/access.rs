@@ -212,6 +212,14 @@ impl<'a> Caller<'a> {
         self.may(operation, ResourceType::Group, group)
     }
 
+    /// Whether the caller may DESCRIBE every topic of a group member's
+    /// subscription (None: unchanged). Kafka answers a heartbeat naming
+    /// one it may not with TOPIC_AUTHORIZATION_FAILED.
+    pub fn may_subscribe(&self, topics: Option<&[String]>) -> bool {
+        let mut topics = topics.unwrap_or_default().iter();
+        topics.all(|topic| self.may_topic(Operation::Describe, topic))
+    }
+
     /// On a transactional id.
     pub fn may_transactional_id(&self, operation: Operation, id: &str) -> bool {
         self.may(operation, ResourceType::TransactionalId, id)

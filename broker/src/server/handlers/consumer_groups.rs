@@ -8,7 +8,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, To
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::access::{Caller, GROUP_DENIED};
+use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::modern::consumer::{self, Answer, Partition, Request as Heartbeat};
 use crate::kafka::bounds;
@@ -41,6 +41,8 @@ pub async fn heartbeat(
     }
     let answered = if !caller.may_group(Operation::Read, &group) {
         Err(GROUP_DENIED)
+    } else if !caller.may_subscribe(beat.subscribed_topic_names.as_deref()) {
+        Err(TOPIC_DENIED)
     } else {
         match consumer::validate(&group, &beat) {
             Err(code) => Err(code),

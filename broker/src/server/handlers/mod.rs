@@ -24,6 +24,7 @@ mod quotas;
 mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
+mod share_group_offsets;
 mod share_groups;
 mod share_sessions;
 mod share_state;
@@ -187,6 +188,12 @@ apis! {
         WriteShareGroupState share_state::VERSIONS => |s, r, c| share_state::write(s, &r, c);
         ShareGroupDescribe share_group_describe::DESCRIBE_VERSIONS
             => |s, r, c| share_group_describe::describe(s, &r, c);
+        DescribeShareGroupOffsets share_group_offsets::VERSIONS
+            => |s, r, c| share_group_offsets::describe(s, &r, c);
+        AlterShareGroupOffsets share_group_offsets::VERSIONS
+            => |s, r, c| share_group_offsets::alter(s, &r, c);
+        DeleteShareGroupOffsets share_group_offsets::VERSIONS
+            => |s, r, c| share_group_offsets::delete(s, &r, c);
         OffsetCommit group_offsets::OFFSET_COMMIT_VERSIONS
             => |s, r, c| group_offsets::offset_commit(s, &r, c);
         OffsetFetch group_offsets::OFFSET_FETCH_VERSIONS

@@ -8,7 +8,7 @@
 //! whole batches holding them (records outside them are the client's to
 //! drop, and offsets without a record it acknowledges as gaps).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -96,6 +96,13 @@ pub async fn handle(
     for partition in &added {
         answered.entry(*partition).or_default();
     }
+    // The partitions this fetch takes into its session (named without
+    // acknowledgements): each is checked against its coordinator's state
+    // epoch before anything is handed out.
+    let taken: BTreeSet<SessionPartition> = (added.iter())
+        .filter(|p| epoch == 0 || !acking.iter().any(|(acked, _)| acked == *p))
+        .copied()
+        .collect();
     let in_session = match step {
         Step::Closed(partitions) => {
             share_sessions::release(shard, &key, &partitions).await;
@@ -112,7 +119,7 @@ pub async fn handle(
     // Partitions take turns at being first (MaxRecords may run out).
     let turn = (epoch.max(0) as usize) % routed.len().max(1);
     routed.rotate_left(turn);
-    let reads = long_poll(shard, &key, &routed, &decoded).await;
+    let reads = long_poll(shard, &key, (&routed, &taken), &decoded).await;
     for ((partition, _), read) in routed.iter().zip(reads) {
         let records = read.as_ref().map_or(true, |r| !r.acquired.is_empty());
         if records || answered.contains_key(partition) {
@@ -159,7 +166,7 @@ pub fn permitted(shard: &Shard, caller: &Caller<'_>, partition: SessionPartition
 async fn long_poll(
     shard: &Shard,
     key: &SessionKey,
-    routed: &[(SessionPartition, Route)],
+    (routed, taken): (&[(SessionPartition, Route)], &BTreeSet<SessionPartition>),
     decoded: &ShareFetchRequest,
 ) -> Vec<Result<ShareRead, Code>> {
     let wait = Duration::from_millis(decoded.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
@@ -168,9 +175,11 @@ async fn long_poll(
         max_records: decoded.max_records.max(1) as usize,
         max_bytes: decoded.max_bytes.max(1) as usize,
         lock_ms: None,
+        recheck_after_ms: None,
     };
+    let mut taken = Some(taken);
     loop {
-        let reads = acquire_all(shard, key, routed, wanted).await;
+        let reads = acquire_all(shard, key, (routed, taken.take()), wanted).await;
         // Records anywhere, or nothing to wait on (errors are answered
         // with the records of the others, as Kafka merges them).
         let stop = reads.iter().flatten().any(|r| !r.acquired.is_empty())
@@ -184,20 +193,27 @@ async fn long_poll(
 }
 
 /// Acquires on each partition in turn while records and bytes are left
-/// to ask for.
+/// to ask for; those `taken` into the session by this fetch are checked
+/// against their coordinator's state epoch first.
 async fn acquire_all(
     shard: &Shard,
     key: &SessionKey,
-    routed: &[(SessionPartition, Route)],
+    (routed, taken): (
+        &[(SessionPartition, Route)],
+        Option<&BTreeSet<SessionPartition>>,
+    ),
     wanted: Wanted,
 ) -> Vec<Result<ShareRead, Code>> {
     let mut left = wanted;
     let mut reads = Vec::with_capacity(routed.len());
-    for (_, route) in routed {
+    for (partition, route) in routed {
         if left.max_records == 0 || left.max_bytes == 0 {
             reads.push(Ok(ShareRead::default()));
             continue;
         }
+        // A member may come after an administrator's reset.
+        let just_taken = taken.is_some_and(|t| t.contains(partition));
+        left.recheck_after_ms = just_taken.then_some(0);
         let member = key.clone();
         let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
             Box::pin(async move {

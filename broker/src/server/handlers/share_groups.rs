@@ -7,7 +7,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 
-use super::access::{Caller, GROUP_DENIED};
+use super::access::{Caller, GROUP_DENIED, TOPIC_DENIED};
 use super::{respond, HandlerError, Outcome};
 use crate::groups::modern::consumer::{by_topic, Partition};
 use crate::groups::modern::share_group::{self, ShareAnswer, ShareRequest};
@@ -33,6 +33,8 @@ pub async fn heartbeat(
     let beat = heartbeat_of(request, &decoded, caller.group_host);
     let answered = if !caller.may_group(Operation::Read, &group) {
         Err(GROUP_DENIED)
+    } else if !caller.may_subscribe(beat.subscribed_topic_names.as_deref()) {
+        Err(TOPIC_DENIED)
     } else {
         match share_group::validate(&group, &beat) {
             Err(code) => Err(code),

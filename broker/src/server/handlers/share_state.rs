@@ -21,7 +21,7 @@ use kafka_protocol::ResponseError;
 use super::access::Caller;
 use super::{respond, HandlerError, Outcome};
 use crate::coordinator::offsets_partition::OffsetsPartition;
-use crate::groups::share_state::{ShareStateKey, ShareStateValue};
+use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
@@ -68,14 +68,15 @@ pub async fn read(
     )
 }
 
-fn read_result(partition: i32, read: Result<Option<PersistedState>, Code>) -> ReadResult {
+fn read_result(partition: i32, read: Result<StoredState, Code>) -> ReadResult {
     let base = ReadResult::default()
         .with_partition(partition)
         .with_start_offset(-1);
+    let read = read.map(|stored| (stored.state_epoch, stored.state));
     match read {
         Err(code) => base.with_error_code(code),
-        Ok(None) => base,
-        Ok(Some(state)) => {
+        Ok((state_epoch, None)) => base.with_state_epoch(state_epoch),
+        Ok((state_epoch, Some(state))) => {
             let batches = (state.batches.iter())
                 .map(|&(first, last, delivery_state, count)| {
                     StateBatch::default()
@@ -85,7 +86,8 @@ fn read_result(partition: i32, read: Result<Option<PersistedState>, Code>) -> Re
                         .with_delivery_count(count.min(i16::MAX as u16) as i16)
                 })
                 .collect();
-            base.with_start_offset(state.start)
+            base.with_state_epoch(state_epoch)
+                .with_start_offset(state.start)
                 .with_state_batches(batches)
         }
     }
@@ -114,12 +116,14 @@ pub async fn write(
                 .collect();
             let value = ShareStateValue {
                 leader_epoch: p.leader_epoch,
-                state: PersistedState {
+                state_epoch: p.state_epoch,
+                state: Some(PersistedState {
                     start: p.start_offset,
                     batches,
-                },
+                }),
             };
-            // (The coordinator refuses a state no leader could write.)
+            // (The coordinator refuses a state no leader could write: a
+            // negative start among them.)
             let written = at_coordinator(shard, allowed, &group, move |partition| {
                 Box::pin(async move { partition.write_share_state(key, value).await })
             })

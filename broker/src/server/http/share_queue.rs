@@ -30,6 +30,10 @@ use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 use crate::share::partition::Ack;
 
+/// How often an HTTP receive checks a share-partition against its
+/// coordinator's state epoch.
+const HTTP_RECHECK_MS: i64 = 5_000;
+
 /// The member every HTTP caller of a group is.
 const HTTP_MEMBER: &str = "http";
 /// The longest a receive may wait.
@@ -157,6 +161,11 @@ async fn acquire_all(
             max_records: left,
             max_bytes: READ_BYTES_MAX,
             lock_ms: asked.visibility_ms,
+            // The HTTP member is no member of the group (an administrator
+            // may reset it meanwhile): its share-partitions are checked
+            // against the coordinator's state epoch every few seconds, not
+            // at each receive.
+            recheck_after_ms: Some(HTTP_RECHECK_MS),
         };
         let (group, topic, text) = (group.to_string(), asked.topic.clone(), asked.text);
         let work = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {

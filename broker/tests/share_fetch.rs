@@ -226,3 +226,64 @@ fn a_share_groups_own_configs_apply_to_its_records() {
         assert_eq!(gauge(&format!("{name}{labels}")), 0.0, "{name}");
     }
 }
+
+/// A share group reading committed (`share.isolation.level`
+/// read_committed): a committed transaction's records are handed out, an
+/// aborted one's never (archived), and nothing at or past an open
+/// transaction until it commits. Transaction markers are handed out with
+/// the records (a share consumer acknowledges them as gaps).
+#[test]
+fn a_share_group_reading_committed_gets_committed_transactions_only() {
+    use client::producer::ProducerConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    cli(&broker.bootstrap(), &["topic", "create", "jobs"]);
+    let address = broker.address;
+    on_glommio(async move {
+        let mut c = Connection::connect(address, "member-a").await.unwrap();
+        for (key, value) in [
+            ("share.isolation.level", "read_committed"),
+            ("share.auto.offset.reset", "earliest"),
+        ] {
+            let answered = support::alter_group_config(&mut c, "workers", key, Some(value)).await;
+            assert_eq!(answered, 0, "{key}={value}");
+        }
+        let config = ProducerConfig {
+            transactional_id: Some("share-tx".into()),
+            ..ProducerConfig::default()
+        };
+        let producer = Producer::new(Cluster::new(address, "share-tx"), config);
+        producer.init_transactions().await.unwrap();
+        // 0-4 committed (marker 5), 6-10 aborted (marker 11), 12-14 open.
+        for (records, end) in [(5, Some(true)), (5, Some(false)), (3, None)] {
+            producer.begin_transaction().unwrap();
+            let mut sent = Vec::new();
+            for i in 0..records {
+                let value = Some(Bytes::from(format!("tx-{i}")));
+                sent.push(producer.send("jobs", None, value).await.unwrap());
+            }
+            producer.flush().await;
+            for delivery in sent {
+                delivery.await.unwrap();
+            }
+            match end {
+                Some(true) => producer.commit_transaction().await.unwrap(),
+                Some(false) => producer.abort_transaction().await.unwrap(),
+                None => {}
+            }
+        }
+        let cluster = Cluster::new(address, "share-fetch-test");
+        let topic = cluster.topic_info("jobs", true).await.unwrap().id;
+        let mut first = fetch(topic, ("member-a", 0), 100, &[]);
+        first.max_wait_ms = 200;
+        let got = c.call(&first, 1).await.unwrap();
+        assert_eq!(acquired(&got), (vec![(0, 5, 1), (11, 11, 1)], true));
+        // Nothing more while the transaction is open.
+        let mut next = fetch(topic, ("member-a", 1), 100, &[]);
+        next.max_wait_ms = 200;
+        assert_eq!(acquired(&c.call(&next, 1).await.unwrap()).0, vec![]);
+        producer.commit_transaction().await.unwrap();
+        let got = c.call(&fetch(topic, ("member-a", 2), 100, &[]), 1).await;
+        assert_eq!(acquired(&got.unwrap()).0, vec![(12, 15, 1)]);
+    });
+}

@@ -2,13 +2,15 @@
 //! the group's own configs (IncrementalAlterConfigs on resource type
 //! GROUP, stored in the metadata: `share.session.timeout.ms`,
 //! `share.heartbeat.interval.ms`, `share.record.lock.duration.ms`,
-//! `share.delivery.count.limit`, `share.auto.offset.reset`).
+//! `share.delivery.count.limit`, `share.auto.offset.reset`,
+//! `share.isolation.level`, `share.dlq.topic`).
 
 use std::collections::BTreeMap;
 
 use control::model::group_configs::{
     SHARE_AUTO_OFFSET_RESET, SHARE_DELIVERY_COUNT_LIMIT, SHARE_DLQ_TOPIC,
-    SHARE_HEARTBEAT_INTERVAL_MS, SHARE_RECORD_LOCK_DURATION_MS, SHARE_SESSION_TIMEOUT_MS,
+    SHARE_HEARTBEAT_INTERVAL_MS, SHARE_ISOLATION_LEVEL, SHARE_RECORD_LOCK_DURATION_MS,
+    SHARE_SESSION_TIMEOUT_MS,
 };
 
 use super::BrokerConfig;
@@ -29,6 +31,9 @@ pub struct ShareSettings {
     pub delivery_limit: u16,
     /// A new share-partition starts at the log start (else at its end).
     pub from_earliest: bool,
+    /// Only records of committed transactions (and none) are handed out,
+    /// up to the last stable offset.
+    pub read_committed: bool,
     /// Where archived records are appended (`share.dlq.topic`), if set.
     pub dead_letter_topic: Option<String>,
 }
@@ -49,6 +54,7 @@ impl ShareSettings {
             delivery_limit: number(SHARE_DELIVERY_COUNT_LIMIT)
                 .map_or(config.group_share_delivery_count_limit, |n| n as u16),
             from_earliest: value(SHARE_AUTO_OFFSET_RESET).is_some_and(|v| v == "earliest"),
+            read_committed: value(SHARE_ISOLATION_LEVEL).is_some_and(|v| v == "read_committed"),
             dead_letter_topic: value(SHARE_DLQ_TOPIC).cloned(),
         }
     }
@@ -84,6 +90,10 @@ impl ShareSettings {
                 true => "earliest".into(),
                 false => "latest".into(),
             },
+            SHARE_ISOLATION_LEVEL => match self.read_committed {
+                true => "read_committed".into(),
+                false => "read_uncommitted".into(),
+            },
             SHARE_DLQ_TOPIC => self.dead_letter_topic.clone().unwrap_or_default(),
             _ => return None,
         })
@@ -106,6 +116,7 @@ mod tests {
                 lock_ms: 30_000,
                 delivery_limit: 5,
                 from_earliest: false,
+                read_committed: false,
                 dead_letter_topic: None,
             }
         );

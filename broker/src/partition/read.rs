@@ -14,9 +14,10 @@ use super::served::ServedPartition;
 use crate::kafka::Code;
 
 /// Up to where a reader may read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Bound {
     /// A consumer reading uncommitted: below the high watermark.
+    #[default]
     HighWatermark,
     /// A consumer reading committed (isolation_level 1): below the last
     /// stable offset, told which aborted transactions it may meet.

@@ -33,6 +33,7 @@ use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::Code;
 use crate::runtime::clock::monotonic_ms;
 use crate::runtime::sharded::LocalFuture;
+use crate::share::aborted::{aborted_ranges, split_acquired};
 use crate::share::partition::{
     Ack, AckError, Acquired, Archived, ArchivedRecord, InFlightCounts, Limits, SharePartition,
 };
@@ -69,8 +70,10 @@ pub struct ShareRead {
     pub chunks: Vec<Bytes>,
     /// Their bytes.
     pub bytes: usize,
-    /// The high watermark when read (a long poll waits for it to move).
-    pub high_watermark: Offset,
+    /// What the member may read up to, and which bound that is (the high
+    /// watermark, or reading committed the last stable offset), when
+    /// read: a long poll waits for it to move.
+    pub readable: (Bound, Offset),
     /// The share-partition's wakes when read (a long poll waits for them
     /// to move too).
     pub wakes: u64,
@@ -186,7 +189,9 @@ pub struct ShareStates {
 
 impl ShareStates {
     /// Acquires records of `led` for `member` of `group` and reads the
-    /// batches holding them.
+    /// batches holding them (reading committed: below the last stable
+    /// offset, and an aborted transaction's records are archived, never
+    /// handed out).
     pub async fn acquire(
         &self,
         cluster: &Cluster,
@@ -195,15 +200,18 @@ impl ShareStates {
         wanted: Wanted,
     ) -> Result<ShareRead, Code> {
         let limits = limits(cluster, group);
-        let dead_letter_topic = cluster.share_group_settings(group).dead_letter_topic;
+        let settings = cluster.share_group_settings(group);
         self.load(cluster, led, group, wanted.recheck_after_ms)
             .await?;
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
-        let high_watermark = log.high_watermark();
+        let readable = match settings.read_committed {
+            true => (Bound::LastStable, log.last_stable_offset()),
+            false => (Bound::HighWatermark, log.high_watermark()),
+        };
         let seen = self.with_current(&key, led.epoch, |slot| {
             slot.state.set_limits(limits);
-            slot.dead_letter_topic = dead_letter_topic;
+            slot.dead_letter_topic = settings.dead_letter_topic;
             slot.state.log_start_moved(log.log_start().0);
             let archived = slot.state.expire_locks(monotonic_ms() as i64);
             let changed = self.archived(slot, archived);
@@ -217,16 +225,14 @@ impl ShareStates {
             self.persist(&key, led.epoch, changes).await?;
         }
         let nothing = ShareRead {
-            high_watermark,
+            readable,
             wakes,
             ..ShareRead::default()
         };
-        if full || from >= high_watermark.0 || wanted.max_records == 0 {
+        if full || from >= readable.1 .0 || wanted.max_records == 0 {
             return Ok(nothing);
         }
-        let read = led
-            .read(from, wanted.max_bytes, Bound::HighWatermark)
-            .await?;
+        let read = led.read(from, wanted.max_bytes, readable.0).await?;
         let mut batches = Vec::new();
         for chunk in &read.chunks {
             // Each chunk holds whole batches: split, not joined.
@@ -236,12 +242,21 @@ impl ShareStates {
         let Some(below) = batches.last().map(|(header, _)| header.next_offset().0) else {
             return Ok(nothing);
         };
+        let aborted = (read.aborted.as_deref())
+            .map(|aborted| aborted_ranges(batches.iter().map(|(header, _)| header), aborted));
         // Taken after the read: what other fetches did meanwhile counts.
         let acquired = self.with_current(&key, led.epoch, |slot| {
             let now = monotonic_ms() as i64;
             let lock_ms = wanted.lock_ms.unwrap_or(limits.lock_ms);
             let range = (from, below);
-            (slot.state).acquire_locked(member, wanted.max_records, range, (now, lock_ms))
+            let taken =
+                (slot.state).acquire_locked(member, wanted.max_records, range, (now, lock_ms));
+            let (kept, left_out) = split_acquired(taken, aborted.as_deref().unwrap_or_default());
+            for range in left_out {
+                // (Just acquired by `member`: held.)
+                let _ = slot.state.acknowledge(member, range, Ack::Gap, now);
+            }
+            kept
         });
         let acquired = acquired.unwrap_or_default();
         self.count(|c| {
@@ -263,7 +278,7 @@ impl ShareStates {
             bytes: chunks.iter().map(Bytes::len).sum(),
             acquired,
             chunks,
-            high_watermark,
+            readable,
             wakes,
         })
     }

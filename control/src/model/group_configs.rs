@@ -23,11 +23,14 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 /// Where a share group starts reading a partition: latest or earliest.
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+/// Whether a share group reads committed records only: read_uncommitted
+/// (the default) or read_committed.
+pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 /// The topic a share group's archived records are appended to (beyond
 /// Kafka: docs/queues.md, "Dead letters").
 pub const SHARE_DLQ_TOPIC: &str = "share.dlq.topic";
 /// Every key served.
-pub const GROUP_CONFIG_KEYS: [&str; 8] = [
+pub const GROUP_CONFIG_KEYS: [&str; 9] = [
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     SHARE_SESSION_TIMEOUT_MS,
@@ -35,6 +38,7 @@ pub const GROUP_CONFIG_KEYS: [&str; 8] = [
     SHARE_RECORD_LOCK_DURATION_MS,
     SHARE_DELIVERY_COUNT_LIMIT,
     SHARE_AUTO_OFFSET_RESET,
+    SHARE_ISOLATION_LEVEL,
     SHARE_DLQ_TOPIC,
 ];
 /// The most groups with configs the metadata holds.
@@ -44,7 +48,8 @@ const GROUP_ID_MAX: usize = i16::MAX as usize;
 
 /// Refuses a group config change outside the accepted shapes: a known
 /// key, and a value (None removes it) of its kind: milliseconds in
-/// 1..=i32::MAX, a delivery limit in 2..=10, `latest` or `earliest`.
+/// 1..=i32::MAX, a delivery limit in 2..=10, `latest` or `earliest`,
+/// `read_uncommitted` or `read_committed`.
 pub fn check_group_config(
     group: &str,
     key: &str,
@@ -67,6 +72,10 @@ pub fn check_group_config(
         SHARE_AUTO_OFFSET_RESET => match value {
             "latest" | "earliest" => Ok(()),
             _ => invalid(format!("{key}: latest or earliest")),
+        },
+        SHARE_ISOLATION_LEVEL => match value {
+            "read_uncommitted" | "read_committed" => Ok(()),
+            _ => invalid(format!("{key}: read_uncommitted or read_committed")),
         },
         SHARE_DLQ_TOPIC if value.starts_with("__") => {
             invalid(format!("{key}: {value} is an internal topic's name"))
@@ -116,6 +125,11 @@ mod tests {
             check(SHARE_AUTO_OFFSET_RESET, "earliest") && check(SHARE_AUTO_OFFSET_RESET, "latest")
         );
         assert!(!check(SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H"));
+        assert!(
+            check(SHARE_ISOLATION_LEVEL, "read_committed")
+                && check(SHARE_ISOLATION_LEVEL, "read_uncommitted")
+        );
+        assert!(!check(SHARE_ISOLATION_LEVEL, "committed"));
         assert!(
             check(SHARE_SESSION_TIMEOUT_MS, "30000") && check(SHARE_HEARTBEAT_INTERVAL_MS, "1000")
         );

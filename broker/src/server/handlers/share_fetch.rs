@@ -27,7 +27,6 @@ use crate::kafka::bounds;
 use crate::kafka::decode::checked;
 use crate::kafka::request::Request;
 use crate::kafka::Code;
-use crate::partition::read::Bound;
 use crate::partition::served::ServedPartition;
 use crate::partition::share_states::{ShareRead, Wanted};
 use crate::partition::Partitions;
@@ -246,16 +245,16 @@ async fn wait_for_any(
     let waits: Vec<_> = (routed.iter().zip(reads))
         .filter_map(|((_, route), read)| {
             let read = read.as_ref().ok()?;
-            Some((*route, read.high_watermark, read.wakes))
+            Some((*route, read.readable, read.wakes))
         })
-        .map(|(route, seen, wakes)| {
+        .map(|(route, (bound, seen), wakes)| {
             let group = group.to_string();
             let wait = move |owner: Rc<Partitions>, led: ServedPartition| -> LocalFuture<_> {
                 Box::pin(async move {
                     // Checked and waited on with no await between: a
                     // change after the check wakes the wait.
                     if owner.share_states.wakes(&group, led.key()) == Some(wakes) {
-                        led.wait_past(seen, Bound::HighWatermark, left).await;
+                        led.wait_past(seen, bound, left).await;
                     }
                     Ok(())
                 })

@@ -143,7 +143,12 @@ fn messages_are_received_with_receipts_acknowledged_and_come_back_after_their_vi
             400,
         ),
         ("/share-groups/workers/receive?topic=nosuch", 404),
+        // A consumer group is no queue.
+        ("/share-groups/billing/receive?topic=tasks", 404),
     ];
+    let join = r#"{"consumer_id": "worker-1", "topics": ["tasks"]}"#;
+    let (status, joined) = call(api, "POST", "/consumer-groups/billing/join", join);
+    assert_eq!(status, 200, "{joined}");
     for (path, expected) in refused {
         assert_eq!(call(api, "POST", path, "").0, expected, "{path}");
     }

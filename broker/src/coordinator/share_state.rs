@@ -16,6 +16,7 @@ use super::offsets_partition::OffsetsPartition;
 use crate::groups::records::{Key, Value};
 use crate::groups::share_state::{ShareStateKey, ShareStateValue, StoredState};
 use crate::kafka::Code;
+use kafka_protocol::ResponseError;
 
 impl OffsetsPartition {
     /// A leader at `leader_epoch` reads `key`'s state.
@@ -27,18 +28,22 @@ impl OffsetsPartition {
         let (_, read) = self
             .append_then(
                 |groups| {
-                    let stored = groups.share_states.get(key).cloned();
-                    match (groups.share_states.read(key, leader_epoch), stored) {
-                        (Ok(read), Some(stored)) if stored.leader_epoch < leader_epoch => {
-                            let value = ShareStateValue {
-                                leader_epoch,
-                                ..stored
-                            };
-                            let record =
-                                (Key::ShareState(key.clone()), Some(Value::ShareState(value)));
-                            (vec![record], Ok(read))
+                    // A classic or consumer group has no share-partitions
+                    // (a share consumer or the HTTP queue API naming one
+                    // is told GROUP_ID_NOT_FOUND, as Kafka answers a
+                    // group of another kind).
+                    if groups.get(&key.group).is_some_and(|e| e.share.is_none()) {
+                        return (Vec::new(), Err(ResponseError::GroupIdNotFound.code()));
+                    }
+                    let stamp = groups.share_states.stamp(key, leader_epoch);
+                    match groups.share_states.read(key, leader_epoch) {
+                        Ok(read) => {
+                            let stamp = stamp.map(|value| {
+                                (Key::ShareState(key.clone()), Some(Value::ShareState(value)))
+                            });
+                            (stamp.into_iter().collect(), Ok(read))
                         }
-                        (read, _) => (Vec::new(), read),
+                        refused => (Vec::new(), refused),
                     }
                 },
                 |groups, records| replay(groups, records, Instant::now()),

@@ -232,6 +232,18 @@ impl ShareStates {
         Ok(self.stored_state(key))
     }
 
+    /// The record a read by a leader at `leader_epoch` appends: the
+    /// stored state stamped with that newer epoch (None: nothing stored,
+    /// or stamped at it already), so the fencing outlives a failover of
+    /// the coordinator (as Kafka's share coordinator writes it).
+    pub fn stamp(&self, key: &ShareStateKey, leader_epoch: i32) -> Option<ShareStateValue> {
+        let stored = self.stored.get(key)?;
+        (stored.leader_epoch < leader_epoch).then(|| ShareStateValue {
+            leader_epoch,
+            ..stored.clone()
+        })
+    }
+
     /// `key`'s state as a leader reads it (never written: not
     /// initialized, at state epoch 0).
     fn stored_state(&self, key: &ShareStateKey) -> StoredState {
@@ -300,6 +312,9 @@ impl ShareStates {
         keys
     }
 }
+
+#[cfg(test)]
+mod model_tests;
 
 #[cfg(test)]
 mod tests {

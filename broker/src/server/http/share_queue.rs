@@ -129,6 +129,10 @@ async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpR
             Err(code) if code == ResponseError::CorruptMessage.code() => {
                 return HttpResponse::error(500, code, "a batch of the topic does not decode");
             }
+            Err(code) if code == ResponseError::GroupIdNotFound.code() => {
+                let why = format!("group {group} is a consumer group, not a share group");
+                return HttpResponse::error(404, code, why);
+            }
             Err(code) => {
                 let why = "the share group is not available here now; retry";
                 return HttpResponse::error(503, code, why);

@@ -351,6 +351,89 @@ fn every_broker_serves_the_http_api_for_partitions_led_elsewhere() {
     }
 }
 
+/// The queue API (share groups) from any broker: a receive through one
+/// broker hands out the messages of every partition (those led elsewhere
+/// asked of their leaders), and the receipts count at any other broker,
+/// once.
+#[test]
+fn the_queue_api_hands_out_every_partitions_messages_from_any_broker() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 3, &FAST);
+    cluster.start();
+    create_topic(&cluster, "queue", 3);
+    let leaders: Vec<i32> = describe(&cluster, "queue")
+        .iter()
+        .map(|(l, _)| *l)
+        .collect();
+    assert!(leaders.iter().any(|l| *l != 1), "some led elsewhere: {leaders:?}");
+    let kafka = cluster.node(1).kafka;
+    let configured = on_glommio(async move {
+        let mut c = client::connection::Connection::connect(kafka, "queue-test")
+            .await
+            .unwrap();
+        support::alter_group_config(&mut c, "q", "share.auto.offset.reset", Some("earliest")).await
+    });
+    assert_eq!(configured, 0);
+    let mut sent = Vec::new();
+    for partition in 0..3 {
+        for i in 0..5 {
+            let value = format!("p{partition}-{i}");
+            let body = format!(r#"{{"value":"{value}","partition":{partition}}}"#);
+            let (status, produced) = http_call(
+                cluster.node(1).http,
+                "POST",
+                "/topics/queue/messages?encoding=text",
+                &body,
+            );
+            assert_eq!(status, 200, "{produced}");
+            sent.push(value);
+        }
+    }
+    // Through broker 1: every partition's messages.
+    let mut got: Vec<(String, String)> = Vec::new();
+    let started = Instant::now();
+    while got.len() < sent.len() && started.elapsed() < Duration::from_secs(20) {
+        let (status, answer) = http_call(
+            cluster.node(1).http,
+            "POST",
+            "/share-groups/q/receive?topic=queue&encoding=text&max_messages=100&wait_ms=1000",
+            "",
+        );
+        assert_eq!(status, 200, "{answer}");
+        for m in answer["messages"].as_array().unwrap() {
+            let value = m["value"].as_str().unwrap().to_string();
+            got.push((value, m["receipt"].as_str().unwrap().to_string()));
+        }
+    }
+    let mut values: Vec<String> = got.iter().map(|(v, _)| v.clone()).collect();
+    values.sort();
+    sent.sort();
+    assert_eq!(values, sent, "every message once (leaders {leaders:?})");
+    // The receipts at broker 2: each accepted at its leader; again at
+    // broker 3: held no more.
+    let receipts: Vec<&str> = got.iter().map(|(_, r)| r.as_str()).collect();
+    let body = serde_json::json!({"topic": "queue", "receipts": receipts}).to_string();
+    let codes = |via: i32| -> Vec<i64> {
+        let (status, answer) =
+            http_call(cluster.node(via).http, "POST", "/share-groups/q/ack", &body);
+        assert_eq!(status, 200, "{answer}");
+        let results = answer["results"].as_array().unwrap();
+        results
+            .iter()
+            .map(|r| r["error_code"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(codes(2), vec![0; receipts.len()]);
+    assert_eq!(codes(3), vec![121; receipts.len()], "INVALID_RECORD_STATE");
+    let (_, answer) = http_call(
+        cluster.node(3).http,
+        "POST",
+        "/share-groups/q/receive?topic=queue&max_messages=100&wait_ms=1000",
+        "",
+    );
+    assert_eq!(answer["messages"], serde_json::json!([]), "all done");
+}
+
 #[test]
 fn http_group_calls_reach_the_coordinator_from_any_broker() {
     let root = tempfile::tempdir().unwrap();

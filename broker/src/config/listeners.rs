@@ -90,8 +90,9 @@ pub struct ListenerSettings<'a> {
     pub inter_broker: Option<&'a str>,
 }
 
-/// The most listeners a broker may have (the metadata's bound).
-pub const LISTENERS_MAX: usize = control::model::ENDPOINTS_PER_BROKER_MAX;
+/// The most listeners a broker may have (the metadata's bound, less the
+/// HTTP API's endpoint).
+pub const LISTENERS_MAX: usize = control::model::ENDPOINTS_PER_BROKER_MAX - 1;
 
 impl Listeners {
     /// One listener (the broker's single Kafka port).
@@ -177,6 +178,9 @@ fn split_entry(setting: &str, entry: &str, form: &str) -> Result<(String, String
         .ok_or_else(|| format!("{setting}: {entry:?}: expected {form}"))?;
     let name = name.to_ascii_uppercase();
     control::model::check_listener_name(&name).map_err(|e| format!("{setting}: {e}"))?;
+    if name == control::model::HTTP_ENDPOINT {
+        return Err(format!("{setting}: the name {name} is the HTTP API's"));
+    }
     Ok((name, address.to_string()))
 }
 

@@ -112,7 +112,7 @@ pub fn first_shard(
         }
     }
     let local = service.subscribe(view::CHANGES_QUEUED_MAX);
-    let endpoints: Vec<BrokerEndpoint> = listeners
+    let mut endpoints: Vec<BrokerEndpoint> = listeners
         .all
         .iter()
         .zip(&addresses)
@@ -121,6 +121,13 @@ pub fn first_shard(
             address: listener.advertised_at(*bound),
         })
         .collect();
+    let inter_broker = (listeners.all.iter().zip(&addresses))
+        .find(|(l, _)| l.name == listeners.inter_broker().name)
+        .map(|(l, bound)| l.advertised_at(*bound));
+    endpoints.push(BrokerEndpoint {
+        listener: control::model::HTTP_ENDPOINT.to_string(),
+        address: http_advertised(http, inter_broker.as_deref()),
+    });
     let listening = Listening {
         kafka: listeners
             .all
@@ -213,4 +220,29 @@ pub async fn other_shard(start: Option<ShardStart>) -> Option<(Vec<TcpListener>,
         }
     }
     Some((ports, Changes::Shared(changes)))
+}
+
+/// Where other brokers reach this one's HTTP API: its bound address, or,
+/// bound to every interface, the inter-broker listener's advertised host
+/// with the HTTP port.
+fn http_advertised(bound: std::net::SocketAddr, inter_broker: Option<&str>) -> String {
+    let host = inter_broker
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(host, _)| host);
+    match (bound.ip().is_unspecified(), host) {
+        (true, Some(host)) => format!("{host}:{}", bound.port()),
+        _ => bound.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_http_api_is_advertised_on_the_inter_broker_host_when_bound_everywhere() {
+        let everywhere = "0.0.0.0:8080".parse().unwrap();
+        let at = |bound| super::http_advertised(bound, Some("10.0.0.2:9092"));
+        assert_eq!(at(everywhere), "10.0.0.2:8080");
+        assert_eq!(at("10.0.0.9:8081".parse().unwrap()), "10.0.0.9:8081");
+        assert_eq!(super::http_advertised(everywhere, None), "0.0.0.0:8080");
+    }
 }

@@ -53,6 +53,9 @@ pub const PRODUCER_ID_BLOCK_MAX: i64 = 1_000_000;
 pub const PRODUCER_ID_BLOCK: i64 = 1_000;
 /// The most listeners one broker may have.
 pub const ENDPOINTS_PER_BROKER_MAX: usize = 16;
+/// The endpoint name of a broker's HTTP API among its endpoints (no Kafka
+/// listener may take it): other brokers forward HTTP calls there.
+pub const HTTP_ENDPOINT: &str = "HTTP";
 /// The longest listener name.
 pub const LISTENER_NAME_MAX_CHARS: usize = 64;
 

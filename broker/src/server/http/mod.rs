@@ -23,6 +23,8 @@ mod deadlines;
 mod forward;
 mod group_calls;
 mod groups;
+mod peer_call;
+mod share_forward;
 mod share_queue;
 
 use std::cell::{OnceCell, RefCell};

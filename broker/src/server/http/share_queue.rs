@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::share_forward::{self, Remote};
 use super::{HttpRequest, HttpResponse};
 use crate::config::share_settings::LOCK_MS_BOUNDS;
 use crate::kafka::Code;
@@ -40,6 +41,8 @@ const HTTP_MEMBER: &str = "http";
 const WAIT_MAX: Duration = Duration::from_secs(30);
 /// How often a waiting receive tries again.
 const WAIT_STEP: Duration = Duration::from_millis(50);
+/// How often a waiting receive asks the other leaders again.
+const REMOTE_STEP: Duration = Duration::from_millis(250);
 /// The most messages a receive returns.
 const MESSAGES_MAX: usize = 1_000;
 /// The most bytes of batches a receive reads per partition.
@@ -57,7 +60,7 @@ pub async fn route(
     }
     match (request.method.as_str(), action) {
         ("POST", "receive") => receive(shard, group, request).await,
-        ("POST", "ack") => ack(shard, group, &request.body).await,
+        ("POST", "ack") => ack(shard, group, request).await,
         ("POST", _) => HttpResponse::error(404, -1, format!("no action {action}")),
         (method, _) => HttpResponse::error(405, -1, format!("{method} not allowed here")),
     }
@@ -122,9 +125,12 @@ async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpR
         let code = ResponseError::UnknownTopicOrPartition.code();
         return HttpResponse::error(404, code, format!("no topic {}", asked.topic));
     };
+    // Asked by another broker: this broker's partitions only.
+    let local_only = request.query.get("local").is_some_and(|v| v == "true");
     let deadline = Instant::now() + asked.wait;
+    let mut asked_others_at: Option<Instant> = None;
     loop {
-        let messages = match acquire_all(shard, group, &asked, count).await {
+        let mut messages = match acquire_all(shard, group, &asked, count).await {
             Ok(messages) => messages,
             Err(code) if code == ResponseError::CorruptMessage.code() => {
                 return HttpResponse::error(500, code, "a batch of the topic does not decode");
@@ -138,11 +144,39 @@ async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpR
                 return HttpResponse::error(503, code, why);
             }
         };
+        // The other leaders' partitions, asked less often than this
+        // broker's while waiting.
+        let due = asked_others_at.is_none_or(|at| at.elapsed() >= REMOTE_STEP);
+        if !local_only && due && messages.len() < asked.max_messages {
+            asked_others_at = Some(Instant::now());
+            messages.extend(receive_elsewhere(shard, group, &asked, messages.len()).await);
+        }
         if !messages.is_empty() || Instant::now() >= deadline {
             return HttpResponse::json(200, &json!({ "messages": messages }));
         }
         glommio::timer::sleep(WAIT_STEP).await;
     }
+}
+
+/// Messages of `asked.topic`'s partitions led by other brokers, from
+/// each leader in turn while messages are left to ask for (`have`
+/// already).
+async fn receive_elsewhere(shard: &Shard, group: &str, asked: &Receive, have: usize) -> Vec<Value> {
+    let remote = Remote {
+        group,
+        topic: &asked.topic,
+        visibility_ms: asked.visibility_ms,
+        text: asked.text,
+    };
+    let mut messages = Vec::new();
+    for leader in share_forward::led_elsewhere(&shard.cluster, &asked.topic).into_keys() {
+        let left = asked.max_messages.saturating_sub(have + messages.len());
+        if left == 0 {
+            break;
+        }
+        messages.extend(share_forward::receive_at(&shard.cluster, leader, &remote, left).await);
+    }
+    messages
 }
 
 /// Acquires on each partition led here in turn while messages are left
@@ -285,9 +319,10 @@ fn receipt_of(receipt: &str) -> Option<(i32, i64, u16)> {
         .then_some((partition, offset, delivery))
 }
 
-/// Acknowledges receipts: each one's outcome.
-async fn ack(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
-    let Ok(body) = serde_json::from_slice::<AckBody>(body) else {
+/// Acknowledges receipts: each one's outcome (those of partitions led
+/// elsewhere at their leaders).
+async fn ack(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpResponse {
+    let Ok(body) = serde_json::from_slice::<AckBody>(&request.body) else {
         return HttpResponse::error(
             400,
             -1,
@@ -319,7 +354,21 @@ async fn ack(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
             }
         }
     }
+    // Asked by another broker: this broker's partitions only.
+    let local_only = request.query.get("local").is_some_and(|v| v == "true");
+    let mut leader_of = BTreeMap::new();
+    if !local_only {
+        for (leader, partitions) in share_forward::led_elsewhere(&shard.cluster, &body.topic) {
+            leader_of.extend(partitions.into_iter().map(|p| (p, leader)));
+        }
+    }
+    let mut forwarded: BTreeMap<control::BrokerId, Vec<usize>> = BTreeMap::new();
     for (partition, receipts) in by_partition {
+        if let Some(leader) = leader_of.get(&partition) {
+            let ats = receipts.iter().map(|(at, _)| *at);
+            forwarded.entry(*leader).or_default().extend(ats);
+            continue;
+        }
         let route = shard.cluster.route_by_name(&body.topic, partition);
         let (group, asked): (String, Vec<(i64, u16)>) = (
             group.to_string(),
@@ -339,6 +388,15 @@ async fn ack(shard: &Rc<Shard>, group: &str, body: &[u8]) -> HttpResponse {
                 Err(code) => Err(*code),
             };
             outcomes[*at] = Some(outcome);
+        }
+    }
+    for (leader, ats) in forwarded {
+        let receipts: Vec<String> = ats.iter().map(|at| body.receipts[*at].clone()).collect();
+        let asked = (group, body.topic.as_str());
+        let each =
+            share_forward::ack_at(&shard.cluster, leader, asked, &receipts, &body.kind).await;
+        for (at, outcome) in ats.into_iter().zip(each) {
+            outcomes[at] = Some(outcome);
         }
     }
     let results: Vec<Value> = (body.receipts.iter().zip(outcomes))

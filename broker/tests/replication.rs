@@ -365,7 +365,10 @@ fn the_queue_api_hands_out_every_partitions_messages_from_any_broker() {
         .iter()
         .map(|(l, _)| *l)
         .collect();
-    assert!(leaders.iter().any(|l| *l != 1), "some led elsewhere: {leaders:?}");
+    assert!(
+        leaders.iter().any(|l| *l != 1),
+        "some led elsewhere: {leaders:?}"
+    );
     let kafka = cluster.node(1).kafka;
     let configured = on_glommio(async move {
         let mut c = client::connection::Connection::connect(kafka, "queue-test")

@@ -727,3 +727,91 @@ fn loadgen_logs_in_and_verifies_every_message() {
     assert_eq!((verdict.lost, verdict.out_of_order), (0, 0), "{verdict:?}");
     assert!(verdict.checked >= 10_000, "{} checked", verdict.checked);
 }
+
+/// The HTTP queue API across brokers whose HTTP ports speak TLS and ask
+/// for a user: a receive through one broker gets every partition's
+/// messages (the others asked over HTTPS as the broker's own user), and
+/// their receipts are accepted through another.
+#[test]
+fn the_queue_api_reaches_other_leaders_over_https_as_the_brokers_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("queue-ca");
+    let files = server_files(dir.path(), &authority);
+    let ca = files.ca.to_str().unwrap().to_string();
+    let mut env = sasl_ssl_env(&files);
+    env.push(("BROKER_HTTP_TLS", "true".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut cluster = support::cluster::Cluster::new(dir.path(), 3, &env);
+    cluster.start();
+    let first_broker = cluster.node(1).kafka.to_string();
+    let args = ["topic", "create", "queue", "--partitions", "3"];
+    let out = admin(&first_broker, &ca, &args);
+    assert!(out.status.success(), "{out:?}");
+    let login = format!("{ADMIN}:{ADMIN_PASSWORD}");
+    let call = |via: i32, path: &str, body: &str| -> serde_json::Value {
+        let url = format!("https://127.0.0.1:{}{path}", cluster.node(via).http.port());
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert", &ca, "-u", &login])
+            .args([
+                "-X",
+                "POST",
+                "-H",
+                "content-type: application/json",
+                "-d",
+                body,
+            ])
+            .arg(url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    };
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert", &ca, "-u", &login])
+        .arg(format!(
+            "https://127.0.0.1:{}/topics/queue",
+            cluster.node(1).http.port()
+        ))
+        .output()
+        .unwrap();
+    let topic: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let leaders: Vec<i64> = (topic["partitions"].as_array().unwrap().iter())
+        .map(|p| p["leader"].as_i64().unwrap_or(-1))
+        .collect();
+    assert!(
+        leaders.iter().any(|l| *l != 1),
+        "some led elsewhere: {leaders:?}"
+    );
+    let receive = "/share-groups/q/receive?topic=queue&encoding=text&max_messages=100";
+    // The group starts at each partition's end: the first receive
+    // reaches every leader.
+    let first = call(1, &format!("{receive}&wait_ms=0"), "");
+    assert_eq!(first["messages"], serde_json::json!([]), "{first}");
+    let mut sent = Vec::new();
+    for partition in 0..3 {
+        let value = format!("p{partition}");
+        let body = format!(r#"{{"value":"{value}","partition":{partition}}}"#);
+        let produced = call(1, "/topics/queue/messages?encoding=text", &body);
+        assert!(produced["offset"].is_i64(), "{produced}");
+        sent.push(value);
+    }
+    let mut got: Vec<(String, String)> = Vec::new();
+    let started = Instant::now();
+    while got.len() < sent.len() && started.elapsed() < Duration::from_secs(20) {
+        let answer = call(1, &format!("{receive}&wait_ms=1000"), "");
+        for m in answer["messages"].as_array().unwrap() {
+            let value = m["value"].as_str().unwrap().to_string();
+            got.push((value, m["receipt"].as_str().unwrap().to_string()));
+        }
+    }
+    let mut values: Vec<String> = got.iter().map(|(v, _)| v.clone()).collect();
+    values.sort();
+    assert_eq!(values, sent);
+    let receipts: Vec<&str> = got.iter().map(|(_, r)| r.as_str()).collect();
+    let body = serde_json::json!({"topic": "queue", "receipts": receipts}).to_string();
+    let acked = call(2, "/share-groups/q/ack", &body);
+    let codes: Vec<i64> = (acked["results"].as_array().unwrap().iter())
+        .map(|r| r["error_code"].as_i64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![0; receipts.len()], "{acked}");
+}

@@ -15,6 +15,8 @@
 # producer or consumer on one partition, 1000-message batches; consume
 # right after producing (memory), then after a broker restart (disk).
 # T (scripts/bench-tls.sh) runs A and B over TLS and plaintext, and reads B back.
+# Q (scripts/bench-share.sh) runs queues: 1, 4 and 16 share consumers of one
+# partition against a consumer group's, and the redelivery latency.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard, the broker's cache filled first
 # (as a long-running broker's is). Throughput runs use one producer
@@ -405,3 +407,7 @@ echo "dashboard: $results/dashboard.html"
 # T: what TLS costs (its own brokers, plaintext then TLS, A and B).
 echo "== T: TLS vs plaintext"
 scripts/bench-tls.sh --out "$results" --data-dir "$data_root"
+
+# Q: queues (share groups) against a consumer group on one partition.
+echo "== Q: share groups vs a consumer group"
+scripts/bench-share.sh --out "$results" --data-dir "$data_root"

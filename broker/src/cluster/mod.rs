@@ -113,6 +113,12 @@ impl Cluster {
         })
     }
 
+    /// The TLS settings this broker reaches other brokers with, when its
+    /// inter-broker listener speaks TLS (its CA, its own certificate).
+    pub fn peer_client_tls(&self) -> Option<client::tls::ClientTls> {
+        self.peer_tls.as_ref().map(|peer| peer.current())
+    }
+
     /// The ACL authorizer of this shard's metadata, or None when ACLs are
     /// not checked (`authorizer = "none"`).
     pub fn authorizer(&self) -> Option<Rc<Authorizer>> {

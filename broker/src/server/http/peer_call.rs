@@ -2,23 +2,40 @@
 //! metadata, `control::model::HTTP_ENDPOINT`), for the calls only that
 //! broker can answer and the Kafka protocol cannot carry: the queue API's
 //! receive and acknowledgement by receipt on the partitions it leads.
-//! Over TLS when the HTTP API speaks it (trusting `ssl_ca_location`), as
+//! Over TLS when the HTTP API speaks it (the broker's inter-broker TLS
+//! settings, or `ssl_ca_location` with its own certificate if set), as
 //! the broker's own user when it asks for one (a super user: the caller's
 //! ACLs are checked by the broker it called). One request per connection
-//! (`Connection: close`), its answer bounded.
+//! (`Connection: close`), its answer bounded. Host names are resolved on
+//! a thread of their own (a shard never blocks on DNS), and remembered.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
+use client::tls::ClientTls;
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::rustls::pki_types::ServerName;
 use glommio::net::TcpStream;
 
+use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 
 /// The largest answer read.
-const ANSWER_BYTES_MAX: usize = 256 << 20;
+const ANSWER_BYTES_MAX: usize = 64 << 20;
+/// How long a host name's addresses are remembered.
+const RESOLVED_FOR: Duration = Duration::from_secs(60);
+
+thread_local! {
+    /// Host names resolved on this shard, with when.
+    static RESOLVED: RefCell<HashMap<String, (Instant, Vec<SocketAddr>)>> =
+        RefCell::new(HashMap::new());
+    /// The TLS settings read from the files, when the inter-broker
+    /// listener has none (read once per shard).
+    static FILE_TLS: RefCell<Option<ClientTls>> = const { RefCell::new(None) };
+}
 
 /// Why a call to another broker failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,13 +57,13 @@ pub enum PeerCallError {
 /// POSTs `body` (JSON) to `path` (with its query) at `address`; the
 /// status and body of the answer, within `timeout`.
 pub async fn post(
-    config: &BrokerConfig,
+    cluster: &Cluster,
     address: &str,
     path: &str,
     body: &str,
     timeout: Duration,
 ) -> Result<(u16, String), PeerCallError> {
-    let call = Box::pin(post_now(config, address, path, body));
+    let call = Box::pin(post_now(cluster, address, path, body));
     let timer = Box::pin(glommio::timer::sleep(timeout));
     match futures::future::select(call, timer).await {
         futures::future::Either::Left((answer, _)) => answer,
@@ -55,25 +72,18 @@ pub async fn post(
 }
 
 async fn post_now(
-    config: &BrokerConfig,
+    cluster: &Cluster,
     address: &str,
     path: &str,
     body: &str,
 ) -> Result<(u16, String), PeerCallError> {
-    let socket = resolve(address)?;
+    let config = &cluster.config;
     let request = request_bytes(config, address, path, body);
-    let tcp = TcpStream::connect(socket)
-        .await
-        .map_err(std::io::Error::from)?;
+    let (tcp, socket) = connect(address).await?;
     let answer = match config.http_tls {
         false => exchange(tcp, &request).await?,
         true => {
-            let ca = config
-                .ssl_ca_location
-                .as_ref()
-                .ok_or(PeerCallError::NoTrust)?;
-            let tls = client::tls::ClientTls::from_files(ca, None)
-                .map_err(|e| PeerCallError::Answer(e.to_string()))?;
+            let tls = client_tls(cluster)?;
             let name = server_name(address, socket);
             let stream = tls.connector().connect(name, tcp).await?;
             exchange(stream, &request).await?
@@ -82,14 +92,70 @@ async fn post_now(
     parse_answer(&answer)
 }
 
-fn resolve(address: &str) -> Result<SocketAddr, PeerCallError> {
-    if let Ok(socket) = address.parse() {
-        return Ok(socket);
+/// The TLS settings to reach another broker's HTTPS port with.
+fn client_tls(cluster: &Cluster) -> Result<ClientTls, PeerCallError> {
+    if let Some(tls) = cluster.peer_client_tls() {
+        return Ok(tls);
     }
-    let mut found = address.to_socket_addrs()?;
-    found
-        .next()
-        .ok_or_else(|| PeerCallError::Io(std::io::Error::other(format!("{address}: no address"))))
+    if let Some(tls) = FILE_TLS.with(|t| t.borrow().clone()) {
+        return Ok(tls);
+    }
+    let config = &cluster.config;
+    let ca = config
+        .ssl_ca_location
+        .as_ref()
+        .ok_or(PeerCallError::NoTrust)?;
+    let identity =
+        (config.ssl_certificate_location.as_deref()).zip(config.ssl_key_location.as_deref());
+    let tls =
+        ClientTls::from_files(ca, identity).map_err(|e| PeerCallError::Answer(e.to_string()))?;
+    FILE_TLS.with(|t| *t.borrow_mut() = Some(tls.clone()));
+    Ok(tls)
+}
+
+/// A connection to the first of `address`'s addresses that accepts one.
+async fn connect(address: &str) -> Result<(TcpStream, SocketAddr), PeerCallError> {
+    let mut last = None;
+    for socket in resolve(address).await? {
+        match TcpStream::connect(socket).await {
+            Ok(tcp) => return Ok((tcp, socket)),
+            Err(e) => last = Some(std::io::Error::from(e)),
+        }
+    }
+    let none = || std::io::Error::other(format!("{address}: no address"));
+    Err(PeerCallError::Io(last.unwrap_or_else(none)))
+}
+
+/// `address`'s socket addresses: parsed, remembered, or looked up on a
+/// thread of its own.
+async fn resolve(address: &str) -> Result<Vec<SocketAddr>, PeerCallError> {
+    if let Ok(socket) = address.parse() {
+        return Ok(vec![socket]);
+    }
+    let remembered = RESOLVED.with(|r| {
+        let r = r.borrow();
+        let fresh = r.get(address).filter(|(at, _)| at.elapsed() < RESOLVED_FOR);
+        fresh.map(|(_, sockets)| sockets.clone())
+    });
+    if let Some(sockets) = remembered {
+        return Ok(sockets);
+    }
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let name = address.to_string();
+    std::thread::spawn(move || {
+        let found = name
+            .to_socket_addrs()
+            .map(|found| found.collect::<Vec<_>>());
+        let _ = tx.send(found);
+    });
+    let sockets = rx
+        .await
+        .map_err(|_| std::io::Error::other("the lookup thread ended"))??;
+    RESOLVED.with(|r| {
+        let entry = (Instant::now(), sockets.clone());
+        r.borrow_mut().insert(address.to_string(), entry)
+    });
+    Ok(sockets)
 }
 
 /// The name a TLS certificate is checked against: the host as given.
@@ -107,9 +173,31 @@ fn request_bytes(config: &BrokerConfig, address: &str, path: &str, body: &str) -
          Content-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    if let (true, Some((user, password))) = (config.http_asks_for_user(), config.broker_user()) {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        head.push_str(&format!("Authorization: Basic {token}\r\n"));
+    match (config.http_asks_for_user(), config.broker_user()) {
+        (true, Some((user, password))) => {
+            if !config.http_tls {
+                static IN_CLEAR: std::sync::Once = std::sync::Once::new();
+                IN_CLEAR.call_once(|| {
+                    tracing::warn!(
+                        "the HTTP API asks for a user without http_tls: the broker's own \
+                         password goes to other brokers' HTTP APIs in clear"
+                    )
+                });
+            }
+            let login = format!("{user}:{password}");
+            let token = base64::engine::general_purpose::STANDARD.encode(login);
+            head.push_str(&format!("Authorization: Basic {token}\r\n"));
+        }
+        (true, None) => {
+            static NO_USER: std::sync::Once = std::sync::Once::new();
+            NO_USER.call_once(|| {
+                tracing::warn!(
+                    "the HTTP API asks for a user and sasl_broker_user is not set: other \
+                     brokers' HTTP APIs will refuse this broker's calls"
+                )
+            });
+        }
+        (false, _) => {}
     }
     head.push_str("\r\n");
     let mut bytes = head.into_bytes();

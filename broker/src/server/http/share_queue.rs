@@ -149,34 +149,23 @@ async fn receive(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpR
         let due = asked_others_at.is_none_or(|at| at.elapsed() >= REMOTE_STEP);
         if !local_only && due && messages.len() < asked.max_messages {
             asked_others_at = Some(Instant::now());
-            messages.extend(receive_elsewhere(shard, group, &asked, messages.len()).await);
+            let remote = Remote {
+                group,
+                topic: &asked.topic,
+                visibility_ms: asked.visibility_ms,
+                text: asked.text,
+            };
+            let left = asked.max_messages - messages.len();
+            let time_left = deadline.saturating_duration_since(Instant::now());
+            let elsewhere =
+                share_forward::receive_elsewhere(&shard.cluster, &remote, left, time_left);
+            messages.extend(elsewhere.await);
         }
         if !messages.is_empty() || Instant::now() >= deadline {
             return HttpResponse::json(200, &json!({ "messages": messages }));
         }
         glommio::timer::sleep(WAIT_STEP).await;
     }
-}
-
-/// Messages of `asked.topic`'s partitions led by other brokers, from
-/// each leader in turn while messages are left to ask for (`have`
-/// already).
-async fn receive_elsewhere(shard: &Shard, group: &str, asked: &Receive, have: usize) -> Vec<Value> {
-    let remote = Remote {
-        group,
-        topic: &asked.topic,
-        visibility_ms: asked.visibility_ms,
-        text: asked.text,
-    };
-    let mut messages = Vec::new();
-    for leader in share_forward::led_elsewhere(&shard.cluster, &asked.topic).into_keys() {
-        let left = asked.max_messages.saturating_sub(have + messages.len());
-        if left == 0 {
-            break;
-        }
-        messages.extend(share_forward::receive_at(&shard.cluster, leader, &remote, left).await);
-    }
-    messages
 }
 
 /// Acquires on each partition led here in turn while messages are left
@@ -390,11 +379,16 @@ async fn ack(shard: &Rc<Shard>, group: &str, request: &HttpRequest) -> HttpRespo
             outcomes[*at] = Some(outcome);
         }
     }
-    for (leader, ats) in forwarded {
+    // The other leaders at once.
+    let (asked, kind) = ((group, body.topic.as_str()), body.kind.as_str());
+    let calls = forwarded.into_iter().map(|(leader, ats)| {
         let receipts: Vec<String> = ats.iter().map(|at| body.receipts[*at].clone()).collect();
-        let asked = (group, body.topic.as_str());
-        let each =
-            share_forward::ack_at(&shard.cluster, leader, asked, &receipts, &body.kind).await;
+        async move {
+            let each = share_forward::ack_at(&shard.cluster, leader, asked, &receipts, kind).await;
+            (ats, each)
+        }
+    });
+    for (ats, each) in futures::future::join_all(calls).await {
         for (at, outcome) in ats.into_iter().zip(each) {
             outcomes[at] = Some(outcome);
         }

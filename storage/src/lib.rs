@@ -28,6 +28,7 @@ pub mod producers;
 mod read;
 mod read_ahead;
 mod recovery;
+pub mod remote;
 mod segment;
 pub mod transactions;
 pub mod txn_index;

@@ -43,6 +43,7 @@ pub mod http_request;
 pub mod kafka;
 pub mod partition;
 pub mod process;
+pub mod remote_store;
 pub mod replica;
 pub mod runtime;
 pub mod security;

@@ -1,0 +1,234 @@
+//! Tiered storage's object store, off the shards (docs/tiered-storage.md):
+//! the `object_store` crate's client (a local directory, the embedded
+//! default, or S3 and S3-compatible servers) runs on a thread of its own
+//! with a current-thread tokio runtime; shards hand it calls through a
+//! bounded queue and await each answer, so a shard never blocks on the
+//! network or on blocking file I/O. At most `concurrency` calls run at
+//! once; a full queue makes the caller wait (backpressure), it never
+//! grows. The thread ends when the last [`RemoteStore`] handle is gone.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::channel::{mpsc, oneshot};
+use futures::{SinkExt, StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload};
+
+/// Where objects are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// A local directory (made if missing).
+    Directory(PathBuf),
+    /// An S3 (or S3-compatible) bucket.
+    S3(S3Settings),
+}
+
+/// An S3 bucket and how to reach it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    /// The bucket.
+    pub bucket: String,
+    /// The endpoint (None: AWS's for the region).
+    pub endpoint: Option<String>,
+    /// The region.
+    pub region: String,
+    /// The access key id.
+    pub access_key_id: String,
+    /// The secret access key (never printed).
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("bucket", &self.bucket)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteError {
+    /// No such object.
+    #[error("no object {0}")]
+    NotFound(String),
+    /// The store refused or failed the call.
+    #[error("object store: {0}")]
+    Store(String),
+    /// The store's thread is gone.
+    #[error("the object store's thread stopped")]
+    Stopped,
+}
+
+impl From<object_store::Error> for RemoteError {
+    fn from(e: object_store::Error) -> RemoteError {
+        match e {
+            object_store::Error::NotFound { path, .. } => RemoteError::NotFound(path),
+            other => RemoteError::Store(other.to_string()),
+        }
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, RemoteError>>;
+
+/// One call for the store's thread.
+enum Call {
+    Put(String, Bytes, Reply<()>),
+    Get(String, Option<Range<u64>>, Reply<Bytes>),
+    Delete(String, Reply<()>),
+    List(String, Reply<Vec<(String, u64)>>),
+}
+
+/// A handle on the object store's thread (cheap to clone).
+#[derive(Clone)]
+pub struct RemoteStore {
+    calls: mpsc::Sender<Call>,
+}
+
+impl RemoteStore {
+    /// Starts the store's thread: at most `queued` calls waiting, at most
+    /// `concurrency` running.
+    pub fn start(
+        backend: &Backend,
+        queued: usize,
+        concurrency: usize,
+    ) -> Result<RemoteStore, RemoteError> {
+        Self::start_joinable(backend, queued, concurrency).map(|(store, _detached)| store)
+    }
+
+    /// [`RemoteStore::start`], with the thread's handle (it ends once the
+    /// last [`RemoteStore`] is dropped and its calls are answered).
+    fn start_joinable(
+        backend: &Backend,
+        queued: usize,
+        concurrency: usize,
+    ) -> Result<(RemoteStore, std::thread::JoinHandle<()>), RemoteError> {
+        let store = client(backend)?;
+        let (calls, waiting) = mpsc::channel(queued.max(1));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| RemoteError::Store(e.to_string()))?;
+        let thread = std::thread::Builder::new()
+            .name("remote-store".into())
+            .spawn(move || runtime.block_on(serve(store, waiting, concurrency.max(1))))
+            .map_err(|e| RemoteError::Store(e.to_string()))?;
+        Ok((RemoteStore { calls }, thread))
+    }
+
+    async fn call<T>(&self, call: impl FnOnce(Reply<T>) -> Call) -> Result<T, RemoteError> {
+        let (reply, answer) = oneshot::channel();
+        let mut calls = self.calls.clone();
+        calls
+            .send(call(reply))
+            .await
+            .map_err(|_| RemoteError::Stopped)?;
+        answer.await.map_err(|_| RemoteError::Stopped)?
+    }
+
+    /// Writes `key` (whole, replacing what was there).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), RemoteError> {
+        self.call(|reply| Call::Put(key.to_string(), bytes, reply))
+            .await
+    }
+
+    /// Reads `key`, or its `range` of bytes.
+    pub async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes, RemoteError> {
+        self.call(|reply| Call::Get(key.to_string(), range, reply))
+            .await
+    }
+
+    /// Deletes `key` (one that is not there is not an error).
+    pub async fn delete(&self, key: &str) -> Result<(), RemoteError> {
+        self.call(|reply| Call::Delete(key.to_string(), reply))
+            .await
+    }
+
+    /// The objects under `prefix`, with their sizes, in name order.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, RemoteError> {
+        self.call(|reply| Call::List(prefix.to_string(), reply))
+            .await
+    }
+}
+
+/// The `object_store` client of `backend`.
+fn client(backend: &Backend) -> Result<Arc<dyn ObjectStore>, RemoteError> {
+    let store: Arc<dyn ObjectStore> = match backend {
+        Backend::Directory(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| RemoteError::Store(e.to_string()))?;
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir)?)
+        }
+        Backend::S3(s3) => {
+            let mut builder = object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name(&s3.bucket)
+                .with_region(&s3.region)
+                .with_access_key_id(&s3.access_key_id)
+                .with_secret_access_key(&s3.secret_access_key);
+            if let Some(endpoint) = &s3.endpoint {
+                let plain = endpoint.starts_with("http://");
+                builder = builder.with_endpoint(endpoint).with_allow_http(plain);
+            }
+            Arc::new(builder.build()?)
+        }
+    };
+    Ok(store)
+}
+
+/// Runs the calls as they come, `concurrency` at a time.
+async fn serve(store: Arc<dyn ObjectStore>, calls: mpsc::Receiver<Call>, concurrency: usize) {
+    calls
+        .for_each_concurrent(concurrency, |call| {
+            let store = store.clone();
+            async move { run(&*store, call).await }
+        })
+        .await;
+}
+
+async fn run(store: &dyn ObjectStore, call: Call) {
+    match call {
+        Call::Put(key, bytes, reply) => {
+            let put = store
+                .put(&ObjectPath::from(key), PutPayload::from(bytes))
+                .await;
+            let _ = reply.send(put.map(drop).map_err(RemoteError::from));
+        }
+        Call::Get(key, range, reply) => {
+            let path = ObjectPath::from(key);
+            let got = match range {
+                Some(range) => store.get_range(&path, range).await,
+                None => match store.get(&path).await {
+                    Ok(object) => object.bytes().await,
+                    Err(e) => Err(e),
+                },
+            };
+            let _ = reply.send(got.map_err(RemoteError::from));
+        }
+        Call::Delete(key, reply) => {
+            let deleted = match store.delete(&ObjectPath::from(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(RemoteError::from(e)),
+            };
+            let _ = reply.send(deleted);
+        }
+        Call::List(prefix, reply) => {
+            let listed: Result<Vec<_>, _> = store
+                .list(Some(&ObjectPath::from(prefix)))
+                .map_ok(|meta| (meta.location.to_string(), meta.size))
+                .try_collect()
+                .await;
+            let _ = reply.send(listed.map_err(RemoteError::from).map(|mut all: Vec<_>| {
+                all.sort();
+                all
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! The store's thread with the local directory backend: objects written,
+//! read whole and by range, listed, deleted; a missing one told apart;
+//! many callers at once through a small queue; the thread ends with the
+//! last handle. Driven by a plain executor: the handle needs no runtime
+//! of its own.
+
+use futures::executor::block_on;
+
+use super::*;
+
+fn store(dir: &std::path::Path, queued: usize, concurrency: usize) -> RemoteStore {
+    RemoteStore::start(&Backend::Directory(dir.join("remote")), queued, concurrency).unwrap()
+}
+
+#[test]
+fn objects_are_written_read_listed_and_deleted_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = store(dir.path(), 4, 2);
+    block_on(async {
+        let key = "topic-1/0/00000000000000000000-0000abcd.log";
+        remote
+            .put(key, Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(remote.get(key, None).await.unwrap(), "0123456789");
+        assert_eq!(remote.get(key, Some(3..7)).await.unwrap(), "3456");
+        remote
+            .put("topic-1/0/manifest", Bytes::from_static(b"m"))
+            .await
+            .unwrap();
+        remote
+            .put("topic-2/0/manifest", Bytes::from_static(b"other"))
+            .await
+            .unwrap();
+        let listed = remote.list("topic-1").await.unwrap();
+        let names: Vec<(&str, u64)> = listed.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        assert_eq!(names, [(key, 10), ("topic-1/0/manifest", 1)]);
+        // Replaced whole.
+        remote.put(key, Bytes::from_static(b"new")).await.unwrap();
+        assert_eq!(remote.get(key, None).await.unwrap(), "new");
+        remote.delete(key).await.unwrap();
+        remote.delete(key).await.unwrap();
+        let missing = remote.get(key, None).await;
+        assert!(
+            matches!(missing, Err(RemoteError::NotFound(_))),
+            "{missing:?}"
+        );
+    });
+    // In a directory of its own, as files.
+    let on_disk = dir.path().join("remote/topic-1/0/manifest");
+    assert_eq!(std::fs::read(on_disk).unwrap(), b"m");
+}
+
+#[test]
+fn many_callers_share_a_small_queue_and_the_thread_ends_with_the_last_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::Directory(dir.path().join("remote"));
+    let (remote, thread) = RemoteStore::start_joinable(&backend, 1, 1).unwrap();
+    let callers = (0..32).map(|i| {
+        let remote = remote.clone();
+        async move {
+            let key = format!("many/{i:02}");
+            remote
+                .put(&key, Bytes::from(vec![i as u8; 100]))
+                .await
+                .unwrap();
+            remote.get(&key, Some(99..100)).await.unwrap()
+        }
+    });
+    let got = block_on(futures::future::join_all(callers));
+    for (i, last) in got.iter().enumerate() {
+        assert_eq!(last.as_ref(), [i as u8]);
+    }
+    assert_eq!(block_on(remote.list("many")).unwrap().len(), 32);
+    drop(remote);
+    thread
+        .join()
+        .expect("the store's thread ends once its last handle is gone");
+}
+
+#[test]
+fn an_s3_store_that_cannot_be_reached_fails_the_call_not_the_caller() {
+    // Nothing listens on port 9 of 127.0.0.1 here.
+    let s3 = S3Settings {
+        bucket: "b".into(),
+        endpoint: Some("http://127.0.0.1:9".into()),
+        region: "us-east-1".into(),
+        access_key_id: "id".into(),
+        secret_access_key: "secret".into(),
+    };
+    assert!(
+        !format!("{s3:?}").contains("secret"),
+        "the secret is never printed"
+    );
+    let remote = RemoteStore::start(&Backend::S3(s3), 2, 2).unwrap();
+    let failed = block_on(remote.put("k", Bytes::from_static(b"v")));
+    assert!(matches!(failed, Err(RemoteError::Store(_))), "{failed:?}");
+}

@@ -6,28 +6,13 @@
 
 mod support;
 
-use std::net::SocketAddr;
-
 use bytes::Bytes;
 use client::cluster::Cluster;
 use client::connection::Connection;
 use client::producer::Producer;
 use kafka_protocol::ResponseError;
-use support::share_wire::{acknowledge, acquired, fetch};
+use support::share_wire::{acknowledge, acquired, fetch, produce_jobs as produce};
 use support::{cli, on_glommio, start_broker};
-
-async fn produce(address: SocketAddr, count: usize) {
-    let cluster = Cluster::new(address, "share-fetch-test");
-    let producer = Producer::new(cluster, Default::default());
-    let mut sent = Vec::new();
-    for i in 0..count {
-        let value = Bytes::from(format!("job-{i}"));
-        sent.push(producer.send("jobs", None, Some(value)).await.unwrap());
-    }
-    for delivery in sent {
-        delivery.await.unwrap();
-    }
-}
 
 #[test]
 fn share_fetch_hands_members_different_records_and_acknowledgements_act() {

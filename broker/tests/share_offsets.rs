@@ -11,28 +11,16 @@ mod support;
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
 use client::cluster::Cluster;
 use client::connection::{ClientError, Connection};
-use client::producer::Producer;
 use kafka_protocol::messages::DeleteGroupsRequest;
 use kafka_protocol::ResponseError;
-use support::share_wire::{acknowledge, acquired, beat, fetch, heartbeat, text, GROUP};
+use support::share_wire::{
+    acknowledge, acquired, beat, fetch, heartbeat, produce_jobs as produce, text, GROUP,
+};
 use support::{cli, on_glommio, start_broker};
 
 const ACCEPT: i8 = 1;
-
-async fn produce(address: SocketAddr, count: usize) {
-    let producer = Producer::new(Cluster::new(address, "share-offsets"), Default::default());
-    let mut sent = Vec::new();
-    for i in 0..count {
-        let value = Bytes::from(format!("job-{i}"));
-        sent.push(producer.send("jobs", None, Some(value)).await.unwrap());
-    }
-    for delivery in sent {
-        delivery.await.unwrap();
-    }
-}
 
 /// The start offset the group stores for partition 0 of "jobs".
 async fn start_of(address: SocketAddr) -> Option<i64> {

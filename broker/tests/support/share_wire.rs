@@ -132,3 +132,17 @@ pub async fn heartbeat(
     }
     panic!("the share group's coordinator never came up")
 }
+
+/// Produces `count` records ("job-0", ...) to partition 0 of "jobs".
+pub async fn produce_jobs(address: std::net::SocketAddr, count: usize) {
+    let cluster = client::cluster::Cluster::new(address, "share-test-producer");
+    let producer = client::producer::Producer::new(cluster, Default::default());
+    let mut sent = Vec::new();
+    for i in 0..count {
+        let value = bytes::Bytes::from(format!("job-{i}"));
+        sent.push(producer.send("jobs", None, Some(value)).await.unwrap());
+    }
+    for delivery in sent {
+        delivery.await.unwrap();
+    }
+}

@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
+use crate::groups::the_group;
 
 /// Partitions by topic name.
 pub type TopicPartitions = BTreeMap<String, Vec<i32>>;
@@ -82,12 +83,7 @@ impl Cluster {
                 |r| r.groups.first().map_or(0, |g| g.error_code),
             )
             .await?;
-        let described = (response.groups.into_iter().next()).ok_or_else(|| {
-            ClientError::Protocol("ConsumerGroupDescribe answered nothing".into())
-        })?;
-        if described.error_code != 0 {
-            return Err(ClientError::Broker(described.error_code));
-        }
+        let described = the_group(response.groups, "ConsumerGroupDescribe", |g| g.error_code)?;
         let members = described.members.into_iter().map(|m| ConsumerMember {
             member_id: m.member_id.to_string(),
             instance_id: m.instance_id.map(|i| i.to_string()),

@@ -189,14 +189,7 @@ impl Cluster {
                 |r| r.groups.first().map_or(0, |g| g.error_code),
             )
             .await?;
-        let described = response
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Protocol("DescribeGroups answered nothing".into()))?;
-        if described.error_code != 0 {
-            return Err(ClientError::Broker(described.error_code));
-        }
+        let described = the_group(response.groups, "DescribeGroups", |g| g.error_code)?;
         Ok(GroupDescription {
             state: described.group_state.to_string(),
             protocol_type: described.protocol_type.to_string(),
@@ -368,5 +361,20 @@ impl Cluster {
             0 => Ok(()),
             code => Err(ClientError::Broker(code)),
         }
+    }
+}
+
+/// The one group an answer about one group describes, or its error (an
+/// answer without it: a protocol error naming `api`).
+pub(crate) fn the_group<G>(
+    groups: Vec<G>,
+    api: &str,
+    code: impl Fn(&G) -> i16,
+) -> Result<G, ClientError> {
+    let group = (groups.into_iter().next())
+        .ok_or_else(|| ClientError::Protocol(format!("{api} answered nothing")))?;
+    match code(&group) {
+        0 => Ok(group),
+        code => Err(ClientError::Broker(code)),
     }
 }

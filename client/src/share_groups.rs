@@ -19,6 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::cluster::Cluster;
 use crate::connection::ClientError;
 use crate::consumer_groups::TopicPartitions;
+use crate::groups::the_group;
 
 /// One member of a share group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,11 +69,7 @@ impl Cluster {
                 |r| r.groups.first().map_or(0, |g| g.error_code),
             )
             .await?;
-        let described = (response.groups.into_iter().next())
-            .ok_or_else(|| ClientError::Protocol("ShareGroupDescribe answered nothing".into()))?;
-        if described.error_code != 0 {
-            return Err(ClientError::Broker(described.error_code));
-        }
+        let described = the_group(response.groups, "ShareGroupDescribe", |g| g.error_code)?;
         let members = described.members.into_iter().map(|m| ShareMember {
             member_id: m.member_id.to_string(),
             member_epoch: m.member_epoch,
@@ -116,12 +113,9 @@ impl Cluster {
                 |r| r.groups.first().map_or(0, |g| g.error_code),
             )
             .await?;
-        let described = (response.groups.into_iter().next()).ok_or_else(|| {
-            ClientError::Protocol("DescribeShareGroupOffsets answered nothing".into())
+        let described = the_group(response.groups, "DescribeShareGroupOffsets", |g| {
+            g.error_code
         })?;
-        if described.error_code != 0 {
-            return Err(ClientError::Broker(described.error_code));
-        }
         let mut starts = BTreeMap::new();
         for topic in described.topics {
             for p in topic.partitions {

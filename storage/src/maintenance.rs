@@ -18,6 +18,9 @@ pub struct RetentionPolicy {
     pub retention_ms: Option<i64>,
     /// Delete the oldest sealed segments while the log is larger than this.
     pub retention_bytes: Option<u64>,
+    /// Delete only segments whose last offset is at or below this (tiered
+    /// storage: what the remote log holds); None: no such bound.
+    pub deletable_through: Option<Offset>,
 }
 
 impl<FS: FileSystem> Log<FS> {
@@ -222,6 +225,13 @@ impl<FS: FileSystem> Log<FS> {
             for pair in st.segments.windows(2) {
                 let (segment, next) = (&pair[0], &pair[1]);
                 if next.base > st.high_watermark || segment.writer.is_some() {
+                    break;
+                }
+                let last_offset = Offset(next.base.0 - 1);
+                if policy
+                    .deletable_through
+                    .is_some_and(|bound| last_offset > bound)
+                {
                     break;
                 }
                 let expired = policy

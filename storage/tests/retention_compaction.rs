@@ -53,6 +53,7 @@ fn size_retention_deletes_whole_oldest_segments_only() {
             .apply_retention(RetentionPolicy {
                 retention_ms: None,
                 retention_bytes: Some(limit),
+                ..RetentionPolicy::default()
             })
             .await
             .unwrap();
@@ -124,6 +125,7 @@ fn time_retention_deletes_segments_whose_newest_record_expired() {
         let policy = RetentionPolicy {
             retention_ms: Some(1_000_000),
             retention_bytes: None,
+            ..RetentionPolicy::default()
         };
         let deleted = log.apply_retention(policy).await.unwrap();
         assert!(deleted >= 2);
@@ -166,6 +168,7 @@ fn retention_never_passes_the_high_watermark() {
         let policy = RetentionPolicy {
             retention_ms: Some(0),
             retention_bytes: Some(0),
+            ..RetentionPolicy::default()
         };
         log.apply_retention(policy).await.unwrap();
         assert_eq!(

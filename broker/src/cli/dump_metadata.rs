@@ -160,6 +160,11 @@ fn summary(record: &MetadataRecord) -> String {
             format!("CreatePartitions {topic} +{}", partitions.len())
         }
         MetadataRecord::AlterTopicConfig { topic, .. } => format!("AlterTopicConfig {topic}"),
+        // Decoding turns these into the two above.
+        MetadataRecord::CreateTopicV1 { name, .. } => format!("CreateTopic (first layout) {name}"),
+        MetadataRecord::AlterTopicConfigV1 { topic, .. } => {
+            format!("AlterTopicConfig (first layout) {topic}")
+        }
         MetadataRecord::SetClusterId { id } => format!("SetClusterId {id}"),
         MetadataRecord::AllocateProducerIds {
             broker,

@@ -7,6 +7,7 @@ mod command_line;
 pub mod group_timeouts;
 pub mod listeners;
 pub mod migration_policy;
+pub mod remote_settings;
 pub mod share_settings;
 
 pub use command_line::CommandLine;
@@ -244,6 +245,29 @@ pub struct BrokerConfig {
     /// 4 MiB whatever the others hold. The machine's memory is its cgroup's
     /// limit when that is lower.
     pub log_cache_bytes: u64,
+    /// Tiered storage's object store (docs/tiered-storage.md): `local` (a
+    /// directory, `remote_store_dir`), `s3` (`remote_s3_*`), or `none`
+    /// (topics cannot turn `remote.storage.enable` on).
+    pub remote_store: String,
+    /// The local store's directory (default: `remote-store` in the data
+    /// directory, beside the partitions, never inside one).
+    pub remote_store_dir: Option<PathBuf>,
+    /// The S3 bucket (with `remote_store = "s3"`).
+    pub remote_s3_bucket: Option<String>,
+    /// The S3 endpoint, for S3-compatible servers (default: AWS's).
+    pub remote_s3_endpoint: Option<String>,
+    /// The S3 region.
+    pub remote_s3_region: String,
+    /// A credentials file as AWS's (`aws_access_key_id`,
+    /// `aws_secret_access_key` of its `[default]` profile); else the
+    /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` variables.
+    pub remote_s3_credentials_file: Option<PathBuf>,
+    /// Object store calls running at once (uploads, reads, deletions).
+    pub remote_concurrency: usize,
+    /// Upload bandwidth of this broker, bytes per second (0: unlimited).
+    pub remote_upload_bytes_per_second: u64,
+    /// Memory the chunks read from the object store may keep, per shard.
+    pub remote_cache_bytes: u64,
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
     pub metadata_snapshot_every_entries: u64,
@@ -336,6 +360,15 @@ impl Default for BrokerConfig {
             replica_selector: "leader".into(),
             log_format: "text".into(),
             metadata_snapshot_every_entries: 1_000,
+            remote_store: "local".into(),
+            remote_store_dir: None,
+            remote_s3_bucket: None,
+            remote_s3_endpoint: None,
+            remote_s3_region: "us-east-1".into(),
+            remote_s3_credentials_file: None,
+            remote_concurrency: 4,
+            remote_upload_bytes_per_second: 0,
+            remote_cache_bytes: 64 << 20,
             log_cache_bytes: 0,
             max_connections: 0,
             max_connections_per_ip: 0,
@@ -475,6 +508,9 @@ impl BrokerConfig {
                  100..=1000000, group_share_max_share_sessions at least 1"
                     .into(),
             );
+        }
+        if let Err(why) = remote_settings::check(self) {
+            return invalid(why);
         }
         if let Err(why) = ShareSettings::of(self, None).check() {
             return invalid(format!("group_share_*: {why}"));

@@ -71,6 +71,7 @@ pub fn retention_policy(topic: &Topic) -> RetentionPolicy {
     RetentionPolicy {
         retention_ms: (config.retention_ms >= 0).then_some(config.retention_ms),
         retention_bytes: (config.retention_bytes >= 0).then_some(config.retention_bytes as u64),
+        deletable_through: None,
     }
 }
 

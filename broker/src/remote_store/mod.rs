@@ -17,6 +17,10 @@ use futures::{SinkExt, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 
+use files::Pacer;
+
+mod files;
+
 /// Where objects are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
@@ -64,6 +68,9 @@ pub enum RemoteError {
     /// The store's thread is gone.
     #[error("the object store's thread stopped")]
     Stopped,
+    /// A local file could not be read for an upload.
+    #[error("local file: {0}")]
+    Local(String),
 }
 
 impl From<object_store::Error> for RemoteError {
@@ -83,6 +90,8 @@ enum Call {
     Get(String, Option<Range<u64>>, Reply<Bytes>),
     Delete(String, Reply<()>),
     List(String, Reply<Vec<(String, u64)>>),
+    Checksum(PathBuf, u64, Reply<u32>),
+    PutFile(String, (PathBuf, u64, u32), Reply<()>),
 }
 
 /// A handle on the object store's thread (cheap to clone).
@@ -99,15 +108,26 @@ impl RemoteStore {
         queued: usize,
         concurrency: usize,
     ) -> Result<RemoteStore, RemoteError> {
-        Self::start_joinable(backend, queued, concurrency).map(|(store, _detached)| store)
+        Self::start_joinable(backend, (queued, concurrency), 0).map(|(store, _detached)| store)
+    }
+
+    /// [`RemoteStore::start`], uploads paced to `upload_bytes_per_second`
+    /// (0: unlimited).
+    pub fn start_paced(
+        backend: &Backend,
+        (queued, concurrency): (usize, usize),
+        upload_bytes_per_second: u64,
+    ) -> Result<RemoteStore, RemoteError> {
+        Self::start_joinable(backend, (queued, concurrency), upload_bytes_per_second)
+            .map(|(store, _detached)| store)
     }
 
     /// [`RemoteStore::start`], with the thread's handle (it ends once the
     /// last [`RemoteStore`] is dropped and its calls are answered).
     fn start_joinable(
         backend: &Backend,
-        queued: usize,
-        concurrency: usize,
+        (queued, concurrency): (usize, usize),
+        upload_bytes_per_second: u64,
     ) -> Result<(RemoteStore, std::thread::JoinHandle<()>), RemoteError> {
         let store = client(backend)?;
         let (calls, waiting) = mpsc::channel(queued.max(1));
@@ -117,7 +137,10 @@ impl RemoteStore {
             .map_err(|e| RemoteError::Store(e.to_string()))?;
         let thread = std::thread::Builder::new()
             .name("remote-store".into())
-            .spawn(move || runtime.block_on(serve(store, waiting, concurrency.max(1))))
+            .spawn(move || {
+                let pacer = Pacer::new(upload_bytes_per_second);
+                runtime.block_on(serve(store, &pacer, waiting, concurrency.max(1)))
+            })
             .map_err(|e| RemoteError::Store(e.to_string()))?;
         Ok((RemoteStore { calls }, thread))
     }
@@ -147,6 +170,26 @@ impl RemoteStore {
     /// Deletes `key` (one that is not there is not an error).
     pub async fn delete(&self, key: &str) -> Result<(), RemoteError> {
         self.call(|reply| Call::Delete(key.to_string(), reply))
+            .await
+    }
+
+    /// The CRC-32C of the first `len` bytes of a local file (read off the
+    /// shard).
+    pub async fn checksum(&self, path: PathBuf, len: u64) -> Result<u32, RemoteError> {
+        self.call(|reply| Call::Checksum(path, len, reply)).await
+    }
+
+    /// Writes the first `len` bytes of a local file as `key` (read off the
+    /// shard, in chunks, paced to the upload bandwidth), refused if they
+    /// no longer have the CRC-32C `crc`.
+    pub async fn put_file(
+        &self,
+        key: &str,
+        path: PathBuf,
+        len: u64,
+        crc: u32,
+    ) -> Result<(), RemoteError> {
+        self.call(|reply| Call::PutFile(key.to_string(), (path, len, crc), reply))
             .await
     }
 
@@ -181,17 +224,28 @@ fn client(backend: &Backend) -> Result<Arc<dyn ObjectStore>, RemoteError> {
 }
 
 /// Runs the calls as they come, `concurrency` at a time.
-async fn serve(store: Arc<dyn ObjectStore>, calls: mpsc::Receiver<Call>, concurrency: usize) {
+async fn serve(
+    store: Arc<dyn ObjectStore>,
+    pacer: &Pacer,
+    calls: mpsc::Receiver<Call>,
+    concurrency: usize,
+) {
     calls
         .for_each_concurrent(concurrency, |call| {
             let store = store.clone();
-            async move { run(&*store, call).await }
+            async move { run(&*store, pacer, call).await }
         })
         .await;
 }
 
-async fn run(store: &dyn ObjectStore, call: Call) {
+async fn run(store: &dyn ObjectStore, pacer: &Pacer, call: Call) {
     match call {
+        Call::Checksum(path, len, reply) => {
+            let _ = reply.send(files::checksum(path, len).await);
+        }
+        Call::PutFile(key, file, reply) => {
+            let _ = reply.send(files::put_file(store, pacer, &key, file).await);
+        }
         Call::Put(key, bytes, reply) => {
             let put = store
                 .put(&ObjectPath::from(key), PutPayload::from(bytes))

@@ -55,7 +55,7 @@ fn objects_are_written_read_listed_and_deleted_in_a_directory() {
 fn many_callers_share_a_small_queue_and_the_thread_ends_with_the_last_handle() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::Directory(dir.path().join("remote"));
-    let (remote, thread) = RemoteStore::start_joinable(&backend, 1, 1).unwrap();
+    let (remote, thread) = RemoteStore::start_joinable(&backend, (1, 1), 0).unwrap();
     let callers = (0..32).map(|i| {
         let remote = remote.clone();
         async move {
@@ -95,4 +95,72 @@ fn an_s3_store_that_cannot_be_reached_fails_the_call_not_the_caller() {
     let remote = RemoteStore::start(&Backend::S3(s3), 2, 2).unwrap();
     let failed = block_on(remote.put("k", Bytes::from_static(b"v")));
     assert!(matches!(failed, Err(RemoteError::Store(_))), "{failed:?}");
+}
+
+#[test]
+fn files_go_up_whole_or_in_parts_and_a_changed_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = store(dir.path(), 4, 2);
+    let small = dir.path().join("small.log");
+    let large = dir.path().join("large.log");
+    std::fs::write(&small, b"batches and then some trailing bytes").unwrap();
+    let big: Vec<u8> = (0..(files::CHUNK_BYTES * 2 + 12345))
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
+    std::fs::write(&large, &big).unwrap();
+    block_on(async {
+        // Only the first `len` bytes count (a file may hold more).
+        let crc = remote.checksum(small.clone(), 12).await.unwrap();
+        assert_eq!(crc, crc32c::crc32c(b"batches and "));
+        remote
+            .put_file("t/0/small", small.clone(), 12, crc)
+            .await
+            .unwrap();
+        assert_eq!(remote.get("t/0/small", None).await.unwrap(), "batches and ");
+
+        let len = big.len() as u64;
+        let crc = remote.checksum(large.clone(), len).await.unwrap();
+        assert_eq!(crc, crc32c::crc32c(&big));
+        remote
+            .put_file("t/0/large", large.clone(), len, crc)
+            .await
+            .unwrap();
+        let back = remote.get("t/0/large", None).await.unwrap();
+        assert!(back == big, "the multipart upload is the file");
+
+        let refused = remote
+            .put_file("t/0/other", large.clone(), len, crc ^ 1)
+            .await;
+        assert!(matches!(refused, Err(RemoteError::Local(_))), "{refused:?}");
+        let missing = dir.path().join("gone.log");
+        let refused = remote.put_file("t/0/gone", missing, 10, 0).await;
+        assert!(matches!(refused, Err(RemoteError::Local(_))), "{refused:?}");
+        assert!(matches!(
+            remote.get("t/0/gone", None).await,
+            Err(RemoteError::NotFound(_))
+        ));
+    });
+}
+
+#[test]
+fn uploads_keep_to_the_bandwidth_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("segment.log");
+    std::fs::write(&file, vec![1u8; 300_000]).unwrap();
+    let backend = Backend::Directory(dir.path().join("remote"));
+    // 1 MB/s: 3 x 300 kB take at least 0.6 s after the first goes at once.
+    let remote = RemoteStore::start_paced(&backend, (4, 4), 1_000_000).unwrap();
+    let started = std::time::Instant::now();
+    block_on(async {
+        let crc = remote.checksum(file.clone(), 300_000).await.unwrap();
+        let uploads = (0..3).map(|i| {
+            let (remote, file) = (remote.clone(), file.clone());
+            async move { remote.put_file(&format!("s/{i}"), file, 300_000, crc).await }
+        });
+        for done in futures::future::join_all(uploads).await {
+            done.unwrap();
+        }
+    });
+    let took = started.elapsed();
+    assert!(took >= std::time::Duration::from_millis(590), "{took:?}");
 }

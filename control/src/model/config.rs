@@ -44,6 +44,15 @@ pub struct TopicConfig {
     /// copies in the replicas' memory count (Kafka's way): faster, and a
     /// simultaneous power loss of every replica can lose acknowledged data.
     pub fsync_before_ack: bool,
+    /// `remote.storage.enable`: sealed segments go to the object store
+    /// (tiered storage, docs/tiered-storage.md); once on, it stays on.
+    pub remote_storage_enable: bool,
+    /// `local.retention.ms`: how long segments stay on local disk once
+    /// uploaded (-2: `retention.ms`).
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes`: the local bytes kept per partition once
+    /// uploaded (-2: `retention.bytes`).
+    pub local_retention_bytes: i64,
 }
 
 impl Default for TopicConfig {
@@ -60,12 +69,15 @@ impl Default for TopicConfig {
             delete_retention_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             fsync_before_ack: true,
+            remote_storage_enable: false,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
         }
     }
 }
 
 /// The configuration keys a topic understands, as Kafka names them.
-pub const TOPIC_CONFIG_KEYS: [&str; 10] = [
+pub const TOPIC_CONFIG_KEYS: [&str; 13] = [
     "retention.ms",
     "retention.bytes",
     "cleanup.policy",
@@ -76,6 +88,9 @@ pub const TOPIC_CONFIG_KEYS: [&str; 10] = [
     "delete.retention.ms",
     "max.message.bytes",
     "fsync.before.ack",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
 ];
 
 impl TopicConfig {
@@ -131,9 +146,74 @@ impl TopicConfig {
             "segment.ms" => self.segment_ms = number(1)?,
             "delete.retention.ms" => self.delete_retention_ms = number(0)?,
             "max.message.bytes" => self.max_message_bytes = number(0)?,
+            "remote.storage.enable" => self.remote_storage_enable = boolean()?,
+            "local.retention.ms" => self.local_retention_ms = number(-2)?,
+            "local.retention.bytes" => self.local_retention_bytes = number(-2)?,
             _ => return Err(MetadataError::UnknownConfig(key.to_string())),
         }
         Ok(())
+    }
+
+    /// Checks the settings against each other, as Kafka does: tiered
+    /// storage is refused on compacted topics, and the local hot window
+    /// may not be longer or larger than the total retention.
+    pub fn check(&self) -> Result<(), MetadataError> {
+        let invalid = |key: &str, value: i64, why: &str| MetadataError::InvalidConfig {
+            key: key.to_string(),
+            value: value.to_string(),
+            why: why.to_string(),
+        };
+        if self.remote_storage_enable && self.cleanup_policy != CleanupPolicy::Delete {
+            return Err(MetadataError::InvalidConfig {
+                key: "remote.storage.enable".into(),
+                value: "true".into(),
+                why: "tiered storage is not supported on compacted topics (cleanup.policy must be delete)".into(),
+            });
+        }
+        let within =
+            |local: i64, total: i64| local == -2 || total == -1 || (local != -1 && local <= total);
+        if !within(self.local_retention_ms, self.retention_ms) {
+            let why = format!("must be -2 or at most retention.ms ({})", self.retention_ms);
+            return Err(invalid("local.retention.ms", self.local_retention_ms, &why));
+        }
+        if !within(self.local_retention_bytes, self.retention_bytes) {
+            let why = format!(
+                "must be -2 or at most retention.bytes ({})",
+                self.retention_bytes
+            );
+            return Err(invalid(
+                "local.retention.bytes",
+                self.local_retention_bytes,
+                &why,
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`TopicConfig::check`], and that a change from `old` keeps tiered
+    /// storage on once it was (turning it off would strand the remote
+    /// log, as Kafka refuses too).
+    pub fn check_change_from(&self, old: &TopicConfig) -> Result<(), MetadataError> {
+        if old.remote_storage_enable && !self.remote_storage_enable {
+            return Err(MetadataError::InvalidConfig {
+                key: "remote.storage.enable".into(),
+                value: "false".into(),
+                why: "tiered storage cannot be turned off once on".into(),
+            });
+        }
+        self.check()
+    }
+
+    /// The local hot window of a tiered topic: (bytes, ms) kept locally
+    /// once uploaded, None for no such limit (-2 takes the total's).
+    pub fn local_retention(&self) -> (Option<u64>, Option<i64>) {
+        let pick = |local: i64, total: i64| if local == -2 { total } else { local };
+        let bytes = pick(self.local_retention_bytes, self.retention_bytes);
+        let ms = pick(self.local_retention_ms, self.retention_ms);
+        (
+            (bytes >= 0).then_some(bytes as u64),
+            (ms >= 0).then_some(ms),
+        )
     }
 
     /// One key's value in its string form (DescribeConfigs).
@@ -154,6 +234,9 @@ impl TopicConfig {
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "fsync.before.ack" => self.fsync_before_ack.to_string(),
+            "remote.storage.enable" => self.remote_storage_enable.to_string(),
+            "local.retention.ms" => self.local_retention_ms.to_string(),
+            "local.retention.bytes" => self.local_retention_bytes.to_string(),
             _ => return None,
         })
     }
@@ -177,6 +260,9 @@ mod tests {
             "5",
             "4096",
             "false",
+            "true",
+            "3600000",
+            "1048576",
         ];
         for (key, value) in TOPIC_CONFIG_KEYS.iter().zip(values) {
             config.set(key, value).unwrap();
@@ -210,5 +296,46 @@ mod tests {
             Err(MetadataError::UnknownConfig(_))
         ));
         assert_eq!(config, TopicConfig::default());
+    }
+
+    #[test]
+    fn tiered_storage_is_refused_on_compacted_topics_and_the_hot_window_stays_within_the_total() {
+        let tiered = |pairs: &[(&str, &str)]| {
+            let mut config = TopicConfig::default();
+            for (key, value) in pairs {
+                config.set(key, value).unwrap();
+            }
+            config
+        };
+        let on = ("remote.storage.enable", "true");
+        assert_eq!(tiered(&[on]).check(), Ok(()));
+        for policy in ["compact", "compact,delete"] {
+            let refused = tiered(&[on, ("cleanup.policy", policy)]).check();
+            assert!(
+                matches!(&refused, Err(MetadataError::InvalidConfig { key, .. }) if key == "remote.storage.enable"),
+                "{policy}: {refused:?}"
+            );
+        }
+        let too_long = tiered(&[("retention.ms", "1000"), ("local.retention.ms", "1001")]);
+        assert!(too_long.check().is_err());
+        let forever_locally =
+            tiered(&[("retention.bytes", "1000"), ("local.retention.bytes", "-1")]);
+        assert!(forever_locally.check().is_err());
+        let fine = tiered(&[
+            on,
+            ("retention.bytes", "1000"),
+            ("local.retention.bytes", "1000"),
+        ]);
+        assert_eq!(fine.check(), Ok(()));
+        assert_eq!(fine.local_retention().0, Some(1000));
+        assert_eq!(
+            tiered(&[("retention.ms", "5000")]).local_retention(),
+            (None, Some(5000)),
+            "-2 takes the total's"
+        );
+
+        let turned_off = tiered(&[]);
+        assert!(turned_off.check_change_from(&tiered(&[on])).is_err());
+        assert_eq!(tiered(&[on]).check_change_from(&turned_off), Ok(()));
     }
 }

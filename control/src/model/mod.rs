@@ -16,6 +16,7 @@ pub mod credentials;
 // rkyv's derive generates resolver enums whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod error;
+pub mod frozen_topic;
 pub mod group_configs;
 pub mod placement;
 pub mod quotas;
@@ -154,9 +155,13 @@ impl Metadata {
                 self.broker_life(*id, *incarnation).map(|_| ())
             }
             MetadataRecord::CreateTopic {
-                name, partitions, ..
+                name,
+                partitions,
+                config,
+                ..
             } => {
                 check_topic_name(name)?;
+                config.check()?;
                 if self.names.contains_key(name) {
                     return Err(MetadataError::TopicExists(name.clone()));
                 }
@@ -167,7 +172,14 @@ impl Metadata {
                 let existing = self.topic(*topic)?.partitions.len();
                 self.check_assignments(partitions, existing)
             }
-            MetadataRecord::AlterTopicConfig { topic, .. } => self.topic(*topic).map(|_| ()),
+            MetadataRecord::AlterTopicConfig { topic, config } => {
+                config.check_change_from(&self.topic(*topic)?.config)
+            }
+            MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
+                Err(MetadataError::Decode(
+                    "a record of an earlier layout is decoded into today's, never applied".into(),
+                ))
+            }
             MetadataRecord::ChangePartition(change) => self.check_change(change),
             MetadataRecord::AllocateProducerIds {
                 broker,
@@ -292,6 +304,9 @@ impl Metadata {
                 self.topics.get_mut(topic).expect("validated").config = config.clone();
             }
             MetadataRecord::ChangePartition(change) => self.apply_change(change),
+            MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
+                unreachable!("validated: refused")
+            }
             MetadataRecord::SetClusterId { id } => self.cluster_id = Some(*id),
             MetadataRecord::AllocateProducerIds {
                 broker,

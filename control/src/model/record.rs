@@ -8,6 +8,7 @@ use crate::model::acls::AclBinding;
 use crate::model::config::TopicConfig;
 use crate::model::credentials::{ScramCredential, ScramMechanism};
 use crate::model::error::MetadataError;
+use crate::model::frozen_topic::TopicConfigV1;
 use crate::model::quotas::QuotaEntity;
 use crate::model::types::{
     BrokerId, ClusterId, Incarnation, PartitionEpoch, PartitionId, ShardId, TopicId,
@@ -88,14 +89,15 @@ pub enum MetadataRecord {
         /// The life being unfenced.
         incarnation: Incarnation,
     },
-    /// A topic is created with its partitions placed.
-    CreateTopic {
+    /// [`MetadataRecord::CreateTopic`] as written before tiered storage's
+    /// settings (decoded into it; never written now).
+    CreateTopicV1 {
         /// Chosen by the proposer, so every replica applies the same id.
         id: TopicId,
         /// The name.
         name: String,
         /// Its configuration.
-        config: TopicConfig,
+        config: TopicConfigV1,
         /// One assignment per partition.
         partitions: Vec<PartitionAssignment>,
     },
@@ -111,12 +113,13 @@ pub enum MetadataRecord {
         /// One assignment per new partition.
         partitions: Vec<PartitionAssignment>,
     },
-    /// A topic's configuration is replaced.
-    AlterTopicConfig {
+    /// [`MetadataRecord::AlterTopicConfig`] as written before tiered
+    /// storage's settings (decoded into it; never written now).
+    AlterTopicConfigV1 {
         /// The topic.
         topic: TopicId,
         /// The whole new configuration.
-        config: TopicConfig,
+        config: TopicConfigV1,
     },
     /// A partition's leader or ISR changes.
     ChangePartition(PartitionChange),
@@ -180,6 +183,24 @@ pub enum MetadataRecord {
         /// Its value; None removes it.
         value: Option<String>,
     },
+    /// A topic is created with its partitions placed.
+    CreateTopic {
+        /// Chosen by the proposer, so every replica applies the same id.
+        id: TopicId,
+        /// The name.
+        name: String,
+        /// Its configuration.
+        config: TopicConfig,
+        /// One assignment per partition.
+        partitions: Vec<PartitionAssignment>,
+    },
+    /// A topic's configuration is replaced.
+    AlterTopicConfig {
+        /// The topic.
+        topic: TopicId,
+        /// The whole new configuration.
+        config: TopicConfig,
+    },
 }
 
 impl MetadataRecord {
@@ -195,7 +216,33 @@ impl MetadataRecord {
         // rkyv needs aligned input; log entries come from arbitrary buffers.
         let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
         aligned.extend_from_slice(bytes);
-        rkyv::from_bytes::<MetadataRecord, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| MetadataError::Decode(e.to_string()))
+        let record = rkyv::from_bytes::<MetadataRecord, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| MetadataError::Decode(e.to_string()))?;
+        Ok(record.current())
+    }
+
+    /// The record in today's form: a frozen layout's record becomes the
+    /// one written now, its config with the newer settings at defaults.
+    fn current(self) -> MetadataRecord {
+        match self {
+            MetadataRecord::CreateTopicV1 {
+                id,
+                name,
+                config,
+                partitions,
+            } => MetadataRecord::CreateTopic {
+                id,
+                name,
+                config: config.into(),
+                partitions,
+            },
+            MetadataRecord::AlterTopicConfigV1 { topic, config } => {
+                MetadataRecord::AlterTopicConfig {
+                    topic,
+                    config: config.into(),
+                }
+            }
+            current => current,
+        }
     }
 }

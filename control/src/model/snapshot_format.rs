@@ -10,19 +10,22 @@
 //! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
 //! ([`MetadataV6`]); version 7 added the client quotas ([`MetadataV7`]);
 //! version 8 added the brokers' listeners ([`MetadataV8`]); version 9
-//! adds the group configs. The frozen layouts
+//! added the group configs ([`MetadataV9`]); version 10 adds tiered
+//! storage's topic settings (versions 1-9 hold the frozen topic of
+//! `frozen_topic`). The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
 //!
-//! Caution: every frozen layout holds the live [`Broker`] and [`Topic`],
-//! so changing either changes them all (and versions 5 and 6 hold the
+//! Caution: every frozen layout holds the live [`Broker`] and the live
+//! `Partition` (inside the frozen topic), so changing either changes them
+//! all (and versions 5 and 6 hold the
 //! live `ScramCredential`, version 6 the live `AclBinding`, version 8 the
 //! live `BrokerEndpoint`: freeze copies
 //! of those too before changing them). The fixtures under
 //! broker/tests/fixtures (snapshots an earlier version wrote, with brokers
-//! and topics) stop loading if that happens; freeze copies of the two
-//! here before changing them.
+//! and topics) stop loading if that happens; freeze copies of them
+//! before changing them, as `frozen_topic` froze the topic.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,17 +34,21 @@ use rkyv::{Archive, Deserialize, Serialize};
 use crate::model::acls::AclBinding;
 use crate::model::credentials::{ScramCredential, ScramMechanism};
 use crate::model::error::MetadataError;
+use crate::model::frozen_topic::{thaw, TopicV1};
 use crate::model::quotas::QuotaEntity;
 use crate::model::record::BrokerEndpoint;
 use crate::model::types::{BrokerId, ClusterId, TopicId};
-use crate::model::{Broker, Metadata, Topic};
+use crate::model::{Broker, Metadata};
 
 /// Marks an enveloped snapshot. The first byte is not printable, so a
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the group configs.
-const VERSION_CURRENT: u8 = 9;
+/// The version written now: [`Metadata`] with tiered storage's topic
+/// settings.
+const VERSION_CURRENT: u8 = 10;
+/// [`MetadataV9`].
+const VERSION_9: u8 = 9;
 /// [`MetadataV8`].
 const VERSION_8: u8 = 8;
 /// [`MetadataV7`].
@@ -63,7 +70,7 @@ const VERSION_3: u8 = 3;
 #[allow(missing_docs)]
 pub struct MetadataV1 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
 }
@@ -72,7 +79,7 @@ impl From<MetadataV1> for Metadata {
     fn from(v1: MetadataV1) -> Metadata {
         Metadata {
             brokers: v1.brokers,
-            topics: v1.topics,
+            topics: thaw(v1.topics),
             names: v1.names,
             unclean_leader_elections: v1.unclean_leader_elections,
             deleted_topics: BTreeSet::new(),
@@ -94,7 +101,7 @@ impl From<MetadataV1> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV2 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -104,7 +111,7 @@ impl From<MetadataV2> for Metadata {
     fn from(v2: MetadataV2) -> Metadata {
         Metadata {
             brokers: v2.brokers,
-            topics: v2.topics,
+            topics: thaw(v2.topics),
             names: v2.names,
             unclean_leader_elections: v2.unclean_leader_elections,
             deleted_topics: v2.deleted_topics,
@@ -126,7 +133,7 @@ impl From<MetadataV2> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV3 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -137,7 +144,7 @@ impl From<MetadataV3> for Metadata {
     fn from(v3: MetadataV3) -> Metadata {
         Metadata {
             brokers: v3.brokers,
-            topics: v3.topics,
+            topics: thaw(v3.topics),
             names: v3.names,
             unclean_leader_elections: v3.unclean_leader_elections,
             deleted_topics: v3.deleted_topics,
@@ -159,7 +166,7 @@ impl From<MetadataV3> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV4 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -172,7 +179,7 @@ impl From<MetadataV4> for Metadata {
     fn from(v4: MetadataV4) -> Metadata {
         Metadata {
             brokers: v4.brokers,
-            topics: v4.topics,
+            topics: thaw(v4.topics),
             names: v4.names,
             unclean_leader_elections: v4.unclean_leader_elections,
             deleted_topics: v4.deleted_topics,
@@ -194,7 +201,7 @@ impl From<MetadataV4> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV5 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -208,7 +215,7 @@ impl From<MetadataV5> for Metadata {
     fn from(v5: MetadataV5) -> Metadata {
         Metadata {
             brokers: v5.brokers,
-            topics: v5.topics,
+            topics: thaw(v5.topics),
             names: v5.names,
             unclean_leader_elections: v5.unclean_leader_elections,
             deleted_topics: v5.deleted_topics,
@@ -230,7 +237,7 @@ impl From<MetadataV5> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV6 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -245,7 +252,7 @@ impl From<MetadataV6> for Metadata {
     fn from(v6: MetadataV6) -> Metadata {
         Metadata {
             brokers: v6.brokers,
-            topics: v6.topics,
+            topics: thaw(v6.topics),
             names: v6.names,
             unclean_leader_elections: v6.unclean_leader_elections,
             deleted_topics: v6.deleted_topics,
@@ -267,7 +274,7 @@ impl From<MetadataV6> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV7 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -283,7 +290,7 @@ impl From<MetadataV7> for Metadata {
     fn from(v7: MetadataV7) -> Metadata {
         Metadata {
             brokers: v7.brokers,
-            topics: v7.topics,
+            topics: thaw(v7.topics),
             names: v7.names,
             unclean_leader_elections: v7.unclean_leader_elections,
             deleted_topics: v7.deleted_topics,
@@ -305,7 +312,7 @@ impl From<MetadataV7> for Metadata {
 #[allow(missing_docs)]
 pub struct MetadataV8 {
     pub brokers: BTreeMap<BrokerId, Broker>,
-    pub topics: BTreeMap<TopicId, Topic>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
     pub names: BTreeMap<String, TopicId>,
     pub unclean_leader_elections: u64,
     pub deleted_topics: BTreeSet<TopicId>,
@@ -322,7 +329,7 @@ impl From<MetadataV8> for Metadata {
     fn from(v8: MetadataV8) -> Metadata {
         Metadata {
             brokers: v8.brokers,
-            topics: v8.topics,
+            topics: thaw(v8.topics),
             names: v8.names,
             unclean_leader_elections: v8.unclean_leader_elections,
             deleted_topics: v8.deleted_topics,
@@ -334,6 +341,47 @@ impl From<MetadataV8> for Metadata {
             client_quotas: v8.client_quotas,
             broker_endpoints: v8.broker_endpoints,
             group_configs: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 9 stored it: [`Metadata`] before tiered storage's
+/// topic settings.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV9 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, TopicV1>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl From<MetadataV9> for Metadata {
+    fn from(v9: MetadataV9) -> Metadata {
+        Metadata {
+            brokers: v9.brokers,
+            topics: thaw(v9.topics),
+            names: v9.names,
+            unclean_leader_elections: v9.unclean_leader_elections,
+            deleted_topics: v9.deleted_topics,
+            cluster_id: v9.cluster_id,
+            next_producer_id: v9.next_producer_id,
+            producer_id_blocks: v9.producer_id_blocks,
+            scram_credentials: v9.scram_credentials,
+            acls: v9.acls,
+            client_quotas: v9.client_quotas,
+            broker_endpoints: v9.broker_endpoints,
+            group_configs: v9.group_configs,
         }
     }
 }
@@ -370,6 +418,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_9, archived)) => archive::<MetadataV9>(archived).map(Metadata::from),
         Some((&VERSION_8, archived)) => archive::<MetadataV8>(archived).map(Metadata::from),
         Some((&VERSION_7, archived)) => archive::<MetadataV7>(archived).map(Metadata::from),
         Some((&VERSION_6, archived)) => archive::<MetadataV6>(archived).map(Metadata::from),

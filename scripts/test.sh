@@ -26,11 +26,12 @@ if [ ${#needed[@]} -gt 0 ]; then
 fi
 
 # kafka-python, the second client of the group tests, PyYAML (the HTTP
-# API test reads docs/openapi.yaml with it) and confluent-kafka (a recent
-# librdkafka, for the SASL tests), in a virtualenv of its own under
-# target/ (no system packages touched).
+# API test reads docs/openapi.yaml with it), confluent-kafka (a recent
+# librdkafka, for the SASL tests) and moto (an S3 server on 127.0.0.1 for
+# the tiered storage tests), in a virtualenv of its own under target/ (no
+# system packages touched).
 venv=target/test-venv
-if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka, moto.server" >/dev/null 2>&1; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -38,9 +39,10 @@ if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka" >/dev/null 2>&1
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv
     fi
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q kafka-python pyyaml confluent-kafka
+    "$venv/bin/pip" install -q kafka-python pyyaml confluent-kafka "moto[server]"
 fi
 export KAFKA_PYTHON="$PWD/$venv/bin/python"
+export MOTO_SERVER="$PWD/$venv/bin/moto_server"
 
 # kafkajs, the JavaScript client of the idempotence tests, under target/
 # with the machine's Node.js (installed from the distribution if missing).

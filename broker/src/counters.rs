@@ -101,6 +101,34 @@ pub struct ShardMetrics {
     pub transactions_aborted: AtomicU64,
     /// Time consumer groups' assignors took for a new target assignment.
     pub consumer_group_assignment: Histogram,
+    /// Tiered storage's uploads and remote reads.
+    pub tiered: TieredCounters,
+}
+
+/// Tiered storage on one shard (docs/tiered-storage.md).
+#[derive(Debug, Default)]
+pub struct TieredCounters {
+    /// Segment bytes uploaded (the `.log` files).
+    pub uploaded_bytes: AtomicU64,
+    /// Segments uploaded (each with its manifest entry).
+    pub uploaded_segments: AtomicU64,
+    /// Uploads and manifest writes that failed (retried next pass).
+    pub upload_errors: AtomicU64,
+    /// Sealed bytes of the partitions this shard leads not uploaded yet,
+    /// as of its last pass.
+    pub upload_lag_bytes: AtomicU64,
+    /// Remote segments dropped by total retention.
+    pub remote_segments_deleted: AtomicU64,
+    /// Bytes served to readers from the object store.
+    pub remote_read_bytes: AtomicU64,
+    /// Remote reads that failed (the store down, a damaged object).
+    pub remote_read_errors: AtomicU64,
+    /// Time of remote reads (what a read below the local start waits).
+    pub remote_read_latency: Histogram,
+    /// Chunk lookups the shard's cache answered, and those it did not.
+    pub cache_hits: AtomicU64,
+    /// See `cache_hits`.
+    pub cache_misses: AtomicU64,
 }
 
 impl Default for ShardMetrics {
@@ -128,6 +156,7 @@ impl Default for ShardMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             consumer_group_assignment: Histogram::default(),
+            tiered: TieredCounters::default(),
         }
     }
 }

@@ -265,6 +265,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
         "UncleanLeaderElection",
         "LastStableOffsetStuck",
         "ShareRecordsAtDeliveryLimit",
+        "RemoteUploadLagGrowing",
     ] {
         assert!(rules.contains(&format!("alert: {alert}")), "{alert}");
     }
@@ -276,6 +277,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
         "unclean_leader_elections_total",
         "partition_last_stable_offset",
         "share_records_archived_total",
+        "remote_upload_lag_bytes",
     ] {
         assert!(used.contains(&name.to_string()), "no alert uses {name}");
     }

@@ -249,6 +249,25 @@ impl<FS: FileSystem> Log<FS> {
         &self.dir
     }
 
+    /// The batch with the largest timestamp among those below `bound`,
+    /// as its segments' bookkeeping knows it (ListOffsets' -3): its base
+    /// offset and that timestamp. A segment whose newest-timestamp batch
+    /// is at or past `bound` is passed over.
+    pub fn max_timestamp_below(&self, bound: Offset) -> Option<(Offset, TimestampMs)> {
+        let st = self.state.borrow();
+        st.segments
+            .iter()
+            .filter(|s| !s.is_empty() && s.offset_of_max_timestamp < bound)
+            .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
+            // The first of equal timestamps, as Kafka answers.
+            .max_by_key(|(offset, ts)| (*ts, std::cmp::Reverse(*offset)))
+    }
+
+    /// The largest batch it takes (and a reader may meet).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.config.max_batch_bytes
+    }
+
     /// The first offset still in the log.
     pub fn log_start(&self) -> Offset {
         self.state.borrow().log_start

@@ -98,6 +98,7 @@ impl Cluster {
                 return Err((ResponseError::InvalidConfig.code(), e.to_string()));
             }
         }
+        check_tiering(&self.config, &config, None)?;
         self.check_name_and_brokers(&topic.name, replication_factor as usize)?;
         Ok(Created {
             id: TopicId(rand::random()),
@@ -164,4 +165,27 @@ impl Cluster {
 /// `__transaction_state`): only they write to it, and it is never deleted.
 pub fn is_internal(topic: &str) -> bool {
     topic == crate::groups::OFFSETS_TOPIC || topic == crate::transactions::TRANSACTION_STATE_TOPIC
+}
+
+/// A topic config's settings checked against each other (and against the
+/// `old` one it replaces), and tiered storage refused where the broker
+/// has no object store: INVALID_CONFIG, in words.
+pub fn check_tiering(
+    broker: &crate::config::BrokerConfig,
+    config: &TopicConfig,
+    old: Option<&TopicConfig>,
+) -> Result<(), Refused> {
+    let invalid = |why: String| (ResponseError::InvalidConfig.code(), why);
+    let checked = match old {
+        Some(old) => config.check_change_from(old),
+        None => config.check(),
+    };
+    checked.map_err(|e| invalid(e.to_string()))?;
+    if config.remote_storage_enable && broker.remote_store == "none" {
+        return Err(invalid(
+            "remote.storage.enable: tiered storage is off on this broker (remote_store = none)"
+                .into(),
+        ));
+    }
+    Ok(())
 }

@@ -17,6 +17,8 @@ use control::{CleanupPolicy, Topic};
 use glommio::{Latency, Shares};
 use storage::{CompactionPolicy, RetentionPolicy};
 
+use super::served::ServedPartition;
+use super::tiered::{upload, Tiering};
 use super::Partitions;
 use crate::cluster::routing::{PartitionKey, Replica};
 
@@ -34,16 +36,19 @@ pub async fn run(partitions: Rc<Partitions>) {
     );
     loop {
         glommio::timer::sleep(interval).await;
+        let mut upload_lag = 0;
         for Replica { key, topic, .. } in partitions.cluster.led_here() {
             let partitions = partitions.clone();
             match glommio::spawn_local_into(
                 async move { maintain(&partitions, key, &topic).await },
                 queue,
             ) {
-                Ok(task) => task.await,
+                Ok(task) => upload_lag += task.await,
                 Err(e) => tracing::error!(error = %e, "cannot schedule maintenance"),
             }
         }
+        let lag = &partitions.metrics.tiered.upload_lag_bytes;
+        lag.store(upload_lag, std::sync::atomic::Ordering::Relaxed);
         expire_producers(&partitions);
     }
 }
@@ -75,10 +80,16 @@ pub fn retention_policy(topic: &Topic) -> RetentionPolicy {
     }
 }
 
-async fn maintain(partitions: &Partitions, key: PartitionKey, topic: &Topic) {
+/// Compacts, applies retention or, for a tiered topic, uploads and
+/// applies local and total retention. Returns the bytes of sealed
+/// segments a tiered partition has not uploaded yet.
+async fn maintain(partitions: &Partitions, key: PartitionKey, topic: &Topic) -> u64 {
     let Ok(led) = partitions.open_led(key).await else {
-        return;
+        return 0;
     };
+    if let Some(tiering) = &led.tiering {
+        return tiered_pass(partitions, tiering, &led).await;
+    }
     let log = &led.partition.log;
     let policy = topic.config.cleanup_policy;
     if matches!(
@@ -106,6 +117,27 @@ async fn maintain(partitions: &Partitions, key: PartitionKey, topic: &Topic) {
             Err(e) => {
                 tracing::error!(topic = %topic.name, partition = key.index, error = %e, "retention failed")
             }
+        }
+    }
+    0
+}
+
+/// A tiered partition's pass (`tiered::upload`); its upload lag.
+async fn tiered_pass(partitions: &Partitions, tiering: &Tiering, led: &ServedPartition) -> u64 {
+    let topic = &led.topic.name;
+    match upload::pass(partitions, tiering, led).await {
+        Ok(done) => {
+            if done.uploaded + done.deleted_locally + done.deleted_remotely > 0 {
+                tracing::info!(%topic, partition = led.index, ?done, "tiered storage pass");
+            }
+            done.lag_bytes
+        }
+        Err(e) => {
+            let errors = &tiering.metrics.tiered.upload_errors;
+            errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(%topic, partition = led.index, error = %e, "tiered storage pass failed; retried next pass, nothing deleted that is not uploaded");
+            let manifest = led.partition.remote.current(led.epoch).unwrap_or_default();
+            upload::lag_bytes(&led.partition.log.sealed_segments(), &manifest)
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod role;
 pub mod served;
 pub mod share_states;
 pub mod table;
+pub mod tiered;
 pub mod txn_verify;
 
 use std::cell::RefCell;
@@ -33,12 +34,15 @@ use crate::cluster::routing::Route;
 use crate::cluster::Cluster;
 use crate::counters::ShardMetrics;
 use crate::kafka::Code;
+use crate::remote_store::RemoteStore;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, ShardId, Sharded};
 use crate::share::sessions::{SessionKey, Sessions};
 use markers::MarkerListener;
 use served::ServedPartition;
 use share_states::ShareStates;
 use table::PartitionTable;
+use tiered::chunks::ChunkCache;
+use tiered::Tiering;
 use txn_verify::TxnVerifier;
 
 /// One shard's partitions, and its way to every other shard's.
@@ -60,6 +64,8 @@ pub struct Partitions {
     /// The share sessions whose keys hash to this shard
     /// ([`Partitions::share_session_shard`]).
     pub share_sessions: RefCell<Sessions>,
+    /// The object store of tiered topics, None when `remote_store = none`.
+    pub tiering: Option<Rc<Tiering>>,
     peers: Sharded<Partitions>,
 }
 
@@ -70,7 +76,16 @@ impl Partitions {
         cluster: Rc<Cluster>,
         metrics: Arc<ShardMetrics>,
         mesh: Mesh<Partitions>,
+        remote_store: Option<RemoteStore>,
     ) -> Rc<Partitions> {
+        let cache_budget = cluster.config.remote_cache_bytes as usize;
+        let tiering = remote_store.map(|store| {
+            Rc::new(Tiering {
+                store,
+                cache: RefCell::new(ChunkCache::new(cache_budget)),
+                metrics: metrics.clone(),
+            })
+        });
         let index = cluster.shard();
         let cache_bytes = cluster.config.log_cache_bytes_per_shard(cluster.shards());
         let sessions = cluster.config.group_share_max_share_sessions as usize;
@@ -83,6 +98,7 @@ impl Partitions {
             marker_listener: RefCell::new(None),
             share_states: ShareStates::default(),
             share_sessions: RefCell::new(Sessions::new(sessions_per_shard)),
+            tiering,
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }

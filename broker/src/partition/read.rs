@@ -11,7 +11,9 @@ use kafka_protocol::ResponseError;
 use storage::{Offset, StorageError};
 
 use super::served::ServedPartition;
+use super::tiered;
 use crate::kafka::Code;
+use crate::remote_store::RemoteError;
 
 /// Up to where a reader may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,9 +83,14 @@ impl ServedPartition {
             bound: limit,
             high_watermark,
             last_stable: log.last_stable_offset(),
-            log_start,
+            log_start: self.log_start_seen(bound),
             ..Read::default()
         };
+        if offset < log_start.0 && offset >= 0 && self.tiering.is_some() {
+            return self
+                .read_below_local_start(read, (offset, max_bytes), bound)
+                .await;
+        }
         if offset < log_start.0 || offset > log_end.0 {
             return Err(ResponseError::OffsetOutOfRange.code());
         }
@@ -115,6 +122,82 @@ impl ServedPartition {
             }
             Err(e) => Err(self.storage_failure(e)),
         }
+    }
+
+    /// The log start a reader is told: for a tiered topic's consumers, the
+    /// remote log's when it is older (followers keep to the local one).
+    fn log_start_seen(&self, bound: Bound) -> Offset {
+        let local = self.partition.log.log_start();
+        if bound == Bound::LogEnd {
+            return local;
+        }
+        let remote = self.partition.remote.current(self.epoch);
+        let remote_start = remote.and_then(|m| m.start_offset());
+        remote_start.map_or(local, |start| start.min(local))
+    }
+
+    /// A read below the local log start of a tiered topic: from the
+    /// object store for consumers (only what the remote log holds);
+    /// OFFSET_MOVED_TO_TIERED_STORAGE for followers, as KIP-405.
+    async fn read_below_local_start(
+        &self,
+        mut read: Read,
+        (offset, max_bytes): (i64, usize),
+        bound: Bound,
+    ) -> Result<Read, Code> {
+        let tiering = self.tiering.as_ref().expect("a tiered topic");
+        if bound == Bound::LogEnd {
+            return Err(ResponseError::OffsetMovedToTieredStorage.code());
+        }
+        let key = self.key();
+        let manifest = (self.partition.remote)
+            .load(tiering, key, self.epoch)
+            .await
+            .map_err(|e| self.remote_failure(e))?;
+        read.log_start = self.log_start_seen(Bound::HighWatermark);
+        if manifest.locate(Offset(offset)).is_none() {
+            return Err(ResponseError::OffsetOutOfRange.code());
+        }
+        let max_batch = self.partition.log.max_batch_bytes();
+        let asked = (Offset(offset), max_bytes.max(1));
+        let remote = tiered::read::read(tiering, key, &manifest, asked, max_batch)
+            .await
+            .map_err(|e| self.remote_failure(e))?;
+        let batches = below(&remote.batches, read.bound);
+        let Some(upper) = storage::batch::split_stored(&batches, usize::MAX)
+            .ok()
+            .and_then(|b| b.last().map(|(header, _)| header.next_offset()))
+        else {
+            return Ok(read);
+        };
+        if let Some(aborted) = &mut read.aborted {
+            let range = (Offset(offset), upper);
+            let mut found = Vec::new();
+            let complete =
+                tiered::read::aborted_transactions(tiering, key, &manifest, range, &mut found)
+                    .await
+                    .map_err(|e| self.remote_failure(e))?;
+            if !complete {
+                let local = self
+                    .partition
+                    .log
+                    .aborted_transactions(range.0, upper)
+                    .await;
+                found.extend(local.map_err(|e| self.storage_failure(e))?);
+                found.sort_by_key(|t| t.marker_offset);
+                found.dedup();
+            }
+            aborted.extend(found.iter().map(|t| (t.producer_id, t.first_offset)));
+        }
+        read.bytes = batches.len();
+        read.chunks = vec![batches];
+        Ok(read)
+    }
+
+    /// Logs a remote read's failure; the code the reader is answered.
+    fn remote_failure(&self, e: RemoteError) -> Code {
+        tracing::error!(topic = %self.topic.name, partition = self.index, error = %e, "reading the remote log failed");
+        ResponseError::KafkaStorageError.code()
     }
 
     /// Logs a read's storage failure; the code the reader is answered.
@@ -159,4 +242,18 @@ impl ServedPartition {
             self.wait_past(read.bound, bound, left).await;
         }
     }
+}
+
+/// The whole batches of `batches` that begin below `bound` (a remote
+/// segment may hold offsets past a committed reader's last stable offset).
+fn below(batches: &Bytes, bound: Offset) -> Bytes {
+    let Ok(split) = storage::batch::split_stored(batches, usize::MAX) else {
+        return Bytes::new();
+    };
+    let end: usize = split
+        .iter()
+        .take_while(|(header, _)| header.base_offset < bound)
+        .map(|(_, batch)| batch.len())
+        .sum();
+    batches.slice(..end)
 }

@@ -10,6 +10,7 @@ use storage::LeaderEpoch;
 
 use super::epoch;
 use super::table::OpenPartition;
+use super::tiered::Tiering;
 use super::Partitions;
 use crate::cluster::lease::lease_valid;
 use crate::cluster::routing::PartitionKey;
@@ -26,6 +27,8 @@ pub struct ServedPartition {
     pub epoch: LeaderEpoch,
     /// The partition's index in its topic.
     pub index: u32,
+    /// The object store, when the topic is tiered.
+    pub tiering: Option<Rc<Tiering>>,
 }
 
 /// Checks the leader epoch a client believes in (`-1`: none given)
@@ -69,11 +72,16 @@ impl Partitions {
             tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a partition");
             ResponseError::KafkaStorageError.code()
         })?;
+        let tiering = self
+            .tiering
+            .clone()
+            .filter(|_| topic.config.remote_storage_enable);
         Ok(ServedPartition {
             partition,
             topic,
             epoch,
             index: key.index,
+            tiering,
         })
     }
 

@@ -14,6 +14,7 @@ use storage::{CacheShare, Log, LogConfig, StorageError};
 
 use super::dirs::{remove_topic_dirs, topic_dir};
 use super::role::Role;
+use super::tiered::RemoteLog;
 use crate::cluster::routing::PartitionKey;
 
 /// The largest batch any log accepts, whatever its topic's
@@ -38,6 +39,8 @@ pub struct OpenPartition {
     pub replica_writes: futures::lock::Mutex<()>,
     /// Fetchers and produces waiting for the log or high watermark to move.
     arrivals: RefCell<Vec<oneshot::Sender<()>>>,
+    /// Its remote log, for a tiered topic (docs/tiered-storage.md).
+    pub remote: RemoteLog,
 }
 
 impl OpenPartition {
@@ -158,6 +161,7 @@ impl PartitionTable {
             role: RefCell::default(),
             replica_writes: futures::lock::Mutex::new(()),
             arrivals: RefCell::new(Vec::new()),
+            remote: RemoteLog::default(),
         });
         self.open.borrow_mut().insert(key, partition.clone());
         Ok(partition)

@@ -213,6 +213,17 @@ fn client(backend: &Backend) -> Result<Arc<dyn ObjectStore>, RemoteError> {
                 .with_region(&s3.region)
                 .with_access_key_id(&s3.access_key_id)
                 .with_secret_access_key(&s3.secret_access_key);
+            // Bounded: a store that is down fails a call in seconds (the
+            // caller retries on its next pass), never holds it for minutes.
+            let retry = object_store::RetryConfig {
+                max_retries: 3,
+                retry_timeout: std::time::Duration::from_secs(15),
+                ..object_store::RetryConfig::default()
+            };
+            let options = object_store::ClientOptions::new()
+                .with_connect_timeout(std::time::Duration::from_secs(5))
+                .with_timeout(std::time::Duration::from_secs(60));
+            builder = builder.with_retry(retry).with_client_options(options);
             if let Some(endpoint) = &s3.endpoint {
                 let plain = endpoint.starts_with("http://");
                 builder = builder.with_endpoint(endpoint).with_allow_http(plain);

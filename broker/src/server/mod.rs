@@ -85,6 +85,8 @@ struct Shared {
     http_tls: Option<Arc<tls::TlsServer>>,
     /// How to reach other brokers' Kafka ports over TLS.
     peer_tls: Option<Arc<PeerTls>>,
+    /// Tiered storage's object store, on a thread of its own.
+    remote_store: Option<crate::remote_store::RemoteStore>,
     /// The metadata quorum's TLS, if it speaks TLS.
     quorum_tls: Option<QuorumTls>,
 }
@@ -125,7 +127,9 @@ pub fn run(
             "a Kafka listener speaks TLS but no certificate was loaded (ssl_certificate_location, ssl_key_location)",
         ));
     }
+    let remote_store = start_remote_store(&config)?;
     let shared = Shared {
+        remote_store,
         config,
         shards,
         listeners: Arc::new(listeners),
@@ -156,6 +160,26 @@ pub fn run(
         Some(why) => Err(std::io::Error::other(why)),
         None => Ok(()),
     }
+}
+
+/// Starts tiered storage's object store thread (docs/tiered-storage.md),
+/// unless `remote_store = none`.
+fn start_remote_store(
+    config: &BrokerConfig,
+) -> std::io::Result<Option<crate::remote_store::RemoteStore>> {
+    let Some(backend) =
+        crate::config::remote_settings::backend(config).map_err(std::io::Error::other)?
+    else {
+        return Ok(None);
+    };
+    let concurrency = config.remote_concurrency;
+    let store = crate::remote_store::RemoteStore::start_paced(
+        &backend,
+        (concurrency * 16, concurrency),
+        config.remote_upload_bytes_per_second,
+    )
+    .map_err(|e| std::io::Error::other(format!("tiered storage's object store: {e}")))?;
+    Ok(Some(store))
 }
 
 /// Says, at start, where a secured broker still talks in the clear.
@@ -262,6 +286,7 @@ async fn run_shard(shared: Shared) {
         metrics_registry: shared.metrics_registry.clone(),
         admission: shared.admission.clone(),
         peer_tls: shared.peer_tls.clone(),
+        remote_store: shared.remote_store.clone(),
     };
     let shard = Shard::start(parts, shared.meshes.clone(), queues);
     let _ = this_shard.set(shard.clone());

@@ -182,6 +182,8 @@ pub struct Parts {
     pub admission: Arc<Admission>,
     /// How to reach other brokers over TLS.
     pub peer_tls: Option<Arc<crate::cluster::peer_tls::PeerTls>>,
+    /// Tiered storage's object store (its thread's handle).
+    pub remote_store: Option<crate::remote_store::RemoteStore>,
 }
 
 impl Shard {
@@ -198,7 +200,12 @@ impl Shard {
             parts.peer_tls,
             meshes.cluster,
         );
-        let partitions = Partitions::new(cluster.clone(), metrics.clone(), meshes.partitions);
+        let partitions = Partitions::new(
+            cluster.clone(),
+            metrics.clone(),
+            meshes.partitions,
+            parts.remote_store,
+        );
         let replication = Replication::new(partitions.clone());
         let coordinator = Coordinator::new(partitions.clone(), meshes.coordinator);
         let txn_coordinator = TxnCoordinator::new(partitions.clone(), meshes.txn_coordinator);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use crate::files::{self, LOG_SUFFIX, TXN_INDEX_SUFFIX};
 use crate::io::FileSystem;
 use crate::log::Log;
+use crate::txn_index;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// One sealed segment, as the uploader sees it.
@@ -23,8 +24,9 @@ pub struct SealedFile {
     pub size_bytes: u64,
     /// The `.log` file.
     pub path: PathBuf,
-    /// Its `.txnindex` file, when it indexes aborted transactions.
-    pub txn_index_path: Option<PathBuf>,
+    /// Its `.txnindex` file and the file's length, when it indexes
+    /// aborted transactions.
+    pub txn_index: Option<(PathBuf, u64)>,
     /// Its offset index, encoded as the `.index` file is.
     pub offset_index: Vec<u8>,
     /// Its time index, encoded as the `.timeindex` file is.
@@ -52,10 +54,10 @@ impl<FS: FileSystem> Log<FS> {
                     max_timestamp: s.max_timestamp,
                     size_bytes: s.size,
                     path: files::segment_path(&self.dir, s.base, LOG_SUFFIX),
-                    txn_index_path: s
-                        .aborts_indexed
-                        .filter(|n| *n > 0)
-                        .map(|_| files::segment_path(&self.dir, s.base, TXN_INDEX_SUFFIX)),
+                    txn_index: s.aborts_indexed.filter(|n| *n > 0).map(|n| {
+                        let path = files::segment_path(&self.dir, s.base, TXN_INDEX_SUFFIX);
+                        (path, txn_index::encoded_len(n as u64))
+                    }),
                     offset_index: s.index.encode(),
                     time_index: s.final_time_index().encode(),
                     epochs: epochs_within(&epochs, s.base, last_offset),

@@ -153,6 +153,7 @@ async fn alter_topic(
             )
         })?;
     let defaults = TopicConfig::default();
+    let old = current.clone();
     let mut config = if replace { defaults.clone() } else { current };
     for (key, change) in changes {
         let value = match change {
@@ -168,6 +169,7 @@ async fn alter_topic(
             .set(&key, &value)
             .map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
     }
+    crate::cluster::topics::check_tiering(&shard.cluster.config, &config, Some(&old))?;
     if validate_only {
         return Ok(());
     }

@@ -29,15 +29,20 @@ use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
 use control::model::acls::Operation;
 
-/// ListOffsets versions served. v7+ adds the max-timestamp query (-3),
-/// not served; clients negotiate down.
-pub const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 6);
+/// ListOffsets versions served: v7 adds the max-timestamp query (-3), v8
+/// earliest-local (-4, KIP-1005), v9 earliest-pending-upload (-5,
+/// KIP-1023), v10 a timeout for remote lookups (ours are bounded by the
+/// object store's own).
+pub const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 10);
 /// DeleteRecords versions served.
 pub const DELETE_RECORDS_VERSIONS: (i16, i16) = (0, 2);
 
 /// ListOffsets' special timestamps.
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const EARLIEST_PENDING_UPLOAD: i64 = -5;
 
 /// One partition's ListOffsets answer.
 #[derive(Debug, Clone, Copy)]
@@ -204,7 +209,13 @@ async fn list_on_owner(
     };
     match timestamp {
         LATEST => Ok(at(visible.0, -1)),
-        EARLIEST => Ok(at(log.log_start().0, -1)),
+        EARLIEST => Ok(at(earliest(led).await?.0, -1)),
+        EARLIEST_LOCAL => Ok(at(log.log_start().0, -1)),
+        EARLIEST_PENDING_UPLOAD => Ok(at(pending_upload(led).await?, -1)),
+        MAX_TIMESTAMP => Ok(match log.max_timestamp_below(visible) {
+            Some((offset, found)) => at(offset.0, found.0),
+            None => at(-1, -1),
+        }),
         t if t < 0 => Err(ResponseError::InvalidRequest.code()),
         t => match log.offset_for_timestamp(TimestampMs(t), visible).await {
             Ok(Some((offset, found))) => Ok(at(offset.0, found.0)),
@@ -215,6 +226,48 @@ async fn list_on_owner(
             }
         },
     }
+}
+
+/// The earliest offset: a tiered topic's remote log start when older than
+/// the local one.
+async fn earliest(led: &ServedPartition) -> Result<Offset, Code> {
+    let local = led.partition.log.log_start();
+    let Some(manifest) = remote_manifest(led).await? else {
+        return Ok(local);
+    };
+    Ok(manifest
+        .start_offset()
+        .map_or(local, |start| start.min(local)))
+}
+
+/// The first offset not uploaded yet (-1 for a topic that is not tiered).
+async fn pending_upload(led: &ServedPartition) -> Result<i64, Code> {
+    let Some(manifest) = remote_manifest(led).await? else {
+        return Ok(-1);
+    };
+    let local = led.partition.log.log_start();
+    let next = manifest
+        .last_offset()
+        .map_or(local, |end| Offset(end.0 + 1));
+    Ok(next.max(local).0)
+}
+
+/// A tiered topic's manifest (read from the store if not yet in memory).
+async fn remote_manifest(
+    led: &ServedPartition,
+) -> Result<Option<std::rc::Rc<storage::remote::manifest::Manifest>>, Code> {
+    let Some(tiering) = &led.tiering else {
+        return Ok(None);
+    };
+    let loaded = led
+        .partition
+        .remote
+        .load(tiering, led.key(), led.epoch)
+        .await;
+    loaded.map(Some).map_err(|e| {
+        tracing::error!(topic = %led.topic.name, partition = led.index, error = %e, "reading the remote log's manifest failed");
+        ResponseError::KafkaStorageError.code()
+    })
 }
 
 /// Moves the log start; the new one (the low watermark).

@@ -10,6 +10,7 @@
 //! system.
 
 mod share;
+mod tiered;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -140,6 +141,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     admission(&mut page, &shard.admission);
     fetches(&mut page, all);
     storage_counters(&mut page, &reports);
+    tiered::render(&mut page, all);
     page.text
 }
 

@@ -1,0 +1,106 @@
+//! Tiered storage in the partition layer (docs/tiered-storage.md): a
+//! tiered topic's leader uploads its sealed, committed segments to the
+//! object store and lists them in the partition's manifest
+//! ([`upload`]); local retention then deletes only what the remote log
+//! holds and total retention drops the oldest remote segments; reads
+//! below the local log start come from the object store through the
+//! shard's chunk cache ([`read`], [`chunks`]).
+//!
+//! Objects of a partition live under `<topic id>/<partition>/`: the
+//! `manifest`, and per segment `<base offset>-<crc>.log`, `.index`,
+//! `.timeindex`, `.epochs` and, when it indexes aborted transactions,
+//! `.txnindex` (names from contents: see `storage::remote::manifest`).
+
+pub mod chunks;
+pub mod read;
+pub mod upload;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use storage::remote::manifest::{Manifest, RemoteSegment};
+use storage::LeaderEpoch;
+
+use crate::cluster::routing::PartitionKey;
+use crate::counters::ShardMetrics;
+use crate::remote_store::{RemoteError, RemoteStore};
+use chunks::ChunkCache;
+
+/// A shard's way to the object store.
+pub struct Tiering {
+    /// The store's thread.
+    pub store: RemoteStore,
+    /// The chunks read lately.
+    pub cache: RefCell<ChunkCache>,
+    /// The shard's counters.
+    pub metrics: Arc<ShardMetrics>,
+}
+
+/// A partition's remote log as this broker last read or wrote its
+/// manifest, and the leader epoch it did so in: a new epoch reads it
+/// again (a new leader continues from the stored manifest).
+#[derive(Debug, Default)]
+pub struct RemoteLog {
+    loaded: RefCell<Option<(LeaderEpoch, Rc<Manifest>)>>,
+}
+
+impl RemoteLog {
+    /// The manifest as last seen in `epoch`, if any.
+    pub fn current(&self, epoch: LeaderEpoch) -> Option<Rc<Manifest>> {
+        let loaded = self.loaded.borrow();
+        loaded
+            .as_ref()
+            .filter(|(seen, _)| *seen == epoch)
+            .map(|(_, manifest)| manifest.clone())
+    }
+
+    /// Remembers the manifest stored in `epoch`.
+    pub fn set(&self, epoch: LeaderEpoch, manifest: Manifest) -> Rc<Manifest> {
+        let manifest = Rc::new(manifest);
+        self.loaded.replace(Some((epoch, manifest.clone())));
+        manifest
+    }
+
+    /// The manifest of the partition in `epoch`: the one seen in it, else
+    /// the stored one (none stored: an empty remote log).
+    pub async fn load(
+        &self,
+        tiering: &Tiering,
+        key: PartitionKey,
+        epoch: LeaderEpoch,
+    ) -> Result<Rc<Manifest>, RemoteError> {
+        if let Some(manifest) = self.current(epoch) {
+            return Ok(manifest);
+        }
+        let manifest = match tiering.store.get(&manifest_key(key), None).await {
+            Ok(bytes) => Manifest::decode(&bytes).ok_or_else(|| {
+                RemoteError::Store(format!(
+                    "the manifest {} is damaged: refused",
+                    manifest_key(key)
+                ))
+            })?,
+            Err(RemoteError::NotFound(_)) => Manifest::default(),
+            Err(e) => return Err(e),
+        };
+        Ok(self.set(epoch, manifest))
+    }
+}
+
+/// Where a partition's objects live.
+pub fn prefix(key: PartitionKey) -> String {
+    format!("{}/{}", key.topic, key.index)
+}
+
+/// The partition's manifest object.
+pub fn manifest_key(key: PartitionKey) -> String {
+    format!("{}/manifest", prefix(key))
+}
+
+/// A segment's object with `suffix` (`.log`, `.index`, ...).
+pub fn segment_key(key: PartitionKey, segment: &RemoteSegment, suffix: &str) -> String {
+    format!("{}/{}{suffix}", prefix(key), segment.object_stem())
+}
+
+/// The suffixes of a segment's objects (`.txnindex` only when it has one).
+pub const SEGMENT_SUFFIXES: [&str; 5] = [".log", ".index", ".timeindex", ".epochs", ".txnindex"];

@@ -1,0 +1,201 @@
+//! Reads below the local log start, from the object store: the segment
+//! holding the offset (the manifest says which), its offset index to find
+//! where to start, then the segment's bytes from there, chunk by chunk
+//! through the shard's cache, until one fetch's worth of whole batches
+//! is at hand. Every batch's CRC is checked before it is returned
+//! (`storage::remote::read`): a damaged object is refused, never served.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use storage::index::OffsetIndex;
+use storage::remote::manifest::{Manifest, RemoteSegment};
+use storage::remote::read::{take_batches, Taken};
+use storage::transactions::AbortedTxn;
+use storage::{txn_index, Offset};
+
+use super::chunks::chunks_of;
+use super::{segment_key, Tiering};
+use crate::cluster::routing::PartitionKey;
+use crate::remote_store::RemoteError;
+
+/// The least a remote read asks the store for at once.
+const FIRST_READ_BYTES: u64 = 64 << 10;
+
+/// Batches read from a remote segment.
+#[derive(Debug, Default)]
+pub struct RemoteRead {
+    /// Whole batches, from the one holding the offset asked.
+    pub batches: Bytes,
+    /// The offset after the last of them (None: nothing read).
+    pub next_offset: Option<Offset>,
+}
+
+/// Whole batches from `offset` (at least one, up to `max_bytes`), from
+/// the remote segment holding it.
+pub async fn read(
+    tiering: &Tiering,
+    key: PartitionKey,
+    manifest: &Manifest,
+    (offset, max_bytes): (Offset, usize),
+    max_batch_bytes: usize,
+) -> Result<RemoteRead, RemoteError> {
+    let started = Instant::now();
+    let Some(segment) = manifest.locate(offset) else {
+        return Ok(RemoteRead::default());
+    };
+    let read = read_segment(tiering, key, segment, (offset, max_bytes), max_batch_bytes).await;
+    let counters = &tiering.metrics.tiered;
+    counters.remote_read_latency.observe(started.elapsed());
+    match &read {
+        Ok(read) => counters
+            .remote_read_bytes
+            .fetch_add(read.batches.len() as u64, Ordering::Relaxed),
+        Err(_) => counters.remote_read_errors.fetch_add(1, Ordering::Relaxed),
+    };
+    read
+}
+
+async fn read_segment(
+    tiering: &Tiering,
+    key: PartitionKey,
+    segment: &RemoteSegment,
+    (offset, max_bytes): (Offset, usize),
+    max_batch_bytes: usize,
+) -> Result<RemoteRead, RemoteError> {
+    let damaged = |what: String| {
+        tracing::error!(partition = key.index, topic = %key.topic, segment = %segment.object_stem(), "{what}");
+        RemoteError::Store(what)
+    };
+    let index_bytes = whole_object(tiering, &segment_key(key, segment, ".index")).await?;
+    let index = OffsetIndex::decode(&index_bytes, segment.size_bytes)
+        .ok_or_else(|| damaged("a remote segment's offset index is damaged: refused".into()))?;
+    let relative = (offset.0 - segment.base_offset.0).clamp(0, u32::MAX as i64) as u32;
+    let start = index.floor(relative).map_or(0, |e| e.position as u64);
+    let log = segment_key(key, segment, ".log");
+    let size = segment.size_bytes;
+    let mut end = (start + (max_bytes as u64).max(FIRST_READ_BYTES)).min(size);
+    loop {
+        let bytes = object_range(tiering, &log, start..end, size).await?;
+        let at_end = end == size;
+        let taken = take_batches(&bytes, at_end, offset, max_bytes, max_batch_bytes)
+            .map_err(|e| damaged(format!("a remote segment is damaged, refused: {e}")))?;
+        match taken {
+            Taken::Batches { start, end } => {
+                let batches = bytes.slice(start..end);
+                let next_offset = last_batch_next_offset(&batches);
+                return Ok(RemoteRead {
+                    batches,
+                    next_offset,
+                });
+            }
+            Taken::NeedBytes(n) if !at_end => end = (start + n as u64).min(size),
+            Taken::NeedBytes(_) | Taken::Nothing => return Ok(RemoteRead::default()),
+        }
+    }
+}
+
+/// The offset after the last of whole `batches`.
+fn last_batch_next_offset(batches: &Bytes) -> Option<Offset> {
+    let split = storage::batch::split_stored(batches, usize::MAX).ok()?;
+    split.last().map(|(header, _)| header.next_offset())
+}
+
+/// An object read whole (small ones: indexes), through the cache.
+async fn whole_object(tiering: &Tiering, name: &str) -> Result<Bytes, RemoteError> {
+    let key = (name.to_string(), u64::MAX);
+    if let Some(bytes) = tiering.cache.borrow_mut().get(&key) {
+        tiering
+            .metrics
+            .tiered
+            .cache_hits
+            .fetch_add(1, Ordering::Relaxed);
+        return Ok(bytes);
+    }
+    tiering
+        .metrics
+        .tiered
+        .cache_misses
+        .fetch_add(1, Ordering::Relaxed);
+    let bytes = tiering.store.get(name, None).await?;
+    tiering.cache.borrow_mut().put(key, bytes.clone());
+    Ok(bytes)
+}
+
+/// `range` of an object of `size` bytes, from the chunks covering it.
+async fn object_range(
+    tiering: &Tiering,
+    name: &str,
+    range: Range<u64>,
+    size: u64,
+) -> Result<Bytes, RemoteError> {
+    let counters = &tiering.metrics.tiered;
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for (index, chunk_range) in chunks_of(range.clone(), size) {
+        let key = (name.to_string(), index);
+        let cached = tiering.cache.borrow_mut().get(&key);
+        let chunk = match cached {
+            Some(chunk) => {
+                counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                chunk
+            }
+            None => {
+                counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+                let chunk = tiering.store.get(name, Some(chunk_range.clone())).await?;
+                if chunk.len() as u64 != chunk_range.end - chunk_range.start {
+                    return Err(RemoteError::Store(format!(
+                        "{name}: {} bytes where the manifest says {}",
+                        chunk.len(),
+                        chunk_range.end - chunk_range.start
+                    )));
+                }
+                tiering.cache.borrow_mut().put(key, chunk.clone());
+                chunk
+            }
+        };
+        let from = range.start.max(chunk_range.start) - chunk_range.start;
+        let to = range.end.min(chunk_range.end) - chunk_range.start;
+        out.extend_from_slice(&chunk[from as usize..to as usize]);
+    }
+    Ok(out.freeze())
+}
+
+/// The aborted transactions overlapping `[from, upper)` that remote
+/// segments index, from the one holding `from` on; true once complete
+/// (no later segment, remote or local, can add one).
+pub async fn aborted_transactions(
+    tiering: &Tiering,
+    key: PartitionKey,
+    manifest: &Manifest,
+    (from, upper): (Offset, Offset),
+    found: &mut Vec<AbortedTxn>,
+) -> Result<bool, RemoteError> {
+    let segments = manifest.segments();
+    let first = segments.partition_point(|s| s.last_offset < from);
+    for segment in &segments[first..] {
+        let name = segment_key(key, segment, ".txnindex");
+        let bytes = match whole_object(tiering, &name).await {
+            Ok(bytes) => bytes,
+            Err(RemoteError::NotFound(_)) => {
+                // Most segments have none: remembered as empty.
+                tiering
+                    .cache
+                    .borrow_mut()
+                    .put((name, u64::MAX), Bytes::new());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if bytes.is_empty() {
+            continue;
+        }
+        let entries = txn_index::decode(&bytes)
+            .ok_or_else(|| RemoteError::Store(format!("{name} is damaged: refused")))?;
+        if txn_index::collect_overlapping(entries.iter(), from, upper, found) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -3,7 +3,11 @@
 //! old segments leave the local disk once uploaded, and librdkafka reads
 //! every record from offset 0, byte for byte, in order, before and after
 //! a restart; ListOffsets tells the remote and local starts apart; the
-//! settings Kafka refuses are refused.
+//! settings Kafka refuses are refused. With an S3 server (moto, on
+//! 127.0.0.1, installed by the test command) behind a proxy that fails
+//! it: uploads retry, nothing not uploaded is deleted, producers go on.
+//! A damaged remote segment is refused, never served; a broker killed
+//! mid-upload resumes it under the same names.
 
 mod support;
 
@@ -13,11 +17,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use client::cluster::Cluster;
 use client::connection::ClientError;
-use client::consumer::{list_offsets, StartAt};
+use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
 use client::producer::{Producer, ProducerConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{Message, Offset, TopicPartitionList};
+use support::fault_proxy::{Fault, FaultProxy};
 use support::{on_glommio, start_broker_with};
 
 /// Passes every 200 ms.
@@ -183,7 +188,15 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         );
         local_start
     });
-    let (local, remote) = segment_files(dir.path());
+    // The log start moves before the pass removes the files.
+    let started = Instant::now();
+    let (local, remote) = loop {
+        let (local, remote) = segment_files(dir.path());
+        if local.len() <= 7 || started.elapsed() > Duration::from_secs(20) {
+            break (local, remote);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(local.len() <= 7, "{} local segments left", local.len());
     assert!(remote.len() >= 15, "{} segments in the store", remote.len());
     let first_local: i64 = local[0]
@@ -296,4 +309,319 @@ fn kafkas_refusals_compacted_topics_turning_it_off_and_a_hot_window_past_the_tot
             "{result:?}"
         );
     });
+}
+
+/// moto's S3 server on 127.0.0.1 (an ephemeral port), stopped when dropped.
+struct S3Server {
+    child: std::process::Child,
+    address: std::net::SocketAddr,
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_s3_server() -> S3Server {
+    use std::io::BufRead;
+    let binary = std::env::var("MOTO_SERVER").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/test-venv/bin/moto_server"
+        )
+        .into()
+    });
+    let mut child = std::process::Command::new(&binary)
+        .args(["-H", "127.0.0.1", "-p", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{binary} (the test command installs it): {e}"));
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(at) = line.split("Running on http://").nth(1) {
+                let _ = tx.send(at.trim().to_string());
+            }
+        }
+    });
+    let address = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("moto says where it listens");
+    S3Server {
+        child,
+        address: address.parse().unwrap(),
+    }
+}
+
+/// The partition's local start, earliest offset not uploaded, and end.
+async fn starts(cluster: &Cluster, topic: &str) -> (i64, i64, i64) {
+    (
+        list(cluster, topic, StartAt::Timestamp(-4)).await,
+        list(cluster, topic, StartAt::Timestamp(-5)).await,
+        list(cluster, topic, StartAt::Latest).await,
+    )
+}
+
+async fn produce_range(cluster: &std::rc::Rc<Cluster>, topic: &str, range: std::ops::Range<usize>) {
+    let producer = Producer::new(cluster.clone(), ProducerConfig::default());
+    let mut pending = Vec::new();
+    for i in range {
+        let key = Some(Bytes::from(format!("k{i}")));
+        let sent = producer.send(topic, key, Some(Bytes::from(value(i)))).await;
+        pending.push(sent.unwrap());
+    }
+    for sent in pending {
+        sent.await.expect("acknowledged while the store is failing");
+    }
+}
+
+/// Waits until `done` holds, polling every 100 ms, up to `limit`.
+async fn until(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < limit, "waited {limit:?} for {what}");
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_deleted() {
+    let s3 = start_s3_server();
+    let (status, _) = support::http(s3.address, "PUT", "/tiered-logs", "");
+    assert_eq!(status, 200, "bucket made");
+    let proxy = FaultProxy::start(s3.address);
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://{}", proxy.address);
+    let env = [
+        ("BROKER_RETENTION_CHECK_INTERVAL_MS", "200"),
+        ("BROKER_REMOTE_STORE", "s3"),
+        ("BROKER_REMOTE_S3_BUCKET", "tiered-logs"),
+        ("BROKER_REMOTE_S3_ENDPOINT", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let broker = start_broker_with(dir.path(), &env);
+    let (address, http) = (broker.address, broker.http);
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-s3");
+        let configs = [
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "65536"),
+            ("local.retention.bytes", "200000"),
+        ];
+        cluster
+            .create_topic("tiered", 1, 1, &configs)
+            .await
+            .unwrap();
+        produce_range(&cluster, "tiered", 0..500).await;
+        until(
+            "uploads to S3 and local deletions",
+            Duration::from_secs(30),
+            async || starts(&cluster, "tiered").await.0 > 0,
+        )
+        .await;
+        for fault in [Fault::Down, Fault::Http500] {
+            proxy.set(fault);
+            // Producers go on; sealed segments pile up locally.
+            let errors = metric(http, "remote_upload_errors_total");
+            let end = list(&cluster, "tiered", StartAt::Latest).await as usize;
+            produce_range(&cluster, "tiered", end..end + 500).await;
+            until("a failed pass", Duration::from_secs(60), async || {
+                metric(http, "remote_upload_errors_total") > errors
+            })
+            .await;
+            let (stuck_start, pending, _) = starts(&cluster, "tiered").await;
+            let errors = metric(http, "remote_upload_errors_total");
+            until(
+                "two more failed passes",
+                Duration::from_secs(60),
+                async || metric(http, "remote_upload_errors_total") >= errors + 2.0,
+            )
+            .await;
+            let (start, still_pending, end) = starts(&cluster, "tiered").await;
+            assert_eq!(
+                start, stuck_start,
+                "{fault:?}: nothing more deleted locally"
+            );
+            assert_eq!(still_pending, pending, "{fault:?}: nothing more uploaded");
+            assert!(end > pending);
+            assert!(
+                metric(http, "remote_upload_lag_bytes") > 0.0,
+                "{fault:?}: lag seen"
+            );
+            proxy.set(Fault::None);
+            until("uploads to resume", Duration::from_secs(60), async || {
+                let (start, pending, _) = starts(&cluster, "tiered").await;
+                start > stuck_start && pending > still_pending
+            })
+            .await;
+        }
+        assert_eq!(
+            list(&cluster, "tiered", StartAt::Latest).await,
+            RECORDS as i64
+        );
+    });
+    check_everything(&read_with_librdkafka(
+        &broker.bootstrap(),
+        "tiered",
+        RECORDS,
+    ));
+}
+
+/// Creates the tiered topic and produces `count` records of [`value`].
+async fn tiered_topic_with(cluster: &std::rc::Rc<Cluster>, count: usize) {
+    let configs = [
+        ("remote.storage.enable", "true"),
+        ("segment.bytes", "65536"),
+        ("local.retention.bytes", "200000"),
+    ];
+    cluster
+        .create_topic("tiered", 1, 1, &configs)
+        .await
+        .unwrap();
+    produce_range(cluster, "tiered", 0..count).await;
+}
+
+#[test]
+fn a_damaged_remote_segment_is_refused_and_reported_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), FAST);
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-damage");
+        tiered_topic_with(&cluster, 600).await;
+        until("local deletions", Duration::from_secs(30), async || {
+            list(&cluster, "tiered", StartAt::Timestamp(-4)).await > 100
+        })
+        .await;
+    });
+    let (_, remote) = segment_files(dir.path());
+    let first = &remote[0];
+    let mut bytes = std::fs::read(first).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(first, &bytes).unwrap();
+    let second: i64 = remote[1]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-damage");
+        let config = ConsumerConfig::default();
+        let mut damaged = Consumer::assign(
+            cluster.clone(),
+            "tiered",
+            &[0],
+            StartAt::Offset(0),
+            config.clone(),
+        )
+        .await
+        .unwrap();
+        match damaged.poll().await {
+            Err(ClientError::Broker(56)) => {}
+            other => panic!(
+                "expected KAFKA_STORAGE_ERROR, got {:?}",
+                other.map(|r| r.len())
+            ),
+        }
+        // The next segment is whole, and served.
+        let mut whole = Consumer::assign(
+            cluster.clone(),
+            "tiered",
+            &[0],
+            StartAt::Offset(second),
+            config,
+        )
+        .await
+        .unwrap();
+        let records = whole.poll().await.unwrap();
+        assert_eq!(records.first().map(|r| r.offset), Some(second));
+        assert!(records
+            .iter()
+            .all(|r| r.value.as_deref() == Some(&value(r.offset as usize)[..])));
+    });
+    assert!(metric(broker.http, "remote_read_errors_total") >= 1.0);
+    assert!(!broker.logged("damaged").is_empty(), "the damage is logged");
+}
+
+#[test]
+fn a_broker_killed_mid_upload_resumes_under_the_same_names() {
+    let dir = tempfile::tempdir().unwrap();
+    // One 64 KiB segment a second: a kill lands mid-upload.
+    let slow = [
+        ("BROKER_RETENTION_CHECK_INTERVAL_MS", "200"),
+        ("BROKER_REMOTE_UPLOAD_BYTES_PER_SECOND", "65536"),
+    ];
+    let broker = start_broker_with(dir.path(), &slow);
+    let (address, http) = (broker.address, broker.http);
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-kill");
+        tiered_topic_with(&cluster, RECORDS).await;
+        until("an upload", Duration::from_secs(30), async || {
+            metric(http, "remote_uploaded_segments_total") >= 2.0
+        })
+        .await;
+    });
+    broker.kill9();
+    let (_, before) = segment_files(dir.path());
+    let broker = start_broker_with(dir.path(), FAST);
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-kill");
+        until(
+            "every sealed segment uploaded",
+            Duration::from_secs(60),
+            async || {
+                let (local_start, pending, _) = starts(&cluster, "tiered").await;
+                local_start > 0 && (RECORDS as i64 - pending) * 1000 < 2 * 65_536
+            },
+        )
+        .await;
+    });
+    let (_, after) = segment_files(dir.path());
+    assert!(
+        after.len() > before.len(),
+        "{} objects, then {}",
+        before.len(),
+        after.len()
+    );
+    // Each segment's objects once, under one name (its base and CRC).
+    let bases: Vec<String> = after
+        .iter()
+        .map(|p| {
+            p.file_stem()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .split('-')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut unique = bases.clone();
+    unique.dedup();
+    assert_eq!(
+        unique, bases,
+        "no segment uploaded twice under different names"
+    );
+    assert!(
+        before.iter().all(|p| after.contains(p)),
+        "what was uploaded before the kill stays"
+    );
+    check_everything(&read_with_librdkafka(
+        &broker.bootstrap(),
+        "tiered",
+        RECORDS,
+    ));
 }

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod consumer_member;
+pub mod fault_proxy;
 pub mod security;
 pub mod share_wire;
 

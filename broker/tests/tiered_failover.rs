@@ -185,4 +185,53 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
         assert!(payload == &value(i), "record {i} byte for byte");
     }
     assert_eq!(counter(http, "remote_read_errors_total"), 0);
+
+    // The first leader comes back below the new leader's local start: it
+    // starts its log over there and joins the ISR again.
+    cluster.restart(first);
+    support::eventually(
+        "the ISR whole again",
+        Duration::from_secs(60),
+        || match isr_size(&cluster, survivor) {
+            3 => Ok(()),
+            n => Err(format!("{n} in sync")),
+        },
+    );
+    let restarted = std::fs::read_to_string(cluster.log_path(first)).unwrap();
+    assert!(
+        restarted.contains("starting the log over at its local start"),
+        "the returning broker started its log over"
+    );
+    // With the second leader gone too, whoever leads next serves it all.
+    cluster.kill9(second);
+    let third = (1..=3).find(|b| *b != second).unwrap();
+    let via = cluster.node(third).kafka;
+    support::eventually(
+        "another leader",
+        Duration::from_secs(30),
+        || match leader_and_local_start(via) {
+            Some((leader, _)) if leader != second => Ok(leader),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let read = read_all(&via.to_string());
+    assert!(read
+        .iter()
+        .enumerate()
+        .all(|(i, (offset, _, payload))| *offset == i as i64 && payload == &value(i)));
+}
+
+/// The ISR size of partition 0, as `broker topic describe` prints it.
+fn isr_size(cluster: &Cluster, via: i32) -> usize {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "describe", "tiered"])
+        .args(["--brokers", &cluster.node(via).kafka.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .find(|l| l.trim_start().starts_with("partition "))
+        .map_or(0, |l| {
+            l.rsplit("isr [").next().unwrap().matches(',').count() + 1
+        })
 }

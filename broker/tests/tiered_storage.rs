@@ -294,6 +294,11 @@ fn kafkas_refusals_compacted_topics_turning_it_off_and_a_hot_window_past_the_tot
         assert_eq!(setting("remote.storage.enable").as_deref(), Some("true"));
         assert_eq!(setting("local.retention.ms").as_deref(), Some("-2"));
     });
+    // DeleteRecords is not supported on tiered topics yet: refused, the
+    // records kept (docs/tiered-storage.md).
+    let bootstrap = broker.bootstrap();
+    let refused = support::python_script("delete_records.py", &[&bootstrap, "on", "0"], 60);
+    assert_eq!(refused.trim(), "error POLICY_VIOLATION");
     drop(broker);
     // A broker without a store refuses to tier.
     let other = tempfile::tempdir().unwrap();

@@ -568,7 +568,7 @@ impl<T: Transport> Driver<T> {
             ControllerRequest::AlterConfig { name, config } => {
                 vec![MetadataRecord::AlterTopicConfig {
                     topic: metadata.topic_by_name(&name)?.id,
-                    config,
+                    config: Box::new(config),
                 }]
             }
             ControllerRequest::ControlledShutdown {

@@ -316,7 +316,7 @@ fn a_deleted_topic_is_gone_after_a_restart() {
             2 => MetadataRecord::CreateTopic {
                 id: TopicId([3; 16]),
                 name: "doomed".into(),
-                config: TopicConfig::default(),
+                config: Box::default(),
                 partitions: control::model::placement::place(leader.metadata(), 2, 1)
                     .unwrap_or_default(),
             },

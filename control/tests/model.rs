@@ -44,7 +44,7 @@ fn create(
         .apply(&MetadataRecord::CreateTopic {
             id,
             name: name.to_string(),
-            config,
+            config: Box::new(config),
             partitions: assignments,
         })
         .unwrap();
@@ -65,7 +65,7 @@ fn a_created_topic_has_all_replicas_in_sync_and_its_first_replica_leading() {
     let again = MetadataRecord::CreateTopic {
         id: TopicId([9; 16]),
         name: "orders".into(),
-        config: TopicConfig::default(),
+        config: Box::default(),
         partitions: place(&metadata, 1, 1).unwrap(),
     };
     assert_eq!(
@@ -239,7 +239,7 @@ fn invalid_names_and_assignments_are_refused() {
         let record = MetadataRecord::CreateTopic {
             id: TopicId([1; 16]),
             name: name.to_string(),
-            config: TopicConfig::default(),
+            config: Box::default(),
             partitions: place(&metadata, 1, 1).unwrap(),
         };
         assert!(
@@ -272,7 +272,7 @@ fn invalid_names_and_assignments_are_refused() {
         let record = MetadataRecord::CreateTopic {
             id: TopicId([1; 16]),
             name: "ok".into(),
-            config: TopicConfig::default(),
+            config: Box::default(),
             partitions: vec![assignment.clone()],
         };
         assert!(metadata.apply(&record).is_err(), "{assignment:?}");

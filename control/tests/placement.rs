@@ -39,7 +39,7 @@ fn create(metadata: &mut Metadata, name: &str, partitions: usize, rf: usize) {
         .apply(&MetadataRecord::CreateTopic {
             id,
             name: name.into(),
-            config: TopicConfig::default(),
+            config: Box::default(),
             partitions: assignments,
         })
         .unwrap();

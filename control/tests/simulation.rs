@@ -541,7 +541,7 @@ fn random_record(rng: &mut SmallRng, metadata: &Metadata) -> Option<MetadataReco
             Some(MetadataRecord::CreateTopic {
                 id: TopicId(rng.gen()),
                 name: format!("t{}", rng.gen_range(0..20)),
-                config,
+                config: Box::new(config),
                 partitions,
             })
         }

@@ -29,6 +29,7 @@ mod read;
 mod read_ahead;
 mod recovery;
 pub mod remote;
+mod restart;
 mod segment;
 pub mod transactions;
 pub mod txn_index;

@@ -29,7 +29,7 @@ use kafka_protocol::ResponseError;
 use replication::follower::{truncation_step, Truncation};
 use storage::{LeaderEpoch, Offset};
 
-use super::Replication;
+use super::{tiered_start, Replication};
 use crate::cluster::routing::PartitionKey;
 use crate::partition::role::Role;
 use crate::partition::table::{OpenPartition, BATCH_BYTES_CAP};
@@ -405,6 +405,9 @@ async fn fetch(
             }
             match ResponseError::try_from_code(data.error_code) {
                 None => take_fetched(shard, partitions, asked, data).await?,
+                Some(ResponseError::OffsetMovedToTieredStorage) => {
+                    start_at_leaders_local_start(shard, partitions, connection, asked).await?
+                }
                 Some(ResponseError::OffsetOutOfRange) => {
                     // This log ends past the leader's: find the common
                     // point again.
@@ -424,6 +427,31 @@ async fn fetch(
             }
         }
     }
+    Ok(())
+}
+
+/// Starts the log over at the leader's local log start (tiered storage:
+/// what this follower would copy next is only in the remote log).
+async fn start_at_leaders_local_start(
+    shard: &Partitions,
+    partitions: &FollowedMap,
+    connection: &mut Connection,
+    (key, followed, partition): &Asked,
+) -> Result<(), RoundError> {
+    let me = shard.cluster.me.0;
+    let start = tiered_start::leaders_local_start(connection, me, &followed.topic, *key).await?;
+    let _writing = partition.replica_writes.lock().await;
+    if followed_log(shard, *key, followed.epoch).is_none()
+        || !still_followed(partitions, *key, followed.epoch)
+    {
+        return Ok(()); // its role changed meanwhile
+    }
+    let log = &partition.log;
+    if start > log.log_end() {
+        tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = start.0, "the leader holds the offsets between only in tiered storage: starting the log over at its local start");
+        log.restart_at(start).await?;
+    }
+    mark_truncated(partitions, *key, followed.epoch);
     Ok(())
 }
 

@@ -14,6 +14,7 @@
 //!   states propose.
 
 pub mod fetcher;
+pub mod tiered_start;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;

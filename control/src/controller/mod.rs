@@ -287,7 +287,7 @@ impl Controller {
         let record = MetadataRecord::CreateTopic {
             id,
             name: name.to_string(),
-            config,
+            config: Box::new(config),
             partitions: place(metadata, partitions, replication_factor)?,
         };
         metadata.validate(&record)?;

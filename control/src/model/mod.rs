@@ -280,7 +280,7 @@ impl Metadata {
                 let topic = Topic {
                     id: *id,
                     name: name.clone(),
-                    config: config.clone(),
+                    config: (**config).clone(),
                     partitions: partitions.iter().map(|a| self.new_partition(a)).collect(),
                 };
                 self.names.insert(name.clone(), *id);
@@ -301,7 +301,7 @@ impl Metadata {
                     .extend(new);
             }
             MetadataRecord::AlterTopicConfig { topic, config } => {
-                self.topics.get_mut(topic).expect("validated").config = config.clone();
+                self.topics.get_mut(topic).expect("validated").config = (**config).clone();
             }
             MetadataRecord::ChangePartition(change) => self.apply_change(change),
             MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {

@@ -183,14 +183,16 @@ pub enum MetadataRecord {
         /// Its value; None removes it.
         value: Option<String>,
     },
-    /// A topic is created with its partitions placed.
+    /// A topic is created with its partitions placed. (Its config is
+    /// boxed: the archived record's size, which rkyv finds the record's
+    /// root by, must stay what records written before were.)
     CreateTopic {
         /// Chosen by the proposer, so every replica applies the same id.
         id: TopicId,
         /// The name.
         name: String,
         /// Its configuration.
-        config: TopicConfig,
+        config: Box<TopicConfig>,
         /// One assignment per partition.
         partitions: Vec<PartitionAssignment>,
     },
@@ -199,9 +201,17 @@ pub enum MetadataRecord {
         /// The topic.
         topic: TopicId,
         /// The whole new configuration.
-        config: TopicConfig,
+        config: Box<TopicConfig>,
     },
 }
+
+/// The archived size of every record written so far: rkyv finds a
+/// record's root this many bytes before its end, so a record type that
+/// grew would misread every record already in a metadata log. A variant
+/// too large for it keeps its bulk behind a `Box`.
+pub const ARCHIVED_RECORD_BYTES: usize = 104;
+
+const _: () = assert!(std::mem::size_of::<ArchivedMetadataRecord>() == ARCHIVED_RECORD_BYTES);
 
 impl MetadataRecord {
     /// The record's bytes in the metadata log (rkyv).
@@ -233,13 +243,13 @@ impl MetadataRecord {
             } => MetadataRecord::CreateTopic {
                 id,
                 name,
-                config: config.into(),
+                config: Box::new(config.into()),
                 partitions,
             },
             MetadataRecord::AlterTopicConfigV1 { topic, config } => {
                 MetadataRecord::AlterTopicConfig {
                     topic,
-                    config: config.into(),
+                    config: Box::new(config.into()),
                 }
             }
             current => current,

@@ -37,21 +37,34 @@ pub enum RemoteReadError {
         /// What was wrong.
         error: BatchError,
     },
+    /// A batch's offsets (which its CRC does not cover) are out of order
+    /// or outside the segment.
+    #[error("batch at position {position} holds offsets {base}..={last}, out of order or outside the segment")]
+    Misplaced {
+        /// Its position in what was given.
+        position: usize,
+        /// Its base offset.
+        base: i64,
+        /// Its last offset.
+        last: i64,
+    },
 }
 
 /// The batches of `bytes` (the segment's bytes from a batch boundary; at
 /// the segment's end when `at_end`) to return for a fetch at `offset`: up
 /// to `max_bytes`, at least one batch. Batches wholly below `offset` are
-/// skipped; each returned one passes its CRC check.
+/// skipped; each one met passes its CRC check, and their offsets (which
+/// the CRC does not cover) increase and end by the segment's last offset
+/// `segment_last`.
 pub fn take_batches(
     bytes: &[u8],
     at_end: bool,
-    offset: Offset,
-    max_bytes: usize,
-    max_batch_bytes: usize,
+    (offset, max_bytes): (Offset, usize),
+    (segment_last, max_batch_bytes): (Offset, usize),
 ) -> Result<Taken, RemoteReadError> {
     let mut position = 0;
     let mut start = None;
+    let mut next_expected: Option<Offset> = None;
     while position < bytes.len() {
         let rest = &bytes[position..];
         let Some(len) = batch::stored_batch_len(rest) else {
@@ -69,6 +82,15 @@ pub fn take_batches(
         }
         let header: BatchHeader =
             batch::validate(&rest[..len], max_batch_bytes, CountRule::AtMost).map_err(damaged)?;
+        let in_order = next_expected.is_none_or(|next| header.base_offset >= next);
+        if !in_order || header.last_offset() > segment_last {
+            return Err(RemoteReadError::Misplaced {
+                position,
+                base: header.base_offset.0,
+                last: header.last_offset().0,
+            });
+        }
+        next_expected = Some(header.next_offset());
         if header.last_offset() >= offset {
             let first = *start.get_or_insert(position);
             if position > first && position + len - first > max_bytes {

@@ -43,6 +43,10 @@ pub struct Tiering {
 #[derive(Debug, Default)]
 pub struct RemoteLog {
     loaded: RefCell<Option<(LeaderEpoch, Rc<Manifest>)>>,
+    /// Bumped by every [`RemoteLog::set`]: a load whose read of the store
+    /// began before one does not replace what it set (it read an older
+    /// manifest).
+    generation: std::cell::Cell<u64>,
 }
 
 impl RemoteLog {
@@ -59,7 +63,15 @@ impl RemoteLog {
     pub fn set(&self, epoch: LeaderEpoch, manifest: Manifest) -> Rc<Manifest> {
         let manifest = Rc::new(manifest);
         self.loaded.replace(Some((epoch, manifest.clone())));
+        self.generation.set(self.generation.get() + 1);
         manifest
+    }
+
+    /// Forgets the manifest (the stored one changed): the next load reads
+    /// it again.
+    pub fn forget(&self) {
+        self.loaded.replace(None);
+        self.generation.set(self.generation.get() + 1);
     }
 
     /// The manifest of the partition in `epoch`: the one seen in it, else
@@ -73,6 +85,7 @@ impl RemoteLog {
         if let Some(manifest) = self.current(epoch) {
             return Ok(manifest);
         }
+        let generation = self.generation.get();
         let manifest = match tiering.store.get(&manifest_key(key), None).await {
             Ok(bytes) => Manifest::decode(&bytes).ok_or_else(|| {
                 RemoteError::Store(format!(
@@ -83,6 +96,12 @@ impl RemoteLog {
             Err(RemoteError::NotFound(_)) => Manifest::default(),
             Err(e) => return Err(e),
         };
+        if self.generation.get() != generation {
+            // Written or loaded meanwhile: that one is at least as new.
+            if let Some(newer) = self.current(epoch) {
+                return Ok(newer);
+            }
+        }
         Ok(self.set(epoch, manifest))
     }
 }

@@ -23,6 +23,8 @@ use crate::remote_store::RemoteError;
 
 /// The least a remote read asks the store for at once.
 const FIRST_READ_BYTES: u64 = 64 << 10;
+/// The most one remote read returns (a client may ask for more).
+const READ_BYTES_MAX: usize = 8 << 20;
 
 /// Batches read from a remote segment.
 #[derive(Debug, Default)]
@@ -76,12 +78,20 @@ async fn read_segment(
     let start = index.floor(relative).map_or(0, |e| e.position as u64);
     let log = segment_key(key, segment, ".log");
     let size = segment.size_bytes;
+    // What one read holds is bounded whatever the client asked for.
+    let max_bytes = max_bytes.min(READ_BYTES_MAX);
     let mut end = (start + (max_bytes as u64).max(FIRST_READ_BYTES)).min(size);
     loop {
         let bytes = object_range(tiering, &log, start..end, size).await?;
         let at_end = end == size;
-        let taken = take_batches(&bytes, at_end, offset, max_bytes, max_batch_bytes)
-            .map_err(|e| damaged(format!("a remote segment is damaged, refused: {e}")))?;
+        let asked = (offset, max_bytes);
+        let taken = take_batches(
+            &bytes,
+            at_end,
+            asked,
+            (segment.last_offset, max_batch_bytes),
+        )
+        .map_err(|e| damaged(format!("a remote segment is damaged, refused: {e}")))?;
         match taken {
             Taken::Batches { start, end } => {
                 let batches = bytes.slice(start..end);
@@ -91,7 +101,11 @@ async fn read_segment(
                     next_offset,
                 });
             }
-            Taken::NeedBytes(n) if !at_end => end = (start + n as u64).min(size),
+            // At least double what was read: a sparse index entry far
+            // below the offset costs a few reads, not one per batch.
+            Taken::NeedBytes(n) if !at_end => {
+                end = (start + (n as u64).max(2 * (end - start))).min(size)
+            }
             Taken::NeedBytes(_) | Taken::Nothing => return Ok(RemoteRead::default()),
         }
     }

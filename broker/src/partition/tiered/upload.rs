@@ -155,9 +155,26 @@ async fn write_manifest(
             "no longer the leader: the manifest is the next leader's".into(),
         ));
     }
+    // The manifest stored must still be the one this broker read: else
+    // another leader wrote since (this one was deposed and not told yet),
+    // and its entries must not be overwritten.
+    let remote = &served.partition.remote;
+    let stored = match tiering.store.get(&manifest_key(key), None).await {
+        Ok(bytes) => Manifest::decode(&bytes),
+        Err(RemoteError::NotFound(_)) => Some(Manifest::default()),
+        Err(e) => return Err(e),
+    };
+    let read = remote.current(served.epoch);
+    if stored.as_ref() != read.as_deref() {
+        remote.forget();
+        return Err(RemoteError::Store(
+            "the manifest changed since it was read (another leader wrote it): read again next pass"
+                .into(),
+        ));
+    }
     let bytes = Bytes::from(manifest.encode());
     tiering.store.put(&manifest_key(key), bytes).await?;
-    served.partition.remote.set(served.epoch, manifest);
+    remote.set(served.epoch, manifest);
     Ok(())
 }
 

@@ -272,6 +272,12 @@ async fn remote_manifest(
 
 /// Moves the log start; the new one (the low watermark).
 async fn delete_on_owner(led: &ServedPartition, offset: i64) -> Result<i64, Code> {
+    if led.tiering.is_some() {
+        // Not yet: the remote log's start would have to move with it
+        // (docs/tiered-storage.md).
+        tracing::warn!(topic = %led.topic.name, partition = led.index, "DeleteRecords refused on a tiered topic");
+        return Err(ResponseError::PolicyViolation.code());
+    }
     let log = &led.partition.log;
     let target = if offset == -1 {
         log.high_watermark()

@@ -195,7 +195,7 @@ mod tests {
     use super::*;
     use crate::kafka::request::parse;
     use control::model::placement::place;
-    use control::{BrokerRegistration, Incarnation, MetadataRecord, TopicConfig, TopicId};
+    use control::{BrokerRegistration, Incarnation, MetadataRecord, TopicId};
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{ApiKey, RequestHeader};
 
@@ -239,7 +239,7 @@ mod tests {
             .apply(&MetadataRecord::CreateTopic {
                 id: TopicId([9; 16]),
                 name: "orders".into(),
-                config: TopicConfig::default(),
+                config: Box::default(),
                 partitions,
             })
             .unwrap();

@@ -1,0 +1,72 @@
+//! Starting a log over at a later offset: a follower whose leader no
+//! longer holds, locally, the offsets it would fetch next (they are only
+//! in tiered storage's remote log) drops everything it has and goes on
+//! from the leader's local log start, as Kafka's followers do
+//! (KIP-405's "truncate fully and start at").
+
+use crate::epochs::EpochCache;
+use crate::error::{Result, StorageError};
+use crate::files::{self, LEADER_EPOCHS_FILE, LOG_START_FILE};
+use crate::io::FileSystem;
+use crate::log::Log;
+use crate::segment::Segment;
+use crate::types::Offset;
+
+impl<FS: FileSystem> Log<FS> {
+    /// Drops every segment and starts the log, empty, at `offset` (at or
+    /// past the log end). Crash-safe: the new log start is written first,
+    /// then the segments go oldest first, so a crash leaves either the
+    /// new empty log or a suffix of the old one (which a later call drops).
+    pub async fn restart_at(&self, offset: Offset) -> Result<()> {
+        let _io = self.io_lock.lock().await;
+        self.flush_locked().await?;
+        let log_end = self.log_end();
+        if offset < log_end {
+            return Err(StorageError::InvalidArgument(format!(
+                "cannot restart at {offset}, below the log end {log_end}"
+            )));
+        }
+        let critical = self.critical("a restart of the log");
+        let checkpoint = files::encode_log_start(offset);
+        files::write_atomic(&self.fs, &self.dir, LOG_START_FILE, &checkpoint)
+            .await
+            .map_err(|e| self.fail("writing log start offset", e))?;
+        let bases: Vec<Offset> = self
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.base)
+            .collect();
+        for base in bases {
+            self.remove_segment_files(base).await?;
+        }
+        files::write_atomic(
+            &self.fs,
+            &self.dir,
+            LEADER_EPOCHS_FILE,
+            &EpochCache::new().encode(),
+        )
+        .await
+        .map_err(|e| self.fail("writing the leader epoch checkpoint", e))?;
+        {
+            let mut st = self.st();
+            let chunk = self.config.write_chunk_bytes;
+            st.segments = vec![Segment::new_active(offset, &self.fs, chunk)];
+            st.log_start = offset;
+            st.log_end = offset;
+            st.flushed = offset;
+            st.taken = offset;
+            st.high_watermark = offset;
+            st.epochs = EpochCache::new();
+            st.epochs_checkpointed = EpochCache::new();
+            st.producers = Default::default();
+            st.producer_snapshot_due = None;
+            st.txn_indexes.clear();
+            st.cache.clear();
+            st.bytes_moved();
+        }
+        critical.finish();
+        self.clamp_producers_to_start().await
+    }
+}

@@ -1,0 +1,85 @@
+//! A follower starting its log over at its leader's local start (tiered
+//! storage): everything dropped, the log empty at the new offset, replica
+//! appends from there, and all of it as it was after a reopen.
+
+mod support;
+
+use bytes::BytesMut;
+use storage::io::dma::DmaFs;
+use storage::{LeaderEpoch, Log, LogConfig, Offset};
+use support::{batch_of, on_glommio};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 64 * 1024,
+        index_interval_bytes: 1024,
+        max_batch_bytes: 32 * 1024,
+        ..LogConfig::default()
+    }
+}
+
+/// A replicated batch of `count` records at `base` in `epoch`.
+fn replica_batch(base: i64, count: usize, epoch: i32) -> BytesMut {
+    let mut batch = batch_of(count, 500, base as u64, 1_000);
+    batch[..8].copy_from_slice(&base.to_be_bytes());
+    // partitionLeaderEpoch: bytes 12..16 (not covered by the CRC).
+    batch[12..16].copy_from_slice(&epoch.to_be_bytes());
+    batch
+}
+
+fn log_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let d = dir.clone();
+    on_glommio(async move {
+        let log = Log::open(DmaFs, &d, config()).await.unwrap();
+        for i in 0..100 {
+            log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(1))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        assert!(log_files(&d).len() >= 3);
+        let end = log.log_end();
+        assert!(
+            log.restart_at(Offset(end.0 - 1)).await.is_err(),
+            "below the end"
+        );
+        let start = Offset(end.0 + 1000);
+        log.restart_at(start).await.unwrap();
+        assert_eq!((log.log_start(), log.log_end()), (start, start));
+        assert_eq!(log_files(&d).len(), 0, "every old segment gone");
+        assert_eq!(log.epochs().entries(), &[], "no epoch below the start");
+        assert!(log.read(Offset(0), 1 << 20, start).await.is_err());
+        log.append_replica(replica_batch(start.0, 5, 7))
+            .await
+            .unwrap();
+        log.append_replica(replica_batch(start.0 + 5, 5, 7))
+            .await
+            .unwrap();
+        log.flush().await.unwrap();
+        assert_eq!(log.log_end(), Offset(start.0 + 10));
+        assert_eq!(log.epochs().entries(), &[(LeaderEpoch(7), start)]);
+        log.close().await.unwrap();
+        let log = Log::open(DmaFs, &d, config()).await.unwrap();
+        assert_eq!(
+            (log.log_start(), log.log_end()),
+            (start, Offset(start.0 + 10))
+        );
+        assert_eq!(log.epochs().entries(), &[(LeaderEpoch(7), start)]);
+        let read = log.read(start, 1 << 20, log.log_end()).await.unwrap();
+        assert_eq!(read.next_offset, Some(Offset(start.0 + 10)));
+        log.close().await.unwrap();
+    });
+}

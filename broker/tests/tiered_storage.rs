@@ -181,6 +181,11 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
             list(&cluster, "tiered", StartAt::Latest).await,
             RECORDS as i64
         );
+        assert_eq!(
+            list(&cluster, "tiered", StartAt::Timestamp(0)).await,
+            0,
+            "a lookup by time finds the remote records"
+        );
         let pending_upload = list(&cluster, "tiered", StartAt::Timestamp(-5)).await;
         assert!(
             (local_start..RECORDS as i64).contains(&pending_upload),

@@ -595,6 +595,49 @@ pub fn split_stored(
     Ok(out)
 }
 
+/// What a scan of whole stored batches for a timestamp found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampScan {
+    /// The first record stamped at or after it (for a compressed batch,
+    /// whose records are not decompressed, the batch's base offset and
+    /// largest timestamp).
+    Found(Offset, TimestampMs),
+    /// None in these batches; the offset after the last one, if any.
+    NotIn {
+        /// Where the next batch begins.
+        next: Option<Offset>,
+    },
+}
+
+/// The first record stamped at or after `timestamp` in `bytes` (whole
+/// stored batches): ListOffsets by timestamp, on local and remote logs.
+pub fn first_stamped_at_or_after(
+    bytes: &Bytes,
+    timestamp: TimestampMs,
+    max_batch_bytes: usize,
+) -> Result<TimestampScan, BatchError> {
+    let mut next = None;
+    for (header, batch) in split_stored(bytes, max_batch_bytes)? {
+        next = Some(header.next_offset());
+        if header.max_timestamp < timestamp {
+            continue;
+        }
+        if header.is_compressed() {
+            return Ok(TimestampScan::Found(
+                header.base_offset,
+                header.max_timestamp,
+            ));
+        }
+        for record in records(&batch, header)? {
+            let record = record?;
+            if record.timestamp >= timestamp {
+                return Ok(TimestampScan::Found(record.offset, record.timestamp));
+            }
+        }
+    }
+    Ok(TimestampScan::NotIn { next })
+}
+
 /// The length of the stored batch at the start of `bytes` by its framing
 /// (`[base offset i64][batchLength i32]`), if that much is there to say.
 pub fn stored_batch_len(bytes: &[u8]) -> Option<usize> {

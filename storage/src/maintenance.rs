@@ -1,7 +1,7 @@
 //! Changes to a log other than appends: truncation (replication), moving
 //! the log start (retention, DeleteRecords) and lookup by timestamp.
 
-use crate::batch::{self, BatchHeader, HEADER_BYTES};
+use crate::batch::{self, BatchHeader, TimestampScan, HEADER_BYTES};
 use crate::error::{Result, StorageError};
 use crate::files::{self, LOG_START_FILE};
 use crate::io::{align_down, DirectFile, FileSystem};
@@ -333,23 +333,16 @@ impl<FS: FileSystem> Log<FS> {
                 return Ok(None);
             }
             for chunk in &outcome.chunks {
-                for (header, bytes) in batch::split_stored(chunk, self.config.max_batch_bytes)
-                    .map_err(|e| StorageError::InvalidArgument(e.to_string()))?
+                match batch::first_stamped_at_or_after(
+                    chunk,
+                    timestamp,
+                    self.config.max_batch_bytes,
+                )
+                .map_err(StorageError::from)?
                 {
-                    offset = header.next_offset();
-                    if header.max_timestamp < timestamp {
-                        continue;
-                    }
-                    if header.is_compressed() {
-                        return Ok(Some((header.base_offset, header.max_timestamp)));
-                    }
-                    let records = batch::records(&bytes, header).map_err(StorageError::from)?;
-                    for record in records {
-                        let record = record.map_err(StorageError::from)?;
-                        if record.timestamp >= timestamp {
-                            return Ok(Some((record.offset, record.timestamp)));
-                        }
-                    }
+                    TimestampScan::Found(offset, stamped) => return Ok(Some((offset, stamped))),
+                    TimestampScan::NotIn { next: Some(next) } => offset = next,
+                    TimestampScan::NotIn { next: None } => {}
                 }
             }
         }

@@ -10,11 +10,12 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use storage::batch::{first_stamped_at_or_after, TimestampScan};
 use storage::index::OffsetIndex;
 use storage::remote::manifest::{Manifest, RemoteSegment};
 use storage::remote::read::{take_batches, Taken};
 use storage::transactions::AbortedTxn;
-use storage::{txn_index, Offset};
+use storage::{txn_index, Offset, TimestampMs};
 
 use super::chunks::chunks_of;
 use super::{segment_key, Tiering};
@@ -212,4 +213,38 @@ pub async fn aborted_transactions(
         }
     }
     Ok(false)
+}
+
+/// The first record stamped at or after `timestamp` in the remote log
+/// (ListOffsets by timestamp below the local start): the remote segments
+/// whose newest record is that recent, oldest first, read through.
+pub async fn offset_for_timestamp(
+    tiering: &Tiering,
+    key: PartitionKey,
+    manifest: &Manifest,
+    timestamp: TimestampMs,
+    max_batch_bytes: usize,
+) -> Result<Option<(Offset, TimestampMs)>, RemoteError> {
+    let recent = manifest
+        .segments()
+        .iter()
+        .filter(|s| s.max_timestamp >= timestamp);
+    for segment in recent {
+        let mut offset = segment.first_served;
+        while offset <= segment.last_offset {
+            let asked = (offset, READ_BYTES_MAX);
+            let read = read_segment(tiering, key, segment, asked, max_batch_bytes).await?;
+            let scan = first_stamped_at_or_after(&read.batches, timestamp, max_batch_bytes)
+                .map_err(|e| RemoteError::Store(format!("a remote segment is damaged: {e}")))?;
+            match scan {
+                TimestampScan::Found(at, stamped) if at >= segment.first_served => {
+                    return Ok(Some((at, stamped)))
+                }
+                TimestampScan::Found(..) => offset = read.next_offset.unwrap_or(Offset(i64::MAX)),
+                TimestampScan::NotIn { next: Some(next) } => offset = next,
+                TimestampScan::NotIn { next: None } => break,
+            }
+        }
+    }
+    Ok(None)
 }

@@ -24,6 +24,7 @@ use crate::kafka::request::Request;
 use crate::kafka::response;
 use crate::kafka::Code;
 use crate::partition::served::{check_leader_epoch, ServedPartition};
+use crate::partition::tiered;
 use crate::partition::Partitions;
 use crate::runtime::sharded::LocalFuture;
 use crate::server::shard::Shard;
@@ -212,20 +213,61 @@ async fn list_on_owner(
         EARLIEST => Ok(at(earliest(led).await?.0, -1)),
         EARLIEST_LOCAL => Ok(at(log.log_start().0, -1)),
         EARLIEST_PENDING_UPLOAD => Ok(at(pending_upload(led).await?, -1)),
-        MAX_TIMESTAMP => Ok(match log.max_timestamp_below(visible) {
+        MAX_TIMESTAMP => Ok(match max_timestamp(led, visible).await? {
             Some((offset, found)) => at(offset.0, found.0),
             None => at(-1, -1),
         }),
         t if t < 0 => Err(ResponseError::InvalidRequest.code()),
-        t => match log.offset_for_timestamp(TimestampMs(t), visible).await {
-            Ok(Some((offset, found))) => Ok(at(offset.0, found.0)),
-            Ok(None) => Ok(at(-1, -1)),
-            Err(e) => {
-                tracing::error!(error = %e, "offset for timestamp failed");
-                Err(ResponseError::KafkaStorageError.code())
-            }
+        t => match offset_for_timestamp(led, TimestampMs(t), visible).await? {
+            Some((offset, found)) => Ok(at(offset.0, found.0)),
+            None => Ok(at(-1, -1)),
         },
     }
+}
+
+/// The batch with the largest timestamp below `visible` (-3): a remote
+/// segment's when newer than every local one (found by its timestamp).
+async fn max_timestamp(
+    led: &ServedPartition,
+    visible: Offset,
+) -> Result<Option<(Offset, TimestampMs)>, Code> {
+    let local = led.partition.log.max_timestamp_below(visible);
+    let Some(manifest) = remote_manifest(led).await? else {
+        return Ok(local);
+    };
+    let newest_remote = manifest.segments().iter().map(|s| s.max_timestamp).max();
+    match newest_remote {
+        Some(remote) if local.is_none_or(|(_, newest)| remote > newest) => {
+            offset_for_timestamp(led, remote, visible).await
+        }
+        _ => Ok(local),
+    }
+}
+
+/// The first record stamped at or after `t` below `visible`: in the
+/// remote log first (a tiered topic's oldest records are only there),
+/// else in the local log.
+async fn offset_for_timestamp(
+    led: &ServedPartition,
+    t: TimestampMs,
+    visible: Offset,
+) -> Result<Option<(Offset, TimestampMs)>, Code> {
+    let log = &led.partition.log;
+    if let (Some(manifest), Some(tiering)) = (remote_manifest(led).await?, &led.tiering) {
+        let (key, max_batch) = (led.key(), log.max_batch_bytes());
+        let found = tiered::read::offset_for_timestamp(tiering, key, &manifest, t, max_batch).await;
+        let found = found.map_err(|e| {
+            tracing::error!(topic = %led.topic.name, partition = led.index, error = %e, "a timestamp lookup in the remote log failed");
+            ResponseError::KafkaStorageError.code()
+        })?;
+        if let Some(found) = found.filter(|(offset, _)| *offset < visible) {
+            return Ok(Some(found));
+        }
+    }
+    log.offset_for_timestamp(t, visible).await.map_err(|e| {
+        tracing::error!(error = %e, "offset for timestamp failed");
+        ResponseError::KafkaStorageError.code()
+    })
 }
 
 /// The earliest offset: a tiered topic's remote log start when older than

@@ -139,7 +139,9 @@ async fn whole_object(tiering: &Tiering, name: &str) -> Result<Bytes, RemoteErro
     Ok(bytes)
 }
 
-/// `range` of an object of `size` bytes, from the chunks covering it.
+/// `range` of an object of `size` bytes, from the chunks covering it:
+/// those not cached are read from the store at once (the store thread
+/// runs up to `remote_concurrency` of them together).
 async fn object_range(
     tiering: &Tiering,
     name: &str,
@@ -147,29 +149,29 @@ async fn object_range(
     size: u64,
 ) -> Result<Bytes, RemoteError> {
     let counters = &tiering.metrics.tiered;
-    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-    for (index, chunk_range) in chunks_of(range.clone(), size) {
-        let key = (name.to_string(), index);
+    let covering = chunks_of(range.clone(), size);
+    let reads = covering.iter().map(|(index, chunk_range)| async move {
+        let key = (name.to_string(), *index);
         let cached = tiering.cache.borrow_mut().get(&key);
-        let chunk = match cached {
-            Some(chunk) => {
-                counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                chunk
-            }
-            None => {
-                counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-                let chunk = tiering.store.get(name, Some(chunk_range.clone())).await?;
-                if chunk.len() as u64 != chunk_range.end - chunk_range.start {
-                    return Err(RemoteError::Store(format!(
-                        "{name}: {} bytes where the manifest says {}",
-                        chunk.len(),
-                        chunk_range.end - chunk_range.start
-                    )));
-                }
-                tiering.cache.borrow_mut().put(key, chunk.clone());
-                chunk
-            }
-        };
+        if let Some(chunk) = cached {
+            counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(chunk);
+        }
+        counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let chunk = tiering.store.get(name, Some(chunk_range.clone())).await?;
+        let expected = chunk_range.end - chunk_range.start;
+        if chunk.len() as u64 != expected {
+            return Err(RemoteError::Store(format!(
+                "{name}: {} bytes where the manifest says {expected}",
+                chunk.len()
+            )));
+        }
+        tiering.cache.borrow_mut().put(key, chunk.clone());
+        Ok(chunk)
+    });
+    let chunks = futures::future::try_join_all(reads).await?;
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for ((_, chunk_range), chunk) in covering.iter().zip(&chunks) {
         let from = range.start.max(chunk_range.start) - chunk_range.start;
         let to = range.end.min(chunk_range.end) - chunk_range.start;
         out.extend_from_slice(&chunk[from as usize..to as usize]);

@@ -14,9 +14,10 @@
 #      a plain topic and to a tiered one, both with 4 MiB segments and a
 #      16 MiB local window (the tiered one's segments uploaded as they
 #      seal), alternated twice, on one broker.
-# Writes results/<UTC time>-tiered/ (results/ is local, not tracked by git).
+# Writes results/<UTC time>-tiered/tiered.txt (or to --out DIR; results/ is
+# local, not tracked by git).
 #
-# Usage: scripts/bench-tiered.sh [--mbytes N] [--rate MSGS_PER_S] [--seconds N] [--data-dir DIR]
+# Usage: scripts/bench-tiered.sh [--mbytes N] [--rate MSGS_PER_S] [--seconds N] [--data-dir DIR] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -26,13 +27,15 @@ record_bytes=16384
 rate=100000
 seconds=20
 data_root=target/bench-data
+out="results/$(date -u +%Y-%m-%dT%H%M%SZ)-tiered"
 while [ $# -gt 0 ]; do
     case "$1" in
         --mbytes) mbytes="$2"; shift 2 ;;
         --rate) rate="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --data-dir) data_root="$2"; shift 2 ;;
-        *) echo "usage: scripts/bench-tiered.sh [--mbytes N] [--rate MSGS_PER_S] [--seconds N] [--data-dir DIR]" >&2; exit 2 ;;
+        --out) out="$2"; shift 2 ;;
+        *) echo "usage: scripts/bench-tiered.sh [--mbytes N] [--rate MSGS_PER_S] [--seconds N] [--data-dir DIR] [--out DIR]" >&2; exit 2 ;;
     esac
 done
 
@@ -44,7 +47,6 @@ if ! "$venv/bin/python" -c "import confluent_kafka, moto.server" >/dev/null 2>&1
 fi
 python="$venv/bin/python"
 bin=target/release
-out="results/$(date -u +%Y-%m-%dT%H%M%SZ)-tiered"
 mkdir -p "$out" "$data_root"
 data_dir=""
 broker_pid=""

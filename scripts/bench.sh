@@ -17,6 +17,8 @@
 # T (scripts/bench-tls.sh) runs A and B over TLS and plaintext, and reads B back.
 # Q (scripts/bench-share.sh) runs queues: 1, 4 and 16 share consumers of one
 # partition against a consumer group's, and the redelivery latency.
+# R and P (scripts/bench-tiered.sh) run tiered storage: replays from the
+# local and S3 stores, producers' latency with uploads running vs not.
 # Single node, acks=all (fdatasync'd before the answer), one topic per
 # workload with one partition per shard, the broker's cache filled first
 # (as a long-running broker's is). Throughput runs use one producer
@@ -411,3 +413,8 @@ scripts/bench-tls.sh --out "$results" --data-dir "$data_root"
 # Q: queues (share groups) against a consumer group on one partition.
 echo "== Q: share groups vs a consumer group"
 scripts/bench-share.sh --out "$results" --data-dir "$data_root"
+
+# R, P: tiered storage (replays from the local and S3 stores; producers'
+# latency with uploads running vs not).
+echo "== R, P: tiered storage"
+scripts/bench-tiered.sh --out "$results" --data-dir "$data_root"

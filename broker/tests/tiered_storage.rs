@@ -241,6 +241,25 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         "tiered",
         RECORDS,
     ));
+
+    // Deleting the topic deletes its objects too.
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "tiered-test");
+        cluster.delete_topic("tiered").await.unwrap();
+    });
+    let started = Instant::now();
+    while !segment_files(dir.path()).1.is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{} objects left",
+            segment_files(dir.path()).1.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!broker
+        .logged("objects removed from tiered storage")
+        .is_empty());
 }
 
 #[test]

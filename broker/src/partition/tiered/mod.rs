@@ -123,3 +123,19 @@ pub fn segment_key(key: PartitionKey, segment: &RemoteSegment, suffix: &str) -> 
 
 /// The suffixes of a segment's objects (`.txnindex` only when it has one).
 pub const SEGMENT_SUFFIXES: [&str; 5] = [".log", ".index", ".timeindex", ".epochs", ".txnindex"];
+
+/// Deletes every object of a deleted topic (all its partitions' segments
+/// and manifests); how many. Run by one broker (the live one with the
+/// lowest id), in the background.
+pub async fn delete_topic_objects(
+    tiering: &Tiering,
+    topic: control::TopicId,
+) -> Result<usize, RemoteError> {
+    let prefix = format!("{topic}/");
+    let objects = tiering.store.list(&prefix).await?;
+    for (name, _) in &objects {
+        tiering.store.delete(name).await?;
+        tiering.cache.borrow_mut().forget(name);
+    }
+    Ok(objects.len())
+}

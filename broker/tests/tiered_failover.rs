@@ -8,13 +8,13 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+use rdkafka::ClientContext;
 use support::cluster::{counter, Cluster};
+use support::replay::read_from_start;
 
 const RECORDS: usize = 1200;
 
@@ -73,38 +73,6 @@ fn produce(bootstrap: &str, range: std::ops::Range<usize>) {
         failed, 0,
         "every record acknowledged; the first failure: {first:?}"
     );
-}
-
-/// (offset, key, value) of every record of partition 0 from offset 0.
-fn read_all(bootstrap: &str) -> Vec<(i64, Vec<u8>, Vec<u8>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "tiered-failover-readers")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("tiered", 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
-    let mut read = Vec::new();
-    let started = Instant::now();
-    while read.len() < RECORDS {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "read {}",
-            read.len()
-        );
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let message = message.unwrap();
-            read.push((
-                message.offset(),
-                message.key().unwrap_or_default().to_vec(),
-                message.payload().unwrap_or_default().to_vec(),
-            ));
-        }
-    }
-    read
 }
 
 /// Partition 0's leader and its local log start, as `via` answers.
@@ -178,7 +146,7 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
             other => Err(format!("{other:?}, {uploaded} uploaded")),
         }
     });
-    let read = read_all(&bootstrap);
+    let read = read_from_start(&bootstrap, "tiered", RECORDS);
     for (i, (offset, key, payload)) in read.iter().enumerate() {
         assert_eq!(*offset, i as i64, "in order, each once");
         assert_eq!(key, format!("k{i}").as_bytes());
@@ -214,7 +182,7 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
             other => Err(format!("{other:?}")),
         },
     );
-    let read = read_all(&via.to_string());
+    let read = read_from_start(&via.to_string(), "tiered", RECORDS);
     assert!(read
         .iter()
         .enumerate()

@@ -19,10 +19,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
 use client::producer::{Producer, ProducerConfig};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use rdkafka::{Message, Offset, TopicPartitionList};
 use support::fault_proxy::{Fault, FaultProxy};
+use support::replay::read_from_start;
 use support::{on_glommio, start_broker_with};
 
 /// Passes every 200 ms.
@@ -60,43 +58,6 @@ fn segment_files(data_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
         logs_under(data_dir.join("partitions")),
         logs_under(data_dir.join("remote-store")),
     )
-}
-
-/// Every record of partition 0 from offset 0, with librdkafka (its
-/// default settings, assigned at the beginning): (offset, key, value).
-fn read_with_librdkafka(
-    bootstrap: &str,
-    topic: &str,
-    count: usize,
-) -> Vec<(i64, Vec<u8>, Vec<u8>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "tiered-readers")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
-    let mut read = Vec::new();
-    let started = Instant::now();
-    while read.len() < count {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "librdkafka read {} of {count} records",
-            read.len()
-        );
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let message = message.unwrap();
-            read.push((
-                message.offset(),
-                message.key().unwrap_or_default().to_vec(),
-                message.payload().unwrap_or_default().to_vec(),
-            ));
-        }
-    }
-    read
 }
 
 fn check_everything(read: &[(i64, Vec<u8>, Vec<u8>)]) {
@@ -216,11 +177,7 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         "the local log starts where the listing says"
     );
 
-    check_everything(&read_with_librdkafka(
-        &broker.bootstrap(),
-        "tiered",
-        RECORDS,
-    ));
+    check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
     let uploaded = metric(broker.http, "remote_uploaded_segments_total");
     assert!(
         uploaded >= remote.len() as f64,
@@ -236,11 +193,7 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
     // After a restart the manifest is read back from the store.
     drop(broker);
     let broker = start_broker_with(dir.path(), FAST);
-    check_everything(&read_with_librdkafka(
-        &broker.bootstrap(),
-        "tiered",
-        RECORDS,
-    ));
+    check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
 
     // Deleting the topic deletes its objects too.
     let address = broker.address;
@@ -437,16 +390,7 @@ fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_delete
     let (address, http) = (broker.address, broker.http);
     on_glommio(async move {
         let cluster = Cluster::new(address, "tiered-s3");
-        let configs = [
-            ("remote.storage.enable", "true"),
-            ("segment.bytes", "65536"),
-            ("local.retention.bytes", "200000"),
-        ];
-        cluster
-            .create_topic("tiered", 1, 1, &configs)
-            .await
-            .unwrap();
-        produce_range(&cluster, "tiered", 0..500).await;
+        tiered_topic_with(&cluster, 500).await;
         until(
             "uploads to S3 and local deletions",
             Duration::from_secs(30),
@@ -494,11 +438,7 @@ fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_delete
             RECORDS as i64
         );
     });
-    check_everything(&read_with_librdkafka(
-        &broker.bootstrap(),
-        "tiered",
-        RECORDS,
-    ));
+    check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
 }
 
 /// Creates the tiered topic and produces `count` records of [`value`].
@@ -648,9 +588,5 @@ fn a_broker_killed_mid_upload_resumes_under_the_same_names() {
         before.iter().all(|p| after.contains(p)),
         "what was uploaded before the kill stays"
     );
-    check_everything(&read_with_librdkafka(
-        &broker.bootstrap(),
-        "tiered",
-        RECORDS,
-    ));
+    check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
 }

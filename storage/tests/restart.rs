@@ -7,7 +7,7 @@ mod support;
 use bytes::BytesMut;
 use storage::io::dma::DmaFs;
 use storage::{LeaderEpoch, Log, LogConfig, Offset};
-use support::{batch_of, on_glommio};
+use support::{batch_of, log_file_names, on_glommio};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -27,16 +27,6 @@ fn replica_batch(base: i64, count: usize, epoch: i32) -> BytesMut {
     batch
 }
 
-fn log_files(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
     let tmp = tempfile::tempdir().unwrap();
@@ -50,7 +40,7 @@ fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
                 .unwrap();
         }
         log.flush().await.unwrap();
-        assert!(log_files(&d).len() >= 3);
+        assert!(log_file_names(&d).len() >= 3);
         let end = log.log_end();
         assert!(
             log.restart_at(Offset(end.0 - 1)).await.is_err(),
@@ -59,7 +49,7 @@ fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
         let start = Offset(end.0 + 1000);
         log.restart_at(start).await.unwrap();
         assert_eq!((log.log_start(), log.log_end()), (start, start));
-        assert_eq!(log_files(&d).len(), 0, "every old segment gone");
+        assert_eq!(log_file_names(&d).len(), 0, "every old segment gone");
         assert_eq!(log.epochs().entries(), &[], "no epoch below the start");
         assert!(log.read(Offset(0), 1 << 20, start).await.is_err());
         log.append_replica(replica_batch(start.0, 5, 7))

@@ -4,7 +4,6 @@ mod support;
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::path::Path;
 use std::rc::Rc;
 
 use storage::batch::{records, validate, CountRule};
@@ -12,7 +11,7 @@ use storage::io::dma::DmaFs;
 use storage::{
     CompactionPolicy, LeaderEpoch, Log, LogConfig, Offset, RetentionPolicy, TimestampMs,
 };
-use support::{batch_of, keyed, on_glommio};
+use support::{batch_of, keyed, log_file_names, on_glommio};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -21,16 +20,6 @@ fn config() -> LogConfig {
         max_batch_bytes: 32 * 1024,
         ..LogConfig::default()
     }
-}
-
-fn segment_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -46,7 +35,7 @@ fn size_retention_deletes_whole_oldest_segments_only() {
                 .unwrap();
         }
         log.flush().await.unwrap();
-        let before = segment_files(&d);
+        let before = log_file_names(&d);
         assert!(before.len() >= 5, "{} segments", before.len());
         let limit = 150 * 1024;
         let deleted = log
@@ -57,7 +46,7 @@ fn size_retention_deletes_whole_oldest_segments_only() {
             })
             .await
             .unwrap();
-        let after = segment_files(&d);
+        let after = log_file_names(&d);
         assert_eq!(before.len() - after.len(), deleted);
         assert!(deleted > 0);
         assert!(
@@ -248,7 +237,7 @@ fn compaction_keeps_the_newest_value_per_key_and_every_offset() {
         log.flush().await.unwrap();
         let before = all_records(&log).await;
         let active_base = {
-            let names = segment_files(&dir);
+            let names = log_file_names(&dir);
             names
                 .last()
                 .unwrap()

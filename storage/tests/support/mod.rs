@@ -135,3 +135,14 @@ pub async fn all_batches<FS: storage::io::FileSystem>(
     }
     out
 }
+
+/// The `.log` file names of a partition directory, sorted.
+pub fn log_file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    names
+}

@@ -147,7 +147,13 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
             0,
             "a lookup by time finds the remote records"
         );
-        let pending_upload = list(&cluster, "tiered", StartAt::Timestamp(-5)).await;
+        let pending_upload = list(&cluster, "tiered", StartAt::Timestamp(-6)).await;
+        let latest_tiered = list(&cluster, "tiered", StartAt::Timestamp(-5)).await;
+        assert_eq!(
+            latest_tiered,
+            pending_upload - 1,
+            "the last offset uploaded"
+        );
         assert!(
             (local_start..RECORDS as i64).contains(&pending_upload),
             "the first offset not uploaded ({pending_upload}) is local, below the end"
@@ -343,7 +349,7 @@ fn start_s3_server() -> S3Server {
 async fn starts(cluster: &Cluster, topic: &str) -> (i64, i64, i64) {
     (
         list(cluster, topic, StartAt::Timestamp(-4)).await,
-        list(cluster, topic, StartAt::Timestamp(-5)).await,
+        list(cluster, topic, StartAt::Timestamp(-6)).await,
         list(cluster, topic, StartAt::Latest).await,
     )
 }

@@ -13,24 +13,22 @@ use crate::segment::Segment;
 use crate::types::Offset;
 
 impl<FS: FileSystem> Log<FS> {
-    /// Drops every segment and starts the log, empty, at `offset` (at or
-    /// past the log end). Crash-safe: the new log start is written first,
-    /// then the segments go oldest first, so a crash leaves either the
-    /// new empty log or a suffix of the old one (which a later call drops).
+    /// Drops every segment and starts the log, empty, at `offset` (past
+    /// the log end). Crash-safe: the segments go oldest first, then the
+    /// new log start is written, so a crash leaves a suffix of the old log
+    /// (its start the first remaining segment's), the old log emptied at
+    /// its old start, or the new empty log: each a log a later call
+    /// starts over again, never a log start past the log end.
     pub async fn restart_at(&self, offset: Offset) -> Result<()> {
         let _io = self.io_lock.lock().await;
         self.flush_locked().await?;
         let log_end = self.log_end();
-        if offset < log_end {
+        if offset <= log_end {
             return Err(StorageError::InvalidArgument(format!(
-                "cannot restart at {offset}, below the log end {log_end}"
+                "cannot restart at {offset}, at or below the log end {log_end}"
             )));
         }
         let critical = self.critical("a restart of the log");
-        let checkpoint = files::encode_log_start(offset);
-        files::write_atomic(&self.fs, &self.dir, LOG_START_FILE, &checkpoint)
-            .await
-            .map_err(|e| self.fail("writing log start offset", e))?;
         let bases: Vec<Offset> = self
             .state
             .borrow()
@@ -41,6 +39,10 @@ impl<FS: FileSystem> Log<FS> {
         for base in bases {
             self.remove_segment_files(base).await?;
         }
+        let checkpoint = files::encode_log_start(offset);
+        files::write_atomic(&self.fs, &self.dir, LOG_START_FILE, &checkpoint)
+            .await
+            .map_err(|e| self.fail("writing log start offset", e))?;
         files::write_atomic(
             &self.fs,
             &self.dir,

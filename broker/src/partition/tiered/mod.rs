@@ -97,10 +97,12 @@ impl RemoteLog {
             Err(e) => return Err(e),
         };
         if self.generation.get() != generation {
-            // Written or loaded meanwhile: that one is at least as new.
-            if let Some(newer) = self.current(epoch) {
-                return Ok(newer);
-            }
+            // Written or loaded meanwhile: that one is at least as new;
+            // forgotten meanwhile (the stored one changed): read again.
+            return match self.current(epoch) {
+                Some(newer) => Ok(newer),
+                None => Box::pin(self.load(tiering, key, epoch)).await,
+            };
         }
         Ok(self.set(epoch, manifest))
     }

@@ -165,6 +165,11 @@ async fn write_manifest(
         Err(e) => return Err(e),
     };
     let read = remote.current(served.epoch);
+    if !still_leads() {
+        return Err(RemoteError::Store(
+            "no longer the leader: the manifest is the next leader's".into(),
+        ));
+    }
     if stored.as_ref() != read.as_deref() {
         remote.forget();
         return Err(RemoteError::Store(

@@ -31,9 +31,9 @@ use crate::server::shard::Shard;
 use control::model::acls::Operation;
 
 /// ListOffsets versions served: v7 adds the max-timestamp query (-3), v8
-/// earliest-local (-4, KIP-1005), v9 earliest-pending-upload (-5,
-/// KIP-1023), v10 a timeout for remote lookups (ours are bounded by the
-/// object store's own).
+/// earliest-local (-4, KIP-405), v9 latest-tiered (-5, KIP-1005), v10 a
+/// timeout for remote lookups (ours are bounded by the object store's
+/// own). Earliest-pending-upload (-6, KIP-1023) is v11's, answered too.
 pub const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 10);
 /// DeleteRecords versions served.
 pub const DELETE_RECORDS_VERSIONS: (i16, i16) = (0, 2);
@@ -43,7 +43,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
-const EARLIEST_PENDING_UPLOAD: i64 = -5;
+const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
 /// One partition's ListOffsets answer.
 #[derive(Debug, Clone, Copy)]
@@ -212,6 +213,7 @@ async fn list_on_owner(
         LATEST => Ok(at(visible.0, -1)),
         EARLIEST => Ok(at(earliest(led).await?.0, -1)),
         EARLIEST_LOCAL => Ok(at(log.log_start().0, -1)),
+        LATEST_TIERED => Ok(at(latest_tiered(led).await?, -1)),
         EARLIEST_PENDING_UPLOAD => Ok(at(pending_upload(led).await?, -1)),
         MAX_TIMESTAMP => Ok(match max_timestamp(led, visible).await? {
             Some((offset, found)) => at(offset.0, found.0),
@@ -280,6 +282,15 @@ async fn earliest(led: &ServedPartition) -> Result<Offset, Code> {
     Ok(manifest
         .start_offset()
         .map_or(local, |start| start.min(local)))
+}
+
+/// The last offset uploaded (-1 for a topic that is not tiered, or
+/// nothing uploaded yet).
+async fn latest_tiered(led: &ServedPartition) -> Result<i64, Code> {
+    let manifest = remote_manifest(led).await?;
+    Ok(manifest
+        .and_then(|m| m.last_offset())
+        .map_or(-1, |end| end.0))
 }
 
 /// The first offset not uploaded yet (-1 for a topic that is not tiered).

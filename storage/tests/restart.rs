@@ -6,17 +6,8 @@ mod support;
 
 use bytes::BytesMut;
 use storage::io::dma::DmaFs;
-use storage::{LeaderEpoch, Log, LogConfig, Offset};
-use support::{batch_of, log_file_names, on_glommio};
-
-fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 64 * 1024,
-        index_interval_bytes: 1024,
-        max_batch_bytes: 32 * 1024,
-        ..LogConfig::default()
-    }
-}
+use storage::{LeaderEpoch, Log, Offset};
+use support::{batch_of, log_file_names, on_glommio, small_config};
 
 /// A replicated batch of `count` records at `base` in `epoch`.
 fn replica_batch(base: i64, count: usize, epoch: i32) -> BytesMut {
@@ -33,7 +24,7 @@ fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
     let dir = tmp.path().join("p");
     let d = dir.clone();
     on_glommio(async move {
-        let log = Log::open(DmaFs, &d, config()).await.unwrap();
+        let log = Log::open(DmaFs, &d, small_config()).await.unwrap();
         for i in 0..100 {
             log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(1))
                 .await
@@ -59,7 +50,7 @@ fn a_log_started_over_holds_only_what_comes_after_and_reopens_so() {
         assert_eq!(log.log_end(), Offset(start.0 + 10));
         assert_eq!(log.epochs().entries(), &[(LeaderEpoch(7), start)]);
         log.close().await.unwrap();
-        let log = Log::open(DmaFs, &d, config()).await.unwrap();
+        let log = Log::open(DmaFs, &d, small_config()).await.unwrap();
         assert_eq!(
             (log.log_start(), log.log_end()),
             (start, Offset(start.0 + 10))

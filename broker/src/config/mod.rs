@@ -6,6 +6,7 @@
 mod command_line;
 pub mod group_timeouts;
 pub mod listeners;
+mod machine;
 pub mod migration_policy;
 pub mod remote_settings;
 pub mod share_settings;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::group_timeouts::{Bounds, Timeouts};
 use crate::config::listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
+use crate::config::machine::{open_file_limit, usable_memory_bytes};
 use crate::config::migration_policy::MigrationPolicy;
 use crate::config::share_settings::ShareSettings;
 
@@ -885,43 +887,6 @@ impl BrokerConfig {
     pub fn rack_aware_reads(&self) -> bool {
         self.replica_selector == "rack-aware"
     }
-}
-
-/// The process's soft limit of open files, if /proc says.
-fn open_file_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
-/// The memory the broker may use: the machine's, or its cgroup's limit
-/// when lower (a container's).
-fn usable_memory_bytes() -> Option<u64> {
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .find_map(|path| {
-        std::fs::read_to_string(path)
-            .ok()?
-            .trim()
-            .parse::<u64>()
-            .ok()
-    });
-    let machine = physical_memory_bytes();
-    match (cgroup, machine) {
-        (Some(limit), Some(machine)) => Some(limit.min(machine)),
-        (limit, machine) => limit.or(machine),
-    }
-}
-
-/// The machine's memory (MemTotal), if /proc says.
-fn physical_memory_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 #[cfg(test)]

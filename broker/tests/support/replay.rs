@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 /// A record read back: offset, key, value.
@@ -31,14 +32,28 @@ pub fn read_from_start(bootstrap: &str, topic: &str, count: usize) -> Vec<ReadRe
             "librdkafka read {} of {count} records",
             read.len()
         );
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let message = message.unwrap();
-            read.push((
-                message.offset(),
-                message.key().unwrap_or_default().to_vec(),
-                message.payload().unwrap_or_default().to_vec(),
-            ));
-        }
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let message = match message {
+            Ok(message) => message,
+            // A broker of the cluster killed by the test: librdkafka
+            // reports its connection's failure and goes on with the others.
+            Err(e) if is_transport_failure(&e) => continue,
+            Err(e) => panic!("reading {topic}: {e}"),
+        };
+        read.push((
+            message.offset(),
+            message.key().unwrap_or_default().to_vec(),
+            message.payload().unwrap_or_default().to_vec(),
+        ));
     }
     read
+}
+
+fn is_transport_failure(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::AllBrokersDown)
+    )
 }

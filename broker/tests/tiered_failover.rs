@@ -87,17 +87,21 @@ fn leader_and_local_start(via: std::net::SocketAddr) -> Option<(i32, i64)> {
     })
 }
 
-#[test]
-fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_working() {
-    let root = tempfile::tempdir().unwrap();
-    let store = root.path().join("store");
-    let store_dir = store.to_str().unwrap().to_string();
+/// Three brokers sharing one store directory under `root`, started.
+fn tiered_cluster(root: &std::path::Path) -> Cluster {
+    let store_dir = root.join("store").to_str().unwrap().to_string();
     let env = [
         ("BROKER_RETENTION_CHECK_INTERVAL_MS", "200"),
         ("BROKER_REMOTE_STORE_DIR", store_dir.as_str()),
     ];
-    let mut cluster = Cluster::new(root.path(), 3, &env);
+    let mut cluster = Cluster::new(root, 3, &env);
     cluster.start();
+    cluster
+}
+
+/// The tiered topic: one partition on all three, small segments, a hot
+/// window of about three of them.
+fn create_tiered_topic(cluster: &Cluster) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
         .args(["topic", "create", "tiered", "--partitions", "1"])
         .args(["--replication-factor", "3"])
@@ -109,6 +113,13 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_working() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = tiered_cluster(root.path());
+    create_tiered_topic(&cluster);
     produce(&cluster.bootstrap(), 0..RECORDS / 2);
     let via = cluster.node(1).kafka;
     let (first, uploaded_start) =
@@ -187,6 +198,170 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
         .iter()
         .enumerate()
         .all(|(i, (offset, _, payload))| *offset == i as i64 && payload == &value(i)));
+}
+
+/// A follower that starts its log over at the leader's local start while
+/// a transaction is open from below it, then leads: it knows the
+/// transaction from the leader's uploaded producer snapshot, so the last
+/// stable offset stays at the transaction's first record (below the local
+/// start: the remote log still serves what is below) and the abort covers
+/// the records below the local start too: a read_committed reader
+/// (librdkafka's default) never sees them.
+#[test]
+fn a_follower_started_over_keeps_a_transaction_open_across_its_start() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = tiered_cluster(root.path());
+    create_tiered_topic(&cluster);
+    let replicas = replicas(&cluster, 1);
+    let (first, follower) = (replicas[0], replicas[1]);
+    let via = cluster.node(first).kafka;
+    support::eventually(
+        "the first leader",
+        Duration::from_secs(30),
+        || match leader_and_local_start(via) {
+            Some((leader, _)) if leader == first => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    cluster.kill9(follower);
+    let bootstrap = via.to_string();
+    let transaction = open_transaction(&bootstrap);
+    produce(&bootstrap, 0..RECORDS / 2);
+    support::eventually(
+        "local start past the transaction",
+        Duration::from_secs(60),
+        || match leader_and_local_start(via) {
+            Some((_, start)) if start > ABORTED as i64 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    assert_eq!(
+        committed_end(via),
+        0,
+        "the open transaction holds the LSO below the local start"
+    );
+    cluster.restart(follower);
+    support::eventually(
+        "the ISR whole again",
+        Duration::from_secs(60),
+        || match isr_size(&cluster, first) {
+            3 => Ok(()),
+            n => Err(format!("{n} in sync")),
+        },
+    );
+    let log = std::fs::read_to_string(cluster.log_path(follower)).unwrap();
+    assert!(
+        log.contains("starting the log over at its local start"),
+        "it started over"
+    );
+    assert!(
+        !log.contains("without the producer state"),
+        "with the leader's snapshot"
+    );
+    cluster.kill9(first);
+    let via = cluster.node(follower).kafka;
+    let leader =
+        support::eventually(
+            "a new leader",
+            Duration::from_secs(30),
+            || match leader_and_local_start(via) {
+                Some((leader, _)) if leader != first => Ok(leader),
+                other => Err(format!("{other:?}")),
+            },
+        );
+    assert_eq!(leader, follower, "the first live in-sync replica in order");
+    assert_eq!(
+        committed_end(via),
+        0,
+        "the new leader knows the transaction is open"
+    );
+    transaction
+        .abort_transaction(Duration::from_secs(60))
+        .unwrap();
+    // A few more, so the abort marker stays in the new leader's active
+    // segment: only its own index of aborts can tell readers.
+    produce(&via.to_string(), RECORDS / 2..RECORDS / 2 + 10);
+    let read = read_from_start(&via.to_string(), "tiered", RECORDS / 2 + 10);
+    for (i, (_, key, payload)) in read.iter().enumerate() {
+        assert_eq!(
+            key,
+            format!("k{i}").as_bytes(),
+            "no aborted record, none lost, in order"
+        );
+        assert!(payload == &value(i), "record {i} byte for byte");
+    }
+}
+
+/// The offset below which a read_committed reader may read (ListOffsets
+/// latest, READ_COMMITTED), as `via` answers for partition 0.
+fn committed_end(via: std::net::SocketAddr) -> i64 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, TopicName};
+    support::on_glommio(async move {
+        let mut connection = client::connection::Connection::connect(via, "committed-end")
+            .await
+            .unwrap();
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_isolation_level(1)
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName("tiered".into()))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])]);
+        let response = connection.call(&request, 7).await.unwrap();
+        let answer = &response.topics[0].partitions[0];
+        assert_eq!(answer.error_code, 0);
+        answer.offset
+    })
+}
+
+/// Records the open transaction holds.
+const ABORTED: usize = 5;
+
+/// A transactional librdkafka producer with `ABORTED` records sent and
+/// acknowledged in a transaction left open.
+fn open_transaction(bootstrap: &str) -> BaseProducer {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", "across-the-start")
+        .set("transaction.timeout.ms", "300000")
+        .create()
+        .unwrap();
+    producer.init_transactions(Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    for i in 0..ABORTED {
+        let payload = format!("aborted {i}");
+        let record = BaseRecord::to("tiered")
+            .partition(0)
+            .key("aborted")
+            .payload(&payload);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    producer
+}
+
+/// Partition 0's replicas in order, as `broker topic describe` prints them.
+fn replicas(cluster: &Cluster, via: i32) -> Vec<i32> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "describe", "tiered"])
+        .args(["--brokers", &cluster.node(via).kafka.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("partition "))
+        .unwrap_or_else(|| panic!("no partition in {text}"));
+    let list = line
+        .split("replicas [")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    list.split(',').map(|b| b.trim().parse().unwrap()).collect()
 }
 
 /// The ISR size of partition 0, as `broker topic describe` prints it.

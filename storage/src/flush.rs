@@ -104,7 +104,7 @@ impl<FS: FileSystem> Log<FS> {
         let seal_pending = {
             let st = self.state.borrow();
             let sealing = st.segments.iter().any(|s| s.sealed && s.writer.is_some());
-            sealing || st.producer_snapshot_due.is_some()
+            sealing || !st.producer_snapshot_due.is_empty()
         };
         if seal_pending {
             let _io = self.io_lock.lock().await;

@@ -132,10 +132,15 @@ pub(crate) struct State<F: DirectFile> {
     pub epochs_checkpointed: EpochCache,
     /// Idempotent producers' state as of the log end.
     pub producers: ProducerState,
-    /// A snapshot of `producers` taken when a segment rolled (its offset
-    /// and bytes), written by the next flush once the data below it is
-    /// durable.
-    pub producer_snapshot_due: Option<(Offset, Vec<u8>)>,
+    /// Snapshots of `producers` taken when segments rolled (offset and
+    /// bytes, oldest first), written by the next flush once the data below
+    /// them is durable: every roll gets one (tiered storage uploads each
+    /// sealed segment with the snapshot at its end).
+    pub producer_snapshot_due: Vec<(Offset, Vec<u8>)>,
+    /// Snapshots at or above this offset are not pruned (tiered storage
+    /// uploads each sealed segment with the snapshot at its end: they are
+    /// kept until uploaded). Not persisted: the uploader sets it each pass.
+    pub producer_snapshots_kept_from: Option<Offset>,
     /// Sealed segments' aborted-transaction indexes, decoded for readers.
     pub txn_indexes: crate::txn_index::TxnIndexCache,
 }
@@ -317,11 +322,18 @@ impl<FS: FileSystem> Log<FS> {
     /// The last stable offset: below it every record belongs to a decided
     /// transaction or to none (what read_committed consumers read up to).
     pub fn last_stable_offset(&self) -> Offset {
+        self.last_stable_offset_from(self.log_start())
+    }
+
+    /// The last stable offset where records from `readable_start` on can
+    /// still be read: tiered storage's remote log holds those below the
+    /// log start, so a transaction open from there holds it below.
+    pub fn last_stable_offset_from(&self, readable_start: Offset) -> Offset {
         let st = self.state.borrow();
         // Retention stops at the high watermark, not at an open
         // transaction: what it deleted is not unstable any more.
         let lso = st.producers.transactions().last_stable(st.high_watermark);
-        lso.max(st.log_start)
+        lso.max(readable_start.min(st.log_start))
     }
 
     /// Number of segments, the active one included.
@@ -573,7 +585,8 @@ impl<FS: FileSystem> Log<FS> {
     pub(crate) fn roll_locked(&self, st: &mut State<FS::File>, base: Offset) {
         // The producer state as of the new segment's base: restarts and
         // truncations replay from the newest such snapshot, not the start.
-        st.producer_snapshot_due = Some((base, st.producers.encode(base)));
+        let snapshot = st.producers.encode(base);
+        st.producer_snapshot_due.push((base, snapshot));
         st.active_mut().sealed = true;
         let fresh = Segment::new_active(base, &self.fs, self.config.write_chunk_bytes);
         st.segments.push(fresh);

@@ -219,18 +219,19 @@ impl<FS: FileSystem> Log<FS> {
         Ok(markers::parse(&bytes, *header)?)
     }
 
-    /// Writes the snapshot a roll left due, once the data below its offset
-    /// is durable (`durable_to`). A failure costs only replay time later:
-    /// logged, not fatal.
+    /// Writes the snapshots rolls left due, once the data below their
+    /// offsets is durable (`durable_to`). A failure costs only replay time
+    /// later (and a tiered segment's upload goes without one): logged, not
+    /// fatal.
     pub(crate) async fn write_due_producer_snapshot(&self, durable_to: Offset) {
-        let due = {
+        let due: Vec<_> = {
             let mut st = self.st();
-            match &st.producer_snapshot_due {
-                Some((offset, _)) if *offset <= durable_to => st.producer_snapshot_due.take(),
-                _ => None,
-            }
+            let ready = st
+                .producer_snapshot_due
+                .partition_point(|(offset, _)| *offset <= durable_to);
+            st.producer_snapshot_due.drain(..ready).collect()
         };
-        if let Some((offset, bytes)) = due {
+        for (offset, bytes) in due {
             self.write_producer_snapshot(offset, &bytes).await;
         }
     }
@@ -256,6 +257,16 @@ impl<FS: FileSystem> Log<FS> {
             .map_err(|e| StorageError::io("writing a producer snapshot", e))
     }
 
+    /// Writes `bytes`, a snapshot taken at `offset` elsewhere (a leader's),
+    /// and fails if it cannot (nothing here could rebuild it).
+    pub(crate) async fn snapshot_producers_as_given(
+        &self,
+        offset: Offset,
+        bytes: &[u8],
+    ) -> std::io::Result<()> {
+        self.write_producer_snapshot_or_fail(offset, bytes).await
+    }
+
     /// Writes a snapshot; a failure costs only replay time later: logged.
     async fn write_producer_snapshot(&self, offset: Offset, bytes: &[u8]) {
         if let Err(e) = self.write_producer_snapshot_or_fail(offset, bytes).await {
@@ -276,13 +287,18 @@ impl<FS: FileSystem> Log<FS> {
         Ok(())
     }
 
-    /// Keeps the newest [`PRODUCER_SNAPSHOTS_KEPT`] snapshots: older ones
-    /// would only shorten a replay after a truncation below all of those.
+    /// Keeps the newest [`PRODUCER_SNAPSHOTS_KEPT`] snapshots (older ones
+    /// would only shorten a replay after a truncation below all of those)
+    /// and every one at or above [`Log::keep_producer_snapshots_from`]'s.
     async fn prune_producer_snapshots(&self) -> Result<()> {
         let mut offsets = self.producer_snapshots()?;
         offsets.sort_unstable();
         let excess = offsets.len().saturating_sub(PRODUCER_SNAPSHOTS_KEPT);
-        for &offset in &offsets[..excess] {
+        let kept_from = self.state.borrow().producer_snapshots_kept_from;
+        let prunable = offsets[..excess]
+            .iter()
+            .filter(|offset| kept_from.is_none_or(|from| **offset < from));
+        for &offset in prunable {
             self.remove_producer_snapshot(offset).await?;
         }
         Ok(())
@@ -311,19 +327,41 @@ impl<FS: FileSystem> Log<FS> {
             let transactions = st.producers.transactions();
             let open = !transactions.open().is_empty();
             let aborted_from_below = transactions.holds_aborts_from_below(log_start);
-            if !(open || aborted_from_below) || kept || st.producer_snapshot_due.is_some() {
+            if !(open || aborted_from_below) || kept || !st.producer_snapshot_due.is_empty() {
                 return Ok(());
             }
             let end = st.log_end;
             let bytes = st.producers.encode(end);
             if st.flushed < end {
-                st.producer_snapshot_due = Some((end, bytes));
+                st.producer_snapshot_due.push((end, bytes));
                 return Ok(());
             }
             (end, bytes)
         };
         self.write_producer_snapshot(end, &bytes).await;
         Ok(())
+    }
+
+    /// Keeps the producer snapshots at or above `offset` from now on,
+    /// however many there are (None: only the newest few): tiered storage
+    /// uploads them with the segments they end, then moves this up.
+    pub fn keep_producer_snapshots_from(&self, offset: Option<Offset>) {
+        self.st().producer_snapshots_kept_from = offset;
+    }
+
+    /// The bytes of the producer snapshot at `offset`, if there is one.
+    pub async fn producer_snapshot(&self, offset: Offset) -> Result<Option<Vec<u8>>> {
+        let path = files::segment_path(&self.dir, offset, PRODUCER_SNAPSHOT_SUFFIX);
+        let file = match self.fs.open_existing(&path).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io("opening a producer snapshot", e)),
+        };
+        let read = async { file.read_at(0, file.size().await? as usize).await };
+        match read.await {
+            Ok(bytes) => Ok(Some(bytes.to_vec())),
+            Err(e) => Err(StorageError::io("reading a producer snapshot", e)),
+        }
     }
 
     fn producer_snapshots(&self) -> Result<Vec<Offset>> {

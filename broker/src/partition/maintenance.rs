@@ -37,7 +37,9 @@ pub async fn run(partitions: Rc<Partitions>) {
     loop {
         glommio::timer::sleep(interval).await;
         let mut upload_lag = 0;
-        for Replica { key, topic, .. } in partitions.cluster.led_here() {
+        let led = partitions.cluster.led_here();
+        release_snapshots_kept_for_upload(&partitions, &led);
+        for Replica { key, topic, .. } in led {
             let partitions = partitions.clone();
             match glommio::spawn_local_into(
                 async move { maintain(&partitions, key, &topic).await },
@@ -50,6 +52,16 @@ pub async fn run(partitions: Rc<Partitions>) {
         let lag = &partitions.metrics.tiered.upload_lag_bytes;
         lag.store(upload_lag, std::sync::atomic::Ordering::Relaxed);
         expire_producers(&partitions);
+    }
+}
+
+/// Replicas no longer led here keep only their newest producer snapshots
+/// again (a leader's tiered pass keeps those of segments not uploaded).
+fn release_snapshots_kept_for_upload(partitions: &Partitions, led: &[Replica]) {
+    for (key, partition) in partitions.table.open_partitions() {
+        if !led.iter().any(|replica| replica.key == key) {
+            partition.log.keep_producer_snapshots_from(None);
+        }
     }
 }
 

@@ -74,7 +74,7 @@ impl ServedPartition {
         let high_watermark = log.high_watermark();
         let limit = match bound {
             Bound::HighWatermark => high_watermark,
-            Bound::LastStable => log.last_stable_offset(),
+            Bound::LastStable => self.last_stable_offset(),
             Bound::LogEnd => log_end,
         };
         let mut read = Read {
@@ -82,7 +82,7 @@ impl ServedPartition {
             aborted: (bound == Bound::LastStable).then(Vec::new),
             bound: limit,
             high_watermark,
-            last_stable: log.last_stable_offset(),
+            last_stable: self.last_stable_offset(),
             log_start: self.log_start_seen(bound),
             ..Read::default()
         };
@@ -212,7 +212,7 @@ impl ServedPartition {
         let log = &self.partition.log;
         let now = match bound {
             Bound::HighWatermark => log.high_watermark(),
-            Bound::LastStable => log.last_stable_offset(),
+            Bound::LastStable => self.last_stable_offset(),
             Bound::LogEnd => log.log_end(),
         };
         if now != seen {

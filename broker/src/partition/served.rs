@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use control::Topic;
 use kafka_protocol::ResponseError;
-use storage::LeaderEpoch;
+use storage::{LeaderEpoch, Offset};
 
 use super::epoch;
 use super::table::OpenPartition;
@@ -51,6 +51,20 @@ impl ServedPartition {
             topic: self.topic.id,
             index: self.index,
         }
+    }
+
+    /// The last stable offset as readers see it: for a tiered topic, a
+    /// transaction open from below the local log start holds it there (its
+    /// records below are still read, from the remote log), down to the
+    /// remote log's start.
+    pub fn last_stable_offset(&self) -> Offset {
+        let log = &self.partition.log;
+        if self.tiering.is_none() {
+            return log.last_stable_offset();
+        }
+        let remote = self.partition.remote.current(self.epoch);
+        let remote_start = remote.and_then(|manifest| manifest.start_offset());
+        log.last_stable_offset_from(remote_start.unwrap_or(Offset(0)))
     }
 }
 

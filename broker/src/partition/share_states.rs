@@ -206,7 +206,7 @@ impl ShareStates {
         let key = (group.to_string(), led.key());
         let log = &led.partition.log;
         let readable = match settings.read_committed {
-            true => (Bound::LastStable, log.last_stable_offset()),
+            true => (Bound::LastStable, led.last_stable_offset()),
             false => (Bound::HighWatermark, log.high_watermark()),
         };
         let seen = self.with_current(&key, led.epoch, |slot| {

@@ -139,6 +139,8 @@ enum RoundError {
     Client(#[from] client::connection::ClientError),
     #[error("storage: {0}")]
     Storage(#[from] storage::StorageError),
+    #[error("the object store: {0}")]
+    Remote(#[from] crate::remote_store::RemoteError),
 }
 
 /// A failed connect to the leader: a refused TLS handshake (a certificate
@@ -440,6 +442,7 @@ async fn start_at_leaders_local_start(
 ) -> Result<(), RoundError> {
     let me = shard.cluster.me.0;
     let start = tiered_start::leaders_local_start(connection, me, &followed.topic, *key).await?;
+    let snapshot = tiered_start::producer_snapshot(shard, *key, start).await?;
     let _writing = partition.replica_writes.lock().await;
     if followed_log(shard, *key, followed.epoch).is_none()
         || !still_followed(partitions, *key, followed.epoch)
@@ -449,7 +452,7 @@ async fn start_at_leaders_local_start(
     let log = &partition.log;
     if start > log.log_end() {
         tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = start.0, "the leader holds the offsets between only in tiered storage: starting the log over at its local start");
-        log.restart_at(start).await?;
+        log.restart_at(start, snapshot.as_deref()).await?;
     }
     mark_truncated(partitions, *key, followed.epoch);
     Ok(())

@@ -2,8 +2,10 @@
 //! leader answers its fetch OFFSET_MOVED_TO_TIERED_STORAGE, since what
 //! it would copy next is only in the remote log. As KIP-405, the
 //! follower asks the leader's earliest local offset (ListOffsets -4) and
-//! starts its log over there, empty; the offsets below are the remote
-//! log's, served by whichever broker leads.
+//! starts its log over there, empty, with the producer state the leader
+//! uploaded for that offset (transactions open across it stay open, so
+//! their aborts are indexed and the LSO holds); the offsets below are the
+//! remote log's, served by whichever broker leads.
 
 use client::connection::{ClientError, Connection};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -13,6 +15,8 @@ use kafka_protocol::ResponseError;
 use storage::Offset;
 
 use crate::cluster::routing::PartitionKey;
+use crate::partition::{tiered, Partitions};
+use crate::remote_store::RemoteError;
 
 /// ListOffsets' earliest-local timestamp (KIP-1005), and the first
 /// version that has it.
@@ -46,4 +50,23 @@ pub async fn leaders_local_start(
         return Err(ClientError::Broker(answer.error_code));
     }
     Ok(Offset(answer.offset))
+}
+
+/// The leader's producer snapshot at `start`, from the remote log (None:
+/// there is none, or this broker has no object store: then the log
+/// starts over without the producer state below `start`, and says so).
+pub async fn producer_snapshot(
+    shard: &Partitions,
+    key: PartitionKey,
+    start: Offset,
+) -> Result<Option<bytes::Bytes>, RemoteError> {
+    let Some(tiering) = &shard.tiering else {
+        tracing::warn!(partition = key.index, topic = %key.topic, "no object store here (remote_store = none): starting over without the producer state below the leader's local start");
+        return Ok(None);
+    };
+    let snapshot = tiered::producer_snapshot_at(tiering, key, start).await?;
+    if snapshot.is_none() {
+        tracing::warn!(partition = key.index, topic = %key.topic, %start, "no producer snapshot in the remote log at the leader's local start: starting over without the producer state below it");
+    }
+    Ok(snapshot)
 }

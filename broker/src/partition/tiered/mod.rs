@@ -8,8 +8,11 @@
 //!
 //! Objects of a partition live under `<topic id>/<partition>/`: the
 //! `manifest`, and per segment `<base offset>-<crc>.log`, `.index`,
-//! `.timeindex`, `.epochs` and, when it indexes aborted transactions,
-//! `.txnindex` (names from contents: see `storage::remote::manifest`).
+//! `.timeindex`, `.epochs`, when it indexes aborted transactions
+//! `.txnindex`, and the producer snapshot at its end, `.snapshot` (names
+//! from contents: see `storage::remote::manifest`). A follower that starts
+//! its log over at its leader's local start takes its producer state from
+//! that snapshot (`replica::fetcher`).
 
 pub mod chunks;
 pub mod read;
@@ -123,8 +126,47 @@ pub fn segment_key(key: PartitionKey, segment: &RemoteSegment, suffix: &str) -> 
     format!("{}/{}{suffix}", prefix(key), segment.object_stem())
 }
 
-/// The suffixes of a segment's objects (`.txnindex` only when it has one).
-pub const SEGMENT_SUFFIXES: [&str; 5] = [".log", ".index", ".timeindex", ".epochs", ".txnindex"];
+/// The suffixes of a segment's objects (`.txnindex` only when it has one;
+/// `.snapshot`, the producer state at the segment's end, when the leader
+/// had it).
+pub const SEGMENT_SUFFIXES: [&str; 6] = [
+    ".log",
+    ".index",
+    ".timeindex",
+    ".epochs",
+    ".txnindex",
+    ".snapshot",
+];
+
+/// The producer snapshot at `offset` in the remote log: the one uploaded
+/// with the segment ending just below it. None when no remote segment
+/// ends there or it went up without one.
+pub async fn producer_snapshot_at(
+    tiering: &Tiering,
+    key: PartitionKey,
+    offset: storage::Offset,
+) -> Result<Option<bytes::Bytes>, RemoteError> {
+    let manifest = match tiering.store.get(&manifest_key(key), None).await {
+        Ok(bytes) => Manifest::decode(&bytes).ok_or_else(|| {
+            RemoteError::Store(format!("the manifest {} is damaged", manifest_key(key)))
+        })?,
+        Err(RemoteError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let segments = manifest.segments();
+    let Some(segment) = segments.iter().find(|s| s.last_offset.plus(1) == offset) else {
+        return Ok(None);
+    };
+    match tiering
+        .store
+        .get(&segment_key(key, segment, ".snapshot"), None)
+        .await
+    {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(RemoteError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
 
 /// Deletes every object of a deleted topic (all its partitions' segments
 /// and manifests); how many. Run by one broker (the live one with the

@@ -46,6 +46,7 @@ pub async fn pass(
     let key = served.key();
     let remote = &served.partition.remote;
     let mut manifest = remote.load(tiering, key, served.epoch).await?;
+    keep_snapshots_to_upload(served, &manifest);
     let mut done = Pass::default();
     let log = &served.partition.log;
     let sealed = log.sealed_segments();
@@ -62,6 +63,7 @@ pub async fn pass(
             .find(|s| s.base_offset == next.base_offset)
             .expect("offered");
         manifest = upload_one(partitions, tiering, served, &manifest, file).await?;
+        keep_snapshots_to_upload(served, &manifest);
         done.uploaded += 1;
     }
     done.lag_bytes = lag_bytes(&log.sealed_segments(), &manifest);
@@ -120,6 +122,11 @@ async fn upload_one(
             .put_file(&object(".txnindex"), path.clone(), len, crc)
             .await?;
     }
+    if let Some(snapshot) = producer_snapshot_after(served, file).await? {
+        store
+            .put(&object(".snapshot"), Bytes::from(snapshot))
+            .await?;
+    }
     let mut next = manifest.clone();
     next.add(segment)
         .map_err(|e| RemoteError::Store(format!("not added to the manifest: {e}")))?;
@@ -134,6 +141,28 @@ async fn upload_one(
         .remote
         .current(served.epoch)
         .expect("just written"))
+}
+
+/// The producer snapshot taken where `file` ends (at the roll that sealed
+/// it), if the log has it: a follower starting over there needs it.
+async fn producer_snapshot_after(
+    served: &ServedPartition,
+    file: &SealedFile,
+) -> Result<Option<Vec<u8>>, RemoteError> {
+    let log = &served.partition.log;
+    log.producer_snapshot(file.last_offset.plus(1))
+        .await
+        .map_err(|e| RemoteError::Local(format!("a producer snapshot: {e}")))
+}
+
+/// Keeps the producer snapshots of the segments not uploaded yet (the
+/// log otherwise keeps only its newest few).
+fn keep_snapshots_to_upload(served: &ServedPartition, manifest: &Manifest) {
+    let log = &served.partition.log;
+    let from = manifest
+        .last_offset()
+        .map_or(log.log_start(), |end| end.plus(1));
+    log.keep_producer_snapshots_from(Some(from));
 }
 
 /// Writes the manifest if this broker still leads in the epoch it read it

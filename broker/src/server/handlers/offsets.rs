@@ -200,7 +200,7 @@ async fn list_on_owner(
 ) -> Result<Listed, Code> {
     let log = &led.partition.log;
     let visible = match committed {
-        true => log.last_stable_offset(),
+        true => led.last_stable_offset(),
         false => log.high_watermark(),
     };
     let leader_epoch = led.epoch.0;

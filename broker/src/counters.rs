@@ -129,6 +129,11 @@ pub struct TieredCounters {
     pub cache_hits: AtomicU64,
     /// See `cache_hits`.
     pub cache_misses: AtomicU64,
+    /// Of the shard cache's misses, those the disk cache answered, and
+    /// those that went to the object store.
+    pub disk_cache_hits: AtomicU64,
+    /// See `disk_cache_hits`.
+    pub disk_cache_misses: AtomicU64,
 }
 
 impl Default for ShardMetrics {

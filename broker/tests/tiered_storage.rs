@@ -29,6 +29,33 @@ const FAST: &[(&str, &str)] = &[("BROKER_RETENTION_CHECK_INTERVAL_MS", "200")];
 /// Records of 1000 bytes: about 1.5 MB, 23 segments of 64 KiB.
 const RECORDS: usize = 1500;
 
+/// Passes every 200 ms; a disk cache of remote reads of 400 kB, less than
+/// the remote log, so reading it through crosses its budget.
+const FAST_SMALL_DISK_CACHE: &[(&str, &str)] = &[
+    ("BROKER_RETENTION_CHECK_INTERVAL_MS", "200"),
+    ("BROKER_REMOTE_DISK_CACHE_BYTES", "400000"),
+];
+
+/// The files of the disk cache of remote reads under a data directory, and
+/// their bytes.
+fn disk_cache_files(data_dir: &Path) -> (usize, u64) {
+    fn walk(dir: &Path, found: &mut (usize, u64)) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            match entry.metadata() {
+                Ok(meta) if meta.is_dir() => walk(&entry.path(), found),
+                Ok(meta) => {
+                    found.0 += 1;
+                    found.1 += meta.len();
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut found = (0, 0);
+    walk(&data_dir.join("remote-cache"), &mut found);
+    found
+}
+
 fn value(i: usize) -> Vec<u8> {
     let mut value = format!("record {i} ").into_bytes();
     value.resize(1000, b'a' + (i % 26) as u8);
@@ -87,7 +114,7 @@ async fn list(cluster: &Cluster, topic: &str, at: StartAt) -> i64 {
 #[test]
 fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker_with(dir.path(), FAST);
+    let broker = start_broker_with(dir.path(), FAST_SMALL_DISK_CACHE);
     let address = broker.address;
     let local_start = on_glommio(async move {
         let cluster = Cluster::new(address, "tiered-test");
@@ -195,11 +222,31 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         "{read_remotely} bytes read from the store, the {local_start} records below the local start at least"
     );
     assert_eq!(metric(broker.http, "remote_read_errors_total"), 0.0);
+    // The disk cache filled to its budget, not past it.
+    let (files, bytes) = disk_cache_files(dir.path());
+    assert!(
+        files > 0 && bytes <= 400_000,
+        "{files} files, {bytes} bytes cached"
+    );
+    assert!(
+        bytes > 400_000 - 2 * 65_540,
+        "{bytes} bytes: filled, then evicting"
+    );
+    let went_to_store = metric(broker.http, "remote_disk_cache_misses_total");
+    assert!(
+        went_to_store >= remote.len() as f64,
+        "{went_to_store} chunks from the store"
+    );
 
     // After a restart the manifest is read back from the store.
     drop(broker);
-    let broker = start_broker_with(dir.path(), FAST);
+    let broker = start_broker_with(dir.path(), FAST_SMALL_DISK_CACHE);
     check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
+    let (_, bytes) = disk_cache_files(dir.path());
+    assert!(
+        bytes <= 400_000,
+        "{bytes} bytes cached after the restart's reads"
+    );
 
     // Deleting the topic deletes its objects too.
     let address = broker.address;
@@ -445,6 +492,21 @@ fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_delete
         );
     });
     check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
+    let fetched = metric(http, "remote_disk_cache_misses_total");
+    assert!(
+        fetched > 0.0,
+        "chunks fetched from S3 ({fetched}) and kept on disk"
+    );
+    assert!(disk_cache_files(dir.path()).0 as f64 >= fetched);
+
+    // After a restart (memory caches empty), what was read comes from the
+    // disk cache (20 GiB by default in front of a bucket): nothing from S3
+    // but the manifest.
+    drop(broker);
+    let broker = start_broker_with(dir.path(), &env);
+    check_everything(&read_from_start(&broker.bootstrap(), "tiered", RECORDS));
+    assert_eq!(metric(broker.http, "remote_disk_cache_misses_total"), 0.0);
+    assert!(metric(broker.http, "remote_disk_cache_hits_total") > 0.0);
 }
 
 /// Creates the tiered topic and produces `count` records of [`value`].

@@ -17,8 +17,9 @@ impl<FS: FileSystem> Log<FS> {
     /// Drops every segment and starts the log, empty, at `offset` (past
     /// the log end), with the producer state of `producer_snapshot` (the
     /// leader's snapshot at `offset`, from the remote log: transactions
-    /// open across `offset` and the producers below it stay known, as
-    /// KIP-405's followers rebuild them). Crash-safe: the segments go
+    /// open across `offset` stay known, as KIP-405's followers rebuild
+    /// them; producers with no batch at or past `offset` are dropped, as
+    /// the leader's own local retention drops them). Crash-safe: the segments go
     /// oldest first, then the snapshot is written, then the new log
     /// start, so a crash leaves a suffix of the old log (its start the
     /// first remaining segment's; a snapshot past its end is dropped at

@@ -270,6 +270,13 @@ pub struct BrokerConfig {
     pub remote_upload_bytes_per_second: u64,
     /// Memory the chunks read from the object store may keep, per shard.
     pub remote_cache_bytes: u64,
+    /// The disk cache of chunks read from the object store (default:
+    /// `remote-cache` in the data directory, beside the partitions).
+    pub remote_cache_dir: Option<PathBuf>,
+    /// Disk the cache of chunks read from the object store may fill, for
+    /// the whole broker (default: 20 GiB with `remote_store = "s3"`, 0 with
+    /// the local store, already on a disk; 0: no disk cache).
+    pub remote_disk_cache_bytes: Option<u64>,
     /// The metadata node snapshots its state and compacts its log every
     /// this many applied entries.
     pub metadata_snapshot_every_entries: u64,
@@ -371,6 +378,8 @@ impl Default for BrokerConfig {
             remote_concurrency: 4,
             remote_upload_bytes_per_second: 0,
             remote_cache_bytes: 64 << 20,
+            remote_cache_dir: None,
+            remote_disk_cache_bytes: None,
             log_cache_bytes: 0,
             max_connections: 0,
             max_connections_per_ip: 0,

@@ -2,13 +2,19 @@
 //! a local directory by default (so `remote.storage.enable` works on one
 //! machine with no settings), an S3 bucket when configured, or none.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{BrokerConfig, Secret};
 use crate::remote_store::{Backend, S3Settings};
 
 /// The default local store's directory name, in the data directory.
 pub const LOCAL_STORE_DIR: &str = "remote-store";
+
+/// The default disk cache's directory name, in the data directory.
+pub const CACHE_DIR: &str = "remote-cache";
+
+/// The disk cache's default budget in front of a bucket.
+pub const S3_DISK_CACHE_BYTES: u64 = 20 << 30;
 
 /// The settings' mistakes, in words.
 pub fn check(config: &BrokerConfig) -> Result<(), String> {
@@ -42,6 +48,22 @@ pub fn backend(config: &BrokerConfig) -> Result<Option<Backend>, String> {
             Ok(Some(Backend::Directory(dir)))
         }
     }
+}
+
+/// The disk cache of remote reads in front of `backend`: its directory and
+/// byte budget, None when the budget is 0 (the default in front of a
+/// local directory, which is on a disk already).
+pub fn disk_cache(config: &BrokerConfig, backend: &Backend) -> Option<(PathBuf, u64)> {
+    let default = match backend {
+        Backend::S3(_) => S3_DISK_CACHE_BYTES,
+        Backend::Directory(_) => 0,
+    };
+    let budget = config.remote_disk_cache_bytes.unwrap_or(default);
+    let dir = config
+        .remote_cache_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join(CACHE_DIR));
+    (budget > 0).then_some((dir, budget))
 }
 
 fn s3(config: &BrokerConfig) -> Result<S3Settings, String> {
@@ -126,6 +148,35 @@ mod tests {
             ..BrokerConfig::default()
         };
         assert_eq!(backend(&none), Ok(None));
+    }
+
+    #[test]
+    fn the_disk_cache_is_on_in_front_of_a_bucket_and_off_in_front_of_a_directory() {
+        let mut config = BrokerConfig {
+            data_dir: "/var/lib/broker".into(),
+            ..BrokerConfig::default()
+        };
+        let directory = Backend::Directory("/var/lib/broker/remote-store".into());
+        assert_eq!(disk_cache(&config, &directory), None);
+        let s3 = Backend::S3(S3Settings {
+            bucket: "logs".into(),
+            endpoint: None,
+            region: "us-east-1".into(),
+            access_key_id: "id".into(),
+            secret_access_key: "secret".into(),
+        });
+        assert_eq!(
+            disk_cache(&config, &s3),
+            Some(("/var/lib/broker/remote-cache".into(), S3_DISK_CACHE_BYTES))
+        );
+        config.remote_disk_cache_bytes = Some(1 << 30);
+        config.remote_cache_dir = Some("/cache".into());
+        assert_eq!(
+            disk_cache(&config, &directory),
+            Some(("/cache".into(), 1 << 30))
+        );
+        config.remote_disk_cache_bytes = Some(0);
+        assert_eq!(disk_cache(&config, &s3), None, "0: none");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use glommio::{Latency, Shares};
 use storage::{CompactionPolicy, RetentionPolicy};
 
 use super::served::ServedPartition;
-use super::tiered::{upload, Tiering};
+use super::tiered::{self, upload, Tiering};
 use super::Partitions;
 use crate::cluster::routing::{PartitionKey, Replica};
 
@@ -38,7 +38,7 @@ pub async fn run(partitions: Rc<Partitions>) {
         glommio::timer::sleep(interval).await;
         let mut upload_lag = 0;
         let led = partitions.cluster.led_here();
-        release_snapshots_kept_for_upload(&partitions, &led);
+        keep_snapshots_of_followers(&partitions, &led);
         for Replica { key, topic, .. } in led {
             let partitions = partitions.clone();
             match glommio::spawn_local_into(
@@ -55,12 +55,16 @@ pub async fn run(partitions: Rc<Partitions>) {
     }
 }
 
-/// Replicas no longer led here keep only their newest producer snapshots
-/// again (a leader's tiered pass keeps those of segments not uploaded).
-fn release_snapshots_kept_for_upload(partitions: &Partitions, led: &[Replica]) {
-    for (key, partition) in partitions.table.open_partitions() {
-        if !led.iter().any(|replica| replica.key == key) {
-            partition.log.keep_producer_snapshots_from(None);
+/// Replicas not led here keep the producer snapshots their topic's
+/// default says (a tiered topic's all: they may lead next and upload
+/// them); a leader's tiered pass keeps only those not uploaded yet.
+fn keep_snapshots_of_followers(partitions: &Partitions, led: &[Replica]) {
+    for replica in partitions.cluster.replicas_here() {
+        if led.iter().any(|led| led.key == replica.key) {
+            continue;
+        }
+        if let Some(partition) = partitions.table.get_open(replica.key) {
+            tiered::keep_snapshots_by_default(&partition.log, &replica.topic);
         }
     }
 }
@@ -103,6 +107,7 @@ async fn maintain(partitions: &Partitions, key: PartitionKey, topic: &Topic) -> 
         return tiered_pass(partitions, tiering, &led).await;
     }
     let log = &led.partition.log;
+    tiered::keep_snapshots_by_default(log, topic);
     let policy = topic.config.cleanup_policy;
     if matches!(
         policy,

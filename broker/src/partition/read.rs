@@ -149,6 +149,11 @@ impl ServedPartition {
         if bound == Bound::LogEnd {
             return Err(ResponseError::OffsetMovedToTieredStorage.code());
         }
+        if offset >= read.bound.0 {
+            // A committed reader at the last stable offset, held below
+            // the local start by an open transaction: nothing to read yet.
+            return Ok(read);
+        }
         let key = self.key();
         let manifest = (self.partition.remote)
             .load(tiering, key, self.epoch)

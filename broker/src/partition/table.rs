@@ -150,6 +150,7 @@ impl PartitionTable {
             .is_some_and(|p| p.replicas.len() > 1);
         let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
         log.share_cache(self.cache_share.clone());
+        super::tiered::keep_snapshots_by_default(&log, topic);
         if self.deleted.borrow().contains(&key.topic) {
             // Deleted while the log opened: its directory was removed
             // under the open, which made it again.

@@ -6,6 +6,8 @@
 //! network or on blocking file I/O. At most `concurrency` calls run at
 //! once; a full queue makes the caller wait (backpressure), it never
 //! grows. The thread ends when the last [`RemoteStore`] handle is gone.
+//! Remote reads go through its disk cache ([`disk_cache`]) when it has
+//! one.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -17,9 +19,25 @@ use futures::{SinkExt, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 
+use disk_cache::DiskCache;
 use files::Pacer;
 
+pub mod disk_cache;
 mod files;
+
+/// How the store's thread runs.
+#[derive(Debug, Clone, Default)]
+pub struct StoreSettings {
+    /// Calls waiting at most (callers wait beyond).
+    pub queued: usize,
+    /// Calls running at once at most.
+    pub concurrency: usize,
+    /// Upload bandwidth (0: unlimited).
+    pub upload_bytes_per_second: u64,
+    /// The disk cache of remote reads: its directory and byte budget
+    /// (None: none).
+    pub disk_cache: Option<(PathBuf, u64)>,
+}
 
 /// Where objects are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +106,8 @@ type Reply<T> = oneshot::Sender<Result<T, RemoteError>>;
 enum Call {
     Put(String, Bytes, Reply<()>),
     Get(String, Option<Range<u64>>, Reply<Bytes>),
+    GetCached(String, Option<Range<u64>>, Reply<(Bytes, bool)>),
+    ForgetCached(String, Reply<()>),
     Delete(String, Reply<()>),
     List(String, Reply<Vec<(String, u64)>>),
     Checksum(PathBuf, u64, Reply<u32>),
@@ -102,44 +122,57 @@ pub struct RemoteStore {
 
 impl RemoteStore {
     /// Starts the store's thread: at most `queued` calls waiting, at most
-    /// `concurrency` running.
+    /// `concurrency` running, no pacing, no disk cache.
     pub fn start(
         backend: &Backend,
         queued: usize,
         concurrency: usize,
     ) -> Result<RemoteStore, RemoteError> {
-        Self::start_joinable(backend, (queued, concurrency), 0).map(|(store, _detached)| store)
+        let settings = StoreSettings {
+            queued,
+            concurrency,
+            ..StoreSettings::default()
+        };
+        Self::start_with(backend, &settings)
     }
 
-    /// [`RemoteStore::start`], uploads paced to `upload_bytes_per_second`
-    /// (0: unlimited).
-    pub fn start_paced(
+    /// Starts the store's thread as `settings` say (the disk cache's
+    /// directory is made and indexed first, on the caller's thread).
+    pub fn start_with(
         backend: &Backend,
-        (queued, concurrency): (usize, usize),
-        upload_bytes_per_second: u64,
+        settings: &StoreSettings,
     ) -> Result<RemoteStore, RemoteError> {
-        Self::start_joinable(backend, (queued, concurrency), upload_bytes_per_second)
-            .map(|(store, _detached)| store)
+        Self::start_joinable(backend, settings).map(|(store, _detached)| store)
     }
 
-    /// [`RemoteStore::start`], with the thread's handle (it ends once the
-    /// last [`RemoteStore`] is dropped and its calls are answered).
+    /// [`RemoteStore::start_with`], with the thread's handle (it ends once
+    /// the last [`RemoteStore`] is dropped and its calls are answered).
     fn start_joinable(
         backend: &Backend,
-        (queued, concurrency): (usize, usize),
-        upload_bytes_per_second: u64,
+        settings: &StoreSettings,
     ) -> Result<(RemoteStore, std::thread::JoinHandle<()>), RemoteError> {
         let store = client(backend)?;
-        let (calls, waiting) = mpsc::channel(queued.max(1));
+        let disk_cache = match &settings.disk_cache {
+            Some((dir, budget)) => Some(DiskCache::open(dir, *budget).map_err(|e| {
+                RemoteError::Local(format!("the remote read cache in {}: {e}", dir.display()))
+            })?),
+            None => None,
+        };
+        let (calls, waiting) = mpsc::channel(settings.queued.max(1));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| RemoteError::Store(e.to_string()))?;
+        let (upload_rate, concurrency) = (settings.upload_bytes_per_second, settings.concurrency);
         let thread = std::thread::Builder::new()
             .name("remote-store".into())
             .spawn(move || {
-                let pacer = Pacer::new(upload_bytes_per_second);
-                runtime.block_on(serve(store, &pacer, waiting, concurrency.max(1)))
+                let serving = Serving {
+                    store,
+                    pacer: Pacer::new(upload_rate),
+                    disk_cache,
+                };
+                runtime.block_on(serve(&serving, waiting, concurrency.max(1)))
             })
             .map_err(|e| RemoteError::Store(e.to_string()))?;
         Ok((RemoteStore { calls }, thread))
@@ -167,7 +200,27 @@ impl RemoteStore {
             .await
     }
 
-    /// Deletes `key` (one that is not there is not an error).
+    /// Reads `key`, or its `range`, through the disk cache (when there is
+    /// one): the bytes, and whether the cache had them. For objects that
+    /// never change (segments and their indexes), not the manifest.
+    pub async fn get_cached(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<(Bytes, bool), RemoteError> {
+        self.call(|reply| Call::GetCached(key.to_string(), range, reply))
+            .await
+    }
+
+    /// Drops what the disk cache holds of `key` (found damaged: the next
+    /// read fetches it from the store again).
+    pub async fn forget_cached(&self, key: &str) -> Result<(), RemoteError> {
+        self.call(|reply| Call::ForgetCached(key.to_string(), reply))
+            .await
+    }
+
+    /// Deletes `key` (one that is not there is not an error), and what the
+    /// disk cache holds of it.
     pub async fn delete(&self, key: &str) -> Result<(), RemoteError> {
         self.call(|reply| Call::Delete(key.to_string(), reply))
             .await
@@ -234,22 +287,68 @@ fn client(backend: &Backend) -> Result<Arc<dyn ObjectStore>, RemoteError> {
     Ok(store)
 }
 
-/// Runs the calls as they come, `concurrency` at a time.
-async fn serve(
+/// What the store's thread serves calls with.
+struct Serving {
     store: Arc<dyn ObjectStore>,
-    pacer: &Pacer,
-    calls: mpsc::Receiver<Call>,
-    concurrency: usize,
-) {
+    pacer: Pacer,
+    disk_cache: Option<DiskCache>,
+}
+
+/// Runs the calls as they come, `concurrency` at a time.
+async fn serve(serving: &Serving, calls: mpsc::Receiver<Call>, concurrency: usize) {
     calls
-        .for_each_concurrent(concurrency, |call| {
-            let store = store.clone();
-            async move { run(&*store, pacer, call).await }
-        })
+        .for_each_concurrent(concurrency, |call| run(serving, call))
         .await;
 }
 
-async fn run(store: &dyn ObjectStore, pacer: &Pacer, call: Call) {
+/// `key`, or its `range`, from the store.
+async fn get(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: Option<Range<u64>>,
+) -> Result<Bytes, RemoteError> {
+    let path = ObjectPath::from(key);
+    let got = match range {
+        Some(range) => store.get_range(&path, range).await,
+        None => match store.get(&path).await {
+            Ok(object) => object.bytes().await,
+            Err(e) => Err(e),
+        },
+    };
+    got.map_err(RemoteError::from)
+}
+
+/// `key`, or its `range`, from the disk cache, else from the store (then
+/// kept in the cache, after the caller has its answer).
+async fn get_cached(
+    serving: &Serving,
+    key: String,
+    range: Option<Range<u64>>,
+    reply: Reply<(Bytes, bool)>,
+) {
+    let Some(cache) = &serving.disk_cache else {
+        let got = get(&*serving.store, &key, range).await;
+        let _ = reply.send(got.map(|bytes| (bytes, false)));
+        return;
+    };
+    let name = disk_cache::file_name(&key, range.as_ref());
+    if let Some(bytes) = cache.get(&name).await {
+        let _ = reply.send(Ok((bytes, true)));
+        return;
+    }
+    match get(&*serving.store, &key, range).await {
+        Ok(bytes) => {
+            let _ = reply.send(Ok((bytes.clone(), false)));
+            cache.put(name, &bytes).await;
+        }
+        Err(e) => {
+            let _ = reply.send(Err(e));
+        }
+    }
+}
+
+async fn run(serving: &Serving, call: Call) {
+    let (store, pacer) = (&*serving.store, &serving.pacer);
     match call {
         Call::Checksum(path, len, reply) => {
             let _ = reply.send(files::checksum(path, len).await);
@@ -264,17 +363,19 @@ async fn run(store: &dyn ObjectStore, pacer: &Pacer, call: Call) {
             let _ = reply.send(put.map(drop).map_err(RemoteError::from));
         }
         Call::Get(key, range, reply) => {
-            let path = ObjectPath::from(key);
-            let got = match range {
-                Some(range) => store.get_range(&path, range).await,
-                None => match store.get(&path).await {
-                    Ok(object) => object.bytes().await,
-                    Err(e) => Err(e),
-                },
-            };
-            let _ = reply.send(got.map_err(RemoteError::from));
+            let _ = reply.send(get(store, &key, range).await);
+        }
+        Call::GetCached(key, range, reply) => get_cached(serving, key, range, reply).await,
+        Call::ForgetCached(key, reply) => {
+            if let Some(cache) = &serving.disk_cache {
+                cache.forget_object(&key).await;
+            }
+            let _ = reply.send(Ok(()));
         }
         Call::Delete(key, reply) => {
+            if let Some(cache) = &serving.disk_cache {
+                cache.forget_object(&key).await;
+            }
             let deleted = match store.delete(&ObjectPath::from(key)).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(RemoteError::from(e)),

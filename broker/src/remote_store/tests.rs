@@ -55,7 +55,12 @@ fn objects_are_written_read_listed_and_deleted_in_a_directory() {
 fn many_callers_share_a_small_queue_and_the_thread_ends_with_the_last_handle() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::Directory(dir.path().join("remote"));
-    let (remote, thread) = RemoteStore::start_joinable(&backend, (1, 1), 0).unwrap();
+    let settings = StoreSettings {
+        queued: 1,
+        concurrency: 1,
+        ..StoreSettings::default()
+    };
+    let (remote, thread) = RemoteStore::start_joinable(&backend, &settings).unwrap();
     let callers = (0..32).map(|i| {
         let remote = remote.clone();
         async move {
@@ -149,7 +154,13 @@ fn uploads_keep_to_the_bandwidth_limit() {
     std::fs::write(&file, vec![1u8; 300_000]).unwrap();
     let backend = Backend::Directory(dir.path().join("remote"));
     // 1 MB/s: 3 x 300 kB take at least 0.6 s after the first goes at once.
-    let remote = RemoteStore::start_paced(&backend, (4, 4), 1_000_000).unwrap();
+    let settings = StoreSettings {
+        queued: 4,
+        concurrency: 4,
+        upload_bytes_per_second: 1_000_000,
+        disk_cache: None,
+    };
+    let remote = RemoteStore::start_with(&backend, &settings).unwrap();
     let started = std::time::Instant::now();
     block_on(async {
         let crc = remote.checksum(file.clone(), 300_000).await.unwrap();
@@ -163,4 +174,62 @@ fn uploads_keep_to_the_bandwidth_limit() {
     });
     let took = started.elapsed();
     assert!(took >= std::time::Duration::from_millis(590), "{took:?}");
+}
+
+#[test]
+fn reads_through_the_disk_cache_outlive_the_store_and_a_restart_and_deletes_drop_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::Directory(dir.path().join("remote"));
+    let cache_dir = dir.path().join("cache");
+    let settings = StoreSettings {
+        queued: 4,
+        concurrency: 2,
+        upload_bytes_per_second: 0,
+        disk_cache: Some((cache_dir.clone(), 1 << 20)),
+    };
+    let key = "t/0/00000000000000000000-0000abcd.log";
+    let (remote, thread) = RemoteStore::start_joinable(&backend, &settings).unwrap();
+    block_on(async {
+        remote
+            .put(key, Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(
+            remote.get_cached(key, Some(2..6)).await.unwrap(),
+            (Bytes::from_static(b"2345"), false)
+        );
+        assert_eq!(
+            remote.get_cached(key, None).await.unwrap(),
+            (Bytes::from_static(b"0123456789"), false)
+        );
+    });
+    // Gone from the store underneath: the cache still answers, and after a
+    // restart too.
+    std::fs::remove_file(dir.path().join("remote").join(key)).unwrap();
+    drop(remote);
+    thread.join().unwrap();
+    let remote = RemoteStore::start_with(&backend, &settings).unwrap();
+    block_on(async {
+        assert_eq!(
+            remote.get_cached(key, Some(2..6)).await.unwrap(),
+            (Bytes::from_static(b"2345"), true)
+        );
+        assert!(
+            remote.get_cached(key, None).await.unwrap().1,
+            "whole, from the cache"
+        );
+        let other = remote.get_cached(key, Some(0..2)).await;
+        assert!(
+            matches!(other, Err(RemoteError::NotFound(_))),
+            "another range is not cached: {other:?}"
+        );
+        remote.delete(key).await.unwrap();
+        let deleted = remote.get_cached(key, Some(2..6)).await;
+        assert!(
+            matches!(deleted, Err(RemoteError::NotFound(_))),
+            "a delete drops the cached chunks: {deleted:?}"
+        );
+    });
+    let left = std::fs::read_dir(cache_dir.join("t/0")).unwrap().count();
+    assert_eq!(left, 0, "their files too");
 }

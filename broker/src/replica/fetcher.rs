@@ -139,8 +139,6 @@ enum RoundError {
     Client(#[from] client::connection::ClientError),
     #[error("storage: {0}")]
     Storage(#[from] storage::StorageError),
-    #[error("the object store: {0}")]
-    Remote(#[from] crate::remote_store::RemoteError),
 }
 
 /// A failed connect to the leader: a refused TLS handshake (a certificate
@@ -442,7 +440,19 @@ async fn start_at_leaders_local_start(
 ) -> Result<(), RoundError> {
     let me = shard.cluster.me.0;
     let start = tiered_start::leaders_local_start(connection, me, &followed.topic, *key).await?;
-    let snapshot = tiered_start::producer_snapshot(shard, *key, start).await?;
+    let snapshot = match start > partition.log.log_end() {
+        true => match tiered_start::producer_snapshot(shard, *key, start).await {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                // The other partitions of the round go on; this one asks
+                // again next round (it never starts over without the
+                // producer state the remote log holds).
+                tracing::warn!(topic = %followed.topic, partition = key.index, error = %e, "cannot read the leader's producer snapshot from the object store; trying again");
+                return Ok(());
+            }
+        },
+        false => None,
+    };
     let _writing = partition.replica_writes.lock().await;
     if followed_log(shard, *key, followed.epoch).is_none()
         || !still_followed(partitions, *key, followed.epoch)

@@ -173,12 +173,14 @@ fn start_remote_store(
         return Ok(None);
     };
     let concurrency = config.remote_concurrency;
-    let store = crate::remote_store::RemoteStore::start_paced(
-        &backend,
-        (concurrency * 16, concurrency),
-        config.remote_upload_bytes_per_second,
-    )
-    .map_err(|e| std::io::Error::other(format!("tiered storage's object store: {e}")))?;
+    let settings = crate::remote_store::StoreSettings {
+        queued: concurrency * 16,
+        concurrency,
+        upload_bytes_per_second: config.remote_upload_bytes_per_second,
+        disk_cache: crate::config::remote_settings::disk_cache(config, &backend),
+    };
+    let store = crate::remote_store::RemoteStore::start_with(&backend, &settings)
+        .map_err(|e| std::io::Error::other(format!("tiered storage's object store: {e}")))?;
     Ok(Some(store))
 }
 

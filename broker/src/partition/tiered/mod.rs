@@ -138,6 +138,18 @@ pub const SEGMENT_SUFFIXES: [&str; 6] = [
     ".snapshot",
 ];
 
+/// A replica's producer snapshots kept when no upload says otherwise: a
+/// tiered topic's every one (each goes up with the segment it ends; the
+/// leader's pass then keeps only those not uploaded), else the log's
+/// newest few.
+pub fn keep_snapshots_by_default(
+    log: &storage::Log<storage::io::dma::DmaFs>,
+    topic: &control::Topic,
+) {
+    let tiered = topic.config.remote_storage_enable;
+    log.keep_producer_snapshots_from(tiered.then_some(storage::Offset(0)));
+}
+
 /// The producer snapshot at `offset` in the remote log: the one uploaded
 /// with the segment ending just below it. None when no remote segment
 /// ends there or it went up without one.

@@ -86,13 +86,23 @@ async fn read_segment(
         let bytes = object_range(tiering, &log, start..end, size).await?;
         let at_end = end == size;
         let asked = (offset, max_bytes);
-        let taken = take_batches(
+        let taken = match take_batches(
             &bytes,
             at_end,
             asked,
             (segment.last_offset, max_batch_bytes),
-        )
-        .map_err(|e| damaged(format!("a remote segment is damaged, refused: {e}")))?;
+        ) {
+            Ok(taken) => taken,
+            Err(e) => {
+                // Damaged in the store or on the way: the next read
+                // fetches it again rather than trusting the caches.
+                tiering.cache.borrow_mut().forget(&log);
+                tiering.store.forget_cached(&log).await?;
+                return Err(damaged(format!(
+                    "a remote segment is damaged, refused: {e}"
+                )));
+            }
+        };
         match taken {
             Taken::Batches { start, end } => {
                 let batches = bytes.slice(start..end);
@@ -134,8 +144,24 @@ async fn whole_object(tiering: &Tiering, name: &str) -> Result<Bytes, RemoteErro
         .tiered
         .cache_misses
         .fetch_add(1, Ordering::Relaxed);
-    let bytes = tiering.store.get(name, None).await?;
+    let bytes = read_through_disk(tiering, name, None).await?;
     tiering.cache.borrow_mut().put(key, bytes.clone());
+    Ok(bytes)
+}
+
+/// `name` (or its `range`) through the store's disk cache, counted.
+async fn read_through_disk(
+    tiering: &Tiering,
+    name: &str,
+    range: Option<Range<u64>>,
+) -> Result<Bytes, RemoteError> {
+    let (bytes, from_disk) = tiering.store.get_cached(name, range).await?;
+    let counters = &tiering.metrics.tiered;
+    let counter = match from_disk {
+        true => &counters.disk_cache_hits,
+        false => &counters.disk_cache_misses,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
     Ok(bytes)
 }
 
@@ -158,7 +184,7 @@ async fn object_range(
             return Ok(chunk);
         }
         counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-        let chunk = tiering.store.get(name, Some(chunk_range.clone())).await?;
+        let chunk = read_through_disk(tiering, name, Some(chunk_range.clone())).await?;
         let expected = chunk_range.end - chunk_range.start;
         if chunk.len() as u64 != expected {
             return Err(RemoteError::Store(format!(

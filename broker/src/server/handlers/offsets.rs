@@ -199,6 +199,11 @@ async fn list_on_owner(
     committed: bool,
 ) -> Result<Listed, Code> {
     let log = &led.partition.log;
+    if committed {
+        // A tiered log's last stable offset stops at the remote start: the
+        // manifest must be known (a new leader may not have read it yet).
+        remote_manifest(led).await?;
+    }
     let visible = match committed {
         true => led.last_stable_offset(),
         false => log.high_watermark(),

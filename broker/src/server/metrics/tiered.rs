@@ -10,7 +10,7 @@ use crate::counters::{HistogramTotal, Registry, TieredCounters};
 /// A counter family: name, help, its value on one shard.
 type Family = (&'static str, &'static str, fn(&TieredCounters) -> u64);
 
-const COUNTERS: [Family; 8] = [
+const COUNTERS: [Family; 10] = [
     (
         "remote_uploaded_bytes_total",
         "segment bytes uploaded to the object store",
@@ -43,13 +43,23 @@ const COUNTERS: [Family; 8] = [
     ),
     (
         "remote_cache_hits_total",
-        "chunk lookups of remote reads the cache answered",
+        "chunk lookups of remote reads the shards' memory caches answered",
         |t| t.cache_hits.load(Ordering::Relaxed),
     ),
     (
         "remote_cache_misses_total",
-        "chunk lookups of remote reads that went to the object store",
+        "chunk lookups of remote reads the shards' memory caches did not answer",
         |t| t.cache_misses.load(Ordering::Relaxed),
+    ),
+    (
+        "remote_disk_cache_hits_total",
+        "memory cache misses of remote reads the disk cache answered",
+        |t| t.disk_cache_hits.load(Ordering::Relaxed),
+    ),
+    (
+        "remote_disk_cache_misses_total",
+        "memory cache misses of remote reads that went to the object store",
+        |t| t.disk_cache_misses.load(Ordering::Relaxed),
     ),
 ];
 

@@ -8,7 +8,9 @@
 #      test command's, on 127.0.0.1); beside the same read of an untiered
 #      copy from local disk (same client, same run: what the client and
 #      the broker's disk path reach), the disk's sequential read rate and
-#      moto's own rate serving one object to curl.
+#      moto's own rate serving one object to curl. In front of S3, the
+#      broker is restarted once more and the read repeated: from the disk
+#      cache of remote reads (memory caches cold).
 #   P  producers' latency with uploads running vs not: one producer at
 #      --rate 100-byte records (acks=all, linger 1 ms, as bench.sh's C) to
 #      a plain topic and to a tiered one, both with 4 MiB segments and a
@@ -141,6 +143,13 @@ for line in urllib.request.urlopen('http://$http/metrics').read().decode().split
 reads, spent, read_bytes = m['remote_read_latency_seconds_count'], m['remote_read_latency_seconds_sum'], m['remote_read_bytes_total']
 print(f'$label broker side: {int(reads)} remote reads, {spent / max(reads, 1) * 1000:.2f} ms each on average, {read_bytes / max(spent, 1e-9) / 1e6:.0f} MB/s while reading')" | tee -a "$out/tiered.txt"
     stop_broker
+    if [ "$label" = s3 ]; then
+        start_broker "$out/broker-$label.log" "$@"
+        echo "$label-disk-cache: restarted; the same read, from the disk cache" | tee -a "$out/tiered.txt"
+        "$python" scripts/tiered_bench.py "$bootstrap" replay "$stop" "$label-disk-cache" | tee -a "$out/tiered.txt"
+        echo "$label-disk-cache: disk cache hits $(metric remote_disk_cache_hits_total), misses $(metric remote_disk_cache_misses_total)" | tee -a "$out/tiered.txt"
+        stop_broker
+    fi
 }
 
 echo "== R: replaying old data from the store" | tee -a "$out/tiered.txt"

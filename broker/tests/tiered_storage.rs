@@ -89,8 +89,14 @@ fn segment_files(data_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 fn check_everything(read: &[(i64, Vec<u8>, Vec<u8>)]) {
     assert_eq!(read.len(), RECORDS);
-    for (i, (offset, key, payload)) in read.iter().enumerate() {
-        assert_eq!(*offset, i as i64, "in order, none missing");
+    check_from(read, 0);
+}
+
+/// The records read are those from `first` on, in order, byte for byte.
+fn check_from(read: &[(i64, Vec<u8>, Vec<u8>)], first: i64) {
+    for (n, (offset, key, payload)) in read.iter().enumerate() {
+        let i = first as usize + n;
+        assert_eq!(*offset, i as i64, "in order from {first}, none missing");
         assert_eq!(key, format!("k{i}").as_bytes());
         assert!(payload == &value(i), "record {i} byte for byte");
     }
@@ -248,6 +254,36 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         "{bytes} bytes cached after the restart's reads"
     );
 
+    // DeleteRecords moves the start, first within the remote log (its
+    // segments wholly below go from the store at once), then past the
+    // local start; a reader from the beginning starts there, after a
+    // restart too.
+    let bootstrap = broker.bootstrap();
+    let objects_before = segment_files(dir.path()).1.len();
+    let deleted = support::python_script("delete_records.py", &[&bootstrap, "tiered", "700"], 60);
+    assert_eq!(deleted.trim(), "deleted 700");
+    let objects_after = segment_files(dir.path()).1.len();
+    assert!(
+        objects_after + 9 <= objects_before,
+        "{objects_before} segments in the store, {objects_after} after deleting below 700 (about 65 records each)"
+    );
+    check_from(&read_from_start(&bootstrap, "tiered", RECORDS - 700), 700);
+    let past_local = local_start + 50;
+    let deleted = support::python_script(
+        "delete_records.py",
+        &[&bootstrap, "tiered", &past_local.to_string()],
+        60,
+    );
+    assert_eq!(deleted.trim(), format!("deleted {past_local}"));
+    let left = RECORDS - past_local as usize;
+    check_from(&read_from_start(&bootstrap, "tiered", left), past_local);
+    drop(broker);
+    let broker = start_broker_with(dir.path(), FAST_SMALL_DISK_CACHE);
+    check_from(
+        &read_from_start(&broker.bootstrap(), "tiered", left),
+        past_local,
+    );
+
     // Deleting the topic deletes its objects too.
     let address = broker.address;
     on_glommio(async move {
@@ -324,11 +360,6 @@ fn kafkas_refusals_compacted_topics_turning_it_off_and_a_hot_window_past_the_tot
         assert_eq!(setting("remote.storage.enable").as_deref(), Some("true"));
         assert_eq!(setting("local.retention.ms").as_deref(), Some("-2"));
     });
-    // DeleteRecords is not supported on tiered topics yet: refused, the
-    // records kept (docs/tiered-storage.md).
-    let bootstrap = broker.bootstrap();
-    let refused = support::python_script("delete_records.py", &[&bootstrap, "on", "0"], 60);
-    assert_eq!(refused.trim(), "error POLICY_VIOLATION");
     drop(broker);
     // A broker without a store refuses to tier.
     let other = tempfile::tempdir().unwrap();

@@ -268,6 +268,9 @@ pub struct BrokerConfig {
     pub remote_concurrency: usize,
     /// Upload bandwidth of this broker, bytes per second (0: unlimited).
     pub remote_upload_bytes_per_second: u64,
+    /// Download bandwidth of this broker's remote reads, bytes per second
+    /// (0: unlimited).
+    pub remote_download_bytes_per_second: u64,
     /// Memory the chunks read from the object store may keep, per shard.
     pub remote_cache_bytes: u64,
     /// The disk cache of chunks read from the object store (default:
@@ -377,6 +380,7 @@ impl Default for BrokerConfig {
             remote_s3_credentials_file: None,
             remote_concurrency: 4,
             remote_upload_bytes_per_second: 0,
+            remote_download_bytes_per_second: 0,
             remote_cache_bytes: 64 << 20,
             remote_cache_dir: None,
             remote_disk_cache_bytes: None,

@@ -37,7 +37,7 @@ impl Pacer {
     }
 
     /// Waits until `bytes` more may go.
-    async fn take(&self, bytes: usize) {
+    pub async fn take(&self, bytes: usize) {
         if self.bytes_per_second == 0 {
             return;
         }

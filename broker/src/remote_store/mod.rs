@@ -34,6 +34,9 @@ pub struct StoreSettings {
     pub concurrency: usize,
     /// Upload bandwidth (0: unlimited).
     pub upload_bytes_per_second: u64,
+    /// Download bandwidth of reads from the store (0: unlimited; the disk
+    /// cache's answers do not count).
+    pub download_bytes_per_second: u64,
     /// The disk cache of remote reads: its directory and byte budget
     /// (None: none).
     pub disk_cache: Option<(PathBuf, u64)>,
@@ -164,12 +167,14 @@ impl RemoteStore {
             .build()
             .map_err(|e| RemoteError::Store(e.to_string()))?;
         let (upload_rate, concurrency) = (settings.upload_bytes_per_second, settings.concurrency);
+        let download_rate = settings.download_bytes_per_second;
         let thread = std::thread::Builder::new()
             .name("remote-store".into())
             .spawn(move || {
                 let serving = Serving {
                     store,
                     pacer: Pacer::new(upload_rate),
+                    download_pacer: Pacer::new(download_rate),
                     disk_cache,
                 };
                 runtime.block_on(serve(&serving, waiting, concurrency.max(1)))
@@ -290,7 +295,10 @@ fn client(backend: &Backend) -> Result<Arc<dyn ObjectStore>, RemoteError> {
 /// What the store's thread serves calls with.
 struct Serving {
     store: Arc<dyn ObjectStore>,
+    /// Uploads' bandwidth.
     pacer: Pacer,
+    /// Reads' bandwidth.
+    download_pacer: Pacer,
     disk_cache: Option<DiskCache>,
 }
 
@@ -301,13 +309,15 @@ async fn serve(serving: &Serving, calls: mpsc::Receiver<Call>, concurrency: usiz
         .await;
 }
 
-/// `key`, or its `range`, from the store.
+/// `key`, or its `range`, from the store, paced to the download
+/// bandwidth (a read's bytes delay the ones after it).
 async fn get(
-    store: &dyn ObjectStore,
+    serving: &Serving,
     key: &str,
     range: Option<Range<u64>>,
 ) -> Result<Bytes, RemoteError> {
     let path = ObjectPath::from(key);
+    let store = &*serving.store;
     let got = match range {
         Some(range) => store.get_range(&path, range).await,
         None => match store.get(&path).await {
@@ -315,11 +325,15 @@ async fn get(
             Err(e) => Err(e),
         },
     };
-    got.map_err(RemoteError::from)
+    let bytes = got.map_err(RemoteError::from)?;
+    serving.download_pacer.take(bytes.len()).await;
+    Ok(bytes)
 }
 
 /// `key`, or its `range`, from the disk cache, else from the store (then
-/// kept in the cache, after the caller has its answer).
+/// kept in the cache before the caller has it: a caller that finds it
+/// damaged and drops it from the cache finds it there to drop; only
+/// whole ranges are kept).
 async fn get_cached(
     serving: &Serving,
     key: String,
@@ -327,7 +341,7 @@ async fn get_cached(
     reply: Reply<(Bytes, bool)>,
 ) {
     let Some(cache) = &serving.disk_cache else {
-        let got = get(&*serving.store, &key, range).await;
+        let got = get(serving, &key, range).await;
         let _ = reply.send(got.map(|bytes| (bytes, false)));
         return;
     };
@@ -336,15 +350,14 @@ async fn get_cached(
         let _ = reply.send(Ok((bytes, true)));
         return;
     }
-    match get(&*serving.store, &key, range).await {
-        Ok(bytes) => {
-            let _ = reply.send(Ok((bytes.clone(), false)));
-            cache.put(name, &bytes).await;
-        }
-        Err(e) => {
-            let _ = reply.send(Err(e));
+    let got = get(serving, &key, range.clone()).await;
+    if let Ok(bytes) = &got {
+        let whole = range.is_none_or(|r| r.end - r.start == bytes.len() as u64);
+        if whole {
+            cache.put(name, bytes).await;
         }
     }
+    let _ = reply.send(got.map(|bytes| (bytes, false)));
 }
 
 async fn run(serving: &Serving, call: Call) {
@@ -363,7 +376,7 @@ async fn run(serving: &Serving, call: Call) {
             let _ = reply.send(put.map(drop).map_err(RemoteError::from));
         }
         Call::Get(key, range, reply) => {
-            let _ = reply.send(get(store, &key, range).await);
+            let _ = reply.send(get(serving, &key, range).await);
         }
         Call::GetCached(key, range, reply) => get_cached(serving, key, range, reply).await,
         Call::ForgetCached(key, reply) => {

@@ -158,7 +158,7 @@ fn uploads_keep_to_the_bandwidth_limit() {
         queued: 4,
         concurrency: 4,
         upload_bytes_per_second: 1_000_000,
-        disk_cache: None,
+        ..StoreSettings::default()
     };
     let remote = RemoteStore::start_with(&backend, &settings).unwrap();
     let started = std::time::Instant::now();
@@ -184,8 +184,8 @@ fn reads_through_the_disk_cache_outlive_the_store_and_a_restart_and_deletes_drop
     let settings = StoreSettings {
         queued: 4,
         concurrency: 2,
-        upload_bytes_per_second: 0,
         disk_cache: Some((cache_dir.clone(), 1 << 20)),
+        ..StoreSettings::default()
     };
     let key = "t/0/00000000000000000000-0000abcd.log";
     let (remote, thread) = RemoteStore::start_joinable(&backend, &settings).unwrap();
@@ -232,4 +232,48 @@ fn reads_through_the_disk_cache_outlive_the_store_and_a_restart_and_deletes_drop
     });
     let left = std::fs::read_dir(cache_dir.join("t/0")).unwrap().count();
     assert_eq!(left, 0, "their files too");
+}
+
+#[test]
+fn reads_keep_to_the_download_limit_and_the_disk_cache_is_not_held_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::Directory(dir.path().join("remote"));
+    // 1 MB/s: 3 x 300 kB take at least 0.6 s after the first goes at once.
+    let settings = StoreSettings {
+        queued: 4,
+        concurrency: 4,
+        download_bytes_per_second: 1_000_000,
+        disk_cache: Some((dir.path().join("cache"), 1 << 30)),
+        ..StoreSettings::default()
+    };
+    let remote = RemoteStore::start_with(&backend, &settings).unwrap();
+    block_on(async {
+        for i in 0..3 {
+            let object = Bytes::from(vec![i as u8; 300_000]);
+            remote.put(&format!("s/{i}"), object).await.unwrap();
+        }
+    });
+    let read_all = || {
+        let started = std::time::Instant::now();
+        block_on(async {
+            let reads = (0..3).map(|i| {
+                let remote = remote.clone();
+                async move { remote.get_cached(&format!("s/{i}"), None).await }
+            });
+            for read in futures::future::join_all(reads).await {
+                assert_eq!(read.unwrap().0.len(), 300_000);
+            }
+        });
+        started.elapsed()
+    };
+    let from_store = read_all();
+    assert!(
+        from_store >= std::time::Duration::from_millis(590),
+        "{from_store:?}"
+    );
+    let from_cache = read_all();
+    assert!(
+        from_cache < std::time::Duration::from_millis(590),
+        "from the disk cache: {from_cache:?}"
+    );
 }

@@ -44,6 +44,10 @@ const BACKOFF_MIN: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// The pause of a fetcher with nothing to fetch yet.
 const IDLE: Duration = Duration::from_millis(20);
+
+/// How long a partition waits after the object store failed its start
+/// over (a store down or refusing must not make a busy loop).
+const STORE_RETRY: Duration = Duration::from_secs(1);
 /// Fetch and OffsetForLeaderEpoch versions used: the last ones that carry
 /// the replica id as a plain field and name topics (v12 and v3+).
 const FETCH_VERSION: i16 = 12;
@@ -56,6 +60,9 @@ struct Followed {
     epoch: LeaderEpoch,
     /// Cut to where it agrees with the leader in this epoch.
     truncated: bool,
+    /// Not fetched before this (the object store failed it while it was
+    /// starting over at its leader's local start).
+    not_before: Option<std::time::Instant>,
 }
 
 type FollowedMap = Rc<RefCell<BTreeMap<PartitionKey, Followed>>>;
@@ -124,6 +131,7 @@ pub fn follow(replication: &Replication, following: Vec<Following>) {
                             topic,
                             epoch,
                             truncated: false,
+                            not_before: None,
                         },
                     );
                 }
@@ -445,9 +453,12 @@ async fn start_at_leaders_local_start(
             Ok(snapshot) => snapshot,
             Err(e) => {
                 // The other partitions of the round go on; this one asks
-                // again next round (it never starts over without the
+                // again in a while (it never starts over without the
                 // producer state the remote log holds).
-                tracing::warn!(topic = %followed.topic, partition = key.index, error = %e, "cannot read the leader's producer snapshot from the object store; trying again");
+                tracing::warn!(topic = %followed.topic, partition = key.index, error = %e, "cannot read the leader's producer snapshot from the object store; trying again in a second");
+                if let Some(f) = partitions.borrow_mut().get_mut(key) {
+                    f.not_before = Some(std::time::Instant::now() + STORE_RETRY);
+                }
                 return Ok(());
             }
         },
@@ -476,7 +487,11 @@ fn fetch_request(
 ) -> Option<(FetchRequest, Vec<Asked>)> {
     let mut asked = Vec::new();
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    let now = std::time::Instant::now();
     for (key, followed) in ready {
+        if followed.not_before.is_some_and(|at| at > now) {
+            continue;
+        }
         let Some(partition) = followed_log(shard, *key, followed.epoch) else {
             continue;
         };

@@ -177,6 +177,7 @@ fn start_remote_store(
         queued: concurrency * 16,
         concurrency,
         upload_bytes_per_second: config.remote_upload_bytes_per_second,
+        download_bytes_per_second: config.remote_download_bytes_per_second,
         disk_cache: crate::config::remote_settings::disk_cache(config, &backend),
     };
     let store = crate::remote_store::RemoteStore::start_with(&backend, &settings)

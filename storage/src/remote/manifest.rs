@@ -153,6 +153,25 @@ impl Manifest {
             .filter(|s| s.first_served <= offset && offset <= s.last_offset)
     }
 
+    /// DeleteRecords: the remote log serves nothing below `start` any
+    /// more. Segments wholly below it go (returned: the manifest without
+    /// them is written first, their objects deleted after), the one
+    /// holding it serves from it, and nothing below it is uploaded later
+    /// (the end moves up to just below it when every segment went and the
+    /// end was lower).
+    pub fn trim_start(&mut self, start: Offset) -> Vec<RemoteSegment> {
+        let below = self.segments.partition_point(|s| s.last_offset < start);
+        let dropped: Vec<RemoteSegment> = self.segments.drain(..below).collect();
+        if let Some(first) = self.segments.first_mut() {
+            first.first_served = first.first_served.max(start);
+        }
+        let floor = Offset(start.0 - 1);
+        if floor.0 >= 0 && self.end.is_none_or(|end| end < floor) {
+            self.end = Some(floor);
+        }
+        dropped
+    }
+
     /// Total retention: drops the oldest segments while the remote log
     /// (with `local_bytes` held only locally above it) is over
     /// `retention_bytes`, or their newest record is older than

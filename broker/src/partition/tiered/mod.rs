@@ -15,6 +15,7 @@
 //! that snapshot (`replica::fetcher`).
 
 pub mod chunks;
+pub mod delete;
 pub mod read;
 pub mod upload;
 
@@ -50,6 +51,10 @@ pub struct RemoteLog {
     /// began before one does not replace what it set (it read an older
     /// manifest).
     generation: std::cell::Cell<u64>,
+    /// Held by whoever reads, changes and writes the manifest (the
+    /// leader's pass, DeleteRecords): one change at a time, each on the
+    /// manifest the one before wrote.
+    pub writing: futures::lock::Mutex<()>,
 }
 
 impl RemoteLog {

@@ -72,9 +72,14 @@ async fn read_segment(
         tracing::error!(partition = key.index, topic = %key.topic, segment = %segment.object_stem(), "{what}");
         RemoteError::Store(what)
     };
-    let index_bytes = whole_object(tiering, &segment_key(key, segment, ".index")).await?;
-    let index = OffsetIndex::decode(&index_bytes, segment.size_bytes)
-        .ok_or_else(|| damaged("a remote segment's offset index is damaged: refused".into()))?;
+    let index_key = segment_key(key, segment, ".index");
+    let index_bytes = whole_object(tiering, &index_key).await?;
+    let Some(index) = OffsetIndex::decode(&index_bytes, segment.size_bytes) else {
+        forget_cached(tiering, &index_key).await?;
+        return Err(damaged(
+            "a remote segment's offset index is damaged: refused".into(),
+        ));
+    };
     let relative = (offset.0 - segment.base_offset.0).clamp(0, u32::MAX as i64) as u32;
     let start = index.floor(relative).map_or(0, |e| e.position as u64);
     let log = segment_key(key, segment, ".log");
@@ -94,10 +99,7 @@ async fn read_segment(
         ) {
             Ok(taken) => taken,
             Err(e) => {
-                // Damaged in the store or on the way: the next read
-                // fetches it again rather than trusting the caches.
-                tiering.cache.borrow_mut().forget(&log);
-                tiering.store.forget_cached(&log).await?;
+                forget_cached(tiering, &log).await?;
                 return Err(damaged(format!(
                     "a remote segment is damaged, refused: {e}"
                 )));
@@ -120,6 +122,14 @@ async fn read_segment(
             Taken::NeedBytes(_) | Taken::Nothing => return Ok(RemoteRead::default()),
         }
     }
+}
+
+/// Drops an object found damaged from both caches: damaged in the store
+/// or on the way, the next read fetches it again rather than trusting
+/// them.
+async fn forget_cached(tiering: &Tiering, object: &str) -> Result<(), RemoteError> {
+    tiering.cache.borrow_mut().forget(object);
+    tiering.store.forget_cached(object).await
 }
 
 /// The offset after the last of whole `batches`.

@@ -62,7 +62,7 @@ pub async fn pass(
             .iter()
             .find(|s| s.base_offset == next.base_offset)
             .expect("offered");
-        manifest = upload_one(partitions, tiering, served, &manifest, file).await?;
+        manifest = upload_one(partitions, tiering, served, file).await?;
         keep_snapshots_to_upload(served, &manifest);
         done.uploaded += 1;
     }
@@ -87,7 +87,6 @@ async fn upload_one(
     partitions: &Partitions,
     tiering: &Tiering,
     served: &ServedPartition,
-    manifest: &Manifest,
     file: &SealedFile,
 ) -> Result<Rc<Manifest>, RemoteError> {
     let (store, key) = (&tiering.store, served.key());
@@ -127,7 +126,11 @@ async fn upload_one(
             .put(&object(".snapshot"), Bytes::from(snapshot))
             .await?;
     }
-    let mut next = manifest.clone();
+    let remote = &served.partition.remote;
+    let _writing = remote.writing.lock().await;
+    // DeleteRecords may have changed it since the pass read it.
+    let current = remote.load(tiering, key, served.epoch).await?;
+    let mut next = (*current).clone();
     next.add(segment)
         .map_err(|e| RemoteError::Store(format!("not added to the manifest: {e}")))?;
     write_manifest(partitions, tiering, served, next).await?;
@@ -166,8 +169,9 @@ fn keep_snapshots_to_upload(served: &ServedPartition, manifest: &Manifest) {
 }
 
 /// Writes the manifest if this broker still leads in the epoch it read it
-/// in (a deposed leader stops before overwriting its successor's).
-async fn write_manifest(
+/// in (a deposed leader stops before overwriting its successor's). The
+/// caller holds the remote log's `writing` lock.
+pub(super) async fn write_manifest(
     partitions: &Partitions,
     tiering: &Tiering,
     served: &ServedPartition,
@@ -209,6 +213,23 @@ async fn write_manifest(
     let bytes = Bytes::from(manifest.encode());
     tiering.store.put(&manifest_key(key), bytes).await?;
     remote.set(served.epoch, manifest);
+    Ok(())
+}
+
+/// Deletes the objects of segments the manifest no longer lists (and
+/// what the caches hold of them).
+pub(super) async fn delete_segment_objects(
+    tiering: &Tiering,
+    key: crate::cluster::routing::PartitionKey,
+    dropped: &[RemoteSegment],
+) -> Result<(), RemoteError> {
+    for segment in dropped {
+        for suffix in SEGMENT_SUFFIXES {
+            let object = segment_key(key, segment, suffix);
+            tiering.store.delete(&object).await?;
+            tiering.cache.borrow_mut().forget(&object);
+        }
+    }
     Ok(())
 }
 
@@ -256,21 +277,19 @@ async fn retain_in_total(
             .filter(|s| uploaded_end.is_some_and(|end| s.last_offset <= end))
             .map(|s| s.size_bytes)
             .sum::<u64>();
-    let mut kept = (*manifest).clone();
+    let key = served.key();
+    let remote = &served.partition.remote;
+    let writing = remote.writing.lock().await;
+    let current = remote.load(tiering, key, served.epoch).await?;
+    let mut kept = (*current).clone();
     let now = TimestampMs(crate::runtime::clock::wall_ms());
     let dropped = kept.expire(limits, local_bytes_above, now);
     if dropped.is_empty() {
         return Ok(0);
     }
     write_manifest(partitions, tiering, served, kept).await?;
-    let key = served.key();
-    for segment in &dropped {
-        for suffix in SEGMENT_SUFFIXES {
-            let object = segment_key(key, segment, suffix);
-            tiering.store.delete(&object).await?;
-            tiering.cache.borrow_mut().forget(&object);
-        }
-    }
+    drop(writing);
+    delete_segment_objects(tiering, key, &dropped).await?;
     let counters = &tiering.metrics.tiered;
     counters
         .remote_segments_deleted

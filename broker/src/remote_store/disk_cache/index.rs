@@ -2,7 +2,7 @@
 //! sizes and how recently each was used, and which to evict, least
 //! recently used first, to stay within the byte budget.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Cached files by name, within a byte budget.
 #[derive(Debug, Default)]
@@ -10,8 +10,9 @@ pub struct DiskIndex {
     budget: u64,
     held: u64,
     tick: u64,
-    /// Name → (size, tick of its last use).
-    files: HashMap<String, (u64, u64)>,
+    /// Name → (size, tick of its last use), by name (an object's files
+    /// are neighbours).
+    files: BTreeMap<String, (u64, u64)>,
     /// Tick of last use → name: the eviction order.
     by_use: BTreeMap<u64, String>,
 }
@@ -74,8 +75,11 @@ impl DiskIndex {
 
     /// The files held of `object` (its chunks, or the whole of it).
     pub fn files_of(&self, object: &str) -> Vec<String> {
+        let prefix = format!("{object}.");
         self.files
-            .keys()
+            .range(prefix.clone()..)
+            .map(|(name, _)| name)
+            .take_while(|name| name.starts_with(&prefix))
             .filter(|name| object_of(name) == Some(object))
             .cloned()
             .collect()

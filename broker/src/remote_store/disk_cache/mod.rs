@@ -36,13 +36,17 @@ pub struct DiskCache {
 
 impl DiskCache {
     /// Opens the cache in `dir` (made if missing): indexes the files found
-    /// there, deletes temporary ones and what is over `budget`. Blocking:
-    /// called once, at start.
+    /// there, deletes temporary ones and what is over `budget`, or over
+    /// half of what the file system has free for it (the cache shares
+    /// the disk with the partitions: it never takes more than half of
+    /// the room left at start). Blocking: called once, at start.
     pub fn open(dir: &Path, budget: u64) -> std::io::Result<DiskCache> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         walk(dir, dir, &mut found)?;
         found.sort_by_key(|(_, _, modified)| *modified);
+        let held: u64 = found.iter().map(|(_, size, _)| size).sum();
+        let budget = within_free_space(dir, budget, held);
         let mut index = DiskIndex::new(budget);
         for (name, size, _) in found {
             for evicted in index.insert(name, size) {
@@ -148,6 +152,27 @@ impl DiskCache {
         })
         .await;
     }
+}
+
+/// `budget`, or half of the room the file system has for the cache (its
+/// free bytes and what it holds already) when that is less (logged).
+fn within_free_space(dir: &Path, budget: u64, held: u64) -> u64 {
+    let Ok(stats) = nix::sys::statvfs::statvfs(dir) else {
+        return budget;
+    };
+    let free = stats
+        .blocks_available()
+        .saturating_mul(stats.fragment_size());
+    let kept = budget_within(budget, free, held);
+    if kept < budget {
+        tracing::warn!(dir = %dir.display(), budget, kept, "the remote read cache's budget is more than half of the free disk space: it keeps to half");
+    }
+    kept
+}
+
+/// `budget`, at most half of `free` bytes and the `held` ones.
+fn budget_within(budget: u64, free: u64, held: u64) -> u64 {
+    budget.min(free.saturating_add(held) / 2)
 }
 
 /// The files under `dir` (names relative to `root`, sizes, modification

@@ -108,6 +108,10 @@ fn a_restart_finds_the_files_drops_temporaries_and_applies_its_budget() {
     std::fs::write(dir.path().join("unrelated"), b"left alone").unwrap();
     // Room for two of the three 14-byte files: the oldest goes.
     let cache = DiskCache::open(dir.path(), 30).unwrap();
+    assert!(
+        !dir.path().join("t/0/c.log.0-10.7.tmp").exists(),
+        "temporaries removed"
+    );
     assert_eq!(cache.held_bytes(), 28);
     run(async {
         assert!(
@@ -120,4 +124,15 @@ fn a_restart_finds_the_files_drops_temporaries_and_applies_its_budget() {
     left.sort();
     assert_eq!(left, ["t/0/b.log.0-10", "t/0/c.log.0-10"]);
     assert!(dir.path().join("unrelated").exists());
+}
+
+#[test]
+fn the_budget_keeps_to_half_of_the_room_on_the_disk() {
+    assert_eq!(budget_within(100, 1_000, 0), 100, "room enough");
+    assert_eq!(
+        budget_within(1_000, 600, 200),
+        400,
+        "half of the free and the held"
+    );
+    assert_eq!(budget_within(1_000, 0, 0), 0, "a full disk: nothing");
 }

@@ -159,8 +159,8 @@ pub async fn delete_records(
             })
         })
         .collect();
-    let work = |_: Rc<Partitions>, led: ServedPartition, offset: i64| -> LocalFuture<_> {
-        Box::pin(async move { delete_on_owner(&led, offset).await })
+    let work = |partitions: Rc<Partitions>, led: ServedPartition, offset: i64| -> LocalFuture<_> {
+        Box::pin(async move { delete_on_owner(&partitions, &led, offset).await })
     };
     let results = shard.partitions.fan_out(asked, true, work).await;
     let topics = in_request_order(
@@ -329,21 +329,26 @@ async fn remote_manifest(
 }
 
 /// Moves the log start; the new one (the low watermark).
-async fn delete_on_owner(led: &ServedPartition, offset: i64) -> Result<i64, Code> {
-    if led.tiering.is_some() {
-        // Not yet: the remote log's start would have to move with it
-        // (docs/tiered-storage.md).
-        tracing::warn!(topic = %led.topic.name, partition = led.index, "DeleteRecords refused on a tiered topic");
-        return Err(ResponseError::PolicyViolation.code());
-    }
+async fn delete_on_owner(
+    partitions: &Partitions,
+    led: &ServedPartition,
+    offset: i64,
+) -> Result<i64, Code> {
     let log = &led.partition.log;
     let target = if offset == -1 {
         log.high_watermark()
     } else {
         Offset(offset)
     };
-    if target.0 < 0 {
+    if target.0 < 0 || target > log.high_watermark() {
         return Err(ResponseError::OffsetOutOfRange.code());
+    }
+    if let Some(tiering) = &led.tiering {
+        let deleted = tiered::delete::delete_records_below(partitions, tiering, led, target).await;
+        return deleted.map(|start| start.0).map_err(|e| {
+            tracing::error!(topic = %led.topic.name, partition = led.index, error = %e, "deleting records of a tiered partition failed");
+            ResponseError::KafkaStorageError.code()
+        });
     }
     match log.delete_records_below(target).await {
         Ok(start) => Ok(start.0),

@@ -96,6 +96,49 @@ fn total_retention_drops_the_oldest_and_keeps_what_was_uploaded_from_coming_back
 }
 
 #[test]
+fn delete_records_moves_the_remote_start_and_nothing_below_it_comes_back() {
+    let mut m = Manifest::default();
+    for (base, last) in [(0, 9), (10, 19), (20, 29)] {
+        m.add(segment(base, last, 100, last)).unwrap();
+    }
+    let dropped = m.trim_start(Offset(15));
+    assert_eq!(
+        dropped.iter().map(|s| s.base_offset.0).collect::<Vec<_>>(),
+        [0]
+    );
+    assert_eq!(
+        m.start_offset(),
+        Some(Offset(15)),
+        "served from the new start"
+    );
+    assert_eq!(m.locate(Offset(14)), None);
+    assert_eq!(
+        m.locate(Offset(15)).map(|s| s.base_offset),
+        Some(Offset(10))
+    );
+    assert_eq!(m.last_offset(), Some(Offset(29)));
+    assert!(
+        m.trim_start(Offset(3)).is_empty(),
+        "below the start: nothing"
+    );
+    assert_eq!(m.start_offset(), Some(Offset(15)));
+    // Past everything uploaded: the remote log empties, and a local
+    // segment holding the new start serves only from it once uploaded.
+    assert_eq!(m.trim_start(Offset(35)).len(), 2);
+    assert_eq!(
+        (m.start_offset(), m.last_offset()),
+        (None, Some(Offset(34)))
+    );
+    assert_eq!(m.to_upload(&[sealed(30, 39)], Offset(40)), [sealed(30, 39)]);
+    m.add(segment(30, 39, 100, 39)).unwrap();
+    assert_eq!(m.start_offset(), Some(Offset(35)));
+    assert_eq!(Manifest::decode(&m.encode()), Some(m.clone()));
+    let mut empty = Manifest::default();
+    assert!(empty.trim_start(Offset(0)).is_empty());
+    assert_eq!(empty, Manifest::default(), "nothing deleted: unchanged");
+}
+
+#[test]
 fn the_layout_round_trips_and_damaged_or_forged_objects_are_refused() {
     let mut m = Manifest::default();
     m.add(segment(0, 9, 100, 5)).unwrap();
@@ -176,6 +219,14 @@ fn random_leaders_uploads_and_retention_keep_every_offset_served_once() {
                 let dropped = m.expire((Some(rng.gen_range(0..300)), None), 0, TimestampMs(0));
                 if let Some(last) = dropped.last() {
                     expired_through = Some(last.last_offset.0);
+                }
+            }
+            if rng.gen_bool(0.1) {
+                // DeleteRecords, anywhere up to the log end.
+                let start = rng.gen_range(0..=log_end);
+                m.trim_start(Offset(start));
+                if start > 0 {
+                    expired_through = expired_through.max(Some(start - 1));
                 }
             }
             check(&m, expired_through, seed);

@@ -2,12 +2,15 @@
 //! default store (a directory in its data directory): a tiered topic's
 //! old segments leave the local disk once uploaded, and librdkafka reads
 //! every record from offset 0, byte for byte, in order, before and after
-//! a restart; ListOffsets tells the remote and local starts apart; the
-//! settings Kafka refuses are refused. With an S3 server (moto, on
-//! 127.0.0.1, installed by the test command) behind a proxy that fails
-//! it: uploads retry, nothing not uploaded is deleted, producers go on.
-//! A damaged remote segment is refused, never served; a broker killed
-//! mid-upload resumes it under the same names.
+//! a restart, through a disk cache smaller than the remote log;
+//! ListOffsets tells the remote and local starts apart; DeleteRecords
+//! moves the start through both; the settings Kafka refuses are refused.
+//! With an S3 server (moto, on 127.0.0.1, installed by the test command)
+//! behind a proxy that fails it (down, 500s, slow): uploads retry,
+//! nothing not uploaded is deleted, producers go on; a restarted broker
+//! reads it all back from its disk cache. A damaged remote segment is
+//! refused, never served; a broker killed mid-upload resumes it under
+//! the same names.
 
 mod support;
 
@@ -455,7 +458,7 @@ async fn until(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool)
 }
 
 #[test]
-fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_deleted() {
+fn on_s3_uploads_go_on_through_outages_500s_and_slowness_and_nothing_unuploaded_is_deleted() {
     let s3 = start_s3_server();
     let (status, _) = support::http(s3.address, "PUT", "/tiered-logs", "");
     assert_eq!(status, 200, "bucket made");
@@ -474,7 +477,7 @@ fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_delete
     let (address, http) = (broker.address, broker.http);
     on_glommio(async move {
         let cluster = Cluster::new(address, "tiered-s3");
-        tiered_topic_with(&cluster, 500).await;
+        tiered_topic_with(&cluster, 300).await;
         until(
             "uploads to S3 and local deletions",
             Duration::from_secs(30),
@@ -517,6 +520,24 @@ fn on_s3_uploads_retry_through_outages_and_500s_and_nothing_unuploaded_is_delete
             })
             .await;
         }
+        // A slow store: uploads go on, late; producers do not wait for
+        // them; nothing not uploaded is deleted.
+        proxy.set(Fault::Slow);
+        let slow_since = Instant::now();
+        let (start, pending, end) = starts(&cluster, "tiered").await;
+        produce_range(&cluster, "tiered", end as usize..end as usize + 200).await;
+        until("slow uploads", Duration::from_secs(60), async || {
+            let (now_start, now_pending, _) = starts(&cluster, "tiered").await;
+            assert!(
+                now_start <= now_pending,
+                "a local deletion before its upload"
+            );
+            now_pending > pending && now_start >= start
+        })
+        .await;
+        // An upload is several store calls, each at least one delay late.
+        assert!(slow_since.elapsed() >= 2 * support::fault_proxy::SLOW_DELAY);
+        proxy.set(Fault::None);
         assert_eq!(
             list(&cluster, "tiered", StartAt::Latest).await,
             RECORDS as i64

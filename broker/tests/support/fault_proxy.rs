@@ -1,7 +1,8 @@
 //! A TCP proxy in front of a server, for fault tests: it passes bytes
 //! both ways, or (switched at any time, open connections included)
-//! refuses every connection (the server is down) or answers every
-//! request with HTTP 500 (the server is failing).
+//! refuses every connection (the server is down), answers every request
+//! with HTTP 500 (the server is failing) or passes bytes late (the server
+//! is slow).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -19,7 +20,12 @@ pub enum Fault {
     Down = 1,
     /// Every request gets `500 Internal Server Error`.
     Http500 = 2,
+    /// Bytes pass both ways, each read's worth [`SLOW_DELAY`] late.
+    Slow = 3,
 }
+
+/// How late a slow server's bytes are.
+pub const SLOW_DELAY: Duration = Duration::from_millis(250);
 
 /// The proxy (its threads end with the test process).
 pub struct FaultProxy {
@@ -55,6 +61,7 @@ fn current(fault: &AtomicU8) -> Fault {
     match fault.load(Ordering::SeqCst) {
         1 => Fault::Down,
         2 => Fault::Http500,
+        3 => Fault::Slow,
         _ => Fault::None,
     }
 }
@@ -63,7 +70,7 @@ fn serve(client: TcpStream, upstream: SocketAddr, fault: &Arc<AtomicU8>) {
     match current(fault) {
         Fault::Down => {}
         Fault::Http500 => answer_500(client),
-        Fault::None => {
+        Fault::None | Fault::Slow => {
             let Ok(server) = TcpStream::connect(upstream) else {
                 return;
             };
@@ -76,17 +83,21 @@ fn serve(client: TcpStream, upstream: SocketAddr, fault: &Arc<AtomicU8>) {
     }
 }
 
-/// Copies `from` to `to` until either closes or a fault is switched on.
+/// Copies `from` to `to` until either closes or the server goes down or
+/// fails; late while it is slow.
 fn pipe(mut from: TcpStream, mut to: TcpStream, fault: &AtomicU8) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0; 64 << 10];
     loop {
-        if current(fault) != Fault::None {
+        if matches!(current(fault), Fault::Down | Fault::Http500) {
             break;
         }
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                if current(fault) == Fault::Slow {
+                    std::thread::sleep(SLOW_DELAY);
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }

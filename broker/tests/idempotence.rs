@@ -470,3 +470,52 @@ fn an_http_producer_resending_a_request_writes_it_once() {
     );
     assert_eq!(values(&broker.bootstrap(), "over-http"), expected(3));
 }
+
+/// The project's producer keeps several Produce requests in flight on
+/// its connection (as librdkafka's 5 with idempotence), seen by a proxy
+/// counting the frames; every record lands once, in the order sent.
+#[test]
+fn the_producer_pipelines_its_requests_and_keeps_the_order() {
+    let counter = support::frame_counter::FrameCounter::bind();
+    let dir = tempfile::tempdir().unwrap();
+    let advertised = counter.address.to_string();
+    let broker = support::start_broker_with(
+        dir.path(),
+        &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())],
+    );
+    counter.forward_to(broker.address);
+    let via = counter.address;
+    create_topic(&via.to_string(), "piped", 1);
+    let offsets = on_glommio(async move {
+        let cluster = ClientCluster::new(via, "pipelining");
+        let config = client::producer::ProducerConfig {
+            batch_bytes: 16 << 10,
+            ..Default::default()
+        };
+        let producer = client::producer::Producer::new(cluster, config);
+        let mut sent = Vec::new();
+        for i in 0..3000 {
+            let value = Bytes::from(format!("{i:0>1000}"));
+            sent.push(producer.send("piped", None, Some(value)).await.unwrap());
+        }
+        let mut offsets = Vec::new();
+        for delivery in sent {
+            offsets.push(delivery.await.unwrap().offset);
+        }
+        offsets
+    });
+    assert_eq!(
+        offsets,
+        (0..3000).collect::<Vec<i64>>(),
+        "once each, in order"
+    );
+    let most = counter.most_unanswered();
+    assert!(
+        most >= 2,
+        "at most {most} request(s) unanswered on a connection"
+    );
+    assert!(
+        most <= 5,
+        "{most} unanswered: more than the idempotent limit"
+    );
+}

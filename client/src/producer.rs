@@ -1,9 +1,13 @@
 //! A producer: records are batched per partition (by size and linger),
-//! one sender per broker sends every ready batch of the partitions it
-//! leads in one Produce request at a time, and retriable failures
+//! one sender per broker sends the ready batches of the partitions it
+//! leads as up to `max_in_flight` Produce requests back to back on its
+//! connection (the i-th ready batch of each partition in the i-th
+//! request; the broker answers them in order), and retriable failures
 //! (leadership moved, connection lost) are retried in order after a
-//! metadata refresh. One batch of a partition in flight at a time keeps
-//! its records in the order they were sent.
+//! metadata refresh. Idempotent batches keep their order through retries
+//! (a batch after a retried one is refused out of sequence and retried
+//! behind it); without idempotence a retried batch may land after later
+//! ones, as in Kafka (`max_in_flight` 1 keeps the order).
 //!
 //! Idempotent by default (as the Java client since 3.0), with acks=all:
 //! the producer gets an id and epoch (InitProducerId) and numbers each
@@ -64,6 +68,10 @@ pub struct ProducerConfig {
     /// The newest transaction protocol to use: 2 (KIP-890, when the
     /// coordinator's broker finalized it) or 1 (the classic protocol).
     pub transaction_version: i16,
+    /// Produce requests sent to a broker before the first answer is read
+    /// (Kafka's max.in.flight.requests.per.connection; at most 5 with
+    /// idempotence, as Kafka allows).
+    pub max_in_flight: usize,
 }
 
 impl Default for ProducerConfig {
@@ -80,6 +88,7 @@ impl Default for ProducerConfig {
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
             transaction_version: 2,
+            max_in_flight: 5,
         }
     }
 }
@@ -365,36 +374,46 @@ impl Producer {
         let mut ready = ByLeader::new();
         let mut next_due: Option<Duration> = None;
         let now = Instant::now();
+        let per_partition = self.max_in_flight();
         for ((topic, partition), queue) in queues.batches.iter_mut() {
-            let Some(front) = queue.front() else { continue };
-            let due = front.started + self.config.linger;
-            let go = queue.len() > 1 || front.bytes >= self.config.batch_bytes || due <= now;
-            if !go {
-                let wait = due - now;
-                next_due = Some(next_due.map_or(wait, |d| d.min(wait)));
-                continue;
-            }
             let leader = self.cluster.leader_of(topic, partition).unwrap_or(-1);
-            let mut batch = queue.pop_front().expect("a front batch");
-            if let Some(identity) = queues_identity {
-                if batch
-                    .sequence
-                    .is_none_or(|(numbered, _)| numbered != identity)
-                {
-                    let key = (topic.clone(), partition);
-                    let next = next_sequences.entry(key).or_insert(0);
-                    batch.sequence = Some((identity, *next));
-                    *next = add_sequence(*next, batch.records.len() as i32);
+            for _ in 0..per_partition {
+                let Some(front) = queue.front() else { break };
+                let due = front.started + self.config.linger;
+                let go = queue.len() > 1 || front.bytes >= self.config.batch_bytes || due <= now;
+                if !go {
+                    let wait = due - now;
+                    next_due = Some(next_due.map_or(wait, |d| d.min(wait)));
+                    break;
                 }
+                let mut batch = queue.pop_front().expect("a front batch");
+                if let Some(identity) = queues_identity {
+                    if batch
+                        .sequence
+                        .is_none_or(|(numbered, _)| numbered != identity)
+                    {
+                        let key = (topic.clone(), partition);
+                        let next = next_sequences.entry(key).or_insert(0);
+                        batch.sequence = Some((identity, *next));
+                        *next = add_sequence(*next, batch.records.len() as i32);
+                    }
+                }
+                ready
+                    .entry(leader)
+                    .or_default()
+                    .push(((topic.clone(), partition), batch));
             }
-            ready
-                .entry(leader)
-                .or_default()
-                .push(((topic.clone(), partition), batch));
         }
         let taken: usize = ready.values().map(|v| v.len()).sum();
         queues.in_flight += taken;
         (ready, next_due)
+    }
+
+    /// Batches of one partition sent at once: `max_in_flight`, at most 5
+    /// with idempotence (a broker keeps the last 5 batches' sequences).
+    fn max_in_flight(&self) -> usize {
+        let most = if self.idempotent() { 5 } else { usize::MAX };
+        self.config.max_in_flight.clamp(1, most)
     }
 
     /// Whether batches are idempotent (the setting, with acks=all).
@@ -478,11 +497,74 @@ impl Producer {
         self.queues.borrow_mut().in_flight -= count;
     }
 
-    /// Sends one broker's batches; returns the ones to retry.
+    /// Sends one broker's batches, as up to `max_in_flight` requests back
+    /// to back (the i-th batch of each partition in the i-th); returns
+    /// the ones to retry, in order.
     async fn send_to(&self, leader: i32, batches: Vec<Taken>) -> Vec<Taken> {
+        let waves = waves(batches);
+        let mut requests = Vec::with_capacity(waves.len());
+        for wave in &waves {
+            match self.produce_request(wave) {
+                Ok(request) => requests.push(request),
+                Err(why) => {
+                    self.fail_all(waves.into_iter().flatten().collect(), &why);
+                    return vec![];
+                }
+            }
+        }
+        // A transactional producer of the classic protocol stays below
+        // v12, where the leader would add partitions itself (as the Java
+        // client caps it).
+        let classic =
+            self.config.transactional_id.is_some() && !self.queues.borrow().transaction.version2;
+        let version_max = if classic { 11 } else { i16::MAX };
+        let answers = async {
+            let connection = self.cluster.broker(leader).await?;
+            let mut connection = connection.lock().await;
+            let version = connection.version_for::<ProduceRequest>()?.min(version_max);
+            if self.config.acks == 0 {
+                for request in &requests {
+                    connection.send_only(request, version).await?;
+                }
+                return Ok(requests.iter().map(|_| Ok(None)).collect());
+            }
+            let answers = connection.call_many(&requests, version).await;
+            Ok::<_, ClientError>(answers.into_iter().map(|a| a.map(Some)).collect::<Vec<_>>())
+        }
+        .await;
+        let answers = match answers {
+            Ok(answers) => answers,
+            Err(e) => {
+                if matches!(e, ClientError::Io(_)) {
+                    self.cluster.drop_connection(Some(leader));
+                }
+                return self.retry_or_fail(waves.into_iter().flatten().collect(), &e.to_string());
+            }
+        };
+        let mut retry = Vec::new();
+        let mut retrying = std::collections::BTreeSet::new();
+        for (wave, answer) in waves.into_iter().zip(answers) {
+            match answer {
+                Ok(response) => {
+                    retry.extend(self.settle(wave, response.as_ref(), &mut retrying));
+                }
+                Err(e) => {
+                    if matches!(e, ClientError::Io(_)) {
+                        self.cluster.drop_connection(Some(leader));
+                    }
+                    let again = self.retry_or_fail(wave, &e.to_string());
+                    retrying.extend(again.iter().map(|(key, _)| key.clone()));
+                    retry.extend(again);
+                }
+            }
+        }
+        retry
+    }
+
+    /// One wave's Produce request (each batch encoded with its numbers).
+    fn produce_request(&self, wave: &[Taken]) -> Result<ProduceRequest, String> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
-        let mut encode_failed = None;
-        for ((topic, partition), batch) in &batches {
+        for ((topic, partition), batch) in wave {
             let producer = batch
                 .sequence
                 .map(|((producer_id, epoch), first_sequence)| ProducerSequence {
@@ -491,31 +573,25 @@ impl Producer {
                     first_sequence,
                 });
             let transactional = self.config.transactional_id.is_some();
-            let encoded = encode_batch_in(
+            let records = encode_batch_in(
                 &batch.records,
                 self.config.compression,
                 producer,
                 transactional,
+            )
+            .map_err(|e| e.to_string())?;
+            by_topic.entry(topic).or_default().push(
+                PartitionProduceData::default()
+                    .with_index(*partition)
+                    .with_records(Some(records)),
             );
-            match encoded {
-                Ok(records) => by_topic.entry(topic).or_default().push(
-                    PartitionProduceData::default()
-                        .with_index(*partition)
-                        .with_records(Some(records)),
-                ),
-                Err(e) => encode_failed = Some(e.to_string()),
-            }
-        }
-        if let Some(why) = encode_failed {
-            self.fail_all(batches, &why);
-            return vec![];
         }
         let transactional_id = self
             .config
             .transactional_id
             .as_ref()
             .map(|id| TransactionalId(id.clone().into()));
-        let request = ProduceRequest::default()
+        Ok(ProduceRequest::default()
             .with_transactional_id(transactional_id)
             .with_acks(self.config.acks)
             .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
@@ -531,39 +607,27 @@ impl Producer {
                             .with_partition_data(partitions)
                     })
                     .collect(),
-            );
-        // A transactional producer of the classic protocol stays below
-        // v12, where the leader would add partitions itself (as the Java
-        // client caps it).
-        let classic =
-            self.config.transactional_id.is_some() && !self.queues.borrow().transaction.version2;
-        let version_max = if classic { 11 } else { i16::MAX };
-        let result = async {
-            let connection = self.cluster.broker(leader).await?;
-            let mut connection = connection.lock().await;
-            let version = connection.version_for::<ProduceRequest>()?.min(version_max);
-            if self.config.acks == 0 {
-                connection.send_only(&request, version).await?;
-                return Ok(None);
-            }
-            connection.call(&request, version).await.map(Some)
-        }
-        .await;
-        let response = match result {
-            Ok(response) => response,
-            Err(ClientError::Io(e)) => {
-                self.cluster.drop_connection(Some(leader));
-                return self.retry_or_fail(batches, &e.to_string());
-            }
-            Err(e) => return self.retry_or_fail(batches, &e.to_string()),
-        };
+            ))
+    }
+
+    /// Tells one wave's waiters what the broker answered (None: acks=0);
+    /// returns its batches to retry. `retrying` holds the partitions an
+    /// earlier wave of the same send retries: a later batch of one that
+    /// was refused out of sequence (it came before its predecessor) is
+    /// retried behind it, not failed.
+    fn settle(
+        &self,
+        wave: Vec<Taken>,
+        response: Option<&kafka_protocol::messages::ProduceResponse>,
+        retrying: &mut std::collections::BTreeSet<(String, i32)>,
+    ) -> Vec<Taken> {
         let mut retry = Vec::new();
         let mut done = 0;
         let mut reset = false;
         let acknowledged_at = Instant::now();
-        for ((topic, partition), batch) in batches {
+        for ((topic, partition), batch) in wave {
             let id = self.cluster.topic(&topic).map(|t| t.id);
-            let answer = response.as_ref().and_then(|r| {
+            let answer = response.and_then(|r| {
                 r.responses
                     .iter()
                     .filter(|t| {
@@ -577,6 +641,9 @@ impl Producer {
                 (_, Some(p)) => (p.error_code, p.base_offset),
                 (_, None) => (ResponseError::UnknownServerError.code(), -1),
             };
+            let key = (topic, partition);
+            let behind_a_retry =
+                retrying.contains(&key) && error == ResponseError::OutOfOrderSequenceNumber.code();
             if error == 0 {
                 done += 1;
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
@@ -587,8 +654,11 @@ impl Producer {
                         acknowledged_at,
                     }));
                 }
-            } else if is_retriable(error) && batch.attempts < self.config.retries {
-                retry.push(((topic, partition), batch));
+            } else if (is_retriable(error) || behind_a_retry)
+                && batch.attempts < self.config.retries
+            {
+                retrying.insert(key.clone());
+                retry.push((key, batch));
             } else {
                 done += 1;
                 self.queues.borrow_mut().transaction.failed = true;
@@ -628,6 +698,22 @@ impl Producer {
             }
         }
     }
+}
+
+/// Batches in waves: the i-th batch of each partition in the i-th (each
+/// partition's in the order taken).
+fn waves(batches: Vec<Taken>) -> Vec<Vec<Taken>> {
+    let mut waves: Vec<Vec<Taken>> = Vec::new();
+    let mut seen: BTreeMap<(String, i32), usize> = BTreeMap::new();
+    for (key, batch) in batches {
+        let nth = seen.entry(key.clone()).or_insert(0);
+        if waves.len() <= *nth {
+            waves.push(Vec::new());
+        }
+        waves[*nth].push((key, batch));
+        *nth += 1;
+    }
+    waves
 }
 
 /// A record's bytes, about (for the batch size limit).
@@ -697,5 +783,51 @@ async fn run_sender(producer: std::rc::Weak<Producer>) {
             // A failed refresh shows up as the next attempt's failure.
             let _ = this.cluster.refresh(Some(&names), false).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(topic: &str, partition: i32, tag: u32) -> Taken {
+        let batch = Batch {
+            records: Vec::new(),
+            waiters: Vec::new(),
+            bytes: 0,
+            started: Instant::now(),
+            attempts: tag,
+            sequence: None,
+        };
+        ((topic.to_string(), partition), batch)
+    }
+
+    #[test]
+    fn the_nth_batch_of_each_partition_goes_in_the_nth_request() {
+        let batches = vec![
+            taken("a", 0, 0),
+            taken("a", 0, 1),
+            taken("a", 0, 2),
+            taken("a", 1, 0),
+            taken("b", 0, 0),
+            taken("b", 0, 1),
+        ];
+        let shape: Vec<Vec<(String, i32, u32)>> = waves(batches)
+            .into_iter()
+            .map(|wave| {
+                wave.into_iter()
+                    .map(|((topic, partition), b)| (topic, partition, b.attempts))
+                    .collect()
+            })
+            .collect();
+        let at = |t: &str, p, n| (t.to_string(), p, n);
+        assert_eq!(
+            shape,
+            vec![
+                vec![at("a", 0, 0), at("a", 1, 0), at("b", 0, 0)],
+                vec![at("a", 0, 1), at("b", 0, 1)],
+                vec![at("a", 0, 2)],
+            ]
+        );
     }
 }

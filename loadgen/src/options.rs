@@ -90,6 +90,9 @@ pub struct Options {
     pub warmup: Duration,
     /// Bytes a producer may have unacknowledged.
     pub max_in_flight_bytes: u64,
+    /// Produce requests a producer sends to a broker before reading the
+    /// first answer.
+    pub requests_in_flight: usize,
     /// Where the .hlog and .json files go (None: nowhere).
     pub out: Option<PathBuf>,
     /// The run's name (file names, dashboard legend).
@@ -294,6 +297,11 @@ pub struct Flags {
     /// Bytes a producer may have unacknowledged.
     #[arg(long, value_name = "N", default_value_t = 64 << 20)]
     max_in_flight_bytes: u64,
+    /// Produce requests a producer sends to a broker before reading the
+    /// first answer (Kafka's max.in.flight.requests.per.connection; at
+    /// most 5 with idempotence).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    requests_in_flight: usize,
     /// Write NAME-produce.hlog, NAME-e2e.hlog and NAME.json here (none if absent).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -344,6 +352,7 @@ impl Flags {
             messages: self.messages,
             warmup: self.warmup,
             max_in_flight_bytes: self.max_in_flight_bytes,
+            requests_in_flight: self.requests_in_flight,
             out: self.out,
             name: self.name,
             pin: !self.no_pin,
@@ -652,6 +661,7 @@ mod tests {
         assert_eq!(o.duration, Duration::from_secs(10));
         assert_eq!(o.warmup, Duration::from_secs(2));
         assert_eq!(o.max_in_flight_bytes, 64 << 20);
+        assert_eq!(o.requests_in_flight, 5);
         assert!(o.out.is_none());
         assert_eq!(o.name, "run");
         assert!(o.pin && o.from_earliest);

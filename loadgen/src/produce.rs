@@ -59,6 +59,7 @@ pub async fn run(
                 (p * 2).max(Duration::from_secs(60))
             }),
             transaction_version: options.transaction_version,
+            max_in_flight: options.requests_in_flight,
             ..ProducerConfig::default()
         },
     );

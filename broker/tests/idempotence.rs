@@ -519,3 +519,55 @@ fn the_producer_pipelines_its_requests_and_keeps_the_order() {
         "{most} unanswered: more than the idempotent limit"
     );
 }
+
+/// A connection lost in the middle of the producer's pipeline (cut just
+/// before one of its requests reaches the broker, the ones before it
+/// maybe written, their answers lost): the producer reconnects and
+/// resends in order, and every record lands once, in the order sent.
+#[test]
+fn a_connection_lost_mid_pipeline_loses_nothing_and_writes_nothing_twice() {
+    let counter = support::frame_counter::FrameCounter::bind();
+    let dir = tempfile::tempdir().unwrap();
+    let advertised = counter.address.to_string();
+    let broker = support::start_broker_with(
+        dir.path(),
+        &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())],
+    );
+    counter.forward_to(broker.address);
+    let via = counter.address;
+    create_topic(&via.to_string(), "cut", 1);
+    let before = counter.requests();
+    counter.cut_at_request(25);
+    let offsets = on_glommio(async move {
+        let cluster = ClientCluster::new(via, "pipelining-cut");
+        let config = client::producer::ProducerConfig {
+            batch_bytes: 16 << 10,
+            retry_backoff: Duration::from_millis(20),
+            ..Default::default()
+        };
+        let producer = client::producer::Producer::new(cluster, config);
+        let mut sent = Vec::new();
+        for i in 0..3000 {
+            let value = Bytes::from(format!("{i:0>1000}"));
+            sent.push(producer.send("cut", None, Some(value)).await.unwrap());
+        }
+        let mut offsets = Vec::new();
+        for delivery in sent {
+            offsets.push(delivery.await.unwrap().offset);
+        }
+        offsets
+    });
+    assert!(counter.requests() - before > 25, "the cut was crossed");
+    assert_eq!(
+        offsets,
+        (0..3000).collect::<Vec<i64>>(),
+        "once each, in order"
+    );
+    let read = values(&via.to_string(), "cut");
+    let sent: Vec<String> = (0..3000).map(|i| format!("{i:0>1000}")).collect();
+    assert!(
+        read == sent,
+        "the log holds each record once, in order ({} read)",
+        read.len()
+    );
+}

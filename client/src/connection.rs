@@ -325,8 +325,9 @@ impl Connection {
 
     /// Sends every request at `version` back to back, then reads their
     /// answers (Kafka answers a connection's requests in order): up to
-    /// `requests.len()` in flight. After a failed read the rest fail too
-    /// (the connection is no longer usable).
+    /// `requests.len()` in flight. After a failed send the rest are not
+    /// sent; after a failed read the rest are not read. Any failure
+    /// leaves the connection out of step: the caller drops it.
     pub async fn call_many<R: Request>(
         &mut self,
         requests: &[R],
@@ -336,18 +337,30 @@ impl Connection {
         if let Err(e) = self.renew_if_due().await {
             return requests.iter().map(|_| Err(protocol(&e))).collect();
         }
+        let mut send_failed = false;
         for request in requests {
-            sent.push(self.send_now(request, version).await);
+            if send_failed {
+                sent.push(Err(ClientError::Protocol(
+                    "not sent: an earlier send failed".into(),
+                )));
+                continue;
+            }
+            let correlation_id = self.send_now(request, version).await;
+            send_failed = correlation_id.is_err();
+            sent.push(correlation_id);
         }
         let mut answers = Vec::with_capacity(requests.len());
         let mut broken = false;
         for correlation_id in sent {
             let answer = match correlation_id {
-                Ok(id) if !broken => self.read_response::<R>(id, version).await,
+                Ok(id) if !broken => {
+                    let answer = self.read_response::<R>(id, version).await;
+                    broken = answer.is_err();
+                    answer
+                }
                 Ok(_) => Err(ClientError::Protocol("an earlier answer failed".into())),
                 Err(e) => Err(e),
             };
-            broken |= answer.is_err();
             answers.push(answer);
         }
         answers

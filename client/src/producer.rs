@@ -523,10 +523,16 @@ impl Producer {
             let mut connection = connection.lock().await;
             let version = connection.version_for::<ProduceRequest>()?.min(version_max);
             if self.config.acks == 0 {
+                // One result each: waves already sent are not sent again.
+                let mut results = Vec::with_capacity(requests.len());
                 for request in &requests {
-                    connection.send_only(request, version).await?;
+                    if results.iter().any(|r: &Result<_, _>| r.is_err()) {
+                        results.push(Err(ClientError::Protocol("not sent".into())));
+                        continue;
+                    }
+                    results.push(connection.send_only(request, version).await.map(|_| None));
                 }
-                return Ok(requests.iter().map(|_| Ok(None)).collect());
+                return Ok(results);
             }
             let answers = connection.call_many(&requests, version).await;
             Ok::<_, ClientError>(answers.into_iter().map(|a| a.map(Some)).collect::<Vec<_>>())
@@ -541,19 +547,26 @@ impl Producer {
                 return self.retry_or_fail(waves.into_iter().flatten().collect(), &e.to_string());
             }
         };
+        if answers.iter().any(|answer| answer.is_err()) {
+            // Answers left unread: the connection is out of step.
+            self.cluster.drop_connection(Some(leader));
+        }
         let mut retry = Vec::new();
-        let mut retrying = std::collections::BTreeSet::new();
+        let mut unsettled = Unsettled::default();
         for (wave, answer) in waves.into_iter().zip(answers) {
             match answer {
                 Ok(response) => {
-                    retry.extend(self.settle(wave, response.as_ref(), &mut retrying));
+                    retry.extend(self.settle(wave, response.as_ref(), &mut unsettled));
                 }
                 Err(e) => {
-                    if matches!(e, ClientError::Io(_)) {
-                        self.cluster.drop_connection(Some(leader));
-                    }
+                    let keys: Vec<_> = wave.iter().map(|(key, _)| key.clone()).collect();
                     let again = self.retry_or_fail(wave, &e.to_string());
-                    retrying.extend(again.iter().map(|(key, _)| key.clone()));
+                    for key in keys {
+                        match again.iter().any(|(k, _)| *k == key) {
+                            true => unsettled.retried.insert(key),
+                            false => unsettled.failed.insert(key),
+                        };
+                    }
                     retry.extend(again);
                 }
             }
@@ -611,15 +624,16 @@ impl Producer {
     }
 
     /// Tells one wave's waiters what the broker answered (None: acks=0);
-    /// returns its batches to retry. `retrying` holds the partitions an
-    /// earlier wave of the same send retries: a later batch of one that
-    /// was refused out of sequence (it came before its predecessor) is
-    /// retried behind it, not failed.
+    /// returns its batches to retry. `unsettled` holds the partitions an
+    /// earlier wave of the same send did not get written: a later batch
+    /// of one that was refused out of sequence (its predecessor is not
+    /// there) is retried behind it (renumbered if the producer started
+    /// over), not failed; a transactional producer's fails with it.
     fn settle(
         &self,
         wave: Vec<Taken>,
         response: Option<&kafka_protocol::messages::ProduceResponse>,
-        retrying: &mut std::collections::BTreeSet<(String, i32)>,
+        unsettled: &mut Unsettled,
     ) -> Vec<Taken> {
         let mut retry = Vec::new();
         let mut done = 0;
@@ -642,8 +656,9 @@ impl Producer {
                 (_, None) => (ResponseError::UnknownServerError.code(), -1),
             };
             let key = (topic, partition);
-            let behind_a_retry =
-                retrying.contains(&key) && error == ResponseError::OutOfOrderSequenceNumber.code();
+            let out_of_order = error == ResponseError::OutOfOrderSequenceNumber.code();
+            let transactional = self.config.transactional_id.is_some();
+            let behind_a_retry = out_of_order && unsettled.holds_back(&key, transactional);
             if error == 0 {
                 done += 1;
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
@@ -657,9 +672,10 @@ impl Producer {
             } else if (is_retriable(error) || behind_a_retry)
                 && batch.attempts < self.config.retries
             {
-                retrying.insert(key.clone());
+                unsettled.retried.insert(key.clone());
                 retry.push((key, batch));
             } else {
+                unsettled.failed.insert(key);
                 done += 1;
                 self.queues.borrow_mut().transaction.failed = true;
                 // Refused numbering, or numbers that now leave a gap.
@@ -697,6 +713,25 @@ impl Producer {
                 waiter.tell(Err(ClientError::Protocol(why.to_string())));
             }
         }
+    }
+}
+
+/// The partitions an earlier wave of one send did not get written.
+#[derive(Default)]
+struct Unsettled {
+    /// Their batch is retried.
+    retried: std::collections::BTreeSet<(String, i32)>,
+    /// Their batch failed for good (the producer starts over).
+    failed: std::collections::BTreeSet<(String, i32)>,
+}
+
+impl Unsettled {
+    /// Whether a batch of `key` refused out of sequence only came before
+    /// its predecessor (and may follow it): behind a retried batch, or
+    /// behind a failed one when the producer starts over (a transactional
+    /// producer cannot: its transaction is lost anyway).
+    fn holds_back(&self, key: &(String, i32), transactional: bool) -> bool {
+        self.retried.contains(key) || (!transactional && self.failed.contains(key))
     }
 }
 

@@ -1,7 +1,8 @@
 //! A TCP proxy that counts Kafka frames: requests started towards the
 //! server and responses completed back, per connection, and the most
 //! requests a connection ever had unanswered (pipelining shows as more
-//! than one).
+//! than one). It can also cut the connection carrying the n-th request,
+//! before passing that request on (a connection lost mid-pipeline).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -14,6 +15,8 @@ pub struct FrameCounter {
     pub address: SocketAddr,
     upstream: Arc<Mutex<Option<SocketAddr>>>,
     most_unanswered: Arc<AtomicI64>,
+    requests: Arc<AtomicI64>,
+    cut_at: Arc<AtomicI64>,
 }
 
 impl FrameCounter {
@@ -24,21 +27,42 @@ impl FrameCounter {
         let address = listener.local_addr().unwrap();
         let upstream = Arc::new(Mutex::new(None));
         let most_unanswered = Arc::new(AtomicI64::new(0));
-        let (to, most) = (upstream.clone(), most_unanswered.clone());
+        let requests = Arc::new(AtomicI64::new(0));
+        let cut_at = Arc::new(AtomicI64::new(0));
+        let counts = Counts {
+            most: most_unanswered.clone(),
+            requests: requests.clone(),
+            cut_at: cut_at.clone(),
+        };
+        let to = upstream.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let Some(server) = *to.lock().unwrap() else {
                     continue;
                 };
-                let most = most.clone();
-                std::thread::spawn(move || relay(client, server, most));
+                let counts = counts.clone();
+                std::thread::spawn(move || relay(client, server, counts));
             }
         });
         FrameCounter {
             address,
             upstream,
             most_unanswered,
+            requests,
+            cut_at,
         }
+    }
+
+    /// Cuts the connection that carries the `n`-th request from now on
+    /// (counted over every connection), before passing it on.
+    pub fn cut_at_request(&self, n: i64) {
+        let now = self.requests.load(Ordering::SeqCst);
+        self.cut_at.store(now + n, Ordering::SeqCst);
+    }
+
+    /// Requests seen, over every connection.
+    pub fn requests(&self) -> i64 {
+        self.requests.load(Ordering::SeqCst)
     }
 
     /// Where connections go from now on.
@@ -52,7 +76,15 @@ impl FrameCounter {
     }
 }
 
-fn relay(client: TcpStream, server: SocketAddr, most: Arc<AtomicI64>) {
+/// What every connection counts into.
+#[derive(Clone)]
+struct Counts {
+    most: Arc<AtomicI64>,
+    requests: Arc<AtomicI64>,
+    cut_at: Arc<AtomicI64>,
+}
+
+fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
     let Ok(server) = TcpStream::connect(server) else {
         return;
     };
@@ -65,22 +97,31 @@ fn relay(client: TcpStream, server: SocketAddr, most: Arc<AtomicI64>) {
             if done {
                 back.fetch_sub(1, Ordering::SeqCst);
             }
+            true
         })
     });
     copy_frames(client, server, |started, _| {
-        if started {
-            let now = unanswered.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(now, Ordering::SeqCst);
+        if !started {
+            return true;
         }
+        let nth = counts.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        if nth == counts.cut_at.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = unanswered.fetch_add(1, Ordering::SeqCst) + 1;
+        counts.most.fetch_max(now, Ordering::SeqCst);
+        true
     });
 }
 
 /// Copies `from` to `to`, telling `frame(started, completed)` as frames
-/// (a 4-byte length, then that many bytes) start and complete.
-fn copy_frames(mut from: TcpStream, mut to: TcpStream, mut frame: impl FnMut(bool, bool)) {
+/// (a 4-byte length, then that many bytes) start and complete; a frame
+/// it answers false for cuts the connection there (the chunk holding it
+/// is not passed on).
+fn copy_frames(mut from: TcpStream, mut to: TcpStream, mut frame: impl FnMut(bool, bool) -> bool) {
     let mut buf = vec![0; 64 << 10];
     let (mut head, mut left) = (Vec::with_capacity(4), 0usize);
-    while let Ok(n) = from.read(&mut buf) {
+    'copy: while let Ok(n) = from.read(&mut buf) {
         if n == 0 {
             break;
         }
@@ -93,7 +134,9 @@ fn copy_frames(mut from: TcpStream, mut to: TcpStream, mut frame: impl FnMut(boo
                 if head.len() == 4 {
                     left = i32::from_be_bytes(head[..].try_into().unwrap()) as usize;
                     head.clear();
-                    frame(true, left == 0);
+                    if !frame(true, left == 0) {
+                        break 'copy;
+                    }
                 }
                 continue;
             }

@@ -471,39 +471,59 @@ fn an_http_producer_resending_a_request_writes_it_once() {
     assert_eq!(values(&broker.bootstrap(), "over-http"), expected(3));
 }
 
-/// The project's producer keeps several Produce requests in flight on
-/// its connection (as librdkafka's 5 with idempotence), seen by a proxy
-/// counting the frames; every record lands once, in the order sent.
-#[test]
-fn the_producer_pipelines_its_requests_and_keeps_the_order() {
+/// A broker behind a frame-counting proxy, the proxy's address given to
+/// clients (so every connection goes through it), and a topic `topic`.
+fn broker_behind_a_counter(
+    dir: &std::path::Path,
+    topic: &str,
+) -> (support::Broker, support::frame_counter::FrameCounter) {
     let counter = support::frame_counter::FrameCounter::bind();
-    let dir = tempfile::tempdir().unwrap();
     let advertised = counter.address.to_string();
-    let broker = support::start_broker_with(
-        dir.path(),
-        &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())],
-    );
+    let broker =
+        support::start_broker_with(dir, &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())]);
     counter.forward_to(broker.address);
-    let via = counter.address;
-    create_topic(&via.to_string(), "piped", 1);
-    let offsets = on_glommio(async move {
+    create_topic(&counter.address.to_string(), topic, 1);
+    (broker, counter)
+}
+
+/// The records [`produce_3000`] sends, in order.
+fn pipelined_value(i: usize) -> String {
+    format!("{i:0>1000}")
+}
+
+/// 3000 records of 1000 bytes through the project's producer (16 KiB
+/// batches, so many are ready at once), all sent before the first is
+/// awaited: their offsets, in the order sent.
+fn produce_3000(via: SocketAddr, topic: &'static str) -> Vec<i64> {
+    on_glommio(async move {
         let cluster = ClientCluster::new(via, "pipelining");
         let config = client::producer::ProducerConfig {
             batch_bytes: 16 << 10,
+            retry_backoff: Duration::from_millis(20),
             ..Default::default()
         };
         let producer = client::producer::Producer::new(cluster, config);
         let mut sent = Vec::new();
         for i in 0..3000 {
-            let value = Bytes::from(format!("{i:0>1000}"));
-            sent.push(producer.send("piped", None, Some(value)).await.unwrap());
+            let value = Bytes::from(pipelined_value(i));
+            sent.push(producer.send(topic, None, Some(value)).await.unwrap());
         }
         let mut offsets = Vec::new();
         for delivery in sent {
             offsets.push(delivery.await.unwrap().offset);
         }
         offsets
-    });
+    })
+}
+
+/// The project's producer keeps several Produce requests in flight on
+/// its connection (as librdkafka's 5 with idempotence), seen by a proxy
+/// counting the frames; every record lands once, in the order sent.
+#[test]
+fn the_producer_pipelines_its_requests_and_keeps_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, counter) = broker_behind_a_counter(dir.path(), "piped");
+    let offsets = produce_3000(counter.address, "piped");
     assert_eq!(
         offsets,
         (0..3000).collect::<Vec<i64>>(),
@@ -526,45 +546,19 @@ fn the_producer_pipelines_its_requests_and_keeps_the_order() {
 /// resends in order, and every record lands once, in the order sent.
 #[test]
 fn a_connection_lost_mid_pipeline_loses_nothing_and_writes_nothing_twice() {
-    let counter = support::frame_counter::FrameCounter::bind();
     let dir = tempfile::tempdir().unwrap();
-    let advertised = counter.address.to_string();
-    let broker = support::start_broker_with(
-        dir.path(),
-        &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())],
-    );
-    counter.forward_to(broker.address);
-    let via = counter.address;
-    create_topic(&via.to_string(), "cut", 1);
+    let (_broker, counter) = broker_behind_a_counter(dir.path(), "cut");
     let before = counter.requests();
     counter.cut_at_request(25);
-    let offsets = on_glommio(async move {
-        let cluster = ClientCluster::new(via, "pipelining-cut");
-        let config = client::producer::ProducerConfig {
-            batch_bytes: 16 << 10,
-            retry_backoff: Duration::from_millis(20),
-            ..Default::default()
-        };
-        let producer = client::producer::Producer::new(cluster, config);
-        let mut sent = Vec::new();
-        for i in 0..3000 {
-            let value = Bytes::from(format!("{i:0>1000}"));
-            sent.push(producer.send("cut", None, Some(value)).await.unwrap());
-        }
-        let mut offsets = Vec::new();
-        for delivery in sent {
-            offsets.push(delivery.await.unwrap().offset);
-        }
-        offsets
-    });
+    let offsets = produce_3000(counter.address, "cut");
     assert!(counter.requests() - before > 25, "the cut was crossed");
     assert_eq!(
         offsets,
         (0..3000).collect::<Vec<i64>>(),
         "once each, in order"
     );
-    let read = values(&via.to_string(), "cut");
-    let sent: Vec<String> = (0..3000).map(|i| format!("{i:0>1000}")).collect();
+    let read = values(&counter.address.to_string(), "cut");
+    let sent: Vec<String> = (0..3000).map(pipelined_value).collect();
     assert!(
         read == sent,
         "the log holds each record once, in order ({} read)",

@@ -134,15 +134,7 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
     cluster.kill9(first);
     let survivor = (1..=3).find(|b| *b != first).unwrap();
     let via = cluster.node(survivor).kafka;
-    let second =
-        support::eventually(
-            "a new leader",
-            Duration::from_secs(30),
-            || match leader_and_local_start(via) {
-                Some((leader, _)) if leader != first => Ok(leader),
-                other => Err(format!("{other:?}")),
-            },
-        );
+    let second = leader_other_than(via, first);
     let bootstrap = cluster.node(survivor).kafka.to_string();
     produce(&bootstrap, RECORDS / 2..RECORDS);
     // The new leader uploads past its predecessor's manifest and deletes
@@ -167,32 +159,12 @@ fn a_new_leader_continues_the_remote_log_and_reads_below_its_local_start_keep_wo
 
     // The first leader comes back below the new leader's local start: it
     // starts its log over there and joins the ISR again.
-    cluster.restart(first);
-    support::eventually(
-        "the ISR whole again",
-        Duration::from_secs(60),
-        || match isr_size(&cluster, survivor) {
-            3 => Ok(()),
-            n => Err(format!("{n} in sync")),
-        },
-    );
-    let restarted = std::fs::read_to_string(cluster.log_path(first)).unwrap();
-    assert!(
-        restarted.contains("starting the log over at its local start"),
-        "the returning broker started its log over"
-    );
+    rejoin(&mut cluster, first, survivor);
     // With the second leader gone too, whoever leads next serves it all.
     cluster.kill9(second);
     let third = (1..=3).find(|b| *b != second).unwrap();
     let via = cluster.node(third).kafka;
-    support::eventually(
-        "another leader",
-        Duration::from_secs(30),
-        || match leader_and_local_start(via) {
-            Some((leader, _)) if leader != second => Ok(leader),
-            other => Err(format!("{other:?}")),
-        },
-    );
+    leader_other_than(via, second);
     let read = read_from_start(&via.to_string(), "tiered", RECORDS);
     assert!(read
         .iter()
@@ -240,35 +212,14 @@ fn a_follower_started_over_keeps_a_transaction_open_across_its_start() {
         0,
         "the open transaction holds the LSO below the local start"
     );
-    cluster.restart(follower);
-    support::eventually(
-        "the ISR whole again",
-        Duration::from_secs(60),
-        || match isr_size(&cluster, first) {
-            3 => Ok(()),
-            n => Err(format!("{n} in sync")),
-        },
-    );
-    let log = std::fs::read_to_string(cluster.log_path(follower)).unwrap();
-    assert!(
-        log.contains("starting the log over at its local start"),
-        "it started over"
-    );
+    let log = rejoin(&mut cluster, follower, first);
     assert!(
         !log.contains("without the producer state"),
         "with the leader's snapshot"
     );
     cluster.kill9(first);
     let via = cluster.node(follower).kafka;
-    let leader =
-        support::eventually(
-            "a new leader",
-            Duration::from_secs(30),
-            || match leader_and_local_start(via) {
-                Some((leader, _)) if leader != first => Ok(leader),
-                other => Err(format!("{other:?}")),
-            },
-        );
+    let leader = leader_other_than(via, first);
     assert_eq!(leader, follower, "the first live in-sync replica in order");
     assert_eq!(
         committed_end(via),
@@ -362,6 +313,39 @@ fn replicas(cluster: &Cluster, via: i32) -> Vec<i32> {
         .next()
         .unwrap();
     list.split(',').map(|b| b.trim().parse().unwrap()).collect()
+}
+
+/// A leader of partition 0 other than `gone`, once `via` names one.
+fn leader_other_than(via: std::net::SocketAddr, gone: i32) -> i32 {
+    support::eventually(
+        "a new leader",
+        Duration::from_secs(30),
+        || match leader_and_local_start(via) {
+            Some((leader, _)) if leader != gone => Ok(leader),
+            other => Err(format!("{other:?}")),
+        },
+    )
+}
+
+/// Restarts `returning`, waits for the ISR whole again (as `via`
+/// describes it) and checks it started its log over at its leader's
+/// local start; its log text.
+fn rejoin(cluster: &mut Cluster, returning: i32, via: i32) -> String {
+    cluster.restart(returning);
+    support::eventually(
+        "the ISR whole again",
+        Duration::from_secs(60),
+        || match isr_size(cluster, via) {
+            3 => Ok(()),
+            n => Err(format!("{n} in sync")),
+        },
+    );
+    let log = std::fs::read_to_string(cluster.log_path(returning)).unwrap();
+    assert!(
+        log.contains("starting the log over at its local start"),
+        "the returning broker started its log over"
+    );
+    log
 }
 
 /// The ISR size of partition 0, as `broker topic describe` prints it.

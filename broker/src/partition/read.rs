@@ -126,7 +126,7 @@ impl ServedPartition {
 
     /// The log start a reader is told: for a tiered topic's consumers, the
     /// remote log's when it is older (followers keep to the local one).
-    fn log_start_seen(&self, bound: Bound) -> Offset {
+    pub(crate) fn log_start_seen(&self, bound: Bound) -> Offset {
         let local = self.partition.log.log_start();
         if bound == Bound::LogEnd {
             return local;

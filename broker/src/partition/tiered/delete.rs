@@ -10,6 +10,7 @@ use storage::Offset;
 
 use super::upload::{delete_segment_objects, write_manifest};
 use super::Tiering;
+use crate::partition::read::Bound;
 use crate::partition::served::ServedPartition;
 use crate::partition::Partitions;
 use crate::remote_store::RemoteError;
@@ -40,9 +41,5 @@ pub async fn delete_records_below(
             .map_err(|e| RemoteError::Local(format!("deleting local records: {e}")))?;
     }
     delete_segment_objects(tiering, key, &dropped).await?;
-    let remote_start = remote
-        .current(served.epoch)
-        .and_then(|manifest| manifest.start_offset());
-    let local_start = log.log_start();
-    Ok(remote_start.map_or(local_start, |start| start.min(local_start)))
+    Ok(served.log_start_seen(Bound::HighWatermark))
 }

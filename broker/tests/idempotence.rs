@@ -477,10 +477,20 @@ fn broker_behind_a_counter(
     dir: &std::path::Path,
     topic: &str,
 ) -> (support::Broker, support::frame_counter::FrameCounter) {
+    broker_with_behind_a_counter(dir, topic, &[])
+}
+
+/// [`broker_behind_a_counter`], with more settings.
+fn broker_with_behind_a_counter(
+    dir: &std::path::Path,
+    topic: &str,
+    settings: &[(&str, &str)],
+) -> (support::Broker, support::frame_counter::FrameCounter) {
     let counter = support::frame_counter::FrameCounter::bind();
     let advertised = counter.address.to_string();
-    let broker =
-        support::start_broker_with(dir, &[("BROKER_ADVERTISED_LISTENER", advertised.as_str())]);
+    let mut settings = settings.to_vec();
+    settings.push(("BROKER_ADVERTISED_LISTENER", advertised.as_str()));
+    let broker = support::start_broker_with(dir, &settings);
     counter.forward_to(broker.address);
     create_topic(&counter.address.to_string(), topic, 1);
     (broker, counter)
@@ -537,6 +547,32 @@ fn the_producer_pipelines_its_requests_and_keeps_the_order() {
     assert!(
         most <= 5,
         "{most} unanswered: more than the idempotent limit"
+    );
+}
+
+/// The producer's window does not drain: with each request taking 20 ms
+/// to be flushed, it sends its next request as each answer comes, while
+/// the requests after the answered one are still out (a producer that
+/// read every answer of a group of requests before sending more would
+/// never do so), and every record still lands once, in order.
+#[test]
+fn the_producer_sends_its_next_request_as_each_answer_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, counter) = broker_with_behind_a_counter(
+        dir.path(),
+        "window",
+        &[("BROKER_TEST_FLUSH_DELAY_MS", "20")],
+    );
+    let offsets = produce_3000(counter.address, "window");
+    assert_eq!(
+        offsets,
+        (0..3000).collect::<Vec<i64>>(),
+        "once each, in order"
+    );
+    let (refills, requests) = (counter.refills(), counter.requests());
+    assert!(
+        refills * 2 > requests,
+        "only {refills} of {requests} requests were sent while others were out after an answer"
     );
 }
 

@@ -113,6 +113,14 @@ impl Cluster {
         if let Some(connection) = self.connections.borrow().get(&id) {
             return Ok(connection.clone());
         }
+        let connection = Rc::new(Mutex::new(self.connect(id).await?));
+        self.connections.borrow_mut().insert(id, connection.clone());
+        Ok(connection)
+    }
+
+    /// A new connection to broker `id`, not shared (for a caller that
+    /// keeps requests in flight on it).
+    pub async fn connect(&self, id: i32) -> Result<Connection, ClientError> {
         let address = self
             .known
             .borrow()
@@ -120,11 +128,7 @@ impl Cluster {
             .get(&id)
             .map(|b| b.address.clone())
             .ok_or_else(|| ClientError::Protocol(format!("unknown broker {id}")))?;
-        let connection = Rc::new(Mutex::new(
-            Connection::connect_with(resolve(&address)?, &self.client_id, &self.security).await?,
-        ));
-        self.connections.borrow_mut().insert(id, connection.clone());
-        Ok(connection)
+        Connection::connect_with(resolve(&address)?, &self.client_id, &self.security).await
     }
 
     /// Forgets a connection that failed, so the next call reconnects.

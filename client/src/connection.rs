@@ -377,6 +377,27 @@ impl Connection {
         self.send_now(request, version).await
     }
 
+    /// Sends `request` and returns its correlation id; its answer is read
+    /// with [`Connection::read_answer`] after those of the requests sent
+    /// before it (a pipeline of requests on one connection).
+    pub async fn send_request<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<i32, ClientError> {
+        self.renew_if_due().await?;
+        self.send_now(request, version).await
+    }
+
+    /// Reads the next answer, which must be the one to `correlation_id`.
+    pub async fn read_answer<R: Request>(
+        &mut self,
+        correlation_id: i32,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        self.read_response::<R>(correlation_id, version).await
+    }
+
     async fn send_now<R: Request>(
         &mut self,
         request: &R,
@@ -389,14 +410,19 @@ impl Connection {
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
             .with_client_id(Some(self.client_id.clone()));
-        let mut body = BytesMut::new();
+        // The frame is encoded in place, behind room for its length: one
+        // copy of a Produce request's records, no buffer grown.
+        let header_version = R::header_version(version);
+        let size = header.compute_size(header_version).map_err(protocol)?
+            + request.compute_size(version).map_err(protocol)?;
+        let mut frame = BytesMut::with_capacity(4 + size);
+        frame.extend_from_slice(&[0; 4]);
         header
-            .encode(&mut body, R::header_version(version))
+            .encode(&mut frame, header_version)
             .map_err(protocol)?;
-        request.encode(&mut body, version).map_err(protocol)?;
-        let mut frame = Vec::with_capacity(4 + body.len());
-        frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
-        frame.extend_from_slice(&body);
+        request.encode(&mut frame, version).map_err(protocol)?;
+        let length = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&length.to_be_bytes());
         self.stream.write_all(&frame).await?;
         // Sends what TLS buffered (nothing to do on plain TCP).
         self.stream.flush().await?;

@@ -1,13 +1,14 @@
-//! A producer: records are batched per partition (by size and linger),
-//! one sender per broker sends the ready batches of the partitions it
-//! leads as up to `max_in_flight` Produce requests back to back on its
-//! connection (the i-th ready batch of each partition in the i-th
-//! request; the broker answers them in order), and retriable failures
-//! (leadership moved, connection lost) are retried in order after a
-//! metadata refresh. Idempotent batches keep their order through retries
-//! (a batch after a retried one is refused out of sequence and retried
-//! behind it); without idempotence a retried batch may land after later
-//! ones, as in Kafka (`max_in_flight` 1 keeps the order).
+//! A producer: records are batched per partition (by size and linger);
+//! a pipeline per broker ([`sender`]) keeps up to `max_in_flight` Produce
+//! requests out on its own connection to that broker, sending the next
+//! as each answer is read (each request holds the front ready batch of
+//! every partition the broker leads; the broker answers in order), and
+//! retriable failures (leadership moved, connection lost) are retried in
+//! order after a metadata refresh. Idempotent batches keep their order
+//! through retries (a batch after a retried one is refused out of
+//! sequence and retried behind it); without idempotence a retried batch
+//! may land after later ones, as in Kafka (`max_in_flight` 1 keeps the
+//! order).
 //!
 //! Idempotent by default (as the Java client since 3.0), with acks=all:
 //! the producer gets an id and epoch (InitProducerId) and numbers each
@@ -16,7 +17,7 @@
 //! with the original offsets instead of writing it twice.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -30,11 +31,15 @@ use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
-use crate::connection::ClientError;
+use crate::connection::{ClientError, Connection};
 use crate::partitioner::partition_for_key;
 use crate::records::{add_sequence, encode_batch_in, ProducerRecord, ProducerSequence};
 
+mod queues;
+mod sender;
 mod transactional;
+
+use self::queues::{Batch, PartitionKey, PartitionQueues, Taken};
 
 /// How a producer batches and acknowledges.
 #[derive(Debug, Clone)]
@@ -127,81 +132,11 @@ impl Waiter {
     }
 }
 
-/// A batch taken for sending, with its (topic, partition).
-type Taken = ((String, i32), Batch);
-
-/// Batches taken for sending, by leader broker id.
-type ByLeader = BTreeMap<i32, Vec<Taken>>;
-
-struct Batch {
-    records: Vec<ProducerRecord>,
-    waiters: Vec<Waiter>,
-    bytes: usize,
-    started: Instant,
-    attempts: u32,
-    /// The producer identity (id, epoch) it was numbered under and its
-    /// first record's sequence: given when it is first sent, kept for
-    /// every retry under that identity, renumbered if the producer
-    /// started over meanwhile.
-    sequence: Option<((i64, i16), i32)>,
-}
-
-/// Each partition's batches, oldest first, by topic then partition: a
-/// record finds its queue by the topic's name without making a key.
-#[derive(Default)]
-struct PartitionQueues(BTreeMap<String, BTreeMap<i32, VecDeque<Batch>>>);
-
-impl PartitionQueues {
-    /// `(topic, partition)`'s queue, made if new.
-    fn queue(&mut self, topic: &str, partition: i32) -> &mut VecDeque<Batch> {
-        if !self.0.contains_key(topic) {
-            self.0.insert(topic.to_string(), BTreeMap::new());
-        }
-        let partitions = self.0.get_mut(topic).expect("inserted above");
-        partitions.entry(partition).or_default()
-    }
-
-    /// Every queue with its (topic, partition).
-    fn iter_mut(&mut self) -> impl Iterator<Item = ((&String, i32), &mut VecDeque<Batch>)> {
-        self.0.iter_mut().flat_map(|(topic, partitions)| {
-            partitions.iter_mut().map(move |(p, q)| ((topic, *p), q))
-        })
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0
-            .values()
-            .flat_map(|p| p.values())
-            .all(VecDeque::is_empty)
-    }
-
-    /// Every batch queued, taken out.
-    fn take_all(&mut self) -> Vec<Taken> {
-        std::mem::take(&mut self.0)
-            .into_iter()
-            .flat_map(|(topic, partitions)| {
-                partitions.into_iter().flat_map(move |(partition, queue)| {
-                    let topic = topic.clone();
-                    queue
-                        .into_iter()
-                        .map(move |b| ((topic.clone(), partition), b))
-                })
-            })
-            .collect()
-    }
-
-    /// The topics with a queue.
-    fn topics(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
-    }
-}
-
 #[derive(Default)]
 struct Queues {
     batches: PartitionQueues,
     /// Round-robin position for records without a key.
     next_unkeyed: u32,
-    in_flight: usize,
     /// The idempotent producer's id and epoch, once InitProducerId answered.
     identity: Option<(i64, i16)>,
     /// (topic, partition) -> the next record's sequence.
@@ -218,6 +153,12 @@ pub struct Producer {
     config: ProducerConfig,
     queues: RefCell<Queues>,
     wake: RefCell<Option<oneshot::Sender<()>>>,
+    /// The brokers a pipeline is sending to now ([`sender`]).
+    pipelines: RefCell<BTreeSet<i32>>,
+    /// Each broker's connection for Produce requests, between pipelines:
+    /// its own, so that a pipeline's answers in flight hold up no other
+    /// call (metadata, producer ids, transactions).
+    produce_connections: RefCell<BTreeMap<i32, Connection>>,
 }
 
 impl Producer {
@@ -228,8 +169,10 @@ impl Producer {
             config,
             queues: RefCell::new(Queues::default()),
             wake: RefCell::new(None),
+            pipelines: RefCell::new(BTreeSet::new()),
+            produce_connections: RefCell::new(BTreeMap::new()),
         });
-        glommio::spawn_local(run_sender(Rc::downgrade(&producer))).detach();
+        glommio::spawn_local(sender::run_sender(Rc::downgrade(&producer))).detach();
         producer
     }
 
@@ -317,29 +260,29 @@ impl Producer {
             // batch of a partition not in the transaction.
             self.join_transaction(topic, partition).await?;
         }
-        {
+        // The sender is woken when a batch may have become ready to go:
+        // one is started (the one before it is followed now, and its own
+        // linger starts) or full; a record that does neither changes
+        // nothing it acts on.
+        let wake = {
             let mut queues = self.queues.borrow_mut();
             let size = record_size(&record);
-            let queue = queues.batches.queue(topic, partition);
+            let queue = &mut queues.batches.queue(topic, partition).batches;
             let fresh = queue
                 .back()
                 .is_none_or(|b| b.bytes + size > self.config.batch_bytes || b.attempts > 0);
             if fresh {
-                queue.push_back(Batch {
-                    records: Vec::new(),
-                    waiters: Vec::new(),
-                    bytes: 0,
-                    started: Instant::now(),
-                    attempts: 0,
-                    sequence: None,
-                });
+                queue.push_back(Batch::new());
             }
             let batch = queue.back_mut().expect("a batch");
             batch.records.push(record);
             batch.waiters.push(waiter);
             batch.bytes += size;
+            fresh || batch.bytes >= self.config.batch_bytes
+        };
+        if wake {
+            self.poke();
         }
-        self.poke();
         Ok(())
     }
 
@@ -348,7 +291,7 @@ impl Producer {
         loop {
             let idle = {
                 let queues = self.queues.borrow();
-                queues.in_flight == 0 && queues.batches.is_empty()
+                queues.batches.is_idle()
             };
             if idle {
                 return;
@@ -364,49 +307,85 @@ impl Producer {
         }
     }
 
-    /// Takes the batches ready to go (full, lingered long enough, or
-    /// followed by another), grouped by leader broker.
-    fn take_ready(&self) -> (ByLeader, Option<Duration>) {
+    /// The brokers with a batch ready to go (full, lingered long enough,
+    /// or followed by another) and no pipeline sending to them yet (-1:
+    /// batches whose partition has no leader known), and when the next
+    /// batch not ready yet will be.
+    fn ready_leaders(&self) -> (BTreeSet<i32>, Option<Duration>) {
         let mut queues = self.queues.borrow_mut();
-        let queues = &mut *queues;
-        let queues_identity = queues.identity.filter(|_| self.idempotent());
-        let next_sequences = &mut queues.next_sequence;
-        let mut ready = ByLeader::new();
-        let mut next_due: Option<Duration> = None;
+        let pipelines = self.pipelines.borrow();
+        let most = self.max_in_flight();
         let now = Instant::now();
-        let per_partition = self.max_in_flight();
+        let mut ready = BTreeSet::new();
+        let mut next_due: Option<Duration> = None;
         for ((topic, partition), queue) in queues.batches.iter_mut() {
+            let Some(front) = queue.batches.front() else {
+                continue;
+            };
             let leader = self.cluster.leader_of(topic, partition).unwrap_or(-1);
-            for _ in 0..per_partition {
-                let Some(front) = queue.front() else { break };
-                let due = front.started + self.config.linger;
-                let go = queue.len() > 1 || front.bytes >= self.config.batch_bytes || due <= now;
-                if !go {
-                    let wait = due - now;
-                    next_due = Some(next_due.map_or(wait, |d| d.min(wait)));
-                    break;
+            if pipelines.contains(&leader) || !queue.may_send_to(leader, most) {
+                continue;
+            }
+            match self.wait_before_sending(front, queue.batches.len(), now) {
+                None => {
+                    ready.insert(leader);
                 }
-                let mut batch = queue.pop_front().expect("a front batch");
-                if let Some(identity) = queues_identity {
-                    if batch
-                        .sequence
-                        .is_none_or(|(numbered, _)| numbered != identity)
-                    {
-                        let key = (topic.clone(), partition);
-                        let next = next_sequences.entry(key).or_insert(0);
-                        batch.sequence = Some((identity, *next));
-                        *next = add_sequence(*next, batch.records.len() as i32);
-                    }
-                }
-                ready
-                    .entry(leader)
-                    .or_default()
-                    .push(((topic.clone(), partition), batch));
+                Some(wait) => next_due = Some(next_due.map_or(wait, |d| d.min(wait))),
             }
         }
-        let taken: usize = ready.values().map(|v| v.len()).sum();
-        queues.in_flight += taken;
         (ready, next_due)
+    }
+
+    /// How long a partition's front batch waits before it may go (None:
+    /// it may go now): full, lingered long enough, or followed by another.
+    fn wait_before_sending(&self, front: &Batch, queued: usize, now: Instant) -> Option<Duration> {
+        let due = front.started + self.config.linger;
+        let go = queued > 1 || front.bytes >= self.config.batch_bytes || due <= now;
+        (!go).then(|| due - now)
+    }
+
+    /// One request's batches for `leader`: the front batch of each
+    /// partition it leads that is ready to go and may go to it, numbered
+    /// if idempotent (nothing while an idempotent producer has no id).
+    fn take_wave(&self, leader: i32) -> Vec<Taken> {
+        let mut queues = self.queues.borrow_mut();
+        let queues = &mut *queues;
+        let identity = queues.identity;
+        if self.idempotent() && identity.is_none() {
+            return Vec::new();
+        }
+        let most = self.max_in_flight();
+        let now = Instant::now();
+        let mut wave = Vec::new();
+        for ((topic, partition), queue) in queues.batches.iter_mut() {
+            let Some(front) = queue.batches.front() else {
+                continue;
+            };
+            if self.cluster.leader_of(topic, partition).unwrap_or(-1) != leader
+                || !queue.may_send_to(leader, most)
+                || self
+                    .wait_before_sending(front, queue.batches.len(), now)
+                    .is_some()
+            {
+                continue;
+            }
+            let mut batch = queue.batches.pop_front().expect("a front batch");
+            queue.sent += 1;
+            queue.sent_to = leader;
+            if let Some(identity) = identity.filter(|_| self.idempotent()) {
+                if batch
+                    .sequence
+                    .is_none_or(|(numbered, _)| numbered != identity)
+                {
+                    let key = (topic.clone(), partition);
+                    let next = queues.next_sequence.entry(key).or_insert(0);
+                    batch.sequence = Some((identity, *next));
+                    *next = add_sequence(*next, batch.records.len() as i32);
+                }
+            }
+            wave.push(((topic.clone(), partition), batch));
+        }
+        wave
     }
 
     /// Batches of one partition sent at once: `max_in_flight`, at most 5
@@ -457,9 +436,7 @@ impl Producer {
             self.queues.borrow_mut().init_failures = 0;
             let waiting: Vec<Taken> = {
                 let mut queues = self.queues.borrow_mut();
-                let batches = queues.batches.take_all();
-                queues.in_flight += batches.len();
-                batches
+                queues.batches.take_all()
             };
             self.fail_all(waiting, &format!("no producer id: {failure}"));
         }
@@ -487,91 +464,19 @@ impl Producer {
     /// Puts batches back at the front of their queues (a retry).
     fn requeue(&self, batches: Vec<Taken>) {
         let mut queues = self.queues.borrow_mut();
-        queues.in_flight -= batches.len();
         for (key, batch) in batches.into_iter().rev() {
-            queues.batches.queue(&key.0, key.1).push_front(batch);
+            queues.batches.settled(&key);
+            queues
+                .batches
+                .queue(&key.0, key.1)
+                .batches
+                .push_front(batch);
         }
     }
 
-    fn finished(&self, count: usize) {
-        self.queues.borrow_mut().in_flight -= count;
-    }
-
-    /// Sends one broker's batches, as up to `max_in_flight` requests back
-    /// to back (the i-th batch of each partition in the i-th); returns
-    /// the ones to retry, in order.
-    async fn send_to(&self, leader: i32, batches: Vec<Taken>) -> Vec<Taken> {
-        let waves = waves(batches);
-        let mut requests = Vec::with_capacity(waves.len());
-        for wave in &waves {
-            match self.produce_request(wave) {
-                Ok(request) => requests.push(request),
-                Err(why) => {
-                    self.fail_all(waves.into_iter().flatten().collect(), &why);
-                    return vec![];
-                }
-            }
-        }
-        // A transactional producer of the classic protocol stays below
-        // v12, where the leader would add partitions itself (as the Java
-        // client caps it).
-        let classic =
-            self.config.transactional_id.is_some() && !self.queues.borrow().transaction.version2;
-        let version_max = if classic { 11 } else { i16::MAX };
-        let answers = async {
-            let connection = self.cluster.broker(leader).await?;
-            let mut connection = connection.lock().await;
-            let version = connection.version_for::<ProduceRequest>()?.min(version_max);
-            if self.config.acks == 0 {
-                // One result each: waves already sent are not sent again.
-                let mut results = Vec::with_capacity(requests.len());
-                for request in &requests {
-                    if results.iter().any(|r: &Result<_, _>| r.is_err()) {
-                        results.push(Err(ClientError::Protocol("not sent".into())));
-                        continue;
-                    }
-                    results.push(connection.send_only(request, version).await.map(|_| None));
-                }
-                return Ok(results);
-            }
-            let answers = connection.call_many(&requests, version).await;
-            Ok::<_, ClientError>(answers.into_iter().map(|a| a.map(Some)).collect::<Vec<_>>())
-        }
-        .await;
-        let answers = match answers {
-            Ok(answers) => answers,
-            Err(e) => {
-                if matches!(e, ClientError::Io(_)) {
-                    self.cluster.drop_connection(Some(leader));
-                }
-                return self.retry_or_fail(waves.into_iter().flatten().collect(), &e.to_string());
-            }
-        };
-        if answers.iter().any(|answer| answer.is_err()) {
-            // Answers left unread: the connection is out of step.
-            self.cluster.drop_connection(Some(leader));
-        }
-        let mut retry = Vec::new();
-        let mut unsettled = Unsettled::default();
-        for (wave, answer) in waves.into_iter().zip(answers) {
-            match answer {
-                Ok(response) => {
-                    retry.extend(self.settle(wave, response.as_ref(), &mut unsettled));
-                }
-                Err(e) => {
-                    let keys: Vec<_> = wave.iter().map(|(key, _)| key.clone()).collect();
-                    let again = self.retry_or_fail(wave, &e.to_string());
-                    for key in keys {
-                        match again.iter().any(|(k, _)| *k == key) {
-                            true => unsettled.retried.insert(key),
-                            false => unsettled.failed.insert(key),
-                        };
-                    }
-                    retry.extend(again);
-                }
-            }
-        }
-        retry
+    /// A batch of `key` left flight: answered, or failed for good.
+    fn settled(&self, key: &PartitionKey) {
+        self.queues.borrow_mut().batches.settled(key);
     }
 
     /// One wave's Produce request (each batch encoded with its numbers).
@@ -636,7 +541,6 @@ impl Producer {
         unsettled: &mut Unsettled,
     ) -> Vec<Taken> {
         let mut retry = Vec::new();
-        let mut done = 0;
         let mut reset = false;
         let acknowledged_at = Instant::now();
         for ((topic, partition), batch) in wave {
@@ -660,7 +564,7 @@ impl Producer {
             let transactional = self.config.transactional_id.is_some();
             let behind_a_retry = out_of_order && unsettled.holds_back(&key, transactional);
             if error == 0 {
-                done += 1;
+                self.settled(&key);
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
                     let offset = if base < 0 { -1 } else { base + i as i64 };
                     waiter.tell(Ok(Delivered {
@@ -675,8 +579,8 @@ impl Producer {
                 unsettled.retried.insert(key.clone());
                 retry.push((key, batch));
             } else {
+                self.settled(&key);
                 unsettled.failed.insert(key);
-                done += 1;
                 self.queues.borrow_mut().transaction.failed = true;
                 // Refused numbering, or numbers that now leave a gap.
                 reset |= batch.sequence.is_some();
@@ -685,7 +589,6 @@ impl Producer {
                 }
             }
         }
-        self.finished(done);
         if reset {
             self.reset_identity();
         }
@@ -701,7 +604,9 @@ impl Producer {
     }
 
     fn fail_all(&self, batches: Vec<Taken>, why: &str) {
-        self.finished(batches.len());
+        for (key, _) in &batches {
+            self.settled(key);
+        }
         if !batches.is_empty() {
             self.queues.borrow_mut().transaction.failed = true;
         }
@@ -716,39 +621,28 @@ impl Producer {
     }
 }
 
-/// The partitions an earlier wave of one send did not get written.
+/// The partitions an earlier request of one pipeline did not get written.
 #[derive(Default)]
 struct Unsettled {
     /// Their batch is retried.
-    retried: std::collections::BTreeSet<(String, i32)>,
+    retried: BTreeSet<PartitionKey>,
     /// Their batch failed for good (the producer starts over).
-    failed: std::collections::BTreeSet<(String, i32)>,
+    failed: BTreeSet<PartitionKey>,
 }
 
 impl Unsettled {
+    /// Whether every batch so far was written.
+    fn is_empty(&self) -> bool {
+        self.retried.is_empty() && self.failed.is_empty()
+    }
+
     /// Whether a batch of `key` refused out of sequence only came before
     /// its predecessor (and may follow it): behind a retried batch, or
     /// behind a failed one when the producer starts over (a transactional
     /// producer cannot: its transaction is lost anyway).
-    fn holds_back(&self, key: &(String, i32), transactional: bool) -> bool {
+    fn holds_back(&self, key: &PartitionKey, transactional: bool) -> bool {
         self.retried.contains(key) || (!transactional && self.failed.contains(key))
     }
-}
-
-/// Batches in waves: the i-th batch of each partition in the i-th (each
-/// partition's in the order taken).
-fn waves(batches: Vec<Taken>) -> Vec<Vec<Taken>> {
-    let mut waves: Vec<Vec<Taken>> = Vec::new();
-    let mut seen: BTreeMap<(String, i32), usize> = BTreeMap::new();
-    for (key, batch) in batches {
-        let nth = seen.entry(key.clone()).or_insert(0);
-        if waves.len() <= *nth {
-            waves.push(Vec::new());
-        }
-        waves[*nth].push((key, batch));
-        *nth += 1;
-    }
-    waves
 }
 
 /// A record's bytes, about (for the batch size limit).
@@ -773,96 +667,4 @@ fn is_sequence_error(code: i16) -> bool {
     code == ResponseError::OutOfOrderSequenceNumber.code()
         || code == ResponseError::InvalidProducerEpoch.code()
         || code == ResponseError::UnknownProducerId.code()
-}
-
-async fn run_sender(producer: std::rc::Weak<Producer>) {
-    loop {
-        let Some(this) = producer.upgrade() else {
-            return;
-        };
-        if !this.ensure_identity().await {
-            drop(this);
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        let (ready, next_due) = this.take_ready();
-        if ready.is_empty() {
-            let (tx, rx) = oneshot::channel();
-            *this.wake.borrow_mut() = Some(tx);
-            let wait = next_due.unwrap_or(Duration::from_millis(50));
-            drop(this);
-            let _ = futures::future::select(rx, Box::pin(glommio::timer::sleep(wait))).await;
-            continue;
-        }
-        let mut retries = Vec::new();
-        let sends = ready.into_iter().map(|(leader, batches)| {
-            let this = this.clone();
-            async move {
-                if leader < 0 {
-                    return this.retry_or_fail(batches, "no leader");
-                }
-                this.send_to(leader, batches).await
-            }
-        });
-        for mut again in futures::future::join_all(sends).await {
-            retries.append(&mut again);
-        }
-        if !retries.is_empty() {
-            for (_, batch) in retries.iter_mut() {
-                batch.attempts += 1;
-            }
-            this.requeue(retries);
-            glommio::timer::sleep(this.config.retry_backoff).await;
-            let topics = this.queues.borrow().batches.topics();
-            let names: Vec<&str> = topics.iter().map(|t| t.as_str()).collect();
-            // A failed refresh shows up as the next attempt's failure.
-            let _ = this.cluster.refresh(Some(&names), false).await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn taken(topic: &str, partition: i32, tag: u32) -> Taken {
-        let batch = Batch {
-            records: Vec::new(),
-            waiters: Vec::new(),
-            bytes: 0,
-            started: Instant::now(),
-            attempts: tag,
-            sequence: None,
-        };
-        ((topic.to_string(), partition), batch)
-    }
-
-    #[test]
-    fn the_nth_batch_of_each_partition_goes_in_the_nth_request() {
-        let batches = vec![
-            taken("a", 0, 0),
-            taken("a", 0, 1),
-            taken("a", 0, 2),
-            taken("a", 1, 0),
-            taken("b", 0, 0),
-            taken("b", 0, 1),
-        ];
-        let shape: Vec<Vec<(String, i32, u32)>> = waves(batches)
-            .into_iter()
-            .map(|wave| {
-                wave.into_iter()
-                    .map(|((topic, partition), b)| (topic, partition, b.attempts))
-                    .collect()
-            })
-            .collect();
-        let at = |t: &str, p, n| (t.to_string(), p, n);
-        assert_eq!(
-            shape,
-            vec![
-                vec![at("a", 0, 0), at("a", 1, 0), at("b", 0, 0)],
-                vec![at("a", 0, 1), at("b", 0, 1)],
-                vec![at("a", 0, 2)],
-            ]
-        );
-    }
 }

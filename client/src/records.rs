@@ -127,7 +127,7 @@ pub fn encode_batch_in(
                 .collect(),
         })
         .collect();
-    let mut out = BytesMut::new();
+    let mut out = BytesMut::with_capacity(encoded_size_about(&records));
     RecordBatchEncoder::encode(
         &mut out,
         &records,
@@ -138,6 +138,27 @@ pub fn encode_batch_in(
     )
     .map_err(|e| ClientError::Protocol(format!("encoding a batch: {e}")))?;
     Ok(out.freeze())
+}
+
+/// About the bytes a batch of `records` encodes to, uncompressed (a
+/// little over: the buffer it is encoded in is made once).
+fn encoded_size_about(records: &[Record]) -> usize {
+    let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len());
+    let records: usize = records
+        .iter()
+        .map(|r| {
+            let headers: usize = r
+                .headers
+                .iter()
+                .map(|(name, value)| name.len() + bytes(value) + 10)
+                .sum();
+            // Length, attributes, timestamp and offset deltas, key and
+            // value lengths, header count: at most 5 varints of 5 and
+            // 2 of 10 bytes.
+            bytes(&r.key) + bytes(&r.value) + headers + 48
+        })
+        .sum();
+    BATCH_HEADER_BYTES + records
 }
 
 /// Bytes of a batch header before its records.

@@ -1,12 +1,13 @@
 //! A TCP proxy that counts Kafka frames: requests started towards the
 //! server and responses completed back, per connection, and the most
 //! requests a connection ever had unanswered (pipelining shows as more
-//! than one). It can also cut the connection carrying the n-th request,
+//! than one), and the requests sent as an answer came while others were
+//! still out (a window kept full, not drained). It can also cut the connection carrying the n-th request,
 //! before passing that request on (a connection lost mid-pipeline).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The proxy; its threads end with the test process.
@@ -16,6 +17,7 @@ pub struct FrameCounter {
     upstream: Arc<Mutex<Option<SocketAddr>>>,
     most_unanswered: Arc<AtomicI64>,
     requests: Arc<AtomicI64>,
+    refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
 }
 
@@ -28,10 +30,12 @@ impl FrameCounter {
         let upstream = Arc::new(Mutex::new(None));
         let most_unanswered = Arc::new(AtomicI64::new(0));
         let requests = Arc::new(AtomicI64::new(0));
+        let refills = Arc::new(AtomicI64::new(0));
         let cut_at = Arc::new(AtomicI64::new(0));
         let counts = Counts {
             most: most_unanswered.clone(),
             requests: requests.clone(),
+            refills: refills.clone(),
             cut_at: cut_at.clone(),
         };
         let to = upstream.clone();
@@ -49,6 +53,7 @@ impl FrameCounter {
             upstream,
             most_unanswered,
             requests,
+            refills,
             cut_at,
         }
     }
@@ -70,6 +75,15 @@ impl FrameCounter {
         *self.upstream.lock().unwrap() = Some(server);
     }
 
+    /// Requests a connection sent after an answer came back (since its
+    /// previous request) while others of its requests were still
+    /// unanswered: a client that sends its next request as each answer
+    /// comes does this; one that reads every answer of a group of
+    /// requests before sending the next group never does.
+    pub fn refills(&self) -> i64 {
+        self.refills.load(Ordering::SeqCst)
+    }
+
     /// The most requests one connection had sent and not yet had answered.
     pub fn most_unanswered(&self) -> i64 {
         self.most_unanswered.load(Ordering::SeqCst)
@@ -81,6 +95,7 @@ impl FrameCounter {
 struct Counts {
     most: Arc<AtomicI64>,
     requests: Arc<AtomicI64>,
+    refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
 }
 
@@ -89,13 +104,15 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
         return;
     };
     let unanswered = Arc::new(AtomicI64::new(0));
+    let answered_since_request = Arc::new(AtomicBool::new(false));
     let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-    let back = unanswered.clone();
+    let (back, answered) = (unanswered.clone(), answered_since_request.clone());
     std::thread::spawn(move || {
         // Responses: one less unanswered as each completes.
         copy_frames(s2, c2, |_, done| {
             if done {
                 back.fetch_sub(1, Ordering::SeqCst);
+                answered.store(true, Ordering::SeqCst);
             }
             true
         })
@@ -110,6 +127,9 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
         }
         let now = unanswered.fetch_add(1, Ordering::SeqCst) + 1;
         counts.most.fetch_max(now, Ordering::SeqCst);
+        if answered_since_request.swap(false, Ordering::SeqCst) && now > 1 {
+            counts.refills.fetch_add(1, Ordering::SeqCst);
+        }
         true
     });
 }

@@ -1,0 +1,151 @@
+//! The producer's batches, per partition, and which of them are out: a
+//! partition's batches sent and not yet answered went to one broker, and
+//! its next ones go to no other until they are settled (so a leader
+//! change cannot put two of its batches on two connections at once).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use crate::records::ProducerRecord;
+
+use super::Waiter;
+
+/// A partition's name: (topic, partition).
+pub(super) type PartitionKey = (String, i32);
+
+/// A batch taken for sending, with its partition.
+pub(super) type Taken = (PartitionKey, Batch);
+
+pub(super) struct Batch {
+    pub records: Vec<ProducerRecord>,
+    pub waiters: Vec<Waiter>,
+    pub bytes: usize,
+    pub started: Instant,
+    pub attempts: u32,
+    /// The producer identity (id, epoch) it was numbered under and its
+    /// first record's sequence: given when it is first sent, kept for
+    /// every retry under that identity, renumbered if the producer
+    /// started over meanwhile.
+    pub sequence: Option<((i64, i16), i32)>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch {
+            records: Vec::new(),
+            waiters: Vec::new(),
+            bytes: 0,
+            started: Instant::now(),
+            attempts: 0,
+            sequence: None,
+        }
+    }
+}
+
+/// One partition's batches, oldest first, and those sent.
+#[derive(Default)]
+pub(super) struct PartitionQueue {
+    pub batches: VecDeque<Batch>,
+    /// Its batches sent and not yet settled...
+    pub sent: usize,
+    /// ...and the broker they went to.
+    pub sent_to: i32,
+}
+
+impl PartitionQueue {
+    /// Whether its next batch may go to `leader` now: none of its
+    /// batches is out at another broker, and fewer than `most` at this one.
+    pub fn may_send_to(&self, leader: i32, most: usize) -> bool {
+        self.sent == 0 || (self.sent_to == leader && self.sent < most)
+    }
+}
+
+/// Each partition's queue, by topic then partition: a record finds its
+/// queue by the topic's name without making a key.
+#[derive(Default)]
+pub(super) struct PartitionQueues(BTreeMap<String, BTreeMap<i32, PartitionQueue>>);
+
+impl PartitionQueues {
+    /// `(topic, partition)`'s queue, made if new.
+    pub fn queue(&mut self, topic: &str, partition: i32) -> &mut PartitionQueue {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_string(), BTreeMap::new());
+        }
+        let partitions = self.0.get_mut(topic).expect("inserted above");
+        partitions.entry(partition).or_default()
+    }
+
+    /// Every queue with its (topic, partition).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = ((&String, i32), &mut PartitionQueue)> {
+        self.0.iter_mut().flat_map(|(topic, partitions)| {
+            partitions.iter_mut().map(move |(p, q)| ((topic, *p), q))
+        })
+    }
+
+    /// Whether no batch waits and none is out.
+    pub fn is_idle(&self) -> bool {
+        self.0
+            .values()
+            .flat_map(|p| p.values())
+            .all(|q| q.batches.is_empty() && q.sent == 0)
+    }
+
+    /// Every batch queued, taken out (counted as sent, to nowhere, until
+    /// they are settled).
+    pub fn take_all(&mut self) -> Vec<Taken> {
+        let mut taken = Vec::new();
+        for ((topic, partition), queue) in self.iter_mut() {
+            queue.sent += queue.batches.len();
+            for batch in queue.batches.drain(..) {
+                taken.push(((topic.clone(), partition), batch));
+            }
+        }
+        taken
+    }
+
+    /// A batch of `key` is settled (answered, failed or put back).
+    pub fn settled(&mut self, key: &PartitionKey) {
+        let queue = self.queue(&key.0, key.1);
+        queue.sent = queue.sent.checked_sub(1).expect("a batch out");
+    }
+
+    /// The topics with a queue.
+    pub fn topics(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partitions_batches_go_to_one_broker_at_a_time() {
+        let mut queues = PartitionQueues::default();
+        let queue = queues.queue("t", 0);
+        assert!(queue.may_send_to(1, 2));
+        queue.sent = 1;
+        queue.sent_to = 1;
+        assert!(queue.may_send_to(1, 2));
+        assert!(!queue.may_send_to(2, 2), "another broker waits");
+        queue.sent = 2;
+        assert!(!queue.may_send_to(1, 2), "at most `most` out");
+        queues.settled(&("t".to_string(), 0));
+        queues.settled(&("t".to_string(), 0));
+        assert!(queues.queue("t", 0).may_send_to(2, 2));
+    }
+
+    #[test]
+    fn batches_taken_all_count_as_out_until_settled() {
+        let mut queues = PartitionQueues::default();
+        queues.queue("t", 0).batches.push_back(Batch::new());
+        queues.queue("t", 1).batches.push_back(Batch::new());
+        let taken = queues.take_all();
+        assert_eq!(taken.len(), 2);
+        assert!(!queues.is_idle());
+        for (key, _) in &taken {
+            queues.settled(key);
+        }
+        assert!(queues.is_idle());
+    }
+}

@@ -1,0 +1,228 @@
+//! Sending: one pipeline per broker with batches ready. A pipeline keeps
+//! up to `max_in_flight` Produce requests outstanding on its broker's
+//! Produce connection and sends the next as each answer is read (the
+//! window never drains while batches are ready, as librdkafka's), each
+//! request carrying the front batch of every partition ready. The broker
+//! answers in order; the first answer that asks for a retry or fails a
+//! batch stops the sending, the answers still out are read, and what is
+//! retried goes back to the front of its queue, in order, before the
+//! pipeline backs off, refreshes metadata and ends.
+//!
+//! Not yet: a batch that becomes ready while the window has room waits
+//! for the next answer (reading and sending are one task).
+
+use std::collections::VecDeque;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use kafka_protocol::messages::ProduceRequest;
+
+use super::{Producer, Taken, Unsettled};
+use crate::connection::{ClientError, Connection};
+
+/// The sender: starts a pipeline for each broker that has a batch ready
+/// and none running; sleeps until woken (a batch made or full, a
+/// pipeline ended) or the next batch's linger runs out.
+pub(super) async fn run_sender(producer: Weak<Producer>) {
+    loop {
+        let Some(this) = producer.upgrade() else {
+            return;
+        };
+        if !this.ensure_identity().await {
+            drop(this);
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let (ready, next_due) = this.ready_leaders();
+        if ready.is_empty() {
+            let (tx, rx) = oneshot::channel();
+            *this.wake.borrow_mut() = Some(tx);
+            let wait = next_due.unwrap_or(Duration::from_millis(50));
+            drop(this);
+            let _ = futures::future::select(rx, Box::pin(glommio::timer::sleep(wait))).await;
+            continue;
+        }
+        for leader in ready {
+            this.pipelines.borrow_mut().insert(leader);
+            glommio::spawn_local(run_pipeline(this.clone(), leader)).detach();
+        }
+    }
+}
+
+/// One broker's pipeline, from its first ready batch until none is ready
+/// and every answer is in (then, after a retry, a backoff and a metadata
+/// refresh).
+async fn run_pipeline(producer: Rc<Producer>, leader: i32) {
+    let mut retry = if leader < 0 {
+        let batches = producer.take_wave(leader);
+        producer.retry_or_fail(batches, "no leader")
+    } else {
+        producer.pipeline(leader).await
+    };
+    if !retry.is_empty() {
+        for (_, batch) in retry.iter_mut() {
+            batch.attempts += 1;
+        }
+        producer.requeue(retry);
+        glommio::timer::sleep(producer.config.retry_backoff).await;
+        let topics = producer.queues.borrow().batches.topics();
+        let names: Vec<&str> = topics.iter().map(|t| t.as_str()).collect();
+        // A failed refresh shows up as the next attempt's failure.
+        let _ = producer.cluster.refresh(Some(&names), false).await;
+    }
+    producer.pipelines.borrow_mut().remove(&leader);
+    producer.poke();
+}
+
+/// A pipeline's requests out, oldest first: each one's batches and
+/// correlation id.
+type Outstanding = VecDeque<(Vec<Taken>, i32)>;
+
+impl Producer {
+    /// Sends `leader`'s ready batches until none is ready and every answer
+    /// is read; returns the batches to retry, in order.
+    async fn pipeline(&self, leader: i32) -> Vec<Taken> {
+        let mut connection = match self.produce_connection(leader).await {
+            Ok(connection) => connection,
+            Err(e) => {
+                let wave = self.take_wave(leader);
+                return self.retry_or_fail(wave, &e.to_string());
+            }
+        };
+        let version = match connection.version_for::<ProduceRequest>() {
+            Ok(version) => version.min(self.produce_version_max()),
+            Err(e) => {
+                let wave = self.take_wave(leader);
+                return self.retry_or_fail(wave, &e.to_string());
+            }
+        };
+        let mut outstanding = Outstanding::new();
+        let mut unsettled = Unsettled::default();
+        let mut retry = Vec::new();
+        // False once a send or a read failed: the connection is out of
+        // step, nothing more is sent on it and it is not kept.
+        let mut healthy = true;
+        loop {
+            if healthy && unsettled.is_empty() {
+                healthy = self
+                    .fill_window(
+                        leader,
+                        &mut connection,
+                        version,
+                        &mut outstanding,
+                        &mut retry,
+                    )
+                    .await;
+            }
+            let Some((wave, id)) = outstanding.pop_front() else {
+                break;
+            };
+            let answer = match healthy {
+                true => {
+                    let answer = connection.read_answer::<ProduceRequest>(id, version).await;
+                    healthy = answer.is_ok();
+                    answer
+                }
+                false => Err(ClientError::Protocol("an earlier answer failed".into())),
+            };
+            retry.extend(self.answered(wave, answer, &mut unsettled));
+        }
+        if healthy {
+            self.produce_connections
+                .borrow_mut()
+                .insert(leader, connection);
+        }
+        retry
+    }
+
+    /// Sends ready batches until `max_in_flight` requests are out or none
+    /// is ready (with acks=0, every ready batch: no answer comes); false
+    /// if a send failed (its batches are then in `retry`, or failed).
+    async fn fill_window(
+        &self,
+        leader: i32,
+        connection: &mut Connection,
+        version: i16,
+        outstanding: &mut Outstanding,
+        retry: &mut Vec<Taken>,
+    ) -> bool {
+        while outstanding.len() < self.max_in_flight() {
+            let wave = self.take_wave(leader);
+            if wave.is_empty() {
+                return true;
+            }
+            let request = match self.produce_request(&wave) {
+                Ok(request) => request,
+                Err(why) => {
+                    self.fail_all(wave, &why);
+                    return true;
+                }
+            };
+            if self.config.acks == 0 {
+                if let Err(e) = connection.send_request(&request, version).await {
+                    retry.extend(self.retry_or_fail(wave, &e.to_string()));
+                    return false;
+                }
+                self.settle(wave, None, &mut Unsettled::default());
+                continue;
+            }
+            match connection.send_request(&request, version).await {
+                Ok(id) => outstanding.push_back((wave, id)),
+                Err(e) => {
+                    retry.extend(self.retry_or_fail(wave, &e.to_string()));
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Tells one request's waiters what its answer said (or that it was
+    /// lost); returns its batches to retry. A lost answer leaves its
+    /// batches' fate unknown: they are retried (an idempotent batch is
+    /// then recognised if it was written).
+    fn answered(
+        &self,
+        wave: Vec<Taken>,
+        answer: Result<kafka_protocol::messages::ProduceResponse, ClientError>,
+        unsettled: &mut Unsettled,
+    ) -> Vec<Taken> {
+        let e = match answer {
+            Ok(response) => return self.settle(wave, Some(&response), unsettled),
+            Err(e) => e,
+        };
+        let keys: Vec<_> = wave.iter().map(|(key, _)| key.clone()).collect();
+        let again = self.retry_or_fail(wave, &e.to_string());
+        for key in keys {
+            match again.iter().any(|(k, _)| *k == key) {
+                true => unsettled.retried.insert(key),
+                false => unsettled.failed.insert(key),
+            };
+        }
+        again
+    }
+
+    /// The connection `leader`'s pipeline sends on: the one kept from its
+    /// last pipeline, or a new one.
+    async fn produce_connection(&self, leader: i32) -> Result<Connection, ClientError> {
+        let kept = self.produce_connections.borrow_mut().remove(&leader);
+        match kept {
+            Some(connection) => Ok(connection),
+            None => self.cluster.connect(leader).await,
+        }
+    }
+
+    /// The newest Produce version to send: a transactional producer of
+    /// the classic protocol stays below v12, where the leader would add
+    /// partitions itself (as the Java client caps it).
+    fn produce_version_max(&self) -> i16 {
+        let classic =
+            self.config.transactional_id.is_some() && !self.queues.borrow().transaction.version2;
+        if classic {
+            11
+        } else {
+            i16::MAX
+        }
+    }
+}

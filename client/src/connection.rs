@@ -184,6 +184,14 @@ impl Connection {
         }
     }
 
+    /// Whether the session is near its end: the next request sent logs
+    /// in again first, which needs every answer in (a pipeline lets its
+    /// requests out drain before sending more).
+    pub fn renewal_due(&self) -> bool {
+        self.reauthenticate_at
+            .is_some_and(|at| std::time::Instant::now() >= at)
+    }
+
     /// SaslHandshake, then the mechanism's exchange in SaslAuthenticate
     /// requests (nothing without a login); a refusal is the broker's error
     /// code and message.
@@ -379,7 +387,9 @@ impl Connection {
 
     /// Sends `request` and returns its correlation id; its answer is read
     /// with [`Connection::read_answer`] after those of the requests sent
-    /// before it (a pipeline of requests on one connection).
+    /// before it (a pipeline of requests on one connection). A login due
+    /// ([`Connection::renewal_due`]) is made first: call it with no answer
+    /// outstanding then.
     pub async fn send_request<R: Request>(
         &mut self,
         request: &R,

@@ -410,6 +410,13 @@ impl Producer {
         if self.config.transactional_id.is_some() {
             return false;
         }
+        if self.queues.borrow().batches.any_out() {
+            // Batches numbered under the identity given up are still out:
+            // a new one waits for their answers (as Kafka's producer
+            // waits before bumping its epoch), or a batch numbered under
+            // it could go before an older one retried behind it.
+            return false;
+        }
         let request = InitProducerIdRequest::default()
             .with_transactional_id(None)
             .with_transaction_timeout_ms(60_000)
@@ -474,9 +481,19 @@ impl Producer {
         }
     }
 
-    /// A batch of `key` left flight: answered, or failed for good.
+    /// A batch of `key` left flight: answered, or failed for good. The
+    /// sender is woken when that frees the partition for another broker
+    /// (its leader moved while its batches were out).
     fn settled(&self, key: &PartitionKey) {
-        self.queues.borrow_mut().batches.settled(key);
+        let freed_for = {
+            let mut queues = self.queues.borrow_mut();
+            queues.batches.settled(key);
+            let queue = queues.batches.queue(&key.0, key.1);
+            (queue.sent == 0 && !queue.batches.is_empty()).then_some(queue.sent_to)
+        };
+        if freed_for.is_some_and(|to| self.cluster.leader_of(&key.0, key.1) != Some(to)) {
+            self.poke();
+        }
     }
 
     /// One wave's Produce request (each batch encoded with its numbers).

@@ -127,7 +127,10 @@ pub fn encode_batch_in(
                 .collect(),
         })
         .collect();
-    let mut out = BytesMut::with_capacity(encoded_size_about(&records));
+    let mut out = match compression {
+        Compression::None => BytesMut::with_capacity(encoded_size_about(&records)),
+        _ => BytesMut::new(),
+    };
     RecordBatchEncoder::encode(
         &mut out,
         &records,

@@ -90,6 +90,11 @@ impl PartitionQueues {
             .all(|q| q.batches.is_empty() && q.sent == 0)
     }
 
+    /// Whether a batch is out (sent, not yet settled).
+    pub fn any_out(&self) -> bool {
+        self.0.values().flat_map(|p| p.values()).any(|q| q.sent > 0)
+    }
+
     /// Every batch queued, taken out (counted as sent, to nowhere, until
     /// they are settled).
     pub fn take_all(&mut self) -> Vec<Taken> {
@@ -143,9 +148,11 @@ mod tests {
         let taken = queues.take_all();
         assert_eq!(taken.len(), 2);
         assert!(!queues.is_idle());
+        assert!(queues.any_out());
         for (key, _) in &taken {
             queues.settled(key);
         }
         assert!(queues.is_idle());
+        assert!(!queues.any_out());
     }
 }

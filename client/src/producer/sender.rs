@@ -75,9 +75,9 @@ async fn run_pipeline(producer: Rc<Producer>, leader: i32) {
     producer.poke();
 }
 
-/// A pipeline's requests out, oldest first: each one's batches and
-/// correlation id.
-type Outstanding = VecDeque<(Vec<Taken>, i32)>;
+/// A pipeline's requests out, oldest first: each one's batches and its
+/// correlation id (or why it could not be sent).
+type Outstanding = VecDeque<(Vec<Taken>, Result<i32, ClientError>)>;
 
 impl Producer {
     /// Sends `leader`'s ready batches until none is ready and every answer
@@ -100,35 +100,41 @@ impl Producer {
         let mut outstanding = Outstanding::new();
         let mut unsettled = Unsettled::default();
         let mut retry = Vec::new();
-        // False once a send or a read failed: the connection is out of
-        // step, nothing more is sent on it and it is not kept.
-        let mut healthy = true;
+        // False once a send failed: nothing more is sent, the answers to
+        // what was sent before it are still read.
+        let mut sending = true;
+        // False once a read failed: the connection is out of step, the
+        // answers still out are lost.
+        let mut reading = true;
         loop {
-            if healthy && unsettled.is_empty() {
-                healthy = self
+            // After a batch asked for a retry or failed, nothing more is
+            // sent: what follows it waits to be retried behind it.
+            if sending && unsettled.is_empty() {
+                sending = self
                     .fill_window(
                         leader,
                         &mut connection,
                         version,
                         &mut outstanding,
-                        &mut retry,
+                        &mut unsettled,
                     )
                     .await;
             }
-            let Some((wave, id)) = outstanding.pop_front() else {
+            let Some((wave, sent)) = outstanding.pop_front() else {
                 break;
             };
-            let answer = match healthy {
-                true => {
+            let answer = match sent {
+                Err(e) => Err(e),
+                Ok(_) if !reading => Err(ClientError::Protocol("an earlier answer failed".into())),
+                Ok(id) => {
                     let answer = connection.read_answer::<ProduceRequest>(id, version).await;
-                    healthy = answer.is_ok();
+                    reading = answer.is_ok();
                     answer
                 }
-                false => Err(ClientError::Protocol("an earlier answer failed".into())),
             };
             retry.extend(self.answered(wave, answer, &mut unsettled));
         }
-        if healthy {
+        if sending && reading {
             self.produce_connections
                 .borrow_mut()
                 .insert(leader, connection);
@@ -137,17 +143,21 @@ impl Producer {
     }
 
     /// Sends ready batches until `max_in_flight` requests are out or none
-    /// is ready (with acks=0, every ready batch: no answer comes); false
-    /// if a send failed (its batches are then in `retry`, or failed).
+    /// is ready (with acks=0, every ready batch: no answer comes), or a
+    /// login is due (it waits for the answers out); false if a send
+    /// failed (its batches then wait at the back of `outstanding`).
     async fn fill_window(
         &self,
         leader: i32,
         connection: &mut Connection,
         version: i16,
         outstanding: &mut Outstanding,
-        retry: &mut Vec<Taken>,
+        unsettled: &mut Unsettled,
     ) -> bool {
         while outstanding.len() < self.max_in_flight() {
+            if !outstanding.is_empty() && connection.renewal_due() {
+                return true;
+            }
             let wave = self.take_wave(leader);
             if wave.is_empty() {
                 return true;
@@ -155,24 +165,22 @@ impl Producer {
             let request = match self.produce_request(&wave) {
                 Ok(request) => request,
                 Err(why) => {
+                    unsettled
+                        .failed
+                        .extend(wave.iter().map(|(key, _)| key.clone()));
                     self.fail_all(wave, &why);
                     return true;
                 }
             };
-            if self.config.acks == 0 {
-                if let Err(e) = connection.send_request(&request, version).await {
-                    retry.extend(self.retry_or_fail(wave, &e.to_string()));
-                    return false;
-                }
+            let sent = connection.send_request(&request, version).await;
+            let failed = sent.is_err();
+            if self.config.acks == 0 && !failed {
                 self.settle(wave, None, &mut Unsettled::default());
-                continue;
+            } else {
+                outstanding.push_back((wave, sent));
             }
-            match connection.send_request(&request, version).await {
-                Ok(id) => outstanding.push_back((wave, id)),
-                Err(e) => {
-                    retry.extend(self.retry_or_fail(wave, &e.to_string()));
-                    return false;
-                }
+            if failed {
+                return false;
             }
         }
         true

@@ -281,7 +281,7 @@ impl<FS: FileSystem> Log<FS> {
         let mut allocated = item.allocated;
         let end = item.pending.as_ref().map(|p| p.end);
         if let Some(end) = end.filter(|&end| end > allocated) {
-            let step_end = end + self.config.preallocate_bytes;
+            let step_end = end + preallocation_step(end, self.config.preallocate_bytes);
             allocated = align_up(step_end.min(self.config.segment_bytes.max(end)));
             file.pre_allocate(allocated)
                 .await
@@ -410,5 +410,37 @@ impl<FS: FileSystem> Log<FS> {
         };
         files::write_atomic(&self.fs, &self.dir, &name(INDEX_SUFFIX), index).await?;
         files::write_atomic(&self.fs, &self.dir, &name(TIME_INDEX_SUFFIX), time_index).await
+    }
+}
+
+/// The least disk reserved ahead of a segment's writes.
+const PREALLOCATION_STEP_MIN: u64 = 1 << 20;
+
+/// How far ahead of a segment's end (`end` bytes written) disk is
+/// reserved: as much as it holds already, between 1 MiB and `most`. A
+/// busy segment reserves `most` at a time (few extent changes for its
+/// fdatasyncs to write); a quiet one about its own size, so that
+/// 10,000 partitions written a little each do not reserve 10,000 x
+/// `most` (320 GB with the default 32 MiB).
+fn preallocation_step(end: u64, most: u64) -> u64 {
+    end.max(PREALLOCATION_STEP_MIN).min(most)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preallocation_step;
+
+    #[test]
+    fn a_segment_reserves_ahead_as_much_as_it_holds_within_bounds() {
+        let mib = 1 << 20;
+        assert_eq!(preallocation_step(0, 32 * mib), mib);
+        assert_eq!(preallocation_step(100_000, 32 * mib), mib);
+        assert_eq!(preallocation_step(5 * mib, 32 * mib), 5 * mib);
+        assert_eq!(preallocation_step(100 * mib, 32 * mib), 32 * mib);
+        assert_eq!(
+            preallocation_step(0, 64 * 1024),
+            64 * 1024,
+            "a smaller most wins"
+        );
     }
 }

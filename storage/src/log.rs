@@ -36,7 +36,10 @@ pub struct LogConfig {
     pub write_chunk_bytes: usize,
     /// Appends wait for a flush once this many bytes await one.
     pub max_pending_bytes: usize,
-    /// Disk space is reserved in steps of this size.
+    /// Disk space is reserved ahead of the writes in steps of as much as
+    /// the segment holds already, at least 1 MiB and at most this
+    /// (`flush`): a partition written slowly reserves about its own
+    /// size, not this much per partition.
     pub preallocate_bytes: u64,
     /// Durable batches kept in memory for readers.
     pub cache_budget_bytes: usize,

@@ -6,6 +6,7 @@ mod support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use client::cluster::Cluster;
 use client::connection::ClientError;
@@ -324,4 +325,58 @@ fn kcat_produces_and_consumes_through_the_broker() {
         at += 12 + length;
     }
     assert!(compressed > 0, "no batch stored as snappy");
+}
+
+/// The broker's resident memory, from /proc.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// A topic of 10,000 partitions is created and each partition's log
+/// opened without the broker's memory growing with the
+/// square of the partitions: every replica of a topic once carried its
+/// own copy of the topic's whole partition list (4,000 partitions took
+/// 5 GB, 10,000 more than the machine had).
+#[test]
+fn a_topic_of_ten_thousand_partitions_costs_memory_in_proportion() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let bootstrap = broker.address.to_string();
+    let before = resident_bytes(broker.pid());
+    let (ok, out) = cli(
+        &bootstrap,
+        &["topic", "create", "wide", "--partitions", "10000"],
+    );
+    assert!(ok, "{out}");
+    // Each replica opened: its directory made.
+    let opened = || -> usize {
+        let partitions = broker.data_dir.join("partitions");
+        std::fs::read_dir(&partitions)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|topic| topic.file_name().to_string_lossy().starts_with("wide."))
+            .map(|topic| std::fs::read_dir(topic.path()).map_or(0, |d| d.count()))
+            .sum()
+    };
+    support::eventually(
+        "its replicas open",
+        Duration::from_secs(60),
+        || match opened() {
+            10_000 => Ok(()),
+            n => Err(format!("{n} partition directories")),
+        },
+    );
+    let grown = resident_bytes(broker.pid()).saturating_sub(before);
+    assert!(
+        grown < 512 << 20,
+        "10,000 partitions took {} MiB",
+        grown >> 20
+    );
 }

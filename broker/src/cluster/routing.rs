@@ -4,6 +4,7 @@
 //! every shard routes without asking.
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 
 use control::{BrokerId, Partition, Topic, TopicId};
 use kafka_protocol::ResponseError;
@@ -40,8 +41,10 @@ pub fn owner_shard(partition: &Partition, broker: BrokerId, shards: usize) -> Op
 pub struct Replica {
     /// Its key.
     pub key: PartitionKey,
-    /// Its topic (configuration included).
-    pub topic: Topic,
+    /// Its topic (configuration included), shared by the topic's
+    /// replicas: one copy per topic, not per partition (a copy each made
+    /// a 10,000-partition topic cost 10,000 x 10,000 partitions' memory).
+    pub topic: Rc<Topic>,
     /// The partition (leader, replicas, ISR, epochs).
     pub partition: Partition,
 }
@@ -180,6 +183,7 @@ impl Cluster {
         let view = self.view.borrow();
         let mut here = Vec::new();
         for topic in view.metadata.topics.values() {
+            let mut shared: Option<Rc<Topic>> = None;
             for (index, partition) in topic.partitions.iter().enumerate() {
                 if owner_shard(partition, self.me, self.shards()) == Some(self.shard()) {
                     here.push(Replica {
@@ -187,7 +191,7 @@ impl Cluster {
                             topic: topic.id,
                             index: index as u32,
                         },
-                        topic: topic.clone(),
+                        topic: shared.get_or_insert_with(|| Rc::new(topic.clone())).clone(),
                         partition: partition.clone(),
                     });
                 }

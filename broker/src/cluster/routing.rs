@@ -191,7 +191,11 @@ impl Cluster {
                             topic: topic.id,
                             index: index as u32,
                         },
-                        topic: shared.get_or_insert_with(|| Rc::new(topic.clone())).clone(),
+                        topic: shared
+                            .get_or_insert_with(|| {
+                                view.shared_topic(topic.id).expect("a topic of the view")
+                            })
+                            .clone(),
                         partition: partition.clone(),
                     });
                 }

@@ -3,10 +3,11 @@
 //! shared channel from it): no state is shared between shards.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use control::service::Change;
-use control::{Metadata, MetadataRecord};
+use control::{Metadata, MetadataRecord, Topic, TopicId};
 use glommio::channels::local_channel::LocalReceiver;
 use glommio::channels::shared_channel::ConnectedReceiver;
 
@@ -22,6 +23,23 @@ pub struct ShardMetadata {
     pub applied_index: Option<u64>,
     /// The active controller (this broker, for a one-voter quorum).
     pub controller_id: i32,
+    /// Topics as of this metadata, shared by the callers that keep one
+    /// (a request's partitions, a tick's replicas): copied once per topic
+    /// and change, not once per partition (a 10,000-partition topic's
+    /// list copied for each of its partitions was 10^8 copies).
+    shared_topics: RefCell<HashMap<TopicId, Rc<Topic>>>,
+}
+
+impl ShardMetadata {
+    /// Topic `id`, shared (None if the metadata has no such topic).
+    pub fn shared_topic(&self, id: TopicId) -> Option<Rc<Topic>> {
+        if let Some(topic) = self.shared_topics.borrow().get(&id) {
+            return Some(topic.clone());
+        }
+        let topic = Rc::new(self.metadata.topic(id).ok()?.clone());
+        self.shared_topics.borrow_mut().insert(id, topic.clone());
+        Some(topic)
+    }
 }
 
 /// Shared by the tasks of one shard.
@@ -59,7 +77,15 @@ fn apply(view: &View, change: Change, on_change: &impl Fn(Option<&MetadataRecord
     let applied = {
         let mut shard = view.borrow_mut();
         let shard = &mut *shard;
-        control::raft::changes::apply_change(&mut shard.metadata, &mut shard.applied_index, change)
+        let applied = control::raft::changes::apply_change(
+            &mut shard.metadata,
+            &mut shard.applied_index,
+            change,
+        );
+        if applied {
+            shard.shared_topics.get_mut().clear();
+        }
+        applied
     };
     if applied {
         on_change(record.as_ref());

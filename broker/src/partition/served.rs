@@ -22,7 +22,7 @@ pub struct ServedPartition {
     /// The open partition.
     pub partition: Rc<OpenPartition>,
     /// Its topic (configuration included).
-    pub topic: Topic,
+    pub topic: Rc<Topic>,
     /// The current leader epoch.
     pub epoch: LeaderEpoch,
     /// The partition's index in its topic.
@@ -104,10 +104,10 @@ impl Partitions {
         &self,
         key: PartitionKey,
         leader_only: bool,
-    ) -> Result<(Topic, LeaderEpoch), Code> {
+    ) -> Result<(Rc<Topic>, LeaderEpoch), Code> {
         let unknown = ResponseError::UnknownTopicOrPartition.code();
         let view = self.cluster.view.borrow();
-        let topic = view.metadata.topic(key.topic).map_err(|_| unknown)?;
+        let topic = view.shared_topic(key.topic).ok_or(unknown)?;
         let partition = topic.partitions.get(key.index as usize).ok_or(unknown)?;
         let me = self.cluster.me;
         if partition.leader == Some(me) && !lease_valid() {
@@ -123,7 +123,8 @@ impl Partitions {
         if !serves {
             return Err(ResponseError::NotLeaderOrFollower.code());
         }
-        Ok((topic.clone(), epoch::from_metadata(partition.leader_epoch)))
+        let epoch = epoch::from_metadata(partition.leader_epoch);
+        Ok((topic, epoch))
     }
 }
 

@@ -15,8 +15,13 @@ use super::connection::accept::{accept_loop, Accepting, Port};
 use super::shard::Shard;
 use crate::cluster::quorum::BrokerLife;
 
-/// How often a shard looks at the stop flag.
+/// How often a stopping shard looks whether its connections (or the
+/// other shards) are done.
 pub const STOP_POLL: Duration = Duration::from_millis(20);
+/// How often a serving shard looks at the stop flag: each look wakes the
+/// shard (and costs a little per open connection, see SHARD_RING_DEPTH),
+/// so an idle broker looks seldom; a stop waits at most this long.
+const STOP_WATCH: Duration = Duration::from_millis(100);
 /// How long a stopping shard lets open connections finish.
 pub const DRAIN_MAX: Duration = Duration::from_secs(5);
 
@@ -68,7 +73,7 @@ pub async fn serve_until_stopped(
         })
         .collect();
     while !stop.load(Ordering::Relaxed) {
-        glommio::timer::sleep(STOP_POLL).await;
+        glommio::timer::sleep(STOP_WATCH).await;
     }
     if let Some(life) = shutdown {
         controlled_shutdown(&shard, &life).await;

@@ -55,8 +55,13 @@ pub struct Options {
     pub topic: String,
     /// Partitions of the topic when loadgen creates it.
     pub partitions: i32,
-    /// Producer workers (threads).
+    /// Producers (each its own client, connections and in-flight window).
     pub producers: usize,
+    /// Threads the producers run on (at most `producers`): by default one
+    /// each; fewer to run many producers (say 1,000 clients at a low rate
+    /// each) without a thread apiece, each thread's producers sharing its
+    /// executor.
+    pub producer_threads: usize,
     /// Consumer workers per reading group (threads).
     pub consumers: usize,
     /// Independent readers of the whole topic (fan-out): each is
@@ -236,10 +241,15 @@ pub struct Flags {
     /// Partitions of the topic when loadgen creates it (disk-floor: files).
     #[arg(long, value_name = "N", default_value_t = 8)]
     partitions: i32,
-    /// Producer workers (threads), at most 65535.
+    /// Producers, each its own client (and a thread of its own unless
+    /// --producer-threads), at most 65535.
     #[arg(long, value_name = "N", default_value_t = 1)]
     #[arg(value_parser = producer_count())]
     producers: usize,
+    /// Threads the producers share (0: one per producer): many producers
+    /// at a low rate each run on a few threads, as many clients would.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    producer_threads: usize,
     /// Consumer workers (threads) per reading group.
     #[arg(long, value_name = "N", default_value_t = 1)]
     #[arg(value_parser = at_least_one())]
@@ -335,6 +345,10 @@ impl Flags {
             topic: self.topic,
             partitions: self.partitions,
             producers: self.producers,
+            producer_threads: match self.producer_threads {
+                0 => self.producers,
+                n => n.min(self.producers),
+            },
             consumers: self.consumers,
             groups: self.groups,
             message_bytes: self.message_bytes,
@@ -585,6 +599,15 @@ mod tests {
         assert_eq!(o.ssl_ca, Some(PathBuf::from("ca.pem")));
         assert_eq!((o.topic.as_str(), o.partitions), ("t", 2));
         assert_eq!((o.producers, o.consumers, o.groups), (65535, 3, 5));
+        assert_eq!(o.producer_threads, 65535);
+        assert_eq!(
+            produce("--producers 1000 --producer-threads 2").producer_threads,
+            2
+        );
+        assert_eq!(
+            produce("--producers 3 --producer-threads 8").producer_threads,
+            3
+        );
         assert_eq!(o.batch_bytes, 1 << 20);
         assert_eq!(o.linger, Duration::from_millis(5));
         assert_eq!((o.acks, o.idempotence), (-1, false));

@@ -32,12 +32,23 @@ pub struct Produced {
     pub sent: u64,
 }
 
+/// The keys `options` asks producers to cycle through (`--keys`, at most
+/// 2^20), made once per thread: a thousand producers copying 100,000 keys
+/// each took longer than the warm-up.
+pub fn keys(options: &Options) -> Rc<[Bytes]> {
+    (0..options.keys.min(1 << 20))
+        .map(|k| Bytes::from(format!("key-{k}")))
+        .collect()
+}
+
 /// Runs one producer worker on the current glommio executor until its
 /// duration or message count is done and everything sent is answered.
-/// Reports go to `reports` every second from `begin`.
+/// Reports go to `reports` every second from `begin`. `keys` are the
+/// record keys to cycle through (none: no keys), shared by the thread's
+/// producers.
 pub async fn run(
     options: Options,
-    index: u16,
+    (index, keys): (u16, Rc<[Bytes]>),
     begin: Instant,
     reports: Sender<Interval>,
     keep_acked: bool,
@@ -70,9 +81,6 @@ pub async fn run(
         glommio::spawn_local(report_every_second(current.clone(), begin, reports.clone()));
     let size = options.message_bytes.max(payload::HEADER_BYTES);
     let window = Rc::new(Semaphore::new(options.max_in_flight_bytes.max(size as u64)));
-    let keys: Vec<Bytes> = (0..options.keys.min(1 << 20))
-        .map(|k| Bytes::from(format!("key-{k}")))
-        .collect();
     let period = options.rate.map(|rate| {
         let per_producer = (rate as f64 / options.producers as f64).max(1e-3);
         Duration::from_secs_f64(1.0 / per_producer)

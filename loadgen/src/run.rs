@@ -77,6 +77,29 @@ fn prepare_topic(options: &Options) -> Result<(i32, Vec<(i32, i64)>), String> {
     })
 }
 
+/// Runs the producers `which` on this thread's executor, side by side.
+async fn produce_all(
+    options: Options,
+    which: Vec<u16>,
+    begin: Instant,
+    reports: mpsc::Sender<Interval>,
+    verify: bool,
+) -> Result<Vec<produce::Produced>, String> {
+    let keys = produce::keys(&options);
+    let running: Vec<_> = which
+        .into_iter()
+        .map(|p| {
+            let who = (p, keys.clone());
+            let work = produce::run(options.clone(), who, begin, reports.clone(), verify);
+            glommio::spawn_local(work)
+        })
+        .collect();
+    futures::future::join_all(running)
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// Runs the producers and consumers `options` asks for; writes the logs
 /// and summary if `--out` was given. Verify mode fails on any lost or
 /// reordered message.
@@ -147,11 +170,18 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
     }
     let mut producers = Vec::new();
     if produces {
-        for p in 0..options.producers {
+        let threads = options.producer_threads.clamp(1, options.producers);
+        for thread in 0..threads {
+            let mine: Vec<u16> = (0..options.producers)
+                .filter(|p| p % threads == thread)
+                .map(|p| p as u16)
+                .collect();
             let (options, reports) = (options.clone(), reports.clone());
-            producers.push(worker(format!("producer-{p}"), core(p), move || {
-                executor().run(produce::run(options, p as u16, begin, reports, verify))
-            }));
+            producers.push(worker(
+                format!("producer-{thread}"),
+                core(thread),
+                move || executor().run(produce_all(options, mine, begin, reports, verify)),
+            ));
         }
     }
     drop(reports);
@@ -192,7 +222,7 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
         // Producers finished: consumers drain, then the channel closes.
         if producers_left > 0 && producers.iter().all(|p| p.is_finished()) {
             for handle in producers.drain(..) {
-                produced.push(handle.join().map_err(|_| "a producer panicked")??);
+                produced.extend(handle.join().map_err(|_| "a producer panicked")??);
             }
             producers_left = 0;
             producers_done.store(true, Ordering::Release);

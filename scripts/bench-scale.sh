@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Cost as partitions grow: one broker, one topic of N partitions for each
+# N of --counts, 4 loadgen producers with 100,000 keys (1 KiB records,
+# acks=all, idempotent), each N on a fresh data directory:
+#   - the topic's creation time;
+#   - as fast as it goes: produce MB/s, the broker's CPU-s per GB over the
+#     measured window (utime+stime sampled at its start and end), p99;
+#     the warm-up (--warmup) lets every partition get its first write
+#     (each one's first creates its segment file and syncs its directory,
+#     seconds for 10,000 partitions on a virtual disk);
+#   - at half that rate: p99;
+#   - the broker's resident memory (its log cache fills towards a quarter
+#     of the machine's memory whatever the partition count) and open files.
+# Then connections, on one topic of 8 partitions:
+#   - --active producers (1,000 by default; 2 loadgen threads, a 1 MiB
+#     in-flight window each) against 4, both at --low-rate msgs/s in all
+#     (one record per request for the many) and both as fast as they go:
+#     acknowledged msgs/s, the broker's CPU per message, p99;
+#   - idle connections: the broker's CPU over 20 s with none, and with
+#     --idle connections that each sent one ApiVersions and went quiet
+#     (scripts/idle_connections.py), and its resident memory.
+# A figure of 0 is a run that acknowledged nothing in its window.
+# Writes results/<UTC time>-scale/scale.txt (or to --out DIR; results/ is
+# local, not tracked by git).
+#
+# Usage: scripts/bench-scale.sh [--counts "1 10 100 1000 10000"] [--seconds N] [--warmup N]
+#            [--active N] [--low-rate MSGS_PER_S] [--idle N] [--data-dir DIR] [--out DIR]
+# (--counts "", --active 0 or --idle 0 skip that part.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+
+counts="1 10 100 1000 10000"
+seconds=10
+warmup=20
+active=1000
+low_rate=100000
+idle=10000
+data_root=target/bench-data
+out="results/$(date -u +%Y-%m-%dT%H%M%SZ)-scale"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --counts) counts="$2"; shift 2 ;;
+        --seconds) seconds="$2"; shift 2 ;;
+        --warmup) warmup="$2"; shift 2 ;;
+        --active) active="$2"; shift 2 ;;
+        --low-rate) low_rate="$2"; shift 2 ;;
+        --idle) idle="$2"; shift 2 ;;
+        --data-dir) data_root="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        *) sed -n '/^# Usage/,/^# (--counts/p' "$0" >&2; exit 2 ;;
+    esac
+done
+
+cargo build --release -q -p broker -p loadgen
+bin=target/release
+mkdir -p "$out" "$data_root"
+data_dir=""
+broker_pid=""
+cleanup() {
+    [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
+    [ -n "$data_dir" ] && rm -rf "$data_dir"
+    return 0
+}
+trap cleanup EXIT
+tick=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
+
+# Many producers and idle connections need descriptors (the broker's and
+# the clients'), and the broker's per-address limit (half its total by
+# default) must let one address open them all.
+ulimit -n $((idle + 3 * active + 4096)) 2>/dev/null || true
+export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
+
+# One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms cpu_s".
+produce() {  # NAME PARTITIONS PRODUCERS [loadgen flags]
+    local name="$1" partitions="$2" producers="$3"; shift 3
+    "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --partitions "$partitions" \
+        --producers "$producers" --keys 100000 --message-bytes 1024 --acks all \
+        --duration "$seconds" --warmup "$warmup" --out "$out" --name "$name" "$@" >"$out/$name.txt" 2>&1 &
+    local loadgen=$!
+    sleep "$warmup"
+    local c0; c0=$(cpu_ticks)
+    sleep "$seconds"
+    local c1; c1=$(cpu_ticks)
+    wait "$loadgen"
+    python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+p99 = (d.get('produce_latency_us') or {}).get('p99') or 0
+print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 1000, (float(sys.argv[3]) - float(sys.argv[2])) / float(sys.argv[4]))" \
+        "$out/$name.json" "$c0" "$c1" "$tick"
+}
+
+{
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after ${warmup}s"
+    printf '%-11s %9s %9s %12s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB p99_ms p99_half_ms rss_MiB files
+} | tee "$out/scale.txt"
+start_broker() {  # LOG: a fresh data directory; sets broker_pid, bootstrap
+    local log="$1"
+    data_dir="$(mktemp -d "$data_root/scale.XXXXXX")"
+    "$bin/broker" --data-dir "$data_dir" --kafka-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 >"$log" 2>&1 &
+    broker_pid=$!
+    for _ in $(seq 100); do grep -q "listening kafka=" "$log" && break; sleep 0.1; done
+    bootstrap=$(grep -o 'kafka=[^ ]*' "$log" | tail -1 | cut -d= -f2)
+    [ -n "$bootstrap" ] || { echo "the broker did not start:"; cat "$log"; exit 1; }
+}
+stop_broker() {
+    kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
+    broker_pid=""
+    rm -rf "$data_dir"; data_dir=""
+}
+
+for n in $counts; do
+    start_broker "$out/broker-$n.log"
+    started=$(date +%s.%N)
+    "$bin/broker" topic create scale --partitions "$n" --brokers "$bootstrap" >/dev/null
+    created=$(echo "$(date +%s.%N) - $started" | bc)
+    read -r mbps msgs p99 cpu <<<"$(produce "full-$n" "$n" 4)"
+    half=$(python3 -c "print(int(float('$msgs') / 2))")
+    p99_half=0
+    if [ "$half" -gt 0 ]; then
+        read -r _ _ p99_half _ <<<"$(produce "half-$n" "$n" 4 --rate "$half")"
+    fi
+    files=$(ls "/proc/$broker_pid/fd" | wc -l)
+    python3 -c "import sys
+n, created, mbps, p99, cpu, p99h, rss, files, seconds = sys.argv[1:]
+gb = float(mbps) * float(seconds) / 1000
+print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {float(cpu) / max(gb, 1e-9):12.2f} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
+        "$n" "$created" "$mbps" "$p99" "$cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
+    stop_broker
+done
+if [ "$active" -gt 0 ]; then
+    start_broker "$out/broker-active.log"
+    "$bin/broker" topic create scale --partitions 8 --brokers "$bootstrap" >/dev/null
+    printf '%-26s %10s %9s %13s %10s\n' producers msgs/s MB/s cpu_us/msg p99_ms | tee -a "$out/scale.txt"
+    for shape in "4 low" "$active low" "4 max" "$active max"; do
+        read -r producers pace <<<"$shape"
+        flags=()
+        [ "$pace" = low ] && flags+=(--rate "$low_rate")
+        # Many producers share two threads, each with a small window (the
+        # default 64 MiB each would be 64 GB at 1,000).
+        [ "$producers" -gt 4 ] && flags+=(--producer-threads 2 --max-in-flight-bytes 1048576)
+        read -r mbps msgs p99 cpu <<<"$(produce "producers-$producers-$pace" 8 "$producers" "${flags[@]}")"
+        python3 -c "import sys
+label, msgs, mbps, cpu, p99, seconds = sys.argv[1:]
+per = f'{float(cpu) * 1e6 / (float(msgs) * float(seconds)):.2f}' if float(msgs) > 0 else 'n/a'
+print(f'{label:<26} {float(msgs):10.0f} {float(mbps):9.0f} {per:>13} {float(p99):10.1f}')" \
+            "$producers producers, $pace" "$msgs" "$mbps" "$cpu" "$p99" "$seconds" | tee -a "$out/scale.txt"
+    done
+    stop_broker
+fi
+if [ "$idle" -gt 0 ]; then
+    start_broker "$out/broker-idle.log"
+    for connections in 0 "$idle"; do
+        python3 scripts/idle_connections.py "$bootstrap" "$broker_pid" "$connections" 20 | tee -a "$out/scale.txt"
+    done
+    stop_broker
+fi
+echo "results: $out/scale.txt"

@@ -19,13 +19,20 @@
 #   - idle connections: the broker's CPU over 20 s with none, and with
 #     --idle connections that each sent one ApiVersions and went quiet
 #     (scripts/idle_connections.py), and its resident memory.
+# Then replication (--replication yes): one topic of one partition, 4
+# producers without keys (1 KiB, acks=all, idempotent), first on one
+# broker of one shard (replication factor 1), then on a cluster of three
+# brokers of one shard each (scripts/cluster.sh, replication factor 3):
+# MB/s, CPU-s per GB summed over the brokers, and each broker's share by
+# its role (the leader produces, the two followers fetch).
 # A figure of 0 is a run that acknowledged nothing in its window.
 # Writes results/<UTC time>-scale/scale.txt (or to --out DIR; results/ is
 # local, not tracked by git).
 #
 # Usage: scripts/bench-scale.sh [--counts "1 10 100 1000 10000"] [--seconds N] [--warmup N]
-#            [--active N] [--low-rate MSGS_PER_S] [--idle N] [--data-dir DIR] [--out DIR]
-# (--counts "", --active 0 or --idle 0 skip that part.)
+#            [--active N] [--low-rate MSGS_PER_S] [--idle N] [--replication yes|no]
+#            [--data-dir DIR] [--out DIR]
+# (--counts "", --active 0, --idle 0 or --replication no skip that part.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -36,6 +43,7 @@ warmup=20
 active=1000
 low_rate=100000
 idle=10000
+replication=yes
 data_root=target/bench-data
 out="results/$(date -u +%Y-%m-%dT%H%M%SZ)-scale"
 while [ $# -gt 0 ]; do
@@ -46,6 +54,7 @@ while [ $# -gt 0 ]; do
         --active) active="$2"; shift 2 ;;
         --low-rate) low_rate="$2"; shift 2 ;;
         --idle) idle="$2"; shift 2 ;;
+        --replication) replication="$2"; shift 2 ;;
         --data-dir) data_root="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         *) sed -n '/^# Usage/,/^# (--counts/p' "$0" >&2; exit 2 ;;
@@ -57,9 +66,14 @@ bin=target/release
 mkdir -p "$out" "$data_root"
 data_dir=""
 broker_pid=""
+cluster_dir=""
 cleanup() {
     [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
     [ -n "$data_dir" ] && rm -rf "$data_dir"
+    if [ -n "$cluster_dir" ]; then
+        CLUSTER_DIR="$cluster_dir" scripts/cluster.sh stop >/dev/null 2>&1
+        rm -rf "$cluster_dir"
+    fi
     return 0
 }
 trap cleanup EXIT
@@ -158,5 +172,51 @@ if [ "$idle" -gt 0 ]; then
         python3 scripts/idle_connections.py "$bootstrap" "$broker_pid" "$connections" 20 | tee -a "$out/scale.txt"
     done
     stop_broker
+fi
+if [ "$replication" = yes ]; then
+    printf '%-26s %9s %12s %s\n' brokers MB/s cpu-s/GB "cpu-s/GB by broker" | tee -a "$out/scale.txt"
+    replicated_row() {  # NAME LABEL PIDS...: one run on topic "scale"; prints its row
+        local name="$1" label="$2"; shift 2
+        local pids=("$@") before=() after=() i
+        "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --producers 4 \
+            --message-bytes 1024 --acks all --duration "$seconds" --warmup "$warmup" \
+            --out "$out" --name "$name" >"$out/$name.txt" 2>&1 &
+        local loadgen=$!
+        sleep "$warmup"
+        for i in "${pids[@]}"; do before+=("$(awk '{print $14 + $15}' "/proc/$i/stat")"); done
+        sleep "$seconds"
+        for i in "${pids[@]}"; do after+=("$(awk '{print $14 + $15}' "/proc/$i/stat")"); done
+        wait "$loadgen"
+        local pairs=()
+        for i in "${!pids[@]}"; do pairs+=("${before[$i]}" "${after[$i]}"); done
+        python3 -c "import json, sys
+label, path, tick, seconds, roles = sys.argv[1:6]
+ticks = [float(b) - float(a) for a, b in zip(sys.argv[6::2], sys.argv[7::2])]
+mbps = json.load(open(path)).get('produce_mb_per_s') or 0
+gb = max(mbps * float(seconds) / 1000, 1e-9)
+each = ', '.join(f'{r} {t / float(tick) / gb:.2f}' for r, t in zip(roles.split(','), ticks))
+print(f'{label:<26} {mbps:9.0f} {sum(ticks) / float(tick) / gb:12.2f} {each}')" \
+            "$label" "$out/$name.json" "$tick" "$seconds" "$roles" "${pairs[@]}" \
+            | tee -a "$out/scale.txt"
+    }
+    BROKER_SHARDS=1 start_broker "$out/broker-single.log"
+    "$bin/broker" topic create scale --partitions 1 --brokers "$bootstrap" >/dev/null
+    roles=leader replicated_row rf1 "1 broker, rf 1" "$broker_pid"
+    stop_broker
+    cluster_dir="$(mktemp -d "$data_root/cluster.XXXXXX")"
+    export CLUSTER_DIR="$cluster_dir" BROKER_SHARDS=1
+    scripts/cluster.sh start 3 >/dev/null
+    bootstrap=127.0.0.1:19091
+    "$bin/broker" topic create scale --partitions 1 --replication-factor 3 --brokers "$bootstrap" >/dev/null
+    leader=$("$bin/broker" topic describe scale --brokers "$bootstrap" | grep -o 'leader [0-9]*' | cut -d' ' -f2)
+    pids=() roles=""
+    for i in 1 2 3; do
+        pids+=("$(cat "$cluster_dir/$i/pid")")
+        [ "$i" = "$leader" ] && roles+="${roles:+,}leader" || roles+="${roles:+,}follower"
+    done
+    roles="$roles" replicated_row rf3 "3 brokers, rf 3" "${pids[@]}"
+    scripts/cluster.sh stop >/dev/null
+    rm -rf "$cluster_dir"
+    cluster_dir=""
 fi
 echo "results: $out/scale.txt"

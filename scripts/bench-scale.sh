@@ -142,7 +142,8 @@ for n in $counts; do
     python3 -c "import sys
 n, created, mbps, p99, cpu, p99h, rss, files, seconds = sys.argv[1:]
 gb = float(mbps) * float(seconds) / 1000
-print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {float(cpu) / max(gb, 1e-9):12.2f} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
+per = f'{float(cpu) / gb:.2f}' if gb > 0 else 'n/a'
+print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per:>12} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
         "$n" "$created" "$mbps" "$p99" "$cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
     stop_broker
 done

@@ -84,7 +84,8 @@ rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
 # Many producers and idle connections need descriptors (the broker's and
 # the clients'), and the broker's per-address limit (half its total by
 # default) must let one address open them all.
-ulimit -n $((idle + 3 * active + 4096)) 2>/dev/null || true
+ulimit -n $((idle + 3 * active + 4096)) 2>/dev/null ||
+    echo "warning: cannot raise the open file limit to $((idle + 3 * active + 4096)) (now $(ulimit -n)); the connection rows may fail" >&2
 export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
 
 # One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms cpu_s".
@@ -194,9 +195,10 @@ if [ "$replication" = yes ]; then
 label, path, tick, seconds, roles = sys.argv[1:6]
 ticks = [float(b) - float(a) for a, b in zip(sys.argv[6::2], sys.argv[7::2])]
 mbps = json.load(open(path)).get('produce_mb_per_s') or 0
-gb = max(mbps * float(seconds) / 1000, 1e-9)
-each = ', '.join(f'{r} {t / float(tick) / gb:.2f}' for r, t in zip(roles.split(','), ticks))
-print(f'{label:<26} {mbps:9.0f} {sum(ticks) / float(tick) / gb:12.2f} {each}')" \
+gb = mbps * float(seconds) / 1000
+per = lambda t: f'{t / float(tick) / gb:.2f}' if gb > 0 else 'n/a'
+each = ', '.join(f'{r} {per(t)}' for r, t in zip(roles.split(','), ticks))
+print(f'{label:<26} {mbps:9.0f} {per(sum(ticks)):>12} {each}')" \
             "$label" "$out/$name.json" "$tick" "$seconds" "$roles" "${pairs[@]}" \
             | tee -a "$out/scale.txt"
     }
@@ -209,7 +211,13 @@ print(f'{label:<26} {mbps:9.0f} {sum(ticks) / float(tick) / gb:12.2f} {each}')" 
     scripts/cluster.sh start 3 >/dev/null
     bootstrap=127.0.0.1:19091
     "$bin/broker" topic create scale --partitions 1 --replication-factor 3 --brokers "$bootstrap" >/dev/null
-    leader=$("$bin/broker" topic describe scale --brokers "$bootstrap" | grep -o 'leader [0-9]*' | cut -d' ' -f2)
+    leader=""
+    for _ in $(seq 100); do  # until a leader is elected (describe says -1 before)
+        leader=$("$bin/broker" topic describe scale --brokers "$bootstrap" | grep -o 'leader [1-3]\b' | cut -d' ' -f2 || true)
+        [ -n "$leader" ] && break
+        sleep 0.1
+    done
+    [ -n "$leader" ] || { echo "no leader for the replicated topic" >&2; exit 1; }
     pids=() roles=""
     for i in 1 2 3; do
         pids+=("$(cat "$cluster_dir/$i/pid")")

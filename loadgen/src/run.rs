@@ -77,6 +77,15 @@ fn prepare_topic(options: &Options) -> Result<(i32, Vec<(i32, i64)>), String> {
     })
 }
 
+/// The producers (of `producers`) that thread `thread` of `threads` runs:
+/// every `threads`-th one, so each producer has exactly one thread.
+fn producers_of_thread(producers: usize, threads: usize, thread: usize) -> Vec<u16> {
+    (0..producers)
+        .filter(|p| p % threads == thread)
+        .map(|p| p as u16)
+        .collect()
+}
+
 /// Runs the producers `which` on this thread's executor, side by side.
 async fn produce_all(
     options: Options,
@@ -172,10 +181,7 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
     if produces {
         let threads = options.producer_threads.clamp(1, options.producers);
         for thread in 0..threads {
-            let mine: Vec<u16> = (0..options.producers)
-                .filter(|p| p % threads == thread)
-                .map(|p| p as u16)
-                .collect();
+            let mine = producers_of_thread(options.producers, threads, thread);
             let (options, reports) = (options.clone(), reports.clone());
             producers.push(worker(
                 format!("producer-{thread}"),
@@ -300,4 +306,17 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
         return Err("verification failed".into());
     }
     Ok(Outcome { run, verdicts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::producers_of_thread;
+
+    #[test]
+    fn each_producer_runs_on_exactly_one_thread() {
+        let split: Vec<Vec<u16>> = (0..3).map(|t| producers_of_thread(7, 3, t)).collect();
+        assert_eq!(split, vec![vec![0, 3, 6], vec![1, 4], vec![2, 5]]);
+        assert_eq!(producers_of_thread(1000, 2, 1).len(), 500);
+        assert_eq!(producers_of_thread(4, 4, 2), vec![2]);
+    }
 }

@@ -55,7 +55,8 @@ const SHARD_IO_MEMORY_BYTES: usize = 2 << 20;
 /// cancel walks one bucket of that table, where every connection waiting
 /// for bytes sits. At glommio's 128 (8 buckets), 10,000 idle connections
 /// cost the broker 3.5% of a core doing nothing; at 4,096 (256 buckets),
-/// a 32nd of that.
+/// a 32nd of that. (glommio also times a busy task's yield by this depth;
+/// latency under load measured no worse at 4,096: docs/benchmarks.md.)
 const SHARD_RING_DEPTH: usize = 4096;
 
 /// Where a ready broker listens.

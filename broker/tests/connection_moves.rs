@@ -229,8 +229,9 @@ fn a_connection_moves_to_its_partitions_shard_answering_pipelined_requests_in_or
     // then 0, then 1. The two partitions are on the two shards (one each,
     // the least loaded first), so whichever shard accepted the connection,
     // at least two runs name the other shard's partition alone: the
-    // connection moves during them (after 3 requests, then 6, then 12)
-    // with the rest of the run already read into its buffer.
+    // connection moves during them (after 3 requests, then 6, then 12,
+    // once none is in flight) with the rest of the run, if any, already
+    // read into its buffer.
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))

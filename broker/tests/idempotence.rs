@@ -550,19 +550,16 @@ fn the_producer_pipelines_its_requests_and_keeps_the_order() {
     );
 }
 
-/// The producer's window does not drain: with each request taking 20 ms
-/// to be flushed, it sends its next request as each answer comes, while
-/// the requests after the answered one are still out (a producer that
-/// read every answer of a group of requests before sending more would
-/// never do so), and every record still lands once, in order.
+/// The producer's window does not drain: with its answers coming 20 ms
+/// apart (the proxy paces them), it sends its next request as each answer
+/// comes, while the requests after the answered one are still out (a
+/// producer that read every answer of a group of requests before sending
+/// more would never do so), and every record still lands once, in order.
 #[test]
 fn the_producer_sends_its_next_request_as_each_answer_comes() {
     let dir = tempfile::tempdir().unwrap();
-    let (_broker, counter) = broker_with_behind_a_counter(
-        dir.path(),
-        "window",
-        &[("BROKER_TEST_FLUSH_DELAY_MS", "20")],
-    );
+    let (_broker, counter) = broker_with_behind_a_counter(dir.path(), "window", &[]);
+    counter.pace_answers(Duration::from_millis(20));
     let offsets = produce_3000(counter.address, "window");
     assert_eq!(
         offsets,

@@ -58,6 +58,27 @@ impl Acks {
     }
 }
 
+/// Records appended, not yet acknowledged: what their acknowledgement
+/// waits for ([`ServedPartition::acknowledge`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Placed {
+    /// Where they landed.
+    pub appended: Appended,
+    acks: Acks,
+    epoch: LeaderEpoch,
+    replicated: bool,
+    min_insync: usize,
+    /// What is left of the producer's timeout for the in-sync replicas.
+    timeout: Duration,
+}
+
+impl Placed {
+    /// Whether acknowledging waits for anything (acks=all).
+    pub fn waits(&self) -> bool {
+        self.acks == Acks::All
+    }
+}
+
 /// Where appended records landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
@@ -95,6 +116,23 @@ impl ServedPartition {
         timeout: Duration,
         guard: Option<TxnGuard>,
     ) -> Result<Appended, Code> {
+        let placed = self
+            .place(partitions, batches, acks, timeout, guard)
+            .await?;
+        self.acknowledge(partitions, placed).await
+    }
+
+    /// The first half of an append: the batches get their offsets in this
+    /// leadership (refused before anything is written when acks=all cannot
+    /// be met). What acks asks is waited for by [`Self::acknowledge`].
+    pub async fn place(
+        &self,
+        partitions: &Partitions,
+        batches: Vec<ValidBatch>,
+        acks: Acks,
+        timeout: Duration,
+        guard: Option<TxnGuard>,
+    ) -> Result<Placed, Code> {
         let replicated = self.replicated();
         let waited = self
             .wait_for_role(partitions, replicated, timeout.min(ROLE_LAG_MAX))
@@ -118,6 +156,31 @@ impl ServedPartition {
             // Followers waiting at this leader fetch the new records now.
             self.partition.notify_arrival();
         }
+        Ok(Placed {
+            appended,
+            acks,
+            epoch,
+            replicated,
+            min_insync,
+            timeout,
+        })
+    }
+
+    /// The second half of an append: answers once the placed records are
+    /// as durable as their acks ask (the flush runs either way).
+    pub async fn acknowledge(
+        &self,
+        partitions: &Partitions,
+        placed: Placed,
+    ) -> Result<Appended, Code> {
+        let Placed {
+            appended,
+            acks,
+            epoch,
+            replicated,
+            min_insync,
+            timeout,
+        } = placed;
         let delay = Duration::from_millis(partitions.cluster.config.test_flush_delay_ms);
         let durable = self.durable(appended.last_offset.plus(1), replicated, delay);
         let own_copy_counts = !replicated || self.topic.config.fsync_before_ack;
@@ -306,6 +369,22 @@ impl Partitions {
         timeout: Duration,
         transactional: Option<txn_verify::TxnWriter<'_>>,
     ) -> Result<Appended, Code> {
+        let placed = self
+            .produce_placed(&led, records, acks, timeout, transactional)
+            .await?;
+        led.acknowledge(self, placed).await
+    }
+
+    /// [`Partitions::produce`] up to the records' placing: what their
+    /// acknowledgement waits for is left to the caller.
+    pub async fn produce_placed(
+        &self,
+        led: &ServedPartition,
+        records: RecordSet,
+        acks: Acks,
+        timeout: Duration,
+        transactional: Option<txn_verify::TxnWriter<'_>>,
+    ) -> Result<Placed, Code> {
         if is_internal(&led.topic.name) {
             return Err(ResponseError::InvalidTopicException.code());
         }
@@ -314,9 +393,8 @@ impl Partitions {
         self.metrics
             .produced_bytes(split.in_place_bytes, split.copied_bytes);
         let verifier = self.txn_verifier.borrow().clone();
-        let guard = txn_verify::verify(&led, &split.batches, transactional, verifier).await?;
-        led.append_guarded(self, split.batches, acks, timeout, guard)
-            .await
+        let guard = txn_verify::verify(led, &split.batches, transactional, verifier).await?;
+        led.place(self, split.batches, acks, timeout, guard).await
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The proxy; its threads end with the test process.
@@ -19,6 +19,7 @@ pub struct FrameCounter {
     requests: Arc<AtomicI64>,
     refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
+    pace_ms: Arc<AtomicU64>,
 }
 
 impl FrameCounter {
@@ -32,11 +33,13 @@ impl FrameCounter {
         let requests = Arc::new(AtomicI64::new(0));
         let refills = Arc::new(AtomicI64::new(0));
         let cut_at = Arc::new(AtomicI64::new(0));
+        let pace_ms = Arc::new(AtomicU64::new(0));
         let counts = Counts {
             most: most_unanswered.clone(),
             requests: requests.clone(),
             refills: refills.clone(),
             cut_at: cut_at.clone(),
+            pace_ms: pace_ms.clone(),
         };
         let to = upstream.clone();
         std::thread::spawn(move || {
@@ -55,7 +58,16 @@ impl FrameCounter {
             requests,
             refills,
             cut_at,
+            pace_ms,
         }
+    }
+
+    /// Passes each answer on `pace` after the one before (as a server
+    /// answering one request at a time, each taking that long would):
+    /// a client's window then refills answer by answer.
+    pub fn pace_answers(&self, pace: std::time::Duration) {
+        self.pace_ms
+            .store(pace.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Cuts the connection that carries the `n`-th request from now on
@@ -97,6 +109,7 @@ struct Counts {
     requests: Arc<AtomicI64>,
     refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
+    pace_ms: Arc<AtomicU64>,
 }
 
 fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
@@ -107,9 +120,11 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
     let answered_since_request = Arc::new(AtomicBool::new(false));
     let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
     let (back, answered) = (unanswered.clone(), answered_since_request.clone());
+    let pace = std::time::Duration::from_millis(counts.pace_ms.load(Ordering::SeqCst));
     std::thread::spawn(move || {
         // Responses: one less unanswered as each completes.
-        copy_frames(s2, c2, |_, done| {
+        let paced = (!pace.is_zero()).then_some(pace);
+        copy_frames(s2, c2, paced, |_, done| {
             if done {
                 back.fetch_sub(1, Ordering::SeqCst);
                 answered.store(true, Ordering::SeqCst);
@@ -117,7 +132,7 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
             true
         })
     });
-    copy_frames(client, server, |started, _| {
+    copy_frames(client, server, None, |started, _| {
         if !started {
             return true;
         }
@@ -137,14 +152,21 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
 /// Copies `from` to `to`, telling `frame(started, completed)` as frames
 /// (a 4-byte length, then that many bytes) start and complete; a frame
 /// it answers false for cuts the connection there (the chunk holding it
-/// is not passed on).
-fn copy_frames(mut from: TcpStream, mut to: TcpStream, mut frame: impl FnMut(bool, bool) -> bool) {
+/// is not passed on). `paced`: each completed frame is passed on alone,
+/// that long after the one before.
+fn copy_frames(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    paced: Option<std::time::Duration>,
+    mut frame: impl FnMut(bool, bool) -> bool,
+) {
     let mut buf = vec![0; 64 << 10];
     let (mut head, mut left) = (Vec::with_capacity(4), 0usize);
     'copy: while let Ok(n) = from.read(&mut buf) {
         if n == 0 {
             break;
         }
+        let mut written = 0;
         let mut bytes = &buf[..n];
         while !bytes.is_empty() {
             if left == 0 {
@@ -165,9 +187,17 @@ fn copy_frames(mut from: TcpStream, mut to: TcpStream, mut frame: impl FnMut(boo
             bytes = &bytes[take..];
             if left == 0 {
                 frame(false, true);
+                if let Some(pace) = paced {
+                    std::thread::sleep(pace);
+                    let end = n - bytes.len();
+                    if to.write_all(&buf[written..end]).is_err() {
+                        break 'copy;
+                    }
+                    written = end;
+                }
             }
         }
-        if to.write_all(&buf[..n]).is_err() {
+        if to.write_all(&buf[written..n]).is_err() {
             break;
         }
     }

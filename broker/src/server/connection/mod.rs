@@ -8,6 +8,7 @@ pub mod authentication;
 mod direct_read;
 mod handover;
 pub mod move_to_shard;
+mod pipeline;
 pub mod refused_batches;
 pub mod share_link;
 mod vectored_send;
@@ -17,7 +18,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures::future::{select, Either};
+use futures::future::{select, Either, LocalBoxFuture};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use futures_rustls::TlsAcceptor;
@@ -29,6 +30,7 @@ use self::admission::Admitted;
 use self::direct_read::DirectRead;
 use self::handover::{Detached, Movable};
 use self::move_to_shard::{PartitionShards, ShardMoves};
+use self::pipeline::{Pipeline, Placing};
 use self::refused_batches::RefusedBatches;
 use self::share_link::ShareLink;
 use self::vectored_send::VectoredSend;
@@ -186,13 +188,21 @@ where
         shard_moves,
         tls: _,
     } = carried;
+    let client: &Client = client;
     let who = Who::of(client);
     let peer = who.peer.as_str();
     tracing::debug!(%peer, principal = ?client.principal, "serving a connection");
-    let frame_max = shard.cluster.config.socket_request_max_bytes;
-    let movable = shard.cluster.config.connections_follow_partitions;
+    let config = &shard.cluster.config;
+    let frame_max = config.socket_request_max_bytes;
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let idle_max = Duration::from_millis(shard.cluster.config.connections_max_idle_ms);
+    let idle_max = Duration::from_millis(config.connections_max_idle_ms);
+    let replying = Replying {
+        shard,
+        stopping,
+        idle_max,
+        peer,
+        movable: config.connections_follow_partitions,
+    };
     // The deadline for the next request to arrive whole, made once per
     // request (not per read: a timer per read cost measurable CPU on
     // large requests, and four times more under TLS, whose reads end at
@@ -205,6 +215,17 @@ where
         reader.set_max(PRE_LOGIN_FRAME_MAX.min(frame_max));
     }
     let mut logged_in = false;
+    let mut pipeline = Pipeline::new();
+    // What to do after delivering an answer: go on, or end here.
+    macro_rules! after {
+        ($next:expr) => {
+            match $next {
+                Next::Serve => {}
+                Next::Close => return Ended::Closed,
+                Next::Move(to) => return Ended::Move(to),
+            }
+        };
+    }
     loop {
         loop {
             if !logged_in && session.as_ref().is_some_and(|s| s.principal().is_some()) {
@@ -231,34 +252,42 @@ where
                     _ => return Ended::Closed,
                 }
             }
-            let Some(answered) = answer(request_frame, shard, client, session, &who).await else {
-                return Ended::Closed;
-            };
-            if let Some(response) = &answered.response {
-                if !send(stream, response, shard, idle_max, peer).await || answered.close {
+            let request = match request::parse(request_frame) {
+                Ok(request) => request,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: malformed request");
                     return Ended::Closed;
                 }
-            }
-            let throttled = answered.throttled_ms;
-            if throttled > 0 {
-                // Over its quota: answered at once with the throttle time,
-                // then muted for it (KIP-219), unless the shard stops.
-                shard.metrics.throttled(throttled);
-                let mute = glommio::timer::sleep(Duration::from_millis(throttled));
-                if let Either::Right(_) = select(Box::pin(mute), stopping.clone()).await {
-                    return Ended::Closed;
-                }
-            }
-            let Some(to) = shard_moves.after(answered.on).filter(|_| movable) else {
-                continue;
             };
-            if shard.connections.serving().is_none() || answered.metered {
-                // Stopping: it closes here, between requests. Metered: a
-                // client's quota is a per-shard share, and its connections
-                // gathered on one shard would get a fraction of it.
+            shard.metrics.request(request.header.request_api_key);
+            if pipelines(&request, session.as_ref()) {
+                while !pipeline.has_room() {
+                    let answered = pipeline.next_answer().await.flatten();
+                    after!(replying.deliver(stream, answered, shard_moves, false).await);
+                }
+                let user = session.as_ref().and_then(Session::principal);
+                let handled = handle(request, shard, client, user, &who);
+                pipeline.start(|placing| handled(Some(placing)));
+                // Its records placed, the next request may start; answers
+                // that come meanwhile leave at once.
+                while let Some(answered) = pipeline.until_placed().await {
+                    // The newest answered already: nothing is in flight.
+                    let may_move = pipeline.is_empty();
+                    after!(
+                        replying
+                            .deliver(stream, answered, shard_moves, may_move)
+                            .await
+                    );
+                }
                 continue;
             }
-            return Ended::Move(to);
+            // Any other request waits for the Produce requests before it
+            // (and the connection moves only after it: it is read already).
+            while let Some(answered) = pipeline.next_answer().await {
+                after!(replying.deliver(stream, answered, shard_moves, false).await);
+            }
+            let answered = answer(request, shard, client, session, &who).await;
+            after!(replying.deliver(stream, answered, shard_moves, true).await);
         }
         // What the socket holds already goes straight into the frame
         // buffer; only an empty socket is waited on.
@@ -268,6 +297,17 @@ where
             Some(Ok(0)) | Some(Err(_)) => return Ended::Closed,
             Some(Ok(_)) => continue,
             None => {}
+        }
+        if let Some(answered) = pipeline.next_answer().await {
+            // Nothing more to read now: the oldest request in flight is
+            // answered first (a wait on the socket is not given up half-way).
+            let may_move = pipeline.is_empty();
+            after!(
+                replying
+                    .deliver(stream, answered, shard_moves, may_move)
+                    .await
+            );
+            continue;
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
@@ -285,6 +325,76 @@ where
             Ok(n) => n,
         };
         reader.read_buffer(n).extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether a request joins the connection's [`Pipeline`]: a Produce its
+/// client may send (anything else is answered alone, after those before
+/// it; a refused one closes the connection there).
+fn pipelines(request: &Request, session: Option<&Session>) -> bool {
+    request.api_key == ApiKey::Produce
+        && session
+            .is_none_or(|s| matches!(s.admit(ApiKey::Produce, Instant::now()), Admission::Serve))
+}
+
+/// After an answer: serve on, close, or move to another shard.
+enum Next {
+    Serve,
+    Close,
+    Move(ShardId),
+}
+
+/// What delivering a connection's answers needs.
+struct Replying<'c> {
+    shard: &'c Rc<Shard>,
+    stopping: &'c Stopping,
+    idle_max: Duration,
+    peer: &'c str,
+    /// Connections follow their partitions' shards (configured).
+    movable: bool,
+}
+
+impl Replying<'_> {
+    /// Sends an answer (None: the request closes the connection), mutes
+    /// the connection for its throttle time, and says whether it is to
+    /// move now (only if `may_move`: nothing else in flight).
+    async fn deliver<S: AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        answered: Option<Answered>,
+        shard_moves: &mut ShardMoves,
+        may_move: bool,
+    ) -> Next {
+        let Some(answered) = answered else {
+            return Next::Close;
+        };
+        let shard = self.shard;
+        if let Some(response) = &answered.response {
+            if !send(stream, response, shard, self.idle_max, self.peer).await || answered.close {
+                return Next::Close;
+            }
+        }
+        let throttled = answered.throttled_ms;
+        if throttled > 0 {
+            // Over its quota: answered at once with the throttle time,
+            // then muted for it (KIP-219), unless the shard stops.
+            shard.metrics.throttled(throttled);
+            let mute = glommio::timer::sleep(Duration::from_millis(throttled));
+            if let Either::Right(_) = select(Box::pin(mute), self.stopping.clone()).await {
+                return Next::Close;
+            }
+        }
+        let Some(to) = shard_moves.after(answered.on).filter(|_| self.movable) else {
+            return Next::Serve;
+        };
+        if !may_move || shard.connections.serving().is_none() || answered.metered {
+            // In flight: it moves later, between requests. Stopping: it
+            // closes here. Metered: a client's quota is a per-shard share,
+            // and its connections gathered on one shard would get a
+            // fraction of it.
+            return Next::Serve;
+        }
+        Next::Move(to)
     }
 }
 
@@ -331,26 +441,18 @@ impl Answered {
     }
 }
 
-/// Answers one request, one at a time per connection as Kafka does
-/// (appends from one producer connection keep their order): None when
-/// the connection is to close (said in the log).
+/// Answers one request, alone (appends from one producer connection
+/// keep their order): None when the connection is to close (said in the
+/// log).
 async fn answer(
-    frame: bytes::Bytes,
+    request: Request,
     shard: &Rc<Shard>,
     client: &Client,
     session: &mut Option<Session>,
     who: &Who,
 ) -> Option<Answered> {
     let peer = &who.peer;
-    let request = match request::parse(frame) {
-        Ok(request) => request,
-        Err(e) => {
-            tracing::warn!(%peer, error = %e, "closing connection: malformed request");
-            return None;
-        }
-    };
     let api_key = request.header.request_api_key;
-    shard.metrics.request(api_key);
     match session
         .as_ref()
         .map(|s| s.admit(request.api_key, Instant::now()))
@@ -374,17 +476,36 @@ async fn answer(
                 }
             }
         }
-        _ => handle(request, shard, client, session.as_ref(), who).await,
+        _ => {
+            let user = session.as_ref().and_then(Session::principal);
+            handle(request, shard, client, user, who)(None).await
+        }
     }
 }
 
-/// Answers a request past the login, as its caller (ACLs, quotas).
-async fn handle(
+/// Answers a request past the login, as its caller (ACLs, quotas), its
+/// SASL `user` as it is now (a re-authentication may change it later:
+/// the answer owns it, so it may run on while the connection reads
+/// more). Given a [`Placing`], a Produce drops it once its records are
+/// placed.
+fn handle<'a>(
+    request: Request,
+    shard: &'a Rc<Shard>,
+    client: &'a Client,
+    user: Option<&str>,
+    who: &'a Who,
+) -> impl FnOnce(Option<Placing>) -> LocalBoxFuture<'a, Option<Answered>> {
+    let user = user.map(str::to_owned);
+    move |placing| Box::pin(handle_as(request, shard, client, user, who, placing))
+}
+
+async fn handle_as(
     request: Request,
     shard: &Rc<Shard>,
     client: &Client,
-    session: Option<&Session>,
+    user: Option<String>,
     who: &Who,
+    placing: Option<Placing>,
 ) -> Option<Answered> {
     // The handler takes the request over: what the logs name, and the
     // client id the caller borrows, are kept apart from it.
@@ -395,7 +516,10 @@ async fn handle(
     );
     let client_id = request.header.client_id.clone();
     let client_id = client_id.as_deref().unwrap_or("");
-    let caller = caller(shard, client, session, client_id, &who.host);
+    let mut caller = caller(shard, client, user.as_deref(), client_id, &who.host);
+    if let Some(placing) = placing {
+        caller = caller.telling_when_placed(placing);
+    }
     let outcome = if caller.metered() {
         // The request-time quota: the shard's time the handling took,
         // metered once it is answered (its pause mutes the connection;
@@ -597,11 +721,11 @@ async fn reattach<S: Movable>(detached: Detached, tls: Option<&TlsAcceptor>) -> 
 fn caller<'a>(
     shard: &Shard,
     client: &'a Client,
-    session: Option<&Session>,
+    user: Option<&str>,
     client_id: &'a str,
     group_host: &'a str,
 ) -> Caller<'a> {
-    let principal = || match (session.and_then(Session::principal), &client.principal) {
+    let principal = || match (user, &client.principal) {
         (Some(user), _) => format!("User:{user}"),
         (None, Some(subject)) => format!("User:{subject}"),
         (None, None) => ANONYMOUS.to_string(),

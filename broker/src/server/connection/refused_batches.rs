@@ -18,8 +18,8 @@
 //!
 //! A refusal is kept only for the requests that can have been pipelined
 //! behind it: the next [`PIPELINED_MAX`] Produce requests of the
-//! connection (a connection's requests are served one at a time, and an
-//! idempotent client keeps at most five in flight). It is forgotten
+//! connection (a connection's requests place their records one at a time,
+//! in order, and an idempotent client keeps at most five in flight). It is forgotten
 //! sooner once the refused batch (or an earlier one of that producer,
 //! epoch and partition) comes back and is answered, or once one of them
 //! is appended. So a real gap (a leader that lost acknowledged data) is

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 
 use control::model::acls::{Operation, ResourceType, CLUSTER_NAME};
+use futures::channel::oneshot;
 use kafka_protocol::ResponseError;
 
 use crate::cluster::routing::Route;
@@ -49,6 +50,9 @@ pub struct Caller<'a> {
     pub refused: Option<&'a RefCell<RefusedBatches>>,
     /// Its connection's share sessions (ShareFetch opens them).
     pub share_link: Option<&'a RefCell<ShareLink>>,
+    /// Dropped once a Produce's records have their offsets: its connection
+    /// may then start the next request ([`crate::server::connection::pipeline`]).
+    placing: Cell<Option<oneshot::Sender<()>>>,
 }
 
 impl<'a> Caller<'a> {
@@ -82,6 +86,7 @@ impl<'a> Caller<'a> {
             listener,
             refused: None,
             share_link: None,
+            placing: Cell::new(None),
         }
     }
 
@@ -101,6 +106,21 @@ impl<'a> Caller<'a> {
             share_link: Some(link),
             ..self
         }
+    }
+
+    /// The same caller, `placing` dropped once its Produce's records
+    /// are placed (or when it is answered, whichever comes first).
+    pub fn telling_when_placed(self, placing: oneshot::Sender<()>) -> Caller<'a> {
+        Caller {
+            placing: Cell::new(Some(placing)),
+            ..self
+        }
+    }
+
+    /// Its Produce's records have their offsets (or were refused): the
+    /// connection may start its next request.
+    pub fn placed(&self) {
+        self.placing.take();
     }
 
     /// Meters `amount` of `metered` (bytes, or microseconds) against the

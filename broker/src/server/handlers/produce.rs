@@ -7,6 +7,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use futures::channel::oneshot;
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -23,7 +24,8 @@ use crate::kafka::record_sets::{take_record_sets, RecordSet};
 use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
-use crate::partition::append::{Acks, Appended};
+use crate::partition::append::{Acks, Appended, Placed};
+use crate::partition::served::ServedPartition;
 use crate::partition::txn_verify::TxnWriter;
 use crate::partition::Partitions;
 use crate::security::quotas::Metered;
@@ -67,10 +69,18 @@ pub async fn handle(
         .map(|set| first_batch(&set.records))
         .collect();
     let span = produce_span(&decoded, request.header.correlation_id);
-    let results = append_all(shard, &decoded, record_sets, version, caller)
+    let placed = append_all(shard, &decoded, record_sets, version, caller)
+        .instrument(span.clone())
+        .await;
+    let (results, acknowledgements) = placed.into_iter().map(split_placed).unzip();
+    let results = consistent_with_refusals(&decoded, version, (batches, results), caller);
+    // Every partition's records have their offsets (or were refused), and
+    // the refusals are remembered: the connection's next request may
+    // append while these wait for their acknowledgements.
+    caller.placed();
+    let results = acknowledged(results, acknowledgements)
         .instrument(span)
         .await;
-    let results = consistent_with_refusals(&decoded, version, (batches, results), caller);
     shard.metrics.produce(decoded.acks, started.elapsed());
     if results.iter().any(Result::is_err) {
         shard.metrics.request_error(request.header.request_api_key);
@@ -89,15 +99,20 @@ pub async fn handle(
     )?))
 }
 
+/// What a partition waits for after its records are placed: the
+/// outcome of its acknowledgement (acks=all), told by its shard.
+type Acknowledgement = oneshot::Receiver<Result<(), Code>>;
+
 /// Every partition's append at once, each on its own shard, in the order
-/// the request names them (`record_sets` in that order too).
+/// the request names them (`record_sets` in that order too); each answers
+/// once its records are placed, with what it still waits for.
 async fn append_all(
     shard: &Shard,
     decoded: &ProduceRequest,
     record_sets: Vec<RecordSet>,
     version: i16,
     caller: &Caller<'_>,
-) -> Vec<Result<Appended, Code>> {
+) -> Vec<Result<(Appended, Option<Acknowledgement>), Code>> {
     let acks = Acks::from_field(decoded.acks);
     let transactional_id = decoded
         .transactional_id
@@ -155,14 +170,72 @@ async fn append_all(
                 transactional_id: id,
                 adds_partition: version >= 12,
             });
-            owner
-                .produce(led, records, acks, timeout, writer)
+            let placed = owner
+                .produce_placed(&led, records, acks, timeout, writer)
                 .await
-                .map_err(|code| abortable_for(code, version))
+                .map_err(|code| abortable_for(code, version))?;
+            Ok(acknowledge(owner, led, placed, version).await)
         };
         Box::pin(produced.instrument(span)) as crate::runtime::sharded::LocalFuture<_>
     };
     shard.partitions.fan_out(asked, true, work).await
+}
+
+/// Starts the acknowledgement of placed records on their partition's
+/// shard: acks=all is waited for by a task of its own, whose outcome comes
+/// back over a channel (the request's shard may be another); otherwise the
+/// flush starts in the background and nothing is left to wait for.
+async fn acknowledge(
+    owner: Rc<Partitions>,
+    led: ServedPartition,
+    placed: Placed,
+    version: i16,
+) -> (Appended, Option<Acknowledgement>) {
+    let appended = placed.appended;
+    if !placed.waits() {
+        // Resolves at once (the flush is spawned); cannot fail.
+        let _ = led.acknowledge(&owner, placed).await;
+        return (appended, None);
+    }
+    let (tell, told) = oneshot::channel();
+    let waiting = async move {
+        let outcome = led.acknowledge(&owner, placed).await;
+        let _ = tell.send(outcome.map(drop).map_err(|c| abortable_for(c, version)));
+    };
+    glommio::spawn_local(waiting.in_current_span()).detach();
+    (appended, Some(told))
+}
+
+/// A partition's placing as its result so far and what it waits for.
+fn split_placed(
+    placed: Result<(Appended, Option<Acknowledgement>), Code>,
+) -> (Result<Appended, Code>, Option<Acknowledgement>) {
+    match placed {
+        Ok((appended, waiting)) => (Ok(appended), waiting),
+        Err(code) => (Err(code), None),
+    }
+}
+
+/// Each partition's result once its acknowledgement came (a partition
+/// whose shard went away meanwhile answers KAFKA_STORAGE_ERROR).
+async fn acknowledged(
+    results: Vec<Result<Appended, Code>>,
+    acknowledgements: Vec<Option<Acknowledgement>>,
+) -> Vec<Result<Appended, Code>> {
+    let waits = acknowledgements.into_iter().map(|waiting| async move {
+        match waiting {
+            None => Ok(()),
+            Some(told) => told
+                .await
+                .unwrap_or(Err(ResponseError::KafkaStorageError.code())),
+        }
+    });
+    let outcomes = futures::future::join_all(waits).await;
+    results
+        .into_iter()
+        .zip(outcomes)
+        .map(|(result, outcome)| result.and_then(|appended| outcome.map(|()| appended)))
+        .collect()
 }
 
 /// TRANSACTION_ABORTABLE (a batch outside its transaction) as a Produce

@@ -1,0 +1,173 @@
+//! A connection's Produce requests in flight together. The next starts
+//! once the one before has placed its records (every partition's offsets
+//! given or refused, its refusals remembered), so its appends land after
+//! them, while the earlier ones still wait for their flush or in-sync
+//! replicas: one flush then covers several requests of one producer
+//! (group commit across a connection's requests, where one at a time gave
+//! each request its own write and fdatasync). Answers leave in the order
+//! the requests came, as Kafka's must; a failed flush fails every request
+//! it covered (each waits for it). Sans I/O: the connection reads and
+//! writes, this only orders.
+
+use futures::channel::oneshot;
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::stream::{FuturesOrdered, StreamExt};
+
+/// Produce requests one connection keeps in flight at most (an idempotent
+/// producer keeps five; others more): each holds its request's memory
+/// until it is answered.
+pub const IN_FLIGHT_MAX: usize = 8;
+
+/// A connection's requests in flight, oldest first; `T` is an answer.
+pub struct Pipeline<'a, T> {
+    answers: FuturesOrdered<LocalBoxFuture<'a, T>>,
+    /// Resolves once the newest request has placed its records.
+    placing: Option<oneshot::Receiver<()>>,
+}
+
+/// What a started request's answer drops once its records are placed
+/// (dropped with the answer at the latest).
+pub type Placing = oneshot::Sender<()>;
+
+impl<'a, T> Pipeline<'a, T> {
+    pub fn new() -> Pipeline<'a, T> {
+        Pipeline {
+            answers: FuturesOrdered::new(),
+            placing: None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+
+    /// Whether another request may start (once the newest is placed).
+    pub fn has_room(&self) -> bool {
+        self.answers.len() < IN_FLIGHT_MAX
+    }
+
+    /// A request to be answered by `answer`, which is told when it is
+    /// placed through the [`Placing`] made here with it.
+    pub fn start(&mut self, answer: impl FnOnce(Placing) -> LocalBoxFuture<'a, T>) {
+        let (placing, placed) = oneshot::channel();
+        self.answers.push_back(answer(placing));
+        self.placing = Some(placed);
+    }
+
+    /// Waits until the newest request has placed its records (None: the
+    /// next may start), or the oldest is answered first (Some: send it,
+    /// then wait again).
+    pub async fn until_placed(&mut self) -> Option<T> {
+        let placing = self.placing.as_mut()?;
+        match select(placing, self.answers.next()).await {
+            Either::Left(_) => {
+                self.placing = None;
+                None
+            }
+            Either::Right((answer, _)) => answer,
+        }
+    }
+
+    /// The oldest request's answer, once it comes (None: nothing in flight).
+    pub async fn next_answer(&mut self) -> Option<T> {
+        self.answers.next().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use futures::channel::oneshot;
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// A request answered `name` once `done` fires, placed once `placed` fires.
+    fn request(
+        name: &'static str,
+        placed: oneshot::Receiver<()>,
+        done: oneshot::Receiver<()>,
+    ) -> impl FnOnce(Placing) -> LocalBoxFuture<'static, &'static str> {
+        move |placing| {
+            async move {
+                let _ = placed.await;
+                drop(placing);
+                let _ = done.await;
+                name
+            }
+            .boxed_local()
+        }
+    }
+
+    #[test]
+    fn the_next_starts_once_placed_and_answers_leave_in_order() {
+        let mut pool = LocalPool::new();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let (place_a, placed_a) = oneshot::channel();
+        let (finish_a, done_a) = oneshot::channel();
+        let (place_b, placed_b) = oneshot::channel();
+        let (finish_b, done_b) = oneshot::channel();
+        let seen = log.clone();
+        pool.spawner()
+            .spawn_local(async move {
+                let mut pipeline = Pipeline::new();
+                pipeline.start(request("a", placed_a, done_a));
+                assert_eq!(pipeline.until_placed().await, None);
+                seen.borrow_mut().push("a placed");
+                pipeline.start(request("b", placed_b, done_b));
+                assert_eq!(pipeline.until_placed().await, None);
+                seen.borrow_mut().push("b placed");
+                while let Some(answer) = pipeline.next_answer().await {
+                    seen.borrow_mut().push(answer);
+                }
+            })
+            .unwrap();
+        pool.run_until_stalled();
+        assert!(log.borrow().is_empty(), "a is not placed yet");
+        place_a.send(()).unwrap();
+        pool.run_until_stalled();
+        assert_eq!(*log.borrow(), ["a placed"], "b started only now");
+        place_b.send(()).unwrap();
+        finish_b.send(()).unwrap();
+        pool.run_until_stalled();
+        assert_eq!(*log.borrow(), ["a placed", "b placed"], "b waits for a");
+        finish_a.send(()).unwrap();
+        pool.run_until_stalled();
+        assert_eq!(*log.borrow(), ["a placed", "b placed", "a", "b"]);
+    }
+
+    #[test]
+    fn an_answer_before_its_placing_is_given_while_waiting() {
+        let mut pool = LocalPool::new();
+        let answered = pool.run_until(async {
+            let mut pipeline = Pipeline::new();
+            // Answered at its first poll (a refused request): its Placing
+            // drops with it.
+            pipeline.start(|placing| {
+                async move {
+                    drop(placing);
+                    "refused"
+                }
+                .boxed_local()
+            });
+            let first = pipeline.until_placed().await;
+            let second = pipeline.until_placed().await;
+            (first, second, pipeline.is_empty())
+        });
+        assert_eq!(answered, (Some("refused"), None, true));
+    }
+
+    #[test]
+    fn room_is_bounded() {
+        let mut pipeline: Pipeline<'_, ()> = Pipeline::new();
+        for _ in 0..IN_FLIGHT_MAX {
+            assert!(pipeline.has_room());
+            pipeline.start(|_| futures::future::pending().boxed_local());
+        }
+        assert!(!pipeline.has_room());
+    }
+}

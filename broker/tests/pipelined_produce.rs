@@ -1,0 +1,187 @@
+//! A producer's requests pipelined on one connection overlap in the
+//! broker: the next is appended while the one before waits for its
+//! flush, so one flush covers several requests, and still every answer
+//! leaves in request order with its records after the earlier requests'
+//! on every partition (the partitions on both shards). An idempotent
+//! batch refused for a sequence gap refuses the ones behind it, and none
+//! of the ones before it is refused: the sequence checks see the
+//! requests in order.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::ResponseError;
+use storage::batch::{build, stamp_producer, RecordSpec};
+use storage::TimestampMs;
+use support::{cli, start_broker_with};
+
+const TOPIC: &str = "pipelined";
+const PARTITIONS: i32 = 2;
+const VERSION: i16 = 9;
+/// Requests written at once, before any answer is read.
+const PIPELINED: usize = 8;
+/// How long each acks=all answer waits before its flush: one request at
+/// a time would make each its own flush.
+const FLUSH_DELAY_MS: &str = "300";
+
+/// One request's batch for a partition: one record, stamped as producer
+/// 7000's batch of sequence `sequence` when given.
+fn batch(partition: i32, request: usize, sequence: Option<i32>) -> Bytes {
+    let value = format!("{partition}:{request}").into_bytes();
+    let mut batch = build(
+        TimestampMs(1_000),
+        &[RecordSpec {
+            timestamp_delta: 0,
+            key: None,
+            value: Some(value),
+        }],
+    );
+    if let Some(sequence) = sequence {
+        stamp_producer(&mut batch, 7000 + partition as i64, 0, sequence);
+    }
+    batch.freeze()
+}
+
+/// A size-prefixed acks=all Produce request naming every partition.
+fn produce_frame(request: usize, sequence: Option<i32>) -> Vec<u8> {
+    let partitions = (0..PARTITIONS)
+        .map(|p| {
+            PartitionProduceData::default()
+                .with_index(p)
+                .with_records(Some(batch(p, request, sequence)))
+        })
+        .collect();
+    let produce = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_data(partitions)]);
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Produce as i16)
+        .with_request_api_version(VERSION)
+        .with_correlation_id(request as i32)
+        .with_client_id(Some(StrBytes::from_static_str("pipelined")))
+        .encode(&mut body, ProduceRequest::header_version(VERSION))
+        .unwrap();
+    produce.encode(&mut body, VERSION).unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// One answer: its correlation id, and per partition (error, base offset).
+fn read_answer(stream: &mut impl Read) -> (i32, BTreeMap<i32, (i16, i64)>) {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).expect("an answer's size");
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).expect("an answer");
+    let mut body = Bytes::from(body);
+    let header =
+        ResponseHeader::decode(&mut body, ProduceResponse::header_version(VERSION)).unwrap();
+    let answer = ProduceResponse::decode(&mut body, VERSION).unwrap();
+    let partitions = answer
+        .responses
+        .iter()
+        .flat_map(|t| &t.partition_responses)
+        .map(|p| (p.index, (p.error_code, p.base_offset)))
+        .collect();
+    (header.correlation_id, partitions)
+}
+
+/// Writes one request per `sequences` entry in one write, then reads
+/// their answers, checking they come in request order.
+fn pipelined(stream: &mut TcpStream, sequences: &[Option<i32>]) -> Vec<BTreeMap<i32, (i16, i64)>> {
+    let frames: Vec<u8> = sequences
+        .iter()
+        .enumerate()
+        .flat_map(|(request, &sequence)| produce_frame(request, sequence))
+        .collect();
+    stream.write_all(&frames).unwrap();
+    (0..sequences.len())
+        .map(|request| {
+            let (id, partitions) = read_answer(stream);
+            assert_eq!(id, request as i32, "answers in request order");
+            partitions
+        })
+        .collect()
+}
+
+fn broker_and_topic() -> (tempfile::TempDir, support::Broker, TcpStream) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(
+        dir.path(),
+        &[("BROKER_TEST_FLUSH_DELAY_MS", FLUSH_DELAY_MS)],
+    );
+    let bootstrap = broker.address.to_string();
+    let partitions = PARTITIONS.to_string();
+    cli(
+        &bootstrap,
+        &["topic", "create", TOPIC, "--partitions", &partitions],
+    );
+    let stream = TcpStream::connect(broker.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    (dir, broker, stream)
+}
+
+#[test]
+fn pipelined_requests_share_flushes_and_keep_their_order() {
+    let (_dir, broker, mut stream) = broker_and_topic();
+    let flushes = || support::cluster::counter(broker.http, "log_flushes_total");
+    let before = flushes();
+    let answers = pipelined(&mut stream, &[None; PIPELINED]);
+    for (request, partitions) in answers.iter().enumerate() {
+        for p in 0..PARTITIONS {
+            assert_eq!(
+                partitions[&p],
+                (0, request as i64),
+                "request {request}, partition {p}: appended after the requests before it"
+            );
+        }
+    }
+    // One request at a time flushes each partition once per request, each
+    // after the delay; overlapping, the delays run together and a flush
+    // covers what was appended meanwhile.
+    let flushed = flushes() - before;
+    let one_at_a_time = PIPELINED as u64 * PARTITIONS as u64;
+    assert!(
+        flushed <= one_at_a_time / 2,
+        "{flushed} flushes for {PIPELINED} pipelined requests on {PARTITIONS} partitions: one at a time would be {one_at_a_time}"
+    );
+}
+
+#[test]
+fn a_sequence_gap_refuses_the_batches_behind_it_and_none_before() {
+    let (_dir, _broker, mut stream) = broker_and_topic();
+    // Sequences 0, 1, 2, then 4 (3 is missing) and on.
+    let sequences: Vec<Option<i32>> = [0, 1, 2, 4, 5, 6, 7, 8].map(Some).to_vec();
+    let answers = pipelined(&mut stream, &sequences);
+    let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
+    for (request, partitions) in answers.iter().enumerate() {
+        for p in 0..PARTITIONS {
+            let (error, offset) = partitions[&p];
+            if request < 3 {
+                assert_eq!(
+                    (error, offset),
+                    (0, request as i64),
+                    "request {request}, partition {p}"
+                );
+            } else {
+                assert_eq!(error, out_of_order, "request {request}, partition {p}");
+            }
+        }
+    }
+}

@@ -289,6 +289,16 @@ where
             let answered = answer(request, shard, client, session, &who).await;
             after!(replying.deliver(stream, answered, shard_moves, true).await);
         }
+        // Answers that came leave before more is read (reading the rest of
+        // a large request would hold them back).
+        while let Some(answered) = pipeline.ready_answer() {
+            let may_move = pipeline.is_empty();
+            after!(
+                replying
+                    .deliver(stream, answered, shard_moves, may_move)
+                    .await
+            );
+        }
         // What the socket holds already goes straight into the frame
         // buffer; only an empty socket is waited on.
         // A large frame's reads stop at its end (kafka::frame).

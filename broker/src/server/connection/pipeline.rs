@@ -12,6 +12,7 @@
 use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::stream::{FuturesOrdered, StreamExt};
+use futures::FutureExt;
 
 /// Produce requests one connection keeps in flight at most (an idempotent
 /// producer keeps five; others more): each holds its request's memory
@@ -66,6 +67,15 @@ impl<'a, T> Pipeline<'a, T> {
             }
             Either::Right((answer, _)) => answer,
         }
+    }
+
+    /// The oldest request's answer if it has come (checked without
+    /// waiting), so that it leaves before the connection reads on.
+    pub fn ready_answer(&mut self) -> Option<T> {
+        if self.answers.is_empty() {
+            return None;
+        }
+        self.answers.next().now_or_never().flatten()
     }
 
     /// The oldest request's answer, once it comes (None: nothing in flight).
@@ -159,6 +169,22 @@ mod tests {
             (first, second, pipeline.is_empty())
         });
         assert_eq!(answered, (Some("refused"), None, true));
+    }
+
+    #[test]
+    fn a_ready_answer_is_taken_without_waiting() {
+        let mut pool = LocalPool::new();
+        let (finish, done) = oneshot::channel::<()>();
+        let mut pipeline = Pipeline::new();
+        pipeline.start(move |_| {
+            async move { done.await.map(|()| "a").unwrap_or("gone") }.boxed_local()
+        });
+        assert_eq!(pipeline.ready_answer(), None, "not answered yet");
+        finish.send(()).unwrap();
+        assert_eq!(pipeline.ready_answer(), Some("a"));
+        assert_eq!(pipeline.ready_answer(), None, "nothing in flight");
+        assert!(pipeline.is_empty());
+        pool.run_until_stalled();
     }
 
     #[test]

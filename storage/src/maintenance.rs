@@ -251,13 +251,14 @@ impl<FS: FileSystem> Log<FS> {
         let Some(new_start) = new_start else {
             return Ok(0);
         };
-        let before = self.segment_count();
         if new_start > self.log_start() {
             self.set_log_start(new_start).await?;
         }
-        self.drop_segments_below_start().await?;
+        // Counted as deleted, not as the segment count's change: appends
+        // may roll new segments during the file I/O.
+        let deleted = self.drop_segments_below_start().await?;
         self.clamp_producers_to_start().await?;
-        Ok(before - self.segment_count())
+        Ok(deleted)
     }
 
     /// Persists and publishes a new log start offset.
@@ -279,10 +280,11 @@ impl<FS: FileSystem> Log<FS> {
         Ok(())
     }
 
-    /// Deletes sealed segments whose offsets all lie below the log start.
-    /// The durable log start is written first, so a crash between the two
-    /// leaves files that the next open deletes.
-    pub(crate) async fn drop_segments_below_start(&self) -> Result<()> {
+    /// Deletes sealed segments whose offsets all lie below the log start;
+    /// returns how many. The durable log start is written first, so a
+    /// crash between the two leaves files that the next open deletes.
+    pub(crate) async fn drop_segments_below_start(&self) -> Result<usize> {
+        let mut deleted = 0;
         loop {
             let doomed = {
                 let st = self.state.borrow();
@@ -295,7 +297,9 @@ impl<FS: FileSystem> Log<FS> {
                     _ => None,
                 }
             };
-            let Some(base) = doomed else { return Ok(()) };
+            let Some(base) = doomed else {
+                return Ok(deleted);
+            };
             let critical = self.critical("a segment deletion");
             self.remove_segment_files(base).await?;
             critical.finish();
@@ -303,6 +307,7 @@ impl<FS: FileSystem> Log<FS> {
             st.segments.remove(0);
             // Also lets go of the deleted file (a planned read holds it).
             st.bytes_moved();
+            deleted += 1;
         }
     }
 

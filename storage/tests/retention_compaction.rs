@@ -22,6 +22,47 @@ fn config() -> LogConfig {
     }
 }
 
+/// Appends rolling new segments while a retention pass deletes old ones
+/// (a producer's next request appends during the pass's file I/O): the
+/// pass says how many it deleted, not the change in the segment count
+/// (which the rolls outgrew: an overflow that stopped the broker).
+#[test]
+fn retention_counts_what_it_deleted_while_appends_roll_new_segments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let d = dir.clone();
+    on_glommio(async move {
+        let log = Log::open(DmaFs, &d, config()).await.unwrap();
+        for i in 0..200 {
+            log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(0))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        let before = log_file_names(&d);
+        let retention = log.apply_retention(RetentionPolicy {
+            retention_ms: None,
+            retention_bytes: Some(150 * 1024),
+            ..RetentionPolicy::default()
+        });
+        let rolling = async {
+            for i in 0..12 {
+                log.append(batch_of(2, 1000, 1000 + i, 0), LeaderEpoch(0))
+                    .await
+                    .unwrap();
+                log.roll();
+            }
+        };
+        let (deleted, ()) = futures::join!(retention, rolling);
+        let deleted = deleted.unwrap();
+        log.flush().await.unwrap();
+        let after = log_file_names(&d);
+        let gone = before.iter().filter(|name| !after.contains(name)).count();
+        assert!(deleted > 0);
+        assert_eq!(deleted, gone, "{before:?} -> {after:?}");
+    });
+}
+
 #[test]
 fn size_retention_deletes_whole_oldest_segments_only() {
     let tmp = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 //! never (acks=0).
 
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
@@ -198,11 +199,25 @@ async fn acknowledge(
         return (appended, None);
     }
     let (tell, told) = oneshot::channel();
-    let waiting = async move {
+    let outcome = async move {
         let outcome = led.acknowledge(&owner, placed).await;
-        let _ = tell.send(outcome.map(drop).map_err(|c| abortable_for(c, version)));
+        outcome.map(drop).map_err(|c| abortable_for(c, version))
     };
-    glommio::spawn_local(waiting.in_current_span()).detach();
+    let mut outcome = Box::pin(outcome.in_current_span());
+    // Polled once here, so the flush starts now (its writes submitted),
+    // not when the shard gets to a new task: a producer with one request
+    // out waits for exactly this.
+    match futures::poll!(outcome.as_mut()) {
+        Poll::Ready(outcome) => {
+            let _ = tell.send(outcome);
+        }
+        Poll::Pending => {
+            let waiting = async move {
+                let _ = tell.send(outcome.await);
+            };
+            glommio::spawn_local(waiting).detach();
+        }
+    }
     (appended, Some(told))
 }
 

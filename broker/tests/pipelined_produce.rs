@@ -54,6 +54,11 @@ fn batch(partition: i32, request: usize, sequence: Option<i32>) -> Bytes {
 
 /// A size-prefixed acks=all Produce request naming every partition.
 fn produce_frame(request: usize, sequence: Option<i32>) -> Vec<u8> {
+    produce_frame_of(request, sequence, VERSION)
+}
+
+/// [`produce_frame`] of Produce `version`.
+fn produce_frame_of(request: usize, sequence: Option<i32>, version: i16) -> Vec<u8> {
     let partitions = (0..PARTITIONS)
         .map(|p| {
             PartitionProduceData::default()
@@ -70,7 +75,7 @@ fn produce_frame(request: usize, sequence: Option<i32>) -> Vec<u8> {
     let mut body = BytesMut::new();
     RequestHeader::default()
         .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(VERSION)
+        .with_request_api_version(version)
         .with_correlation_id(request as i32)
         .with_client_id(Some(StrBytes::from_static_str("pipelined")))
         .encode(&mut body, ProduceRequest::header_version(VERSION))
@@ -183,5 +188,52 @@ fn a_sequence_gap_refuses_the_batches_behind_it_and_none_before() {
                 assert_eq!(error, out_of_order, "request {request}, partition {p}");
             }
         }
+    }
+}
+
+/// Whether the broker closed the connection (nothing more comes).
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+}
+
+#[test]
+fn a_bad_frame_behind_requests_in_flight_closes_after_their_answers() {
+    let (_dir, _broker, mut stream) = broker_and_topic();
+    let mut bytes: Vec<u8> = (0..2).flat_map(|r| produce_frame(r, None)).collect();
+    // A length prefix past socket_request_max_bytes: the connection closes.
+    bytes.extend_from_slice(&i32::MAX.to_be_bytes());
+    stream.write_all(&bytes).unwrap();
+    for request in 0..2 {
+        let (id, partitions) = read_answer(&mut stream);
+        assert_eq!(id, request, "the answers owed leave first, in order");
+        assert!(partitions.values().all(|&(error, _)| error == 0));
+    }
+    assert!(closed(&mut stream));
+}
+
+#[test]
+fn a_request_that_closes_the_connection_lets_none_behind_it_append() {
+    let (_dir, broker, mut stream) = broker_and_topic();
+    // A (flushed slowly), then a Produce of a version the broker does not
+    // serve (v14; it serves up to 13: the connection closes), then C.
+    let mut bytes = produce_frame(0, None);
+    bytes.extend(produce_frame_of(1, None, 14));
+    bytes.extend(produce_frame(2, None));
+    stream.write_all(&bytes).unwrap();
+    let (id, partitions) = read_answer(&mut stream);
+    assert_eq!(id, 0);
+    assert!(partitions
+        .values()
+        .all(|&(error, offset)| (error, offset) == (0, 0)));
+    assert!(closed(&mut stream), "closed at the unserved request");
+    // C was never appended: the next record lands right after A's.
+    let mut again = TcpStream::connect(broker.address).unwrap();
+    again
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let answers = pipelined(&mut again, &[None]);
+    for p in 0..PARTITIONS {
+        assert_eq!(answers[0][&p], (0, 1), "partition {p}: only A before it");
     }
 }

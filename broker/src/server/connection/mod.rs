@@ -13,7 +13,7 @@ pub mod refused_batches;
 pub mod share_link;
 mod vectored_send;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -202,6 +202,7 @@ where
         idle_max,
         peer,
         movable: config.connections_follow_partitions,
+        muted_until: Cell::new(None),
     };
     // The deadline for the next request to arrive whole, made once per
     // request (not per read: a timer per read cost measurable CPU on
@@ -226,8 +227,26 @@ where
             }
         };
     }
+    // Closes the connection, once the answers owed for records already
+    // appended have left (a producer would otherwise send them again).
+    macro_rules! close {
+        () => {{
+            while let Some(answered) = pipeline.next_answer().await {
+                if !matches!(
+                    replying.deliver(stream, answered, shard_moves, false).await,
+                    Next::Serve
+                ) {
+                    break;
+                }
+            }
+            return Ended::Closed;
+        }};
+    }
     loop {
         loop {
+            if !replying.sit_out_mute().await {
+                return Ended::Closed;
+            }
             if !logged_in && session.as_ref().is_some_and(|s| s.principal().is_some()) {
                 logged_in = true;
                 reader.set_max(frame_max);
@@ -237,7 +256,7 @@ where
                 Ok(None) => break,
                 Err(e) => {
                     log_bad_frame(peer, &e);
-                    return Ended::Closed;
+                    close!();
                 }
             };
             idle = None;
@@ -256,7 +275,7 @@ where
                 Ok(request) => request,
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "closing connection: malformed request");
-                    return Ended::Closed;
+                    close!();
                 }
             };
             shard.metrics.request(request.header.request_api_key);
@@ -304,7 +323,9 @@ where
         // A large frame's reads stop at its end (kafka::frame).
         let limit = reader.read_limit(READ_CHUNK_BYTES);
         match stream.read_now(reader.read_buffer(limit), limit) {
-            Some(Ok(0)) | Some(Err(_)) => return Ended::Closed,
+            // The client closed its side (it may still read) or the
+            // socket failed: what is owed is sent first.
+            Some(Ok(0)) | Some(Err(_)) => close!(),
             Some(Ok(_)) => continue,
             None => {}
         }
@@ -362,9 +383,28 @@ struct Replying<'c> {
     peer: &'c str,
     /// Connections follow their partitions' shards (configured).
     movable: bool,
+    /// Over a quota: reads nothing more until then (KIP-219). One mute
+    /// for the answers of several requests in flight, not one each.
+    muted_until: Cell<Option<Instant>>,
 }
 
 impl Replying<'_> {
+    /// Waits out a mute, if any; false if the shard stops meanwhile.
+    async fn sit_out_mute(&self) -> bool {
+        let Some(until) = self.muted_until.take() else {
+            return true;
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        let mute = glommio::timer::sleep(left);
+        matches!(
+            select(Box::pin(mute), self.stopping.clone()).await,
+            Either::Left(_)
+        )
+    }
+
     /// Sends an answer (None: the request closes the connection), mutes
     /// the connection for its throttle time, and says whether it is to
     /// move now (only if `may_move`: nothing else in flight).
@@ -387,12 +427,11 @@ impl Replying<'_> {
         let throttled = answered.throttled_ms;
         if throttled > 0 {
             // Over its quota: answered at once with the throttle time,
-            // then muted for it (KIP-219), unless the shard stops.
+            // then muted for it before it reads on.
             shard.metrics.throttled(throttled);
-            let mute = glommio::timer::sleep(Duration::from_millis(throttled));
-            if let Either::Right(_) = select(Box::pin(mute), self.stopping.clone()).await {
-                return Next::Close;
-            }
+            let until = Instant::now() + Duration::from_millis(throttled);
+            let later = self.muted_until.get().map_or(until, |u| u.max(until));
+            self.muted_until.set(Some(later));
         }
         let Some(to) = shard_moves.after(answered.on).filter(|_| self.movable) else {
             return Next::Serve;

@@ -22,12 +22,17 @@ pub const IN_FLIGHT_MAX: usize = 8;
 /// A connection's requests in flight, oldest first; `T` is an answer.
 pub struct Pipeline<'a, T> {
     answers: FuturesOrdered<LocalBoxFuture<'a, T>>,
-    /// Resolves once the newest request has placed its records.
+    /// Resolves once the newest request has placed its records (Ok), or
+    /// ended without placing them (Err: dropped unsent).
     placing: Option<oneshot::Receiver<()>>,
+    /// The newest request ended without placing its records (refused
+    /// whole, or the connection is to close): it and every request before
+    /// it are answered before another starts.
+    barrier: bool,
 }
 
-/// What a started request's answer drops once its records are placed
-/// (dropped with the answer at the latest).
+/// What a started request's answer sends on once its records are placed;
+/// dropped unsent if it ends without placing them.
 pub type Placing = oneshot::Sender<()>;
 
 impl<'a, T> Pipeline<'a, T> {
@@ -35,6 +40,7 @@ impl<'a, T> Pipeline<'a, T> {
         Pipeline {
             answers: FuturesOrdered::new(),
             placing: None,
+            barrier: false,
         }
     }
 
@@ -57,16 +63,25 @@ impl<'a, T> Pipeline<'a, T> {
 
     /// Waits until the newest request has placed its records (None: the
     /// next may start), or the oldest is answered first (Some: send it,
-    /// then wait again).
+    /// then wait again). A newest request that ended without placing its
+    /// records (its answer may close the connection) holds the next until
+    /// it and all before it are answered.
     pub async fn until_placed(&mut self) -> Option<T> {
-        let placing = self.placing.as_mut()?;
-        match select(placing, self.answers.next()).await {
-            Either::Left(_) => {
-                self.placing = None;
-                None
+        if let Some(placing) = self.placing.as_mut() {
+            match select(placing, self.answers.next()).await {
+                Either::Left((placed, _)) => {
+                    self.placing = None;
+                    self.barrier = placed.is_err();
+                }
+                Either::Right((answer, _)) => return answer,
             }
-            Either::Right((answer, _)) => answer,
         }
+        if !self.barrier {
+            return None;
+        }
+        let answer = self.answers.next().await;
+        self.barrier = answer.is_some();
+        answer
     }
 
     /// The oldest request's answer if it has come (checked without
@@ -105,7 +120,7 @@ mod tests {
         move |placing| {
             async move {
                 let _ = placed.await;
-                drop(placing);
+                let _ = placing.send(());
                 let _ = done.await;
                 name
             }
@@ -169,6 +184,41 @@ mod tests {
             (first, second, pipeline.is_empty())
         });
         assert_eq!(answered, (Some("refused"), None, true));
+    }
+
+    #[test]
+    fn a_request_ended_unplaced_holds_the_next_until_all_before_are_answered() {
+        let mut pool = LocalPool::new();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let (place_a, placed_a) = oneshot::channel();
+        let (finish_a, done_a) = oneshot::channel();
+        let seen = log.clone();
+        pool.spawner()
+            .spawn_local(async move {
+                let mut pipeline = Pipeline::new();
+                pipeline.start(request("a", placed_a, done_a));
+                assert_eq!(pipeline.until_placed().await, None);
+                // Ends at once without placing (a request to close on).
+                pipeline.start(|placing| {
+                    async move {
+                        drop(placing);
+                        "closing"
+                    }
+                    .boxed_local()
+                });
+                while let Some(answer) = pipeline.until_placed().await {
+                    seen.borrow_mut().push(answer);
+                }
+                seen.borrow_mut().push("next may start");
+                assert!(pipeline.is_empty());
+            })
+            .unwrap();
+        place_a.send(()).unwrap();
+        pool.run_until_stalled();
+        assert!(log.borrow().is_empty(), "held while a is out");
+        finish_a.send(()).unwrap();
+        pool.run_until_stalled();
+        assert_eq!(*log.borrow(), ["a", "closing", "next may start"]);
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub struct Caller<'a> {
     pub refused: Option<&'a RefCell<RefusedBatches>>,
     /// Its connection's share sessions (ShareFetch opens them).
     pub share_link: Option<&'a RefCell<ShareLink>>,
-    /// Dropped once a Produce's records have their offsets: its connection
+    /// Told once a Produce's records have their offsets: its connection
     /// may then start the next request ([`crate::server::connection::pipeline`]).
     placing: Cell<Option<oneshot::Sender<()>>>,
 }
@@ -108,8 +108,8 @@ impl<'a> Caller<'a> {
         }
     }
 
-    /// The same caller, `placing` dropped once its Produce's records
-    /// are placed (or when it is answered, whichever comes first).
+    /// The same caller, told on `placing` once its Produce's records are
+    /// placed (dropped unsent if it ends without placing them).
     pub fn telling_when_placed(self, placing: oneshot::Sender<()>) -> Caller<'a> {
         Caller {
             placing: Cell::new(Some(placing)),
@@ -120,7 +120,9 @@ impl<'a> Caller<'a> {
     /// Its Produce's records have their offsets (or were refused): the
     /// connection may start its next request.
     pub fn placed(&self) {
-        self.placing.take();
+        if let Some(placing) = self.placing.take() {
+            let _ = placing.send(());
+        }
     }
 
     /// Meters `amount` of `metered` (bytes, or microseconds) against the

@@ -191,10 +191,28 @@ fn a_sequence_gap_refuses_the_batches_behind_it_and_none_before() {
     }
 }
 
-/// Whether the broker closed the connection (nothing more comes).
+/// Whether the broker closed the connection (not a read timing out).
 fn closed(stream: &mut TcpStream) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
     let mut byte = [0u8; 1];
-    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+    match stream.read(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => matches!(e.kind(), ConnectionReset | ConnectionAborted),
+    }
+}
+
+#[test]
+fn a_client_closing_its_side_still_gets_the_answers_owed() {
+    let (_dir, _broker, mut stream) = broker_and_topic();
+    let bytes: Vec<u8> = (0..3).flat_map(|r| produce_frame(r, None)).collect();
+    stream.write_all(&bytes).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    for request in 0..3 {
+        let (id, partitions) = read_answer(&mut stream);
+        assert_eq!(id, request, "in order");
+        assert!(partitions.values().all(|&(error, _)| error == 0));
+    }
+    assert!(closed(&mut stream));
 }
 
 #[test]

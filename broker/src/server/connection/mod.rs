@@ -245,7 +245,7 @@ where
     loop {
         loop {
             if !replying.sit_out_mute().await {
-                return Ended::Closed;
+                close!();
             }
             if !logged_in && session.as_ref().is_some_and(|s| s.principal().is_some()) {
                 logged_in = true;
@@ -284,6 +284,9 @@ where
                     let answered = pipeline.next_answer().await.flatten();
                     after!(replying.deliver(stream, answered, shard_moves, false).await);
                 }
+                if !replying.sit_out_mute().await {
+                    close!();
+                }
                 let user = session.as_ref().and_then(Session::principal);
                 let handled = handle(request, shard, client, user, &who);
                 pipeline.start(|placing| handled(Some(placing)));
@@ -304,6 +307,9 @@ where
             // (and the connection moves only after it: it is read already).
             while let Some(answered) = pipeline.next_answer().await {
                 after!(replying.deliver(stream, answered, shard_moves, false).await);
+            }
+            if !replying.sit_out_mute().await {
+                return Ended::Closed;
             }
             let answered = answer(request, shard, client, session, &who).await;
             after!(replying.deliver(stream, answered, shard_moves, true).await);

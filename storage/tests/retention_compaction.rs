@@ -22,6 +22,18 @@ fn config() -> LogConfig {
     }
 }
 
+/// A log of 200 two-record batches (about seven 64 KiB segments), flushed.
+async fn log_of_200_batches(dir: &std::path::Path) -> Rc<Log<DmaFs>> {
+    let log = Log::open(DmaFs, dir, config()).await.unwrap();
+    for i in 0..200 {
+        log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(0))
+            .await
+            .unwrap();
+    }
+    log.flush().await.unwrap();
+    log
+}
+
 /// Appends rolling new segments while a retention pass deletes old ones
 /// (a producer's next request appends during the pass's file I/O): the
 /// pass says how many it deleted, not the change in the segment count
@@ -32,13 +44,7 @@ fn retention_counts_what_it_deleted_while_appends_roll_new_segments() {
     let dir = tmp.path().join("p");
     let d = dir.clone();
     on_glommio(async move {
-        let log = Log::open(DmaFs, &d, config()).await.unwrap();
-        for i in 0..200 {
-            log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        let log = log_of_200_batches(&d).await;
         let before = log_file_names(&d);
         let retention = log.apply_retention(RetentionPolicy {
             retention_ms: None,
@@ -69,13 +75,7 @@ fn size_retention_deletes_whole_oldest_segments_only() {
     let dir = tmp.path().join("p");
     let d = dir.clone();
     on_glommio(async move {
-        let log = Log::open(DmaFs, &d, config()).await.unwrap();
-        for i in 0..200 {
-            log.append(batch_of(2, 1000, i, i as i64), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        let log = log_of_200_batches(&d).await;
         let before = log_file_names(&d);
         assert!(before.len() >= 5, "{} segments", before.len());
         let limit = 150 * 1024;

@@ -227,6 +227,21 @@ where
             }
         };
     }
+    // Delivers an answer (moving only if `may_move`), then as `after!`;
+    // without `may_move`, it may move when nothing else is in flight.
+    macro_rules! deliver {
+        ($answered:expr, $may_move:expr) => {
+            after!(
+                replying
+                    .deliver(stream, $answered, shard_moves, $may_move)
+                    .await
+            )
+        };
+        ($answered:expr) => {{
+            let may_move = pipeline.is_empty();
+            deliver!($answered, may_move)
+        }};
+    }
     // Closes the connection, once the answers owed for records already
     // appended have left (a producer would otherwise send them again).
     macro_rules! close {
@@ -281,8 +296,7 @@ where
             shard.metrics.request(request.header.request_api_key);
             if pipelines(&request, session.as_ref()) {
                 while !pipeline.has_room() {
-                    let answered = pipeline.next_answer().await.flatten();
-                    after!(replying.deliver(stream, answered, shard_moves, false).await);
+                    deliver!(pipeline.next_answer().await.flatten(), false);
                 }
                 if !replying.sit_out_mute().await {
                     close!();
@@ -293,36 +307,25 @@ where
                 // Its records placed, the next request may start; answers
                 // that come meanwhile leave at once.
                 while let Some(answered) = pipeline.until_placed().await {
-                    // The newest answered already: nothing is in flight.
-                    let may_move = pipeline.is_empty();
-                    after!(
-                        replying
-                            .deliver(stream, answered, shard_moves, may_move)
-                            .await
-                    );
+                    deliver!(answered);
                 }
                 continue;
             }
             // Any other request waits for the Produce requests before it
             // (and the connection moves only after it: it is read already).
             while let Some(answered) = pipeline.next_answer().await {
-                after!(replying.deliver(stream, answered, shard_moves, false).await);
+                deliver!(answered, false);
             }
             if !replying.sit_out_mute().await {
                 return Ended::Closed;
             }
             let answered = answer(request, shard, client, session, &who).await;
-            after!(replying.deliver(stream, answered, shard_moves, true).await);
+            deliver!(answered, true);
         }
         // Answers that came leave before more is read (reading the rest of
         // a large request would hold them back).
         while let Some(answered) = pipeline.ready_answer() {
-            let may_move = pipeline.is_empty();
-            after!(
-                replying
-                    .deliver(stream, answered, shard_moves, may_move)
-                    .await
-            );
+            deliver!(answered);
         }
         // What the socket holds already goes straight into the frame
         // buffer; only an empty socket is waited on.
@@ -338,12 +341,7 @@ where
         if let Some(answered) = pipeline.next_answer().await {
             // Nothing more to read now: the oldest request in flight is
             // answered first (a wait on the socket is not given up half-way).
-            let may_move = pipeline.is_empty();
-            after!(
-                replying
-                    .deliver(stream, answered, shard_moves, may_move)
-                    .await
-            );
+            deliver!(answered);
             continue;
         }
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));

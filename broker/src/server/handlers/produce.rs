@@ -183,9 +183,10 @@ async fn append_all(
 }
 
 /// Starts the acknowledgement of placed records on their partition's
-/// shard: acks=all is waited for by a task of its own, whose outcome comes
-/// back over a channel (the request's shard may be another); otherwise the
-/// flush starts in the background and nothing is left to wait for.
+/// shard: acks=all's wait is polled once here, then finished by a task of
+/// its own, whose outcome comes back over a channel (the request's shard
+/// may be another); otherwise the flush starts in the background and
+/// nothing is left to wait for.
 async fn acknowledge(
     owner: Rc<Partitions>,
     led: ServedPartition,

@@ -15,6 +15,9 @@
 # producer or consumer on one partition, 1000-message batches; consume
 # right after producing (memory), then after a broker restart (disk).
 # T (scripts/bench-tls.sh) runs A and B over TLS and plaintext, and reads B back.
+# S (scripts/bench-single.sh) runs one producer and one consumer on one
+# partition with loadgen and rdkafka_performance side by side (100 B and
+# 1 KiB, idempotent and not).
 # Q (scripts/bench-share.sh) runs queues: 1, 4 and 16 share consumers of one
 # partition against a consumer group's, and the redelivery latency.
 # R and P (scripts/bench-tiered.sh) run tiered storage: replays from the
@@ -297,15 +300,18 @@ results, disk, tcp, sync = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), 
 disk_read = float(sys.argv[5])
 sync = sync.split("latency: ")[-1]
 def disk_floor():
-    """The message percentiles of the disk alone at C's rate."""
+    """The message percentiles of the disk alone at C's rate: the text,
+    and p99 and p99.9 in ms (None if the floor did not run)."""
     try:
         line = open(f"{results}/C-disk-floor.txt").read()
     except OSError:
-        return "-"
+        return "-", None
     if "message " not in line:
-        return "-"
-    return line.split("message ")[-1].split(";")[0]
-floor = disk_floor()
+        return "-", None
+    text = line.split("message ")[-1].split(";")[0]
+    words = text.split()
+    return text, (float(words[words.index("p99") + 1]), float(words[words.index("p99.9") + 1]))
+floor, floor_ms = disk_floor()
 try:
     flushes = open(f"{results}/C-flushes.txt").read().split(": ", 1)[1].strip()
 except (OSError, IndexError):
@@ -318,6 +324,15 @@ try:
 except OSError:
     bt = None
 ms = lambda us: us / 1000.0
+def over_floor(run):
+    """C's latency above the disk's own at the same rate (issue 36 part 4:
+    the broker's overhead is what it adds to the disk it waits for)."""
+    if floor_ms is None:
+        return "-"
+    p99 = ms(run["produce_latency_us"]["p99"]) - floor_ms[0]
+    p999 = ms(run["produce_latency_us"]["p99.9"]) - floor_ms[1]
+    met = "met" if p99 <= 1.0 and p999 <= 2.0 else "missed"
+    return f"{p99:+.2f} / {p999:+.2f} ms over the floor ({met})"
 def cpu(name, run, moved_mb_per_s):
     """The broker's CPU seconds per GB moved (in + out) over the window."""
     try:
@@ -338,7 +353,8 @@ rows = [
      "target 500 MB/s"),
     (f"C at {c['produce_msgs_per_s']:,.0f} msg/s",
      f"produce p50 {ms(c['produce_latency_us']['p50']):.2f} p99 {ms(c['produce_latency_us']['p99']):.2f} p99.9 {ms(c['produce_latency_us']['p99.9']):.2f} ms",
-     f"disk floor {floor}; probe {sync}; broker flushes {flushes}", "-", "target p99 <= 2 ms, p99.9 <= 5 ms"),
+     f"disk floor {floor}; probe {sync}; broker flushes {flushes}", over_floor(c),
+     "target p99 <= floor's + 1 ms, p99.9 <= floor's + 2 ms"),
     ("A0 as A, not idempotent", f"{a0['produce_msgs_per_s']:,.0f} msg/s", "A idempotent",
      f"A/A0 {a['produce_msgs_per_s'] / a0['produce_msgs_per_s']:.0%}", "idempotence's cost"),
     ("B0 as B, not idempotent", f"{b0['produce_mb_per_s']:.0f} MB/s", "B idempotent",
@@ -379,25 +395,25 @@ if re_:  # consumer columns: elapsed, msgs, bytes, rtt, m/s, MB/s, ...
                  f"{float(re_[5]) / tcp:.0%}; loadgen {e['consume_mb_per_s'] / float(re_[5]):.0%}",
                  "same partitions"))
     cpus.append(cpu_per_bytes("E-rdkafka", float(re_[2])))
-# The peer's figures, measured with its own client on a machine of this
-# kind (2 vCPUs, virtio disk, fsync on): issue 18's table.
-peer = {"produce-1k": 525.0, "produce-100": 1.99e6, "consume": 1891.0}
+# No peer figure here: a peer measured in another run is context, not a
+# baseline (rates move 40% between runs). ../shared/tools/peerbench.sh
+# runs the peer beside this broker in one run.
 f = {n: table_line(f"F-{n}") for n in ("produce-1k", "produce-100", "consume-memory", "consume-disk")}
 if f["produce-1k"]:
     mbps = float(f["produce-1k"][6])
     rows.append(("F produce 1 KiB, 1 partition", f"{mbps:.0f} MB/s", f"disk {disk:.0f} MB/s",
-                 f"{mbps / disk:.0%}; peer {mbps / peer['produce-1k']:.2f}x", "rdkafka_performance, 1 producer"))
+                 f"{mbps / disk:.0%}", "rdkafka_performance, 1 producer"))
     cpus.append(cpu_per_bytes("F-produce-1k", float(f["produce-1k"][2])))
 if f["produce-100"]:
     rate = float(f["produce-100"][5])
     rows.append(("F produce 100 B, 1 partition", f"{rate:,.0f} msg/s", f"disk {disk:.0f} MB/s",
-                 f"peer {rate / peer['produce-100']:.2f}x", "rdkafka_performance, 1 producer"))
+                 "-", "rdkafka_performance, 1 producer"))
     cpus.append(cpu_per_bytes("F-produce-100", float(f["produce-100"][2])))
 for name, limit, what in (("consume-memory", tcp, "TCP"), ("consume-disk", disk_read, "disk read")):
     if f[name]:
         mbps = float(f[name][5])
         rows.append((f"F {name.replace('-', ' ')}, 1 KiB", f"{mbps:.0f} MB/s", f"{what} {limit:.0f} MB/s",
-                     f"{mbps / limit:.0%}; peer {mbps / peer['consume']:.2f}x", "rdkafka_performance, 1 consumer"))
+                     f"{mbps / limit:.0%}", "rdkafka_performance, 1 consumer"))
         cpus.append(cpu_per_bytes(f"F-{name}", float(f[name][2])))
 rows = [r + (c,) for r, c in zip(rows, cpus)]
 width = [max(len(r[i]) for r in rows) for i in range(6)]
@@ -409,6 +425,10 @@ echo "dashboard: $results/dashboard.html"
 # T: what TLS costs (its own brokers, plaintext then TLS, A and B).
 echo "== T: TLS vs plaintext"
 scripts/bench-tls.sh --out "$results" --data-dir "$data_root"
+
+# S: one producer on one partition, both clients side by side.
+echo "== S: one producer, one partition: loadgen beside rdkafka_performance"
+scripts/bench-single.sh --out "$results" --data-dir "$data_root"
 
 # Q: queues (share groups) against a consumer group on one partition.
 echo "== Q: share groups vs a consumer group"

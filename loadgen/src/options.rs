@@ -96,7 +96,7 @@ pub struct Options {
     /// Bytes a producer may have unacknowledged.
     pub max_in_flight_bytes: u64,
     /// Produce requests a producer sends to a broker before reading the
-    /// first answer.
+    /// first answer (usize::MAX: only the byte window bounds them).
     pub requests_in_flight: usize,
     /// Where the .hlog and .json files go (None: nowhere).
     pub out: Option<PathBuf>,
@@ -309,9 +309,10 @@ pub struct Flags {
     max_in_flight_bytes: u64,
     /// Produce requests a producer sends to a broker before reading the
     /// first answer (Kafka's max.in.flight.requests.per.connection; at
-    /// most 5 with idempotence).
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    requests_in_flight: usize,
+    /// most 5 with idempotence). Default: 5 with idempotence; without,
+    /// only --max-in-flight-bytes bounds them (librdkafka's default).
+    #[arg(long, value_name = "N")]
+    requests_in_flight: Option<usize>,
     /// Write NAME-produce.hlog, NAME-e2e.hlog and NAME.json here (none if absent).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -366,7 +367,10 @@ impl Flags {
             messages: self.messages,
             warmup: self.warmup,
             max_in_flight_bytes: self.max_in_flight_bytes,
-            requests_in_flight: self.requests_in_flight,
+            requests_in_flight: self.requests_in_flight.unwrap_or(match self.idempotence {
+                Switch::On => 5,
+                Switch::Off => usize::MAX,
+            }),
             out: self.out,
             name: self.name,
             pin: !self.no_pin,
@@ -631,6 +635,12 @@ mod tests {
         assert!(!produce("").read_committed);
         assert!(produce("--isolation read_committed").read_committed);
         assert!(!produce("--idempotence false").idempotence);
+        // Without idempotence only the byte window bounds the requests
+        // in flight unless told (librdkafka's default); with it, 5.
+        assert_eq!(produce("--idempotence off").requests_in_flight, usize::MAX);
+        assert_eq!(produce("--idempotence on").requests_in_flight, 5);
+        let told = "--idempotence off --requests-in-flight 3";
+        assert_eq!(produce(told).requests_in_flight, 3);
         assert!(produce("--from earliest").from_earliest);
         assert_eq!(produce("--rate 0").rate, None, "0: as fast as possible");
         let codecs = [

@@ -6,7 +6,7 @@
 # start with each client. The two clients take turns shape by shape on one
 # fresh broker (2 shards), each topic deleted after its run, for --rounds
 # rounds: rates here move 20-50% between minutes, so only a pair run side
-# by side is compared. Prints each pair with the broker's CPU seconds per
+# by side is compared. The broker's cache is filled first (common.sh). Prints each pair with the broker's CPU seconds per
 # GB (utime+stime over the client's run) and loadgen / rdkafka_performance.
 # Writes results/<UTC time>-single/single.txt (or to --out DIR; results/ is
 # local, not tracked by git).
@@ -47,16 +47,19 @@ broker_pid=$!
 for _ in $(seq 100); do grep -q "listening kafka=" "$out/broker.log" && break; sleep 0.1; done
 bootstrap=$(grep -o 'kafka=[^ ]*' "$out/broker.log" | head -1 | cut -d= -f2)
 [ -n "$bootstrap" ] || { echo "the broker did not start:"; cat "$out/broker.log"; exit 1; }
+http=$(grep -o 'http=[^ ]*' "$out/broker.log" | head -1 | cut -d= -f2)
+fill_cache "$bootstrap" single-warm 2
 
 hz=$(getconf CLK_TCK)
 warmup=3
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
 per_gb() {  # TICKS BYTES: the broker's CPU seconds per GB
-    awk -v t="$1" -v b="$2" -v hz="$hz" 'BEGIN { printf "%.2f", b > 0 ? (t / hz) / (b / 1e9) : 0 }'
+    awk -v t="$1" -v b="$2" -v hz="$hz" 'BEGIN { printf "%.2f", (b > 0 ? (t / hz) / (b / 1e9) : 0) }'
 }
 drop_topic() { target/release/broker topic delete "$1" --brokers "$bootstrap" >/dev/null || true; }
-topics=0
-next_topic() { topics=$((topics + 1)); topic="single-$topics"; }
+# Each run's own topic, from a counter kept in a file: the runs' figures
+# are read through $(...), a subshell, where a variable would not count.
+next_topic() { echo $(( $(cat "$work/topics" 2>/dev/null || echo 0) + 1 )) >"$work/topics"; topic="single-$(cat "$work/topics")"; }
 
 loadgen_produce() {  # SIZE IDEMPOTENCE(on|off): "MB/s cpu-s/GB" (the CPU over warm-up and run)
     local t0 t1; next_topic
@@ -83,18 +86,19 @@ rdkafka_produce() {  # SIZE IDEMPOTENCE(true|false): "MB/s cpu-s/GB", about as m
     echo "$line" | awk -F'|' -v d=$((t1 - t0)) -v hz="$hz" '{ printf "%.1f %.2f\n", $8, (d / hz) / ($4 / 1e9) }'
     drop_topic "$topic"
 }
-consume_pair() {  # "loadgen MB/s cpu, rdkafka MB/s cpu" reading one 1 KiB topic of 3 GB from its start
+consume_pair() {  # "loadgen MB/s cpu, rdkafka MB/s cpu" each reading one 1 KiB topic of 3 GB whole
     local t0 t1 line lg rd; next_topic
     target/release/broker topic create "$topic" --partitions 1 --brokers "$bootstrap" >/dev/null
     "$rdkafka_perf" -b "$bootstrap" -u -P -t "$topic" -p 0 -s 1024 -c 3000000 -a -1 -X linger.ms=5 \
         -X batch.size=1048576 >/dev/null 2>&1
     t0=$(cpu_ticks)
-    # 1 s warm-up + 2 s measured: it cannot run out of the 3 GB.
+    # The whole topic, counted: a time window would run out of data at
+    # this rate (or measure its end).
     target/release/loadgen consume --bootstrap "$bootstrap" --topic "$topic" --partitions 1 --consumers 1 \
-        --from earliest --duration 2 --warmup 1 --out "$work" --name "$topic-read" >"$out/$topic-read.txt" 2>&1
+        --from earliest --messages 3000000 --warmup 0 --out "$work" --name "$topic-read" >"$out/$topic-read.txt" 2>&1
     t1=$(cpu_ticks)
     local mbps; mbps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['consume_mb_per_s'])" "$work/$topic-read.json")
-    lg="$mbps $(per_gb $((t1 - t0)) "$(awk -v m="$mbps" 'BEGIN { print m * 1e6 * 3 }')")"
+    lg="$mbps $(per_gb $((t1 - t0)) 3072000000)"
     t0=$(cpu_ticks)
     line=$("$rdkafka_perf" -b "$bootstrap" -u -C -t "$topic" -p 0 -o beginning -c 3000000 2>&1 | grep '^|' | tail -1)
     t1=$(cpu_ticks)
@@ -104,7 +108,7 @@ consume_pair() {  # "loadgen MB/s cpu, rdkafka MB/s cpu" reading one 1 KiB topic
     drop_topic "$topic"
 }
 row() {  # SHAPE "LG_MBPS LG_CPU RD_MBPS RD_CPU"
-    echo "$2" | awk -v shape="$1" '{ printf "%-34s loadgen %6.0f MB/s %5.2f cpu-s/GB   rdkafka_performance %6.0f MB/s %5.2f cpu-s/GB   loadgen/rdkafka %.2fx\n", shape, $1, $2, $3, $4, $3 > 0 ? $1 / $3 : 0 }' \
+    echo "$2" | awk -v shape="$1" '{ printf "%-34s loadgen %6.0f MB/s %5.2f cpu-s/GB   rdkafka_performance %6.0f MB/s %5.2f cpu-s/GB   loadgen/rdkafka %.2fx\n", shape, $1, $2, $3, $4, ($3 > 0 ? $1 / $3 : 0) }' \
         | tee -a "$out/single.txt"
 }
 

@@ -80,12 +80,6 @@ stop_broker() {
     kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
     broker_pid=""
 }
-metric() {
-    python3 -c "import sys, urllib.request
-for line in urllib.request.urlopen('http://$http/metrics').read().decode().splitlines():
-    name, _, value = line.partition(' ')
-    if name == sys.argv[1]: print(int(float(value)))" "$1"
-}
 # The first offset of a topic's local log: the base of its first segment file.
 local_start() {
     python3 - "$data_dir" "$1" <<'PY'

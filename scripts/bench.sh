@@ -143,27 +143,8 @@ latency=(--producers 1 --linger-ms 1)
 drop_topic() { "$bin/broker" topic delete "$1" --brokers "$bootstrap" >/dev/null || true; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
-# A long-running broker's cache is full and recycles its memory; a fresh
-# one faults in every page of it as it fills (about 0.6 s of CPU per GB on
-# the VM these figures come from), which the first workloads would pay and
-# the later ones not (A's loadgen and rdkafka_performance runs differed by
-# a third from that alone). So the cache is filled first (not measured);
-# the topic stays, so its memory is recycled rather than given back.
 http=$(grep -o 'http=[^ ]*' "$results/broker.log" | tail -1 | cut -d= -f2)
-metric() {
-    python3 -c "import sys, urllib.request
-for line in urllib.request.urlopen('http://$http/metrics').read().decode().splitlines():
-    name, _, value = line.partition(' ')
-    if name == sys.argv[1]: print(int(float(value)))" "$1"
-}
-cache_limit=$(metric log_cache_limit_bytes)
-echo "== warm-up: filling the broker's cache ($((cache_limit >> 20)) MiB; not measured)"
-for _ in $(seq 40); do
-    [ "$(metric log_cache_bytes)" -ge $((cache_limit * 3 / 4)) ] && break
-    "$bin/loadgen" produce --bootstrap "$bootstrap" --topic bench-warm --partitions "$partitions" \
-        --message-bytes 1024 "${throughput[@]}" --acks 1 --duration 5 --warmup 0 >/dev/null
-done
-echo "cache: $(( $(metric log_cache_bytes) >> 20 )) MiB of $((cache_limit >> 20)) MiB"
+fill_cache "$bootstrap" bench-warm "$partitions"
 
 echo "== A: 100 B messages, max throughput"
 sample_cpu A

@@ -73,3 +73,34 @@ fn many_producers_share_a_thread_and_each_sends_its_share() {
         verdict.checked
     );
 }
+
+#[test]
+fn a_consumer_told_a_count_reads_exactly_that_many_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let run = |line: String| {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        run_load(parse(&args).unwrap()).expect("a clean run")
+    };
+    // Plain producers: only the byte window bounds their requests in
+    // flight (the default without idempotence), 64 KiB here.
+    let produced = run(format!(
+        "produce --bootstrap {} --topic counted --partitions 1 --producers 2 --idempotence off \
+         --max-in-flight-bytes 65536 --batch-bytes 4096 --messages 1500 --warmup 0 --no-pin",
+        broker.bootstrap()
+    ));
+    assert_eq!(produced.run.measured().0.produced, 3000);
+    let started = std::time::Instant::now();
+    // The deadline is far; the count ends the run, all of it measured.
+    let read = run(format!(
+        "consume --bootstrap {} --topic counted --partitions 1 --consumers 1 --from earliest \
+         --messages 3000 --duration 600 --warmup 0 --no-pin",
+        broker.bootstrap()
+    ));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(300), "the count ended the run");
+    let (measured, span) = read.run.measured();
+    assert_eq!(measured.consumed, 3000);
+    // The rate is over the time the reading took, not whole seconds.
+    assert!(span <= took, "measured over {span:?} of a {took:?} run");
+}

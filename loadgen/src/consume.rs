@@ -30,7 +30,8 @@ pub enum From {
 }
 
 /// Runs one consumer worker over `partitions` from `start` until the run
-/// ends: in consume mode at the deadline; otherwise once `producers_done`
+/// ends: in consume mode at the deadline, or once it has read
+/// `--messages` (a topic of known size read whole, however fast); otherwise once `producers_done`
 /// is set and it has read up to the end offsets it then sees.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
@@ -67,9 +68,20 @@ pub async fn run(
         glommio::spawn_local(report_every_second(current.clone(), begin, reports.clone()));
     let mut seen = Tally::default();
     let deadline = begin + options.warmup + options.duration;
+    // Connected; reading starts with the run's clock, as producing does
+    // (a count read before it would be measured over too little time).
+    let now = Instant::now();
+    if begin > now {
+        glommio::timer::sleep(begin - now).await;
+    }
     let mut drain: Option<(Instant, BTreeMap<i32, i64>)> = None;
+    let mut consumed = 0u64;
     loop {
-        if options.mode == Mode::Consume && Instant::now() >= deadline {
+        if options.mode == Mode::Consume
+            && options
+                .messages
+                .map_or(Instant::now() >= deadline, |m| consumed >= m)
+        {
             break;
         }
         if options.mode != Mode::Consume
@@ -95,6 +107,7 @@ pub async fn run(
             .map_err(|e| format!("consumer {index}: {e}"))?;
         let now_ns = payload::now_ns();
         let mut interval = current.borrow_mut();
+        consumed += records.len() as u64;
         for r in &records {
             let value = r.value.as_deref().unwrap_or_default();
             interval.consumed += 1;

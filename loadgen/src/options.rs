@@ -89,7 +89,8 @@ pub struct Options {
     pub rate: Option<u64>,
     /// How long to measure (after the warm-up).
     pub duration: Duration,
-    /// Stop after this many messages per producer instead.
+    /// Stop after this many messages per producer (consume: per consumer)
+    /// instead.
     pub messages: Option<u64>,
     /// Not counted in the summary or the logs.
     pub warmup: Duration,
@@ -297,7 +298,8 @@ pub struct Flags {
     #[arg(long, value_name = "S", default_value = "10")]
     #[arg(value_parser = seconds)]
     duration: Duration,
-    /// Stop after this many messages per producer instead of --duration.
+    /// Stop after this many messages per producer (consume: per
+    /// consumer) instead of --duration.
     #[arg(long, value_name = "N")]
     messages: Option<u64>,
     /// Seconds of warm-up, not counted in the summary or the logs.

@@ -219,11 +219,16 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
                 }
             }
         }
-        run.add(
-            Duration::from_secs(tick - 1),
-            Duration::from_secs(1),
-            interval,
-        );
+        // Every interval is a second but the last of a run that ended on
+        // its own (--messages): that one lasts until the workers finished
+        // (up to the 100 ms of grace above), or a count read in 1.4 s
+        // would be measured over 2.
+        let start = Duration::from_secs(tick - 1);
+        let length = match disconnected {
+            true => begin.elapsed().saturating_sub(start),
+            false => Duration::from_secs(1),
+        };
+        run.add(start, length, interval);
         tick += 1;
         // Producers finished: consumers drain, then the channel closes.
         if producers_left > 0 && producers.iter().all(|p| p.is_finished()) {

@@ -20,20 +20,20 @@ for line in urllib.request.urlopen('http://$http/metrics').read().decode().split
 
 # A long-running broker's cache is full and recycles its memory; a fresh
 # one faults in every page of it as it fills (0.6-3 s of CPU per GB on the
-# VMs these figures come from: the zeroing of pages the host has not
-# backed yet), which the first workloads would pay and the later ones not.
-# Crossing the budget the first time costs most (memory given back and
-# faulted again: 2.4-4.5 CPU-s/GB in the run after a fill stopped at three
-# quarters). So benchmarks fill it first (not measured) with 1 KiB
-# messages to TOPIC, up to three quarters and then 10 s more (several GB
-# past the budget), and keep the topic, so its memory is recycled rather
-# than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS, with $http set.
+# VMs these figures come from: mostly the kernel zeroing fresh pages),
+# which the first workloads would pay and the later ones not. So
+# benchmarks fill it first (not measured) to three quarters of its budget
+# with 1 KiB messages to TOPIC, which they keep, so its memory is recycled
+# rather than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS, with
+# $http set. (The first workload after the fill still cost 2.4-4.5 CPU-s
+# per GB in docs/benchmarks.md run 28, the later ones 0.5-1.1; ten
+# more seconds of filling did not change that, and the cause is not
+# found yet.)
 fill_cache() {
-    local limit past=0; limit=$(metric log_cache_limit_bytes)
+    local limit; limit=$(metric log_cache_limit_bytes)
     echo "== warm-up: filling the broker's cache ($((limit >> 20)) MiB; not measured)"
     for _ in $(seq 40); do
-        [ "$(metric log_cache_bytes)" -ge $((limit * 3 / 4)) ] && past=$((past + 1))
-        [ "$past" -gt 2 ] && break
+        [ "$(metric log_cache_bytes)" -ge $((limit * 3 / 4)) ] && break
         target/release/loadgen produce --bootstrap "$1" --topic "$2" --partitions "$3" --producers "$3" \
             --message-bytes 1024 --batch-bytes 1048576 --linger-ms 5 --acks 1 --duration 5 --warmup 0 >/dev/null
     done

@@ -14,16 +14,11 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use storage::batch::{build, stamp_producer, RecordSpec};
 use storage::TimestampMs;
-use support::{cli, start_broker_with};
+use support::{cli, produce_wire, start_broker_with};
 
 const TOPIC: &str = "pipelined";
 const PARTITIONS: i32 = 2;
@@ -59,50 +54,15 @@ fn produce_frame(request: usize, sequence: Option<i32>) -> Vec<u8> {
 
 /// [`produce_frame`] of Produce `version`.
 fn produce_frame_of(request: usize, sequence: Option<i32>, version: i16) -> Vec<u8> {
-    let partitions = (0..PARTITIONS)
-        .map(|p| {
-            PartitionProduceData::default()
-                .with_index(p)
-                .with_records(Some(batch(p, request, sequence)))
-        })
+    let record_sets = (0..PARTITIONS)
+        .map(|p| (p, batch(p, request, sequence)))
         .collect();
-    let produce = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(partitions)]);
-    let mut body = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(request as i32)
-        .with_client_id(Some(StrBytes::from_static_str("pipelined")))
-        .encode(&mut body, ProduceRequest::header_version(VERSION))
-        .unwrap();
-    produce.encode(&mut body, VERSION).unwrap();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    produce_wire::produce_frame_claiming(TOPIC, (VERSION, version), request as i32, record_sets)
 }
 
 /// One answer: its correlation id, and per partition (error, base offset).
 fn read_answer(stream: &mut impl Read) -> (i32, BTreeMap<i32, (i16, i64)>) {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).expect("an answer's size");
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).expect("an answer");
-    let mut body = Bytes::from(body);
-    let header =
-        ResponseHeader::decode(&mut body, ProduceResponse::header_version(VERSION)).unwrap();
-    let answer = ProduceResponse::decode(&mut body, VERSION).unwrap();
-    let partitions = answer
-        .responses
-        .iter()
-        .flat_map(|t| &t.partition_responses)
-        .map(|p| (p.index, (p.error_code, p.base_offset)))
-        .collect();
-    (header.correlation_id, partitions)
+    produce_wire::read_produce_answer(stream, VERSION)
 }
 
 /// Writes one request per `sequences` entry in one write, then reads

@@ -92,6 +92,43 @@ pub fn take_record_sets(
     }
 }
 
+/// Copies out every record set still in its frame but bound for another
+/// shard than the one taking most of the frame's bytes, so that only one
+/// shard keeps the frame's memory alive. Each shard trims its own cache
+/// (`partition::cache_trim`): a frame whose batches sat in two shards'
+/// caches would be freed only when both had evicted theirs, and the
+/// memory held would exceed the bytes either counts. `owners` names each
+/// set's shard, in the same order; a set with none (refused) is dropped by
+/// the caller and left alone. Returns the bytes copied.
+pub fn keep_frame_on_one_shard<S: PartialEq + Copy>(
+    sets: &mut [RecordSet],
+    owners: &[Option<S>],
+) -> usize {
+    debug_assert_eq!(sets.len(), owners.len());
+    // All sets not copied are cuts of one frame (`take_record_sets`).
+    let mut bytes_by_shard: Vec<(S, usize)> = Vec::new();
+    for (set, owner) in sets.iter().zip(owners) {
+        let Some(owner) = owner.filter(|_| !set.copied && !set.records.is_empty()) else {
+            continue;
+        };
+        match bytes_by_shard.iter_mut().find(|(shard, _)| *shard == owner) {
+            Some((_, bytes)) => *bytes += set.records.len(),
+            None => bytes_by_shard.push((owner, set.records.len())),
+        }
+    }
+    let Some(&(keeper, _)) = bytes_by_shard.iter().max_by_key(|(_, bytes)| *bytes) else {
+        return 0;
+    };
+    let mut copied = 0;
+    for (set, owner) in sets.iter_mut().zip(owners) {
+        if !set.copied && owner.is_some_and(|shard| shard != keeper) {
+            copied += set.records.len();
+            *set = RecordSet::copy_of(&set.records);
+        }
+    }
+    copied
+}
+
 /// Where `set` lies in `body`, if it is a slice of it (and not empty).
 fn place_in(body: &Bytes, set: &Bytes) -> Option<Range<usize>> {
     if set.is_empty() {
@@ -233,6 +270,47 @@ mod tests {
             .iter()
             .flat_map(|t| &t.partition_data)
             .all(|p| p.records.is_none()));
+    }
+
+    #[test]
+    fn a_frame_whose_record_sets_go_to_several_shards_is_kept_by_one() {
+        let sizes = [60_000, 100, 50_000];
+        let body = encoded(sizes);
+        let frame = span(&body);
+        let mut sets = take(&mut decode(&body), body);
+        // Shard 1 takes the most bytes of the frame (60,000 + 100);
+        // shard 0's set is copied out, so shard 1 alone holds the frame.
+        let copied = keep_frame_on_one_shard(&mut sets, &[Some(1), Some(1), Some(0)]);
+        assert_eq!(copied, 50_000);
+        assert_contents(&sets, sizes);
+        assert!(within(&sets[0], &frame) && within(&sets[1], &frame));
+        assert!(!within(&sets[2], &frame) && sets[2].copied);
+        assert_eq!(sets[2].memory, 50_000);
+        assert!(!sets[0].copied && !sets[1].copied);
+    }
+
+    #[test]
+    fn a_frame_for_one_shard_or_refused_sets_is_left_as_it_is() {
+        let body = encoded(LARGE);
+        let frame = span(&body);
+        let mut sets = take(&mut decode(&body), body);
+        // The second set is refused (no shard): dropped by the caller, so
+        // it holds the frame no longer than the request.
+        assert_eq!(
+            keep_frame_on_one_shard(&mut sets, &[Some(3), None, Some(3)]),
+            0
+        );
+        assert!(sets.iter().all(|set| within(set, &frame) && !set.copied));
+
+        let mut copies = take(&mut decode(&encoded(LARGE)), encoded(LARGE));
+        assert!(
+            copies.iter().all(|set| set.copied),
+            "not slices of this body"
+        );
+        assert_eq!(
+            keep_frame_on_one_shard(&mut copies, &[Some(0), Some(1), Some(2)]),
+            0
+        );
     }
 
     #[test]

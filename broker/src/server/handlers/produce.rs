@@ -21,7 +21,7 @@ use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
-use crate::kafka::record_sets::{take_record_sets, RecordSet};
+use crate::kafka::record_sets::{keep_frame_on_one_shard, take_record_sets, RecordSet};
 use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
@@ -29,6 +29,7 @@ use crate::partition::append::{Acks, Appended, Placed};
 use crate::partition::served::ServedPartition;
 use crate::partition::txn_verify::TxnWriter;
 use crate::partition::Partitions;
+use crate::runtime::sharded::ShardId;
 use crate::security::quotas::Metered;
 use crate::server::connection::refused_batches::{first_batch, retriable_before_append};
 use crate::server::shard::Shard;
@@ -135,10 +136,10 @@ async fn append_all(
             .map(move |data| (topic, data.index))
     });
     debug_assert_eq!(partitions.clone().count(), record_sets.len());
-    let asked: Vec<(Route, (String, i32, RecordSet))> = partitions
-        .zip(record_sets)
-        .map(|((topic, index), records)| {
-            let route = match refusal {
+    let routes: Vec<Route> = partitions
+        .clone()
+        .map(|(topic, index)| {
+            match refusal {
                 Some(code) => Err(code),
                 None => {
                     // Looked up only for the ACLs: a name per partition
@@ -150,9 +151,14 @@ async fn append_all(
                     let route = route(shard, topic, index, version);
                     caller.topic_route(route, Operation::Write, name.as_deref())
                 }
-            };
-            (route, (topic.name.to_string(), index, records))
+            }
         })
+        .collect();
+    let record_sets = frame_kept_by_one_shard(record_sets, &routes);
+    let asked: Vec<(Route, (String, i32, RecordSet))> = routes
+        .into_iter()
+        .zip(partitions.zip(record_sets))
+        .map(|(route, ((topic, index), records))| (route, (topic.name.to_string(), index, records)))
         .collect();
     caller.note_routes(asked.iter().map(|(route, _)| route));
     let acks = acks.unwrap_or(Acks::All);
@@ -180,6 +186,17 @@ async fn append_all(
         Box::pin(produced.instrument(span)) as crate::runtime::sharded::LocalFuture<_>
     };
     shard.partitions.fan_out(asked, true, work).await
+}
+
+/// The record sets, those that would make their frame's memory shared by
+/// several shards copied out of it (`keep_frame_on_one_shard`).
+fn frame_kept_by_one_shard(mut record_sets: Vec<RecordSet>, routes: &[Route]) -> Vec<RecordSet> {
+    let owners: Vec<Option<ShardId>> = routes
+        .iter()
+        .map(|route| route.as_ref().ok().map(|(_, shard)| *shard))
+        .collect();
+    keep_frame_on_one_shard(&mut record_sets, &owners);
+    record_sets
 }
 
 /// Starts the acknowledgement of placed records on their partition's

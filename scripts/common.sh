@@ -25,11 +25,9 @@ for line in urllib.request.urlopen('http://$http/metrics').read().decode().split
 # benchmarks fill it first (not measured) to three quarters of its budget
 # with 1 KiB messages to TOPIC, which they keep, so its memory is recycled
 # rather than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS, with
-# $http set. (The first workload after this fill still costs 2.4-4.6
-# CPU-s per GB, the later ones 0.5-1.1: a broker fault the fill shows,
-# docs/benchmarks.md run 28. Each fill request's frame holds a batch for
-# each shard; the cache keeps them in that one allocation, so one shard
-# evicting its halves frees no memory.)
+# $http set. (The first workload after it still pays about 0.4 CPU-s per
+# GB more than the next, as the partitions it writes take their shard's
+# cache over: docs/benchmarks.md run 30.)
 fill_cache() {
     local limit; limit=$(metric log_cache_limit_bytes)
     echo "== warm-up: filling the broker's cache ($((limit >> 20)) MiB; not measured)"

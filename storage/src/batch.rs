@@ -21,6 +21,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::error::BatchError;
+use crate::frame_memory::FrameMemory;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// Size of the fixed v2 header.
@@ -214,6 +215,8 @@ pub use crate::producers::NO_SEQUENCE;
 pub struct ValidBatch {
     bytes: BytesMut,
     header: BatchHeader,
+    /// The allocation `bytes` is a slice of, when it keeps one alive.
+    frame: Option<FrameMemory>,
 }
 
 impl ValidBatch {
@@ -231,7 +234,21 @@ impl ValidBatch {
                 });
             }
         }
-        Ok(ValidBatch { bytes, header })
+        Ok(ValidBatch {
+            bytes,
+            header,
+            frame: None,
+        })
+    }
+
+    /// The batch, as a slice of `frame` (the request it arrived in) that
+    /// keeps it alive: the log's cache charges that memory
+    /// (`frame_memory`).
+    pub fn in_frame(self, frame: FrameMemory) -> ValidBatch {
+        ValidBatch {
+            frame: Some(frame),
+            ..self
+        }
     }
 
     /// Validates a batch a coordinator writes for a producer: a
@@ -253,7 +270,16 @@ impl ValidBatch {
                 });
             }
         }
-        Ok(ValidBatch { bytes, header })
+        Ok(ValidBatch {
+            bytes,
+            header,
+            frame: None,
+        })
+    }
+
+    /// The allocation it keeps alive, if it is a slice of one.
+    pub fn frame(&self) -> Option<FrameMemory> {
+        self.frame
     }
 
     /// Its header.
@@ -276,8 +302,8 @@ impl ValidBatch {
         self.bytes.is_empty()
     }
 
-    pub(crate) fn into_parts(self) -> (BytesMut, BatchHeader) {
-        (self.bytes, self.header)
+    pub(crate) fn into_parts(self) -> (BytesMut, BatchHeader, Option<FrameMemory>) {
+        (self.bytes, self.header, self.frame)
     }
 }
 

@@ -10,13 +10,17 @@
 //! one: each log keeps its own budget whatever the others hold, and more
 //! while the shard's total stays within the share's limit. A reader that
 //! catches up on what was just written then reads memory, not the disk.
+//! The share counts memory, not only batch bytes: a batch that keeps the
+//! request it arrived in alive is charged that request's memory, once for
+//! all its batches (`frame_memory`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
 use bytes::Bytes;
 
+use crate::frame_memory::{FrameCharges, FrameMemory};
 use crate::types::Offset;
 
 /// Batches returned by a read: whole batches, in order, as stored.
@@ -59,6 +63,8 @@ impl ReadOutcome {
 pub struct CacheShare {
     limit: usize,
     used: Cell<usize>,
+    /// The frames the caches' batches keep alive, each charged once.
+    frames: RefCell<FrameCharges>,
     /// The next batch's place in the order the sharing caches took their
     /// batches: the oldest across them is evicted first.
     next_seq: Cell<u64>,
@@ -70,11 +76,13 @@ impl CacheShare {
         Rc::new(CacheShare {
             limit,
             used: Cell::new(0),
+            frames: RefCell::new(FrameCharges::default()),
             next_seq: Cell::new(0),
         })
     }
 
-    /// Bytes the sharing caches hold now.
+    /// Memory the sharing caches hold now: their batches' bytes, or the
+    /// frames those batches keep alive.
     pub fn used(&self) -> usize {
         self.used.get()
     }
@@ -95,12 +103,17 @@ impl CacheShare {
         seq
     }
 
-    fn add(&self, bytes: usize) {
-        self.used.set(self.used.get() + bytes);
+    fn hold(&self, batch: &CachedBatch) {
+        let charged = self.frames.borrow_mut().hold(batch.frame, batch.data.len());
+        self.used.set(self.used.get() + charged);
     }
 
-    fn remove(&self, bytes: usize) {
-        self.used.set(self.used.get() - bytes);
+    fn release(&self, batch: &CachedBatch) {
+        let charged = self
+            .frames
+            .borrow_mut()
+            .release(batch.frame, batch.data.len());
+        self.used.set(self.used.get() - charged);
     }
 }
 
@@ -111,12 +124,15 @@ struct CachedBatch {
     base: Offset,
     next: Offset,
     data: Bytes,
+    /// The frame `data` keeps alive, if it is a slice of one.
+    frame: Option<FrameMemory>,
 }
 
 /// A contiguous run of the newest batches of one log.
 #[derive(Debug)]
 pub struct BatchCache {
     batches: VecDeque<CachedBatch>,
+    /// The batches' own bytes (what the cache's own budget is about).
     bytes: usize,
     budget_bytes: usize,
     share: Option<Rc<CacheShare>>,
@@ -124,7 +140,7 @@ pub struct BatchCache {
 
 impl Drop for BatchCache {
     fn drop(&mut self) {
-        self.set_bytes(0);
+        self.clear();
     }
 }
 
@@ -139,27 +155,36 @@ impl BatchCache {
         }
     }
 
-    /// Adds the batch just appended, covering `base..next`.
-    pub fn push(&mut self, base: Offset, next: Offset, data: Bytes) {
+    /// Adds the batch just appended, covering `base..next`; `frame` is
+    /// the allocation it is a slice of, if not memory of its own.
+    pub fn push(&mut self, base: Offset, next: Offset, data: Bytes, frame: Option<FrameMemory>) {
         if let Some(last) = self.batches.back() {
             assert!(base >= last.next, "cache batches must follow each other");
         }
-        self.set_bytes(self.bytes + data.len());
         let seq = self.share.as_ref().map_or(0, |s| s.take_seq());
-        self.batches.push_back(CachedBatch {
+        let batch = CachedBatch {
             seq,
             base,
             next,
             data,
-        });
+            frame,
+        };
+        self.bytes += batch.data.len();
+        if let Some(share) = &self.share {
+            share.hold(&batch);
+        }
+        self.batches.push_back(batch);
     }
 
     /// Shares the budget with the other caches of `share` from now on.
     pub fn set_share(&mut self, share: Rc<CacheShare>) {
-        let bytes = self.bytes;
-        self.set_bytes(0);
+        for batch in &self.batches {
+            if let Some(old) = &self.share {
+                old.release(batch);
+            }
+            share.hold(batch);
+        }
         self.share = Some(share);
-        self.set_bytes(bytes);
     }
 
     /// Evicts durable batches (those ending at or below `durable`), oldest
@@ -198,13 +223,12 @@ impl BatchCache {
         before - self.bytes
     }
 
-    /// Sets the byte count, keeping the share's total in step.
-    fn set_bytes(&mut self, bytes: usize) {
+    /// Counts a batch gone from the cache, in the share's total too.
+    fn forget(&mut self, batch: &CachedBatch) {
+        self.bytes -= batch.data.len();
         if let Some(share) = &self.share {
-            share.remove(self.bytes);
-            share.add(bytes);
+            share.release(batch);
         }
-        self.bytes = bytes;
     }
 
     /// Drops batches at or after `offset` (truncation at a batch boundary).
@@ -214,7 +238,7 @@ impl BatchCache {
                 break;
             }
             let back = self.batches.pop_back().expect("non-empty");
-            self.set_bytes(self.bytes - back.data.len());
+            self.forget(&back);
         }
     }
 
@@ -227,13 +251,14 @@ impl BatchCache {
 
     /// Drops everything.
     pub fn clear(&mut self) {
-        self.batches.clear();
-        self.set_bytes(0);
+        while let Some(back) = self.batches.pop_back() {
+            self.forget(&back);
+        }
     }
 
     fn pop_front(&mut self) {
         let front = self.batches.pop_front().expect("non-empty");
-        self.set_bytes(self.bytes - front.data.len());
+        self.forget(&front);
     }
 
     /// Whether a read at `offset` can be answered from the cache alone.
@@ -262,7 +287,7 @@ impl BatchCache {
         false
     }
 
-    /// Bytes held.
+    /// The batches' bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -279,6 +304,7 @@ mod tests {
                 Offset(base),
                 Offset(next),
                 Bytes::from(vec![base as u8; len]),
+                None,
             );
         }
         cache
@@ -330,7 +356,7 @@ mod tests {
         let mut busy = cache_of(&[], 100);
         busy.set_share(share.clone());
         for i in 0..8 {
-            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]));
+            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]), None);
             busy.evict(Offset(i + 1));
         }
         assert_eq!(
@@ -342,7 +368,7 @@ mod tests {
         quiet.set_share(share.clone());
         assert_eq!(share.used(), 950);
         for i in 8..12 {
-            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]));
+            busy.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]), None);
             busy.evict(Offset(i + 1));
         }
         assert_eq!(
@@ -355,7 +381,7 @@ mod tests {
         // A cache within its own budget keeps it whatever the shard holds.
         assert_eq!(quiet.evict(Offset(1)), 0);
         // Batches not yet durable are never evicted.
-        busy.push(Offset(12), Offset(13), Bytes::from(vec![0; 1000]));
+        busy.push(Offset(12), Offset(13), Bytes::from(vec![0; 1000]), None);
         assert_eq!(busy.evict(Offset(12)), 800);
         assert_eq!(busy.bytes(), 1000, "only the pinned batch is left");
         assert!(share.over());
@@ -372,8 +398,8 @@ mod tests {
         a.set_share(share.clone());
         b.set_share(share.clone());
         for i in 0..3 {
-            a.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]));
-            b.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]));
+            a.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]), None);
+            b.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 10]), None);
         }
         // Taken in turns: a0 b0 a1 b1 a2 b2.
         assert_eq!(a.oldest_evictable(Offset(3)), Some(0));
@@ -396,5 +422,53 @@ mod tests {
         );
         assert_eq!(b.evict_before(Offset(3), u64::MAX, 0), 10);
         assert_eq!(share.used(), 10);
+    }
+
+    #[test]
+    fn a_frame_kept_alive_by_batches_is_charged_once_until_the_last_goes() {
+        let share = CacheShare::new(10_000);
+        let (mut a, mut b) = (BatchCache::new(0), BatchCache::new(0));
+        a.set_share(share.clone());
+        b.set_share(share.clone());
+        // One request of 3,000 bytes: a batch of 1,000 for each log.
+        let frame = FrameMemory::new(3_000);
+        a.push(
+            Offset(0),
+            Offset(1),
+            Bytes::from(vec![0; 1_000]),
+            Some(frame),
+        );
+        b.push(
+            Offset(0),
+            Offset(1),
+            Bytes::from(vec![0; 1_000]),
+            Some(frame),
+        );
+        a.push(Offset(1), Offset(2), Bytes::from(vec![0; 500]), None);
+        assert_eq!(
+            share.used(),
+            3_500,
+            "the frame whole, once, and a batch of its own"
+        );
+        assert_eq!(
+            a.bytes() + b.bytes(),
+            2_500,
+            "each cache counts its batches' bytes"
+        );
+        a.drop_below(Offset(1));
+        assert_eq!(share.used(), 3_500, "b's batch still keeps the frame alive");
+        b.evict_before(Offset(1), u64::MAX, 0);
+        assert_eq!(share.used(), 500, "the frame is gone with its last batch");
+        let mut c = BatchCache::new(0);
+        c.push(Offset(0), Offset(1), Bytes::from(vec![0; 100]), Some(frame));
+        c.set_share(share.clone());
+        assert_eq!(
+            share.used(),
+            3_500,
+            "a cache joining a share brings its frames"
+        );
+        drop(c);
+        drop(a);
+        assert_eq!(share.used(), 0);
     }
 }

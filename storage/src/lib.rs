@@ -15,6 +15,7 @@ pub mod epochs;
 pub mod error;
 mod files;
 mod flush;
+mod frame_memory;
 mod headers;
 pub mod index;
 pub mod io;
@@ -40,6 +41,7 @@ pub mod write_buffer;
 pub use cache::CacheShare;
 pub use compaction::{CompactionPolicy, CompactionStats};
 pub use error::{BatchError, Result, StorageError};
+pub use frame_memory::FrameMemory;
 pub use log::{
     flush_bucket, AppendInfo, Log, LogConfig, LogStats, ReadOutcome, FLUSH_BUCKET_BOUNDS_SECONDS,
 };

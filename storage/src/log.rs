@@ -13,6 +13,7 @@ use crate::cache::{BatchCache, CacheShare};
 use crate::epochs::{EpochCache, EpochEnd};
 use crate::error::{BatchError, Result, StorageError};
 use crate::files;
+use crate::frame_memory::FrameMemory;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
 use crate::markers::{self, Marker, MarkerKind};
@@ -464,12 +465,12 @@ impl<FS: FileSystem> Log<FS> {
             }
             .into());
         }
-        let (bytes, header) = batch.into_parts();
+        let (bytes, header, frame) = batch.into_parts();
         self.admit().await?;
         if !may_append() {
             return Err(StorageError::Fenced);
         }
-        self.append_validated(bytes, header, Some(epoch))
+        self.append_validated((bytes, frame), header, Some(epoch))
     }
 
     /// Appends a batch that already carries its offsets (a follower copying
@@ -484,7 +485,7 @@ impl<FS: FileSystem> Log<FS> {
             )));
         }
         self.admit().await?;
-        self.append_validated(batch, header, None)
+        self.append_validated((batch, None), header, None)
     }
 
     /// Applies back-pressure: waits while too many bytes await a flush.
@@ -502,9 +503,10 @@ impl<FS: FileSystem> Log<FS> {
         }
     }
 
+    /// Appends `batch` (with the frame it keeps alive, if any).
     fn append_validated(
         &self,
-        mut batch: BytesMut,
+        (mut batch, frame): (BytesMut, Option<FrameMemory>),
         header: BatchHeader,
         epoch: Option<LeaderEpoch>,
     ) -> Result<AppendInfo> {
@@ -568,7 +570,7 @@ impl<FS: FileSystem> Log<FS> {
             .push(&data, |n| fs.alloc(n));
         st.pending_bytes += data.len();
         st.stats.appended_batches += 1;
-        st.cache.push(base, header.next_offset(), data);
+        st.cache.push(base, header.next_offset(), data, frame);
         st.log_end = header.next_offset();
         if let Some(producer) = &producer {
             st.producers

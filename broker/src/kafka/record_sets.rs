@@ -20,6 +20,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
+use storage::FrameMemory;
+
 use super::frame::OWN_MEMORY_MIN_BYTES;
 
 /// One partition's records, writable.
@@ -32,6 +34,8 @@ pub struct RecordSet {
     pub memory: usize,
     /// Whether they were copied out of the frame.
     pub copied: bool,
+    /// The frame they are a slice of (the cache charges its memory).
+    pub frame: Option<FrameMemory>,
 }
 
 impl RecordSet {
@@ -41,6 +45,7 @@ impl RecordSet {
             memory: records.capacity(),
             records,
             copied: false,
+            frame: None,
         }
     }
 
@@ -49,6 +54,7 @@ impl RecordSet {
             records: BytesMut::from(records),
             memory: records.len(),
             copied: true,
+            frame: None,
         }
     }
 }
@@ -165,6 +171,7 @@ fn cut(mut frame: BytesMut, before_body: usize, places: &[Option<Range<usize>>])
     // The whole allocation: what lies before the body (a header may be
     // most of a frame), the body and any room after it.
     let memory = before_body + frame.capacity();
+    let kept_alive = FrameMemory::new(memory);
     let mut at = 0;
     places
         .iter()
@@ -178,6 +185,7 @@ fn cut(mut frame: BytesMut, before_body: usize, places: &[Option<Range<usize>>])
                 records: frame.split_to(range.len()),
                 memory,
                 copied: false,
+                frame: Some(kept_alive),
             }
         })
         .collect()
@@ -287,6 +295,8 @@ mod tests {
         assert!(!within(&sets[2], &frame) && sets[2].copied);
         assert_eq!(sets[2].memory, 50_000);
         assert!(!sets[0].copied && !sets[1].copied);
+        assert!(sets[0].frame.is_some() && sets[0].frame == sets[1].frame);
+        assert_eq!(sets[2].frame, None, "a copy keeps no frame alive");
     }
 
     #[test]

@@ -424,6 +424,7 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
         mut records,
         memory,
         copied,
+        frame,
     } = set;
     if records.is_empty() {
         return Err(ResponseError::CorruptMessage.code());
@@ -442,15 +443,20 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
             return Err(ResponseError::CorruptMessage.code());
         }
         let mut one = records.split_to(header.total_bytes);
+        let mut kept_alive = frame;
         if one.len() * MEMORY_SHARE_MIN < memory {
             one = BytesMut::from(&one[..]);
+            kept_alive = None;
             split.copied_bytes += one.len();
         } else if copied {
             split.copied_bytes += one.len();
         } else {
             split.in_place_bytes += one.len();
         }
-        let batch = ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?;
+        let mut batch = ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?;
+        if let Some(frame) = kept_alive {
+            batch = batch.in_frame(frame);
+        }
         client_may_write(batch.header())?;
         split.batches.push(batch);
     }
@@ -524,6 +530,7 @@ mod tests {
             records: records.clone(),
             memory,
             copied: false,
+            frame: Some(storage::FrameMemory::new(memory)),
         }
     }
 
@@ -589,6 +596,10 @@ mod tests {
             start.wrapping_add(first_len)
         );
         assert_eq!((split.in_place_bytes, split.copied_bytes), (two.len(), 0));
+        assert!(
+            split.batches.iter().all(|batch| batch.frame().is_some()),
+            "the cache is told the memory they keep alive"
+        );
 
         // In memory more than three times a batch's size, it is copied out:
         // cached, it would keep all of that memory alive.
@@ -600,6 +611,7 @@ mod tests {
             (start..start + two.len()).contains(&(batch.bytes().as_ptr() as usize))
         };
         assert!(split.batches.iter().all(|batch| !inside(batch)));
+        assert!(split.batches.iter().all(|batch| batch.frame().is_none()));
         assert_eq!((split.in_place_bytes, split.copied_bytes), (0, two.len()));
         let at_a_third = set(&two, 3 * first_len);
         let split = split_batches(at_a_third, 1 << 20).unwrap();
@@ -608,6 +620,7 @@ mod tests {
         // Records copied out of their request count as copied.
         let copied = RecordSet {
             copied: true,
+            frame: None,
             ..set(&two, two.len())
         };
         let split = split_batches(copied, 1 << 20).unwrap();

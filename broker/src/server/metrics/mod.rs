@@ -607,7 +607,7 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
         .fold((0, 0), |(u, l), r| (u + r.cache.0, l + r.cache.1));
     page.gauge(
         "log_cache_bytes",
-        "bytes of batches the partitions' caches hold (log_cache_bytes is their limit)",
+        "memory the partitions' caches hold: their batches, or the whole requests those batches keep alive (log_cache_bytes is their limit)",
         used as f64,
     );
     page.gauge(

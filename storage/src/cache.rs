@@ -65,6 +65,8 @@ pub struct CacheShare {
     used: Cell<usize>,
     /// The frames the caches' batches keep alive, each charged once.
     frames: RefCell<FrameCharges>,
+    /// The caches sharing it.
+    members: Cell<usize>,
     /// The next batch's place in the order the sharing caches took their
     /// batches: the oldest across them is evicted first.
     next_seq: Cell<u64>,
@@ -77,6 +79,7 @@ impl CacheShare {
             limit,
             used: Cell::new(0),
             frames: RefCell::new(FrameCharges::default()),
+            members: Cell::new(0),
             next_seq: Cell::new(0),
         })
     }
@@ -95,6 +98,15 @@ impl CacheShare {
     /// Whether the caches hold more than the limit.
     pub fn over(&self) -> bool {
         self.used.get() > self.limit
+    }
+
+    /// What a member cache whose own budget is `budget` keeps whatever
+    /// the others hold: its budget, but all members' floors together at
+    /// most half the limit. A floor of a few MiB per partition is nothing
+    /// beside the limit for ten partitions; for a thousand it would be
+    /// several times it (seen: 4.6 GiB resident with a 256 MiB limit).
+    pub fn floor(&self, budget: usize) -> usize {
+        budget.min(self.limit / 2 / self.members.get().max(1))
     }
 
     fn take_seq(&self) -> u64 {
@@ -141,6 +153,9 @@ pub struct BatchCache {
 impl Drop for BatchCache {
     fn drop(&mut self) {
         self.clear();
+        if let Some(share) = &self.share {
+            share.members.set(share.members.get() - 1);
+        }
     }
 }
 
@@ -184,7 +199,18 @@ impl BatchCache {
             }
             share.hold(batch);
         }
+        if let Some(old) = &self.share {
+            old.members.set(old.members.get() - 1);
+        }
+        share.members.set(share.members.get() + 1);
         self.share = Some(share);
+    }
+
+    /// What the cache keeps whatever the others sharing its budget hold.
+    fn floor(&self) -> usize {
+        self.share
+            .as_ref()
+            .map_or(self.budget_bytes, |share| share.floor(self.budget_bytes))
     }
 
     /// Evicts durable batches (those ending at or below `durable`), oldest
@@ -200,7 +226,7 @@ impl BatchCache {
     /// and the cache past its own budget), if any.
     pub fn oldest_evictable(&self, durable: Offset) -> Option<u64> {
         let front = self.batches.front()?;
-        (self.bytes > self.budget_bytes && front.next <= durable).then_some(front.seq)
+        (self.bytes > self.floor() && front.next <= durable).then_some(front.seq)
     }
 
     /// Evicts durable batches older than `seq` in the share's order, while
@@ -214,7 +240,8 @@ impl BatchCache {
                 .as_ref()
                 .is_none_or(|s| s.used() > share_down_to)
         };
-        while self.bytes > self.budget_bytes && share_over(self) {
+        let floor = self.floor();
+        while self.bytes > floor && share_over(self) {
             match self.batches.front() {
                 Some(front) if front.next <= durable && front.seq < seq => self.pop_front(),
                 _ => break,
@@ -470,5 +497,32 @@ mod tests {
         drop(c);
         drop(a);
         assert_eq!(share.used(), 0);
+    }
+
+    #[test]
+    fn many_caches_sharing_a_budget_keep_floors_within_half_of_it() {
+        let share = CacheShare::new(1_000);
+        let mut caches: Vec<BatchCache> = (0..5).map(|_| BatchCache::new(400)).collect();
+        for cache in &mut caches {
+            cache.set_share(share.clone());
+        }
+        assert_eq!(share.floor(400), 100, "1,000 / 2 over 5 caches");
+        for cache in &mut caches {
+            for i in 0..3 {
+                cache.push(Offset(i), Offset(i + 1), Bytes::from(vec![0; 100]), None);
+                cache.evict(Offset(i + 1));
+            }
+        }
+        // A pass evicting everything it may (as the broker's trim does)
+        // leaves each cache its floor: under its own budget of 400 each
+        // would keep all 300 bytes, 1,500 in all, over the limit.
+        for cache in &mut caches {
+            cache.evict_before(Offset(3), u64::MAX, 0);
+        }
+        assert!(caches.iter().all(|cache| cache.bytes() == 100));
+        assert_eq!(share.used(), 500);
+        drop(caches.pop());
+        assert_eq!(share.floor(400), 125, "fewer caches, larger floors");
+        assert_eq!(share.floor(50), 50, "never above a cache's own budget");
     }
 }

@@ -77,6 +77,12 @@ pub struct ProducerConfig {
     /// (Kafka's max.in.flight.requests.per.connection; at most 5 with
     /// idempotence, as Kafka allows).
     pub max_in_flight: usize,
+    /// The most batch bytes one Produce request carries (Kafka's
+    /// max.request.size; a request holds at least one batch). Without it
+    /// a producer writing to many partitions sends one request of every
+    /// ready batch, tens of MiB, which a broker must read into fresh
+    /// memory each time.
+    pub max_request_bytes: usize,
 }
 
 impl Default for ProducerConfig {
@@ -94,6 +100,7 @@ impl Default for ProducerConfig {
             transaction_timeout: Duration::from_secs(60),
             transaction_version: 2,
             max_in_flight: 5,
+            max_request_bytes: 1 << 20,
         }
     }
 }
@@ -137,6 +144,9 @@ struct Queues {
     batches: PartitionQueues,
     /// Round-robin position for records without a key.
     next_unkeyed: u32,
+    /// The partition last taken into a request cut short by its size: the
+    /// next request starts after it, so every partition gets its turn.
+    cut_after: Option<PartitionKey>,
     /// The idempotent producer's id and epoch, once InitProducerId answered.
     identity: Option<(i64, i16)>,
     /// (topic, partition) -> the next record's sequence.
@@ -346,7 +356,8 @@ impl Producer {
 
     /// One request's batches for `leader`: the front batch of each
     /// partition it leads that is ready to go and may go to it, numbered
-    /// if idempotent (nothing while an idempotent producer has no id).
+    /// if idempotent (nothing while an idempotent producer has no id), up
+    /// to `max_request_bytes`.
     fn take_wave(&self, leader: i32) -> Vec<Taken> {
         let mut queues = self.queues.borrow_mut();
         let queues = &mut *queues;
@@ -357,7 +368,9 @@ impl Producer {
         let most = self.max_in_flight();
         let now = Instant::now();
         let mut wave = Vec::new();
-        for ((topic, partition), queue) in queues.batches.iter_mut() {
+        let mut wave_bytes = 0;
+        let after = queues.cut_after.take();
+        for ((topic, partition), queue) in queues.batches.iter_mut_after(after.as_ref()) {
             let Some(front) = queue.batches.front() else {
                 continue;
             };
@@ -369,6 +382,11 @@ impl Producer {
             {
                 continue;
             }
+            if !wave.is_empty() && wave_bytes + front.bytes > self.config.max_request_bytes {
+                queues.cut_after = wave.last().map(|(key, _): &Taken| key.clone());
+                break;
+            }
+            wave_bytes += front.bytes;
             let mut batch = queue.batches.pop_front().expect("a front batch");
             queue.sent += 1;
             queue.sent_to = leader;

@@ -20,6 +20,7 @@ pub struct FrameCounter {
     refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
     pace_ms: Arc<AtomicU64>,
+    largest_request: Arc<AtomicI64>,
 }
 
 impl FrameCounter {
@@ -34,12 +35,14 @@ impl FrameCounter {
         let refills = Arc::new(AtomicI64::new(0));
         let cut_at = Arc::new(AtomicI64::new(0));
         let pace_ms = Arc::new(AtomicU64::new(0));
+        let largest_request = Arc::new(AtomicI64::new(0));
         let counts = Counts {
             most: most_unanswered.clone(),
             requests: requests.clone(),
             refills: refills.clone(),
             cut_at: cut_at.clone(),
             pace_ms: pace_ms.clone(),
+            largest_request: largest_request.clone(),
         };
         let to = upstream.clone();
         std::thread::spawn(move || {
@@ -59,6 +62,7 @@ impl FrameCounter {
             refills,
             cut_at,
             pace_ms,
+            largest_request,
         }
     }
 
@@ -96,6 +100,11 @@ impl FrameCounter {
         self.refills.load(Ordering::SeqCst)
     }
 
+    /// The largest request seen, in bytes (its size prefix excluded).
+    pub fn largest_request(&self) -> i64 {
+        self.largest_request.load(Ordering::SeqCst)
+    }
+
     /// The most requests one connection had sent and not yet had answered.
     pub fn most_unanswered(&self) -> i64 {
         self.most_unanswered.load(Ordering::SeqCst)
@@ -110,6 +119,7 @@ struct Counts {
     refills: Arc<AtomicI64>,
     cut_at: Arc<AtomicI64>,
     pace_ms: Arc<AtomicU64>,
+    largest_request: Arc<AtomicI64>,
 }
 
 fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
@@ -133,9 +143,12 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
         })
     });
     copy_frames(client, server, None, |started, _| {
-        if !started {
+        let Some(size) = started else {
             return true;
-        }
+        };
+        counts
+            .largest_request
+            .fetch_max(size as i64, Ordering::SeqCst);
         let nth = counts.requests.fetch_add(1, Ordering::SeqCst) + 1;
         if nth == counts.cut_at.load(Ordering::SeqCst) {
             return false;
@@ -150,7 +163,8 @@ fn relay(client: TcpStream, server: SocketAddr, counts: Counts) {
 }
 
 /// Copies `from` to `to`, telling `frame(started, completed)` as frames
-/// (a 4-byte length, then that many bytes) start and complete; a frame
+/// (a 4-byte length, then that many bytes) start (`started`: its length)
+/// and complete; a frame
 /// it answers false for cuts the connection there (the chunk holding it
 /// is not passed on). `paced`: each completed frame is passed on alone,
 /// that long after the one before.
@@ -158,7 +172,7 @@ fn copy_frames(
     mut from: TcpStream,
     mut to: TcpStream,
     paced: Option<std::time::Duration>,
-    mut frame: impl FnMut(bool, bool) -> bool,
+    mut frame: impl FnMut(Option<usize>, bool) -> bool,
 ) {
     let mut buf = vec![0; 64 << 10];
     let (mut head, mut left) = (Vec::with_capacity(4), 0usize);
@@ -176,7 +190,7 @@ fn copy_frames(
                 if head.len() == 4 {
                     left = i32::from_be_bytes(head[..].try_into().unwrap()) as usize;
                     head.clear();
-                    if !frame(true, left == 0) {
+                    if !frame(Some(left), left == 0) {
                         break 'copy;
                     }
                 }
@@ -186,7 +200,7 @@ fn copy_frames(
             left -= take;
             bytes = &bytes[take..];
             if left == 0 {
-                frame(false, true);
+                frame(None, true);
                 if let Some(pace) = paced {
                     std::thread::sleep(pace);
                     let end = n - bytes.len();

@@ -82,6 +82,23 @@ impl PartitionQueues {
         })
     }
 
+    /// Every queue with its (topic, partition), from the one after `after`
+    /// round to it (all of them, in order, when `after` is None or gone).
+    pub fn iter_mut_after(
+        &mut self,
+        after: Option<&PartitionKey>,
+    ) -> impl Iterator<Item = ((&String, i32), &mut PartitionQueue)> {
+        let mut all: Vec<_> = self.iter_mut().collect();
+        let start = after
+            .and_then(|(topic, partition)| {
+                all.iter()
+                    .position(|((t, p), _)| *t == topic && p == partition)
+            })
+            .map_or(0, |at| at + 1);
+        all.rotate_left(start);
+        all.into_iter()
+    }
+
     /// Whether no batch waits and none is out.
     pub fn is_idle(&self) -> bool {
         self.0
@@ -138,6 +155,33 @@ mod tests {
         queues.settled(&("t".to_string(), 0));
         queues.settled(&("t".to_string(), 0));
         assert!(queues.queue("t", 0).may_send_to(2, 2));
+    }
+
+    #[test]
+    fn queues_are_visited_round_from_the_one_after_a_given_one() {
+        let mut queues = PartitionQueues::default();
+        for (topic, partition) in [("a", 0), ("a", 1), ("b", 0)] {
+            queues.queue(topic, partition);
+        }
+        let order = |queues: &mut PartitionQueues, after: Option<&PartitionKey>| {
+            queues
+                .iter_mut_after(after)
+                .map(|((t, p), _)| format!("{t}{p}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(&mut queues, None), ["a0", "a1", "b0"]);
+        assert_eq!(
+            order(&mut queues, Some(&("a".into(), 1))),
+            ["b0", "a0", "a1"]
+        );
+        assert_eq!(
+            order(&mut queues, Some(&("b".into(), 0))),
+            ["a0", "a1", "b0"]
+        );
+        assert_eq!(
+            order(&mut queues, Some(&("gone".into(), 0))),
+            ["a0", "a1", "b0"]
+        );
     }
 
     #[test]

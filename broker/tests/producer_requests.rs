@@ -1,6 +1,7 @@
 //! The project's producer keeps each Produce request within
-//! `max_request_bytes` (Kafka's max.request.size), taking partitions in
-//! turn: a producer writing to many partitions once sent every ready
+//! `max_request_bytes` (Kafka's max.request.size; which partitions a
+//! request cut short leaves to the next is `producer::queues`'s test): a
+//! producer writing to many partitions once sent every ready
 //! batch in one request (tens of MiB at a thousand partitions), which the
 //! broker read into fresh memory each time (a quarter of its CPU in page
 //! faults, docs/benchmarks.md run 31).
@@ -30,7 +31,7 @@ fn key_for(partition: i32) -> Bytes {
 }
 
 #[test]
-fn requests_stay_within_the_request_size_and_every_partition_gets_its_turn() {
+fn requests_stay_within_the_request_size_and_every_record_is_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let counter = FrameCounter::bind();
     let advertised = counter.address.to_string();
@@ -42,7 +43,6 @@ fn requests_stay_within_the_request_size_and_every_partition_gets_its_turn() {
         &advertised,
         &["topic", "create", "wide", "--partitions", &partitions],
     );
-    let requests_before = counter.requests();
     let delivered = on_glommio(async move {
         let config = ProducerConfig {
             batch_bytes: 256 << 10,
@@ -75,11 +75,5 @@ fn requests_stay_within_the_request_size_and_every_partition_gets_its_turn() {
     assert!(
         largest <= MAX_REQUEST_BYTES + 64 * 1024,
         "a request of {largest} bytes: over {MAX_REQUEST_BYTES} and its headers"
-    );
-    let produce_requests = counter.requests() - requests_before;
-    let at_least = (PARTITIONS as usize * VALUE_BYTES / MAX_REQUEST_BYTES) as i64;
-    assert!(
-        produce_requests >= at_least,
-        "{produce_requests} requests carried 8 MB in requests of at most 1 MiB"
     );
 }

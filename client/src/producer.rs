@@ -144,9 +144,10 @@ struct Queues {
     batches: PartitionQueues,
     /// Round-robin position for records without a key.
     next_unkeyed: u32,
-    /// The partition last taken into a request cut short by its size: the
-    /// next request starts after it, so every partition gets its turn.
-    cut_after: Option<PartitionKey>,
+    /// Per broker, the partition last taken into its request cut short
+    /// by its size: the broker's next request starts after it, so every
+    /// partition gets its turn.
+    cut_after: BTreeMap<i32, PartitionKey>,
     /// The idempotent producer's id and epoch, once InitProducerId answered.
     identity: Option<(i64, i16)>,
     /// (topic, partition) -> the next record's sequence.
@@ -367,9 +368,9 @@ impl Producer {
         }
         let most = self.max_in_flight();
         let now = Instant::now();
-        let mut wave = Vec::new();
+        let mut wave: Vec<Taken> = Vec::new();
         let mut wave_bytes = 0;
-        let after = queues.cut_after.take();
+        let after = queues.cut_after.remove(&leader);
         for ((topic, partition), queue) in queues.batches.iter_mut_after(after.as_ref()) {
             let Some(front) = queue.batches.front() else {
                 continue;
@@ -383,7 +384,9 @@ impl Producer {
                 continue;
             }
             if !wave.is_empty() && wave_bytes + front.bytes > self.config.max_request_bytes {
-                queues.cut_after = wave.last().map(|(key, _): &Taken| key.clone());
+                if let Some((key, _)) = wave.last() {
+                    queues.cut_after.insert(leader, key.clone());
+                }
                 break;
             }
             wave_bytes += front.bytes;

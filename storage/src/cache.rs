@@ -101,10 +101,13 @@ impl CacheShare {
     }
 
     /// What a member cache whose own budget is `budget` keeps whatever
-    /// the others hold: its budget, but all members' floors together at
-    /// most half the limit. A floor of a few MiB per partition is nothing
-    /// beside the limit for ten partitions; for a thousand it would be
-    /// several times it (seen: 4.6 GiB resident with a 256 MiB limit).
+    /// the others hold, in batch bytes: its budget, but all members'
+    /// floors together at most half the limit (the memory those batches
+    /// keep alive can be more: a batch kept in its request is at least a
+    /// third of it, `partition::append` in the broker). A floor of a few
+    /// MiB per partition is nothing beside the limit for ten partitions;
+    /// for a thousand it would be several times it (seen: 4.6 GiB
+    /// resident with a 256 MiB limit).
     pub fn floor(&self, budget: usize) -> usize {
         budget.min(self.limit / 2 / self.members.get().max(1))
     }

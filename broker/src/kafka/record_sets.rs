@@ -9,10 +9,10 @@
 //! a copy. When something else still shares the frame (small frames share
 //! the connection's read buffer) each record set is copied instead.
 //!
-//! Either way a record set says how much memory it keeps alive, as in
-//! the log's cache it keeps all of it alive: a set small beside its frame
-//! or bound for another shard than most of the frame is copied, packed
-//! with others for its shard ([`pack_for_shards`]).
+//! Either way a record set says how much memory it keeps alive: the
+//! partition layer copies out a batch that is small beside it
+//! (`partition::append::split_batches`), as in the log's cache it would
+//! keep all of that memory alive.
 
 use std::ops::Range;
 
@@ -98,50 +98,23 @@ pub fn take_record_sets(
     }
 }
 
-/// A record set stays in the memory it arrived in only if it is at least
-/// this fraction (1/N) of it: in the log's cache it keeps all of that
-/// memory alive, so the cache then holds at most N times the bytes of the
-/// batches it keeps (`partition::append::split_batches` applies the same
-/// rule to each batch).
-pub const MEMORY_SHARE_MIN: usize = 3;
-
-/// Record sets copied out of their frame are packed, per shard, into
-/// buffers of up to this size: one allocation for many small sets (at a
-/// thousand partitions a 1 MiB request carries hundreds of sets of a few
-/// KiB, and an allocation for each cost the broker a quarter of its CPU),
-/// while a set its cache keeps long after the rest of its buffer was
-/// evicted (a quiet partition's newest batch) keeps at most this much
-/// alive.
-const PACK_BYTES: usize = 64 * 1024;
-
-/// Decides the memory each record set keeps alive once cached. A set
-/// stays in its frame if it is bound for the shard taking most of the
-/// frame's bytes (each shard trims its own cache, `partition::cache_trim`,
-/// so a frame held by two shards' caches would be freed only when both
-/// had evicted their part, and either would count less than it holds)
-/// and is not small beside the frame. Every other set still in a frame is
-/// copied, packed with the sets bound for the same shard into buffers of
-/// up to [`PACK_BYTES`], each charged whole by that shard's cache while
-/// any of its batches is cached. `owners` names each set's shard, in the
-/// same order; a set with none (refused) is dropped by the caller and
-/// left alone. Returns the bytes copied.
-pub fn pack_for_shards<S: PartialEq + Copy>(sets: &mut [RecordSet], owners: &[Option<S>]) -> usize {
+/// Copies out every record set still in its frame but bound for another
+/// shard than the one taking most of the frame's bytes, so that only one
+/// shard keeps the frame's memory alive. Each shard trims its own cache
+/// (`partition::cache_trim`): a frame whose batches sat in two shards'
+/// caches would be freed only when both had evicted theirs, and the
+/// memory held would exceed the bytes either counts. `owners` names each
+/// set's shard, in the same order; a set with none (refused) is dropped by
+/// the caller and left alone. Returns the bytes copied.
+pub fn keep_frame_on_one_shard<S: PartialEq + Copy>(
+    sets: &mut [RecordSet],
+    owners: &[Option<S>],
+) -> usize {
     debug_assert_eq!(sets.len(), owners.len());
-    let keeper = frame_keeper(sets, owners);
-    let mut copied = 0;
-    for pack in plan_packs(sets, owners, keeper) {
-        copied += copy_into_one_buffer(sets, &pack);
-    }
-    copied
-}
-
-/// The shard taking most of the frame's bytes in sets large enough to
-/// stay in it (all sets not copied are cuts of one frame,
-/// `take_record_sets`), if any.
-fn frame_keeper<S: PartialEq + Copy>(sets: &[RecordSet], owners: &[Option<S>]) -> Option<S> {
+    // All sets not copied are cuts of one frame (`take_record_sets`).
     let mut bytes_by_shard: Vec<(S, usize)> = Vec::new();
     for (set, owner) in sets.iter().zip(owners) {
-        let Some(owner) = owner.filter(|_| in_frame(set) && !small_in_frame(set)) else {
+        let Some(owner) = owner.filter(|_| !set.copied && !set.records.is_empty()) else {
             continue;
         };
         match bytes_by_shard.iter_mut().find(|(shard, _)| *shard == owner) {
@@ -149,77 +122,17 @@ fn frame_keeper<S: PartialEq + Copy>(sets: &[RecordSet], owners: &[Option<S>]) -
             None => bytes_by_shard.push((owner, set.records.len())),
         }
     }
-    let (keeper, _) = bytes_by_shard.into_iter().max_by_key(|(_, bytes)| *bytes)?;
-    Some(keeper)
-}
-
-fn in_frame(set: &RecordSet) -> bool {
-    !set.copied && !set.records.is_empty()
-}
-
-/// Whether the set would keep memory alive many times its size.
-fn small_in_frame(set: &RecordSet) -> bool {
-    set.records.len() * MEMORY_SHARE_MIN < set.memory
-}
-
-/// The sets to copy, as packs of indexes: each pack's sets are bound for
-/// one shard and together at most [`PACK_BYTES`] (or one set alone).
-fn plan_packs<S: PartialEq + Copy>(
-    sets: &[RecordSet],
-    owners: &[Option<S>],
-    keeper: Option<S>,
-) -> Vec<Vec<usize>> {
-    let mut packs: Vec<(Vec<usize>, usize)> = Vec::new();
-    // Per shard, the pack still taking sets.
-    let mut open: Vec<(S, usize)> = Vec::new();
-    for (index, (set, owner)) in sets.iter().zip(owners).enumerate() {
-        let Some(owner) = owner.filter(|_| in_frame(set)) else {
-            continue;
-        };
-        let len = set.records.len();
-        if Some(owner) == keeper && !small_in_frame(set) {
-            continue;
-        }
-        let shard_pack = open.iter_mut().find(|(shard, _)| *shard == owner);
-        match shard_pack {
-            Some((_, at)) if packs[*at].1 + len <= PACK_BYTES => {
-                packs[*at].0.push(index);
-                packs[*at].1 += len;
-            }
-            Some((_, at)) => {
-                *at = packs.len();
-                packs.push((vec![index], len));
-            }
-            None => {
-                open.push((owner, packs.len()));
-                packs.push((vec![index], len));
-            }
+    let Some(&(keeper, _)) = bytes_by_shard.iter().max_by_key(|(_, bytes)| *bytes) else {
+        return 0;
+    };
+    let mut copied = 0;
+    for (set, owner) in sets.iter_mut().zip(owners) {
+        if !set.copied && owner.is_some_and(|shard| shard != keeper) {
+            copied += set.records.len();
+            *set = RecordSet::copy_of(&set.records);
         }
     }
-    packs.into_iter().map(|(indexes, _)| indexes).collect()
-}
-
-/// Copies the sets at `pack` into one new buffer, each set a slice of it
-/// that keeps it alive. Returns the bytes copied.
-fn copy_into_one_buffer(sets: &mut [RecordSet], pack: &[usize]) -> usize {
-    if let [only] = pack {
-        let len = sets[*only].records.len();
-        sets[*only] = RecordSet::copy_of(&sets[*only].records);
-        return len;
-    }
-    let total: usize = pack.iter().map(|&index| sets[index].records.len()).sum();
-    let mut buffer = BytesMut::with_capacity(total);
-    let kept_alive = FrameMemory::new(total);
-    for &index in pack {
-        buffer.extend_from_slice(&sets[index].records);
-        sets[index] = RecordSet {
-            records: buffer.split(),
-            memory: total,
-            copied: true,
-            frame: Some(kept_alive),
-        };
-    }
-    total
+    copied
 }
 
 /// Where `set` lies in `body`, if it is a slice of it (and not empty).
@@ -286,39 +199,6 @@ mod tests {
 
     const VERSION: i16 = 9;
 
-    /// The encoded body in memory of its own size, as a frame is read
-    /// (the encoder's buffer grows past it).
-    fn exact(out: BytesMut) -> Bytes {
-        Bytes::from(out.to_vec())
-    }
-
-    /// A set's filling: its index + 1.
-    fn fill(index: usize) -> u8 {
-        (index % 250) as u8 + 1
-    }
-
-    /// A request's body with one topic whose partitions carry record sets
-    /// of these sizes, each filled with [`fill`].
-    fn encoded_sets(sizes: &[usize]) -> Bytes {
-        let partitions = sizes
-            .iter()
-            .enumerate()
-            .map(|(index, size)| {
-                PartitionProduceData::default()
-                    .with_index(index as i32)
-                    .with_records(Some(Bytes::from(vec![fill(index); *size])))
-            })
-            .collect();
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("wide")))
-                .with_partition_data(partitions)]);
-        let mut out = BytesMut::new();
-        request.encode(&mut out, VERSION).unwrap();
-        exact(out)
-    }
-
     /// A request's body as a client encodes it: record sets of these sizes
     /// (opaque bytes to this layer), filled with their index + 1.
     fn encoded(sizes: [usize; 3]) -> Bytes {
@@ -340,7 +220,7 @@ mod tests {
             ]);
         let mut out = BytesMut::new();
         request.encode(&mut out, VERSION).unwrap();
-        exact(out)
+        out.freeze()
     }
 
     const LARGE: [usize; 3] = [60_000, 100, 60_000];
@@ -406,76 +286,17 @@ mod tests {
         let body = encoded(sizes);
         let frame = span(&body);
         let mut sets = take(&mut decode(&body), body);
-        // Shard 1 takes the most bytes of the frame (60,000 + 100): its
-        // large set stays in it; its small one would keep the whole frame
-        // alive, and shard 0's would make two shards hold it: both copied.
-        let copied = pack_for_shards(&mut sets, &[Some(1), Some(1), Some(0)]);
-        assert_eq!(copied, 50_100);
+        // Shard 1 takes the most bytes of the frame (60,000 + 100);
+        // shard 0's set is copied out, so shard 1 alone holds the frame.
+        let copied = keep_frame_on_one_shard(&mut sets, &[Some(1), Some(1), Some(0)]);
+        assert_eq!(copied, 50_000);
         assert_contents(&sets, sizes);
-        assert!(within(&sets[0], &frame) && !sets[0].copied && sets[0].frame.is_some());
-        for copy in &sets[1..] {
-            assert!(!within(copy, &frame) && copy.copied);
-            assert_eq!(copy.memory, copy.records.len(), "alone in its buffer");
-            assert_eq!(
-                copy.frame, None,
-                "a copy of its own is charged as its bytes"
-            );
-        }
-    }
-
-    #[test]
-    fn the_frame_stays_with_the_shard_of_its_large_sets_not_of_its_many_small_ones() {
-        // Shard 1's ten small sets outweigh shard 0's one large set, but
-        // they are copied whichever shard keeps the frame.
-        let mut sizes = vec![40_000];
-        sizes.extend([5_000; 10]);
-        let body = encoded_sets(&sizes);
-        let frame = span(&body);
-        let mut sets = take(&mut decode(&body), body);
-        let owners: Vec<Option<u8>> = (0..sizes.len())
-            .map(|index| Some(u8::from(index > 0)))
-            .collect();
-        assert_eq!(pack_for_shards(&mut sets, &owners), 50_000);
-        assert!(within(&sets[0], &frame) && !sets[0].copied);
-        assert!(sets[1..]
-            .iter()
-            .all(|set| set.copied && set.memory == 50_000));
-    }
-
-    #[test]
-    fn small_sets_are_copied_into_one_buffer_per_shard_of_at_most_64_kib() {
-        // A request as a producer writing to thirty partitions sends it,
-        // alternating between two shards: fifteen sets of 5,000 bytes each.
-        let sizes = [5_000; 30];
-        let body = encoded_sets(&sizes);
-        let frame = span(&body);
-        let mut sets = take(&mut decode(&body), body);
-        let owners: Vec<Option<u8>> = (0..30).map(|index| Some(index % 2)).collect();
-        assert_eq!(pack_for_shards(&mut sets, &owners), 150_000);
-        for (index, set) in sets.iter().enumerate() {
-            assert_eq!(set.records.len(), 5_000);
-            assert!(set.records.iter().all(|b| *b == fill(index)));
-            assert!(set.copied && !within(set, &frame));
-        }
-        // Per shard, thirteen sets (65,000 bytes) share one buffer and
-        // the last two another; the cache charges each buffer whole.
-        for shard in 0..2 {
-            let mine: Vec<&RecordSet> = sets.iter().skip(shard).step_by(2).collect();
-            let (first, rest) = mine.split_at(13);
-            assert!(first.iter().all(|set| set.memory == 65_000));
-            assert!(first.iter().all(|set| set.frame == first[0].frame));
-            assert!(rest.iter().all(|set| set.memory == 10_000));
-            assert!(rest.iter().all(|set| set.frame == rest[0].frame));
-            assert!(first[0].frame.is_some() && first[0].frame != rest[0].frame);
-            let start = first[0].records.as_ptr() as usize;
-            assert!(
-                first
-                    .iter()
-                    .all(|set| (start..start + 65_000).contains(&(set.records.as_ptr() as usize))),
-                "one allocation"
-            );
-        }
-        assert_ne!(sets[0].frame, sets[1].frame, "each shard its own buffers");
+        assert!(within(&sets[0], &frame) && within(&sets[1], &frame));
+        assert!(!within(&sets[2], &frame) && sets[2].copied);
+        assert_eq!(sets[2].memory, 50_000);
+        assert!(!sets[0].copied && !sets[1].copied);
+        assert!(sets[0].frame.is_some() && sets[0].frame == sets[1].frame);
+        assert_eq!(sets[2].frame, None, "a copy keeps no frame alive");
     }
 
     #[test]
@@ -485,7 +306,10 @@ mod tests {
         let mut sets = take(&mut decode(&body), body);
         // The second set is refused (no shard): dropped by the caller, so
         // it holds the frame no longer than the request.
-        assert_eq!(pack_for_shards(&mut sets, &[Some(3), None, Some(3)]), 0);
+        assert_eq!(
+            keep_frame_on_one_shard(&mut sets, &[Some(3), None, Some(3)]),
+            0
+        );
         assert!(sets.iter().all(|set| within(set, &frame) && !set.copied));
 
         let mut copies = take(&mut decode(&encoded(LARGE)), encoded(LARGE));
@@ -494,7 +318,7 @@ mod tests {
             "not slices of this body"
         );
         assert_eq!(
-            pack_for_shards(&mut copies, &[Some(0), Some(1), Some(2)]),
+            keep_frame_on_one_shard(&mut copies, &[Some(0), Some(1), Some(2)]),
             0
         );
     }

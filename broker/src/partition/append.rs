@@ -26,7 +26,7 @@ use super::Partitions;
 use crate::cluster::lease::lease_valid;
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::topics::is_internal;
-use crate::kafka::record_sets::{RecordSet, MEMORY_SHARE_MIN};
+use crate::kafka::record_sets::RecordSet;
 use crate::kafka::Code;
 
 /// How long a produce waits for this broker's leader role to follow the
@@ -398,6 +398,11 @@ impl Partitions {
     }
 }
 
+/// A batch keeps the memory it arrived in only if it is at least this
+/// fraction (1/N) of it: in the log's cache it keeps all of that memory
+/// alive, so the cache then holds at most N times the bytes it counts.
+const MEMORY_SHARE_MIN: usize = 3;
+
 /// The batches of a record set, and how their bytes got there.
 #[derive(Debug)]
 pub struct Split {
@@ -413,9 +418,7 @@ pub struct Split {
 /// Cuts a partition's records into whole, valid v2 batches, each within
 /// `limit` (max.message.bytes); all or nothing. The batches are cut from
 /// the records' own memory (the log patches their offsets in place),
-/// except one small beside its request's memory, which is copied
-/// ([`MEMORY_SHARE_MIN`]; records copied out of their request already
-/// are in memory sized for them, `record_sets::pack_for_shards`).
+/// except one small beside that memory, which is copied.
 pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
     let RecordSet {
         mut records,
@@ -441,12 +444,11 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
         }
         let mut one = records.split_to(header.total_bytes);
         let mut kept_alive = frame;
-        if copied {
-            // Copied once already, into memory sized for them.
-            split.copied_bytes += one.len();
-        } else if one.len() * MEMORY_SHARE_MIN < memory {
+        if one.len() * MEMORY_SHARE_MIN < memory {
             one = BytesMut::from(&one[..]);
             kept_alive = None;
+            split.copied_bytes += one.len();
+        } else if copied {
             split.copied_bytes += one.len();
         } else {
             split.in_place_bytes += one.len();

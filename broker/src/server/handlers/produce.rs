@@ -21,7 +21,7 @@ use super::{in_request_order, HandlerError, Outcome};
 use crate::cluster::routing::Route;
 use crate::kafka::bounds::check_produce;
 use crate::kafka::decode::checked;
-use crate::kafka::record_sets::{pack_for_shards, take_record_sets, RecordSet};
+use crate::kafka::record_sets::{keep_frame_on_one_shard, take_record_sets, RecordSet};
 use crate::kafka::request::Request;
 use crate::kafka::response::Frame;
 use crate::kafka::{error_text, response, Code};
@@ -154,7 +154,7 @@ async fn append_all(
             }
         })
         .collect();
-    let record_sets = packed_for_shards(record_sets, &routes);
+    let record_sets = frame_kept_by_one_shard(record_sets, &routes);
     let asked: Vec<(Route, (String, i32, RecordSet))> = routes
         .into_iter()
         .zip(partitions.zip(record_sets))
@@ -188,15 +188,14 @@ async fn append_all(
     shard.partitions.fan_out(asked, true, work).await
 }
 
-/// The record sets, each in the memory it will keep alive once cached:
-/// its frame, or a buffer shared with others bound for its shard
-/// (`pack_for_shards`).
-fn packed_for_shards(mut record_sets: Vec<RecordSet>, routes: &[Route]) -> Vec<RecordSet> {
+/// The record sets, those that would make their frame's memory shared by
+/// several shards copied out of it (`keep_frame_on_one_shard`).
+fn frame_kept_by_one_shard(mut record_sets: Vec<RecordSet>, routes: &[Route]) -> Vec<RecordSet> {
     let owners: Vec<Option<ShardId>> = routes
         .iter()
         .map(|route| route.as_ref().ok().map(|(_, shard)| *shard))
         .collect();
-    pack_for_shards(&mut record_sets, &owners);
+    keep_frame_on_one_shard(&mut record_sets, &owners);
     record_sets
 }
 

@@ -98,14 +98,22 @@ pub fn take_record_sets(
     }
 }
 
+/// A batch stays in the memory it arrived in only if it is at least
+/// this fraction (1/N) of it: in the log's cache it keeps all of that
+/// memory alive, so the cache then holds at most N times the bytes it
+/// counts (`partition::append::split_batches` copies the others out).
+pub const MEMORY_SHARE_MIN: usize = 3;
+
 /// Copies out every record set still in its frame but bound for another
-/// shard than the one taking most of the frame's bytes, so that only one
-/// shard keeps the frame's memory alive. Each shard trims its own cache
-/// (`partition::cache_trim`): a frame whose batches sat in two shards'
-/// caches would be freed only when both had evicted theirs, and the
-/// memory held would exceed the bytes either counts. `owners` names each
-/// set's shard, in the same order; a set with none (refused) is dropped by
-/// the caller and left alone. Returns the bytes copied.
+/// shard than the one taking most of the frame's bytes in sets large
+/// enough to stay in it, so that only one shard keeps the frame's memory
+/// alive (sets small beside the frame are copied out batch by batch on
+/// their own shard anyway, so they do not choose it). Each shard trims
+/// its own cache (`partition::cache_trim`): a frame whose batches sat in
+/// two shards' caches would be freed only when both had evicted theirs,
+/// and the memory held would exceed the bytes either counts. `owners`
+/// names each set's shard, in the same order; a set with none (refused)
+/// is dropped by the caller and left alone. Returns the bytes copied.
 pub fn keep_frame_on_one_shard<S: PartialEq + Copy>(
     sets: &mut [RecordSet],
     owners: &[Option<S>],
@@ -114,7 +122,9 @@ pub fn keep_frame_on_one_shard<S: PartialEq + Copy>(
     // All sets not copied are cuts of one frame (`take_record_sets`).
     let mut bytes_by_shard: Vec<(S, usize)> = Vec::new();
     for (set, owner) in sets.iter().zip(owners) {
-        let Some(owner) = owner.filter(|_| !set.copied && !set.records.is_empty()) else {
+        let stays = |set: &RecordSet| set.records.len() * MEMORY_SHARE_MIN >= set.memory;
+        let Some(owner) = owner.filter(|_| !set.copied && !set.records.is_empty() && stays(set))
+        else {
             continue;
         };
         match bytes_by_shard.iter_mut().find(|(shard, _)| *shard == owner) {
@@ -199,6 +209,34 @@ mod tests {
 
     const VERSION: i16 = 9;
 
+    /// The encoded body in memory of its own size, as a frame is read
+    /// (the encoder's buffer grows past it).
+    fn exact(out: BytesMut) -> Bytes {
+        Bytes::from(out.to_vec())
+    }
+
+    /// A request's body with one topic whose partitions carry record sets
+    /// of these sizes.
+    fn encoded_sets(sizes: &[usize]) -> Bytes {
+        let partitions = sizes
+            .iter()
+            .enumerate()
+            .map(|(index, size)| {
+                PartitionProduceData::default()
+                    .with_index(index as i32)
+                    .with_records(Some(Bytes::from(vec![1; *size])))
+            })
+            .collect();
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("wide")))
+                .with_partition_data(partitions)]);
+        let mut out = BytesMut::new();
+        request.encode(&mut out, VERSION).unwrap();
+        exact(out)
+    }
+
     /// A request's body as a client encodes it: record sets of these sizes
     /// (opaque bytes to this layer), filled with their index + 1.
     fn encoded(sizes: [usize; 3]) -> Bytes {
@@ -220,7 +258,7 @@ mod tests {
             ]);
         let mut out = BytesMut::new();
         request.encode(&mut out, VERSION).unwrap();
-        out.freeze()
+        exact(out)
     }
 
     const LARGE: [usize; 3] = [60_000, 100, 60_000];
@@ -297,6 +335,26 @@ mod tests {
         assert!(!sets[0].copied && !sets[1].copied);
         assert!(sets[0].frame.is_some() && sets[0].frame == sets[1].frame);
         assert_eq!(sets[2].frame, None, "a copy keeps no frame alive");
+    }
+
+    #[test]
+    fn the_frame_stays_with_the_shard_of_its_large_sets_not_of_its_many_small_ones() {
+        // Shard 1's ten small sets outweigh shard 0's one large set; they
+        // would be copied out batch by batch whichever shard kept the
+        // frame, so shard 0 keeps it and its large set is not copied.
+        let mut sizes = vec![40_000];
+        sizes.extend([5_000; 10]);
+        let body = encoded_sets(&sizes);
+        let frame = span(&body);
+        let mut sets = take(&mut decode(&body), body);
+        let owners: Vec<Option<u8>> = (0..sizes.len())
+            .map(|index| Some(u8::from(index > 0)))
+            .collect();
+        assert_eq!(keep_frame_on_one_shard(&mut sets, &owners), 50_000);
+        assert!(within(&sets[0], &frame) && !sets[0].copied);
+        assert!(sets[1..]
+            .iter()
+            .all(|set| !within(set, &frame) && set.copied));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::Partitions;
 use crate::cluster::lease::lease_valid;
 use crate::cluster::routing::PartitionKey;
 use crate::cluster::topics::is_internal;
-use crate::kafka::record_sets::RecordSet;
+use crate::kafka::record_sets::{RecordSet, MEMORY_SHARE_MIN};
 use crate::kafka::Code;
 
 /// How long a produce waits for this broker's leader role to follow the
@@ -397,11 +397,6 @@ impl Partitions {
         led.place(self, split.batches, acks, timeout, guard).await
     }
 }
-
-/// A batch keeps the memory it arrived in only if it is at least this
-/// fraction (1/N) of it: in the log's cache it keeps all of that memory
-/// alive, so the cache then holds at most N times the bytes it counts.
-const MEMORY_SHARE_MIN: usize = 3;
 
 /// The batches of a record set, and how their bytes got there.
 #[derive(Debug)]

@@ -11,17 +11,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use storage::batch::{build, RecordSpec};
 use storage::TimestampMs;
+use support::produce_wire::{produce_frame_with_acks, read_produce_answer};
 use support::security::{server_files, start_tls_broker, tls_connect, Authority};
 use support::{cli, on_glommio, start_broker, start_broker_with};
 
@@ -34,8 +29,8 @@ fn value(partition: i32, seq: usize) -> String {
     format!("{partition}:{seq:06}")
 }
 
-/// A size-prefixed Produce request of one record for `partition`, its
-/// value padded to `padded_to` bytes.
+/// A size-prefixed acks=1 Produce request of one record for
+/// `partition`, its value padded to `padded_to` bytes.
 fn produce_frame(partition: i32, seq: usize, correlation_id: i32, padded_to: usize) -> Vec<u8> {
     let mut value = value(partition, seq).into_bytes();
     value.resize(value.len().max(padded_to), b'.');
@@ -48,44 +43,21 @@ fn produce_frame(partition: i32, seq: usize, correlation_id: i32, padded_to: usi
         }],
     )
     .freeze();
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])]);
-    let mut body = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("moves")))
-        .encode(&mut body, ProduceRequest::header_version(VERSION))
-        .unwrap();
-    request.encode(&mut body, VERSION).unwrap();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    produce_frame_with_acks(
+        TOPIC,
+        (VERSION, VERSION),
+        1,
+        correlation_id,
+        vec![(partition, records)],
+    )
 }
 
-/// One answer: (correlation id, error code, base offset).
-fn read_answer(stream: &mut impl Read) -> (i32, i16, i64) {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).expect("an answer's size");
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).expect("an answer");
-    let mut body = Bytes::from(body);
-    let header =
-        ResponseHeader::decode(&mut body, ProduceResponse::header_version(VERSION)).unwrap();
-    let answer = ProduceResponse::decode(&mut body, VERSION).unwrap();
-    let partition = &answer.responses[0].partition_responses[0];
-    (
-        header.correlation_id,
-        partition.error_code,
-        partition.base_offset,
-    )
+/// One answer to a request for `partition`: (correlation id, error code,
+/// base offset).
+fn read_answer(stream: &mut impl Read, partition: i32) -> (i32, i16, i64) {
+    let (id, partitions) = read_produce_answer(stream, VERSION);
+    let (error, offset) = partitions[&partition];
+    (id, error, offset)
 }
 
 /// Writes PIPELINED requests for `partition` (values of `padded_to`
@@ -104,7 +76,7 @@ fn pipelined_run(
         .collect();
     stream.write_all(&frames).unwrap();
     for i in 0..PIPELINED {
-        let (id, error, offset) = read_answer(stream);
+        let (id, error, offset) = read_answer(stream, partition);
         assert_eq!(id, first + i as i32, "answers in request order");
         assert_eq!(error, 0, "request {id} refused");
         assert_eq!(

@@ -28,7 +28,18 @@ pub fn produce_frame(
 /// does not serve) can still be claimed.
 pub fn produce_frame_claiming(
     topic: &str,
+    versions: (i16, i16),
+    correlation_id: i32,
+    record_sets: Vec<(i32, Bytes)>,
+) -> Vec<u8> {
+    produce_frame_with_acks(topic, versions, -1, correlation_id, record_sets)
+}
+
+/// [`produce_frame_claiming`] with the request's `acks`.
+pub fn produce_frame_with_acks(
+    topic: &str,
     (version, claimed): (i16, i16),
+    acks: i16,
     correlation_id: i32,
     record_sets: Vec<(i32, Bytes)>,
 ) -> Vec<u8> {
@@ -41,7 +52,7 @@ pub fn produce_frame_claiming(
         })
         .collect();
     let produce = ProduceRequest::default()
-        .with_acks(-1)
+        .with_acks(acks)
         .with_timeout_ms(30_000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))

@@ -6,7 +6,12 @@ use std::path::Path;
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
+use super::home_bound::{self, HomeBound};
 use super::{AlignedBuf, DirectFile, FileSystem};
+
+/// Reads shorter than this are copied out of glommio's buffer; longer
+/// ones are handed out in it (see [`home_bound`]).
+const COPIED_READ_MAX: usize = 64 << 10;
 
 /// Files under a real directory, opened with O_DIRECT. Must be used on a
 /// glommio executor.
@@ -52,10 +57,15 @@ impl DirectFile for DmaSegmentFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        home_bound::free_returned();
         let result = self.file.read_at(pos, len).await.map_err(to_io)?;
-        // One copy: glommio's read buffers are shard-local and cannot be
-        // handed out as `Bytes`.
-        Ok(Bytes::copy_from_slice(&result))
+        if result.len() < COPIED_READ_MAX {
+            // A small read is copied: it would keep a whole aligned buffer.
+            return Ok(Bytes::copy_from_slice(&result));
+        }
+        // SAFETY: a ReadResult's bytes are its buffer's, which does not
+        // move with it, and moving it does not touch its reference counts.
+        Ok(Bytes::from_owner(unsafe { HomeBound::new(result) }))
     }
 
     async fn fdatasync(&self) -> io::Result<()> {

@@ -11,6 +11,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 pub mod dma;
+pub mod home_bound;
 pub mod memory;
 
 /// The alignment of direct writes: offsets and lengths are multiples of it.

@@ -8,7 +8,8 @@
 //! limit, evicts the batches the shard cached longest ago, from whichever
 //! partitions hold them, until it is below [`LOW_WATER`]: what a page
 //! cache would do for a broker reading through one. The same pass drops
-//! read-ahead windows whose readers went away.
+//! read-ahead windows whose readers went away, and frees the shard's disk
+//! reads that other shards sent and let go (storage's `home_bound`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -39,6 +40,7 @@ pub async fn run(partitions: Rc<Partitions>) {
         for (_, partition) in partitions.table.open_partitions() {
             partition.log.age_read_ahead(READ_AHEAD_IDLE_PASSES);
         }
+        storage::io::home_bound::free_returned();
     }
 }
 

@@ -9,9 +9,10 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use super::home_bound::{self, HomeBound};
 use super::{AlignedBuf, DirectFile, FileSystem};
 
-/// Reads shorter than this are copied out of glommio's buffer; longer
-/// ones are handed out in it (see [`home_bound`]).
-const COPIED_READ_MAX: usize = 64 << 10;
+/// Reads this long or longer are handed out in glommio's buffer (see
+/// [`home_bound`]); shorter ones are copied out of it, so as not to keep
+/// a whole aligned buffer for a few bytes.
+const SHARED_READ_MIN: usize = 64 << 10;
 
 /// Files under a real directory, opened with O_DIRECT. Must be used on a
 /// glommio executor.
@@ -59,12 +60,13 @@ impl DirectFile for DmaSegmentFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         home_bound::free_returned();
         let result = self.file.read_at(pos, len).await.map_err(to_io)?;
-        if result.len() < COPIED_READ_MAX {
-            // A small read is copied: it would keep a whole aligned buffer.
+        if result.len() < SHARED_READ_MIN {
             return Ok(Bytes::copy_from_slice(&result));
         }
         // SAFETY: a ReadResult's bytes are its buffer's, which does not
-        // move with it, and moving it does not touch its reference counts.
+        // move with it and is not written once the read completed (these
+        // files have no deduplicating read scheduler); moving it does not
+        // touch its reference counts.
         Ok(Bytes::from_owner(unsafe { HomeBound::new(result) }))
     }
 

@@ -17,7 +17,6 @@ use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, ThreadId};
 
 /// A value that moves between threads but is dropped on its home thread.
 struct Foreign {
@@ -25,22 +24,33 @@ struct Foreign {
 }
 
 // SAFETY: a `Foreign` is only moved on other threads, never used or
-// dropped there: `Returns` hands it back to the home thread to drop, or
-// leaks it (see `Returns`'s Drop).
+// dropped there: its home thread drops it, or nobody does (see
+// `Returns`'s Drop).
 unsafe impl Send for Foreign {}
 
 /// The values other threads dropped, waiting for their home thread.
+#[derive(Default)]
 struct Returns {
-    home: ThreadId,
     any: AtomicBool,
     queue: Mutex<Vec<Foreign>>,
+}
+
+impl Returns {
+    /// Drops what is queued: on the home thread only.
+    fn free(&self) {
+        if self.any.swap(false, Ordering::Acquire) {
+            let returned =
+                std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(returned);
+        }
+    }
 }
 
 impl Drop for Returns {
     fn drop(&mut self) {
         // The last reference may go on another thread after the home
-        // thread ended: what is still queued is leaked, never dropped
-        // there (only at a shard's exit).
+        // thread ended: what was queued since is leaked, never dropped
+        // there.
         let queue = self.queue.get_mut().unwrap_or_else(|e| e.into_inner());
         for foreign in queue.drain(..) {
             std::mem::forget(foreign);
@@ -48,26 +58,28 @@ impl Drop for Returns {
     }
 }
 
+/// A thread's own `Returns`: what is queued when the thread ends is freed
+/// by it, at home.
+struct Home(Arc<Returns>);
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        self.0.free();
+    }
+}
+
 thread_local! {
-    static RETURNS: Arc<Returns> = Arc::new(Returns {
-        home: thread::current().id(),
-        any: AtomicBool::new(false),
-        queue: Mutex::new(Vec::new()),
-    });
+    static HOME: Home = Home(Arc::default());
 }
 
-/// Frees what other threads dropped of this thread's values.
+/// Frees what other threads dropped of this thread's values: at each of
+/// its disk reads, and on a timer (a shard that stops reading would keep
+/// them otherwise).
 pub fn free_returned() {
-    RETURNS.with(|returns| {
-        if returns.any.swap(false, Ordering::Acquire) {
-            let returned =
-                std::mem::take(&mut *returns.queue.lock().unwrap_or_else(|e| e.into_inner()));
-            drop(returned);
-        }
-    });
+    let _ = HOME.try_with(|home| home.0.free());
 }
 
-/// A byte buffer of this thread's readable from any thread; see the module.
+/// Bytes owned by this thread that any thread may read (see the module).
 pub struct HomeBound<T: 'static> {
     value: ManuallyDrop<T>,
     ptr: *const u8,
@@ -88,7 +100,7 @@ impl<T: Deref<Target = [u8]> + 'static> HomeBound<T> {
             value: ManuallyDrop::new(value),
             ptr,
             len,
-            returns: RETURNS.with(Arc::clone),
+            returns: HOME.with(|home| home.0.clone()),
         }
     }
 }
@@ -97,7 +109,6 @@ impl<T: Deref<Target = [u8]> + 'static> HomeBound<T> {
 // caller promised stay put) and never touch `value`, which is dropped
 // only on its home thread.
 unsafe impl<T: 'static> Send for HomeBound<T> {}
-unsafe impl<T: 'static> Sync for HomeBound<T> {}
 
 impl<T: 'static> AsRef<[u8]> for HomeBound<T> {
     fn as_ref(&self) -> &[u8] {
@@ -108,9 +119,15 @@ impl<T: 'static> AsRef<[u8]> for HomeBound<T> {
 
 impl<T: 'static> Drop for HomeBound<T> {
     fn drop(&mut self) {
+        // Decided before `value` is taken, by a check that cannot panic
+        // (a thread's locals may be gone while it ends): a panic with
+        // `value` out would drop it here, wherever here is.
+        let at_home = HOME
+            .try_with(|home| Arc::ptr_eq(&home.0, &self.returns))
+            .unwrap_or(false);
         // SAFETY: `value` is taken once, here.
         let value = unsafe { ManuallyDrop::take(&mut self.value) };
-        if thread::current().id() == self.returns.home {
+        if at_home {
             drop(value);
             return;
         }
@@ -125,17 +142,19 @@ impl<T: 'static> Drop for HomeBound<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::rc::Rc;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::thread::{self, ThreadId};
 
     use bytes::Bytes;
 
     use super::*;
 
-    /// Bytes that count, on their home thread, how many of them were freed.
+    /// Bytes that count how many of them were freed, and fail a drop
+    /// away from their home thread.
     struct Counted {
         bytes: Vec<u8>,
-        freed: Rc<Cell<usize>>,
+        freed: Arc<AtomicUsize>,
         home: ThreadId,
     }
 
@@ -149,11 +168,11 @@ mod tests {
     impl Drop for Counted {
         fn drop(&mut self) {
             assert_eq!(thread::current().id(), self.home, "freed away from home");
-            self.freed.set(self.freed.get() + 1);
+            self.freed.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    fn counted(text: &str, freed: &Rc<Cell<usize>>) -> Bytes {
+    fn counted(text: &str, freed: &Arc<AtomicUsize>) -> Bytes {
         let value = Counted {
             bytes: text.as_bytes().to_vec(),
             freed: freed.clone(),
@@ -163,22 +182,26 @@ mod tests {
         Bytes::from_owner(unsafe { HomeBound::new(value) })
     }
 
+    fn freed(count: &Arc<AtomicUsize>) -> usize {
+        count.load(Ordering::SeqCst)
+    }
+
     #[test]
     fn dropped_at_home_it_is_freed_at_once() {
-        let freed = Rc::new(Cell::new(0));
-        let bytes = counted("at home", &freed);
+        let count = Arc::new(AtomicUsize::new(0));
+        let bytes = counted("at home", &count);
         let slice = bytes.slice(3..);
         drop(bytes);
-        assert_eq!(freed.get(), 0, "a slice still holds it");
+        assert_eq!(freed(&count), 0, "a slice still holds it");
         assert_eq!(&slice[..], b"home");
         drop(slice);
-        assert_eq!(freed.get(), 1);
+        assert_eq!(freed(&count), 1);
     }
 
     #[test]
     fn dropped_elsewhere_it_waits_for_its_home_to_free_it() {
-        let freed = Rc::new(Cell::new(0));
-        let bytes = counted("read far away", &freed);
+        let count = Arc::new(AtomicUsize::new(0));
+        let bytes = counted("read far away", &count);
         let read = thread::spawn(move || {
             let text = bytes.slice(5..).to_vec();
             drop(bytes);
@@ -187,10 +210,35 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(read, b"far away");
-        assert_eq!(freed.get(), 0, "not freed on the other thread");
+        assert_eq!(freed(&count), 0, "not freed on the other thread");
         free_returned();
-        assert_eq!(freed.get(), 1, "freed by its home");
+        assert_eq!(freed(&count), 1, "freed by its home");
         free_returned();
-        assert_eq!(freed.get(), 1, "once");
+        assert_eq!(freed(&count), 1, "once");
+    }
+
+    #[test]
+    fn its_home_frees_what_is_queued_as_it_ends_and_nothing_is_freed_away_after() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let (to_main, from_home) = mpsc::channel();
+        let (to_home, from_main) = mpsc::channel::<()>();
+        let home_count = count.clone();
+        let home = thread::spawn(move || {
+            to_main
+                .send((counted("a", &home_count), counted("b", &home_count)))
+                .unwrap();
+            from_main.recv().unwrap();
+        });
+        let (a, b) = from_home.recv().unwrap();
+        drop(a);
+        to_home.send(()).unwrap();
+        home.join()
+            .expect("the home thread ended without a drop away from it");
+        assert_eq!(freed(&count), 1, "a, queued, freed by its home as it ended");
+        assert_eq!(&b[..], b"b", "b's bytes still readable");
+        // Its home is gone: b is leaked, not dropped here (Counted's drop
+        // would fail this test).
+        drop(b);
+        assert_eq!(freed(&count), 1);
     }
 }

@@ -1,17 +1,18 @@
 //! Admin calls: topics (create, list, describe, alter configs, grow,
-//! delete) and the cluster's description. Each turns a broker's error code
+//! delete), the cluster's description and preferred leader elections. Each turns a broker's error code
 //! into an error carrying its message.
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
+    DescribeConfigsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
@@ -64,6 +65,20 @@ pub struct ClusterDescription {
     pub controller_id: i32,
     /// The live brokers.
     pub brokers: Vec<BrokerInfo>,
+}
+
+/// One partition's outcome of a preferred leader election (ElectLeaders).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Election {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// 0: elected; ELECTION_NOT_NEEDED (84), PREFERRED_LEADER_NOT_AVAILABLE
+    /// (80), or another of Kafka's codes.
+    pub error_code: i16,
+    /// Why, when the broker said.
+    pub message: Option<String>,
 }
 
 /// How often a call the controller decides, answered NOT_CONTROLLER, is
@@ -311,5 +326,47 @@ impl Cluster {
                 })
                 .collect(),
         })
+    }
+
+    /// Gives partitions back to their preferred replicas: those named
+    /// (topic, partitions), or every partition (None: the answer then
+    /// leaves out those led by theirs already). Each partition's outcome.
+    pub async fn elect_preferred_leaders(
+        &self,
+        partitions: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<Election>, ClientError> {
+        let named = partitions.map(|named| {
+            named
+                .iter()
+                .map(|(topic, ids)| {
+                    TopicPartitions::default()
+                        .with_topic(TopicName(text(topic)))
+                        .with_partitions(ids.clone())
+                })
+                .collect()
+        });
+        let request = ElectLeadersRequest::default()
+            .with_election_type(0)
+            .with_timeout_ms(30_000)
+            .with_topic_partitions(named);
+        let response = self
+            .call_controller(&request, |r| {
+                (r.error_code != 0).then(|| (r.error_code, None))
+            })
+            .await?;
+        let elections = response
+            .replica_election_results
+            .iter()
+            .flat_map(|t| {
+                t.partition_result.iter().map(|p| Election {
+                    topic: t.topic.as_str().to_string(),
+                    partition: p.partition_id,
+                    error_code: p.error_code,
+                    message: p.error_message.as_ref().map(|m| m.as_str().to_string()),
+                })
+            })
+            .collect();
+        self.refresh(None, false).await?;
+        Ok(elections)
     }
 }

@@ -43,6 +43,9 @@ pub struct ServiceConfig {
     pub session_timeout: Duration,
     /// How often the active controller looks for expired sessions.
     pub controller_interval: Duration,
+    /// How often the active controller gives leadership back to preferred
+    /// replicas (None: only when an operator asks).
+    pub leader_rebalance_interval: Option<Duration>,
     /// The metadata listeners of the other voters: requests and heartbeats
     /// are forwarded to whichever leads.
     pub peers: BTreeMap<NodeId, SocketAddr>,
@@ -60,6 +63,7 @@ impl ServiceConfig {
             tick,
             session_timeout: Duration::from_secs(9),
             controller_interval: Duration::from_millis(500),
+            leader_rebalance_interval: None,
             peers: BTreeMap::new(),
             call_timeout: Duration::from_secs(2),
             tls: None,
@@ -136,7 +140,12 @@ impl MetadataService {
             view: view.clone(),
             subscribers: subscribers.clone(),
             shared_subscribers: Rc::default(),
-            controller: Controller::new(config.session_timeout.as_millis() as u64),
+            controller: Controller::new(config.session_timeout.as_millis() as u64)
+                .rebalancing_leaders(
+                    config
+                        .leader_rebalance_interval
+                        .map(|every| every.as_millis() as u64),
+                ),
             waiters: BTreeMap::new(),
             controller_pending: None,
             started: Instant::now(),
@@ -555,6 +564,10 @@ impl<T: Transport> Driver<T> {
                 replication_factor,
                 config,
             )?],
+            ControllerRequest::ElectPreferredLeaders { partitions } => match partitions {
+                Some(partitions) => crate::controller::preferred::asked(metadata, &partitions),
+                None => crate::controller::preferred::rebalance(metadata, usize::MAX),
+            },
             ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
                 id: metadata.topic_by_name(&name)?.id,
             }],

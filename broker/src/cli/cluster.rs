@@ -1,10 +1,13 @@
-//! `broker cluster ...`: the cluster as its brokers report it.
+//! `broker cluster ...`: the cluster as its brokers report it, and its
+//! partitions' leadership given back to their preferred replicas.
 
 use std::fmt::Write as _;
 
 use clap::Subcommand;
+use client::admin::Election;
 use client::cluster::Cluster;
 use client::connection::ClientError;
+use kafka_protocol::ResponseError;
 
 /// A `broker cluster` command.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -12,6 +15,19 @@ pub enum ClusterCommand {
     /// The cluster id, the active controller and every live broker.
     #[command(after_help = "Example:\n  broker cluster status --brokers 10.0.0.1:9092")]
     Status,
+    /// Gives partitions back to their preferred replica (the first in
+    /// their replica list) where it is live and in sync: every partition,
+    /// a topic's, or some of a topic's.
+    #[command(after_help = "Examples:\n  broker cluster elect-leaders\n  \
+                            broker cluster elect-leaders --topic orders --partition 0 --partition 3")]
+    ElectLeaders {
+        /// Only this topic's partitions.
+        #[arg(long)]
+        topic: Option<String>,
+        /// Only these partitions of the topic (repeatable; needs --topic).
+        #[arg(long, requires = "topic")]
+        partition: Vec<i32>,
+    },
 }
 
 /// Runs a cluster command; what to print.
@@ -29,6 +45,66 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
                 let _ = writeln!(out, "  broker {} at {}", broker.id, broker.address);
             }
         }
+        ClusterCommand::ElectLeaders { topic, partition } => {
+            return elect_leaders(cluster, topic, partition).await;
+        }
     }
     Ok(out)
+}
+
+/// Elects, and prints a line per partition; a refusal of any partition
+/// (other than "its preferred replica leads already") fails the command
+/// with every line in its message.
+async fn elect_leaders(
+    cluster: &Cluster,
+    topic: Option<String>,
+    partitions: Vec<i32>,
+) -> Result<String, ClientError> {
+    let named = match topic {
+        None => None,
+        Some(topic) => {
+            let ids = if partitions.is_empty() {
+                cluster.refresh(Some(&[topic.as_str()]), false).await?;
+                let count = cluster.topic(&topic).map_or(0, |t| t.partitions.len());
+                (0..count as i32).collect()
+            } else {
+                partitions
+            };
+            Some(vec![(topic, ids)])
+        }
+    };
+    let elections = cluster.elect_preferred_leaders(named.as_deref()).await?;
+    let mut out = String::new();
+    let mut failed = None;
+    for election in &elections {
+        let _ = writeln!(out, "{}", election_line(election));
+        let not_needed = election.error_code == ResponseError::ElectionNotNeeded.code();
+        if election.error_code != 0 && !not_needed {
+            failed.get_or_insert(election.error_code);
+        }
+    }
+    if elections.is_empty() {
+        out.push_str("every partition is led by its preferred replica\n");
+    }
+    match failed {
+        Some(code) => Err(ClientError::Refused(code, out.trim_end().to_string())),
+        None => Ok(out),
+    }
+}
+
+fn election_line(election: &Election) -> String {
+    let what = match election.error_code {
+        0 => "elected its preferred replica".to_string(),
+        code => {
+            let name = client::transactions::error_name(code);
+            match &election.message {
+                Some(why) => format!("not elected: {why} ({name})"),
+                None => format!("not elected ({name})"),
+            }
+        }
+    };
+    format!(
+        "{} partition {}: {what}",
+        election.topic, election.partition
+    )
 }

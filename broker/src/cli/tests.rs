@@ -4,6 +4,7 @@
 use clap::Parser;
 use client::transactions::PartitionProducer;
 
+use super::cluster::ClusterCommand;
 use super::group::{GroupCommand, ResetTo};
 use super::topic::TopicCommand;
 use super::txn::{is_hanging, AbortTarget, ProducerChoice, TxnCommand, DEFAULT_MAX_AGE_MS};
@@ -72,6 +73,20 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
         parse("cluster status").unwrap(),
         Command::Cluster { .. }
     ));
+    let Command::Cluster { command, .. } =
+        parse("cluster elect-leaders --topic orders --partition 0 --partition 3").unwrap()
+    else {
+        panic!("cluster");
+    };
+    assert_eq!(
+        command,
+        ClusterCommand::ElectLeaders {
+            topic: Some("orders".into()),
+            partition: vec![0, 3],
+        }
+    );
+    let error = parse("cluster elect-leaders --partition 1").unwrap_err();
+    assert!(error.contains("--topic"), "{error}");
     for (bad, named) in [
         ("topic alter orders", "--config"),
         ("topic create", "<NAME>"),

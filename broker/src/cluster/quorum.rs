@@ -43,6 +43,9 @@ pub fn start_quorum(
     // 500 ms): fencing, and so failover, follows the timeout closely.
     service_config.controller_interval = (service_config.session_timeout / 10)
         .clamp(Duration::from_millis(50), Duration::from_millis(500));
+    service_config.leader_rebalance_interval = config
+        .auto_leader_rebalance_enable
+        .then(|| Duration::from_millis(config.leader_imbalance_check_interval_ms));
     let metadata_dir = config.data_dir.join("metadata");
     let damaged = |e: String| {
         std::io::Error::other(format!(

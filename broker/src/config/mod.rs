@@ -214,6 +214,13 @@ pub struct BrokerConfig {
     pub broker_session_timeout_ms: u64,
     /// How often a broker heartbeats the controller.
     pub broker_heartbeat_interval_ms: u64,
+    /// Whether the active controller gives leadership back to each
+    /// partition's preferred replica (its first) once that is live and in
+    /// sync again (Kafka's `auto.leader.rebalance.enable`).
+    pub auto_leader_rebalance_enable: bool,
+    /// How often it looks (Kafka's `leader.imbalance.check.interval.seconds`,
+    /// in ms here).
+    pub leader_imbalance_check_interval_ms: u64,
     /// A follower that has not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
     /// How long a follower's fetch waits at the leader for new data.
@@ -366,6 +373,8 @@ impl Default for BrokerConfig {
             controller_security_protocol: "PLAINTEXT".into(),
             controller_ssl_ca_location: None,
             broker_session_timeout_ms: 9_000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_ms: 300_000,
             broker_heartbeat_interval_ms: 1_000,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
@@ -575,6 +584,9 @@ impl BrokerConfig {
         }
         if self.socket_request_max_bytes < 1024 {
             return invalid("socket_request_max_bytes must be at least 1024".into());
+        }
+        if self.leader_imbalance_check_interval_ms < 100 {
+            return invalid("leader_imbalance_check_interval_ms must be at least 100".into());
         }
         let voters = self.voters()?;
         if !voters.is_empty() && !voters.contains_key(&self.node_id) {

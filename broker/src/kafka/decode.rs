@@ -9,8 +9,8 @@ use kafka_protocol::messages::{
     DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteShareGroupOffsetsRequest,
     DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
     DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
-    DescribeShareGroupOffsetsRequest, DescribeUserScramCredentialsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    DescribeShareGroupOffsetsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ReadShareGroupStateRequest,
@@ -87,6 +87,9 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         }
         ApiKey::CreatePartitions => {
             checked::<CreatePartitionsRequest>(request, bounds::check_create_partitions).map(drop)
+        }
+        ApiKey::ElectLeaders => {
+            checked::<ElectLeadersRequest>(request, bounds::check_elect_leaders).map(drop)
         }
         ApiKey::IncrementalAlterConfigs => checked::<IncrementalAlterConfigsRequest>(
             request,

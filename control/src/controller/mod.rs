@@ -8,6 +8,7 @@
 //! controller, kept here, below both the transports and the service, so
 //! neither needs the other's types.
 
+pub mod preferred;
 #[allow(missing_docs)]
 pub mod request;
 
@@ -48,11 +49,19 @@ pub struct Controller {
     /// Elections proposed by [`Controller::tick`]: (partition epoch, when),
     /// so a proposal not applied yet is not proposed again every tick.
     elections_asked: BTreeMap<(TopicId, PartitionId), (PartitionEpoch, u64)>,
+    /// How often leadership goes back to preferred replicas (None: never
+    /// by itself), and when it next does.
+    rebalance_every_ms: Option<u64>,
+    next_rebalance_ms: Option<u64>,
 }
 
 /// How long an election [`Controller::tick`] proposed may take to apply
 /// before it is proposed again.
 const ELECTION_RETRY_MS: u64 = 1_000;
+
+/// At most this many preferred elections per rebalance (Kafka's
+/// controller makes at most 1,000 at a time too): the rest at the next.
+pub const REBALANCE_ELECTIONS_MAX: usize = 1_000;
 
 impl Controller {
     /// A controller fencing brokers silent for `session_timeout_ms`.
@@ -61,7 +70,16 @@ impl Controller {
             session_timeout_ms,
             last_heartbeat_ms: BTreeMap::new(),
             elections_asked: BTreeMap::new(),
+            rebalance_every_ms: None,
+            next_rebalance_ms: None,
         }
+    }
+
+    /// Gives leadership back to preferred replicas every `every_ms` (see
+    /// [`preferred`]); None: only when asked (ElectLeaders).
+    pub fn rebalancing_leaders(mut self, every_ms: Option<u64>) -> Controller {
+        self.rebalance_every_ms = every_ms;
+        self
     }
 
     /// A broker's heartbeat. A fenced broker of the current incarnation is
@@ -110,6 +128,31 @@ impl Controller {
     pub fn tick(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
         let (scratch, mut records) = self.fence_expired(metadata, now_ms);
         records.extend(self.elect_leaderless(&scratch, now_ms));
+        // Only partitions that have a leader: the leaderless ones are the
+        // elections above (two changes of one partition from one epoch
+        // would refuse the whole batch).
+        records.extend(self.rebalance_if_due(&scratch, now_ms));
+        records
+    }
+
+    /// The preferred elections due at `now_ms` (see [`preferred`]). The
+    /// first check is one interval after this controller's first tick.
+    fn rebalance_if_due(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
+        let Some(every) = self.rebalance_every_ms else {
+            return Vec::new();
+        };
+        let next = *self.next_rebalance_ms.get_or_insert(now_ms + every);
+        if now_ms < next {
+            return Vec::new();
+        }
+        self.next_rebalance_ms = Some(now_ms + every);
+        let records = preferred::rebalance(metadata, REBALANCE_ELECTIONS_MAX);
+        if !records.is_empty() {
+            tracing::info!(
+                elections = records.len(),
+                "leadership goes back to preferred replicas"
+            );
+        }
         records
     }
 

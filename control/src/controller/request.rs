@@ -101,6 +101,13 @@ pub enum ControllerRequest {
         /// (key, value or None to remove).
         changes: Vec<(String, Option<String>)>,
     },
+    /// Give partitions back to their preferred replicas where they are
+    /// live and in sync (ElectLeaders, preferred): the partitions named
+    /// (topic, indexes), or every partition.
+    ElectPreferredLeaders {
+        /// None: every partition.
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// Why a controller request failed.

@@ -389,6 +389,22 @@ pub fn check_create_partitions(body: &[u8], version: i16) -> Walk {
     w.end()
 }
 
+/// ElectLeaders v0-2 (flexible from v2; the election type from v1).
+pub fn check_elect_leaders(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, version >= 2);
+    if version >= 1 {
+        w.fixed(1)?; // election_type
+    }
+    w.array(|w| {
+        w.string()?; // topic
+        w.array(|w| w.fixed(4))?; // partitions
+        w.tagged_fields()
+    })?; // topic_partitions (nullable)
+    w.fixed(4)?; // timeout_ms
+    w.tagged_fields()?;
+    w.end()
+}
+
 /// DescribeConfigs v1-4 (flexible from v4).
 pub fn check_describe_configs(body: &[u8], version: i16) -> Walk {
     let mut w = Walker::new(body, version >= 4);

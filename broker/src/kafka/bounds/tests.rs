@@ -251,6 +251,22 @@ fn config_partition_and_record_admin_requests_of_every_version_pass() {
         check_create_partitions(&encoded(&create, version), version)
             .unwrap_or_else(|e| panic!("create partitions v{version}: {e}"));
     }
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::ElectLeadersRequest;
+    for named in [true, false] {
+        let elect = ElectLeadersRequest::default()
+            .with_election_type(0)
+            .with_timeout_ms(5)
+            .with_topic_partitions(named.then(|| {
+                vec![TopicPartitions::default()
+                    .with_topic(name())
+                    .with_partitions(vec![0, 3])]
+            }));
+        for version in 0..=2 {
+            check_elect_leaders(&encoded(&elect, version), version)
+                .unwrap_or_else(|e| panic!("elect leaders v{version}: {e}"));
+        }
+    }
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(2)

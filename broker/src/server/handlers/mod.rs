@@ -10,6 +10,7 @@ mod config_changes;
 mod configs;
 mod consumer_group_describe;
 mod consumer_groups;
+mod elect_leaders;
 mod epochs;
 mod fetch;
 mod group_admin;
@@ -168,6 +169,7 @@ apis! {
             => |s, r, c| topics::create_partitions(s, &r, c);
         IncrementalAlterConfigs configs::INCREMENTAL_VERSIONS
             => |s, r, c| configs::incremental_alter(s, &r, c);
+        ElectLeaders elect_leaders::VERSIONS => |s, r, c| elect_leaders::handle(s, &r, c);
         DescribeCluster cluster::DESCRIBE_CLUSTER_VERSIONS
             => |s, r, c| cluster::describe_cluster(s, &r, c);
         FindCoordinator groups::FIND_COORDINATOR_VERSIONS

@@ -1,5 +1,5 @@
 //! Admin calls: topics (create, list, describe, alter configs, grow,
-//! delete), the cluster's description and preferred leader elections. Each turns a broker's error code
+//! delete), the cluster's description and leader elections. Each turns a broker's error code
 //! into an error carrying its message.
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -67,7 +67,7 @@ pub struct ClusterDescription {
     pub brokers: Vec<BrokerInfo>,
 }
 
-/// One partition's outcome of a preferred leader election (ElectLeaders).
+/// One partition's outcome of a leader election (ElectLeaders).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Election {
     /// The topic.
@@ -75,7 +75,7 @@ pub struct Election {
     /// The partition.
     pub partition: i32,
     /// 0: elected; ELECTION_NOT_NEEDED (84), PREFERRED_LEADER_NOT_AVAILABLE
-    /// (80), or another of Kafka's codes.
+    /// (80), ELIGIBLE_LEADERS_NOT_AVAILABLE (83), or another of Kafka's codes.
     pub error_code: i16,
     /// Why, when the broker said.
     pub message: Option<String>,
@@ -328,11 +328,14 @@ impl Cluster {
         })
     }
 
-    /// Gives partitions back to their preferred replicas: those named
-    /// (topic, partitions), or every partition (None: the answer then
-    /// leaves out those led by theirs already). Each partition's outcome.
-    pub async fn elect_preferred_leaders(
+    /// Gives partitions back to their preferred replicas, or (`unclean`)
+    /// a leader to those without one, from outside the ISR if none in it
+    /// is live: those named (topic, partitions), or every partition (None:
+    /// the answer then leaves out those that need nothing). Each
+    /// partition's outcome.
+    pub async fn elect_leaders(
         &self,
+        unclean: bool,
         partitions: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<Election>, ClientError> {
         let named = partitions.map(|named| {
@@ -346,7 +349,7 @@ impl Cluster {
                 .collect()
         });
         let request = ElectLeadersRequest::default()
-            .with_election_type(0)
+            .with_election_type(i8::from(unclean))
             .with_timeout_ms(30_000)
             .with_topic_partitions(named);
         let response = self

@@ -568,6 +568,9 @@ impl<T: Transport> Driver<T> {
                 Some(partitions) => crate::controller::preferred::asked(metadata, &partitions),
                 None => crate::controller::preferred::rebalance(metadata, usize::MAX),
             },
+            ControllerRequest::ElectUncleanLeaders { partitions } => {
+                crate::controller::unclean::asked(metadata, &partitions)
+            }
             ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
                 id: metadata.topic_by_name(&name)?.id,
             }],

@@ -1,5 +1,6 @@
 //! `broker cluster ...`: the cluster as its brokers report it, and its
-//! partitions' leadership given back to their preferred replicas.
+//! partitions' leaders elected: back to their preferred replicas, or
+//! (unclean) to any live replica.
 
 use std::fmt::Write as _;
 
@@ -17,10 +18,16 @@ pub enum ClusterCommand {
     Status,
     /// Gives partitions back to their preferred replica (the first in
     /// their replica list) where it is live and in sync: every partition,
-    /// a topic's, or some of a topic's.
+    /// a topic's, or some of a topic's. With --unclean, gives partitions
+    /// without a leader one instead: a live in-sync replica, else any live
+    /// replica (its log may lack acknowledged records: they are lost).
     #[command(after_help = "Examples:\n  broker cluster elect-leaders\n  \
-                            broker cluster elect-leaders --topic orders --partition 0 --partition 3")]
+                            broker cluster elect-leaders --topic orders --partition 0 --partition 3\n  \
+                            broker cluster elect-leaders --unclean --topic orders --partition 2")]
     ElectLeaders {
+        /// Partitions without a leader get any live replica.
+        #[arg(long)]
+        unclean: bool,
         /// Only this topic's partitions.
         #[arg(long)]
         topic: Option<String>,
@@ -45,18 +52,23 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
                 let _ = writeln!(out, "  broker {} at {}", broker.id, broker.address);
             }
         }
-        ClusterCommand::ElectLeaders { topic, partition } => {
-            return elect_leaders(cluster, topic, partition).await;
+        ClusterCommand::ElectLeaders {
+            unclean,
+            topic,
+            partition,
+        } => {
+            return elect_leaders(cluster, unclean, topic, partition).await;
         }
     }
     Ok(out)
 }
 
 /// Elects, and prints a line per partition; a refusal of any partition
-/// (other than "its preferred replica leads already") fails the command
-/// with every line in its message.
+/// (other than "nothing to do") fails the command with every line in its
+/// message.
 async fn elect_leaders(
     cluster: &Cluster,
+    unclean: bool,
     topic: Option<String>,
     partitions: Vec<i32>,
 ) -> Result<String, ClientError> {
@@ -73,7 +85,7 @@ async fn elect_leaders(
             Some(vec![(topic, ids)])
         }
     };
-    let elections = cluster.elect_preferred_leaders(named.as_deref()).await?;
+    let elections = cluster.elect_leaders(unclean, named.as_deref()).await?;
     let mut out = String::new();
     let mut failed = None;
     for election in &elections {
@@ -84,7 +96,11 @@ async fn elect_leaders(
         }
     }
     if elections.is_empty() {
-        out.push_str("every partition is led by its preferred replica\n");
+        out.push_str(if unclean {
+            "every partition has a leader\n"
+        } else {
+            "every partition is led by its preferred replica\n"
+        });
     }
     match failed {
         Some(code) => Err(ClientError::Refused(code, out.trim_end().to_string())),
@@ -94,7 +110,7 @@ async fn elect_leaders(
 
 fn election_line(election: &Election) -> String {
     let what = match election.error_code {
-        0 => "elected its preferred replica".to_string(),
+        0 => "elected".to_string(),
         code => {
             let name = client::transactions::error_name(code);
             match &election.message {

@@ -171,8 +171,12 @@ fn summary(record: &MetadataRecord) -> String {
             first,
             size,
         } => format!("AllocateProducerIds {broker} [{first}, +{size})"),
-        MetadataRecord::ChangePartition(c) => format!(
-            "ChangePartition {}-{} leader {:?} isr {:?} from epoch {}",
+        MetadataRecord::ChangePartition(c) | MetadataRecord::ElectUnclean(c) => format!(
+            "{} {}-{} leader {:?} isr {:?} from epoch {}",
+            match record {
+                MetadataRecord::ElectUnclean(_) => "ElectUnclean",
+                _ => "ChangePartition",
+            },
             c.topic,
             c.partition.0,
             c.leader.map(|b| b.0),

@@ -81,6 +81,7 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
     assert_eq!(
         command,
         ClusterCommand::ElectLeaders {
+            unclean: false,
             topic: Some("orders".into()),
             partition: vec![0, 3],
         }

@@ -233,6 +233,11 @@ impl Cluster {
         self.node(id).process.is_some()
     }
 
+    /// Whether broker `id` was stopped with SIGSTOP (and not resumed).
+    pub fn is_paused(&self, id: i32) -> bool {
+        self.node(id).paused
+    }
+
     /// Sends `signal` to broker `id` (SIGSTOP marks it paused).
     pub fn signal(&mut self, id: i32, signal: i32) {
         let node = self.node_mut(id);

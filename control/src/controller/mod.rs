@@ -11,6 +11,7 @@
 pub mod preferred;
 #[allow(missing_docs)]
 pub mod request;
+pub mod unclean;
 
 use std::collections::BTreeMap;
 

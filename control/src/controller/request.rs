@@ -108,6 +108,13 @@ pub enum ControllerRequest {
         /// None: every partition.
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// Give the partitions named (topic, indexes) that have no leader one:
+    /// a live in-sync replica, else any live replica, whatever the topic
+    /// allows (ElectLeaders, unclean).
+    ElectUncleanLeaders {
+        /// (topic, partition indexes).
+        partitions: Vec<(String, Vec<i32>)>,
+    },
 }
 
 /// Why a controller request failed.

@@ -181,6 +181,7 @@ impl Metadata {
                 ))
             }
             MetadataRecord::ChangePartition(change) => self.check_change(change),
+            MetadataRecord::ElectUnclean(change) => self.check_unclean_election(change),
             MetadataRecord::AllocateProducerIds {
                 broker,
                 first,
@@ -303,7 +304,9 @@ impl Metadata {
             MetadataRecord::AlterTopicConfig { topic, config } => {
                 self.topics.get_mut(topic).expect("validated").config = (**config).clone();
             }
-            MetadataRecord::ChangePartition(change) => self.apply_change(change),
+            MetadataRecord::ChangePartition(change) | MetadataRecord::ElectUnclean(change) => {
+                self.apply_change(change)
+            }
             MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
                 unreachable!("validated: refused")
             }
@@ -568,6 +571,33 @@ impl Metadata {
     }
 
     fn check_change(&self, change: &PartitionChange) -> Result<(), MetadataError> {
+        let allowed = self.topic(change.topic)?.config.unclean_leader_election;
+        self.check_change_with(change, allowed)
+    }
+
+    /// An operator's unclean election: only of a partition without a
+    /// leader, the new leader its only in-sync replica.
+    fn check_unclean_election(&self, change: &PartitionChange) -> Result<(), MetadataError> {
+        let partition = self.partition(change.topic, change.partition)?;
+        let invalid = |why: String| Err(MetadataError::InvalidPartitionChange(why));
+        if let Some(leader) = partition.leader {
+            return invalid(format!("the partition has a leader ({leader})"));
+        }
+        if !change.unclean || change.leader.is_none_or(|l| change.isr != [l]) {
+            return invalid(format!(
+                "an unclean election names a leader as its only in-sync replica (leader {:?}, ISR {:?})",
+                change.leader, change.isr
+            ));
+        }
+        self.check_change_with(change, true)
+    }
+
+    /// A partition change, an unclean one allowed if `unclean_allowed`.
+    fn check_change_with(
+        &self,
+        change: &PartitionChange,
+        unclean_allowed: bool,
+    ) -> Result<(), MetadataError> {
         let topic = self.topic(change.topic)?;
         let partition = self.partition(change.topic, change.partition)?;
         if change.expected_epoch != partition.partition_epoch {
@@ -600,7 +630,7 @@ impl Metadata {
         }
         let from_isr = partition.isr.contains(&leader) || partition.leader == Some(leader);
         if change.unclean {
-            if !topic.config.unclean_leader_election {
+            if !unclean_allowed {
                 return invalid(format!(
                     "topic {} does not allow unclean leader election",
                     topic.name

@@ -203,6 +203,11 @@ pub enum MetadataRecord {
         /// The whole new configuration.
         config: Box<TopicConfig>,
     },
+    /// An operator's unclean election (ElectLeaders, type UNCLEAN): a live
+    /// replica outside the ISR leads a partition left without a leader and
+    /// without a live in-sync replica, whatever its topic's
+    /// `unclean.leader.election.enable` says. Appended last.
+    ElectUnclean(PartitionChange),
 }
 
 /// The archived size of every record written so far: rkyv finds a

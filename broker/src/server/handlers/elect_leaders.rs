@@ -1,19 +1,22 @@
-//! ElectLeaders (preferred): partitions go back to their preferred
-//! replica (the first in their replica list) where it is live and in sync
-//! (control's `controller::preferred`).
+//! ElectLeaders: partitions go back to their preferred replica (the
+//! first in their replica list) where it is live and in sync (type
+//! PREFERRED, control's `controller::preferred`), or partitions without a
+//! leader get one, from outside the ISR if none in it is live (type
+//! UNCLEAN, `controller::unclean`: an operator's choice of availability
+//! over what the ISR held).
 //!
-//! Each partition is answered from this broker's view: already led by its
-//! preferred replica (ELECTION_NOT_NEEDED), the replica fenced or out of
-//! sync (PREFERRED_LEADER_NOT_AVAILABLE), or elected (once this shard's
-//! metadata shows it). Asked for every partition (a null list), those
-//! that need nothing are left out of the answer, as Kafka does.
+//! Each partition is answered from this broker's view: nothing to do
+//! (ELECTION_NOT_NEEDED), no replica to elect (PREFERRED_LEADER_NOT_AVAILABLE,
+//! ELIGIBLE_LEADERS_NOT_AVAILABLE), or elected (once this shard's metadata
+//! shows it). Asked for every partition (a null list), those that need
+//! nothing are left out of the answer, as Kafka does.
 
 use std::rc::Rc;
 
-use control::controller::preferred::{preferred_election, NotElected};
+use control::controller::{preferred, unclean};
 use control::model::acls::Operation;
 use control::service::ControllerRequest;
-use control::{Metadata, PartitionId};
+use control::{Metadata, Partition, PartitionId, TopicId};
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -33,6 +36,75 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// ElectionType 0: the preferred replica.
 const PREFERRED: i8 = 0;
+/// ElectionType 1: any live replica of a partition without a leader.
+const UNCLEAN: i8 = 1;
+
+/// Which election was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Preferred,
+    Unclean,
+}
+
+/// Where a partition stands for an election.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Standing {
+    /// It can be elected now.
+    Eligible,
+    /// Nothing to do: led by its preferred replica, or led at all.
+    NotNeeded,
+    /// No replica it could go to.
+    Unavailable,
+    /// No such topic or partition.
+    Unknown,
+}
+
+impl Kind {
+    fn standing(
+        self,
+        metadata: &Metadata,
+        topic: TopicId,
+        index: PartitionId,
+        p: &Partition,
+    ) -> Standing {
+        match self {
+            Kind::Preferred => match preferred::preferred_election(metadata, topic, index, p) {
+                Ok(_) => Standing::Eligible,
+                Err(preferred::NotElected::Leads) => Standing::NotNeeded,
+                Err(preferred::NotElected::Unavailable) => Standing::Unavailable,
+            },
+            Kind::Unclean => match unclean::election(metadata, topic, index, p) {
+                Ok(_) => Standing::Eligible,
+                Err(unclean::NotElected::Led) => Standing::NotNeeded,
+                Err(unclean::NotElected::NoLiveReplica) => Standing::Unavailable,
+            },
+        }
+    }
+
+    /// The controller request electing `partitions`.
+    fn request(self, partitions: Vec<(String, Vec<i32>)>) -> ControllerRequest {
+        match self {
+            Kind::Preferred => ControllerRequest::ElectPreferredLeaders {
+                partitions: Some(partitions),
+            },
+            Kind::Unclean => ControllerRequest::ElectUncleanLeaders { partitions },
+        }
+    }
+
+    /// The answer for a partition with no replica to go to.
+    fn unavailable(self) -> Answer {
+        match self {
+            Kind::Preferred => (
+                ResponseError::PreferredLeaderNotAvailable.code(),
+                Some("the preferred replica is fenced or not in sync".to_string()),
+            ),
+            Kind::Unclean => (
+                ResponseError::EligibleLeadersNotAvailable.code(),
+                Some("no replica of the partition is live".to_string()),
+            ),
+        }
+    }
+}
 
 /// One partition's answer: its error code and why.
 type Answer = (Code, Option<String>);
@@ -51,16 +123,20 @@ pub async fn handle(
             .map(|t| (t.topic.as_str().to_string(), t.partitions.clone()))
             .collect::<Vec<_>>()
     });
-    let refusal = if !caller.may_cluster(Operation::Alter) {
-        Some((CLUSTER_DENIED, "not authorized to alter the cluster"))
-    } else if decoded.election_type != PREFERRED {
-        Some((
+    let kind = match decoded.election_type {
+        PREFERRED => Some(Kind::Preferred),
+        UNCLEAN => Some(Kind::Unclean),
+        _ => None,
+    };
+    let refusal = match kind {
+        _ if !caller.may_cluster(Operation::Alter) => {
+            Some((CLUSTER_DENIED, "not authorized to alter the cluster"))
+        }
+        None => Some((
             ResponseError::InvalidRequest.code(),
-            "only preferred elections are served; a topic allows unclean ones with \
-             unclean.leader.election.enable",
-        ))
-    } else {
-        None
+            "election types are 0 (preferred) and 1 (unclean)",
+        )),
+        Some(_) => None,
     };
     let (error_code, results) = match refusal {
         Some((code, why)) => {
@@ -78,7 +154,10 @@ pub async fn handle(
                 .collect();
             (code, results)
         }
-        None => (0, elect_preferred(shard, named).await),
+        None => {
+            let kind = kind.expect("refused above");
+            (0, elect(shard, kind, named).await)
+        }
     };
     let answer = ElectLeadersResponse::default()
         .with_error_code(error_code)
@@ -95,16 +174,16 @@ type Results = Vec<(String, Vec<(i32, Answer)>)>;
 
 /// Elects the eligible partitions of those `named` (None: all) and
 /// answers each.
-async fn elect_preferred(shard: &Rc<Shard>, named: Option<Vec<(String, Vec<i32>)>>) -> Results {
+async fn elect(shard: &Rc<Shard>, kind: Kind, named: Option<Vec<(String, Vec<i32>)>>) -> Results {
     let every = named.is_none();
     let wanted = named.unwrap_or_else(|| every_partition(&shard.cluster.view.borrow().metadata));
-    let before = classify(&shard.cluster.view.borrow().metadata, &wanted);
+    let before = classify(&shard.cluster.view.borrow().metadata, kind, &wanted);
     let eligible: Vec<(String, Vec<i32>)> = before
         .iter()
-        .map(|(topic, answers)| {
-            let ids = answers
+        .map(|(topic, standings)| {
+            let ids = standings
                 .iter()
-                .filter(|(_, outcome)| outcome.is_ok())
+                .filter(|(_, s)| *s == Standing::Eligible)
                 .map(|(id, _)| *id)
                 .collect();
             (topic.clone(), ids)
@@ -114,18 +193,23 @@ async fn elect_preferred(shard: &Rc<Shard>, named: Option<Vec<(String, Vec<i32>)
     let called = if eligible.is_empty() {
         Ok(())
     } else {
-        let request = ControllerRequest::ElectPreferredLeaders {
-            partitions: Some(eligible.clone()),
-        };
-        shard.cluster.call_controller(request).await
+        shard
+            .cluster
+            .call_controller(kind.request(eligible.clone()))
+            .await
     };
     if called.is_ok() {
         shard
             .cluster
-            .catch_up(|m| classify(m, &eligible).iter().all(all_led_by_preferred))
+            .catch_up(|m| {
+                classify(m, kind, &eligible)
+                    .iter()
+                    .flat_map(|(_, standings)| standings)
+                    .all(|(_, s)| *s == Standing::NotNeeded)
+            })
             .await;
     }
-    let after = classify(&shard.cluster.view.borrow().metadata, &wanted);
+    let after = classify(&shard.cluster.view.borrow().metadata, kind, &wanted);
     before
         .into_iter()
         .zip(after)
@@ -133,12 +217,8 @@ async fn elect_preferred(shard: &Rc<Shard>, named: Option<Vec<(String, Vec<i32>)
             let answers = was
                 .into_iter()
                 .zip(now)
-                .filter_map(|((id, was), (_, now))| {
-                    let answer = answer_for(was, now, &called)?;
-                    // Asked for all, only what needed an election is told.
-                    let not_needed = answer.0 == ResponseError::ElectionNotNeeded.code();
-                    (!(every && not_needed)).then_some((id, answer))
-                })
+                .filter(|((_, was), _)| !(every && *was == Standing::NotNeeded))
+                .map(|((id, was), (_, now))| (id, answer_for(kind, was, now, &called)))
                 .collect();
             (topic, answers)
         })
@@ -146,12 +226,10 @@ async fn elect_preferred(shard: &Rc<Shard>, named: Option<Vec<(String, Vec<i32>)
         .collect()
 }
 
-/// Where each partition named stands: Ok if its preferred replica can be
-/// elected now, else why not (None: no such partition).
-type Standing = Result<(), Option<NotElected>>;
-
+/// Where each partition named stands.
 fn classify(
     metadata: &Metadata,
+    kind: Kind,
     wanted: &[(String, Vec<i32>)],
 ) -> Vec<(String, Vec<(i32, Standing)>)> {
     wanted
@@ -166,10 +244,8 @@ fn classify(
                         Some((t.id, p))
                     });
                     let standing = match partition {
-                        None => Err(None),
-                        Some((topic, p)) => preferred_election(metadata, topic, PartitionId(id), p)
-                            .map(drop)
-                            .map_err(Some),
+                        None => Standing::Unknown,
+                        Some((topic, p)) => kind.standing(metadata, topic, PartitionId(id), p),
                     };
                     (id, standing)
                 })
@@ -179,38 +255,29 @@ fn classify(
         .collect()
 }
 
-fn all_led_by_preferred((_, standings): &(String, Vec<(i32, Standing)>)) -> bool {
-    standings
-        .iter()
-        .all(|(_, s)| *s == Err(Some(NotElected::Leads)))
-}
-
 /// A partition's answer from where it stood before the election and after.
 fn answer_for(
+    kind: Kind,
     was: Standing,
     now: Standing,
     called: &Result<(), control::service::ControllerError>,
-) -> Option<Answer> {
-    let message = |code: Code, why: &str| Some((code, Some(why.to_string())));
+) -> Answer {
     match (was, now) {
-        (Err(None), _) => message(
+        (Standing::Unknown, _) => (
             ResponseError::UnknownTopicOrPartition.code(),
-            "no such topic or partition",
+            Some("no such topic or partition".to_string()),
         ),
-        (Err(Some(NotElected::Leads)), _) => Some((ResponseError::ElectionNotNeeded.code(), None)),
-        (Err(Some(NotElected::Unavailable)), _) => message(
-            ResponseError::PreferredLeaderNotAvailable.code(),
-            "the preferred replica is fenced or not in sync",
-        ),
-        (Ok(()), Err(Some(NotElected::Leads))) => Some((0, None)),
-        (Ok(()), _) => match called {
+        (Standing::NotNeeded, _) => (ResponseError::ElectionNotNeeded.code(), None),
+        (Standing::Unavailable, _) => kind.unavailable(),
+        (Standing::Eligible, Standing::NotNeeded) => (0, None),
+        (Standing::Eligible, _) => match called {
             Err(e) => {
                 let (code, why) = controller_error(e);
-                Some((code, Some(why)))
+                (code, Some(why))
             }
-            Ok(()) => message(
-                ResponseError::PreferredLeaderNotAvailable.code(),
-                "not elected: the partition changed before the election (try again)",
+            Ok(()) => (
+                kind.unavailable().0,
+                Some("not elected: the partition changed before the election (try again)".into()),
             ),
         },
     }

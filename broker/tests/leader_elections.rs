@@ -1,8 +1,10 @@
-//! Leadership goes back to preferred replicas on real broker processes:
-//! by itself after a whole cluster restarted (the controller's periodic
-//! rebalance), and when an operator asks (`broker cluster elect-leaders`,
-//! ElectLeaders) while an idempotent librdkafka producer writes: nothing
-//! acknowledged is lost, every key stays in order.
+//! Elections beyond failover, on real broker processes. Leadership goes
+//! back to preferred replicas by itself after a whole cluster restarted
+//! (the controller's periodic rebalance), and when an operator asks
+//! (`broker cluster elect-leaders`, ElectLeaders) while an idempotent
+//! librdkafka producer writes: nothing acknowledged is lost, every key
+//! stays in order. An operator's unclean election brings back a partition
+//! whose in-sync replicas are gone.
 
 mod support;
 
@@ -27,27 +29,29 @@ const FAST: [(&str, &str); 3] = [
 
 const PARTITIONS: usize = 6;
 
+/// The command line through the first broker that runs (not stopped:
+/// the tests stop some).
 fn broker_cli(cluster: &Cluster, args: &[&str]) -> std::process::Output {
+    let via = (1..=cluster.size())
+        .find(|id| cluster.is_running(*id) && !cluster.is_paused(*id))
+        .expect("a broker running");
     Command::new(env!("CARGO_BIN_EXE_broker"))
         .args(args)
-        .args(["--brokers", &cluster.node(1).kafka.to_string()])
+        .args(["--brokers", &cluster.node(via).kafka.to_string()])
         .output()
         .unwrap()
 }
 
 fn create_topic(cluster: &Cluster, name: &str) {
-    let partitions = PARTITIONS.to_string();
+    create_topic_of(cluster, name, PARTITIONS, 3);
+}
+
+fn create_topic_of(cluster: &Cluster, name: &str, partitions: usize, replicas: usize) {
+    let (partitions, replicas) = (partitions.to_string(), replicas.to_string());
+    let args = ["topic", "create", name, "--partitions", &partitions];
     let out = broker_cli(
         cluster,
-        &[
-            "topic",
-            "create",
-            name,
-            "--partitions",
-            &partitions,
-            "--replication-factor",
-            "3",
-        ],
+        &[&args[..], &["--replication-factor", &replicas]].concat(),
     );
     assert!(out.status.success(), "{out:?}");
 }
@@ -265,7 +269,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     let out = broker_cli(&cluster, &["cluster", "elect-leaders"]);
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
-    let elected = printed.matches("elected its preferred replica").count();
+    let elected = printed.matches(": elected").count();
     assert_eq!(elected, PARTITIONS - on_preferred(&before), "{printed}");
     let after = leaders(&cluster, "elected").unwrap();
     assert_eq!(on_preferred(&after), PARTITIONS, "{printed}");
@@ -311,5 +315,137 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
         "{} acknowledged, {} consumed, {elected} elected",
         acked.len(),
         consumed.len()
+    );
+}
+
+/// Partition 0's (leader, ISR) from `topic describe` (leader -1: none).
+fn leader_and_isr(cluster: &Cluster, topic: &str) -> (i32, Vec<i32>) {
+    let out = broker_cli(cluster, &["topic", "describe", topic]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("partition 0 "))
+        .unwrap_or_else(|| panic!("no partition 0: {text}"));
+    let leader = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    let isr = line.rsplit("isr [").next().unwrap().trim_end_matches(']');
+    let isr = isr
+        .split(',')
+        .filter_map(|b| b.trim().parse().ok())
+        .collect();
+    (leader, isr)
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_operators_unclean_election_brings_back_a_partition_whose_in_sync_replicas_are_gone() {
+    // Five voters: the metadata quorum outlives two brokers gone.
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 5, &FAST);
+    cluster.start();
+    create_topic_of(&cluster, "offline", 1, 2);
+    let (leader, isr) = leader_and_isr(&cluster, "offline");
+    let follower = *isr.iter().find(|b| **b != leader).expect("two in sync");
+    let deliveries = {
+        let producer: BaseProducer<Deliveries> = ClientConfig::new()
+            .set("bootstrap.servers", cluster.bootstrap())
+            .create_with_context(Deliveries::default())
+            .expect("an rdkafka producer");
+        for seq in 0..50u64 {
+            let value = seq.to_string();
+            let record = BaseRecord::to("offline").key("k").payload(&value);
+            producer.send(record).expect("queued");
+        }
+        producer.flush(Duration::from_secs(30)).expect("flushed");
+        producer.context().clone()
+    };
+    assert_eq!(deliveries.acked.lock().unwrap().len(), 50);
+    // The follower stalls and leaves the ISR; then the leader dies.
+    cluster.signal(follower, libc::SIGSTOP);
+    wait_for(
+        "the ISR shrinks to the leader",
+        Duration::from_secs(20),
+        || leader_and_isr(&cluster, "offline").1 == [leader],
+    );
+    cluster.kill9(leader);
+    cluster.signal(follower, libc::SIGCONT);
+    wait_for("the leader is fenced", Duration::from_secs(20), || {
+        leader_and_isr(&cluster, "offline").0 == -1
+    });
+    // The follower is back and live, but not in sync: the partition waits
+    // for its last in-sync replica (the topic does not allow unclean
+    // elections).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(leader_and_isr(&cluster, "offline"), (-1, vec![leader]));
+    let preferred = broker_cli(
+        &cluster,
+        &["cluster", "elect-leaders", "--topic", "offline"],
+    );
+    assert!(!preferred.status.success(), "{preferred:?}");
+    // Its preferred replica is fenced (the old leader) or out of sync.
+    let said = String::from_utf8_lossy(&preferred.stderr);
+    assert!(
+        said.contains("PREFERRED_LEADER_NOT_AVAILABLE"),
+        "{preferred:?}"
+    );
+    let out = broker_cli(
+        &cluster,
+        &[
+            "cluster",
+            "elect-leaders",
+            "--unclean",
+            "--topic",
+            "offline",
+            "--partition",
+            "0",
+        ],
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        printed.contains("offline partition 0: elected"),
+        "{printed}"
+    );
+    assert_eq!(
+        leader_and_isr(&cluster, "offline"),
+        (follower, vec![follower])
+    );
+    let http = cluster.node(follower).http;
+    assert_eq!(counter(http, "unclean_leader_elections_total"), 1);
+    // Caught up when it stalled, the new leader has every acknowledged
+    // record.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .set("group.id", "assigned-only")
+        .create()
+        .expect("an rdkafka consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("offline", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while seen.len() < 50 && started.elapsed() < Duration::from_secs(30) {
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            let m = message.expect("consuming");
+            seen.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string());
+        }
+    }
+    let expected: Vec<String> = (0..50).map(|n: u64| n.to_string()).collect();
+    assert_eq!(seen, expected);
+    // A second ask has nothing to do.
+    let again = broker_cli(&cluster, &["cluster", "elect-leaders", "--unclean"]);
+    let printed = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(again.status.success(), "{again:?}");
+    assert!(
+        printed.contains("every partition has a leader"),
+        "{printed}"
     );
 }

@@ -1,8 +1,12 @@
-//! Leadership goes back to preferred replicas: by the controller's
-//! periodic rebalance once they are live and in sync again, and by an
-//! operator's ElectLeaders; never to a fenced or out-of-sync replica.
+//! Elections beyond failover. Leadership goes back to preferred
+//! replicas: by the controller's periodic rebalance once they are live and
+//! in sync again, and by an operator's ElectLeaders; never to a fenced or
+//! out-of-sync replica. An operator's unclean election gives an offline
+//! partition a live replica outside its ISR, whatever its topic allows,
+//! and only when no in-sync replica is live.
 
 use control::controller::preferred::{self, NotElected};
+use control::controller::unclean;
 use control::controller::{AlterIsr, Controller};
 use control::*;
 
@@ -225,4 +229,115 @@ fn a_rebalance_makes_at_most_its_maximum_of_elections() {
     let waiting = 9 - on_preferred(&metadata);
     assert_eq!(preferred::rebalance(&metadata, 2).len(), 2);
     assert_eq!(preferred::rebalance(&metadata, 100).len(), waiting);
+}
+
+/// Broker 1 alone in every ISR (2 and 3 fenced, then back), then broker 1
+/// fenced: every partition offline, waiting for it.
+fn offline_waiting_for_broker_1(controller: &mut Controller) -> Metadata {
+    let mut metadata = cluster(controller);
+    for id in [2, 3, 1] {
+        let records =
+            control::controller::fence_checked(&metadata, BrokerId(id), Incarnation(1)).unwrap();
+        apply_all(&mut metadata, records);
+        if id == 3 {
+            heartbeat(controller, &mut metadata, &[2, 3], 1_000);
+        }
+    }
+    for (_, _, p) in partitions(&metadata) {
+        assert_eq!((p.leader, p.isr.clone()), (None, vec![BrokerId(1)]));
+    }
+    metadata
+}
+
+#[test]
+fn an_operators_unclean_election_brings_an_offline_partition_back_whatever_its_topic_allows() {
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = offline_waiting_for_broker_1(&mut controller);
+    // The controller's own ticks wait for broker 1 (the topics do not
+    // allow unclean elections).
+    heartbeat(&mut controller, &mut metadata, &[2, 3], 2_000);
+    assert!(controller.tick(&metadata, 2_000).is_empty());
+    let records = unclean::asked(&metadata, &[("six".to_string(), vec![0, 1, 1])]);
+    assert_eq!(records.len(), 2, "partitions 0 and 1, once each");
+    let six = metadata.topic_by_name("six").unwrap().partitions.clone();
+    apply_all(&mut metadata, records);
+    for (index, before) in six.iter().enumerate().take(2) {
+        let after = &metadata.topic_by_name("six").unwrap().partitions[index];
+        let first_live = *before.replicas.iter().find(|b| b.0 != 1).unwrap();
+        assert_eq!(after.leader, Some(first_live), "partition {index}");
+        assert_eq!(after.isr, vec![first_live]);
+        assert!(after.leader_epoch > before.leader_epoch);
+    }
+    assert_eq!(metadata.unclean_leader_elections, 2, "counted");
+    let third = &metadata.topic_by_name("six").unwrap().partitions[2];
+    assert_eq!(third.leader, None, "partitions not named stay offline");
+}
+
+#[test]
+fn an_unclean_election_prefers_a_live_in_sync_replica_and_refuses_a_led_partition() {
+    let mut controller = Controller::new(SESSION_MS);
+    let metadata = cluster(&mut controller);
+    for (topic, index, p) in partitions(&metadata) {
+        assert_eq!(
+            unclean::election(&metadata, topic, index, &p),
+            Err(unclean::NotElected::Led)
+        );
+    }
+    // Offline, but broker 1 (its last in-sync replica) is back: a clean
+    // election of it, not an unclean one.
+    let mut metadata = offline_waiting_for_broker_1(&mut controller);
+    let (topic, index, p) = partitions(&metadata).remove(0);
+    metadata
+        .apply(&MetadataRecord::UnfenceBroker {
+            id: BrokerId(1),
+            incarnation: Incarnation(1),
+        })
+        .unwrap();
+    let record = unclean::election(&metadata, topic, index, &p).unwrap();
+    let MetadataRecord::ChangePartition(change) = record else {
+        panic!("{record:?}");
+    };
+    assert_eq!((change.leader, change.unclean), (Some(BrokerId(1)), false));
+    // No live replica at all: nothing to elect.
+    let mut metadata = offline_waiting_for_broker_1(&mut controller);
+    for id in [2, 3] {
+        let records =
+            control::controller::fence_checked(&metadata, BrokerId(id), Incarnation(1)).unwrap();
+        apply_all(&mut metadata, records);
+    }
+    let (topic, index, p) = partitions(&metadata).remove(0);
+    assert_eq!(
+        unclean::election(&metadata, topic, index, &p),
+        Err(unclean::NotElected::NoLiveReplica)
+    );
+}
+
+#[test]
+fn the_model_refuses_an_unclean_election_of_a_led_partition_or_a_fenced_leader() {
+    let mut controller = Controller::new(SESSION_MS);
+    let metadata = cluster(&mut controller);
+    let (topic, index, p) = partitions(&metadata).remove(0);
+    let other = *p.replicas.iter().find(|b| Some(**b) != p.leader).unwrap();
+    let change = PartitionChange {
+        topic,
+        partition: index,
+        expected_epoch: p.partition_epoch,
+        leader: Some(other),
+        isr: vec![other],
+        unclean: true,
+    };
+    let refused = metadata.validate(&MetadataRecord::ElectUnclean(change));
+    assert!(refused.is_err(), "a led partition: {refused:?}");
+    let metadata = offline_waiting_for_broker_1(&mut controller);
+    let (topic, index, p) = partitions(&metadata).remove(0);
+    let change = PartitionChange {
+        topic,
+        partition: index,
+        expected_epoch: p.partition_epoch,
+        leader: Some(BrokerId(1)),
+        isr: vec![BrokerId(1)],
+        unclean: true,
+    };
+    let refused = metadata.validate(&MetadataRecord::ElectUnclean(change));
+    assert!(refused.is_err(), "a fenced leader: {refused:?}");
 }

@@ -414,3 +414,88 @@ fn compressed_batches_are_stored_as_sent_and_read_back_by_librdkafka() {
         }
     }
 }
+
+#[test]
+fn a_keyed_producer_learns_of_added_partitions_and_each_key_keeps_its_order_per_partition() {
+    const KEYS: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    on_glommio(async move {
+        let cluster = Cluster::new(address, "test-admin");
+        cluster.create_topic("growing", 2, 1, &[]).await.unwrap();
+    });
+    // librdkafka refreshes its metadata every 5 minutes by default; a
+    // second here, so the test need not wait that long.
+    let (producer, deliveries) = producer(
+        &broker.bootstrap(),
+        &[("topic.metadata.refresh.interval.ms", "1000")],
+    );
+    let mut seq = 0;
+    let mut write_for = |how_long: Duration| {
+        let started = Instant::now();
+        while started.elapsed() < how_long {
+            for key in 0..KEYS {
+                send(
+                    &producer,
+                    "growing",
+                    &format!("key-{key}"),
+                    &seq.to_string(),
+                );
+            }
+            seq += 1;
+            producer.poll(Duration::from_millis(10));
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    };
+    write_for(Duration::from_millis(500));
+    let before = deliveries.acked.lock().unwrap().len();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "add-partitions", "growing", "--num", "2"])
+        .args(["--brokers", &broker.bootstrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("has 4 partitions (was 2)"));
+    write_for(Duration::from_secs(3));
+    let acked = deliveries.acked.lock().unwrap().clone();
+    assert!(deliveries.failed.lock().unwrap().is_empty());
+    // Told of the new partitions, the producer hashes each key over four:
+    // its records before went to murmur2 % 2, the last ones to % 4.
+    for (partition, _, key, _) in &acked[..before] {
+        assert_eq!(
+            *partition as u32,
+            partition_for_key(key.as_bytes(), 2),
+            "{key}"
+        );
+    }
+    let last_round = &acked[acked.len() - KEYS..];
+    for (partition, _, key, _) in last_round {
+        assert_eq!(
+            *partition as u32,
+            partition_for_key(key.as_bytes(), 4),
+            "{key}"
+        );
+    }
+    let moved = (0..KEYS)
+        .map(|k| format!("key-{k}"))
+        .filter(|k| partition_for_key(k.as_bytes(), 2) != partition_for_key(k.as_bytes(), 4))
+        .count();
+    assert!(
+        moved > 0,
+        "some keys change partition (the point of the docs' warning)"
+    );
+    // Within each partition, each key's records are in the order sent.
+    let consumed = consume_all(&broker.bootstrap(), "growing", 4, acked.len());
+    assert_eq!(consumed.len(), acked.len());
+    let mut last: HashMap<(i32, String), u64> = HashMap::new();
+    for (partition, _, key, value) in &consumed {
+        let seq: u64 = value.parse().unwrap();
+        if let Some(previous) = last.insert((*partition, key.clone()), seq) {
+            assert!(
+                seq > previous,
+                "{key} on {partition}: {seq} after {previous}"
+            );
+        }
+    }
+}

@@ -59,6 +59,17 @@ pub enum TopicCommand {
         #[arg(long, value_name = "KEY")]
         delete_config: Vec<String>,
     },
+    /// Adds partitions to a topic (never removes any). A key's later
+    /// records may go to another partition than its earlier ones: key
+    /// order holds within each partition only (docs/topics.md).
+    #[command(after_help = "Example:\n  broker topic add-partitions orders --num 6")]
+    AddPartitions {
+        /// The topic.
+        name: String,
+        /// How many partitions to add.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        num: u32,
+    },
     /// Deletes a topic and its data.
     #[command(after_help = "Example:\n  broker topic delete orders")]
     Delete {
@@ -120,6 +131,15 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
                 .collect();
             cluster.alter_configs(&name, &changes).await?;
             let _ = writeln!(out, "altered topic {name}");
+        }
+        TopicCommand::AddPartitions { name, num } => {
+            cluster.refresh(Some(&[name.as_str()]), false).await?;
+            let now = cluster
+                .partition_count(&name)
+                .ok_or_else(|| ClientError::Refused(3, format!("no topic {name}")))?;
+            let total = now + num as usize;
+            cluster.create_partitions(&name, total as i32).await?;
+            let _ = writeln!(out, "topic {name} has {total} partitions (was {now})");
         }
         TopicCommand::Delete { name } => {
             cluster.delete_topic(&name).await?;

@@ -1,6 +1,7 @@
 //! Replication features beyond the fault test, on real broker processes:
-//! rack-aware reads from followers (librdkafka, through kcat), and group
-//! coordinators moving with their `__consumer_offsets` partition.
+//! rack-aware reads from followers (librdkafka, through kcat), group
+//! coordinators moving with their `__consumer_offsets` partition, and
+//! cordoned brokers left out of placement.
 
 mod support;
 
@@ -21,10 +22,14 @@ const FAST: [(&str, &str); 3] = [
 ];
 
 fn create_topic(cluster: &Cluster, name: &str, partitions: u32) {
+    create_topic_rf(cluster, name, partitions, 3);
+}
+
+fn create_topic_rf(cluster: &Cluster, name: &str, partitions: u32, replicas: u32) {
     let out = Command::new(env!("CARGO_BIN_EXE_broker"))
         .args(["topic", "create", name, "--partitions"])
         .arg(partitions.to_string())
-        .args(["--replication-factor", "3"])
+        .args(["--replication-factor", &replicas.to_string()])
         .args(["--config", "min.insync.replicas=2"])
         .args(["--brokers", &cluster.node(1).kafka.to_string()])
         .output()
@@ -683,4 +688,69 @@ fn a_producer_reaching_a_new_leader_before_it_takes_up_the_role_is_served_in_ord
     );
     assert_eq!(answers[1].1, answers[0].1 + 5, "in order, once each");
     cluster.stop();
+}
+
+/// `broker topic describe`: each partition's replicas.
+fn replica_lists(cluster: &Cluster, name: &str) -> Vec<Vec<i32>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "describe", name])
+        .args(["--brokers", &cluster.node(1).kafka.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("replicas [").nth(1))
+        .map(|rest| {
+            let list = rest.split(']').next().unwrap();
+            list.split(',').map(|b| b.trim().parse().unwrap()).collect()
+        })
+        .collect()
+}
+
+fn cluster_cli(cluster: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["cluster"])
+        .args(args)
+        .args(["--brokers", &cluster.node(1).kafka.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn a_cordoned_broker_gets_no_new_replicas_through_its_restart_until_uncordoned() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 3, &FAST);
+    cluster.start();
+    cluster_cli(&cluster, &["cordon", "3"]);
+    let status = cluster_cli(&cluster, &["status"]);
+    assert!(
+        status.contains("broker 3 at") && status.contains("(cordoned"),
+        "{status}"
+    );
+    create_topic_rf(&cluster, "placed-while-cordoned", 6, 2);
+    let lists = replica_lists(&cluster, "placed-while-cordoned");
+    assert_eq!(lists.len(), 6);
+    assert!(lists.iter().all(|r| !r.contains(&3)), "{lists:?}");
+    // The cordon is the cluster's, not the process's.
+    cluster.terminate(3);
+    cluster.restart(3);
+    // Live again (unfenced: placement would skip it fenced anyway).
+    let started = Instant::now();
+    while !cluster_cli(&cluster, &["status"]).contains("broker 3 at") {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "broker 3 not back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(cluster_cli(&cluster, &["status"]).contains("(cordoned"));
+    create_topic_rf(&cluster, "after-restart", 6, 2);
+    let lists = replica_lists(&cluster, "after-restart");
+    assert!(lists.iter().all(|r| !r.contains(&3)), "{lists:?}");
+    cluster_cli(&cluster, &["uncordon", "3"]);
+    create_topic_rf(&cluster, "uncordoned", 6, 2);
+    let lists = replica_lists(&cluster, "uncordoned");
+    assert!(lists.iter().any(|r| r.contains(&3)), "{lists:?}");
 }

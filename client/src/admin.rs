@@ -81,6 +81,10 @@ pub struct Election {
     pub message: Option<String>,
 }
 
+/// Config resource types (DescribeConfigs, IncrementalAlterConfigs).
+const TOPIC_RESOURCE: i8 = 2;
+const BROKER_RESOURCE: i8 = 4;
+
 /// How often a call the controller decides, answered NOT_CONTROLLER, is
 /// asked again (250 ms apart: 5 s, longer than a metadata election takes).
 const NOT_CONTROLLER_RETRIES: u32 = 20;
@@ -231,10 +235,39 @@ impl Cluster {
 
     /// A topic's configuration.
     pub async fn describe_configs(&self, topic: &str) -> Result<Vec<ConfigEntry>, ClientError> {
+        self.describe_resource_configs(TOPIC_RESOURCE, topic).await
+    }
+
+    /// Whether broker `id` is cordoned (KIP-1066: no new replicas go to it).
+    pub async fn broker_cordoned(&self, id: i32) -> Result<bool, ClientError> {
+        let configs = self
+            .describe_resource_configs(BROKER_RESOURCE, &id.to_string())
+            .await?;
+        Ok(configs.iter().any(|c| {
+            c.name == "cordoned.log.dirs" && c.value.as_deref().is_some_and(|v| !v.is_empty())
+        }))
+    }
+
+    /// Cordons broker `id` (`cordoned.log.dirs=*`) or lifts its cordon.
+    pub async fn set_broker_cordoned(&self, id: i32, cordoned: bool) -> Result<(), ClientError> {
+        let value = cordoned.then_some("*");
+        self.alter_resource_configs(
+            BROKER_RESOURCE,
+            &id.to_string(),
+            &[("cordoned.log.dirs", value)],
+        )
+        .await
+    }
+
+    async fn describe_resource_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+    ) -> Result<Vec<ConfigEntry>, ClientError> {
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
-                .with_resource_type(2)
-                .with_resource_name(text(topic))
+                .with_resource_type(resource_type)
+                .with_resource_name(text(name))
                 .with_configuration_keys(None),
         ]);
         let response = self.call_any(&request).await?;
@@ -262,10 +295,20 @@ impl Cluster {
         topic: &str,
         changes: &[(&str, Option<&str>)],
     ) -> Result<(), ClientError> {
+        self.alter_resource_configs(TOPIC_RESOURCE, topic, changes)
+            .await
+    }
+
+    async fn alter_resource_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        changes: &[(&str, Option<&str>)],
+    ) -> Result<(), ClientError> {
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
-                .with_resource_type(2)
-                .with_resource_name(text(topic))
+                .with_resource_type(resource_type)
+                .with_resource_name(text(name))
                 .with_configs(
                     changes
                         .iter()

@@ -571,6 +571,14 @@ impl<T: Transport> Driver<T> {
             ControllerRequest::ElectUncleanLeaders { partitions } => {
                 crate::controller::unclean::asked(metadata, &partitions)
             }
+            ControllerRequest::SetBrokerCordoned { broker, cordoned } => {
+                let record = MetadataRecord::SetBrokerCordoned {
+                    id: broker,
+                    cordoned,
+                };
+                metadata.validate(&record)?;
+                vec![record]
+            }
             ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
                 id: metadata.topic_by_name(&name)?.id,
             }],

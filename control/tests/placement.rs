@@ -136,3 +136,49 @@ fn fenced_brokers_get_nothing_and_too_few_brokers_is_an_error() {
         }
     );
 }
+
+fn cordon(metadata: &mut Metadata, id: i32, cordoned: bool) {
+    metadata
+        .apply(&MetadataRecord::SetBrokerCordoned {
+            id: BrokerId(id),
+            cordoned,
+        })
+        .unwrap();
+}
+
+fn replicas_on(metadata: &Metadata, topic: &str, broker: i32) -> usize {
+    metadata
+        .topic_by_name(topic)
+        .unwrap()
+        .partitions
+        .iter()
+        .filter(|p| p.replicas.contains(&BrokerId(broker)))
+        .count()
+}
+
+#[test]
+fn a_cordoned_broker_gets_no_new_replicas_and_keeps_what_it_has() {
+    let mut metadata = cluster(&["a", "b", "c", "d"], 2);
+    create(&mut metadata, "before", 8, 2);
+    let held = replicas_on(&metadata, "before", 4);
+    assert!(held > 0);
+    cordon(&mut metadata, 4, true);
+    create(&mut metadata, "during", 12, 3);
+    assert_eq!(replicas_on(&metadata, "during", 4), 0, "cordoned");
+    assert_eq!(
+        replicas_on(&metadata, "before", 4),
+        held,
+        "what it held stays"
+    );
+    // Three brokers left for RF 3; RF 4 needs the cordoned one.
+    assert!(place(&metadata, 1, 4).is_err());
+    cordon(&mut metadata, 4, false);
+    create(&mut metadata, "after", 12, 3);
+    assert!(replicas_on(&metadata, "after", 4) > 0, "uncordoned");
+    // Only a registered broker is cordoned.
+    let unknown = MetadataRecord::SetBrokerCordoned {
+        id: BrokerId(9),
+        cordoned: true,
+    };
+    assert!(metadata.validate(&unknown).is_err());
+}

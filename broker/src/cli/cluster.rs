@@ -1,6 +1,7 @@
-//! `broker cluster ...`: the cluster as its brokers report it, and its
-//! partitions' leaders elected: back to their preferred replicas, or
-//! (unclean) to any live replica.
+//! `broker cluster ...`: the cluster as its brokers report it, brokers
+//! cordoned (no new replicas) and uncordoned, and its partitions' leaders
+//! elected: back to their preferred replicas, or (unclean) to any live
+//! replica.
 
 use std::fmt::Write as _;
 
@@ -16,6 +17,19 @@ pub enum ClusterCommand {
     /// The cluster id, the active controller and every live broker.
     #[command(after_help = "Example:\n  broker cluster status --brokers 10.0.0.1:9092")]
     Status,
+    /// Cordons a broker (Kafka's KIP-1066): no new replicas (new topics,
+    /// added partitions) are placed on it; what it holds stays.
+    #[command(after_help = "Example:\n  broker cluster cordon 3")]
+    Cordon {
+        /// The broker's id.
+        broker: i32,
+    },
+    /// Lifts a broker's cordon: new replicas may go to it again.
+    #[command(after_help = "Example:\n  broker cluster uncordon 3")]
+    Uncordon {
+        /// The broker's id.
+        broker: i32,
+    },
     /// Gives partitions back to their preferred replica (the first in
     /// their replica list) where it is live and in sync: every partition,
     /// a topic's, or some of a topic's. With --unclean, gives partitions
@@ -49,8 +63,24 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
                 description.cluster_id, description.controller_id
             );
             for broker in description.brokers {
-                let _ = writeln!(out, "  broker {} at {}", broker.id, broker.address);
+                let cordoned = match cluster.broker_cordoned(broker.id).await? {
+                    true => " (cordoned: no new replicas)",
+                    false => "",
+                };
+                let _ = writeln!(
+                    out,
+                    "  broker {} at {}{cordoned}",
+                    broker.id, broker.address
+                );
             }
+        }
+        ClusterCommand::Cordon { broker } => {
+            cluster.set_broker_cordoned(broker, true).await?;
+            let _ = writeln!(out, "broker {broker} cordoned: no new replicas go to it");
+        }
+        ClusterCommand::Uncordon { broker } => {
+            cluster.set_broker_cordoned(broker, false).await?;
+            let _ = writeln!(out, "broker {broker} uncordoned");
         }
         ClusterCommand::ElectLeaders {
             unclean,

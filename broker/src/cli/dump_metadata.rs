@@ -91,10 +91,15 @@ fn describe(out: &mut String, metadata: &Metadata) {
         let r = &broker.registration;
         let _ = writeln!(
             out,
-            "  broker {} incarnation {} {} at {} rack {:?}",
+            "  broker {} incarnation {} {}{} at {} rack {:?}",
             r.id,
             r.incarnation.0,
             if broker.fenced { "fenced" } else { "live" },
+            if metadata.cordoned_brokers.contains(&r.id) {
+                " cordoned"
+            } else {
+                ""
+            },
             r.listener,
             r.rack
         );
@@ -183,6 +188,9 @@ fn summary(record: &MetadataRecord) -> String {
             c.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
             c.expected_epoch.0
         ),
+        MetadataRecord::SetBrokerCordoned { id, cordoned } => {
+            format!("SetBrokerCordoned {id} {cordoned}")
+        }
         // Never the keys: they are what a login is checked against.
         MetadataRecord::SetScramCredential(c) => format!(
             "SetScramCredential {:?} {} iterations {}",

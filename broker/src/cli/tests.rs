@@ -60,6 +60,15 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
             ..
         }
     ));
+    let (command, _) = topic("topic add-partitions orders --num 2");
+    assert_eq!(
+        command,
+        TopicCommand::AddPartitions {
+            name: "orders".into(),
+            num: 2,
+        }
+    );
+    assert!(parse("topic add-partitions orders --num 0").is_err());
     let (command, _) = topic("topic alter orders --config a=1 --delete-config b");
     assert_eq!(
         command,
@@ -86,6 +95,10 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
             partition: vec![0, 3],
         }
     );
+    let Command::Cluster { command, .. } = parse("cluster cordon 3").unwrap() else {
+        panic!("cluster");
+    };
+    assert_eq!(command, ClusterCommand::Cordon { broker: 3 });
     let error = parse("cluster elect-leaders --partition 1").unwrap_err();
     assert!(error.contains("--topic"), "{error}");
     for (bad, named) in [

@@ -115,6 +115,13 @@ pub enum ControllerRequest {
         /// (topic, partition indexes).
         partitions: Vec<(String, Vec<i32>)>,
     },
+    /// Cordon a broker (no new replicas go to it) or lift its cordon.
+    SetBrokerCordoned {
+        /// The broker.
+        broker: BrokerId,
+        /// Cordoned, or not any more.
+        cordoned: bool,
+    },
 }
 
 /// Why a controller request failed.

@@ -138,6 +138,9 @@ pub struct Metadata {
     pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
     /// Consumer group configs: per group, value by key.
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Brokers cordoned by an operator (KIP-1066): placement gives them
+    /// no new replicas; what they hold stays. Kept across their restarts.
+    pub cordoned_brokers: BTreeSet<BrokerId>,
 }
 
 impl Metadata {
@@ -182,6 +185,12 @@ impl Metadata {
             }
             MetadataRecord::ChangePartition(change) => self.check_change(change),
             MetadataRecord::ElectUnclean(change) => self.check_unclean_election(change),
+            MetadataRecord::SetBrokerCordoned { id, .. } => {
+                if !self.brokers.contains_key(id) {
+                    return Err(MetadataError::UnknownBroker(*id));
+                }
+                Ok(())
+            }
             MetadataRecord::AllocateProducerIds {
                 broker,
                 first,
@@ -306,6 +315,13 @@ impl Metadata {
             }
             MetadataRecord::ChangePartition(change) | MetadataRecord::ElectUnclean(change) => {
                 self.apply_change(change)
+            }
+            MetadataRecord::SetBrokerCordoned { id, cordoned } => {
+                if *cordoned {
+                    self.cordoned_brokers.insert(*id);
+                } else {
+                    self.cordoned_brokers.remove(id);
+                }
             }
             MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
                 unreachable!("validated: refused")

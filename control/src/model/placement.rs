@@ -1,5 +1,6 @@
-//! Replica placement: rack-aware and balanced. Each partition's leader goes
-//! to the live broker that leads the fewest partitions; each follower to
+//! Replica placement: rack-aware and balanced, on live brokers an operator
+//! has not cordoned. Each partition's leader goes to the live broker that
+//! leads the fewest partitions; each follower to
 //! the live broker with the fewest replicas among those on a rack the
 //! partition does not use yet (any rack once all are used); each replica to
 //! its broker's least loaded shard. Counts include what is already placed,
@@ -56,7 +57,7 @@ struct Candidate {
 }
 
 /// Places `partitions` new partitions of `replication_factor` replicas on
-/// the live brokers.
+/// the live brokers that are not cordoned.
 pub fn place(
     metadata: &Metadata,
     partitions: usize,
@@ -64,6 +65,7 @@ pub fn place(
 ) -> Result<Vec<PartitionAssignment>, MetadataError> {
     let candidates: Vec<Candidate> = metadata
         .live_brokers()
+        .filter(|b| !metadata.cordoned_brokers.contains(&b.registration.id))
         .map(|b| Candidate {
             id: b.registration.id,
             rack: b.registration.rack.clone(),

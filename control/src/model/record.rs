@@ -208,6 +208,14 @@ pub enum MetadataRecord {
     /// without a live in-sync replica, whatever its topic's
     /// `unclean.leader.election.enable` says. Appended last.
     ElectUnclean(PartitionChange),
+    /// An operator cordons a broker (KIP-1066: no new replicas go to it)
+    /// or lifts the cordon.
+    SetBrokerCordoned {
+        /// The broker.
+        id: BrokerId,
+        /// Cordoned, or not any more.
+        cordoned: bool,
+    },
 }
 
 /// The archived size of every record written so far: rkyv finds a

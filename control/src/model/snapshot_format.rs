@@ -10,9 +10,10 @@
 //! SCRAM credentials ([`MetadataV5`]); version 6 added the ACLs
 //! ([`MetadataV6`]); version 7 added the client quotas ([`MetadataV7`]);
 //! version 8 added the brokers' listeners ([`MetadataV8`]); version 9
-//! added the group configs ([`MetadataV9`]); version 10 adds tiered
+//! added the group configs ([`MetadataV9`]); version 10 added tiered
 //! storage's topic settings (versions 1-9 hold the frozen topic of
-//! `frozen_topic`). The frozen layouts
+//! `frozen_topic`; [`MetadataV10`]); version 11 adds the cordoned
+//! brokers. The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
@@ -38,15 +39,16 @@ use crate::model::frozen_topic::{thaw, TopicV1};
 use crate::model::quotas::QuotaEntity;
 use crate::model::record::BrokerEndpoint;
 use crate::model::types::{BrokerId, ClusterId, TopicId};
-use crate::model::{Broker, Metadata};
+use crate::model::{Broker, Metadata, Topic};
 
 /// Marks an enveloped snapshot. The first byte is not printable, so a
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with tiered storage's topic
-/// settings.
-const VERSION_CURRENT: u8 = 10;
+/// The version written now: [`Metadata`] with the cordoned brokers.
+const VERSION_CURRENT: u8 = 11;
+/// [`MetadataV10`].
+const VERSION_10: u8 = 10;
 /// [`MetadataV9`].
 const VERSION_9: u8 = 9;
 /// [`MetadataV8`].
@@ -91,6 +93,7 @@ impl From<MetadataV1> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -123,6 +126,7 @@ impl From<MetadataV2> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -156,6 +160,7 @@ impl From<MetadataV3> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -191,6 +196,7 @@ impl From<MetadataV4> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -227,6 +233,7 @@ impl From<MetadataV5> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -264,6 +271,7 @@ impl From<MetadataV6> for Metadata {
             client_quotas: BTreeMap::new(),
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -302,6 +310,7 @@ impl From<MetadataV7> for Metadata {
             client_quotas: v7.client_quotas,
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -341,6 +350,7 @@ impl From<MetadataV8> for Metadata {
             client_quotas: v8.client_quotas,
             broker_endpoints: v8.broker_endpoints,
             group_configs: BTreeMap::new(),
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -382,6 +392,49 @@ impl From<MetadataV9> for Metadata {
             client_quotas: v9.client_quotas,
             broker_endpoints: v9.broker_endpoints,
             group_configs: v9.group_configs,
+            cordoned_brokers: BTreeSet::new(),
+        }
+    }
+}
+
+/// The state as version 10 stored it: [`Metadata`] before the cordoned
+/// brokers.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV10 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl From<MetadataV10> for Metadata {
+    fn from(v10: MetadataV10) -> Metadata {
+        Metadata {
+            brokers: v10.brokers,
+            topics: v10.topics,
+            names: v10.names,
+            unclean_leader_elections: v10.unclean_leader_elections,
+            deleted_topics: v10.deleted_topics,
+            cluster_id: v10.cluster_id,
+            next_producer_id: v10.next_producer_id,
+            producer_id_blocks: v10.producer_id_blocks,
+            scram_credentials: v10.scram_credentials,
+            acls: v10.acls,
+            client_quotas: v10.client_quotas,
+            broker_endpoints: v10.broker_endpoints,
+            group_configs: v10.group_configs,
+            cordoned_brokers: BTreeSet::new(),
         }
     }
 }
@@ -418,6 +471,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_10, archived)) => archive::<MetadataV10>(archived).map(Metadata::from),
         Some((&VERSION_9, archived)) => archive::<MetadataV9>(archived).map(Metadata::from),
         Some((&VERSION_8, archived)) => archive::<MetadataV8>(archived).map(Metadata::from),
         Some((&VERSION_7, archived)) => archive::<MetadataV7>(archived).map(Metadata::from),
@@ -548,8 +602,23 @@ mod tests {
     }
 
     #[test]
+    fn a_version_10_snapshot_decodes_into_the_current_state() {
+        let mut v10 = MetadataV10::default();
+        v10.group_configs.insert("workers".into(), BTreeMap::new());
+        v10.deleted_topics.insert(TopicId([5; 16]));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_10);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v10).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.group_configs.contains_key("workers"));
+        assert!(metadata.deleted_topics.contains(&TopicId([5; 16])));
+        assert!(metadata.cordoned_brokers.is_empty());
+    }
+
+    #[test]
     fn the_current_version_round_trips_and_a_newer_one_is_refused() {
         let mut metadata = Metadata::default();
+        metadata.cordoned_brokers.insert(BrokerId(3));
         metadata.deleted_topics.insert(TopicId([1; 16]));
         let endpoint = crate::model::record::BrokerEndpoint {
             listener: "EXTERNAL".into(),

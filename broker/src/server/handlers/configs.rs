@@ -23,7 +23,7 @@ use kafka_protocol::ResponseError;
 
 use super::access::{Caller, CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED};
 use super::config_changes::{Change, Failure};
-use super::group_configs;
+use super::{broker_configs, group_configs};
 use super::{HandlerError, Outcome};
 use crate::cluster::controller::controller_error;
 use crate::kafka::bounds::{
@@ -78,7 +78,7 @@ pub async fn describe(
                     .with_error_message(Some(StrBytes::from_string(why)));
             }
             match resource.resource_type {
-                BROKER => entry.with_configs(vec![]),
+                BROKER => broker_configs::describe(shard, resource),
                 GROUP => group_configs::describe(shard, resource),
                 TOPIC => match view.metadata.topic_by_name(resource.resource_name.as_str()) {
                     Ok(topic) => {
@@ -319,13 +319,21 @@ pub async fn incremental_alter(
             .collect();
         let name = resource.resource_name.as_str();
         let refused = match resource.resource_type {
-            GROUP => denied(caller, Operation::AlterConfigs, GROUP, name),
+            GROUP | BROKER => denied(
+                caller,
+                Operation::AlterConfigs,
+                resource.resource_type,
+                name,
+            ),
             other => refuse_non_topic(caller, other, name),
         };
         let outcome = match (refused, changes) {
             (Some(failure), _) | (None, Err(failure)) => Err(failure),
             (None, Ok(changes)) if resource.resource_type == GROUP => {
                 group_configs::alter(shard, name, changes, decoded.validate_only).await
+            }
+            (None, Ok(changes)) if resource.resource_type == BROKER => {
+                broker_configs::alter(shard, name, changes, decoded.validate_only).await
             }
             (None, Ok(changes)) => {
                 alter_topic(

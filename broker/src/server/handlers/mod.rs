@@ -5,6 +5,7 @@
 
 pub mod access;
 mod acls;
+mod broker_configs;
 mod cluster;
 mod config_changes;
 mod configs;

@@ -522,33 +522,7 @@ impl<T: Transport> Driver<T> {
         let controller = &self.controller;
         Ok(match request {
             ControllerRequest::RegisterBroker(registration, endpoints) => {
-                // A new life of a broker whose old life still leads: the
-                // old one is fenced first (its leaderships move to other
-                // in-sync replicas, or wait for it), so the new life leads
-                // again only in a new leader epoch, once it heartbeats.
-                let mut records = Vec::new();
-                if let Some(old) = metadata.brokers.get(&registration.id) {
-                    let previous = old.registration.incarnation;
-                    if !old.fenced && previous < registration.incarnation {
-                        records.extend(crate::controller::fence(
-                            metadata,
-                            registration.id,
-                            previous,
-                        ));
-                    }
-                }
-                let (id, incarnation) = (registration.id, registration.incarnation);
-                records.push(MetadataRecord::RegisterBroker(registration));
-                // In the same batch: no client sees the new life without
-                // its listeners.
-                if !endpoints.is_empty() {
-                    records.push(MetadataRecord::SetBrokerEndpoints {
-                        id,
-                        incarnation,
-                        endpoints,
-                    });
-                }
-                records
+                crate::controller::register(metadata, registration, endpoints)
             }
             ControllerRequest::CreateTopic {
                 id,

@@ -99,7 +99,8 @@ fn restart_two_and_three(controller: &mut Controller, metadata: &mut Metadata) {
             control::controller::fence_checked(metadata, BrokerId(id), Incarnation(1)).unwrap();
         apply_all(metadata, records);
     }
-    assert_eq!(led_by(metadata, 1), 9, "broker 1 leads all while alone");
+    let all = partitions(metadata).len();
+    assert_eq!(led_by(metadata, 1), all, "broker 1 leads all while alone");
     heartbeat(controller, metadata, &[1, 2, 3], 1_000);
     for (topic, partition, p) in partitions(metadata) {
         let request = AlterIsr {
@@ -219,6 +220,46 @@ fn without_rebalancing_only_an_operator_moves_leadership_back() {
     let six = &metadata.topic_by_name("six").unwrap().partitions;
     assert!(six.iter().all(|p| p.leader == Some(p.replicas[0])));
     assert_eq!(on_preferred(&metadata), 6 + 1, "three's left alone");
+}
+
+#[test]
+fn a_rebalance_at_its_maximum_goes_on_at_the_next_tick() {
+    use control::controller::REBALANCE_ELECTIONS_MAX;
+    let mut controller = Controller::new(SESSION_MS).rebalancing_leaders(Some(REBALANCE_MS));
+    let mut metadata = cluster(&mut controller);
+    let many = controller
+        .create_topic(
+            &metadata,
+            TopicId([3; 16]),
+            "many",
+            1_800,
+            3,
+            TopicConfig::default(),
+        )
+        .unwrap();
+    apply_all(&mut metadata, vec![many]);
+    controller.tick(&metadata, 0);
+    restart_two_and_three(&mut controller, &mut metadata);
+    let waiting = partitions(&metadata).len() - on_preferred(&metadata);
+    assert!(waiting > REBALANCE_ELECTIONS_MAX, "{waiting} waiting");
+    let mut made = Vec::new();
+    for now in (REBALANCE_MS..=REBALANCE_MS + 2_000).step_by(500) {
+        heartbeat(&mut controller, &mut metadata, &[1, 2, 3], now);
+        let records = controller.tick(&metadata, now);
+        made.push(records.len());
+        apply_all(&mut metadata, records);
+    }
+    assert_eq!(
+        made,
+        [
+            REBALANCE_ELECTIONS_MAX,
+            waiting - REBALANCE_ELECTIONS_MAX,
+            0,
+            0,
+            0
+        ]
+    );
+    assert_eq!(on_preferred(&metadata), partitions(&metadata).len());
 }
 
 #[test]

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::model::config::TopicConfig;
 use crate::model::error::MetadataError;
 use crate::model::placement::place;
-use crate::model::record::{MetadataRecord, PartitionChange};
+use crate::model::record::{BrokerEndpoint, BrokerRegistration, MetadataRecord, PartitionChange};
 use crate::model::types::{
     BrokerId, Incarnation, LeaderEpoch, PartitionEpoch, PartitionId, TopicId,
 };
@@ -137,7 +137,9 @@ impl Controller {
     }
 
     /// The preferred elections due at `now_ms` (see [`preferred`]). The
-    /// first check is one interval after this controller's first tick.
+    /// first check is one interval after this controller's first tick; a
+    /// check that made its maximum of elections is followed by another at
+    /// the next tick (more may be waiting), as Kafka's controller does.
     fn rebalance_if_due(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
         let Some(every) = self.rebalance_every_ms else {
             return Vec::new();
@@ -146,8 +148,9 @@ impl Controller {
         if now_ms < next {
             return Vec::new();
         }
-        self.next_rebalance_ms = Some(now_ms + every);
         let records = preferred::rebalance(metadata, REBALANCE_ELECTIONS_MAX);
+        let more = records.len() == REBALANCE_ELECTIONS_MAX;
+        self.next_rebalance_ms = Some(if more { now_ms } else { now_ms + every });
         if !records.is_empty() {
             tracing::info!(
                 elections = records.len(),
@@ -361,6 +364,36 @@ impl Controller {
         metadata.validate(&record)?;
         Ok(record)
     }
+}
+
+/// A broker process's registration, with its listeners. A new life of a
+/// broker whose old life still leads: the old one is fenced first (its
+/// leaderships move to other in-sync replicas, or wait for it), so the
+/// new life leads again only in a new leader epoch, once it heartbeats.
+pub fn register(
+    metadata: &Metadata,
+    registration: BrokerRegistration,
+    endpoints: Vec<BrokerEndpoint>,
+) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    if let Some(old) = metadata.brokers.get(&registration.id) {
+        let previous = old.registration.incarnation;
+        if !old.fenced && previous < registration.incarnation {
+            records.extend(fence(metadata, registration.id, previous));
+        }
+    }
+    let (id, incarnation) = (registration.id, registration.incarnation);
+    records.push(MetadataRecord::RegisterBroker(registration));
+    // In the same batch: no client sees the new life without its
+    // listeners.
+    if !endpoints.is_empty() {
+        records.push(MetadataRecord::SetBrokerEndpoints {
+            id,
+            incarnation,
+            endpoints,
+        });
+    }
+    records
 }
 
 /// [`fence`] for a controlled shutdown: refuses an unknown broker or a

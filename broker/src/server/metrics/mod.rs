@@ -328,6 +328,22 @@ fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
         "leaders elected from outside the ISR, cluster-wide",
         cluster.view.borrow().metadata.unclean_leader_elections,
     );
+    page.gauge(
+        "preferred_leader_imbalance_partitions",
+        "partitions led by other than their preferred (first) replica, cluster-wide",
+        off_preferred(&cluster.view.borrow().metadata) as f64,
+    );
+}
+
+/// Partitions with a leader other than their first replica (Kafka's
+/// PreferredReplicaImbalanceCount): what the next rebalance moves back.
+fn off_preferred(metadata: &control::Metadata) -> usize {
+    metadata
+        .topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.leader.is_some() && p.leader != p.replicas.first().copied())
+        .count()
 }
 
 /// Groups coordinated here, by type: rebalances, members, and the time

@@ -419,6 +419,7 @@ impl<T: Transport> Driver<T> {
                 id: crate::model::types::ClusterId(rand::random()),
             });
         }
+        self.controller.lead_in(self.node.term());
         records.extend(self.controller.tick(self.node.metadata(), self.now_ms()));
         if !records.is_empty() {
             let _ = self.propose_all(&records);
@@ -468,6 +469,7 @@ impl<T: Transport> Driver<T> {
                     })
                 } else {
                     let now = self.now_ms();
+                    self.controller.lead_in(self.node.term());
                     match self
                         .controller
                         .heartbeat(self.node.metadata(), broker, incarnation, now)
@@ -538,10 +540,9 @@ impl<T: Transport> Driver<T> {
                 replication_factor,
                 config,
             )?],
-            ControllerRequest::ElectPreferredLeaders { partitions } => match partitions {
-                Some(partitions) => crate::controller::preferred::asked(metadata, &partitions),
-                None => crate::controller::preferred::rebalance(metadata, usize::MAX),
-            },
+            ControllerRequest::ElectPreferredLeaders { partitions } => {
+                crate::controller::preferred::asked(metadata, &partitions)
+            }
             ControllerRequest::ElectUncleanLeaders { partitions } => {
                 crate::controller::unclean::asked(metadata, &partitions)
             }

@@ -429,3 +429,33 @@ fn fencing_the_last_in_sync_replica_of_a_leaderless_partition_keeps_it_on_record
         Some(BrokerId(2))
     );
 }
+
+#[test]
+fn leading_again_in_a_later_term_gives_every_broker_a_full_session() {
+    // This node led in term 1, then another node led (the heartbeats went
+    // there) for longer than a session; it leads again in term 3.
+    let mut controller = Controller::new(SESSION_MS);
+    controller.lead_in(1);
+    let metadata = cluster(&mut controller);
+    assert!(controller.tick(&metadata, 1_000).is_empty());
+    let back = 1_000 + 3 * SESSION_MS;
+    controller.lead_in(3);
+    let records = controller.tick(&metadata, back);
+    assert!(records.is_empty(), "fenced live brokers: {records:?}");
+    // A broker that stays silent through its new session is fenced.
+    for now in [back + SESSION_MS / 2, back + SESSION_MS] {
+        for id in [1, 2] {
+            let records = controller
+                .heartbeat(&metadata, BrokerId(id), Incarnation(1), now)
+                .unwrap();
+            assert!(records.is_empty());
+        }
+    }
+    let records = controller.tick(&metadata, back + SESSION_MS);
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, MetadataRecord::FenceBroker { id, .. } if *id == BrokerId(3))),
+        "{records:?}"
+    );
+}

@@ -39,9 +39,13 @@ pub enum ClusterCommand {
                             broker cluster elect-leaders --topic orders --partition 0 --partition 3\n  \
                             broker cluster elect-leaders --unclean --topic orders --partition 2")]
     ElectLeaders {
-        /// Partitions without a leader get any live replica.
+        /// Partitions without a leader get any live replica (needs --topic,
+        /// or --all for every partition of the cluster).
         #[arg(long)]
         unclean: bool,
+        /// With --unclean: every partition without a leader, cluster-wide.
+        #[arg(long, requires = "unclean", conflicts_with = "topic")]
+        all: bool,
         /// Only this topic's partitions.
         #[arg(long)]
         topic: Option<String>,
@@ -63,9 +67,10 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
                 description.cluster_id, description.controller_id
             );
             for broker in description.brokers {
-                let cordoned = match cluster.broker_cordoned(broker.id).await? {
-                    true => " (cordoned: no new replicas)",
-                    false => "",
+                // A caller who may not describe broker configs sees no mark.
+                let cordoned = match cluster.broker_cordoned(broker.id).await {
+                    Ok(true) => " (cordoned: no new replicas)",
+                    Ok(false) | Err(_) => "",
                 };
                 let _ = writeln!(
                     out,
@@ -84,9 +89,18 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
         }
         ClusterCommand::ElectLeaders {
             unclean,
+            all,
             topic,
             partition,
         } => {
+            if unclean && !all && topic.is_none() {
+                // Unclean elections lose what the ISR held: never for the
+                // whole cluster by default.
+                return Err(ClientError::Refused(
+                    ResponseError::InvalidRequest.code(),
+                    "--unclean needs --topic (and --partition) or --all".into(),
+                ));
+            }
             return elect_leaders(cluster, unclean, topic, partition).await;
         }
     }
@@ -107,7 +121,12 @@ async fn elect_leaders(
         Some(topic) => {
             let ids = if partitions.is_empty() {
                 cluster.refresh(Some(&[topic.as_str()]), false).await?;
-                let count = cluster.topic(&topic).map_or(0, |t| t.partitions.len());
+                let count = cluster.partition_count(&topic).ok_or_else(|| {
+                    ClientError::Refused(
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        format!("no topic {topic}"),
+                    )
+                })?;
                 (0..count as i32).collect()
             } else {
                 partitions

@@ -91,6 +91,7 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
         command,
         ClusterCommand::ElectLeaders {
             unclean: false,
+            all: false,
             topic: Some("orders".into()),
             partition: vec![0, 3],
         }
@@ -99,6 +100,11 @@ fn commands_and_flags_parse_and_mistakes_are_refused() {
         panic!("cluster");
     };
     assert_eq!(command, ClusterCommand::Cordon { broker: 3 });
+    assert!(
+        parse("cluster elect-leaders --all").is_err(),
+        "--all is for --unclean"
+    );
+    assert!(parse("cluster elect-leaders --unclean --all --topic t").is_err());
     let error = parse("cluster elect-leaders --partition 1").unwrap_err();
     assert!(error.contains("--topic"), "{error}");
     for (bad, named) in [

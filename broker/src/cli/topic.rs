@@ -137,8 +137,13 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
             let now = cluster
                 .partition_count(&name)
                 .ok_or_else(|| ClientError::Refused(3, format!("no topic {name}")))?;
-            let total = now + num as usize;
-            cluster.create_partitions(&name, total as i32).await?;
+            let total = i32::try_from(now + num as usize).map_err(|_| {
+                ClientError::Refused(
+                    kafka_protocol::ResponseError::InvalidPartitions.code(),
+                    format!("{name} cannot have {now} + {num} partitions"),
+                )
+            })?;
+            cluster.create_partitions(&name, total).await?;
             let _ = writeln!(out, "topic {name} has {total} partitions (was {now})");
         }
         TopicCommand::Delete { name } => {

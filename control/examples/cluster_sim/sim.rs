@@ -59,6 +59,10 @@ pub struct LogGrowth {
 pub struct Sim {
     /// The active controller.
     pub controller: Controller,
+    /// The other node's controller: active before, or never yet.
+    standby: Controller,
+    /// The quorum's term (each failover starts one).
+    term: u64,
     /// The committed metadata.
     pub metadata: Metadata,
     /// Simulated time.
@@ -75,6 +79,8 @@ pub struct Sim {
     pub controller_time: Duration,
     /// Records the controller decided.
     pub decided: u64,
+    /// Brokers fenced while their process ran (heartbeating).
+    pub live_brokers_fenced: usize,
 }
 
 impl Sim {
@@ -82,6 +88,8 @@ impl Sim {
     pub fn new(shape: Shape) -> Sim {
         let mut sim = Sim {
             controller: new_controller(),
+            standby: new_controller(),
+            term: 1,
             metadata: Metadata::default(),
             now_ms: 0,
             running: BTreeMap::new(),
@@ -90,6 +98,7 @@ impl Sim {
             log: LogGrowth::default(),
             controller_time: Duration::ZERO,
             decided: 0,
+            live_brokers_fenced: 0,
         };
         for id in 1..=shape.brokers {
             let rack = format!("rack-{}", (id - 1) % shape.racks);
@@ -115,6 +124,9 @@ impl Sim {
     /// Applies committed records, counting them.
     fn apply(&mut self, records: Vec<MetadataRecord>) {
         for record in records {
+            if let MetadataRecord::FenceBroker { id, .. } = &record {
+                self.live_brokers_fenced += usize::from(self.running.contains_key(id));
+            }
             self.log.records += 1;
             self.log.bytes += record.encode().len() as u64;
             self.metadata
@@ -126,6 +138,7 @@ impl Sim {
     /// Runs a controller decision, timing it.
     fn decide<T>(&mut self, decision: impl FnOnce(&mut Controller, &Metadata) -> T) -> T {
         let started = Instant::now();
+        self.controller.lead_in(self.term);
         let out = decision(&mut self.controller, &self.metadata);
         self.controller_time += started.elapsed();
         out
@@ -159,8 +172,8 @@ impl Sim {
             .decide(|c, m| c.controlled_shutdown(m, id, incarnation))
             .expect("a live broker shuts down");
         self.decided += records.len() as u64;
-        self.apply(records);
         self.kill(id);
+        self.apply(records);
     }
 
     /// The process of `id` starts again (a new incarnation).
@@ -170,10 +183,12 @@ impl Sim {
         self.start_as(id, incarnation, rack);
     }
 
-    /// A new active controller (the quorum's leader changed): it keeps
-    /// nothing of the last one's memory.
+    /// The quorum's leadership moves to the other node, in a new term:
+    /// its controller never led, or led before the last failover (and
+    /// remembers heartbeats from then).
     pub fn fail_over(&mut self) {
-        self.controller = new_controller();
+        std::mem::swap(&mut self.controller, &mut self.standby);
+        self.term += 1;
     }
 
     /// Simulated time passes: heartbeats, ticks, catch-ups.

@@ -54,6 +54,8 @@ pub struct Controller {
     /// by itself), and when it next does.
     rebalance_every_ms: Option<u64>,
     next_rebalance_ms: Option<u64>,
+    /// The quorum term this memory is from (see [`Controller::lead_in`]).
+    term: Option<u64>,
 }
 
 /// How long an election [`Controller::tick`] proposed may take to apply
@@ -73,7 +75,24 @@ impl Controller {
             elections_asked: BTreeMap::new(),
             rebalance_every_ms: None,
             next_rebalance_ms: None,
+            term: None,
         }
+    }
+
+    /// This node acts as the active controller in quorum term `term`. A
+    /// leadership after another node's forgets what an earlier one of its
+    /// own remembered: the heartbeats went to the other node meanwhile, so
+    /// its times of them are stale and would fence live brokers at the
+    /// first tick. Every broker then gets a full session again, as with a
+    /// controller that never led.
+    pub fn lead_in(&mut self, term: u64) {
+        if self.term == Some(term) {
+            return;
+        }
+        self.term = Some(term);
+        self.last_heartbeat_ms.clear();
+        self.elections_asked.clear();
+        self.next_rebalance_ms = None;
     }
 
     /// Gives leadership back to preferred replicas every `every_ms` (see

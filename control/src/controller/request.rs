@@ -101,12 +101,12 @@ pub enum ControllerRequest {
         /// (key, value or None to remove).
         changes: Vec<(String, Option<String>)>,
     },
-    /// Give partitions back to their preferred replicas where they are
-    /// live and in sync (ElectLeaders, preferred): the partitions named
-    /// (topic, indexes), or every partition.
+    /// Give the partitions named (topic, indexes) back to their preferred
+    /// replicas where they are live and in sync (ElectLeaders, preferred;
+    /// the broker names every partition for a null list).
     ElectPreferredLeaders {
-        /// None: every partition.
-        partitions: Option<Vec<(String, Vec<i32>)>>,
+        /// (topic, partition indexes).
+        partitions: Vec<(String, Vec<i32>)>,
     },
     /// Give the partitions named (topic, indexes) that have no leader one:
     /// a live in-sync replica, else any live replica, whatever the topic

@@ -50,6 +50,11 @@ pub fn describe(shard: &Shard, resource: &DescribeConfigsResource) -> DescribeCo
     let entry = DescribeConfigsResult::default()
         .with_resource_type(resource.resource_type)
         .with_resource_name(resource.resource_name.clone());
+    if resource.resource_name.is_empty() {
+        // The cluster-wide defaults (`kafka-configs --entity-default`):
+        // none are dynamic here.
+        return entry.with_configs(vec![]);
+    }
     let id = match known_broker(shard, resource.resource_name.as_str()) {
         Ok(id) => id,
         Err((code, why)) => {

@@ -17,6 +17,7 @@ use control::controller::{preferred, unclean};
 use control::model::acls::Operation;
 use control::service::ControllerRequest;
 use control::{Metadata, Partition, PartitionId, TopicId};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -84,9 +85,7 @@ impl Kind {
     /// The controller request electing `partitions`.
     fn request(self, partitions: Vec<(String, Vec<i32>)>) -> ControllerRequest {
         match self {
-            Kind::Preferred => ControllerRequest::ElectPreferredLeaders {
-                partitions: Some(partitions),
-            },
+            Kind::Preferred => ControllerRequest::ElectPreferredLeaders { partitions },
             Kind::Unclean => ControllerRequest::ElectUncleanLeaders { partitions },
         }
     }
@@ -117,12 +116,10 @@ pub async fn handle(
 ) -> Result<Outcome, HandlerError> {
     let version = request.header.request_api_version;
     let decoded: ElectLeadersRequest = checked(request, check_elect_leaders)?;
-    let named = decoded.topic_partitions.as_ref().map(|topics| {
-        topics
-            .iter()
-            .map(|t| (t.topic.as_str().to_string(), t.partitions.clone()))
-            .collect::<Vec<_>>()
-    });
+    let named = decoded
+        .topic_partitions
+        .as_ref()
+        .map(|topics| distinct(topics));
     let kind = match decoded.election_type {
         PREFERRED => Some(Kind::Preferred),
         UNCLEAN => Some(Kind::Unclean),
@@ -159,14 +156,42 @@ pub async fn handle(
             (0, elect(shard, kind, named).await)
         }
     };
-    let answer = ElectLeadersResponse::default()
-        .with_error_code(error_code)
-        .with_replica_election_results(encode_results(results));
+    let answer = response_of(version, error_code, results);
     Ok(Outcome::Respond(response::encode(
         request.header.correlation_id,
         version,
         &answer,
     )?))
+}
+
+/// The partitions named, each once (as Kafka answers them), topics in the
+/// order first named.
+fn distinct(topics: &[TopicPartitions]) -> Vec<(String, Vec<i32>)> {
+    let mut named: Vec<(String, Vec<i32>)> = Vec::new();
+    for t in topics {
+        let name = t.topic.as_str();
+        let index = match named.iter().position(|(n, _)| n == name) {
+            Some(index) => index,
+            None => {
+                named.push((name.to_string(), Vec::new()));
+                named.len() - 1
+            }
+        };
+        named[index].1.extend(&t.partitions);
+    }
+    for (_, ids) in &mut named {
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    named
+}
+
+/// The response: the top-level error only from v1 (v0 has no such field:
+/// a refusal there is in each partition's answer alone).
+fn response_of(version: i16, error_code: Code, results: Results) -> ElectLeadersResponse {
+    ElectLeadersResponse::default()
+        .with_error_code(if version >= 1 { error_code } else { 0 })
+        .with_replica_election_results(encode_results(results))
 }
 
 /// Per topic, each partition's answer.
@@ -310,4 +335,45 @@ fn encode_results(results: Results) -> Vec<ReplicaElectionResult> {
                 .with_partition_result(partitions)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::Encodable;
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_encodes_at_every_version_and_names_each_partition() {
+        let answer = (CLUSTER_DENIED, Some("not authorized".to_string()));
+        let results = vec![("orders".to_string(), vec![(0, answer.clone()), (3, answer)])];
+        for version in 0..=2 {
+            let response = response_of(version, CLUSTER_DENIED, results.clone());
+            let mut out = BytesMut::new();
+            response
+                .encode(&mut out, version)
+                .unwrap_or_else(|e| panic!("v{version}: {e}"));
+            let partitions = &response.replica_election_results[0].partition_result;
+            assert!(partitions.iter().all(|p| p.error_code == CLUSTER_DENIED));
+        }
+    }
+
+    #[test]
+    fn partitions_named_twice_are_answered_once() {
+        let topic = |name: &'static str, ids: Vec<i32>| {
+            TopicPartitions::default()
+                .with_topic(TopicName(StrBytes::from_static_str(name)))
+                .with_partitions(ids)
+        };
+        let named = distinct(&[
+            topic("a", vec![3, 1, 3]),
+            topic("b", vec![0]),
+            topic("a", vec![1, 2]),
+        ]);
+        assert_eq!(
+            named,
+            vec![("a".to_string(), vec![1, 2, 3]), ("b".to_string(), vec![0])]
+        );
+    }
 }

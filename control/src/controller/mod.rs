@@ -385,6 +385,25 @@ impl Controller {
     }
 }
 
+/// The partitions named (topic name, indexes) that exist, each once
+/// however often it is named: two changes of one partition from one epoch
+/// in a batch would refuse the whole batch.
+fn named_partitions<'a>(
+    metadata: &'a Metadata,
+    partitions: &'a [(String, Vec<i32>)],
+) -> impl Iterator<Item = (TopicId, PartitionId, &'a Partition)> + 'a {
+    let mut seen = std::collections::BTreeSet::new();
+    partitions
+        .iter()
+        .filter_map(|(name, indexes)| Some((metadata.topic_by_name(name).ok()?, indexes)))
+        .flat_map(|(topic, indexes)| indexes.iter().map(move |&index| (topic, index)))
+        .filter_map(|(topic, index)| {
+            let partition = topic.partitions.get(usize::try_from(index).ok()?)?;
+            Some((topic.id, PartitionId(index), partition))
+        })
+        .filter(move |(topic, index, _)| seen.insert((*topic, *index)))
+}
+
 /// A broker process's registration, with its listeners. A new life of a
 /// broker whose old life still leads: the old one is fenced first (its
 /// leaderships move to other in-sync replicas, or wait for it), so the

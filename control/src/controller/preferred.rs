@@ -11,8 +11,6 @@
 //! A preferred replica is elected only while it is live and in sync, the
 //! clean election's rule.
 
-use std::collections::BTreeSet;
-
 use crate::model::record::{MetadataRecord, PartitionChange};
 use crate::model::types::{PartitionId, TopicId};
 use crate::model::{Metadata, Partition};
@@ -80,29 +78,10 @@ pub fn rebalance(metadata: &Metadata, max: usize) -> Vec<MetadataRecord> {
 /// possible now; the others are left as they are (the broker that asked
 /// tells which and why from its own view).
 pub fn asked(metadata: &Metadata, partitions: &[(String, Vec<i32>)]) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (name, indexes) in partitions {
-        let Ok(topic) = metadata.topic_by_name(name) else {
-            continue;
-        };
-        for &index in indexes {
-            let Some(partition) = usize::try_from(index)
-                .ok()
-                .and_then(|i| topic.partitions.get(i))
-            else {
-                continue;
-            };
-            let index = PartitionId(index);
-            // Named twice, elected once (two changes from one epoch would
-            // refuse the whole batch).
-            if !seen.insert((topic.id, index)) {
-                continue;
-            }
-            if let Ok(change) = preferred_election(metadata, topic.id, index, partition) {
-                records.push(MetadataRecord::ChangePartition(change));
-            }
-        }
-    }
-    records
+    super::named_partitions(metadata, partitions)
+        .filter_map(|(topic, index, partition)| {
+            preferred_election(metadata, topic, index, partition).ok()
+        })
+        .map(MetadataRecord::ChangePartition)
+        .collect()
 }

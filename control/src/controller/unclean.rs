@@ -9,8 +9,6 @@
 //! other replicas truncate to it. If an in-sync replica is live after all,
 //! it is elected instead (a clean election: nothing is lost).
 
-use std::collections::BTreeSet;
-
 use crate::model::record::{MetadataRecord, PartitionChange};
 use crate::model::types::{BrokerId, PartitionId, TopicId};
 use crate::model::{Metadata, Partition};
@@ -67,27 +65,7 @@ pub fn election(
 /// one now; the others are left as they are (the broker that asked tells
 /// which and why from its own view).
 pub fn asked(metadata: &Metadata, partitions: &[(String, Vec<i32>)]) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (name, indexes) in partitions {
-        let Ok(topic) = metadata.topic_by_name(name) else {
-            continue;
-        };
-        for &index in indexes {
-            let Some(partition) = usize::try_from(index)
-                .ok()
-                .and_then(|i| topic.partitions.get(i))
-            else {
-                continue;
-            };
-            // Named twice, elected once.
-            if !seen.insert((topic.id, index)) {
-                continue;
-            }
-            if let Ok(record) = election(metadata, topic.id, PartitionId(index), partition) {
-                records.push(record);
-            }
-        }
-    }
-    records
+    super::named_partitions(metadata, partitions)
+        .filter_map(|(topic, index, partition)| election(metadata, topic, index, partition).ok())
+        .collect()
 }

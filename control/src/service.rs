@@ -17,6 +17,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
 use glommio::{spawn_local, Task};
 
+use crate::controller::members::{self, MemberPlan, QuorumState};
 use crate::controller::request::{Call, Reply};
 pub use crate::controller::request::{ControllerError, ControllerRequest};
 use crate::controller::Controller;
@@ -26,7 +27,9 @@ use crate::model::types::{BrokerId, Incarnation};
 use crate::model::Metadata;
 pub use crate::raft::changes::Change;
 use crate::raft::disk::FileRaftDisk;
-use crate::raft::node::{Applied, MetadataNode, NodeId, Persist, ProposeError};
+use crate::raft::node::{
+    Applied, MemberChange, Members, MetadataNode, NodeId, Persist, ProposeError,
+};
 use crate::transport::forward::forward;
 use crate::transport::link::QuorumTls;
 use crate::transport::{Inbound, Transport};
@@ -89,6 +92,8 @@ pub struct View {
     /// that carry no record, as a new leader's first, send no change), so
     /// a follower waiting for `applied` could wait for the next record.
     pub published: u64,
+    /// The quorum's voters and observers as applied.
+    pub members: Members,
 }
 
 enum Command {
@@ -101,7 +106,9 @@ enum Command {
 /// A running metadata node.
 pub struct MetadataService {
     commands: LocalSender<Command>,
-    peers: Rc<BTreeMap<NodeId, SocketAddr>>,
+    /// The other members' metadata listeners: configured, then as the
+    /// metadata records them.
+    peers: Rc<RefCell<BTreeMap<NodeId, SocketAddr>>>,
     call_timeout: Duration,
     tls: Option<QuorumTls>,
     view: Rc<RefCell<View>>,
@@ -128,9 +135,10 @@ impl MetadataService {
             term: node.term(),
             applied: node.applied_index(),
             published: node.applied_index(),
+            members: node.members(),
         }));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
-        let peers = Rc::new(config.peers.clone());
+        let peers = Rc::new(RefCell::new(config.peers.clone()));
         let call_timeout = config.call_timeout;
         let tls = config.tls.clone();
         let driver = Driver {
@@ -148,6 +156,8 @@ impl MetadataService {
                 ),
             waiters: BTreeMap::new(),
             controller_pending: None,
+            member_waiters: BTreeMap::new(),
+            peers: peers.clone(),
             started: Instant::now(),
             config,
         };
@@ -181,9 +191,10 @@ impl MetadataService {
             let view = self.view.borrow();
             (!view.is_leader).then_some(view.leader).flatten()
         };
-        match leader.and_then(|l| self.peers.get(&l)) {
+        let address = leader.and_then(|l| self.peers.borrow().get(&l).copied());
+        match address {
             Some(address) => {
-                let (address, timeout) = (*address, self.call_timeout);
+                let timeout = self.call_timeout;
                 let tls = self.tls.clone();
                 spawn_local(async move {
                     let call = Call::Heartbeat {
@@ -248,14 +259,43 @@ impl MetadataService {
         match &local {
             Err(ControllerError::NotController {
                 leader: Some(leader),
-            }) => match self.peers.get(leader) {
-                Some(address) => {
-                    forward(*address, &call, self.call_timeout, self.tls.as_ref()).await
+            }) => {
+                let address = self.peers.borrow().get(leader).copied();
+                match address {
+                    Some(address) => {
+                        forward(address, &call, self.call_timeout, self.tls.as_ref()).await
+                    }
+                    None => local,
                 }
-                None => local,
-            },
+            }
             _ => local,
         }
+    }
+
+    /// Asks the quorum to take `node` as an observer reached at `address`
+    /// (its metadata listener), or to record that it moved: through the
+    /// leader this node knows of, else through each other member in turn
+    /// (a node that has not joined yet hears from no leader). Resolves
+    /// once the change is applied on the active controller.
+    pub async fn join_quorum(&self, node: NodeId, address: SocketAddr) -> Reply {
+        let request = ControllerRequest::JoinQuorum {
+            node,
+            address: address.to_string(),
+        };
+        let mut outcome = self.request_applied(request.clone()).await;
+        if outcome.is_ok() {
+            return outcome;
+        }
+        let members: Vec<SocketAddr> = self.peers.borrow().values().copied().collect();
+        for member in members {
+            let call = Call::Request(request.clone());
+            let reply = forward(member, &call, self.call_timeout, self.tls.as_ref()).await;
+            outcome = self.or_forwarded(reply, call).await;
+            if outcome.is_ok() {
+                break;
+            }
+        }
+        outcome
     }
 
     fn send(&self, command: Command) -> Result<(), ControllerError> {
@@ -336,6 +376,11 @@ struct Driver<T> {
     /// waiting for their index would stall the controller of a quiet
     /// cluster forever (found by a coordinator failover test).
     controller_pending: Option<(u64, u64)>,
+    /// Membership requests by the log index of their change, answered once
+    /// it applies (by whether the members show it).
+    member_waiters: BTreeMap<u64, (MemberChange, oneshot::Sender<Reply>)>,
+    /// Shared with the service: where forwarded calls reach each member.
+    peers: Rc<RefCell<BTreeMap<NodeId, SocketAddr>>>,
     started: Instant,
     config: ServiceConfig,
 }
@@ -353,6 +398,7 @@ impl<T: Transport> Driver<T> {
             (self.config.controller_interval.as_millis() / tick.as_millis().max(1)).max(1) as u64;
         let mut ticks = 0u64;
         let mut next_tick = Instant::now() + tick;
+        self.sync_peers();
         loop {
             let wait = next_tick.saturating_duration_since(Instant::now());
             let event = {
@@ -493,6 +539,10 @@ impl<T: Transport> Driver<T> {
                     }));
                     return;
                 }
+                // Membership requests are answered there; the rest here.
+                let Some((request, reply)) = self.member_request(request, reply) else {
+                    return;
+                };
                 match self.records_for(request) {
                     // Nothing to change (a bootstrap user that exists):
                     // done as of what is committed.
@@ -513,6 +563,103 @@ impl<T: Transport> Driver<T> {
                     }
                 }
             }
+        }
+    }
+
+    /// Answers a change of the quorum's members (handing back any other
+    /// request): proposes its records and its change, and answers once the
+    /// change applies.
+    fn member_request(
+        &mut self,
+        request: ControllerRequest,
+        reply: oneshot::Sender<Reply>,
+    ) -> Option<(ControllerRequest, oneshot::Sender<Reply>)> {
+        let members = self.node.members();
+        let node = &self.node;
+        let matched = |id| node.matched(id);
+        let quorum = QuorumState {
+            leader: node.id(),
+            members: &members,
+            committed: node.commit_index(),
+            matched: &matched,
+        };
+        let plan = match &request {
+            ControllerRequest::JoinQuorum { node, address } => {
+                Ok(members::join(self.node.metadata(), &quorum, *node, address))
+            }
+            ControllerRequest::AddVoter { node } => members::add_voter(&quorum, *node),
+            ControllerRequest::RemoveVoter { node } => members::remove_voter(&quorum, *node),
+            _ => return Some((request, reply)),
+        };
+        let outcome = match plan {
+            Err(refused) => Err(ControllerError::Refused(refused)),
+            Ok(MemberPlan::TransferFirst { to }) => {
+                tracing::info!(to, "handing the quorum's leadership over before leaving it");
+                self.node.transfer_leadership(to);
+                Err(ControllerError::Superseded)
+            }
+            Ok(MemberPlan::Propose { records, change }) => {
+                let proposed = if records.is_empty() {
+                    Ok(())
+                } else {
+                    self.propose_all(&records).map(|_| ())
+                };
+                match (proposed, change) {
+                    (Err(e), _) => Err(e),
+                    (Ok(()), None) => Ok(self.node.last_index()),
+                    (Ok(()), Some(change)) => match self.node.propose_member_change(change) {
+                        Ok(()) => {
+                            let index = self.node.last_index();
+                            tracing::info!(?change, index, "metadata quorum change proposed");
+                            self.member_waiters.insert(index, (change, reply));
+                            return None;
+                        }
+                        Err(e) => Err(ControllerError::Refused(MetadataError::VoterChange(
+                            e.to_string(),
+                        ))),
+                    },
+                }
+            }
+        };
+        let _ = reply.send(outcome);
+        None
+    }
+
+    /// Answers the membership requests whose change has applied.
+    fn answer_member_changes(&mut self) {
+        let applied = self.node.applied_index();
+        let members = self.node.members();
+        while let Some(entry) = self.member_waiters.first_entry() {
+            if *entry.key() > applied {
+                break;
+            }
+            let (index, (change, reply)) = entry.remove_entry();
+            // raft-rs turns a change proposed while another was pending
+            // into an empty entry: then the members do not show it.
+            let outcome = if members::satisfied(change, &members) {
+                Ok(index)
+            } else {
+                Err(ControllerError::Superseded)
+            };
+            let _ = reply.send(outcome);
+        }
+    }
+
+    /// Points the transport and forwarded calls at every member's
+    /// metadata listener the metadata records.
+    fn sync_peers(&mut self) {
+        let own = self.node.id();
+        let mut peers = self.peers.borrow_mut();
+        for (&node, address) in &self.node.metadata().quorum_addresses {
+            let Ok(address) = address.parse::<SocketAddr>() else {
+                continue;
+            };
+            if node == own || peers.get(&node) == Some(&address) {
+                continue;
+            }
+            tracing::info!(node, %address, "metadata quorum member reached at a new address");
+            self.transport.set_peer(node, address);
+            peers.insert(node, address);
         }
     }
 
@@ -553,6 +700,11 @@ impl<T: Transport> Driver<T> {
                 };
                 metadata.validate(&record)?;
                 vec![record]
+            }
+            ControllerRequest::JoinQuorum { .. }
+            | ControllerRequest::AddVoter { .. }
+            | ControllerRequest::RemoveVoter { .. } => {
+                unreachable!("membership requests are answered by member_request")
             }
             ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
                 id: metadata.topic_by_name(&name)?.id,
@@ -693,10 +845,15 @@ impl<T: Transport> Driver<T> {
             view.is_leader = self.node.is_leader();
             view.term = self.node.term();
             view.applied = self.node.applied_index();
+            view.members = self.node.members();
             if !changes.is_empty() {
                 view.metadata = self.node.metadata().clone();
             }
         }
+        if !changes.is_empty() {
+            self.sync_peers();
+        }
+        self.answer_member_changes();
         for applied in &changes {
             self.answer(applied);
         }

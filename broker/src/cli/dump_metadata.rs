@@ -191,6 +191,9 @@ fn summary(record: &MetadataRecord) -> String {
         MetadataRecord::SetBrokerCordoned { id, cordoned } => {
             format!("SetBrokerCordoned {id} {cordoned}")
         }
+        MetadataRecord::SetQuorumAddress { node, address } => {
+            format!("SetQuorumAddress {node} {address}")
+        }
         // Never the keys: they are what a login is checked against.
         MetadataRecord::SetScramCredential(c) => format!(
             "SetScramCredential {:?} {} iterations {}",

@@ -8,6 +8,7 @@
 //! controller, kept here, below both the transports and the service, so
 //! neither needs the other's types.
 
+pub mod members;
 pub mod preferred;
 #[allow(missing_docs)]
 pub mod request;

@@ -115,6 +115,25 @@ pub enum ControllerRequest {
         /// (topic, partition indexes).
         partitions: Vec<(String, Vec<i32>)>,
     },
+    /// A node joins the metadata quorum as an observer (a Raft learner: it
+    /// follows the log without a vote), or says its metadata listener moved.
+    JoinQuorum {
+        /// The node.
+        node: NodeId,
+        /// Its metadata listener, `ip:port`.
+        address: String,
+    },
+    /// An observer becomes a voter (KIP-853's AddRaftVoter).
+    AddVoter {
+        /// The node.
+        node: NodeId,
+    },
+    /// A voter becomes an observer; an observer leaves the quorum
+    /// (KIP-853's RemoveRaftVoter).
+    RemoveVoter {
+        /// The node.
+        node: NodeId,
+    },
     /// Cordon a broker (no new replicas go to it) or lift its cordon.
     SetBrokerCordoned {
         /// The broker.

@@ -31,6 +31,12 @@ pub enum MetadataError {
     /// No broker with this id.
     #[error("unknown broker {0}")]
     UnknownBroker(BrokerId),
+    /// A quorum member's metadata listener that is not `ip:port`.
+    #[error("invalid metadata listener address {0:?}: expected ip:port")]
+    InvalidQuorumAddress(String),
+    /// A change of the metadata quorum's voters that is refused, and why.
+    #[error("{0}")]
+    VoterChange(String),
     /// A registration or fencing that names an older life of the broker.
     #[error("broker {broker} incarnation {given:?} is stale (current {current:?})")]
     StaleIncarnation {

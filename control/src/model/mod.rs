@@ -141,6 +141,12 @@ pub struct Metadata {
     /// Brokers cordoned by an operator (KIP-1066): placement gives them
     /// no new replicas; what they hold stays. Kept across their restarts.
     pub cordoned_brokers: BTreeSet<BrokerId>,
+    /// The metadata listener (`ip:port`) of each node that joined the
+    /// quorum while it ran (observers, and voters added later): where the
+    /// leader's Raft messages and forwarded calls reach it. Nodes named in
+    /// `controller_quorum_voters` need no entry; a later entry for one of
+    /// them wins over the configured address.
+    pub quorum_addresses: BTreeMap<u64, String>,
 }
 
 impl Metadata {
@@ -188,6 +194,12 @@ impl Metadata {
             MetadataRecord::SetBrokerCordoned { id, .. } => {
                 if !self.brokers.contains_key(id) {
                     return Err(MetadataError::UnknownBroker(*id));
+                }
+                Ok(())
+            }
+            MetadataRecord::SetQuorumAddress { address, .. } => {
+                if address.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(MetadataError::InvalidQuorumAddress(address.clone()));
                 }
                 Ok(())
             }
@@ -322,6 +334,9 @@ impl Metadata {
                 } else {
                     self.cordoned_brokers.remove(id);
                 }
+            }
+            MetadataRecord::SetQuorumAddress { node, address } => {
+                self.quorum_addresses.insert(*node, address.clone());
             }
             MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
                 unreachable!("validated: refused")

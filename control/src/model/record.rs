@@ -216,6 +216,14 @@ pub enum MetadataRecord {
         /// Cordoned, or not any more.
         cordoned: bool,
     },
+    /// A node joining the metadata quorum (an observer, or a voter added
+    /// later) says where its metadata listener is.
+    SetQuorumAddress {
+        /// The node (its broker id).
+        node: u64,
+        /// Its metadata listener, `ip:port`.
+        address: String,
+    },
 }
 
 /// The archived size of every record written so far: rkyv finds a

@@ -12,8 +12,9 @@
 //! version 8 added the brokers' listeners ([`MetadataV8`]); version 9
 //! added the group configs ([`MetadataV9`]); version 10 added tiered
 //! storage's topic settings (versions 1-9 hold the frozen topic of
-//! `frozen_topic`; [`MetadataV10`]); version 11 adds the cordoned
-//! brokers. The frozen layouts
+//! `frozen_topic`; [`MetadataV10`]); version 11 added the cordoned
+//! brokers ([`MetadataV11`]); version 12 adds the quorum members'
+//! addresses. The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
@@ -45,8 +46,10 @@ use crate::model::{Broker, Metadata, Topic};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the cordoned brokers.
-const VERSION_CURRENT: u8 = 11;
+/// The version written now: [`Metadata`] with the quorum's addresses.
+const VERSION_CURRENT: u8 = 12;
+/// [`MetadataV11`].
+const VERSION_11: u8 = 11;
 /// [`MetadataV10`].
 const VERSION_10: u8 = 10;
 /// [`MetadataV9`].
@@ -94,6 +97,7 @@ impl From<MetadataV1> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -127,6 +131,7 @@ impl From<MetadataV2> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -161,6 +166,7 @@ impl From<MetadataV3> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -197,6 +203,7 @@ impl From<MetadataV4> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -234,6 +241,7 @@ impl From<MetadataV5> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -272,6 +280,7 @@ impl From<MetadataV6> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -311,6 +320,7 @@ impl From<MetadataV7> for Metadata {
             broker_endpoints: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -351,6 +361,7 @@ impl From<MetadataV8> for Metadata {
             broker_endpoints: v8.broker_endpoints,
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -393,6 +404,7 @@ impl From<MetadataV9> for Metadata {
             broker_endpoints: v9.broker_endpoints,
             group_configs: v9.group_configs,
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -435,6 +447,51 @@ impl From<MetadataV10> for Metadata {
             broker_endpoints: v10.broker_endpoints,
             group_configs: v10.group_configs,
             cordoned_brokers: BTreeSet::new(),
+            quorum_addresses: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 11 stored it: [`Metadata`] before the quorum
+/// members' addresses.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV11 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    pub cordoned_brokers: BTreeSet<BrokerId>,
+}
+
+impl From<MetadataV11> for Metadata {
+    fn from(v11: MetadataV11) -> Metadata {
+        Metadata {
+            brokers: v11.brokers,
+            topics: v11.topics,
+            names: v11.names,
+            unclean_leader_elections: v11.unclean_leader_elections,
+            deleted_topics: v11.deleted_topics,
+            cluster_id: v11.cluster_id,
+            next_producer_id: v11.next_producer_id,
+            producer_id_blocks: v11.producer_id_blocks,
+            scram_credentials: v11.scram_credentials,
+            acls: v11.acls,
+            client_quotas: v11.client_quotas,
+            broker_endpoints: v11.broker_endpoints,
+            group_configs: v11.group_configs,
+            cordoned_brokers: v11.cordoned_brokers,
+            quorum_addresses: BTreeMap::new(),
         }
     }
 }
@@ -471,6 +528,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_11, archived)) => archive::<MetadataV11>(archived).map(Metadata::from),
         Some((&VERSION_10, archived)) => archive::<MetadataV10>(archived).map(Metadata::from),
         Some((&VERSION_9, archived)) => archive::<MetadataV9>(archived).map(Metadata::from),
         Some((&VERSION_8, archived)) => archive::<MetadataV8>(archived).map(Metadata::from),
@@ -616,8 +674,21 @@ mod tests {
     }
 
     #[test]
+    fn a_version_11_snapshot_decodes_into_the_current_state() {
+        let mut v11 = MetadataV11::default();
+        v11.cordoned_brokers.insert(BrokerId(2));
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_11);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v11).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert!(metadata.cordoned_brokers.contains(&BrokerId(2)));
+        assert!(metadata.quorum_addresses.is_empty());
+    }
+
+    #[test]
     fn the_current_version_round_trips_and_a_newer_one_is_refused() {
         let mut metadata = Metadata::default();
+        metadata.quorum_addresses.insert(4, "127.0.0.1:9193".into());
         metadata.cordoned_brokers.insert(BrokerId(3));
         metadata.deleted_topics.insert(TopicId([1; 16]));
         let endpoint = crate::model::record::BrokerEndpoint {

@@ -13,7 +13,11 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use protobuf::Message as _;
+use raft::eraftpb::{
+    ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, HardState,
+    Message, Snapshot,
+};
 use raft::storage::MemStorage;
 use raft::{Config, GetEntriesContext, RaftState, RawNode, Ready, StateRole, Storage};
 
@@ -150,6 +154,26 @@ impl Recovered {
     }
 }
 
+/// One change of the quorum's members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange {
+    /// The node follows the log without a vote (an observer).
+    AddLearner(NodeId),
+    /// The node votes (a learner promoted, or a new node).
+    AddVoter(NodeId),
+    /// The node leaves the quorum.
+    Remove(NodeId),
+}
+
+/// The quorum's members.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Members {
+    /// Nodes that vote.
+    pub voters: Vec<NodeId>,
+    /// Nodes that follow the log without a vote (observers).
+    pub learners: Vec<NodeId>,
+}
+
 /// Why a proposal was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum ProposeError {
@@ -206,6 +230,10 @@ impl NodeConfig {
 pub struct NodeStorage {
     mem: MemStorage,
     snapshot: Rc<RefCell<Option<Snapshot>>>,
+    /// Set when a follower needed a snapshot the last one cannot serve: it
+    /// predates the follower joining (raft-rs's follower refuses a snapshot
+    /// whose members do not include it). The node then takes a new one.
+    snapshot_wanted: Rc<std::cell::Cell<bool>>,
 }
 
 impl Storage for NodeStorage {
@@ -235,10 +263,22 @@ impl Storage for NodeStorage {
         self.mem.last_index()
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let member = |snapshot: &Snapshot| {
+            let conf = snapshot.get_metadata().get_conf_state();
+            conf.voters.contains(&to) || conf.learners.contains(&to)
+        };
         match &*self.snapshot.borrow() {
-            Some(snapshot) if snapshot.get_metadata().index >= request_index => {
+            Some(snapshot)
+                if snapshot.get_metadata().index >= request_index && member(snapshot) =>
+            {
                 Ok(snapshot.clone())
+            }
+            Some(_) => {
+                self.snapshot_wanted.set(true);
+                Err(raft::Error::Store(
+                    raft::StorageError::SnapshotTemporarilyUnavailable,
+                ))
             }
             // Never MemStorage's: it carries no metadata, and a follower
             // installing it would hold an empty state. raft-rs retries.
@@ -290,9 +330,10 @@ impl MetadataNode {
         let mem = MemStorage::new();
         let mut metadata = Metadata::default();
         let mut applied = 0;
-        // The voter set is fixed at start (membership changes are not
-        // supported yet): without a snapshot, which carries it, it comes
-        // from the configuration, on the first start and on every restart.
+        // Without a snapshot, which carries it, the voter set starts as
+        // configured (as it did when the quorum began, on every node,
+        // observers included); the membership changes in the log are then
+        // applied again on top of it.
         if recovered.snapshot.is_none() {
             let conf = ConfState {
                 voters: config.voters.clone(),
@@ -316,6 +357,7 @@ impl MetadataNode {
         let storage = NodeStorage {
             mem,
             snapshot: Rc::new(RefCell::new(recovered.snapshot.clone())),
+            snapshot_wanted: Rc::default(),
         };
         let raw = RawNode::new(&raft_config(config, applied), storage, &discard_logger())
             .map_err(|e| e.to_string())?;
@@ -406,6 +448,59 @@ impl MetadataNode {
             .map_err(|e| ProposeError::Raft(e.to_string()))
     }
 
+    /// Proposes a change of the quorum's members (one node added as a
+    /// learner or a voter, or removed). raft-rs takes one at a time: a
+    /// proposal made while another is unapplied becomes an empty entry, so
+    /// the caller checks the members once its index applies.
+    pub fn propose_member_change(&mut self, change: MemberChange) -> Result<(), ProposeError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(ProposeError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let (node, kind) = match change {
+            MemberChange::AddLearner(node) => (node, ConfChangeType::AddLearnerNode),
+            MemberChange::AddVoter(node) => (node, ConfChangeType::AddNode),
+            MemberChange::Remove(node) => (node, ConfChangeType::RemoveNode),
+        };
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(kind);
+        single.node_id = node;
+        let mut conf_change = ConfChangeV2::default();
+        conf_change.mut_changes().push(single);
+        self.raw
+            .propose_conf_change(Vec::new(), conf_change)
+            .map_err(|e| ProposeError::Raft(e.to_string()))
+    }
+
+    /// The quorum's members as of the applied log.
+    pub fn members(&self) -> Members {
+        let conf = self.raw.raft.prs().conf().to_conf_state();
+        Members {
+            voters: conf.voters,
+            learners: conf.learners,
+        }
+    }
+
+    /// How far `node`'s log matches the leader's (leader only; None elsewhere
+    /// or for a node outside the quorum).
+    pub fn matched(&self, node: NodeId) -> Option<u64> {
+        if !self.is_leader() {
+            return None;
+        }
+        self.raw
+            .raft
+            .prs()
+            .get(node)
+            .map(|progress| progress.matched)
+    }
+
+    /// Hands leadership to `node` (leader only; raft-rs gives up if `node`
+    /// does not catch up within an election timeout).
+    pub fn transfer_leadership(&mut self, node: NodeId) {
+        self.raw.transfer_leader(node);
+    }
+
     /// The first half of handling a ready, if there is one.
     pub fn ready(&mut self) -> Option<ReadyOutput> {
         assert!(self.pending.is_none(), "persisted() must follow ready()");
@@ -488,9 +583,13 @@ impl MetadataNode {
                 continue;
             }
             self.applied = entry.index;
+            if entry.get_entry_type() == EntryType::EntryConfChangeV2 {
+                self.apply_member_change(&entry);
+                continue;
+            }
             if entry.get_entry_type() != EntryType::EntryNormal || entry.data.is_empty() {
-                // A new leader's empty entry, or a membership change (not
-                // used yet: the voter set is fixed at start).
+                // A new leader's empty entry (or a version 1 membership
+                // change, which this quorum never proposes).
                 continue;
             }
             // Entries passed their checksum and were proposed encoded: one
@@ -512,14 +611,35 @@ impl MetadataNode {
         }
     }
 
-    /// Every `snapshot_every_entries` applied entries, snapshots the
-    /// metadata and compacts the in-memory log behind it; the driver
-    /// persists the snapshot, and only then drops those entries from disk.
+    /// Applies a committed membership change to raft-rs's progress and to
+    /// the configuration its storage reports.
+    fn apply_member_change(&mut self, entry: &Entry) {
+        let conf_change = match ConfChangeV2::parse_from_bytes(&entry.data) {
+            Ok(conf_change) => conf_change,
+            // Proposed encoded by a leader of this quorum: a bug.
+            Err(e) => panic!(
+                "undecodable membership change at index {}: {e}",
+                entry.index
+            ),
+        };
+        match self.raw.apply_conf_change(&conf_change) {
+            Ok(conf) => self.memory().wl().set_conf_state(conf),
+            // raft-rs refuses a change that would leave no voter, or a
+            // voter demoted in one step: identically on every node.
+            Err(e) => tracing::warn!(index = entry.index, error = %e, "membership change refused"),
+        }
+    }
+
+    /// Every `snapshot_every_entries` applied entries (or sooner when a
+    /// follower needs a newer one), snapshots the metadata and compacts
+    /// the in-memory log behind it; the driver persists the snapshot, and
+    /// only then drops those entries from disk.
     fn maybe_snapshot(&mut self) -> Option<Snapshot> {
-        if self.applied < self.snapshot_index + self.snapshot_every_entries {
+        let store = self.raw.raft.raft_log.store.clone();
+        let wanted = store.snapshot_wanted.take() && self.applied > self.snapshot_index;
+        if self.applied < self.snapshot_index + self.snapshot_every_entries && !wanted {
             return None;
         }
-        let store = self.raw.raft.raft_log.store.clone();
         let term = store.mem.term(self.applied).ok()?;
         let mut snapshot = Snapshot {
             data: self.metadata.encode().into(),
@@ -552,6 +672,11 @@ impl MetadataNode {
     /// (index, record) applied since last asked; None marks a snapshot install.
     pub fn take_applied(&mut self) -> Vec<Applied> {
         std::mem::take(&mut self.applied_log)
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.raw.raft.id
     }
 
     /// Whether this node is the leader.

@@ -102,6 +102,10 @@ pub trait Transport: 'static {
     fn send(&self, messages: Vec<raft::eraftpb::Message>);
     /// The next inbound event; None once the transport is closed.
     async fn recv(&self) -> Option<Inbound>;
+    /// Where `peer` is reached from now on: a node that joined the quorum
+    /// while it ran, or moved. Transports whose peers need no address
+    /// ignore it.
+    fn set_peer(&self, _peer: NodeId, _address: std::net::SocketAddr) {}
 }
 
 #[cfg(test)]

@@ -40,12 +40,23 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 pub struct TcpTransport {
     id: NodeId,
     local_addr: SocketAddr,
-    peers: BTreeMap<NodeId, LocalSender<Message>>,
+    /// Each peer's address, queue and sending task (dropping it cancels it).
+    peers: RefCell<BTreeMap<NodeId, Peer>>,
+    /// With TLS, the addresses that may connect: the peers'.
+    allowed: Rc<RefCell<Vec<std::net::IpAddr>>>,
     inbound_tx: Rc<LocalSender<Inbound>>,
     inbound: LocalReceiver<Inbound>,
-    // Held so dropping the transport cancels them.
-    _tasks: Vec<Task<()>>,
+    tls: Option<QuorumTls>,
+    // Held so dropping the transport cancels it.
+    _accept: Task<()>,
     _readers: Rc<RefCell<Vec<Task<()>>>>,
+}
+
+/// One peer's outgoing connection.
+struct Peer {
+    address: SocketAddr,
+    queue: LocalSender<Message>,
+    _task: Task<()>,
 }
 
 impl TcpTransport {
@@ -82,36 +93,33 @@ impl TcpTransport {
         let (inbound_tx, inbound) = local_channel::new_bounded(INBOUND_QUEUE_MESSAGES_MAX);
         let inbound_tx = Rc::new(inbound_tx);
         let readers = Rc::new(RefCell::new(Vec::new()));
-        // With TLS, only the voters' addresses may connect (the CA may
+        // With TLS, only the peers' addresses may connect (the CA may
         // also sign Kafka clients' certificates).
-        let voters: Vec<std::net::IpAddr> = peers.values().map(|a| a.ip()).collect();
-        let mut tasks = vec![spawn_local(accept_loop(
+        let allowed = Rc::new(RefCell::new(
+            peers.values().map(|a| a.ip().to_canonical()).collect(),
+        ));
+        let accept = spawn_local(accept_loop(
             id,
             listener,
             inbound_tx.clone(),
             readers.clone(),
-            tls.clone().map(|tls| (tls, voters)),
-        ))];
-        let mut senders = BTreeMap::new();
-        for (peer, address) in peers.into_iter().filter(|(peer, _)| *peer != id) {
-            let (tx, rx) = local_channel::new_bounded(PEER_QUEUE_MESSAGES_MAX);
-            tasks.push(spawn_local(send_loop(
-                (peer, address),
-                rx,
-                inbound_tx.clone(),
-                tls.clone(),
-            )));
-            senders.insert(peer, tx);
-        }
-        Ok(TcpTransport {
+            tls.clone().map(|tls| (tls, allowed.clone())),
+        ));
+        let transport = TcpTransport {
             id,
             local_addr,
-            peers: senders,
+            peers: RefCell::default(),
+            allowed,
             inbound_tx,
             inbound,
-            _tasks: tasks,
+            tls,
+            _accept: accept,
             _readers: readers,
-        })
+        };
+        for (peer, address) in peers {
+            transport.set_peer(peer, address);
+        }
+        Ok(transport)
     }
 
     /// The address the listener is bound to.
@@ -127,8 +135,9 @@ impl Transport for TcpTransport {
             let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
             let queued = self
                 .peers
+                .borrow()
                 .get(&to)
-                .is_some_and(|queue| queue.try_send(message).is_ok());
+                .is_some_and(|peer| peer.queue.try_send(message).is_ok());
             if !queued {
                 tracing::debug!(
                     from = self.id,
@@ -145,6 +154,37 @@ impl Transport for TcpTransport {
     async fn recv(&self) -> Option<Inbound> {
         self.inbound.recv().await
     }
+
+    fn set_peer(&self, peer: NodeId, address: SocketAddr) {
+        if peer == self.id {
+            return;
+        }
+        let mut peers = self.peers.borrow_mut();
+        if peers.get(&peer).is_some_and(|p| p.address == address) {
+            return;
+        }
+        let (queue, rx) = local_channel::new_bounded(PEER_QUEUE_MESSAGES_MAX);
+        let task = spawn_local(send_loop(
+            (peer, address),
+            rx,
+            self.inbound_tx.clone(),
+            self.tls.clone(),
+        ));
+        // Replacing an entry drops the old task, closing its connection.
+        peers.insert(
+            peer,
+            Peer {
+                address,
+                queue,
+                _task: task,
+            },
+        );
+        let ip = address.ip().to_canonical();
+        let mut allowed = self.allowed.borrow_mut();
+        if !allowed.contains(&ip) {
+            allowed.push(ip);
+        }
+    }
 }
 
 async fn accept_loop(
@@ -152,20 +192,20 @@ async fn accept_loop(
     listener: TcpListener,
     inbound: Rc<LocalSender<Inbound>>,
     readers: Rc<RefCell<Vec<Task<()>>>>,
-    tls: Option<(QuorumTls, Vec<std::net::IpAddr>)>,
+    tls: Option<(QuorumTls, Rc<RefCell<Vec<std::net::IpAddr>>>)>,
 ) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
                 let peer = stream.peer_addr().ok();
-                let stranger = tls.as_ref().is_some_and(|(_, voters)| {
-                    peer.is_none_or(|p| !voters.contains(&p.ip().to_canonical()))
+                let stranger = tls.as_ref().is_some_and(|(_, allowed)| {
+                    peer.is_none_or(|p| !allowed.borrow().contains(&p.ip().to_canonical()))
                 });
                 if stranger {
                     tracing::warn!(
                         node = id,
                         ?peer,
-                        "closing a metadata connection from an address that is no voter's"
+                        "closing a metadata connection from an address that is no quorum member's"
                     );
                     continue;
                 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs a cluster of brokers on 127.0.0.1, each its own process with its own
-# ports and data directory, all of them voters of the metadata quorum.
+# ports and data directory: the first V are the metadata quorum's voters,
+# the others observers that follow its log without a vote.
 #
-#   scripts/cluster.sh start [N]   build (release) and start N brokers (3)
+#   scripts/cluster.sh start [N] [--voters V]
+#                                  build (release) and start N brokers (3),
+#                                  V of them voters (all, up to 5; else 3)
 #   scripts/cluster.sh stop        SIGTERM every broker (controlled shutdown)
 #   scripts/cluster.sh kill N      SIGKILL broker N (a machine failure)
 #   scripts/cluster.sh restart N   start broker N again with its data
@@ -26,6 +29,7 @@ kafka_port() { echo $((19090 + $1)); }
 http_port() { echo $((18080 + $1)); }
 metadata_port() { echo $((19190 + $1)); }
 size() { cat "$CLUSTER_DIR/size" 2>/dev/null || echo 3; }
+voter_count() { cat "$CLUSTER_DIR/voters" 2>/dev/null || size; }
 
 voters() {
     local n=$1 out="" i
@@ -39,14 +43,19 @@ pid_of() { cat "$CLUSTER_DIR/$1/pid" 2>/dev/null || true; }
 running() { local pid; pid=$(pid_of "$1"); [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }
 
 start_one() {
-    local i=$1 n
-    n=$(size)
+    local i=$1
     if running "$i"; then
         echo "broker $i already runs (pid $(pid_of "$i"))"
         return
     fi
     mkdir -p "$CLUSTER_DIR/$i"
-    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters "$n") BROKER_RACK=${BROKER_RACK:-rack-$i} \
+    if ((i > $(voter_count))); then
+        # An observer: the voters reach its metadata listener here.
+        export BROKER_CONTROLLER_LISTEN="127.0.0.1:$(metadata_port "$i")"
+    else
+        unset BROKER_CONTROLLER_LISTEN
+    fi
+    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters "$(voter_count)") BROKER_RACK=${BROKER_RACK:-rack-$i} \
         "$BIN" serve --node-id "$i" --data-dir "$CLUSTER_DIR/$i/data" \
         --kafka-listen "127.0.0.1:$(kafka_port "$i")" \
         --http-listen "127.0.0.1:$(http_port "$i")" \
@@ -70,13 +79,27 @@ wait_ready() {
 
 case "${1:-}" in
 start)
-    n=${2:-3}
+    n=3
+    v=""
+    shift
+    while (($#)); do
+        case "$1" in
+        --voters) v=${2:?voter count}; shift 2 ;;
+        *) n=$1; shift ;;
+        esac
+    done
+    if [[ -z $v ]]; then v=$((n <= 5 ? n : 3)); fi
+    if ((v < 1 || v > n)); then
+        echo "--voters must be between 1 and $n" >&2
+        exit 2
+    fi
     cargo build --release --quiet -p broker
     mkdir -p "$CLUSTER_DIR"
     echo "$n" >"$CLUSTER_DIR/size"
+    echo "$v" >"$CLUSTER_DIR/voters"
     for i in $(seq 1 "$n"); do start_one "$i"; done
     for i in $(seq 1 "$n"); do wait_ready "$i"; done
-    echo "cluster of $n up; bootstrap 127.0.0.1:$(kafka_port 1)"
+    echo "cluster of $n up ($v voters); bootstrap 127.0.0.1:$(kafka_port 1)"
     ;;
 restart)
     i=${2:?broker number}
@@ -118,7 +141,7 @@ status)
     done
     ;;
 *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

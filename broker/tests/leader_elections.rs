@@ -8,17 +8,20 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
 use support::cluster::{counter, gauge, Cluster};
+use support::keyed_load::{
+    assert_nothing_lost_and_keys_in_order, consume_all, produce_until, Deliveries,
+};
 
 /// Fast failure detection, as in the fault test.
 const FAST: [(&str, &str); 3] = [
@@ -161,88 +164,6 @@ fn after_the_whole_cluster_restarts_leadership_spreads_back_by_itself() {
     }
 }
 
-/// (partition, offset, key, value) of each acknowledged message.
-type Acked = Arc<Mutex<Vec<(i32, i64, String, u64)>>>;
-
-#[derive(Clone, Default)]
-struct Deliveries {
-    acked: Acked,
-    failed: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientContext for Deliveries {}
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        match result {
-            Ok(m) => {
-                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-                let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
-                let seq = value.parse().expect("a sequence number");
-                self.acked
-                    .lock()
-                    .unwrap()
-                    .push((m.partition(), m.offset(), key, seq));
-            }
-            Err((e, _)) => self.failed.lock().unwrap().push(e.to_string()),
-        }
-    }
-}
-
-/// Writes keyed sequence numbers with librdkafka's default settings until
-/// `stop`, then flushes. Idempotent, as the Java client and kafka-python
-/// are by default: without it a retried request may land after a later
-/// one (Kafka keeps a key's order across retries only so).
-fn produce_until(bootstrap: String, stop: Arc<AtomicBool>) -> Deliveries {
-    let deliveries = Deliveries::default();
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("enable.idempotence", "true")
-        .create_with_context(deliveries.clone())
-        .expect("an rdkafka producer");
-    let mut seq = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let key = format!("k{}", seq % 12);
-        let value = seq.to_string();
-        let record = BaseRecord::to("elected").key(&key).payload(&value);
-        if producer.send(record).is_ok() {
-            seq += 1;
-        }
-        producer.poll(Duration::from_millis(if seq % 50 == 0 { 5 } else { 0 }));
-    }
-    producer.flush(Duration::from_secs(60)).expect("flushed");
-    deliveries
-}
-
-fn consume_all(bootstrap: &str, expected: usize) -> Vec<(i32, i64, String, u64)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "assigned-only")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("an rdkafka consumer");
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..PARTITIONS as i32 {
-        assignment
-            .add_partition_offset("elected", p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
-    let mut out = Vec::new();
-    let started = Instant::now();
-    while out.len() < expected && started.elapsed() < Duration::from_secs(60) {
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            let m = message.expect("consuming");
-            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-            let seq = String::from_utf8_lossy(m.payload().unwrap_or_default())
-                .parse()
-                .unwrap();
-            out.push((m.partition(), m.offset(), key, seq));
-        }
-    }
-    out
-}
-
 #[test]
 fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     let root = tempfile::tempdir().unwrap();
@@ -268,7 +189,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     let stop = Arc::new(AtomicBool::new(false));
     let producing = std::thread::spawn({
         let (bootstrap, stop) = (cluster.bootstrap(), stop.clone());
-        move || produce_until(bootstrap, stop)
+        move || produce_until(bootstrap, "elected", stop)
     });
     std::thread::sleep(Duration::from_secs(1));
     let out = broker_cli(&cluster, &["cluster", "elect-leaders"]);
@@ -301,25 +222,8 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
     assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
-    let consumed = consume_all(&cluster.bootstrap(), acked.len());
-    let at: BTreeMap<(i32, i64), (String, u64)> = consumed
-        .iter()
-        .map(|(p, o, k, s)| ((*p, *o), (k.clone(), *s)))
-        .collect();
-    for (p, o, k, s) in &acked {
-        assert_eq!(
-            at.get(&(*p, *o)),
-            Some(&(k.clone(), *s)),
-            "acknowledged at {p}/{o}"
-        );
-    }
-    // Per key, sequence numbers only grow along the log.
-    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
-    for (_, _, key, seq) in &consumed {
-        if let Some(previous) = last.insert(key, *seq) {
-            assert!(*seq > previous, "key {key}: {seq} after {previous}");
-        }
-    }
+    let consumed = consume_all(&cluster.bootstrap(), "elected", PARTITIONS, acked.len());
+    assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!(
         "{} acknowledged, {} consumed, {elected} elected",
         acked.len(),

@@ -21,7 +21,7 @@ use crate::cluster::{BrokerInfo, Cluster, TopicInfo};
 use crate::connection::ClientError;
 
 /// A refusal from the broker, with its message.
-fn refused(code: i16, message: Option<&StrBytes>) -> ClientError {
+pub(crate) fn refused(code: i16, message: Option<&StrBytes>) -> ClientError {
     match message {
         Some(m) => ClientError::Refused(code, m.as_str().to_string()),
         None => ClientError::Broker(code),
@@ -90,14 +90,14 @@ const BROKER_RESOURCE: i8 = 4;
 const NOT_CONTROLLER_RETRIES: u32 = 20;
 
 /// A response's first error: its code and message.
-type FirstError = Option<(i16, Option<StrBytes>)>;
+pub(crate) type FirstError = Option<(i16, Option<StrBytes>)>;
 
 impl Cluster {
     /// Sends a call the controller decides (topics created, deleted, grown,
     /// configs altered) to any broker, asking again while the answer is
     /// NOT_CONTROLLER: retriable (a metadata election under way), as
     /// Kafka's clients treat it. Any other error is returned as a refusal.
-    async fn call_controller<R: Request>(
+    pub(crate) async fn call_controller<R: Request>(
         &self,
         request: &R,
         first_error: impl Fn(&R::Response) -> FirstError,

@@ -15,6 +15,7 @@ pub mod consumer_groups;
 pub mod groups;
 pub mod partitioner;
 pub mod producer;
+pub mod quorum;
 pub mod quotas;
 pub mod records;
 pub mod scram;

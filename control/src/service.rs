@@ -94,6 +94,25 @@ pub struct View {
     pub published: u64,
     /// The quorum's voters and observers as applied.
     pub members: Members,
+    /// The commit index.
+    pub committed: u64,
+    /// While this node leads: how far each member's log matches its own.
+    pub matched: BTreeMap<NodeId, u64>,
+}
+
+/// The metadata quorum as one node sees it (Kafka's DescribeQuorum).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// The leader, if known.
+    pub leader: Option<NodeId>,
+    /// The current term (Kafka's leader epoch of the metadata log).
+    pub term: u64,
+    /// The commit index (the metadata log's high watermark).
+    pub committed: u64,
+    /// Voters and observers.
+    pub members: Members,
+    /// How far each member's log matches the leader's, if this node leads.
+    pub matched: BTreeMap<NodeId, u64>,
 }
 
 enum Command {
@@ -136,6 +155,8 @@ impl MetadataService {
             applied: node.applied_index(),
             published: node.applied_index(),
             members: node.members(),
+            committed: node.commit_index(),
+            matched: BTreeMap::new(),
         }));
         let subscribers = Rc::new(RefCell::new(Vec::new()));
         let peers = Rc::new(RefCell::new(config.peers.clone()));
@@ -307,6 +328,18 @@ impl MetadataService {
     /// The current view.
     pub fn view(&self) -> Ref<'_, View> {
         self.view.borrow()
+    }
+
+    /// The quorum as this node sees it.
+    pub fn quorum_status(&self) -> QuorumStatus {
+        let view = self.view.borrow();
+        QuorumStatus {
+            leader: view.leader,
+            term: view.term,
+            committed: view.committed,
+            members: view.members.clone(),
+            matched: view.matched.clone(),
+        }
     }
 
     /// A stream of committed changes for another shard: hand the receiver
@@ -846,6 +879,11 @@ impl<T: Transport> Driver<T> {
             view.term = self.node.term();
             view.applied = self.node.applied_index();
             view.members = self.node.members();
+            view.committed = self.node.commit_index();
+            view.matched = (view.members.voters.iter())
+                .chain(&view.members.learners)
+                .filter_map(|&id| Some((id, self.node.matched(id)?)))
+                .collect();
             if !changes.is_empty() {
                 view.metadata = self.node.metadata().clone();
             }

@@ -61,7 +61,7 @@ async fn ask(via: &MetadataService, request: ControllerRequest) {
                         ControllerError::Superseded
                             | ControllerError::NotController { .. }
                             | ControllerError::Unavailable
-                            | ControllerError::Refused(MetadataError::VoterChange(_))
+                            | ControllerError::Refused(MetadataError::QuorumMemberBehind { .. })
                     ),
                     "{request:?}: {e}"
                 );
@@ -160,7 +160,7 @@ fn the_voters_grow_from_one_to_three_and_a_demoted_leader_keeps_following() {
         assert!(
             matches!(
                 stranger,
-                Err(ControllerError::Refused(MetadataError::VoterChange(_)))
+                Err(ControllerError::Refused(MetadataError::NotQuorumMember(9)))
             ),
             "{stranger:?}"
         );

@@ -1,7 +1,7 @@
 //! `broker cluster ...`: the cluster as its brokers report it, brokers
-//! cordoned (no new replicas) and uncordoned, and its partitions' leaders
-//! elected: back to their preferred replicas, or (unclean) to any live
-//! replica.
+//! cordoned (no new replicas) and uncordoned, its partitions' leaders
+//! elected (back to their preferred replicas, or unclean to any live
+//! replica), and the metadata quorum's voters changed.
 
 use std::fmt::Write as _;
 
@@ -14,9 +14,27 @@ use kafka_protocol::ResponseError;
 /// A `broker cluster` command.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum ClusterCommand {
-    /// The cluster id, the active controller and every live broker.
+    /// The cluster id, the active controller, every live broker, and the
+    /// metadata quorum: its leader, term, voters and observers.
     #[command(after_help = "Example:\n  broker cluster status --brokers 10.0.0.1:9092")]
     Status,
+    /// Makes an observer of the metadata quorum (a broker outside
+    /// controller_quorum_voters, which joins as one by itself) a voter,
+    /// once it has caught up with the metadata log (KIP-853's AddRaftVoter).
+    #[command(after_help = "Example:\n  broker cluster add-voter 4")]
+    AddVoter {
+        /// The node's id.
+        node: i32,
+    },
+    /// Makes a voter of the metadata quorum an observer (it keeps following
+    /// the metadata log and serving as a broker; the active controller
+    /// hands its leadership over first if it is the one), or removes an
+    /// observer from the quorum (KIP-853's RemoveRaftVoter).
+    #[command(after_help = "Example:\n  broker cluster remove-voter 1")]
+    RemoveVoter {
+        /// The node's id.
+        node: i32,
+    },
     /// Cordons a broker (Kafka's KIP-1066): no new replicas (new topics,
     /// added partitions) are placed on it; what it holds stays.
     #[command(after_help = "Example:\n  broker cluster cordon 3")]
@@ -78,6 +96,31 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
                     broker.id, broker.address
                 );
             }
+            let quorum = cluster.describe_quorum().await?;
+            let ids = |members: &[client::quorum::QuorumMember]| {
+                members.iter().map(|m| m.id).collect::<Vec<_>>()
+            };
+            let _ = writeln!(
+                out,
+                "metadata quorum leader {} term {} committed {} voters {:?} observers {:?}",
+                quorum.leader,
+                quorum.term,
+                quorum.high_watermark,
+                ids(&quorum.voters),
+                ids(&quorum.observers)
+            );
+        }
+        ClusterCommand::AddVoter { node } => {
+            cluster.add_raft_voter(node).await?;
+            let _ = writeln!(out, "node {node} is a voter of the metadata quorum");
+        }
+        ClusterCommand::RemoveVoter { node } => {
+            cluster.remove_raft_voter(node).await?;
+            let _ = writeln!(
+                out,
+                "node {node} no longer votes in the metadata quorum (a voter becomes an \
+                 observer; an observer leaves it)"
+            );
         }
         ClusterCommand::Cordon { broker } => {
             cluster.set_broker_cordoned(broker, true).await?;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use control::service::{ControllerError, ControllerRequest};
+use control::service::{ControllerError, ControllerRequest, QuorumStatus};
 use control::MetadataError;
 use kafka_protocol::ResponseError;
 
@@ -34,6 +34,18 @@ impl Cluster {
             })
             .await;
         result.unwrap_or(Err(ControllerError::Unavailable))
+    }
+
+    /// The metadata quorum as this broker's node sees it (None: the node
+    /// is gone, the broker stopping).
+    pub async fn quorum_status(&self) -> Option<QuorumStatus> {
+        let status = self
+            .peers
+            .invoke_on(ShardId::FIRST, |first| {
+                Box::pin(async move { first.controller.as_ref().map(|s| s.quorum_status()) })
+            })
+            .await;
+        status.ok().flatten()
     }
 
     /// Waits (bounded) until this shard's metadata satisfies `done`: after
@@ -75,6 +87,8 @@ fn refused_code(refused: &MetadataError) -> Code {
         MetadataError::InvalidPartitionChange(_) => ResponseError::InvalidPartitions.code(),
         MetadataError::InvalidCredential(_) => ResponseError::UnacceptableCredential.code(),
         MetadataError::UnknownCredential { .. } => ResponseError::ResourceNotFound.code(),
+        MetadataError::NotQuorumMember(_) => ResponseError::VoterNotFound.code(),
+        MetadataError::QuorumMemberBehind { .. } => ResponseError::RequestTimedOut.code(),
         _ => ResponseError::InvalidRequest.code(),
     }
 }

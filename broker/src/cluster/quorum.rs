@@ -29,11 +29,12 @@ const RETRY_EVERY: Duration = Duration::from_millis(250);
 
 /// Starts this broker's metadata node with its log under the data
 /// directory: alone (a one-voter quorum) when no voters are configured,
-/// else one voter of `controller_quorum_voters` over TCP.
+/// else one member of the quorum of `controller_quorum_voters` over TCP
+/// (a voter, or an observer when it is not named there).
 pub fn start_quorum(
     config: &BrokerConfig,
     tls: Option<QuorumTls>,
-) -> std::io::Result<MetadataService> {
+) -> std::io::Result<Rc<MetadataService>> {
     let node_id = config.node_id as u64;
     let voters = config.voters().map_err(std::io::Error::other)?;
     let disk = FileRaftDisk::open(config.data_dir.join("metadata"))?;
@@ -58,12 +59,12 @@ pub fn start_quorum(
         node_config.snapshot_every_entries = config.metadata_snapshot_every_entries;
         let node = MetadataNode::start(&node_config, disk.recovered()).map_err(damaged)?;
         let network = MemoryNetwork::new();
-        return Ok(MetadataService::start(
+        return Ok(Rc::new(MetadataService::start(
             node,
             disk,
             network.join(node_id),
             service_config,
-        ));
+        )));
     }
     let peers: BTreeMap<u64, SocketAddr> = voters.iter().map(|(id, a)| (*id as u64, *a)).collect();
     let listen = match &config.controller_listen {
@@ -79,12 +80,54 @@ pub fn start_quorum(
     let transport = TcpTransport::start_with(node_id, listen, peers.clone(), tls.clone())?;
     service_config.peers = peers.into_iter().filter(|(id, _)| *id != node_id).collect();
     service_config.tls = tls;
-    Ok(MetadataService::start(
+    let service = Rc::new(MetadataService::start(
         node,
         disk,
         transport,
         service_config,
-    ))
+    ));
+    glommio::spawn_local(stay_in_quorum(Rc::downgrade(&service), node_id, listen)).detach();
+    Ok(service)
+}
+
+/// How often a member checks that the quorum still has it.
+const MEMBERSHIP_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Keeps this node in the metadata quorum for as long as its service
+/// runs: a node the quorum does not have (an observer's first start, or
+/// one that was removed) asks to join as an observer at `listen`, and one
+/// whose listener moved says so. Configured voters are members from the
+/// start and ask nothing.
+async fn stay_in_quorum(service: std::rc::Weak<MetadataService>, node: u64, listen: SocketAddr) {
+    loop {
+        let Some(service) = service.upgrade() else {
+            return;
+        };
+        let joined = {
+            let view = service.view();
+            let member =
+                view.members.voters.contains(&node) || view.members.learners.contains(&node);
+            let recorded = view.metadata.quorum_addresses.get(&node);
+            let configured_voter = recorded.is_none() && view.members.voters.contains(&node);
+            member && (configured_voter || recorded == Some(&listen.to_string()))
+        };
+        let pause = if joined {
+            MEMBERSHIP_CHECK_EVERY
+        } else {
+            match service.join_quorum(node, listen).await {
+                Ok(index) => {
+                    tracing::info!(node, %listen, index, "joined the metadata quorum as an observer");
+                    MEMBERSHIP_CHECK_EVERY
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "joining the metadata quorum; retrying");
+                    RETRY_EVERY
+                }
+            }
+        };
+        drop(service);
+        glommio::timer::sleep(pause).await;
+    }
 }
 
 /// The quorum's TLS (`controller_security_protocol = "SSL"`): the broker's

@@ -198,6 +198,8 @@ pub struct BrokerConfig {
     pub connections_follow_partitions: bool,
     /// The metadata quorum's voters, `id@ip:port` separated by commas
     /// (their metadata listeners). Empty: this broker is a quorum alone.
+    /// A broker not named here joins the quorum as an observer (it follows
+    /// the metadata log without a vote) at its `controller_listen`.
     pub controller_quorum_voters: String,
     /// This broker's metadata listener; defaults to its own entry in
     /// `controller_quorum_voters`.
@@ -588,19 +590,12 @@ impl BrokerConfig {
         if self.leader_imbalance_check_interval_ms < 100 {
             return invalid("leader_imbalance_check_interval_ms must be at least 100".into());
         }
-        let voters = self.voters()?;
-        if !voters.is_empty() && !voters.contains_key(&self.node_id) {
-            return invalid(format!(
-                "node {} is not among controller_quorum_voters: every broker must be a voter \
-                 (brokers outside the quorum are not supported yet)",
-                self.node_id
-            ));
-        }
         if let Some(listen) = &self.controller_listen {
             if listen.parse::<std::net::SocketAddr>().is_err() {
                 return invalid(format!("controller_listen must be ip:port, got {listen:?}"));
             }
         }
+        self.check_observer()?;
         if self.broker_heartbeat_interval_ms == 0
             || self.broker_session_timeout_ms < 2 * self.broker_heartbeat_interval_ms
         {
@@ -789,6 +784,33 @@ impl BrokerConfig {
             advertised: self.advertised_listener.clone(),
             protocol,
         }))
+    }
+
+    /// A node outside `controller_quorum_voters` joins the quorum as an
+    /// observer: the voters must reach it, at a `controller_listen` they
+    /// can route to.
+    fn check_observer(&self) -> Result<(), ConfigError> {
+        let voters = self.voters()?;
+        if voters.is_empty() || voters.contains_key(&self.node_id) {
+            return Ok(());
+        }
+        let listen = self.controller_listen.as_deref().unwrap_or_default();
+        match listen.parse::<std::net::SocketAddr>() {
+            Ok(address) if !address.ip().is_unspecified() && address.port() != 0 => Ok(()),
+            _ => Err(ConfigError::Invalid(format!(
+                "node {} is not among controller_quorum_voters, so it joins the metadata quorum \
+                 as an observer: set controller_listen to its metadata listener, an ip:port the \
+                 voters can reach (not 0.0.0.0, not port 0), got {listen:?}",
+                self.node_id
+            ))),
+        }
+    }
+
+    /// Whether this node joins the metadata quorum as an observer: voters
+    /// are configured and it is not one of them.
+    pub fn is_observer(&self) -> bool {
+        self.voters()
+            .is_ok_and(|voters| !voters.is_empty() && !voters.contains_key(&self.node_id))
     }
 
     /// The metadata quorum's voters by node id (empty: this broker alone).

@@ -326,3 +326,29 @@ fn consumer_groups_heartbeat_more_often_than_their_session_lapses() {
         }
     }
 }
+
+#[test]
+fn a_node_outside_the_voters_is_an_observer_that_must_be_reachable() {
+    let outside = |listen: Option<&str>| BrokerConfig {
+        node_id: 4,
+        controller_quorum_voters: "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3".into(),
+        controller_listen: listen.map(str::to_string),
+        ..BrokerConfig::default()
+    };
+    let err = outside(None).check().unwrap_err().to_string();
+    assert!(
+        err.contains("observer") && err.contains("controller_listen"),
+        "{err}"
+    );
+    assert!(outside(Some("0.0.0.0:9193")).check().is_err(), "unroutable");
+    assert!(outside(Some("127.0.0.1:0")).check().is_err(), "no port");
+    let observer = outside(Some("127.0.0.1:9193"));
+    assert!(observer.check().is_ok());
+    assert!(observer.is_observer());
+    let voter = BrokerConfig {
+        node_id: 2,
+        ..outside(None)
+    };
+    assert!(voter.check().is_ok() && !voter.is_observer());
+    assert!(!BrokerConfig::default().is_observer(), "a quorum alone");
+}

@@ -3,19 +3,20 @@
 //! decode, and what the fuzz target drives for every API served.
 
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, AlterConfigsRequest, AlterShareGroupOffsetsRequest,
-    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
-    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteShareGroupOffsetsRequest,
-    DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest,
+    AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest,
+    AlterShareGroupOffsetsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteShareGroupOffsetsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, DescribeProducersRequest, DescribeQuorumRequest,
     DescribeShareGroupOffsetsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ReadShareGroupStateRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
+    RemoveRaftVoterRequest, SaslAuthenticateRequest, SaslHandshakeRequest, ShareAcknowledgeRequest,
+    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
     WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::Decodable;
@@ -90,6 +91,15 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         }
         ApiKey::ElectLeaders => {
             checked::<ElectLeadersRequest>(request, bounds::check_elect_leaders).map(drop)
+        }
+        ApiKey::DescribeQuorum => {
+            checked::<DescribeQuorumRequest>(request, bounds::check_describe_quorum).map(drop)
+        }
+        ApiKey::AddRaftVoter => {
+            checked::<AddRaftVoterRequest>(request, bounds::check_add_raft_voter).map(drop)
+        }
+        ApiKey::RemoveRaftVoter => {
+            checked::<RemoveRaftVoterRequest>(request, bounds::check_remove_raft_voter).map(drop)
         }
         ApiKey::IncrementalAlterConfigs => checked::<IncrementalAlterConfigsRequest>(
             request,

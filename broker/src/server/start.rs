@@ -89,7 +89,7 @@ pub fn first_shard(
         quorum: quorum_tls,
     } = tls;
     let service = match quorum::start_quorum(config, quorum_tls) {
-        Ok(service) => Rc::new(service),
+        Ok(service) => service,
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
     let read_max = std::time::Duration::from_millis(config.connections_max_idle_ms);

@@ -17,6 +17,10 @@ pub struct Node {
     /// Its second Kafka listener, EXTERNAL, if the cluster has two (then
     /// `kafka` is the one named INTERNAL).
     pub external: Option<SocketAddr>,
+    /// Its metadata listener (Raft and controller calls).
+    pub metadata: SocketAddr,
+    /// Whether it is outside the configured voters (an observer).
+    pub observer: bool,
     /// Its directory (data/ and broker.log).
     pub dir: PathBuf,
     process: Option<Child>,
@@ -24,7 +28,8 @@ pub struct Node {
 }
 
 /// Brokers on fixed 127.0.0.1 ports (restarts keep their addresses),
-/// every one a metadata voter, broker N in rack `rack-N`.
+/// every one a metadata voter unless made an observer, broker N in rack
+/// `rack-N`.
 pub struct Cluster {
     nodes: Vec<Node>,
     voters: String,
@@ -36,12 +41,27 @@ pub struct Cluster {
 impl Cluster {
     /// Broker `id`'s metadata listener (Raft and controller calls).
     pub fn metadata_address(&self, id: i32) -> SocketAddr {
-        let entry = self
-            .voters
-            .split(',')
-            .find(|v| v.starts_with(&format!("{id}@")))
-            .expect("a voter");
-        entry.split_once('@').unwrap().1.parse().unwrap()
+        self.node(id).metadata
+    }
+
+    /// `voters` brokers that are the metadata quorum's configured voters
+    /// and `observers` more (ids after the voters') that join it as
+    /// observers, under `root` (not started), each also given `env`.
+    pub fn with_observers(
+        root: &Path,
+        voters: i32,
+        observers: i32,
+        env: &[(&str, &str)],
+    ) -> Cluster {
+        let mut cluster = Cluster::new(root, voters + observers, env);
+        let configured: Vec<String> = (1..=voters)
+            .map(|id| format!("{id}@{}", cluster.node(id).metadata))
+            .collect();
+        cluster.voters = configured.join(",");
+        for node in &mut cluster.nodes[voters as usize..] {
+            node.observer = true;
+        }
+        cluster
     }
 
     /// `brokers` brokers under `root` (not started), each also given `env`.
@@ -58,6 +78,8 @@ impl Cluster {
             nodes.push(Node {
                 kafka: format!("127.0.0.1:{kafka}").parse().unwrap(),
                 http: format!("127.0.0.1:{http}").parse().unwrap(),
+                metadata: format!("127.0.0.1:{metadata}").parse().unwrap(),
+                observer: false,
                 external: None,
                 dir: root.join(id.to_string()),
                 process: None,
@@ -143,6 +165,9 @@ impl Cluster {
             .env("BROKER_AUTO_CREATE_TOPICS", "false")
             .stdout(Stdio::null())
             .stderr(log);
+        if node.observer {
+            command.env("BROKER_CONTROLLER_LISTEN", node.metadata.to_string());
+        }
         match node.external {
             None => command.args(["--kafka-listen", &node.kafka.to_string()]),
             Some(external) => command.env(

@@ -84,18 +84,15 @@ pub fn add_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Metad
         });
     }
     if !quorum.members.learners.contains(&node) {
-        return Err(MetadataError::VoterChange(format!(
-            "node {node} is not an observer of the metadata quorum: start it with \
-             controller_listen set so that it joins, then add it"
-        )));
+        return Err(MetadataError::NotQuorumMember(node));
     }
     let matched = (quorum.matched)(node).unwrap_or(0);
     if matched + PROMOTION_LAG_ENTRIES_MAX < quorum.committed {
-        return Err(MetadataError::VoterChange(format!(
-            "node {node} has not caught up with the metadata log (it holds {matched} of \
-             {} committed entries): try again once it has",
-            quorum.committed
-        )));
+        return Err(MetadataError::QuorumMemberBehind {
+            node,
+            matched,
+            committed: quorum.committed,
+        });
     }
     Ok(MemberPlan::Propose {
         records: Vec::new(),
@@ -114,9 +111,7 @@ pub fn remove_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Me
         });
     }
     if !members.voters.contains(&node) {
-        return Err(MetadataError::VoterChange(format!(
-            "node {node} is not a member of the metadata quorum"
-        )));
+        return Err(MetadataError::NotQuorumMember(node));
     }
     if members.voters.len() == 1 {
         return Err(MetadataError::VoterChange(format!(
@@ -200,8 +195,11 @@ mod tests {
     fn only_a_caught_up_observer_is_promoted() {
         let m = members(&[1], &[2]);
         let behind = |_| Some(10);
-        let refused = add_voter(&quorum(&m, &behind), 2).unwrap_err().to_string();
-        assert!(refused.contains("caught up"), "{refused}");
+        let refused = add_voter(&quorum(&m, &behind), 2).unwrap_err();
+        assert!(matches!(
+            refused,
+            MetadataError::QuorumMemberBehind { matched: 10, .. }
+        ));
         let close = |_| Some(450);
         assert_eq!(
             add_voter(&quorum(&m, &close), 2).unwrap(),
@@ -210,8 +208,8 @@ mod tests {
                 change: Some(MemberChange::AddVoter(2)),
             }
         );
-        let stranger = add_voter(&quorum(&m, &close), 7).unwrap_err().to_string();
-        assert!(stranger.contains("not an observer"), "{stranger}");
+        let stranger = add_voter(&quorum(&m, &close), 7).unwrap_err();
+        assert_eq!(stranger, MetadataError::NotQuorumMember(7));
     }
 
     #[test]
@@ -240,7 +238,7 @@ mod tests {
                 change: Some(MemberChange::Remove(4)),
             }
         );
-        assert!(remove_voter(&q, 9).is_err());
+        assert_eq!(remove_voter(&q, 9), Err(MetadataError::NotQuorumMember(9)));
         assert!(satisfied(MemberChange::Remove(9), &m));
         assert!(satisfied(MemberChange::AddLearner(4), &m));
         assert!(!satisfied(MemberChange::AddVoter(4), &m));

@@ -37,6 +37,25 @@ pub enum MetadataError {
     /// A change of the metadata quorum's voters that is refused, and why.
     #[error("{0}")]
     VoterChange(String),
+    /// A node the metadata quorum does not have (neither voter nor observer).
+    #[error(
+        "node {0} is not a member of the metadata quorum (a broker outside \
+         controller_quorum_voters joins as an observer once it runs with controller_listen set)"
+    )]
+    NotQuorumMember(u64),
+    /// An observer whose copy of the metadata log is too far behind to vote.
+    #[error(
+        "node {node} has not caught up with the metadata log (it holds {matched} of {committed} \
+         committed entries): try again once it has"
+    )]
+    QuorumMemberBehind {
+        /// The node.
+        node: u64,
+        /// How far its log matches the leader's.
+        matched: u64,
+        /// The leader's commit index.
+        committed: u64,
+    },
     /// A registration or fencing that names an older life of the broker.
     #[error("broker {broker} incarnation {given:?} is stale (current {current:?})")]
     StaleIncarnation {

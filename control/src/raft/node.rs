@@ -473,9 +473,11 @@ impl MetadataNode {
             .map_err(|e| ProposeError::Raft(e.to_string()))
     }
 
-    /// The quorum's members as of the applied log.
+    /// The quorum's members as of the applied log, each list in id order.
     pub fn members(&self) -> Members {
-        let conf = self.raw.raft.prs().conf().to_conf_state();
+        let mut conf = self.raw.raft.prs().conf().to_conf_state();
+        conf.voters.sort_unstable();
+        conf.learners.sort_unstable();
         Members {
             voters: conf.voters,
             learners: conf.learners,

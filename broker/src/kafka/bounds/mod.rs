@@ -405,6 +405,45 @@ pub fn check_elect_leaders(body: &[u8], version: i16) -> Walk {
     w.end()
 }
 
+/// DescribeQuorum v0-2 (flexible throughout).
+pub fn check_describe_quorum(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.array(|w| {
+        w.string()?; // topic_name
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// AddRaftVoter v0 (flexible).
+pub fn check_add_raft_voter(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // cluster_id (nullable)
+    w.fixed(4 + 4 + 16)?; // timeout_ms, voter_id, voter_directory_id
+    w.array(|w| {
+        w.string()?; // name
+        w.string()?; // host
+        w.fixed(2)?; // port
+        w.tagged_fields()
+    })?; // listeners
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// RemoveRaftVoter v0 (flexible).
+pub fn check_remove_raft_voter(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.string()?; // cluster_id (nullable)
+    w.fixed(4 + 16)?; // voter_id, voter_directory_id
+    w.tagged_fields()?;
+    w.end()
+}
+
 /// DescribeConfigs v1-4 (flexible from v4).
 pub fn check_describe_configs(body: &[u8], version: i16) -> Walk {
     let mut w = Walker::new(body, version >= 4);

@@ -22,6 +22,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod producers;
+mod quorum;
 mod quotas;
 mod share_acknowledge;
 mod share_fetch;
@@ -171,6 +172,9 @@ apis! {
         IncrementalAlterConfigs configs::INCREMENTAL_VERSIONS
             => |s, r, c| configs::incremental_alter(s, &r, c);
         ElectLeaders elect_leaders::VERSIONS => |s, r, c| elect_leaders::handle(s, &r, c);
+        DescribeQuorum quorum::DESCRIBE_VERSIONS => |s, r, c| quorum::describe(s, &r, c);
+        AddRaftVoter quorum::ADD_VERSIONS => |s, r, c| quorum::add(s, &r, c);
+        RemoveRaftVoter quorum::REMOVE_VERSIONS => |s, r, c| quorum::remove(s, &r, c);
         DescribeCluster cluster::DESCRIBE_CLUSTER_VERSIONS
             => |s, r, c| cluster::describe_cluster(s, &r, c);
         FindCoordinator groups::FIND_COORDINATOR_VERSIONS

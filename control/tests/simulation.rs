@@ -1,5 +1,7 @@
-//! Deterministic simulation of the metadata quorum: 1, 3 and 5 voters
-//! over a simulated network that drops, delays, reorders and duplicates
+//! Deterministic simulation of the metadata quorum: 1, 3 and 5 voters,
+//! and 3 voters with 2 more nodes whose membership changes all along
+//! (they join as observers, become voters, are demoted, leave, join
+//! again; so do the first three), over a simulated network that drops, delays, reorders and duplicates
 //! messages, splits the nodes into two sides, and crashes nodes, one or
 //! two at once: between sending and persisting, and inside persistence
 //! itself (the real `FileRaftDisk` on simulated files, crashed inside any
@@ -8,7 +10,7 @@
 //!
 //! Checked at every step: at most one leader per term; a record committed
 //! at an index is the same everywhere, forever; nodes that applied the same
-//! index hold the same metadata; a copy of the metadata fed by the change
+//! index hold the same metadata and members; a copy of the metadata fed by the change
 //! stream (what every shard of a broker keeps) equals its node's, also
 //! across snapshots and restarts; every partition leader is in its ISR
 //! unless an unclean election was allowed and counted. At the end the
@@ -26,7 +28,7 @@ use ::raft::eraftpb::{Message, MessageType};
 use control::model::placement::place;
 use control::raft::changes::{Change, MetadataCopy};
 use control::raft::disk::FileRaftDisk;
-use control::raft::node::{Applied, MetadataNode, NodeConfig, NodeId, Persist};
+use control::raft::node::{Applied, MemberChange, MetadataNode, NodeConfig, NodeId, Persist};
 use control::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -48,6 +50,8 @@ struct Sim {
     rng: SmallRng,
     now: u64,
     ids: Vec<NodeId>,
+    /// The voters the quorum began with (the others start outside it).
+    first_voters: Vec<NodeId>,
     nodes: BTreeMap<NodeId, Option<MetadataNode>>,
     /// Each node's directory (it outlives the node) and open disk.
     dirs: BTreeMap<NodeId, SimFiles>,
@@ -69,12 +73,15 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64, voters: u64) -> Sim {
-        let ids: Vec<NodeId> = (1..=voters).collect();
+    /// `voters` nodes that begin the quorum, and `others` that start
+    /// outside it (they join, and membership changes, as the run goes).
+    fn new(seed: u64, voters: u64, others: u64) -> Sim {
+        let ids: Vec<NodeId> = (1..=voters + others).collect();
         let mut sim = Sim {
             rng: SmallRng::seed_from_u64(seed),
             now: 0,
             ids: ids.clone(),
+            first_voters: (1..=voters).collect(),
             nodes: BTreeMap::new(),
             dirs: ids.iter().map(|id| (*id, SimFiles::default())).collect(),
             disks: BTreeMap::new(),
@@ -101,7 +108,7 @@ impl Sim {
         NodeConfig {
             snapshot_every_entries: 25,
             election_timeout_ticks: (min, min + 1),
-            ..NodeConfig::new(id, self.ids.clone())
+            ..NodeConfig::new(id, self.first_voters.clone())
         }
     }
 
@@ -115,7 +122,8 @@ impl Sim {
         // node as it recovered.
         let mut copy = MetadataCopy::default();
         copy.apply(Change::state(node.applied_index(), node.metadata()));
-        self.check_state(id, node.applied_index(), node.metadata().encode());
+        let state = state_of(&node);
+        self.check_state(id, node.applied_index(), state);
         self.copies.insert(id, copy);
         self.nodes.insert(id, Some(node));
         self.disks.insert(id, Some(disk));
@@ -268,7 +276,7 @@ impl Sim {
             let persisted = node.persisted();
             let applied = node.take_applied();
             let applied_index = node.applied_index();
-            let state = node.metadata().encode();
+            let state = state_of(node);
             check_metadata_invariants(self.seed, id, node.metadata());
             let changes = Change::for_applied(&applied, node.metadata(), applied_index);
             let copy = self.copies.get_mut(&id).expect("a copy per live node");
@@ -357,6 +365,15 @@ impl Sim {
     }
 }
 
+/// What nodes that applied the same index must agree on: the metadata
+/// and the quorum's members.
+fn state_of(node: &MetadataNode) -> Vec<u8> {
+    let members = node.members();
+    let mut state = node.metadata().encode();
+    state.extend(format!("{members:?}").bytes());
+    state
+}
+
 fn check_metadata_invariants(seed: u64, id: NodeId, metadata: &Metadata) {
     for topic in metadata.topics.values() {
         for (p, partition) in topic.partitions.iter().enumerate() {
@@ -405,6 +422,9 @@ impl Sim {
     }
 
     fn propose_something(&mut self) {
+        if self.ids.len() > self.first_voters.len() {
+            self.change_members();
+        }
         // While settling, the log stops growing so everyone can catch up.
         if !self.faults || !self.rng.gen_bool(0.3) {
             return;
@@ -416,6 +436,58 @@ impl Sim {
         if let Some(record) = record {
             let _ = leader.propose(&record);
         }
+    }
+
+    /// Now and then the leader changes the members, as the active
+    /// controller does (never demoting itself: it hands leadership over
+    /// first). While settling, it only takes back every node outside the
+    /// quorum, as an observer, so that all of them catch up.
+    fn change_members(&mut self) {
+        if self.faults && !self.rng.gen_bool(0.05) {
+            return;
+        }
+        let Some((&leader_id, _)) = self
+            .nodes
+            .iter()
+            .find(|(_, n)| n.as_ref().is_some_and(|n| n.is_leader()))
+        else {
+            return;
+        };
+        let ids = self.ids.clone();
+        let leader = self.nodes.get_mut(&leader_id).unwrap().as_mut().unwrap();
+        let members = leader.members();
+        let outside: Vec<NodeId> = ids
+            .iter()
+            .copied()
+            .filter(|id| !members.voters.contains(id) && !members.learners.contains(id))
+            .collect();
+        let change = if !self.faults {
+            match outside.first() {
+                Some(&id) => MemberChange::AddLearner(id),
+                None => return,
+            }
+        } else {
+            let pick = |rng: &mut SmallRng, from: &[NodeId]| from[rng.gen_range(0..from.len())];
+            let others: Vec<NodeId> = (members.voters.iter().copied())
+                .filter(|v| *v != leader_id)
+                .collect();
+            // A leader demoted in its own term leads on until it hands
+            // over: it is never removed meanwhile.
+            let learners: Vec<NodeId> = (members.learners.iter().copied())
+                .filter(|l| *l != leader_id)
+                .collect();
+            match self.rng.gen_range(0..4) {
+                0 if !outside.is_empty() => MemberChange::AddLearner(pick(&mut self.rng, &outside)),
+                1 if !members.learners.is_empty() => {
+                    MemberChange::AddVoter(pick(&mut self.rng, &members.learners))
+                }
+                2 if !others.is_empty() => MemberChange::AddLearner(pick(&mut self.rng, &others)),
+                3 if !learners.is_empty() => MemberChange::Remove(pick(&mut self.rng, &learners)),
+                _ => return,
+            }
+        };
+        // raft-rs takes one change at a time (a second one is dropped).
+        let _ = leader.propose_member_change(change);
     }
 
     /// Heals the network, restarts everyone and runs until all nodes applied
@@ -443,7 +515,12 @@ impl Sim {
                 .flatten()
                 .find(|n| n.is_leader())
                 .map(|n| n.commit_index());
-            if let Some(commit) = leader {
+            // A leader that was demoted hands its leadership to a voter.
+            let voting_leader = self.nodes.iter().any(|(id, n)| {
+                n.as_ref()
+                    .is_some_and(|n| n.is_leader() && n.members().voters.contains(id))
+            });
+            if let Some(commit) = leader.filter(|_| voting_leader) {
                 if indexes.iter().all(|i| *i == commit) {
                     let states: BTreeSet<Vec<u8>> = self
                         .nodes
@@ -592,8 +669,8 @@ fn random_record(rng: &mut SmallRng, metadata: &Metadata) -> Option<MetadataReco
     }
 }
 
-fn run(seed: u64, voters: u64, steps: usize) -> (usize, usize) {
-    let mut sim = Sim::new(seed, voters);
+fn run(seed: u64, voters: u64, others: u64, steps: usize) -> (usize, usize) {
+    let mut sim = Sim::new(seed, voters, others);
     for _ in 0..steps {
         sim.step();
     }
@@ -621,12 +698,15 @@ fn seeds() -> (u64, u64) {
     (base, count)
 }
 
-fn runs(voters: u64) {
+fn runs(voters: u64, others: u64) {
     let (base, count) = seeds();
-    eprintln!("simulation {voters} voters: seeds {base}..+{count} (SEED=n replays one)");
+    eprintln!(
+        "simulation {voters} voters and {others} changing members: seeds {base}..+{count} \
+         (SEED=n replays one)"
+    );
     let (mut committed, mut crashes) = (0, 0);
     for i in 0..count {
-        let (c, k) = run(base.wrapping_add(i), voters, 600);
+        let (c, k) = run(base.wrapping_add(i), voters, others, 600);
         committed += c;
         crashes += k;
     }
@@ -635,22 +715,27 @@ fn runs(voters: u64) {
 
 #[test]
 fn one_voter_under_crashes() {
-    runs(1);
+    runs(1, 0);
 }
 
 #[test]
 fn three_voters_under_faults() {
-    runs(3);
+    runs(3, 0);
 }
 
 #[test]
 fn five_voters_under_faults() {
-    runs(5);
+    runs(5, 0);
+}
+
+#[test]
+fn members_change_under_faults() {
+    runs(3, 2);
 }
 
 #[test]
 fn seeds_that_once_failed() {
     for (voters, seed) in REGRESSION_SEEDS {
-        run(*seed, *voters, 600);
+        run(*seed, *voters, 0, 600);
     }
 }

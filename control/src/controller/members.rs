@@ -104,6 +104,10 @@ pub fn add_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Metad
 /// on it keeps serving); an observer leaves the quorum.
 pub fn remove_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, MetadataError> {
     let members = quorum.members;
+    if node == quorum.leader {
+        // Demoted already, it may still lead until it hands over.
+        return transfer_from(quorum, node);
+    }
     if members.learners.contains(&node) {
         return Ok(MemberPlan::Propose {
             records: Vec::new(),
@@ -118,21 +122,25 @@ pub fn remove_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Me
             "node {node} is the quorum's last voter: add another voter first"
         )));
     }
-    if node == quorum.leader {
-        // The voter furthest along takes over: it wins its election at once.
-        let successor = members
-            .voters
-            .iter()
-            .filter(|&&voter| voter != node)
-            .max_by_key(|&&voter| (quorum.matched)(voter).unwrap_or(0))
-            .copied()
-            .expect("another voter");
-        return Ok(MemberPlan::TransferFirst { to: successor });
-    }
     Ok(MemberPlan::Propose {
         records: Vec::new(),
         change: Some(MemberChange::AddLearner(node)),
     })
+}
+
+/// The leader hands its leadership to the voter furthest along (it wins
+/// its election at once) before it is demoted or removed.
+fn transfer_from(quorum: &QuorumState, leader: NodeId) -> Result<MemberPlan, MetadataError> {
+    let successor = (quorum.members.voters.iter())
+        .filter(|&&voter| voter != leader)
+        .max_by_key(|&&voter| (quorum.matched)(voter).unwrap_or(0))
+        .copied();
+    match successor {
+        Some(to) => Ok(MemberPlan::TransferFirst { to }),
+        None => Err(MetadataError::VoterChange(format!(
+            "node {leader} is the quorum's last voter: add another voter first"
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -377,9 +377,25 @@ impl MetadataNode {
         &self.raw.raft.raft_log.store.mem
     }
 
-    /// Advances logical time by one tick.
+    /// Advances logical time by one tick. A leader that is no voter any
+    /// more (its demotion committed in its own term) hands leadership to
+    /// the voter furthest along: raft-rs would let it lead on.
     pub fn tick(&mut self) {
         self.raw.tick();
+        let raft = &self.raw.raft;
+        let voters = &raft.prs().conf().voters();
+        if raft.state == StateRole::Leader
+            && !voters.contains(raft.id)
+            && raft.lead_transferee.is_none()
+        {
+            let successor = (raft.prs().iter())
+                .filter(|(id, _)| voters.contains(**id))
+                .max_by_key(|(_, progress)| progress.matched)
+                .map(|(id, _)| *id);
+            if let Some(successor) = successor {
+                self.raw.transfer_leader(successor);
+            }
+        }
     }
 
     /// Hands the node a message from a peer. Messages from unknown or stale
@@ -463,6 +479,14 @@ impl MetadataNode {
             MemberChange::AddVoter(node) => (node, ConfChangeType::AddNode),
             MemberChange::Remove(node) => (node, ConfChangeType::RemoveNode),
         };
+        // A leader without its own progress makes raft-rs panic; one that
+        // is not a voter leads on. It hands leadership over first.
+        if node == self.id() && kind != ConfChangeType::AddNode {
+            return Err(ProposeError::Raft(
+                "the leader does not demote or remove itself: it hands leadership over first"
+                    .into(),
+            ));
+        }
         let mut single = ConfChangeSingle::default();
         single.set_change_type(kind);
         single.node_id = node;

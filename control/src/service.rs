@@ -30,7 +30,7 @@ use crate::raft::disk::FileRaftDisk;
 use crate::raft::node::{
     Applied, MemberChange, Members, MetadataNode, NodeId, Persist, ProposeError,
 };
-use crate::transport::forward::forward;
+use crate::transport::forward::{ask_members, forward};
 use crate::transport::link::QuorumTls;
 use crate::transport::{Inbound, Transport};
 
@@ -120,6 +120,8 @@ enum Command {
     SubscribeShared(SharedSender<Change>),
     Heartbeat(BrokerId, Incarnation, Option<oneshot::Sender<Reply>>),
     Request(ControllerRequest, oneshot::Sender<Reply>),
+    /// Members' addresses learned from another member.
+    Peers(Vec<(NodeId, String)>),
 }
 
 /// A running metadata node.
@@ -303,11 +305,19 @@ impl MetadataService {
             node,
             address: address.to_string(),
         };
+        let members: Vec<SocketAddr> = self.peers.borrow().values().copied().collect();
+        // First where every member is: once taken, whichever member leads
+        // sends to this node, and the node must be able to answer it.
+        for &member in &members {
+            if let Ok(book) = ask_members(member, self.call_timeout, self.tls.as_ref()).await {
+                self.send(Command::Peers(book))?;
+                break;
+            }
+        }
         let mut outcome = self.request_applied(request.clone()).await;
         if outcome.is_ok() {
             return outcome;
         }
-        let members: Vec<SocketAddr> = self.peers.borrow().values().copied().collect();
         for member in members {
             let call = Call::Request(request.clone());
             let reply = forward(member, &call, self.call_timeout, self.tls.as_ref()).await;
@@ -464,6 +474,9 @@ impl<T: Transport> Driver<T> {
                     }
                 }
                 Event::Inbound(Some(Inbound::Call { call, reply })) => self.call(call, reply),
+                Event::Inbound(Some(Inbound::Members { reply })) => {
+                    let _ = reply.send(Ok(self.address_book()));
+                }
                 Event::Command(Some(command)) => self.command(command),
                 Event::Inbound(None) | Event::Command(None) => return,
             }
@@ -506,15 +519,46 @@ impl<T: Transport> Driver<T> {
     }
 
     /// A call forwarded by another broker: answered here only if this
-    /// node leads (never forwarded again, so calls cannot loop).
+    /// node leads (never forwarded again, so calls cannot loop), except a
+    /// node's request to join, which a member that does not lead passes
+    /// to its leader once: the joiner may know no address of a leader
+    /// that joined after the quorum began.
     fn call(&mut self, call: Call, reply: oneshot::Sender<Reply>) {
+        let leader = self.node.leader().filter(|_| !self.node.is_leader());
+        let leader_address = leader.and_then(|l| self.peers.borrow().get(&l).copied());
+        if let (Call::Request(ControllerRequest::JoinQuorum { .. }), Some(address)) =
+            (&call, leader_address)
+        {
+            let (timeout, tls) = (self.config.call_timeout, self.config.tls.clone());
+            spawn_local(async move {
+                let _ = reply.send(forward(address, &call, timeout, tls.as_ref()).await);
+            })
+            .detach();
+            return;
+        }
         match call {
             Call::Request(request) => self.command(Command::Request(request, reply)),
             Call::Heartbeat {
                 broker,
                 incarnation,
             } => self.command(Command::Heartbeat(broker, incarnation, Some(reply))),
+            // Transports answer it with the address book (Inbound::Members).
+            Call::Members => {
+                let _ = reply.send(Err(ControllerError::Unavailable));
+            }
         }
+    }
+
+    /// Every member's metadata listener this node knows: the configured
+    /// and recorded ones (its own included when recorded).
+    fn address_book(&self) -> Vec<(NodeId, String)> {
+        let mut book: BTreeMap<NodeId, String> = (self.peers.borrow().iter())
+            .map(|(id, address)| (*id, address.to_string()))
+            .collect();
+        for (id, address) in &self.node.metadata().quorum_addresses {
+            book.insert(*id, address.clone());
+        }
+        book.into_iter().collect()
     }
 
     fn command(&mut self, command: Command) {
@@ -535,6 +579,19 @@ impl<T: Transport> Driver<T> {
                     }
                 })
                 .detach();
+            }
+            Command::Peers(book) => {
+                let own = self.node.id();
+                let mut peers = self.peers.borrow_mut();
+                for (node, address) in book {
+                    let Ok(address) = address.parse::<SocketAddr>() else {
+                        continue;
+                    };
+                    if node != own && peers.get(&node) != Some(&address) {
+                        self.transport.set_peer(node, address);
+                        peers.insert(node, address);
+                    }
+                }
             }
             Command::Propose(record) => {
                 if let Err(e) = self.node.propose(&record) {
@@ -647,9 +704,15 @@ impl<T: Transport> Driver<T> {
                             self.member_waiters.insert(index, (change, reply));
                             return None;
                         }
-                        Err(e) => Err(ControllerError::Refused(MetadataError::VoterChange(
-                            e.to_string(),
-                        ))),
+                        // raft-rs drops proposals during a leadership
+                        // hand-over: asked again, the next leader decides.
+                        Err(ProposeError::NotLeader { leader }) => {
+                            Err(ControllerError::NotController { leader })
+                        }
+                        Err(ProposeError::Raft(_)) => Err(ControllerError::Superseded),
+                        Err(ProposeError::Invalid(refused)) => {
+                            Err(ControllerError::Refused(refused))
+                        }
                     },
                 }
             }

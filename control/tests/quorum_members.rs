@@ -2,8 +2,9 @@
 //! on 127.0.0.1: nodes outside the configured voters join as observers
 //! (Raft learners) and follow the log, the voter set grows from one to
 //! three, the leader is demoted (handing its leadership over first) and
-//! keeps following as an observer, and a node restarted from its disk
-//! comes back with the members the log gave it.
+//! keeps following as an observer (asked again, nothing more happens),
+//! a node restarted from its disk comes back with the members the log
+//! gave it, and a newcomer that knows only a demoted node joins through it.
 
 mod support;
 
@@ -186,10 +187,34 @@ fn the_voters_grow_from_one_to_three_and_a_demoted_leader_keeps_following() {
                 .all(|s| s.view().metadata.brokers.contains_key(&BrokerId(41)))
         })
         .await;
-        // An observer leaves the quorum altogether.
+        // Asked again (as after a hand-over), a demotion goes no further:
+        // node 1 stays an observer, still following.
         ask(&services[&2], ControllerRequest::RemoveVoter { node: 1 }).await;
-        wait_until("node 1 gone", TICK, || {
-            services[&2].view().members.learners.is_empty()
+        services[&leader].propose(register(42)).unwrap();
+        wait_until("node 1 still following", TICK, || {
+            services[&1]
+                .view()
+                .metadata
+                .brokers
+                .contains_key(&BrokerId(42))
+        })
+        .await;
+        assert_eq!(learners_of(&services[&2]), vec![1]);
+
+        // A newcomer knows only node 1, no longer a voter nor the leader:
+        // node 1 passes its request on to the leader.
+        let dir = tempfile::tempdir().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        services.insert(4, start_node(4, dir.path(), listener, addresses[0]));
+        let joined = services[&4].join_quorum(4, address).await;
+        assert!(joined.is_ok(), "node 4 joins through node 1: {joined:?}");
+        wait_until("node 4 follows", TICK, || {
+            services[&4]
+                .view()
+                .metadata
+                .brokers
+                .contains_key(&BrokerId(42))
         })
         .await;
     });

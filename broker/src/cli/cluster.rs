@@ -26,10 +26,10 @@ pub enum ClusterCommand {
         /// The node's id.
         node: i32,
     },
-    /// Makes a voter of the metadata quorum an observer (it keeps following
+    /// Makes a voter of the metadata quorum an observer: it keeps following
     /// the metadata log and serving as a broker; the active controller
-    /// hands its leadership over first if it is the one), or removes an
-    /// observer from the quorum (KIP-853's RemoveRaftVoter).
+    /// hands its leadership over first if it is the one (KIP-853's
+    /// RemoveRaftVoter). An observer named stays one.
     #[command(after_help = "Example:\n  broker cluster remove-voter 1")]
     RemoveVoter {
         /// The node's id.
@@ -118,8 +118,7 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
             cluster.remove_raft_voter(node).await?;
             let _ = writeln!(
                 out,
-                "node {node} no longer votes in the metadata quorum (a voter becomes an \
-                 observer; an observer leaves it)"
+                "node {node} no longer votes in the metadata quorum: it is an observer"
             );
         }
         ClusterCommand::Cordon { broker } => {

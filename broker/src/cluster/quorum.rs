@@ -71,6 +71,10 @@ pub fn start_quorum(
         Some(listen) => listen.parse().map_err(std::io::Error::other)?,
         None => peers[&node_id],
     };
+    // Where the other members reach this node: a voter's configured entry
+    // (its controller_listen may be a bind-all address), else the
+    // observer's controller_listen (checked routable at start).
+    let advertised = peers.get(&node_id).copied().unwrap_or(listen);
     let mut node_config = NodeConfig::new(node_id, peers.keys().copied().collect());
     // Elections over real networks: 300-600 ms without a leader.
     node_config.election_timeout_ticks = (30, 60);
@@ -86,7 +90,7 @@ pub fn start_quorum(
         transport,
         service_config,
     ));
-    glommio::spawn_local(stay_in_quorum(Rc::downgrade(&service), node_id, listen)).detach();
+    glommio::spawn_local(stay_in_quorum(Rc::downgrade(&service), node_id, advertised)).detach();
     Ok(service)
 }
 
@@ -94,10 +98,10 @@ pub fn start_quorum(
 const MEMBERSHIP_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Keeps this node in the metadata quorum for as long as its service
-/// runs: a node the quorum does not have (an observer's first start, or
-/// one that was removed) asks to join as an observer at `listen`, and one
-/// whose listener moved says so. Configured voters are members from the
-/// start and ask nothing.
+/// runs: a node the quorum does not have (an observer's first start)
+/// asks to join as an observer, reached at `listen`, and one whose
+/// listener moved says so. Configured voters are members from the start
+/// and ask nothing.
 async fn stay_in_quorum(service: std::rc::Weak<MetadataService>, node: u64, listen: SocketAddr) {
     loop {
         let Some(service) = service.upgrade() else {

@@ -806,13 +806,6 @@ impl BrokerConfig {
         }
     }
 
-    /// Whether this node joins the metadata quorum as an observer: voters
-    /// are configured and it is not one of them.
-    pub fn is_observer(&self) -> bool {
-        self.voters()
-            .is_ok_and(|voters| !voters.is_empty() && !voters.contains_key(&self.node_id))
-    }
-
     /// The metadata quorum's voters by node id (empty: this broker alone).
     pub fn voters(
         &self,

@@ -24,7 +24,8 @@ pub struct QuorumState<'a> {
     pub members: &'a Members,
     /// The commit index.
     pub committed: u64,
-    /// How far a member's log matches the leader's.
+    /// How far a member's log matches the leader's; None for a member not
+    /// heard from recently (it may be down).
     pub matched: &'a dyn Fn(NodeId) -> Option<u64>,
 }
 
@@ -86,7 +87,14 @@ pub fn add_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Metad
     if !quorum.members.learners.contains(&node) {
         return Err(MetadataError::NotQuorumMember(node));
     }
-    let matched = (quorum.matched)(node).unwrap_or(0);
+    let Some(matched) = (quorum.matched)(node) else {
+        // Promoting a node that is down could stall the quorum for good
+        // (two voters of which one is gone have no majority).
+        return Err(MetadataError::VoterChange(format!(
+            "node {node} has not been heard from recently: an observer that may be down is not \
+             made a voter"
+        )));
+    };
     if matched + PROMOTION_LAG_ENTRIES_MAX < quorum.committed {
         return Err(MetadataError::QuorumMemberBehind {
             node,
@@ -100,18 +108,18 @@ pub fn add_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Metad
     })
 }
 
-/// A voter becomes an observer (it keeps following the log, so a broker
-/// on it keeps serving); an observer leaves the quorum.
+/// A voter becomes an observer: it keeps following the log, so a broker
+/// on it keeps serving. An observer named is already what was asked (so a
+/// request asked again after a hand-over never goes further). Observers
+/// are never removed from the quorum here: a running one would be left
+/// without metadata while its heartbeats kept it unfenced.
 pub fn remove_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, MetadataError> {
     let members = quorum.members;
-    if node == quorum.leader {
-        // Demoted already, it may still lead until it hands over.
-        return transfer_from(quorum, node);
-    }
     if members.learners.contains(&node) {
+        // A leader demoted already hands over by itself (MetadataNode::tick).
         return Ok(MemberPlan::Propose {
             records: Vec::new(),
-            change: Some(MemberChange::Remove(node)),
+            change: None,
         });
     }
     if !members.voters.contains(&node) {
@@ -122,23 +130,27 @@ pub fn remove_voter(quorum: &QuorumState, node: NodeId) -> Result<MemberPlan, Me
             "node {node} is the quorum's last voter: add another voter first"
         )));
     }
+    if node == quorum.leader {
+        return transfer_from(quorum, node);
+    }
     Ok(MemberPlan::Propose {
         records: Vec::new(),
         change: Some(MemberChange::AddLearner(node)),
     })
 }
 
-/// The leader hands its leadership to the voter furthest along (it wins
-/// its election at once) before it is demoted or removed.
+/// The leader hands its leadership to the reachable voter furthest along
+/// (it wins its election at once) before it is demoted.
 fn transfer_from(quorum: &QuorumState, leader: NodeId) -> Result<MemberPlan, MetadataError> {
     let successor = (quorum.members.voters.iter())
         .filter(|&&voter| voter != leader)
-        .max_by_key(|&&voter| (quorum.matched)(voter).unwrap_or(0))
-        .copied();
+        .filter_map(|&voter| Some((voter, (quorum.matched)(voter)?)))
+        .max_by_key(|&(_, matched)| matched)
+        .map(|(voter, _)| voter);
     match successor {
         Some(to) => Ok(MemberPlan::TransferFirst { to }),
         None => Err(MetadataError::VoterChange(format!(
-            "node {leader} is the quorum's last voter: add another voter first"
+            "node {leader} leads and no other voter has been heard from recently to take over"
         ))),
     }
 }
@@ -218,6 +230,9 @@ mod tests {
         );
         let stranger = add_voter(&quorum(&m, &close), 7).unwrap_err();
         assert_eq!(stranger, MetadataError::NotQuorumMember(7));
+        let silent = |_| None;
+        let down = add_voter(&quorum(&m, &silent), 2).unwrap_err().to_string();
+        assert!(down.contains("heard from"), "{down}");
     }
 
     #[test]
@@ -232,6 +247,12 @@ mod tests {
             MemberPlan::TransferFirst { to: 3 },
             "the leader hands over to the voter furthest along"
         );
+        let only_two_heard = |node| (node != 3).then_some(400);
+        assert_eq!(
+            remove_voter(&quorum(&m, &only_two_heard), 1).unwrap(),
+            MemberPlan::TransferFirst { to: 2 },
+            "never to a voter not heard from"
+        );
         assert_eq!(
             remove_voter(&q, 2).unwrap(),
             MemberPlan::Propose {
@@ -243,8 +264,9 @@ mod tests {
             remove_voter(&q, 4).unwrap(),
             MemberPlan::Propose {
                 records: vec![],
-                change: Some(MemberChange::Remove(4)),
-            }
+                change: None,
+            },
+            "an observer is already no voter: asked again, nothing more happens"
         );
         assert_eq!(remove_voter(&q, 9), Err(MetadataError::NotQuorumMember(9)));
         assert!(satisfied(MemberChange::Remove(9), &m));

@@ -179,7 +179,15 @@ pub enum Call {
     },
     /// A change to commit.
     Request(ControllerRequest),
+    /// Where each member's metadata listener is, as the node asked knows
+    /// (answered by any member, with a [`MembersReply`]): a node about to
+    /// join must be able to answer whichever member leads.
+    Members,
 }
+
+/// The answer to [`Call::Members`]: (node, `ip:port`) of every member the
+/// node asked knows, itself included when the metadata records it.
+pub type MembersReply = Result<Vec<(NodeId, String)>, ControllerError>;
 
 /// The controller's answer to a call: on success, the metadata log index
 /// the caller's own node must apply before it acts on the answer (a

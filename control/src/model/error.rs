@@ -32,7 +32,7 @@ pub enum MetadataError {
     #[error("unknown broker {0}")]
     UnknownBroker(BrokerId),
     /// A quorum member's metadata listener that is not `ip:port`.
-    #[error("invalid metadata listener address {0:?}: expected ip:port")]
+    #[error("invalid metadata listener address {0:?}: expected a routable ip:port")]
     InvalidQuorumAddress(String),
     /// A change of the metadata quorum's voters that is refused, and why.
     #[error("{0}")]

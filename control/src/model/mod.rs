@@ -198,10 +198,12 @@ impl Metadata {
                 Ok(())
             }
             MetadataRecord::SetQuorumAddress { address, .. } => {
-                if address.parse::<std::net::SocketAddr>().is_err() {
-                    return Err(MetadataError::InvalidQuorumAddress(address.clone()));
+                // Where every member sends: a bind-all address or port 0
+                // would point them at themselves.
+                match address.parse::<std::net::SocketAddr>() {
+                    Ok(a) if !a.ip().is_unspecified() && a.port() != 0 => Ok(()),
+                    _ => Err(MetadataError::InvalidQuorumAddress(address.clone())),
                 }
-                Ok(())
             }
             MetadataRecord::AllocateProducerIds {
                 broker,

@@ -508,16 +508,19 @@ impl MetadataNode {
         }
     }
 
-    /// How far `node`'s log matches the leader's (leader only; None elsewhere
-    /// or for a node outside the quorum).
+    /// How far `node`'s log matches the leader's (leader only; None
+    /// elsewhere, for a node outside the quorum, or for one the leader has
+    /// not heard from within an election timeout: it may be down).
     pub fn matched(&self, node: NodeId) -> Option<u64> {
         if !self.is_leader() {
             return None;
         }
+        let own = node == self.id();
         self.raw
             .raft
             .prs()
             .get(node)
+            .filter(|progress| own || progress.recent_active)
             .map(|progress| progress.matched)
     }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::controller::request::{Call, ControllerError, Reply};
+use crate::controller::request::{Call, ControllerError, MembersReply, Reply};
 use crate::transport::link::{self, QuorumTls};
 use crate::transport::PeerFrameError;
 
@@ -34,6 +34,11 @@ pub fn encode_call(call: &Call) -> Vec<u8> {
 
 /// Encodes a reply as a frame.
 pub fn encode_reply(reply: &Reply) -> Vec<u8> {
+    frame(&rkyv::to_bytes::<rkyv::rancor::Error>(reply).expect("replies always serialize"))
+}
+
+/// Encodes the answer to [`Call::Members`] as a frame.
+pub fn encode_members_reply(reply: &MembersReply) -> Vec<u8> {
     frame(&rkyv::to_bytes::<rkyv::rancor::Error>(reply).expect("replies always serialize"))
 }
 
@@ -84,6 +89,29 @@ pub fn decode_call(payload: &[u8]) -> Result<Call, PeerFrameError> {
 pub fn decode_reply(payload: &[u8]) -> Result<Reply, PeerFrameError> {
     rkyv::from_bytes::<Reply, rkyv::rancor::Error>(&aligned(payload))
         .map_err(|e| PeerFrameError::Decode(e.to_string()))
+}
+
+/// Asks the member at `address` where the members are (at most
+/// `timeout`); anything that goes wrong is [`ControllerError::Unavailable`].
+pub async fn ask_members(
+    address: SocketAddr,
+    timeout: Duration,
+    tls: Option<&QuorumTls>,
+) -> MembersReply {
+    let exchange = async {
+        let mut stream = link::connect(address, tls).await.ok()?;
+        let mut bytes = CALL_PREAMBLE.to_vec();
+        bytes.extend_from_slice(&encode_call(&Call::Members));
+        stream.write_all(&bytes).await.ok()?;
+        stream.flush().await.ok()?;
+        let payload = read_frame(&mut stream).await.ok()?;
+        rkyv::from_bytes::<MembersReply, rkyv::rancor::Error>(&aligned(&payload)).ok()
+    };
+    let timer = glommio::timer::sleep(timeout);
+    match select(Box::pin(exchange), Box::pin(timer)).await {
+        Either::Left((Some(reply), _)) => reply,
+        Either::Left((None, _)) | Either::Right(_) => Err(ControllerError::Unavailable),
+    }
 }
 
 /// Sends one call to the metadata listener at `address` and waits (at

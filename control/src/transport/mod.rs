@@ -46,6 +46,11 @@ pub enum Inbound {
         /// Where the answer goes.
         reply: futures::channel::oneshot::Sender<crate::controller::request::Reply>,
     },
+    /// A node asks where the members are ([`crate::controller::request::Call::Members`]).
+    Members {
+        /// Where the answer goes.
+        reply: futures::channel::oneshot::Sender<crate::controller::request::MembersReply>,
+    },
 }
 
 /// Why a frame was refused.

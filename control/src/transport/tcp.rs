@@ -17,10 +17,11 @@ use glommio::net::TcpListener;
 use glommio::{spawn_local, Task};
 use raft::eraftpb::{Message, MessageType};
 
+use crate::controller::request::Call;
 use crate::controller::request::ControllerError;
 use crate::raft::node::NodeId;
 use crate::transport::forward::{
-    decode_call, encode_reply, read_frame, CALL_PREAMBLE, RAFT_PREAMBLE,
+    decode_call, encode_members_reply, encode_reply, read_frame, CALL_PREAMBLE, RAFT_PREAMBLE,
 };
 use crate::transport::link::{self, Link, QuorumTls};
 use crate::transport::{
@@ -171,7 +172,7 @@ impl Transport for TcpTransport {
             self.tls.clone(),
         ));
         // Replacing an entry drops the old task, closing its connection.
-        peers.insert(
+        let replaced = peers.insert(
             peer,
             Peer {
                 address,
@@ -179,6 +180,14 @@ impl Transport for TcpTransport {
                 _task: task,
             },
         );
+        if replaced.is_some() {
+            // A snapshot queued or in flight to the old address is lost:
+            // its sender must hear so (raft-rs waits for the report).
+            let _ = self.inbound_tx.try_send(Inbound::Unreachable {
+                to: peer,
+                snapshot: true,
+            });
+        }
         let ip = address.ip().to_canonical();
         let mut allowed = self.allowed.borrow_mut();
         if !allowed.contains(&ip) {
@@ -262,13 +271,23 @@ async fn answer_calls(id: NodeId, mut stream: Link, inbound: Rc<LocalSender<Inbo
                 return;
             }
         };
-        let (reply, answer) = futures::channel::oneshot::channel();
-        let reply = match inbound.try_send(Inbound::Call { call, reply }) {
-            Ok(()) => answer.await.unwrap_or(Err(ControllerError::Unavailable)),
-            Err(_) => Err(ControllerError::Unavailable),
+        let frame = if let Call::Members = call {
+            let (reply, answer) = futures::channel::oneshot::channel();
+            let members = match inbound.try_send(Inbound::Members { reply }) {
+                Ok(()) => answer.await.unwrap_or(Err(ControllerError::Unavailable)),
+                Err(_) => Err(ControllerError::Unavailable),
+            };
+            encode_members_reply(&members)
+        } else {
+            let (reply, answer) = futures::channel::oneshot::channel();
+            let reply = match inbound.try_send(Inbound::Call { call, reply }) {
+                Ok(()) => answer.await.unwrap_or(Err(ControllerError::Unavailable)),
+                Err(_) => Err(ControllerError::Unavailable),
+            };
+            encode_reply(&reply)
         };
         let written = async {
-            stream.write_all(&encode_reply(&reply)).await?;
+            stream.write_all(&frame).await?;
             stream.flush().await
         };
         if written.await.is_err() {

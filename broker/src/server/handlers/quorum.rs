@@ -1,7 +1,7 @@
 //! The metadata quorum's members, as Kafka's KIP-853 tools see them:
 //! DescribeQuorum (the leader, its term, the voters and observers),
 //! AddRaftVoter (an observer becomes a voter) and RemoveRaftVoter (a voter
-//! becomes an observer; an observer leaves). Any broker answers, through
+//! becomes an observer, still following the metadata log). Any broker answers, through
 //! its own metadata node, which forwards changes to the active controller.
 //!
 //! A voter added here must already be an observer: a broker outside
@@ -101,8 +101,9 @@ pub async fn add(
     let decoded: AddRaftVoterRequest = checked(request, check_add_raft_voter)?;
     let (code, message) = match refusal(shard, caller, decoded.cluster_id.as_deref()) {
         Some(refused) => refused,
+        None if decoded.voter_id < 0 => invalid_voter(decoded.voter_id),
         None => {
-            let node = decoded.voter_id.max(0) as u64;
+            let node = decoded.voter_id as u64;
             let wait = Duration::from_millis(decoded.timeout_ms.clamp(0, 60_000) as u64);
             change(shard, ControllerRequest::AddVoter { node }, wait).await
         }
@@ -114,7 +115,8 @@ pub async fn add(
 }
 
 /// Answers RemoveRaftVoter: the voter named becomes an observer (the
-/// leader hands its leadership over first); an observer named leaves.
+/// leader hands its leadership over first); an observer named is left as
+/// it is.
 pub async fn remove(
     shard: &Rc<Shard>,
     request: &Request,
@@ -137,6 +139,13 @@ pub async fn remove(
         .with_error_code(code)
         .with_error_message(message.map(StrBytes::from_string));
     super::respond(request, &answer)
+}
+
+fn invalid_voter(id: i32) -> (Code, Option<String>) {
+    (
+        ResponseError::InvalidRequest.code(),
+        Some(format!("voter id {id} is negative")),
+    )
 }
 
 /// Why a change is refused before it is tried: not authorized, or meant

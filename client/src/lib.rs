@@ -17,6 +17,7 @@ pub mod partitioner;
 pub mod producer;
 pub mod quorum;
 pub mod quotas;
+pub mod reassignments;
 pub mod records;
 pub mod scram;
 pub mod security;

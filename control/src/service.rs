@@ -802,6 +802,20 @@ impl<T: Transport> Driver<T> {
             | ControllerRequest::RemoveVoter { .. } => {
                 unreachable!("membership requests are answered by member_request")
             }
+            ControllerRequest::Reassign { topic, partitions } => {
+                let id = metadata.topic_by_name(&topic)?.id;
+                let mut records = Vec::new();
+                for (index, target) in partitions {
+                    let moved = crate::controller::reassign::asked(
+                        metadata,
+                        id,
+                        crate::model::types::PartitionId(index),
+                        target,
+                    )?;
+                    records.extend(moved);
+                }
+                records
+            }
             ControllerRequest::DeleteTopic { name } => vec![MetadataRecord::DeleteTopic {
                 id: metadata.topic_by_name(&name)?.id,
             }],

@@ -194,6 +194,25 @@ fn summary(record: &MetadataRecord) -> String {
         MetadataRecord::SetQuorumAddress { node, address } => {
             format!("SetQuorumAddress {node} {address}")
         }
+        MetadataRecord::BeginReassignment {
+            topic,
+            partition,
+            expected_epoch,
+            target,
+        } => format!(
+            "BeginReassignment {topic} {} to {:?} from epoch {}",
+            partition.0,
+            target.replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+            expected_epoch.0
+        ),
+        MetadataRecord::FinishReassignment { change, cancelled } => format!(
+            "FinishReassignment {} {}{} leader {:?} isr {:?}",
+            change.topic,
+            change.partition.0,
+            if *cancelled { " (cancelled)" } else { "" },
+            change.leader.map(|b| b.0),
+            change.isr.iter().map(|b| b.0).collect::<Vec<_>>()
+        ),
         // Never the keys: they are what a login is checked against.
         MetadataRecord::SetScramCredential(c) => format!(
             "SetScramCredential {:?} {} iterations {}",

@@ -11,6 +11,7 @@ pub mod dump_log;
 pub mod dump_metadata;
 pub mod group;
 pub mod quota;
+pub mod reassign;
 pub mod share_group;
 pub mod target;
 pub mod topic;

@@ -70,6 +70,36 @@ pub enum TopicCommand {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         num: u32,
     },
+    /// Moves partitions to new replicas (Kafka's AlterPartitionReassignments):
+    /// the new replicas copy the partition as followers, and once all of
+    /// them are in sync the partition is theirs and the replicas left
+    /// behind remove their copies. The replication factor stays. With
+    /// --cancel, moves under way go back to their original replicas.
+    #[command(after_help = "Examples:\n  \
+                            broker topic reassign orders --partition 0 --replicas 2,3,4\n  \
+                            broker topic reassign orders --partition 0 --replicas 2,3,4 --partition 1 --replicas 4,1,2 --wait\n  \
+                            broker topic reassign orders --partition 0 --cancel")]
+    Reassign {
+        /// The topic.
+        name: String,
+        /// A partition to move (repeatable, each with its --replicas).
+        #[arg(long, required = true)]
+        partition: Vec<i32>,
+        /// Its new replicas, comma-separated broker ids, the first the
+        /// preferred leader (repeatable, in --partition's order).
+        #[arg(long, conflicts_with = "cancel")]
+        replicas: Vec<String>,
+        /// Cancels the moves of the partitions named instead.
+        #[arg(long)]
+        cancel: bool,
+        /// Waits (at most 10 minutes) until the moves have finished.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// The partition moves under way: replicas meanwhile, those being
+    /// added (catching up) and removed.
+    #[command(after_help = "Example:\n  broker topic reassignments")]
+    Reassignments,
     /// Deletes a topic and its data.
     #[command(after_help = "Example:\n  broker topic delete orders")]
     Delete {
@@ -145,6 +175,19 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
             })?;
             cluster.create_partitions(&name, total).await?;
             let _ = writeln!(out, "topic {name} has {total} partitions (was {now})");
+        }
+        TopicCommand::Reassign {
+            name,
+            partition,
+            replicas,
+            cancel,
+            wait,
+        } => {
+            let moves = super::reassign::plan(&partition, &replicas, cancel)?;
+            return super::reassign::run(cluster, &name, &moves, wait).await;
+        }
+        TopicCommand::Reassignments => {
+            return super::reassign::list(cluster).await;
         }
         TopicCommand::Delete { name } => {
             cluster.delete_topic(&name).await?;

@@ -88,6 +88,13 @@ fn refused_code(refused: &MetadataError) -> Code {
         MetadataError::InvalidCredential(_) => ResponseError::UnacceptableCredential.code(),
         MetadataError::UnknownCredential { .. } => ResponseError::ResourceNotFound.code(),
         MetadataError::NotQuorumMember(_) => ResponseError::VoterNotFound.code(),
+        MetadataError::ReassignmentInProgress { .. } => {
+            ResponseError::ReassignmentInProgress.code()
+        }
+        MetadataError::NoReassignmentInProgress { .. } => {
+            ResponseError::NoReassignmentInProgress.code()
+        }
+        MetadataError::ReassignmentRefused(_) => ResponseError::InvalidReplicaAssignment.code(),
         MetadataError::QuorumMemberBehind { .. } => ResponseError::RequestTimedOut.code(),
         _ => ResponseError::InvalidRequest.code(),
     }

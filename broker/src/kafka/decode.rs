@@ -4,20 +4,20 @@
 
 use kafka_protocol::messages::{
     AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest,
-    AlterShareGroupOffsetsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteShareGroupOffsetsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeProducersRequest, DescribeQuorumRequest,
+    AlterPartitionReassignmentsRequest, AlterShareGroupOffsetsRequest,
+    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteShareGroupOffsetsRequest,
+    DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeProducersRequest, DescribeQuorumRequest,
     DescribeShareGroupOffsetsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ReadShareGroupStateRequest,
-    RemoveRaftVoterRequest, SaslAuthenticateRequest, SaslHandshakeRequest, ShareAcknowledgeRequest,
-    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest,
-    WriteShareGroupStateRequest,
+    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    ReadShareGroupStateRequest, RemoveRaftVoterRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest, SyncGroupRequest, WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -92,6 +92,16 @@ pub fn decode_any(request: &Request) -> Result<(), DecodeError> {
         ApiKey::ElectLeaders => {
             checked::<ElectLeadersRequest>(request, bounds::check_elect_leaders).map(drop)
         }
+        ApiKey::AlterPartitionReassignments => checked::<AlterPartitionReassignmentsRequest>(
+            request,
+            bounds::check_alter_partition_reassignments,
+        )
+        .map(drop),
+        ApiKey::ListPartitionReassignments => checked::<ListPartitionReassignmentsRequest>(
+            request,
+            bounds::check_list_partition_reassignments,
+        )
+        .map(drop),
         ApiKey::DescribeQuorum => {
             checked::<DescribeQuorumRequest>(request, bounds::check_describe_quorum).map(drop)
         }

@@ -217,6 +217,29 @@ impl PartitionTable {
         }
     }
 
+    /// Takes out of the table the open partitions of live topics that this
+    /// shard no longer holds a replica of (a reassignment moved them away):
+    /// the caller closes them and removes their files.
+    pub fn take_unassigned(
+        &self,
+        metadata: &Metadata,
+        assigned: &HashSet<PartitionKey>,
+    ) -> Vec<(PartitionKey, Rc<OpenPartition>)> {
+        let gone: Vec<PartitionKey> = (self.open.borrow().keys())
+            .filter(|k| metadata.topics.contains_key(&k.topic) && !assigned.contains(k))
+            .copied()
+            .collect();
+        let mut open = self.open.borrow_mut();
+        gone.into_iter()
+            .filter_map(|key| Some((key, open.remove(&key)?)))
+            .collect()
+    }
+
+    /// The directory of a partition's log.
+    pub fn partition_dir(&self, topic: &Topic, index: u32) -> PathBuf {
+        topic_dir(&self.root, topic).join(index.to_string())
+    }
+
     /// Flushes and closes every open log (shutdown); none opens after.
     pub async fn close_all(&self) {
         // After an open in progress finishes (it is then closed below).

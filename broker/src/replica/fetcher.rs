@@ -417,11 +417,7 @@ async fn fetch(
                     start_at_leaders_local_start(shard, partitions, connection, asked).await?
                 }
                 Some(ResponseError::OffsetOutOfRange) => {
-                    // This log ends past the leader's: find the common
-                    // point again.
-                    if let Some(f) = partitions.borrow_mut().get_mut(key) {
-                        f.truncated = false;
-                    }
+                    out_of_range(shard, partitions, connection, asked).await?
                 }
                 Some(error) => {
                     // Not (yet) the leader in this epoch, as far as it
@@ -438,8 +434,32 @@ async fn fetch(
     Ok(())
 }
 
+/// The leader has no offset this follower asked for: either this log
+/// ends below the leader's log start (a replica added by a reassignment,
+/// or back after retention or DeleteRecords moved the start past it),
+/// and it starts over there; or it ends past the leader's log end, and
+/// it finds the common point again.
+async fn out_of_range(
+    shard: &Partitions,
+    partitions: &FollowedMap,
+    connection: &mut Connection,
+    asked: &Asked,
+) -> Result<(), RoundError> {
+    let (key, followed, partition) = asked;
+    let me = shard.cluster.me.0;
+    let start = tiered_start::leaders_local_start(connection, me, &followed.topic, *key).await?;
+    if start > partition.log.log_end() {
+        return start_at_leaders_local_start(shard, partitions, connection, asked).await;
+    }
+    if let Some(f) = partitions.borrow_mut().get_mut(key) {
+        f.truncated = false;
+    }
+    Ok(())
+}
+
 /// Starts the log over at the leader's local log start (tiered storage:
-/// what this follower would copy next is only in the remote log).
+/// what this follower would copy next is only in the remote log; or this
+/// log ends below the leader's log start).
 async fn start_at_leaders_local_start(
     shard: &Partitions,
     partitions: &FollowedMap,
@@ -472,7 +492,7 @@ async fn start_at_leaders_local_start(
     }
     let log = &partition.log;
     if start > log.log_end() {
-        tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = start.0, "the leader holds the offsets between only in tiered storage: starting the log over at its local start");
+        tracing::info!(topic = %followed.topic, partition = key.index, from = log.log_end().0, to = start.0, "the leader no longer holds the offsets between locally (deleted, or only in tiered storage): starting the log over at its local start");
         log.restart_at(start, snapshot.as_deref()).await?;
     }
     mark_truncated(partitions, *key, followed.epoch);

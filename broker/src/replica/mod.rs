@@ -16,7 +16,7 @@
 pub mod fetcher;
 pub mod tiered_start;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -64,11 +64,13 @@ pub async fn reconcile(replication: &Replication) {
     let me = partitions.cluster.me;
     let table = &partitions.table;
     let mut following = Vec::new();
+    let here = partitions.cluster.replicas_here();
+    let assigned: HashSet<PartitionKey> = here.iter().map(|r| r.key).collect();
     for Replica {
         key,
         topic,
         partition: meta,
-    } in partitions.cluster.replicas_here()
+    } in here
     {
         if table.is_closed() {
             return; // stopping: roles no longer matter
@@ -94,6 +96,42 @@ pub async fn reconcile(replication: &Replication) {
         }
     }
     fetcher::follow(replication, following);
+    remove_unassigned(partitions, &assigned).await;
+}
+
+/// Closes the replicas a finished reassignment moved off this shard, and
+/// removes their files: the partition lives on its new replicas.
+async fn remove_unassigned(partitions: &Partitions, assigned: &HashSet<PartitionKey>) {
+    let leaving = {
+        let view = partitions.cluster.view.borrow();
+        partitions.table.take_unassigned(&view.metadata, assigned)
+    };
+    for (key, partition) in leaving {
+        let _no_replica_write = partition.replica_writes.lock().await;
+        *partition.role.borrow_mut() = Role::None;
+        partition.notify_arrival();
+        let topic = partitions
+            .cluster
+            .view
+            .borrow()
+            .metadata
+            .topics
+            .get(&key.topic)
+            .cloned();
+        if let Err(e) = partition.log.close().await {
+            tracing::warn!(partition = key.index, error = %e, "closing a replica moved away failed");
+        }
+        let Some(topic) = topic else { continue };
+        let dir = partitions.table.partition_dir(&topic, key.index);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                tracing::info!(topic = %topic.name, partition = key.index, "replica moved away: its files are removed")
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a replica moved away failed")
+            }
+        }
+    }
 }
 
 /// `test_role_delay_ms`: waits before taking up a leadership the

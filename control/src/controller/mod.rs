@@ -10,6 +10,7 @@
 
 pub mod members;
 pub mod preferred;
+pub mod reassign;
 #[allow(missing_docs)]
 pub mod request;
 pub mod unclean;
@@ -143,7 +144,8 @@ impl Controller {
     /// Periodic work: fences live brokers whose session expired and moves
     /// their leaderships to other in-sync replicas, then elects a leader
     /// for any partition left without one while an in-sync replica is live
-    /// (see [`Controller::elect_leaderless`]). Brokers never heard from
+    /// (see [`Controller::elect_leaderless`]); when none of that was
+    /// needed, finishes the reassignments whose target is in sync. Brokers never heard from
     /// by this controller get a session from `now_ms` (a new controller
     /// does not fence everyone at once).
     pub fn tick(&mut self, metadata: &Metadata, now_ms: u64) -> Vec<MetadataRecord> {
@@ -153,6 +155,11 @@ impl Controller {
         // elections above (two changes of one partition from one epoch
         // would refuse the whole batch).
         records.extend(self.rebalance_if_due(&scratch, now_ms));
+        // Reassignments finish at a tick with nothing else to do: two
+        // changes of one partition from one epoch refuse the whole batch.
+        if records.is_empty() {
+            records.extend(reassign::finished(metadata));
+        }
         records
     }
 

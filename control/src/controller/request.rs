@@ -134,6 +134,14 @@ pub enum ControllerRequest {
         /// The node.
         node: NodeId,
     },
+    /// Move partitions of a topic to new replicas, or cancel their moves
+    /// (AlterPartitionReassignments): (partition, target or None).
+    Reassign {
+        /// The topic.
+        topic: String,
+        /// Each partition's target replicas; None cancels its move.
+        partitions: Vec<(i32, Option<Vec<BrokerId>>)>,
+    },
     /// Cordon a broker (no new replicas go to it) or lift its cordon.
     SetBrokerCordoned {
         /// The broker.

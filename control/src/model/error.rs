@@ -31,6 +31,25 @@ pub enum MetadataError {
     /// No broker with this id.
     #[error("unknown broker {0}")]
     UnknownBroker(BrokerId),
+    /// A reassignment of this partition is under way already.
+    #[error("partition {topic}-{partition} is being reassigned already")]
+    ReassignmentInProgress {
+        /// The topic.
+        topic: TopicId,
+        /// The partition.
+        partition: PartitionId,
+    },
+    /// No reassignment of this partition is under way.
+    #[error("partition {topic}-{partition} is not being reassigned")]
+    NoReassignmentInProgress {
+        /// The topic.
+        topic: TopicId,
+        /// The partition.
+        partition: PartitionId,
+    },
+    /// A reassignment that is refused, and why.
+    #[error("invalid reassignment: {0}")]
+    ReassignmentRefused(String),
     /// A quorum member's metadata listener that is not `ip:port`.
     #[error("invalid metadata listener address {0:?}: expected a routable ip:port")]
     InvalidQuorumAddress(String),

@@ -20,6 +20,7 @@ pub mod frozen_topic;
 pub mod group_configs;
 pub mod placement;
 pub mod quotas;
+pub mod reassignment;
 // rkyv's derive generates a resolver enum whose fields carry no docs.
 #[allow(missing_docs)]
 pub mod record;
@@ -147,6 +148,8 @@ pub struct Metadata {
     /// `controller_quorum_voters` need no entry; a later entry for one of
     /// them wins over the configured address.
     pub quorum_addresses: BTreeMap<u64, String>,
+    /// Partitions moving to new replicas (KIP-455), by topic and index.
+    pub reassignments: BTreeMap<(TopicId, PartitionId), reassignment::Reassignment>,
 }
 
 impl Metadata {
@@ -196,6 +199,15 @@ impl Metadata {
                     return Err(MetadataError::UnknownBroker(*id));
                 }
                 Ok(())
+            }
+            MetadataRecord::BeginReassignment {
+                topic,
+                partition,
+                expected_epoch,
+                target,
+            } => self.check_begin_reassignment((*topic, *partition), *expected_epoch, target),
+            MetadataRecord::FinishReassignment { change, cancelled } => {
+                self.check_finish_reassignment(change, *cancelled)
             }
             MetadataRecord::SetQuorumAddress { address, .. } => {
                 // Where every member sends: a bind-all address or port 0
@@ -314,6 +326,7 @@ impl Metadata {
                 let topic = self.topics.remove(id).expect("validated");
                 self.names.remove(&topic.name);
                 self.deleted_topics.insert(*id);
+                self.reassignments.retain(|(topic, _), _| topic != id);
             }
             MetadataRecord::CreatePartitions { topic, partitions } => {
                 let new: Vec<Partition> =
@@ -339,6 +352,15 @@ impl Metadata {
             }
             MetadataRecord::SetQuorumAddress { node, address } => {
                 self.quorum_addresses.insert(*node, address.clone());
+            }
+            MetadataRecord::BeginReassignment {
+                topic,
+                partition,
+                target,
+                ..
+            } => self.apply_begin_reassignment((*topic, *partition), target),
+            MetadataRecord::FinishReassignment { change, cancelled } => {
+                self.apply_finish_reassignment(change, *cancelled)
             }
             MetadataRecord::CreateTopicV1 { .. } | MetadataRecord::AlterTopicConfigV1 { .. } => {
                 unreachable!("validated: refused")

@@ -126,7 +126,8 @@ fn choose_replicas(
     chosen
 }
 
-fn least_loaded_shard(broker: BrokerId, shards: u16, load: &Load) -> ShardId {
+/// The shard of `broker` (running `shards`) holding the fewest replicas.
+pub fn least_loaded_shard(broker: BrokerId, shards: u16, load: &Load) -> ShardId {
     (0..shards)
         .map(ShardId)
         .min_by_key(|s| {

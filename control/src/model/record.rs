@@ -224,6 +224,26 @@ pub enum MetadataRecord {
         /// Its metadata listener, `ip:port`.
         address: String,
     },
+    /// An operator moves a partition to new replicas (KIP-455): until it
+    /// finishes, its replicas are the target followed by those leaving.
+    BeginReassignment {
+        /// The topic.
+        topic: TopicId,
+        /// The partition.
+        partition: PartitionId,
+        /// The partition epoch the move was decided from.
+        expected_epoch: PartitionEpoch,
+        /// The replicas (and their shards) it moves to.
+        target: PartitionAssignment,
+    },
+    /// A reassignment ends, with `change`'s leader and ISR: completed (the
+    /// replicas become the target) or cancelled (back to the original).
+    FinishReassignment {
+        /// The leader and ISR after it.
+        change: PartitionChange,
+        /// Cancelled, not completed.
+        cancelled: bool,
+    },
 }
 
 /// The archived size of every record written so far: rkyv finds a

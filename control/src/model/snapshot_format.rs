@@ -13,8 +13,9 @@
 //! added the group configs ([`MetadataV9`]); version 10 added tiered
 //! storage's topic settings (versions 1-9 hold the frozen topic of
 //! `frozen_topic`; [`MetadataV10`]); version 11 added the cordoned
-//! brokers ([`MetadataV11`]); version 12 adds the quorum members'
-//! addresses. The frozen layouts
+//! brokers ([`MetadataV11`]); version 12 added the quorum members'
+//! addresses ([`MetadataV12`]); version 13 adds the partitions being
+//! reassigned. The frozen layouts
 //! below never change.
 //! A new field means a new version number and a frozen copy of the
 //! previous layout here.
@@ -46,8 +47,10 @@ use crate::model::{Broker, Metadata, Topic};
 /// version 1 archive (which starts with the bytes of a name or address)
 /// does not begin with it in practice; a misread would fail validation.
 const MAGIC: [u8; 4] = [0xC0, b'M', b'D', b'S'];
-/// The version written now: [`Metadata`] with the quorum's addresses.
-const VERSION_CURRENT: u8 = 12;
+/// The version written now: [`Metadata`] with the reassignments.
+const VERSION_CURRENT: u8 = 13;
+/// [`MetadataV12`].
+const VERSION_12: u8 = 12;
 /// [`MetadataV11`].
 const VERSION_11: u8 = 11;
 /// [`MetadataV10`].
@@ -98,6 +101,7 @@ impl From<MetadataV1> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -132,6 +136,7 @@ impl From<MetadataV2> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -167,6 +172,7 @@ impl From<MetadataV3> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -204,6 +210,7 @@ impl From<MetadataV4> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -242,6 +249,7 @@ impl From<MetadataV5> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -281,6 +289,7 @@ impl From<MetadataV6> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -321,6 +330,7 @@ impl From<MetadataV7> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -362,6 +372,7 @@ impl From<MetadataV8> for Metadata {
             group_configs: BTreeMap::new(),
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -405,6 +416,7 @@ impl From<MetadataV9> for Metadata {
             group_configs: v9.group_configs,
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -448,6 +460,7 @@ impl From<MetadataV10> for Metadata {
             group_configs: v10.group_configs,
             cordoned_brokers: BTreeSet::new(),
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -492,6 +505,53 @@ impl From<MetadataV11> for Metadata {
             group_configs: v11.group_configs,
             cordoned_brokers: v11.cordoned_brokers,
             quorum_addresses: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state as version 12 stored it: [`Metadata`] before the
+/// reassignments.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+#[allow(missing_docs)]
+pub struct MetadataV12 {
+    pub brokers: BTreeMap<BrokerId, Broker>,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub names: BTreeMap<String, TopicId>,
+    pub unclean_leader_elections: u64,
+    pub deleted_topics: BTreeSet<TopicId>,
+    pub cluster_id: Option<ClusterId>,
+    pub next_producer_id: i64,
+    pub producer_id_blocks: BTreeMap<BrokerId, (i64, i64)>,
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    pub acls: BTreeSet<AclBinding>,
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
+    pub broker_endpoints: BTreeMap<BrokerId, Vec<BrokerEndpoint>>,
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    pub cordoned_brokers: BTreeSet<BrokerId>,
+    pub quorum_addresses: BTreeMap<u64, String>,
+}
+
+impl From<MetadataV12> for Metadata {
+    fn from(v12: MetadataV12) -> Metadata {
+        Metadata {
+            brokers: v12.brokers,
+            topics: v12.topics,
+            names: v12.names,
+            unclean_leader_elections: v12.unclean_leader_elections,
+            deleted_topics: v12.deleted_topics,
+            cluster_id: v12.cluster_id,
+            next_producer_id: v12.next_producer_id,
+            producer_id_blocks: v12.producer_id_blocks,
+            scram_credentials: v12.scram_credentials,
+            acls: v12.acls,
+            client_quotas: v12.client_quotas,
+            broker_endpoints: v12.broker_endpoints,
+            group_configs: v12.group_configs,
+            cordoned_brokers: v12.cordoned_brokers,
+            quorum_addresses: v12.quorum_addresses,
+            reassignments: BTreeMap::new(),
         }
     }
 }
@@ -528,6 +588,7 @@ pub fn decode(bytes: &[u8]) -> Result<Metadata, MetadataError> {
     };
     match rest.split_first() {
         Some((&VERSION_CURRENT, archived)) => archive::<Metadata>(archived),
+        Some((&VERSION_12, archived)) => archive::<MetadataV12>(archived).map(Metadata::from),
         Some((&VERSION_11, archived)) => archive::<MetadataV11>(archived).map(Metadata::from),
         Some((&VERSION_10, archived)) => archive::<MetadataV10>(archived).map(Metadata::from),
         Some((&VERSION_9, archived)) => archive::<MetadataV9>(archived).map(Metadata::from),
@@ -686,9 +747,29 @@ mod tests {
     }
 
     #[test]
+    fn a_version_12_snapshot_decodes_into_the_current_state() {
+        let mut v12 = MetadataV12::default();
+        v12.quorum_addresses.insert(4, "127.0.0.1:9193".into());
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION_12);
+        bytes.extend_from_slice(&rkyv::to_bytes::<rkyv::rancor::Error>(&v12).unwrap());
+        let metadata = decode(&bytes).unwrap();
+        assert_eq!(metadata.quorum_addresses[&4], "127.0.0.1:9193");
+        assert!(metadata.reassignments.is_empty());
+    }
+
+    #[test]
     fn the_current_version_round_trips_and_a_newer_one_is_refused() {
         let mut metadata = Metadata::default();
         metadata.quorum_addresses.insert(4, "127.0.0.1:9193".into());
+        let moving = crate::model::reassignment::Reassignment {
+            original: vec![BrokerId(1), BrokerId(2)],
+            original_shards: vec![crate::model::types::ShardId(0); 2],
+            target: vec![BrokerId(2), BrokerId(3)],
+            target_shards: vec![crate::model::types::ShardId(0); 2],
+        };
+        let key = (TopicId([9; 16]), crate::model::types::PartitionId(3));
+        metadata.reassignments.insert(key, moving);
         metadata.cordoned_brokers.insert(BrokerId(3));
         metadata.deleted_topics.insert(TopicId([1; 16]));
         let endpoint = crate::model::record::BrokerEndpoint {

@@ -405,6 +405,39 @@ pub fn check_elect_leaders(body: &[u8], version: i16) -> Walk {
     w.end()
 }
 
+/// AlterPartitionReassignments v0-1 (flexible throughout).
+pub fn check_alter_partition_reassignments(body: &[u8], version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.fixed(4)?; // timeout_ms
+    if version >= 1 {
+        w.fixed(1)?; // allow_replication_factor_change
+    }
+    w.array(|w| {
+        w.string()?; // name
+        w.array(|w| {
+            w.fixed(4)?; // partition_index
+            w.array(|w| w.fixed(4))?; // replicas (nullable)
+            w.tagged_fields()
+        })?;
+        w.tagged_fields()
+    })?;
+    w.tagged_fields()?;
+    w.end()
+}
+
+/// ListPartitionReassignments v0 (flexible).
+pub fn check_list_partition_reassignments(body: &[u8], _version: i16) -> Walk {
+    let mut w = Walker::new(body, true);
+    w.fixed(4)?; // timeout_ms
+    w.array(|w| {
+        w.string()?; // name
+        w.array(|w| w.fixed(4))?; // partition_indexes
+        w.tagged_fields()
+    })?; // topics (nullable)
+    w.tagged_fields()?;
+    w.end()
+}
+
 /// DescribeQuorum v0-2 (flexible throughout).
 pub fn check_describe_quorum(body: &[u8], _version: i16) -> Walk {
     let mut w = Walker::new(body, true);

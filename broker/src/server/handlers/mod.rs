@@ -24,6 +24,7 @@ mod produce;
 mod producers;
 mod quorum;
 mod quotas;
+mod reassignments;
 mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
@@ -175,6 +176,10 @@ apis! {
         DescribeQuorum quorum::DESCRIBE_VERSIONS => |s, r, c| quorum::describe(s, &r, c);
         AddRaftVoter quorum::ADD_VERSIONS => |s, r, c| quorum::add(s, &r, c);
         RemoveRaftVoter quorum::REMOVE_VERSIONS => |s, r, c| quorum::remove(s, &r, c);
+        AlterPartitionReassignments reassignments::ALTER_VERSIONS
+            => |s, r, c| reassignments::alter(s, &r, c);
+        ListPartitionReassignments reassignments::LIST_VERSIONS
+            => |s, r, c| reassignments::list(s, &r, c);
         DescribeCluster cluster::DESCRIBE_CLUSTER_VERSIONS
             => |s, r, c| cluster::describe_cluster(s, &r, c);
         FindCoordinator groups::FIND_COORDINATOR_VERSIONS

@@ -1,0 +1,272 @@
+//! Partition reassignment on real broker processes (three voters and an
+//! observer), while an idempotent librdkafka producer writes: a partition
+//! whose start DeleteRecords moved moves off its leader to the broker
+//! that held none of it (`broker topic reassign --wait`), the new replica
+//! starting at the leader's log start and catching up before it counts,
+//! the leader handing over and the replica left behind removing its files; a
+//! move whose new replica is stalled is listed (`broker topic
+//! reassignments`) and cancelled, back to the original replicas. Nothing
+//! acknowledged is lost, every key stays in order.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::{Offset, TopicPartitionList};
+use support::cluster::Cluster;
+use support::keyed_load::{assert_nothing_lost_and_keys_in_order, consume_all, produce_until};
+
+/// Fast failure detection, as in the fault test.
+const FAST: [(&str, &str); 3] = [
+    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "3000"),
+    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+];
+const TOPIC: &str = "moving";
+const PARTITIONS: usize = 2;
+const BROKERS: i32 = 4;
+
+fn cli(cluster: &Cluster, args: &[&str]) -> Output {
+    let via = (1..=cluster.size())
+        .find(|id| cluster.is_running(*id) && !cluster.is_paused(*id))
+        .expect("a broker running");
+    Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", &cluster.node(via).kafka.to_string()])
+        .output()
+        .unwrap()
+}
+
+fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
+    let out = cli(cluster, args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// As an operator does when the stalled broker was the active
+/// controller: asks again while the answer is a timeout (the metadata
+/// quorum electing another leader), at most ten times.
+fn cli_retrying(cluster: &Cluster, args: &[&str]) -> String {
+    for _ in 0..10 {
+        let out = cli(cluster, args);
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).to_string();
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(stderr.contains("error code 7"), "{args:?}: {out:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("{args:?}: still timing out");
+}
+
+/// Partition `index`'s (leader, replicas) from `topic describe`.
+fn placement(cluster: &Cluster, index: usize) -> (i32, Vec<i32>) {
+    let text = cli_ok(cluster, &["topic", "describe", TOPIC]);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("partition {index} ")))
+        .unwrap_or_else(|| panic!("no partition {index}: {text}"));
+    let leader = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    let replicas = line.split("replicas [").nth(1).unwrap();
+    let replicas = replicas.split(']').next().unwrap();
+    let replicas = replicas
+        .split(',')
+        .map(|b| b.trim().parse().unwrap())
+        .collect();
+    (leader, replicas)
+}
+
+/// Whether broker `id` holds a directory for partition `index` of the topic.
+fn holds_files(cluster: &Cluster, id: i32, index: usize) -> bool {
+    let root = cluster.node(id).dir.join("data").join("partitions");
+    let Ok(topics) = std::fs::read_dir(&root) else {
+        return false;
+    };
+    topics.flatten().any(|t| {
+        let name = t.file_name().to_string_lossy().to_string();
+        name.starts_with(&format!("{TOPIC}."))
+            && Path::new(&t.path()).join(index.to_string()).exists()
+    })
+}
+
+/// DeleteRecords of everything in partition `index` so far: its log
+/// start, after.
+fn delete_all_records(cluster: &Cluster, index: i32) -> i64 {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .create()
+        .unwrap();
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset(TOPIC, index, Offset::End)
+        .unwrap();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
+    let deleted = futures::executor::block_on(admin.delete_records(&offsets, &options))
+        .expect("DeleteRecords answered");
+    let element = deleted
+        .find_partition(TOPIC, index)
+        .expect("the partition answered");
+    element.error().expect("records deleted");
+    match element.offset() {
+        Offset::Offset(start) => start,
+        other => panic!("log start {other:?}"),
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::with_observers(root.path(), 3, 1, &FAST);
+    cluster.start();
+    cli_ok(
+        &cluster,
+        &[
+            "topic",
+            "create",
+            TOPIC,
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = std::thread::spawn({
+        let (bootstrap, stop) = (cluster.bootstrap(), stop.clone());
+        move || produce_until(bootstrap, TOPIC, stop)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+
+    // Partition 0's start moves up, then it leaves its leader for the
+    // broker that held none of it: that one starts at the new log start.
+    let log_start = delete_all_records(&cluster, 0);
+    assert!(log_start > 0, "records were deleted");
+    let (leader, replicas) = placement(&cluster, 0);
+    let outsider = (1..=BROKERS).find(|b| !replicas.contains(b)).unwrap();
+    let target: Vec<i32> = (replicas.iter().copied())
+        .map(|b| if b == leader { outsider } else { b })
+        .collect();
+    let list = target
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let moved = cli_ok(
+        &cluster,
+        &[
+            "topic",
+            "reassign",
+            TOPIC,
+            "--partition",
+            "0",
+            "--replicas",
+            &list,
+            "--wait",
+        ],
+    );
+    assert!(moved.contains("finished"), "{moved}");
+    let (new_leader, now) = placement(&cluster, 0);
+    assert_eq!(now, target, "{moved}");
+    assert!(target.contains(&new_leader), "led by a target replica");
+    wait_for(
+        "the old leader's files removed",
+        Duration::from_secs(20),
+        || !holds_files(&cluster, leader, 0),
+    );
+    assert!(
+        holds_files(&cluster, outsider, 0),
+        "the new replica has them"
+    );
+    let log = std::fs::read_to_string(cluster.log_path(outsider)).unwrap();
+    assert!(
+        log.contains("starting the log over at its local start"),
+        "the new replica started at the leader's log start"
+    );
+
+    // Partition 1's move to a stalled broker waits, is listed, is cancelled.
+    let (_, original) = placement(&cluster, 1);
+    let outsider = (1..=BROKERS).find(|b| !original.contains(b)).unwrap();
+    let mut target = original.clone();
+    *target.last_mut().unwrap() = outsider;
+    let list = target
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    cluster.signal(outsider, libc::SIGSTOP);
+    // (The stalled broker may be the active controller: the quorum then
+    // elects another first.)
+    let move_1 = [
+        "topic",
+        "reassign",
+        TOPIC,
+        "--partition",
+        "1",
+        "--replicas",
+        &list,
+    ];
+    cli_retrying(&cluster, &move_1);
+    let ongoing = cli_ok(&cluster, &["topic", "reassignments"]);
+    assert!(
+        ongoing.contains(&format!("{TOPIC}-1 "))
+            && ongoing.contains(&format!("adding [{outsider}]")),
+        "{ongoing}"
+    );
+    let again = cli(&cluster, &move_1);
+    assert!(
+        !again.status.success(),
+        "a second move while one is under way: {again:?}"
+    );
+    cli_ok(
+        &cluster,
+        &["topic", "reassign", TOPIC, "--partition", "1", "--cancel"],
+    );
+    cluster.signal(outsider, libc::SIGCONT);
+    assert_eq!(
+        placement(&cluster, 1).1,
+        original,
+        "back to the original replicas"
+    );
+    let none = cli_ok(&cluster, &["topic", "reassignments"]);
+    assert!(none.contains("no partition is being reassigned"), "{none}");
+    wait_for(
+        "the cancelled replica's files removed",
+        Duration::from_secs(20),
+        || !holds_files(&cluster, outsider, 1),
+    );
+
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let deliveries = producing.join().unwrap();
+    let failed = deliveries.failed.lock().unwrap().clone();
+    assert!(failed.is_empty(), "deliveries failed: {failed:?}");
+    let acked = deliveries.acked.lock().unwrap().clone();
+    assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
+    // What DeleteRecords removed is not read back.
+    let acked: Vec<_> = (acked.into_iter())
+        .filter(|(p, o, _, _)| *p != 0 || *o >= log_start)
+        .collect();
+    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, acked.len());
+    assert_nothing_lost_and_keys_in_order(&acked, &consumed);
+    println!(
+        "{} acknowledged (after the deletion), {} consumed; partition 0 moved to {:?} from log start {log_start}",
+        acked.len(),
+        consumed.len(),
+        placement(&cluster, 0).1
+    );
+}

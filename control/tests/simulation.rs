@@ -70,6 +70,8 @@ struct Sim {
     state_at: BTreeMap<u64, Vec<u8>>,
     seed: u64,
     crashes: usize,
+    /// Reassignment records committed (begun, finished or cancelled).
+    moves: usize,
 }
 
 impl Sim {
@@ -95,6 +97,7 @@ impl Sim {
             state_at: BTreeMap::new(),
             seed,
             crashes: 0,
+            moves: 0,
         };
         for id in ids {
             sim.start(id);
@@ -337,6 +340,14 @@ impl Sim {
         } in applied
         {
             let Some(record) = record else { continue };
+            if matches!(
+                record,
+                MetadataRecord::BeginReassignment { .. }
+                    | MetadataRecord::FinishReassignment { .. }
+            ) && !self.committed.contains_key(&i)
+            {
+                self.moves += 1;
+            }
             match self.committed.get(&i) {
                 Some(known) => assert_eq!(
                     known, &record,
@@ -375,6 +386,18 @@ fn state_of(node: &MetadataNode) -> Vec<u8> {
 }
 
 fn check_metadata_invariants(seed: u64, id: NodeId, metadata: &Metadata) {
+    // A partition moving holds its target, then the replicas leaving.
+    for (&(topic, index), state) in &metadata.reassignments {
+        let p = metadata
+            .partition(topic, index)
+            .expect("a move of a partition that exists");
+        let mut expected = state.target.clone();
+        expected.extend(state.removing());
+        assert_eq!(
+            p.replicas, expected,
+            "seed {seed}: node {id}: {topic}-{index} mid-move"
+        );
+    }
     for topic in metadata.topics.values() {
         for (p, partition) in topic.partitions.iter().enumerate() {
             let fenced_leader = partition
@@ -582,7 +605,17 @@ impl Sim {
 
 fn random_record(rng: &mut SmallRng, metadata: &Metadata) -> Option<MetadataRecord> {
     let brokers: Vec<&Broker> = metadata.brokers.values().collect();
-    match rng.gen_range(0..10) {
+    match rng.gen_range(0..12) {
+        10 => random_move(rng, metadata),
+        11 => {
+            // A move finished (its target in sync) or cancelled.
+            let finished = control::controller::reassign::finished(metadata);
+            if let Some(record) = finished.into_iter().next() {
+                return Some(record);
+            }
+            let (&(topic, partition), _) = metadata.reassignments.iter().next()?;
+            control::controller::reassign::asked(metadata, topic, partition, None).ok()?
+        }
         0..=2 => {
             let id = BrokerId(rng.gen_range(1..6));
             let incarnation = Incarnation(
@@ -669,7 +702,25 @@ fn random_record(rng: &mut SmallRng, metadata: &Metadata) -> Option<MetadataReco
     }
 }
 
-fn run(seed: u64, voters: u64, others: u64, steps: usize) -> (usize, usize) {
+/// A partition moved to a random set of as many registered brokers.
+fn random_move(rng: &mut SmallRng, metadata: &Metadata) -> Option<MetadataRecord> {
+    let topic = metadata
+        .topics
+        .values()
+        .nth(rng.gen_range(0..metadata.topics.len().max(1)))?;
+    let index = rng.gen_range(0..topic.partitions.len());
+    let factor = topic.partitions[index].replicas.len();
+    let mut candidates: Vec<BrokerId> = metadata.brokers.keys().copied().collect();
+    for i in (1..candidates.len()).rev() {
+        candidates.swap(i, rng.gen_range(0..=i));
+    }
+    candidates.truncate(factor);
+    let target = Some(candidates);
+    let index = PartitionId(index as i32);
+    control::controller::reassign::asked(metadata, topic.id, index, target).ok()?
+}
+
+fn run(seed: u64, voters: u64, others: u64, steps: usize) -> (usize, usize, usize) {
     let mut sim = Sim::new(seed, voters, others);
     for _ in 0..steps {
         sim.step();
@@ -680,7 +731,7 @@ fn run(seed: u64, voters: u64, others: u64, steps: usize) -> (usize, usize) {
         committed > 0,
         "seed {seed}: a run that committed nothing checks nothing"
     );
-    (committed, sim.crashes)
+    (committed, sim.crashes, sim.moves)
 }
 
 fn seeds() -> (u64, u64) {
@@ -704,13 +755,17 @@ fn runs(voters: u64, others: u64) {
         "simulation {voters} voters and {others} changing members: seeds {base}..+{count} \
          (SEED=n replays one)"
     );
-    let (mut committed, mut crashes) = (0, 0);
+    let (mut committed, mut crashes, mut moves) = (0, 0, 0);
     for i in 0..count {
-        let (c, k) = run(base.wrapping_add(i), voters, others, 600);
+        let (c, k, m) = run(base.wrapping_add(i), voters, others, 600);
         committed += c;
         crashes += k;
+        moves += m;
     }
-    eprintln!("{voters} voters: {count} runs, {crashes} crashes, {committed} records committed and checked");
+    eprintln!(
+        "{voters} voters: {count} runs, {crashes} crashes, {committed} records committed and \
+         checked ({moves} of them reassignments begun or finished)"
+    );
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! starting at the leader's log start and catching up before it counts,
 //! the leader handing over and the replica left behind removing its files; a
 //! move whose new replica is stalled is listed (`broker topic
-//! reassignments`) and cancelled, back to the original replicas. Nothing
+//! reassignments`) and cancelled, back to the original replicas. A
+//! broker is decommissioned (cordoned, every replica moved off) and,
+//! back in service, a topic balanced over all brokers again. Nothing
 //! acknowledged is lost, every key stays in order.
 
 mod support;
@@ -85,13 +87,18 @@ fn placement(cluster: &Cluster, index: usize) -> (i32, Vec<i32>) {
 
 /// Whether broker `id` holds a directory for partition `index` of the topic.
 fn holds_files(cluster: &Cluster, id: i32, index: usize) -> bool {
+    holds_files_of(cluster, id, TOPIC, index)
+}
+
+/// Whether broker `id` holds a directory for partition `index` of `topic`.
+fn holds_files_of(cluster: &Cluster, id: i32, topic: &str, index: usize) -> bool {
     let root = cluster.node(id).dir.join("data").join("partitions");
     let Ok(topics) = std::fs::read_dir(&root) else {
         return false;
     };
     topics.flatten().any(|t| {
         let name = t.file_name().to_string_lossy().to_string();
-        name.starts_with(&format!("{TOPIC}."))
+        name.starts_with(&format!("{topic}."))
             && Path::new(&t.path()).join(index.to_string()).exists()
     })
 }
@@ -269,4 +276,86 @@ fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
         consumed.len(),
         placement(&cluster, 0).1
     );
+}
+
+/// Replicas per broker over the topic's partitions, from `topic describe`.
+fn replicas_per_broker(cluster: &Cluster, topic: &str, partitions: usize) -> Vec<usize> {
+    let text = cli_ok(cluster, &["topic", "describe", topic]);
+    let mut load = vec![0; BROKERS as usize + 1];
+    let rows = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("partition "));
+    for line in rows.clone() {
+        let replicas = line.split("replicas [").nth(1).unwrap();
+        for b in replicas.split(']').next().unwrap().split(',') {
+            load[b.trim().parse::<usize>().unwrap()] += 1;
+        }
+    }
+    assert_eq!(rows.count(), partitions, "{text}");
+    load
+}
+
+#[test]
+fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::with_observers(root.path(), 3, 1, &FAST);
+    cluster.start();
+    let topic = "drained";
+    cli_ok(
+        &cluster,
+        &[
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            "4",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    assert!(
+        replicas_per_broker(&cluster, topic, 4)[1] > 0,
+        "broker 1 holds replicas"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = std::thread::spawn({
+        let (bootstrap, stop) = (cluster.bootstrap(), stop.clone());
+        move || produce_until(bootstrap, topic, stop)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+
+    let drained = cli_ok(&cluster, &["cluster", "decommission", "1", "--wait"]);
+    assert!(drained.contains("finished"), "{drained}");
+    let load = replicas_per_broker(&cluster, topic, 4);
+    assert_eq!(load[1], 0, "nothing left on broker 1: {load:?}\n{drained}");
+    assert_eq!(load.iter().sum::<usize>(), 8, "the replication factor kept");
+    wait_for("broker 1's files removed", Duration::from_secs(20), || {
+        (0..4).all(|p| !holds_files_of(&cluster, 1, topic, p))
+    });
+    let status = cli_ok(&cluster, &["cluster", "status"]);
+    assert!(
+        status.contains("broker 1 at") && status.contains("cordoned"),
+        "{status}"
+    );
+
+    // Back in service: the balance spreads the topic over all four again.
+    cli_ok(&cluster, &["cluster", "uncordon", "1"]);
+    let balanced = cli_ok(
+        &cluster,
+        &["topic", "reassign", topic, "--balance", "--wait"],
+    );
+    let load = replicas_per_broker(&cluster, topic, 4);
+    assert_eq!(&load[1..], &[2, 2, 2, 2], "{balanced}");
+    let again = cli_ok(&cluster, &["topic", "reassign", topic, "--balance"]);
+    assert!(again.contains("nothing to move"), "{again}");
+
+    stop.store(true, Ordering::Relaxed);
+    let deliveries = producing.join().unwrap();
+    let failed = deliveries.failed.lock().unwrap().clone();
+    assert!(failed.is_empty(), "deliveries failed: {failed:?}");
+    let acked = deliveries.acked.lock().unwrap().clone();
+    assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), topic, 4, acked.len());
+    assert_nothing_lost_and_keys_in_order(&acked, &consumed);
+    println!("{} acknowledged, {} consumed", acked.len(), consumed.len());
 }

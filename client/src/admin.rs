@@ -65,6 +65,8 @@ pub struct ClusterDescription {
     pub controller_id: i32,
     /// The live brokers.
     pub brokers: Vec<BrokerInfo>,
+    /// Each live broker's rack, if it has one (by id).
+    pub racks: std::collections::BTreeMap<i32, Option<String>>,
 }
 
 /// One partition's outcome of a leader election (ElectLeaders).
@@ -366,6 +368,14 @@ impl Cluster {
                 .map(|b| BrokerInfo {
                     id: b.broker_id.0,
                     address: format!("{}:{}", b.host.as_str(), b.port),
+                })
+                .collect(),
+            racks: (response.brokers.iter())
+                .map(|b| {
+                    (
+                        b.broker_id.0,
+                        b.rack.as_ref().map(|r| r.as_str().to_string()),
+                    )
                 })
                 .collect(),
         })

@@ -42,6 +42,18 @@ pub enum ClusterCommand {
         /// The broker's id.
         broker: i32,
     },
+    /// Takes a broker out of service: cordons it, then moves every replica
+    /// it holds to the least loaded live, uncordoned broker that keeps
+    /// the partition's racks (partition reassignment). Stop it once the
+    /// moves finish (--wait).
+    #[command(after_help = "Example:\n  broker cluster decommission 3 --wait")]
+    Decommission {
+        /// The broker's id.
+        broker: i32,
+        /// Waits (at most 10 minutes) until the moves have finished.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Lifts a broker's cordon: new replicas may go to it again.
     #[command(after_help = "Example:\n  broker cluster uncordon 3")]
     Uncordon {
@@ -124,6 +136,9 @@ pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<Strin
         ClusterCommand::Cordon { broker } => {
             cluster.set_broker_cordoned(broker, true).await?;
             let _ = writeln!(out, "broker {broker} cordoned: no new replicas go to it");
+        }
+        ClusterCommand::Decommission { broker, wait } => {
+            return super::reassign::decommission(cluster, broker, wait).await;
         }
         ClusterCommand::Uncordon { broker } => {
             cluster.set_broker_cordoned(broker, false).await?;

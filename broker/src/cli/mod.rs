@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod dump_log;
 pub mod dump_metadata;
 pub mod group;
+pub mod move_plan;
 pub mod quota;
 pub mod reassign;
 pub mod share_group;

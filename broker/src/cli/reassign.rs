@@ -1,7 +1,9 @@
 //! `broker topic reassign` and `broker topic reassignments`: partitions
-//! moved to new replicas (or their moves cancelled), each partition's
-//! outcome printed, optionally waiting until the moves finish; and the
-//! moves under way.
+//! moved to new replicas (or their moves cancelled), by an explicit plan
+//! or one that balances the topic (`--balance`), each partition's outcome
+//! printed, optionally waiting until the moves finish; the moves under
+//! way; and `broker cluster decommission` (cordon, then every replica off
+//! the broker).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -9,6 +11,8 @@ use std::time::{Duration, Instant};
 use client::cluster::Cluster;
 use client::connection::ClientError;
 use kafka_protocol::ResponseError;
+
+use super::move_plan::{self, Candidate, Placed};
 
 /// How long `--wait` waits for moves to finish.
 const WAIT_MAX: Duration = Duration::from_secs(600);
@@ -79,22 +83,139 @@ pub async fn run(
         return Err(ClientError::Refused(first.error_code, refused.join("; ")));
     }
     if wait {
-        let started = Instant::now();
         let named = |m: &client::reassignments::OngoingMove| {
             m.topic == topic && moves.iter().any(|(p, _)| *p == m.partition)
         };
-        while cluster.list_reassignments().await?.iter().any(named) {
-            if started.elapsed() > WAIT_MAX {
-                return Err(ClientError::Refused(
-                    ResponseError::RequestTimedOut.code(),
-                    format!("the moves did not finish within {WAIT_MAX:?}"),
-                ));
-            }
-            glommio::timer::sleep(WAIT_STEP).await;
-        }
-        let _ = writeln!(out, "finished in {:.1} s", started.elapsed().as_secs_f64());
+        out.push_str(&wait_for_moves(cluster, named).await?);
     }
     Ok(out)
+}
+
+/// The brokers that may receive replicas: live and not cordoned.
+async fn candidates(cluster: &Cluster) -> Result<Vec<Candidate>, ClientError> {
+    let description = cluster.describe_cluster().await?;
+    let mut out = Vec::new();
+    for broker in &description.brokers {
+        if matches!(cluster.broker_cordoned(broker.id).await, Ok(true)) {
+            continue;
+        }
+        let rack = description.racks.get(&broker.id).cloned().flatten();
+        out.push(Candidate {
+            id: broker.id,
+            rack,
+        });
+    }
+    Ok(out)
+}
+
+/// Every partition's replicas (of `topic` only, if named).
+async fn placements(cluster: &Cluster, topic: Option<&str>) -> Result<Vec<Placed>, ClientError> {
+    let topics = cluster.list_topics().await?;
+    Ok(topics
+        .iter()
+        .filter(|t| topic.is_none_or(|name| t.name == name))
+        .flat_map(|t| {
+            t.partitions.iter().enumerate().map(|(i, p)| Placed {
+                topic: t.name.clone(),
+                partition: i as i32,
+                replicas: p.replicas.clone(),
+            })
+        })
+        .collect())
+}
+
+/// `--balance`: moves that spread `topic`'s replicas evenly over the live,
+/// uncordoned brokers without a partition losing a rack.
+pub async fn balance(cluster: &Cluster, topic: &str, wait: bool) -> Result<String, ClientError> {
+    let placed = placements(cluster, Some(topic)).await?;
+    if placed.is_empty() {
+        return Err(ClientError::Refused(
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("no topic {topic}"),
+        ));
+    }
+    let plan = move_plan::balance(&candidates(cluster).await?, &placed);
+    if plan.is_empty() {
+        return Ok(format!("{topic} is balanced: nothing to move\n"));
+    }
+    submit(cluster, &plan, wait).await
+}
+
+/// `broker cluster decommission N`: cordons the broker (no new replicas),
+/// then moves every replica it holds to another live, uncordoned broker.
+pub async fn decommission(
+    cluster: &Cluster,
+    broker: i32,
+    wait: bool,
+) -> Result<String, ClientError> {
+    cluster.set_broker_cordoned(broker, true).await?;
+    let placed = placements(cluster, None).await?;
+    let (plan, stuck) = move_plan::drain(&candidates(cluster).await?, &placed, broker);
+    let mut out = format!("broker {broker} cordoned: no new replicas go to it\n");
+    if !stuck.is_empty() {
+        let names: Vec<String> = (stuck.iter())
+            .map(|p| format!("{}-{}", p.topic, p.partition))
+            .collect();
+        return Err(ClientError::Refused(
+            ResponseError::InvalidReplicaAssignment.code(),
+            format!(
+                "no broker can take these partitions' replicas off broker {broker} without \
+                 losing a rack: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    if plan.is_empty() {
+        let _ = writeln!(out, "broker {broker} holds no replica: nothing to move");
+        return Ok(out);
+    }
+    out.push_str(&submit(cluster, &plan, wait).await?);
+    Ok(out)
+}
+
+/// Asks for the moves of `plan`, topic by topic, then waits for them all.
+async fn submit(cluster: &Cluster, plan: &[Placed], wait: bool) -> Result<String, ClientError> {
+    let mut topics: Vec<&str> = plan.iter().map(|p| p.topic.as_str()).collect();
+    topics.dedup();
+    let mut out = String::new();
+    for topic in &topics {
+        let moves: Vec<Move> = (plan.iter())
+            .filter(|p| p.topic == *topic)
+            .map(|p| (p.partition, Some(p.replicas.clone())))
+            .collect();
+        out.push_str(&run(cluster, topic, &moves, false).await?);
+    }
+    if wait {
+        out.push_str(
+            &wait_for_moves(cluster, |m| {
+                plan.iter()
+                    .any(|p| p.topic == m.topic && p.partition == m.partition)
+            })
+            .await?,
+        );
+    }
+    Ok(out)
+}
+
+/// Waits until no move `named` is under way (at most [`WAIT_MAX`]).
+async fn wait_for_moves(
+    cluster: &Cluster,
+    named: impl Fn(&client::reassignments::OngoingMove) -> bool,
+) -> Result<String, ClientError> {
+    let started = Instant::now();
+    while cluster.list_reassignments().await?.iter().any(&named) {
+        if started.elapsed() > WAIT_MAX {
+            return Err(ClientError::Refused(
+                ResponseError::RequestTimedOut.code(),
+                format!("the moves did not finish within {WAIT_MAX:?}"),
+            ));
+        }
+        glommio::timer::sleep(WAIT_STEP).await;
+    }
+    Ok(format!(
+        "finished in {:.1} s\n",
+        started.elapsed().as_secs_f64()
+    ))
 }
 
 /// The moves under way, one line each.

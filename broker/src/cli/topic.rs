@@ -78,12 +78,13 @@ pub enum TopicCommand {
     #[command(after_help = "Examples:\n  \
                             broker topic reassign orders --partition 0 --replicas 2,3,4\n  \
                             broker topic reassign orders --partition 0 --replicas 2,3,4 --partition 1 --replicas 4,1,2 --wait\n  \
-                            broker topic reassign orders --partition 0 --cancel")]
+                            broker topic reassign orders --partition 0 --cancel\n  \
+                            broker topic reassign orders --balance --wait")]
     Reassign {
         /// The topic.
         name: String,
         /// A partition to move (repeatable, each with its --replicas).
-        #[arg(long, required = true)]
+        #[arg(long, required_unless_present = "balance")]
         partition: Vec<i32>,
         /// Its new replicas, comma-separated broker ids, the first the
         /// preferred leader (repeatable, in --partition's order).
@@ -92,6 +93,10 @@ pub enum TopicCommand {
         /// Cancels the moves of the partitions named instead.
         #[arg(long)]
         cancel: bool,
+        /// Computes the moves instead: the topic's replicas spread evenly
+        /// over the live, uncordoned brokers, no partition losing a rack.
+        #[arg(long, conflicts_with_all = ["partition", "replicas", "cancel"])]
+        balance: bool,
         /// Waits (at most 10 minutes) until the moves have finished.
         #[arg(long)]
         wait: bool,
@@ -181,8 +186,12 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
             partition,
             replicas,
             cancel,
+            balance,
             wait,
         } => {
+            if balance {
+                return super::reassign::balance(cluster, &name, wait).await;
+            }
             let moves = super::reassign::plan(&partition, &replicas, cancel)?;
             return super::reassign::run(cluster, &name, &moves, wait).await;
         }

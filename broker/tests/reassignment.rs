@@ -359,3 +359,83 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!("{} acknowledged, {} consumed", acked.len(), consumed.len());
 }
+
+/// Produces `count` records of `size` bytes to partition 0 of `topic`
+/// (acks=all) and waits for them all.
+fn fill(cluster: &Cluster, topic: &str, count: usize, size: usize) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let value = vec![b'x'; size];
+    for _ in 0..count {
+        let mut record = BaseRecord::<(), [u8]>::to(topic)
+            .payload(&value[..])
+            .partition(0);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(60)).expect("flushed");
+}
+
+#[test]
+fn the_replication_throttle_holds_a_move_to_its_rate() {
+    let root = tempfile::tempdir().unwrap();
+    let mut env = FAST.to_vec();
+    // 1 MB/s for the replicas a move adds.
+    env.push(("BROKER_FOLLOWER_REPLICATION_THROTTLED_RATE", "1000000"));
+    let mut cluster = Cluster::with_observers(root.path(), 3, 1, &env);
+    cluster.start();
+    let topic = "throttled";
+    cli_ok(
+        &cluster,
+        &[
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    // 5 MB in place, copied by the existing follower unthrottled.
+    fill(&cluster, topic, 5_000, 1_000);
+    let text = cli_ok(&cluster, &["topic", "describe", topic]);
+    let line = text.lines().find(|l| l.contains("partition 0 ")).unwrap();
+    let replicas = line.split("replicas [").nth(1).unwrap();
+    let replicas: Vec<i32> = (replicas.split(']').next().unwrap().split(','))
+        .map(|b| b.trim().parse().unwrap())
+        .collect();
+    let outsider = (1..=BROKERS).find(|b| !replicas.contains(b)).unwrap();
+    let target = format!("{},{}", replicas[0], outsider);
+    let started = Instant::now();
+    cli_ok(
+        &cluster,
+        &[
+            "topic",
+            "reassign",
+            topic,
+            "--partition",
+            "0",
+            "--replicas",
+            &target,
+            "--wait",
+        ],
+    );
+    let took = started.elapsed();
+    // A bucket of one second's rate, then 1 MB/s: at least 4 s for 5 MB
+    // (an upper bound would measure this machine, not the throttle).
+    println!("5 MB moved at a 1 MB/s throttle in {took:?}");
+    assert!(took >= Duration::from_secs(4), "the move took {took:?}");
+}

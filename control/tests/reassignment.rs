@@ -91,6 +91,15 @@ fn a_move_keeps_the_union_until_the_target_is_in_sync_then_leads_from_it() {
     apply_all(&mut metadata, vec![begin]);
     let moving = p0(&metadata);
     assert_eq!(moving.replicas, ids(&[2, 3, 4, 1]), "target, then leaving");
+    let grown = controller.create_partitions(&metadata, TOPIC, 2).unwrap();
+    let MetadataRecord::CreatePartitions { partitions, .. } = &grown else {
+        panic!("{grown:?}")
+    };
+    assert_eq!(
+        partitions[0].replicas.len(),
+        3,
+        "the topic's factor, not the union's"
+    );
     assert_eq!(
         moving.shards[..2],
         [ShardId(1), ShardId(0)],
@@ -101,10 +110,11 @@ fn a_move_keeps_the_union_until_the_target_is_in_sync_then_leads_from_it() {
         Some(BrokerId(1)),
         "the leader stays meanwhile"
     );
-    assert!(
-        moving.leader_epoch > before.leader_epoch,
-        "the leader learns its followers"
+    assert_eq!(
+        moving.leader_epoch, before.leader_epoch,
+        "the same leadership takes its new followers"
     );
+    assert!(moving.partition_epoch > before.partition_epoch);
     let state = &metadata.reassignments[&(TOPIC, P0)];
     assert_eq!((state.adding(), state.removing()), (ids(&[4]), ids(&[1])));
     // Not finished while broker 4 catches up.
@@ -132,7 +142,10 @@ fn a_move_keeps_the_union_until_the_target_is_in_sync_then_leads_from_it() {
         Some(BrokerId(2)),
         "the first target replica in sync"
     );
-    assert!(after.leader_epoch > moving.leader_epoch);
+    assert!(
+        after.leader_epoch > moving.leader_epoch,
+        "a new leader, a new epoch"
+    );
     assert!(metadata.reassignments.is_empty());
     assert!(
         controller.tick(&metadata, 3_000).is_empty(),

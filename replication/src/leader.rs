@@ -257,6 +257,42 @@ impl LeaderState {
         self.pending_isr = None;
     }
 
+    /// The partition's replicas changed while this leadership goes on (a
+    /// reassignment began or finished): replicas joining are followed from
+    /// now, as at the start of a leadership; those leaving are forgotten,
+    /// and so are they in the ISRs asked for (a reassignment finishes with
+    /// a committed ISR within its target, at a new partition epoch that
+    /// refuses any request still out). Whether they changed.
+    pub fn set_replicas(
+        &mut self,
+        replicas: &[ReplicaId],
+        leader_end: Offset,
+        now_ms: u64,
+    ) -> bool {
+        let me = self.me;
+        let before = self.followers.len();
+        self.followers.retain(|id, _| replicas.contains(id));
+        let mut changed = self.followers.len() != before;
+        for id in replicas.iter().filter(|r| **r != me) {
+            if !self.followers.contains_key(id) {
+                changed = true;
+                self.followers.insert(
+                    *id,
+                    Progress {
+                        log_end: None,
+                        last_caught_up_ms: now_ms,
+                        last_fetch_ms: now_ms,
+                        leader_end_at_last_fetch: leader_end,
+                    },
+                );
+            }
+        }
+        if let Some(pending) = &mut self.pending_isr {
+            pending.retain(|id| *id == me || replicas.contains(id));
+        }
+        changed
+    }
+
     /// The controller committed a new ISR for this epoch.
     pub fn isr_committed(&mut self, isr: BTreeSet<ReplicaId>, leader_end: Offset) {
         self.isr = isr;
@@ -271,6 +307,52 @@ mod tests {
 
     fn set(ids: &[ReplicaId]) -> BTreeSet<ReplicaId> {
         ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn replicas_joining_are_followed_and_those_leaving_forgotten_in_the_same_epoch() {
+        let mut leader = LeaderState::new(
+            1,
+            LeaderEpoch(3),
+            &[1, 2, 3],
+            &set(&[1, 2, 3]),
+            Offset(10),
+            Offset(10),
+            0,
+            1_000,
+        );
+        // A move to 1, 2, 4: its replicas meanwhile are the union.
+        assert!(leader.set_replicas(&[1, 2, 4, 3], Offset(10), 100));
+        assert!(
+            !leader.set_replicas(&[1, 2, 4, 3], Offset(10), 100),
+            "nothing new"
+        );
+        assert!(leader.progress(4).is_some(), "the new replica is followed");
+        leader.record_fetch(2, Offset(10), Offset(10), 200);
+        leader.record_fetch(3, Offset(10), Offset(10), 200);
+        leader.record_fetch(4, Offset(10), Offset(10), 200);
+        assert_eq!(
+            leader.proposed_isr(200),
+            Some(set(&[1, 2, 3, 4])),
+            "caught up: it joins"
+        );
+        leader.isr_requested(set(&[1, 2, 3, 4]));
+        // Finished: 3 leaves the replicas and the committed ISR.
+        leader.set_replicas(&[1, 2, 4], Offset(12), 300);
+        assert!(
+            leader.progress(3).is_none(),
+            "the replica left is forgotten"
+        );
+        assert_eq!(leader.pending_isr(), Some(&set(&[1, 2, 4])));
+        leader.isr_committed(set(&[1, 2, 4]), Offset(12));
+        assert_eq!(leader.epoch(), LeaderEpoch(3), "the same leadership");
+        leader.record_fetch(2, Offset(12), Offset(12), 400);
+        leader.record_fetch(4, Offset(12), Offset(12), 400);
+        assert_eq!(
+            leader.update_high_watermark(Offset(12)),
+            Offset(12),
+            "not held by 3"
+        );
     }
 
     #[test]

@@ -83,10 +83,14 @@ pub async fn run(
         return Err(ClientError::Refused(first.error_code, refused.join("; ")));
     }
     if wait {
-        let named = |m: &client::reassignments::OngoingMove| {
-            m.topic == topic && moves.iter().any(|(p, _)| *p == m.partition)
-        };
-        out.push_str(&wait_for_moves(cluster, named).await?);
+        let placed: Vec<Placed> = (moves.iter())
+            .map(|(partition, target)| Placed {
+                topic: topic.to_string(),
+                partition: *partition,
+                replicas: target.clone().unwrap_or_default(),
+            })
+            .collect();
+        out.push_str(&wait_for_moves(cluster, &placed).await?);
     }
     Ok(out)
 }
@@ -186,24 +190,26 @@ async fn submit(cluster: &Cluster, plan: &[Placed], wait: bool) -> Result<String
         out.push_str(&run(cluster, topic, &moves, false).await?);
     }
     if wait {
-        out.push_str(
-            &wait_for_moves(cluster, |m| {
-                plan.iter()
-                    .any(|p| p.topic == m.topic && p.partition == m.partition)
-            })
-            .await?,
-        );
+        out.push_str(&wait_for_moves(cluster, plan).await?);
     }
     Ok(out)
 }
 
-/// Waits until no move `named` is under way (at most [`WAIT_MAX`]).
-async fn wait_for_moves(
-    cluster: &Cluster,
-    named: impl Fn(&client::reassignments::OngoingMove) -> bool,
-) -> Result<String, ClientError> {
+/// Waits until none of `moves` is under way and each moved partition has
+/// its target replicas (at most [`WAIT_MAX`]): the broker asked may see
+/// the metadata a moment after another.
+async fn wait_for_moves(cluster: &Cluster, moves: &[Placed]) -> Result<String, ClientError> {
     let started = Instant::now();
-    while cluster.list_reassignments().await?.iter().any(&named) {
+    let named = |m: &client::reassignments::OngoingMove| {
+        moves
+            .iter()
+            .any(|p| p.topic == m.topic && p.partition == m.partition)
+    };
+    loop {
+        let under_way = cluster.list_reassignments().await?.iter().any(named);
+        if !under_way && placed_as(cluster, moves).await? {
+            break;
+        }
         if started.elapsed() > WAIT_MAX {
             return Err(ClientError::Refused(
                 ResponseError::RequestTimedOut.code(),
@@ -216,6 +222,22 @@ async fn wait_for_moves(
         "finished in {:.1} s\n",
         started.elapsed().as_secs_f64()
     ))
+}
+
+/// Whether every partition of `moves` has the replicas given there (an
+/// empty list: any, a cancelled move).
+async fn placed_as(cluster: &Cluster, moves: &[Placed]) -> Result<bool, ClientError> {
+    let mut topics: Vec<&str> = moves.iter().map(|p| p.topic.as_str()).collect();
+    topics.sort_unstable();
+    topics.dedup();
+    cluster.refresh(Some(&topics), false).await?;
+    Ok(moves.iter().all(|p| {
+        p.replicas.is_empty()
+            || cluster.topic(&p.topic).is_some_and(|t| {
+                (t.partitions.get(p.partition as usize))
+                    .is_some_and(|now| now.replicas == p.replicas)
+            })
+    }))
 }
 
 /// The moves under way, one line each.

@@ -227,6 +227,10 @@ pub struct BrokerConfig {
     pub replica_lag_time_max_ms: u64,
     /// How long a follower's fetch waits at the leader for new data.
     pub replica_fetch_wait_max_ms: u64,
+    /// Bytes per second this broker copies for replicas a reassignment is
+    /// adding here (Kafka's `follower.replication.throttled.rate`); 0:
+    /// unthrottled. Replicas already in place are never throttled.
+    pub follower_replication_throttled_rate: u64,
     /// Replicas of auto-created topics (capped at the live brokers).
     pub default_replication_factor: u32,
     /// Where consumers read: `leader`, or `rack-aware` (a consumer that
@@ -380,6 +384,7 @@ impl Default for BrokerConfig {
             broker_heartbeat_interval_ms: 1_000,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
+            follower_replication_throttled_rate: 0,
             default_replication_factor: 1,
             replica_selector: "leader".into(),
             log_format: "text".into(),

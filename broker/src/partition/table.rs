@@ -217,9 +217,15 @@ impl PartitionTable {
         }
     }
 
+    /// Holds off every open until dropped: a partition being closed and
+    /// removed must not open again meanwhile.
+    pub async fn hold_opens(&self) -> futures::lock::MutexGuard<'_, ()> {
+        self.opening.lock().await
+    }
+
     /// Takes out of the table the open partitions of live topics that this
     /// shard no longer holds a replica of (a reassignment moved them away):
-    /// the caller closes them and removes their files.
+    /// the caller closes them and removes their files, holding off opens.
     pub fn take_unassigned(
         &self,
         metadata: &Metadata,

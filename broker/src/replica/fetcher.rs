@@ -583,7 +583,34 @@ async fn take_fetched(
         log.set_high_watermark(high_watermark);
         partition.notify_arrival();
     }
+    throttle_if_added(shard, partitions, *key, records.len() as u64);
     Ok(())
+}
+
+/// A replica a reassignment is adding here copies within this shard's
+/// share of `follower_replication_throttled_rate`: past it, its next
+/// fetch waits.
+fn throttle_if_added(shard: &Partitions, partitions: &FollowedMap, key: PartitionKey, bytes: u64) {
+    let cluster = &shard.cluster;
+    let rate = cluster.config.follower_replication_throttled_rate / cluster.shards().max(1) as u64;
+    if rate == 0 || bytes == 0 {
+        return;
+    }
+    let adding = {
+        let view = cluster.view.borrow();
+        let index = control::PartitionId(key.index as i32);
+        let moving = view.metadata.reassignments.get(&(key.topic, index));
+        moving.is_some_and(|m| m.adding().contains(&cluster.me))
+    };
+    if !adding {
+        return;
+    }
+    let wait_ms = super::throttle::charge(bytes, rate, crate::runtime::clock::monotonic_ms());
+    if wait_ms > 0 {
+        if let Some(f) = partitions.borrow_mut().get_mut(&key) {
+            f.not_before = Some(std::time::Instant::now() + Duration::from_millis(wait_ms));
+        }
+    }
 }
 
 /// Appends the whole batches of a fetch response at their offsets (a

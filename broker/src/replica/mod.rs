@@ -14,6 +14,7 @@
 //!   states propose.
 
 pub mod fetcher;
+pub mod throttle;
 pub mod tiered_start;
 
 use std::collections::{BTreeSet, HashSet};
@@ -64,13 +65,11 @@ pub async fn reconcile(replication: &Replication) {
     let me = partitions.cluster.me;
     let table = &partitions.table;
     let mut following = Vec::new();
-    let here = partitions.cluster.replicas_here();
-    let assigned: HashSet<PartitionKey> = here.iter().map(|r| r.key).collect();
     for Replica {
         key,
         topic,
         partition: meta,
-    } in here
+    } in partitions.cluster.replicas_here()
     {
         if table.is_closed() {
             return; // stopping: roles no longer matter
@@ -96,34 +95,49 @@ pub async fn reconcile(replication: &Replication) {
         }
     }
     fetcher::follow(replication, following);
-    remove_unassigned(partitions, &assigned).await;
+    remove_unassigned(partitions).await;
 }
 
 /// Closes the replicas a finished reassignment moved off this shard, and
-/// removes their files: the partition lives on its new replicas.
-async fn remove_unassigned(partitions: &Partitions, assigned: &HashSet<PartitionKey>) {
-    let leaving = {
+/// removes their files: the partition lives on its new replicas. Opens
+/// wait meanwhile (a move bringing the partition back must not open the
+/// directory being removed), and what is left is decided from one view
+/// of the metadata, taken once they wait.
+async fn remove_unassigned(partitions: &Partitions) {
+    let table = &partitions.table;
+    let _no_open = table.hold_opens().await;
+    let leaving: Vec<(PartitionKey, Rc<OpenPartition>, Option<Topic>)> = {
+        let here: HashSet<PartitionKey> = partitions
+            .cluster
+            .replicas_here()
+            .iter()
+            .map(|r| r.key)
+            .collect();
         let view = partitions.cluster.view.borrow();
-        partitions.table.take_unassigned(&view.metadata, assigned)
+        let taken = table.take_unassigned(&view.metadata, &here);
+        let topic = |key: &PartitionKey| view.metadata.topics.get(&key.topic).cloned();
+        taken
+            .into_iter()
+            .map(|(key, p)| {
+                let t = topic(&key);
+                (key, p, t)
+            })
+            .collect()
     };
-    for (key, partition) in leaving {
+    for (key, partition, topic) in leaving {
         let _no_replica_write = partition.replica_writes.lock().await;
         *partition.role.borrow_mut() = Role::None;
         partition.notify_arrival();
-        let topic = partitions
-            .cluster
-            .view
-            .borrow()
-            .metadata
-            .topics
-            .get(&key.topic)
-            .cloned();
         if let Err(e) = partition.log.close().await {
             tracing::warn!(partition = key.index, error = %e, "closing a replica moved away failed");
         }
         let Some(topic) = topic else { continue };
-        let dir = partitions.table.partition_dir(&topic, key.index);
-        match std::fs::remove_dir_all(&dir) {
+        let dir = table.partition_dir(&topic, key.index);
+        let removing = dir.clone();
+        let removed = glommio::executor()
+            .spawn_blocking(move || std::fs::remove_dir_all(&removing))
+            .await;
+        match removed {
             Ok(()) => {
                 tracing::info!(topic = %topic.name, partition = key.index, "replica moved away: its files are removed")
             }
@@ -169,7 +183,11 @@ fn assign_role(
                 if leader == me && leading.state.epoch() == epoch =>
             {
                 leading.fsync_before_ack = topic.config.fsync_before_ack;
-                take_committed_isr(partitions, partition, leading, &topic.name, isr)
+                // A reassignment changes the replicas within a leadership.
+                let replicas: Vec<i32> = meta.replicas.iter().map(|b| b.0).collect();
+                let end = partition.log.log_end();
+                let moved = leading.state.set_replicas(&replicas, end, monotonic_ms());
+                take_committed_isr(partitions, partition, leading, &topic.name, isr) || moved
             }
             (_, Some(leader)) if leader == me => {
                 *role = Role::Leader(Box::new(lead(partitions, partition, topic, meta, isr)));

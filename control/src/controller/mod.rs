@@ -383,7 +383,13 @@ impl Controller {
                 existing.name
             )));
         }
-        let replication_factor = existing.partitions.first().map_or(1, |p| p.replicas.len());
+        // Partition 0's replicas, or its target while it moves (its
+        // replicas are then the target and those leaving).
+        let moving = metadata.reassignments.get(&(topic, PartitionId(0)));
+        let replication_factor = match (moving, existing.partitions.first()) {
+            (Some(m), _) => m.target.len(),
+            (None, first) => first.map_or(1, |p| p.replicas.len()),
+        };
         let record = MetadataRecord::CreatePartitions {
             topic,
             partitions: place(metadata, total - current, replication_factor)?,

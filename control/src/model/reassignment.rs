@@ -120,8 +120,9 @@ impl Metadata {
         }
         p.replicas = replicas;
         p.shards = shards;
-        // A new leader epoch: the leader learns its new followers.
-        p.leader_epoch = LeaderEpoch(p.leader_epoch.0 + 1);
+        // The same leader epoch: the leader takes its new followers in
+        // the leadership it has (a new epoch would fail the acks=all
+        // produces it holds, as if it had been deposed).
         p.partition_epoch = PartitionEpoch(p.partition_epoch.0 + 1);
         self.reassignments.insert((topic, partition), state);
     }
@@ -179,9 +180,10 @@ impl Metadata {
         p.replicas = replicas.to_vec();
         p.shards = shards.to_vec();
         p.isr = change.isr.clone();
+        if p.leader != change.leader {
+            p.leader_epoch = LeaderEpoch(p.leader_epoch.0 + 1);
+        }
         p.leader = change.leader;
-        // A new leader epoch: the leader forgets the followers that left.
-        p.leader_epoch = LeaderEpoch(p.leader_epoch.0 + 1);
         p.partition_epoch = PartitionEpoch(p.partition_epoch.0 + 1);
     }
 }

@@ -11,8 +11,8 @@
 use std::rc::Rc;
 
 use control::model::acls::Operation;
-use control::service::ControllerRequest;
-use control::{BrokerId, Metadata, PartitionId};
+use control::service::{ControllerError, ControllerRequest};
+use control::{BrokerId, Metadata, MetadataError, PartitionId};
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -90,14 +90,21 @@ pub async fn alter(
     super::respond(request, &answer)
 }
 
-/// Moves one partition (or cancels its move), once this shard's metadata
-/// shows it.
+/// How often a move decided from a partition epoch that changed meanwhile
+/// (an ISR change racing it) is asked again.
+const STALE_RETRIES: usize = 3;
+
+/// Moves one partition (or cancels its move), answered once this shard's
+/// metadata shows the move under way (or the partition there already),
+/// or the cancel done.
 async fn move_one(shard: &Shard, topic: &str, index: i32, target: Option<Vec<BrokerId>>) -> Answer {
-    let before = {
+    let key = {
         let view = shard.cluster.view.borrow();
         let found = view.metadata.topic_by_name(topic).ok().and_then(|t| {
             let p = t.partitions.get(usize::try_from(index).ok()?)?;
-            Some((t.id, p.replicas.len(), p.partition_epoch))
+            let moving = view.metadata.reassignments.get(&(t.id, PartitionId(index)));
+            let factor = moving.map_or(p.replicas.len(), |m| m.target.len());
+            Some((t.id, factor, p.replicas.clone(), moving.is_some()))
         });
         match found {
             Some(found) => found,
@@ -109,18 +116,9 @@ async fn move_one(shard: &Shard, topic: &str, index: i32, target: Option<Vec<Bro
             }
         }
     };
-    let (id, factor, epoch) = before;
-    let moving = shard
-        .cluster
-        .view
-        .borrow()
-        .metadata
-        .reassignments
-        .contains_key(&(id, PartitionId(index)));
+    let (id, factor, replicas, moving) = key;
     if let Some(target) = &target {
-        // During a move the replicas are the target and those leaving.
-        let current = if moving { target.len() } else { factor };
-        if target.len() != current {
+        if target.len() != factor {
             return (
                 ResponseError::InvalidReplicationFactor.code(),
                 Some(format!(
@@ -129,23 +127,53 @@ async fn move_one(shard: &Shard, topic: &str, index: i32, target: Option<Vec<Bro
                 )),
             );
         }
+        if !moving && *target == replicas {
+            return (0, None); // there already
+        }
     }
     let request = ControllerRequest::Reassign {
         topic: topic.to_string(),
-        partitions: vec![(index, target)],
+        partitions: vec![(index, target.clone())],
     };
-    if let Err(e) = shard.cluster.call_controller(request).await {
-        let (code, message) = controller_error(&e);
-        return (code, Some(message));
+    let mut attempts = 0;
+    loop {
+        match shard.cluster.call_controller(request.clone()).await {
+            Ok(()) => break,
+            Err(ControllerError::Refused(MetadataError::StalePartitionEpoch { .. }))
+                if attempts < STALE_RETRIES =>
+            {
+                attempts += 1;
+            }
+            Err(e) => return refusal(&e),
+        }
     }
+    let index = PartitionId(index);
     shard
         .cluster
         .catch_up(|m| {
-            m.partition(id, PartitionId(index))
-                .is_ok_and(|p| p.partition_epoch > epoch)
+            let under_way = m.reassignments.contains_key(&(id, index));
+            match &target {
+                Some(target) => {
+                    under_way || m.partition(id, index).is_ok_and(|p| p.replicas == *target)
+                }
+                None => !under_way,
+            }
         })
         .await;
     (0, None)
+}
+
+/// A refused move as Kafka's tools read it: a replica list naming an
+/// unknown or repeated broker is INVALID_REPLICA_ASSIGNMENT.
+fn refusal(error: &ControllerError) -> Answer {
+    let (code, message) = controller_error(error);
+    let code = match error {
+        ControllerError::Refused(
+            MetadataError::UnknownBroker(_) | MetadataError::InvalidPartitionChange(_),
+        ) => ResponseError::InvalidReplicaAssignment.code(),
+        _ => code,
+    };
+    (code, Some(message))
 }
 
 /// Answers ListPartitionReassignments.

@@ -419,6 +419,7 @@ fn the_replication_throttle_holds_a_move_to_its_rate() {
         .collect();
     let outsider = (1..=BROKERS).find(|b| !replicas.contains(b)).unwrap();
     let target = format!("{},{}", replicas[0], outsider);
+    let leader: i32 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
     let started = Instant::now();
     cli_ok(
         &cluster,
@@ -430,9 +431,23 @@ fn the_replication_throttle_holds_a_move_to_its_rate() {
             "0",
             "--replicas",
             &target,
-            "--wait",
         ],
     );
+    // While the new replica copies, the partition is no less replicated
+    // than before: the leader does not count it under-replicated.
+    let ongoing = cli_ok(&cluster, &["topic", "reassignments"]);
+    assert!(
+        ongoing.contains(&format!("adding [{outsider}]")),
+        "{ongoing}"
+    );
+    let under = support::cluster::gauge(cluster.node(leader).http, "under_replicated_partitions");
+    assert_eq!(
+        under, 0.0,
+        "a move's new replica is not missing from the ISR"
+    );
+    wait_for("the move to finish", Duration::from_secs(60), || {
+        cli_ok(&cluster, &["topic", "reassignments"]).contains("no partition is being reassigned")
+    });
     let took = started.elapsed();
     // A bucket of one second's rate, then 1 MB/s: at least 4 s for 5 MB
     // (an upper bound would measure this machine, not the throttle).

@@ -301,16 +301,38 @@ fn partitions_led(page: &mut Page, cluster: &Cluster, ends: &Ends) {
 fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
     let under_replicated = {
         let view = cluster.view.borrow();
-        view.metadata
-            .topics
-            .values()
-            .flat_map(|t| &t.partitions)
-            .filter(|p| p.leader == Some(cluster.me) && p.isr.len() < p.replicas.len())
+        let metadata = &view.metadata;
+        // As Kafka counts: a move's replicas still being added are not
+        // missing from the ISR (the partition is no less replicated than
+        // before the move began).
+        let expected = |topic: control::TopicId, index: usize, p: &control::Partition| {
+            let key = (topic, control::PartitionId(index as i32));
+            let adding = metadata
+                .reassignments
+                .get(&key)
+                .map_or(0, |m| m.adding().len());
+            let in_sync_adding = metadata.reassignments.get(&key).map_or(0, |m| {
+                m.adding().iter().filter(|b| p.isr.contains(b)).count()
+            });
+            (p.replicas.len() - adding, p.isr.len() - in_sync_adding)
+        };
+        (metadata.topics.values())
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, p)| (t.id, i, p))
+            })
+            .filter(|(_, _, p)| p.leader == Some(cluster.me))
+            .filter(|(topic, i, p)| {
+                let (replicas, isr) = expected(*topic, *i, p);
+                isr < replicas
+            })
             .count()
     };
     page.gauge(
         "under_replicated_partitions",
-        "partitions this broker leads with fewer in-sync replicas than replicas",
+        "partitions this broker leads with fewer in-sync replicas than replicas (a move's replicas still being added left out)",
         under_replicated as f64,
     );
     page.counter(

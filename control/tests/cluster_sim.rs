@@ -8,6 +8,8 @@
 //! nobody alive and still fences the dead. The seed (printed) chooses
 //! the broker and rack lost; CLUSTER_SIM_SEED replays one.
 
+#[path = "../examples/cluster_sim/fanout.rs"]
+mod fanout;
 #[path = "../examples/cluster_sim/scenarios.rs"]
 mod scenarios;
 #[path = "../examples/cluster_sim/sim.rs"]
@@ -56,4 +58,22 @@ fn a_simulated_cluster_fails_over_within_a_second_of_the_session_and_stays_balan
     );
     assert_eq!(report.failover_spurious_fences, 0);
     assert!(report.failover_fence_ms <= SESSION_MS + 1_000, "{report:?}");
+}
+
+#[test]
+fn a_change_reaches_every_observer_within_two_seconds() {
+    let seed = std::env::var("CLUSTER_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CLUSTER_SIM_SEED={seed}");
+    let report = fanout::run(3, 17, 50, seed);
+    report.print();
+    let (_, p99, max) = report.applied_everywhere_ms;
+    assert!(max <= 2_000.0, "{report:?}");
+    assert!(p99 > 0.0, "measured");
+    assert!(
+        report.failover_applied_everywhere_ms <= 2_000.0 + 1_000.0,
+        "{report:?}"
+    );
 }

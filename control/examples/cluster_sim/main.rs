@@ -1,12 +1,15 @@
 //! The control plane of a large cluster in simulated time: 100 brokers on
 //! 3 racks, 10,000 partitions of 3 replicas by default. Prints what each
-//! scenario measured (sim.rs says what is simulated and what is not).
+//! scenario measured (sim.rs says what is simulated and what is not), then
+//! how fast a metadata change reaches all of them through a quorum of 5
+//! voters and observers (fanout.rs).
 //!
 //! ```text
 //! cargo run --release -p control --example cluster_sim -- [--brokers N]
 //!     [--partitions N] [--seed N]
 //! ```
 
+mod fanout;
 mod scenarios;
 mod sim;
 
@@ -39,6 +42,10 @@ fn main() {
     let started = std::time::Instant::now();
     let report = scenarios::run(shape, seed);
     report.print();
+    // The metadata's way to every broker: 5 voters, every other broker an
+    // observer.
+    let voters = 5.min(shape.brokers as u64);
+    fanout::run(voters, shape.brokers as u64 - voters, 200, seed).print();
     println!(
         "{:<58} {:.1} s",
         "wall time of the simulation",

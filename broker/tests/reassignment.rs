@@ -6,9 +6,10 @@
 //! the leader handing over and the replica left behind removing its files; a
 //! move whose new replica is stalled is listed (`broker topic
 //! reassignments`) and cancelled, back to the original replicas. A
-//! broker is decommissioned (cordoned, every replica moved off) and,
-//! back in service, a topic balanced over all brokers again. Nothing
-//! acknowledged is lost, every key stays in order.
+//! broker killed is decommissioned (cordoned, every replica moved off; its
+//! old copies removed when it comes back) and, back in service, a topic
+//! balanced over all brokers again. A move is held to the replication
+//! throttle. Nothing acknowledged is lost, every key stays in order.
 
 mod support;
 
@@ -324,11 +325,19 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
     });
     std::thread::sleep(Duration::from_secs(1));
 
+    // Broker 1's machine is gone: it is decommissioned while down, and
+    // its copies, moved away meanwhile, are removed when it comes back.
+    cluster.kill9(1);
     let drained = cli_ok(&cluster, &["cluster", "decommission", "1", "--wait"]);
     assert!(drained.contains("finished"), "{drained}");
     let load = replicas_per_broker(&cluster, topic, 4);
     assert_eq!(load[1], 0, "nothing left on broker 1: {load:?}\n{drained}");
     assert_eq!(load.iter().sum::<usize>(), 8, "the replication factor kept");
+    assert!(
+        (0..4).any(|p| holds_files_of(&cluster, 1, topic, p)),
+        "its old copies, while down"
+    );
+    cluster.restart(1);
     wait_for("broker 1's files removed", Duration::from_secs(20), || {
         (0..4).all(|p| !holds_files_of(&cluster, 1, topic, p))
     });

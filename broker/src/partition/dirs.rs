@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use control::{Metadata, Topic, TopicId};
+use control::{BrokerId, Metadata, Topic, TopicId};
 
 /// The directory of a topic's partitions under `root`.
 pub fn topic_dir(root: &Path, topic: &Topic) -> PathBuf {
@@ -67,6 +67,41 @@ pub fn reconcile_topic_dirs(root: &Path, metadata: &Metadata) -> Vec<String> {
 }
 
 /// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
+/// Removes the partition directories of known topics that broker `me`
+/// holds no replica of (a reassignment moved them away while it was
+/// down); returns them. Only from metadata caught up with this broker's
+/// life: a partition it holds, or is being added to, is never removed.
+pub fn remove_unassigned_partition_dirs(
+    root: &Path,
+    metadata: &Metadata,
+    me: BrokerId,
+) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(topics) = std::fs::read_dir(root) else {
+        return removed;
+    };
+    for topic_dir in topics.flatten() {
+        let name = topic_dir.file_name().to_string_lossy().to_string();
+        let Some(topic) = topic_id_of_dir(&name).and_then(|id| metadata.topics.get(&id)) else {
+            continue;
+        };
+        let Ok(partitions) = std::fs::read_dir(topic_dir.path()) else {
+            continue;
+        };
+        for partition_dir in partitions.flatten() {
+            let index = partition_dir.file_name().to_string_lossy().parse::<usize>();
+            let held = index
+                .ok()
+                .and_then(|i| topic.partitions.get(i))
+                .is_none_or(|p| p.replicas.contains(&me));
+            if !held && std::fs::remove_dir_all(partition_dir.path()).is_ok() {
+                removed.push(partition_dir.path());
+            }
+        }
+    }
+    removed
+}
+
 fn topic_id_of_dir(name: &str) -> Option<TopicId> {
     let (_, hex) = name.rsplit_once('.')?;
     if hex.len() != 32 {

@@ -20,7 +20,7 @@ use crate::cluster::quorum::{self, BrokerLife};
 use crate::cluster::{lease, view, PARTITIONS_DIR};
 use crate::config::listeners::Listeners;
 use crate::config::BrokerConfig;
-use crate::partition::dirs::reconcile_topic_dirs;
+use crate::partition::dirs::{reconcile_topic_dirs, remove_unassigned_partition_dirs};
 use control::BrokerEndpoint;
 
 /// Where a shard's metadata changes come from.
@@ -197,6 +197,11 @@ fn go_live(
         let unknown = reconcile_topic_dirs(&root, &quorum.view().metadata);
         if !unknown.is_empty() {
             tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
+        }
+        // Copies a reassignment moved away while this broker was down.
+        let me = control::BrokerId(node_id);
+        for dir in remove_unassigned_partition_dirs(&root, &quorum.view().metadata, me) {
+            tracing::info!(dir = %dir.display(), "replica moved away while this broker was down: its files are removed");
         }
         // Ready as of the last change the shards were sent: a trailing
         // entry with no record would never reach their copies.

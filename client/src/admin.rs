@@ -65,7 +65,8 @@ pub struct ClusterDescription {
     pub controller_id: i32,
     /// The live brokers.
     pub brokers: Vec<BrokerInfo>,
-    /// Each live broker's rack, if it has one (by id).
+    /// Each registered broker's rack, if it has one (by id), fenced ones
+    /// included.
     pub racks: std::collections::BTreeMap<i32, Option<String>>,
 }
 
@@ -352,7 +353,9 @@ impl Cluster {
 
     /// The cluster's id, controller and brokers.
     pub async fn describe_cluster(&self) -> Result<ClusterDescription, ClientError> {
-        let response = self.call_any(&DescribeClusterRequest::default()).await?;
+        // Fenced brokers too (v2): their racks count in rack-aware plans.
+        let request = DescribeClusterRequest::default().with_include_fenced_brokers(true);
+        let response = self.call_any(&request).await?;
         if response.error_code != 0 {
             return Err(refused(
                 response.error_code,
@@ -365,6 +368,7 @@ impl Cluster {
             brokers: response
                 .brokers
                 .iter()
+                .filter(|b| !b.is_fenced)
                 .map(|b| BrokerInfo {
                     id: b.broker_id.0,
                     address: format!("{}:{}", b.host.as_str(), b.port),

@@ -213,6 +213,10 @@ fn a_cancelled_move_goes_back_and_refusals_change_nothing() {
         "broker 4 left the ISR with the move"
     );
     assert_eq!(back.leader, Some(BrokerId(1)));
+    assert!(
+        back.leader_epoch > original.leader_epoch,
+        "broker 4 left: a new leader epoch, though broker 1 still leads"
+    );
     assert!(metadata.reassignments.is_empty());
 
     // A single replica does not move.

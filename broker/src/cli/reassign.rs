@@ -12,7 +12,7 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use kafka_protocol::ResponseError;
 
-use super::move_plan::{self, Candidate, Placed};
+use super::move_plan::{self, Brokers, Placed};
 
 /// How long `--wait` waits for moves to finish.
 const WAIT_MAX: Duration = Duration::from_secs(600);
@@ -95,21 +95,20 @@ pub async fn run(
     Ok(out)
 }
 
-/// The brokers that may receive replicas: live and not cordoned.
-async fn candidates(cluster: &Cluster) -> Result<Vec<Candidate>, ClientError> {
+/// The brokers that may receive replicas (live and not cordoned), and
+/// every broker's rack.
+async fn brokers(cluster: &Cluster) -> Result<Brokers, ClientError> {
     let description = cluster.describe_cluster().await?;
-    let mut out = Vec::new();
+    let mut candidates = Vec::new();
     for broker in &description.brokers {
-        if matches!(cluster.broker_cordoned(broker.id).await, Ok(true)) {
-            continue;
+        if !matches!(cluster.broker_cordoned(broker.id).await, Ok(true)) {
+            candidates.push(broker.id);
         }
-        let rack = description.racks.get(&broker.id).cloned().flatten();
-        out.push(Candidate {
-            id: broker.id,
-            rack,
-        });
     }
-    Ok(out)
+    Ok(Brokers {
+        candidates,
+        racks: description.racks,
+    })
 }
 
 /// Every partition's replicas (of `topic` only, if named).
@@ -138,7 +137,7 @@ pub async fn balance(cluster: &Cluster, topic: &str, wait: bool) -> Result<Strin
             format!("no topic {topic}"),
         ));
     }
-    let plan = move_plan::balance(&candidates(cluster).await?, &placed);
+    let plan = move_plan::balance(&brokers(cluster).await?, &placed);
     if plan.is_empty() {
         return Ok(format!("{topic} is balanced: nothing to move\n"));
     }
@@ -154,7 +153,7 @@ pub async fn decommission(
 ) -> Result<String, ClientError> {
     cluster.set_broker_cordoned(broker, true).await?;
     let placed = placements(cluster, None).await?;
-    let (plan, stuck) = move_plan::drain(&candidates(cluster).await?, &placed, broker);
+    let (plan, stuck) = move_plan::drain(&brokers(cluster).await?, &placed, broker);
     let mut out = format!("broker {broker} cordoned: no new replicas go to it\n");
     if !stuck.is_empty() {
         let names: Vec<String> = (stuck.iter())

@@ -66,7 +66,6 @@ pub fn reconcile_topic_dirs(root: &Path, metadata: &Metadata) -> Vec<String> {
     stray.unknown
 }
 
-/// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
 /// Removes the partition directories of known topics that broker `me`
 /// holds no replica of (a reassignment moved them away while it was
 /// down); returns them. Only from metadata caught up with this broker's
@@ -102,6 +101,7 @@ pub fn remove_unassigned_partition_dirs(
     removed
 }
 
+/// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
 fn topic_id_of_dir(name: &str) -> Option<TopicId> {
     let (_, hex) = name.rsplit_once('.')?;
     if hex.len() != 32 {

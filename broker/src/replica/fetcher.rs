@@ -41,6 +41,9 @@ const PARTITION_BYTES_MAX: i32 = 1 << 20;
 const FETCH_BYTES_MAX: i32 = 16 << 20;
 /// The pause before reconnecting, doubled up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(20);
+/// The longest a throttled fetch waits (a debt beyond it is paid over the
+/// next fetches).
+const THROTTLE_WAIT_MAX: Duration = Duration::from_secs(5);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// The pause of a fetcher with nothing to fetch yet.
 const IDLE: Duration = Duration::from_millis(20);
@@ -587,25 +590,32 @@ async fn take_fetched(
     Ok(())
 }
 
-/// A replica a reassignment is adding here copies within this shard's
-/// share of `follower_replication_throttled_rate`: past it, its next
-/// fetch waits.
+/// A replica a reassignment is adding here, while out of sync, copies
+/// within this shard's share of `follower_replication_throttled_rate`:
+/// past it, its next fetch waits (at most [`THROTTLE_WAIT_MAX`]). Once in
+/// the ISR it is not throttled: acks=all produces wait for its fetches.
 fn throttle_if_added(shard: &Partitions, partitions: &FollowedMap, key: PartitionKey, bytes: u64) {
     let cluster = &shard.cluster;
-    let rate = cluster.config.follower_replication_throttled_rate / cluster.shards().max(1) as u64;
+    let rate = cluster.config.follower_replication_throttled_rate;
     if rate == 0 || bytes == 0 {
         return;
     }
-    let adding = {
+    let rate = (rate / cluster.shards().max(1) as u64).max(1);
+    let catching_up = {
         let view = cluster.view.borrow();
         let index = control::PartitionId(key.index as i32);
         let moving = view.metadata.reassignments.get(&(key.topic, index));
-        moving.is_some_and(|m| m.adding().contains(&cluster.me))
+        let out_of_sync = view
+            .metadata
+            .partition(key.topic, index)
+            .is_ok_and(|p| !p.isr.contains(&cluster.me));
+        out_of_sync && moving.is_some_and(|m| m.adding().contains(&cluster.me))
     };
-    if !adding {
+    if !catching_up {
         return;
     }
-    let wait_ms = super::throttle::charge(bytes, rate, crate::runtime::clock::monotonic_ms());
+    let wait_ms = super::throttle::charge(bytes, rate, crate::runtime::clock::monotonic_ms())
+        .min(THROTTLE_WAIT_MAX.as_millis() as u64);
     if wait_ms > 0 {
         if let Some(f) = partitions.borrow_mut().get_mut(&key) {
             f.not_before = Some(std::time::Instant::now() + Duration::from_millis(wait_ms));

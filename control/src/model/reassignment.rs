@@ -177,10 +177,15 @@ impl Metadata {
             .get_mut(&change.topic)
             .expect("validated")
             .partitions[change.partition.0 as usize];
+        // A new leader epoch when replicas leave (as Kafka does): one that
+        // left keeps fetching until it hears, and, were it added back in
+        // the same epoch, its stale fetches would make it look caught up
+        // before it opens its copy again, empty.
+        let removed = p.replicas.iter().any(|b| !replicas.contains(b));
         p.replicas = replicas.to_vec();
         p.shards = shards.to_vec();
         p.isr = change.isr.clone();
-        if p.leader != change.leader {
+        if p.leader != change.leader || removed {
             p.leader_epoch = LeaderEpoch(p.leader_epoch.0 + 1);
         }
         p.leader = change.leader;

@@ -142,7 +142,10 @@ async fn move_one(shard: &Shard, topic: &str, index: i32, target: Option<Vec<Bro
             Err(ControllerError::Refused(MetadataError::StalePartitionEpoch { .. }))
                 if attempts < STALE_RETRIES =>
             {
+                // The partition changed under the request (an ISR change):
+                // asked again once this shard's metadata has it.
                 attempts += 1;
+                glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
             }
             Err(e) => return refusal(&e),
         }

@@ -302,9 +302,10 @@ fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
     let under_replicated = {
         let view = cluster.view.borrow();
         let metadata = &view.metadata;
-        // As Kafka counts: a move's replicas still being added are not
-        // missing from the ISR (the partition is no less replicated than
-        // before the move began).
+        // A move's replicas still being added are left out of both sides
+        // (Kafka leaves them out of the replicas only): the partition is
+        // no less replicated than before the move began, and an original
+        // replica fallen out of sync still shows.
         let expected = |topic: control::TopicId, index: usize, p: &control::Partition| {
             let key = (topic, control::PartitionId(index as i32));
             let adding = metadata

@@ -245,3 +245,41 @@ fn a_cancelled_move_goes_back_and_refusals_change_nothing() {
     );
     assert!(metadata.reassignments.is_empty());
 }
+
+#[test]
+fn an_unclean_election_mid_move_prefers_the_original_replicas() {
+    let mut controller = Controller::new(SESSION_MS);
+    let mut metadata = cluster(&mut controller);
+    // Moving 1, 2, 3 to 4, 2, 3: replicas meanwhile 4, 2, 3, 1.
+    let begin = reassign::asked(&metadata, TOPIC, P0, Some(ids(&[4, 2, 3]))).unwrap();
+    apply_all(&mut metadata, vec![begin.unwrap()]);
+    assert_eq!(
+        p0(&metadata).replicas[0],
+        BrokerId(4),
+        "the new replica first"
+    );
+    // Broker 1 falls out of the ISR and comes back; then every in-sync
+    // replica is lost. Left live: 1 (out of sync) and 4 (being added).
+    let fence = control::controller::fence(&metadata, BrokerId(1), Incarnation(1));
+    apply_all(&mut metadata, fence);
+    let back = MetadataRecord::UnfenceBroker {
+        id: BrokerId(1),
+        incarnation: Incarnation(1),
+    };
+    apply_all(&mut metadata, vec![back]);
+    for broker in [2, 3] {
+        let fence = control::controller::fence(&metadata, BrokerId(broker), Incarnation(1));
+        apply_all(&mut metadata, fence);
+    }
+    let p = p0(&metadata);
+    assert_eq!(p.leader, None, "no in-sync replica left");
+    let elected = control::controller::unclean::election(&metadata, TOPIC, P0, &p).unwrap();
+    let MetadataRecord::ElectUnclean(change) = elected else {
+        panic!("{elected:?}")
+    };
+    assert_eq!(
+        change.leader,
+        Some(BrokerId(1)),
+        "the replica that fell out of sync, not the one still empty"
+    );
+}

@@ -537,7 +537,8 @@ fn move_off(
         .find(|b| isr.contains(b) && live(b));
     if change.leader.is_none() && topic.config.unclean_leader_election {
         // Availability over durability, by the topic's choice: counted.
-        if let Some(replica) = partition.replicas.iter().copied().find(|b| live(b)) {
+        let order = metadata.unclean_order(topic.id, partition_id, partition);
+        if let Some(replica) = order.into_iter().find(|b| live(b)) {
             change.leader = Some(replica);
             change.isr = vec![replica];
             change.unclean = true;

@@ -5,7 +5,8 @@
 //! its topic allows unclean elections: waiting for them keeps every
 //! acknowledged record. An operator who knows they will not come back
 //! chooses availability instead, for the partitions named: the first live
-//! replica (replica order) leads, with whatever its log holds, and the
+//! replica (replica order, those a move is adding last) leads, with
+//! whatever its log holds, and the
 //! other replicas truncate to it. If an in-sync replica is live after all,
 //! it is elected instead (a clean election: nothing is lost).
 
@@ -51,7 +52,11 @@ pub fn election(
         let clean = change(leader, partition.isr.clone(), false);
         return Ok(MetadataRecord::ChangePartition(clean));
     }
-    match partition.replicas.iter().find(live) {
+    match metadata
+        .unclean_order(topic, index, partition)
+        .iter()
+        .find(live)
+    {
         Some(&leader) => Ok(MetadataRecord::ElectUnclean(change(
             leader,
             vec![leader],

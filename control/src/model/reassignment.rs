@@ -193,6 +193,27 @@ impl Metadata {
     }
 }
 
+impl Metadata {
+    /// A partition's replicas in the order an unclean election tries
+    /// them: those a move is adding come last (they may hold nothing yet,
+    /// where a replica that fell out of sync holds most of the log).
+    pub fn unclean_order(
+        &self,
+        topic: TopicId,
+        index: PartitionId,
+        partition: &crate::model::Partition,
+    ) -> Vec<BrokerId> {
+        let adding = self
+            .reassignments
+            .get(&(topic, index))
+            .map(Reassignment::adding)
+            .unwrap_or_default();
+        let (new, old): (Vec<BrokerId>, Vec<BrokerId>) =
+            partition.replicas.iter().partition(|b| adding.contains(b));
+        old.into_iter().chain(new).collect()
+    }
+}
+
 impl PartitionAssignment {
     /// The shard of `broker`'s replica, if it is one.
     pub fn shard_of(&self, broker: BrokerId) -> Option<ShardId> {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs a cluster of brokers on 127.0.0.1, each its own process with its own
 # ports and data directory: the first V are the metadata quorum's voters,
-# the others observers that follow its log without a vote.
+# the others observers that follow its log without a vote; or, with
+# --controllers C, C controller-only nodes (numbered after the brokers) are
+# the voters and every broker is an observer.
 #
-#   scripts/cluster.sh start [N] [--voters V]
+#   scripts/cluster.sh start [N] [--voters V | --controllers C]
 #                                  build (release) and start N brokers (3),
-#                                  V of them voters (all, up to 5; else 3)
+#                                  V of them voters (all, up to 5; else 3),
+#                                  or C controllers beside them
 #   scripts/cluster.sh stop        SIGTERM every broker (controlled shutdown)
 #   scripts/cluster.sh kill N      SIGKILL broker N (a machine failure)
 #   scripts/cluster.sh restart N   start broker N again with its data
@@ -29,11 +32,24 @@ kafka_port() { echo $((19090 + $1)); }
 http_port() { echo $((18080 + $1)); }
 metadata_port() { echo $((19190 + $1)); }
 size() { cat "$CLUSTER_DIR/size" 2>/dev/null || echo 3; }
+controller_count() { cat "$CLUSTER_DIR/controllers" 2>/dev/null || echo 0; }
 voter_count() { cat "$CLUSTER_DIR/voters" 2>/dev/null || size; }
+broker_count() { echo $(($(size) - $(controller_count))); }
+
+# The voters' node numbers: the controllers, else the first brokers.
+voter_ids() {
+    if (($(controller_count) > 0)); then
+        seq $(($(broker_count) + 1)) "$(size)"
+    else
+        seq 1 "$(voter_count)"
+    fi
+}
+is_voter() { voter_ids | grep -qx "$1"; }
+is_controller() { (($1 > $(broker_count))); }
 
 voters() {
-    local n=$1 out="" i
-    for i in $(seq 1 "$n"); do
+    local out="" i
+    for i in $(voter_ids); do
         out+="${out:+,}$i@127.0.0.1:$(metadata_port "$i")"
     done
     echo "$out"
@@ -49,25 +65,39 @@ start_one() {
         return
     fi
     mkdir -p "$CLUSTER_DIR/$i"
-    if ((i > $(voter_count))); then
+    if is_voter "$i"; then
+        unset BROKER_CONTROLLER_LISTEN
+    else
         # An observer: the voters reach its metadata listener here.
         export BROKER_CONTROLLER_LISTEN="127.0.0.1:$(metadata_port "$i")"
-    else
-        unset BROKER_CONTROLLER_LISTEN
     fi
-    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters "$(voter_count)") BROKER_RACK=${BROKER_RACK:-rack-$i} \
+    if (($(controller_count) == 0)); then
+        unset BROKER_PROCESS_ROLES
+    elif is_controller "$i"; then
+        export BROKER_PROCESS_ROLES=controller
+    else
+        export BROKER_PROCESS_ROLES=broker
+    fi
+    BROKER_CONTROLLER_QUORUM_VOTERS=$(voters) BROKER_RACK=${BROKER_RACK:-rack-$i} \
         "$BIN" serve --node-id "$i" --data-dir "$CLUSTER_DIR/$i/data" \
         --kafka-listen "127.0.0.1:$(kafka_port "$i")" \
         --http-listen "127.0.0.1:$(http_port "$i")" \
         >>"$CLUSTER_DIR/$i/broker.log" 2>&1 &
     echo $! >"$CLUSTER_DIR/$i/pid"
-    echo "broker $i: pid $!, kafka 127.0.0.1:$(kafka_port "$i"), log $CLUSTER_DIR/$i/broker.log"
+    if is_controller "$i"; then
+        echo "controller $i: pid $!, metadata 127.0.0.1:$(metadata_port "$i"), log $CLUSTER_DIR/$i/broker.log"
+    else
+        echo "broker $i: pid $!, kafka 127.0.0.1:$(kafka_port "$i"), log $CLUSTER_DIR/$i/broker.log"
+    fi
 }
 
 wait_ready() {
     local i=$1 tries=0
-    # A broker prints its listening line once registered with the quorum.
-    until grep -q "listening kafka=" "$CLUSTER_DIR/$i/broker.log" 2>/dev/null; do
+    # A broker prints its listening line once registered with the quorum,
+    # a controller once its ports are bound.
+    local line="listening kafka="
+    if is_controller "$i"; then line="listening as a controller only"; fi
+    until grep -q "$line" "$CLUSTER_DIR/$i/broker.log" 2>/dev/null; do
         tries=$((tries + 1))
         if ((tries > 300)) || ! running "$i"; then
             echo "broker $i did not become ready; see $CLUSTER_DIR/$i/broker.log" >&2
@@ -81,25 +111,39 @@ case "${1:-}" in
 start)
     n=3
     v=""
+    c=0
     shift
     while (($#)); do
         case "$1" in
         --voters) v=${2:?voter count}; shift 2 ;;
+        --controllers) c=${2:?controller count}; shift 2 ;;
         *) n=$1; shift ;;
         esac
     done
+    if ((c > 0)); then
+        if [[ -n $v ]]; then
+            echo "--voters and --controllers exclude each other (the controllers vote)" >&2
+            exit 2
+        fi
+        v=$c
+    fi
     if [[ -z $v ]]; then v=$((n <= 5 ? n : 3)); fi
-    if ((v < 1 || v > n)); then
+    if ((c == 0 && (v < 1 || v > n))); then
         echo "--voters must be between 1 and $n" >&2
         exit 2
     fi
     cargo build --release --quiet -p broker
     mkdir -p "$CLUSTER_DIR"
-    echo "$n" >"$CLUSTER_DIR/size"
+    echo "$((n + c))" >"$CLUSTER_DIR/size"
     echo "$v" >"$CLUSTER_DIR/voters"
-    for i in $(seq 1 "$n"); do start_one "$i"; done
-    for i in $(seq 1 "$n"); do wait_ready "$i"; done
-    echo "cluster of $n up ($v voters); bootstrap 127.0.0.1:$(kafka_port 1)"
+    echo "$c" >"$CLUSTER_DIR/controllers"
+    for i in $(seq 1 "$((n + c))"); do start_one "$i"; done
+    for i in $(seq 1 "$((n + c))"); do wait_ready "$i"; done
+    if ((c > 0)); then
+        echo "cluster of $n brokers and $c controllers up; bootstrap 127.0.0.1:$(kafka_port 1)"
+    else
+        echo "cluster of $n up ($v voters); bootstrap 127.0.0.1:$(kafka_port 1)"
+    fi
     ;;
 restart)
     i=${2:?broker number}
@@ -128,20 +172,25 @@ stop)
     ;;
 status)
     for i in $(seq 1 "$(size)"); do
-        if running "$i"; then
-            echo "broker $i: running (pid $(pid_of "$i")), kafka 127.0.0.1:$(kafka_port "$i")"
+        if is_controller "$i"; then
+            what="controller $i" where="metadata 127.0.0.1:$(metadata_port "$i")"
         else
-            echo "broker $i: stopped"
+            what="broker $i" where="kafka 127.0.0.1:$(kafka_port "$i")"
+        fi
+        if running "$i"; then
+            echo "$what: running (pid $(pid_of "$i")), $where"
+        else
+            echo "$what: stopped"
         fi
     done
-    for i in $(seq 1 "$(size)"); do
+    for i in $(seq 1 "$(broker_count)"); do
         if running "$i"; then
             "$BIN" cluster status --brokers "127.0.0.1:$(kafka_port "$i")" && break
         fi
     done
     ;;
 *)
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -53,6 +53,8 @@ pub fn serve(config: BrokerConfig) -> i32 {
                 .collect();
             if let Some((_, first)) = listening.kafka.first() {
                 tracing::info!(kafka = %first, http = %listening.http, listeners = %named.join(","), "listening");
+            } else if let Some(controller) = listening.controller {
+                tracing::info!(%controller, http = %listening.http, "listening as a controller only");
             }
         }
     });

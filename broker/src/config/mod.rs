@@ -9,6 +9,7 @@ pub mod listeners;
 mod machine;
 pub mod migration_policy;
 pub mod remote_settings;
+pub mod roles;
 pub mod share_settings;
 mod tls_settings;
 
@@ -201,6 +202,10 @@ pub struct BrokerConfig {
     /// A broker not named here joins the quorum as an observer (it follows
     /// the metadata log without a vote) at its `controller_listen`.
     pub controller_quorum_voters: String,
+    /// What this node runs (`broker`, `controller`, or both, the default):
+    /// a controller-only node serves no Kafka data; a broker-only node
+    /// follows the metadata quorum as an observer (`config::roles`).
+    pub process_roles: String,
     /// This broker's metadata listener; defaults to its own entry in
     /// `controller_quorum_voters`.
     pub controller_listen: Option<String>,
@@ -375,6 +380,7 @@ impl Default for BrokerConfig {
             group_share_max_share_sessions: 2_000,
             retention_check_interval_ms: 300_000,
             controller_quorum_voters: String::new(),
+            process_roles: "broker,controller".into(),
             controller_listen: None,
             controller_security_protocol: "PLAINTEXT".into(),
             controller_ssl_ca_location: None,
@@ -601,6 +607,7 @@ impl BrokerConfig {
             }
         }
         self.check_observer()?;
+        self.check_roles()?;
         if self.broker_heartbeat_interval_ms == 0
             || self.broker_session_timeout_ms < 2 * self.broker_heartbeat_interval_ms
         {

@@ -349,3 +349,36 @@ fn a_node_outside_the_voters_is_an_observer_that_must_be_reachable() {
     };
     assert!(voter.check().is_ok(), "a voter needs no controller_listen");
 }
+
+#[test]
+fn process_roles_fit_the_quorum() {
+    let voters = "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3";
+    let node = |id: i32, roles: &str, voters: &str| BrokerConfig {
+        node_id: id,
+        controller_quorum_voters: voters.into(),
+        controller_listen: Some("127.0.0.1:9193".into()),
+        process_roles: roles.into(),
+        ..BrokerConfig::default()
+    };
+    assert!(node(1, "controller", voters).check().is_ok());
+    assert!(node(1, "broker,controller", voters).check().is_ok());
+    assert!(node(4, "broker", voters).check().is_ok());
+    assert!(
+        node(4, "controller", voters).check().is_ok(),
+        "joins, to be promoted"
+    );
+    let refused = |config: BrokerConfig, says: &str| {
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains(says), "{err}");
+    };
+    refused(node(1, "broker", voters), "so it is a controller");
+    refused(node(1, "controller", ""), "needs controller_quorum_voters");
+    refused(node(1, "broker", ""), "needs controller_quorum_voters");
+    refused(node(1, "brokers", voters), "unknown role \"brokers\"");
+    refused(
+        node(1, " , ", voters),
+        "must name broker, controller or both",
+    );
+    assert!(node(1, "controller", voters).roles().controller_only());
+    assert!(!BrokerConfig::default().roles().controller_only());
+}

@@ -8,6 +8,7 @@
 //! its stream of committed changes into its own copy of the metadata.
 
 mod connection;
+mod controller_node;
 mod dead_letters;
 mod follow_metadata;
 mod handlers;
@@ -67,6 +68,9 @@ pub struct Listening {
     pub kafka: Vec<(String, SocketAddr)>,
     /// The HTTP listener.
     pub http: SocketAddr,
+    /// A controller-only node's metadata listener (it has no Kafka
+    /// listener).
+    pub controller: Option<SocketAddr>,
 }
 
 /// What every shard's thread shares at start.
@@ -114,8 +118,11 @@ pub fn run(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let listeners = config.kafka_listeners().map_err(std::io::Error::other)?;
     ports::check_free(&config)?;
+    if config.roles().controller_only() {
+        return run_controller_only(config, ready, stop);
+    }
+    let listeners = config.kafka_listeners().map_err(std::io::Error::other)?;
     let (meshes, queues) = shard::meshes(shards);
     let (start_tx, start_rx) = mpsc::channel();
     let placement = if config.pin_shards {
@@ -172,6 +179,25 @@ pub fn run(
         Some(why) => Err(std::io::Error::other(why)),
         None => Ok(()),
     }
+}
+
+/// Runs a controller-only node (`process_roles = "controller"`) until
+/// `stop` is set: its metadata node and HTTP port, no Kafka listener.
+fn run_controller_only(
+    config: BrokerConfig,
+    ready: mpsc::Sender<Listening>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<()> {
+    let quorum_tls = crate::cluster::quorum::quorum_tls(&config)?;
+    let tls = start_tls(&config, None, quorum_tls.clone())?;
+    let node = controller_node::ControllerNode {
+        http_tls: tls.filter(|_| config.http_tls),
+        config,
+        quorum_tls,
+        ready,
+        stop,
+    };
+    controller_node::run(node)
 }
 
 /// Starts tiered storage's object store thread (docs/tiered-storage.md),

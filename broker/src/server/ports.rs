@@ -40,19 +40,22 @@ struct Listening {
 
 /// Checks that no other process listens on the broker's addresses.
 pub fn check_free(config: &BrokerConfig) -> std::io::Result<()> {
-    let kafka = config.kafka_listeners().map_err(std::io::Error::other)?;
-    let mut listeners: Vec<(String, String)> = kafka
-        .all
-        .iter()
-        .map(|l| (format!("listener {}", l.name), l.listen.to_string()))
-        .collect();
-    if config.listeners.is_empty() {
-        listeners[0].0 = "kafka_listen".into();
+    let mut listeners: Vec<(String, String)> = Vec::new();
+    // A controller-only node binds no Kafka listener.
+    if !config.roles().controller_only() {
+        let kafka = config.kafka_listeners().map_err(std::io::Error::other)?;
+        listeners = (kafka.all.iter())
+            .map(|l| (format!("listener {}", l.name), l.listen.to_string()))
+            .collect();
+        if config.listeners.is_empty() {
+            listeners[0].0 = "kafka_listen".into();
+        }
     }
     listeners.push(("http_listen".into(), config.http_listen.clone()));
     let voters = config.voters().map_err(std::io::Error::other)?;
-    if let Some(own) = voters.get(&config.node_id) {
-        let listen = config.controller_listen.clone().unwrap_or(own.to_string());
+    let own = voters.get(&config.node_id).map(ToString::to_string);
+    // A voter's, or an observer's (set whenever it is not a voter).
+    if let Some(listen) = config.controller_listen.clone().or(own) {
         listeners.push(("controller_listen".into(), listen));
     }
     let mut wanted = Vec::new();

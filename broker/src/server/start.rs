@@ -93,7 +93,14 @@ pub fn first_shard(
         Err(e) => return fail("cannot start the metadata quorum", e),
     };
     let read_max = std::time::Duration::from_millis(config.connections_max_idle_ms);
-    glommio::spawn_local(super::http::serve(http_listener, http_tls, shard, read_max)).detach();
+    let served = super::http::Served::Broker(shard);
+    glommio::spawn_local(super::http::serve(
+        http_listener,
+        http_tls,
+        served,
+        read_max,
+    ))
+    .detach();
     for _ in 1..shards {
         match service.subscribe_shared(view::CHANGES_QUEUED_MAX) {
             Ok(changes) => {
@@ -136,6 +143,7 @@ pub fn first_shard(
             .zip(addresses)
             .collect(),
         http,
+        controller: None,
     };
     let on_live = go_live(config, service.clone(), listening, ready.clone());
     let registration = quorum::register_and_heartbeat(

@@ -19,6 +19,7 @@
 
 mod access;
 mod api;
+mod controller_only;
 mod deadlines;
 mod forward;
 mod group_calls;
@@ -72,13 +73,21 @@ pub const CONNECTIONS_PER_IP_MAX: usize = 64;
 /// The longest a request may take to arrive whole.
 pub const REQUEST_READ_MAX: Duration = Duration::from_secs(30);
 
-/// Serves connections until the task is dropped, for `shard` (shard 0,
-/// set once it exists), over TLS if `tls`. A request must arrive within
-/// `read_max`.
+/// What the port serves.
+#[derive(Clone)]
+pub enum Served {
+    /// A broker's: shard 0, set once it exists.
+    Broker(Rc<OnceCell<Rc<Shard>>>),
+    /// A controller-only node's: its metadata node (health and metrics).
+    Controller(Rc<control::service::MetadataService>),
+}
+
+/// Serves connections until the task is dropped, for `served`, over TLS
+/// if `tls`. A request must arrive within `read_max`.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<TlsServer>>,
-    shard: Rc<OnceCell<Rc<Shard>>>,
+    served: Served,
     read_max: Duration,
 ) {
     let admission = Admission::with_limits(CONNECTIONS_MAX, CONNECTIONS_PER_IP_MAX);
@@ -94,11 +103,11 @@ pub async fn serve(
                     tracing::debug!(%ip, "refusing an HTTP connection: over its limit");
                     continue; // dropped: closed at once
                 };
-                let shard = shard.clone();
+                let served = served.clone();
                 let tls = tls.as_ref().map(|tls| tls.acceptor());
                 let logins = logins.clone();
                 glommio::spawn_local(async move {
-                    let port = Rc::new(Port { shard, logins });
+                    let port = Rc::new(Port { served, logins });
                     serve_connection(stream, tls, port, read_max).await;
                     drop(admitted);
                 })
@@ -188,17 +197,19 @@ async fn serve_connection(
         Either::Left((Err(e), _)) => e.to_string(),
         Either::Right(_) => "no handshake in time".to_string(),
     };
-    if let Some(shard) = port.shard.get() {
-        let failures = &shard.metrics.tls_handshake_failures;
-        failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Served::Broker(shard) = &port.served {
+        if let Some(shard) = shard.get() {
+            let failures = &shard.metrics.tls_handshake_failures;
+            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     tracing::info!(?peer, error = %failure, "closing an HTTP connection: TLS handshake failed");
 }
 
-/// What every connection of the port shares: the shard (once it
-/// exists) and the Basic logins already checked.
+/// What every connection of the port shares: what it serves and the
+/// Basic logins already checked.
 struct Port {
-    shard: Rc<OnceCell<Rc<Shard>>>,
+    served: Served,
     logins: Rc<RefCell<BasicAuth>>,
 }
 
@@ -259,9 +270,12 @@ async fn answer(
             return (late, true);
         }
     };
-    let response = match port.shard.get().cloned() {
-        Some(shard) => route(&shard, request, peer, &port.logins).await,
-        None => HttpResponse::text(503, "starting\n"),
+    let response = match &port.served {
+        Served::Controller(service) => controller_only::route(service, &request),
+        Served::Broker(shard) => match shard.get().cloned() {
+            Some(shard) => route(&shard, request, peer, &port.logins).await,
+            None => HttpResponse::text(503, "starting\n"),
+        },
     };
     (response, false)
 }

@@ -438,9 +438,42 @@ fn health(page: &mut Page, health: &super::health::Health) {
 }
 
 fn controller(page: &mut Page, cluster: &Cluster) {
-    let Some(service) = cluster.controller_here() else {
-        return;
-    };
+    if let Some(service) = cluster.controller_here() {
+        quorum(page, service);
+    }
+}
+
+/// The /metrics page of a controller-only node: its place in the
+/// metadata quorum.
+pub fn render_controller_only(service: &control::service::MetadataService) -> String {
+    let mut page = Page::default();
+    quorum(&mut page, service);
+    let status = service.quorum_status();
+    page.gauge(
+        "metadata_term",
+        "the metadata quorum's current term (its leader epoch)",
+        status.term as f64,
+    );
+    page.gauge(
+        "metadata_committed_index",
+        "the metadata log's commit index as this node knows it",
+        status.committed as f64,
+    );
+    page.gauge(
+        "metadata_voters",
+        "voters of the metadata quorum",
+        status.members.voters.len() as f64,
+    );
+    page.gauge(
+        "metadata_observers",
+        "observers of the metadata quorum (brokers that do not vote)",
+        status.members.learners.len() as f64,
+    );
+    page.text
+}
+
+/// This node's view of the metadata quorum.
+fn quorum(page: &mut Page, service: &control::service::MetadataService) {
     let view = service.view();
     page.gauge(
         "metadata_leader_id",

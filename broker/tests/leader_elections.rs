@@ -8,7 +8,8 @@
 
 mod support;
 
-use std::process::Command;
+use support::wait_for;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,17 +35,6 @@ const PARTITIONS: usize = 6;
 
 /// The command line through the first broker that runs (not stopped:
 /// the tests stop some).
-fn broker_cli(cluster: &Cluster, args: &[&str]) -> std::process::Output {
-    let via = (1..=cluster.size())
-        .find(|id| cluster.is_running(*id) && !cluster.is_paused(*id))
-        .expect("a broker running");
-    Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", &cluster.node(via).kafka.to_string()])
-        .output()
-        .unwrap()
-}
-
 fn create_topic(cluster: &Cluster, name: &str) {
     create_topic_of(cluster, name, PARTITIONS, 3);
 }
@@ -52,10 +42,7 @@ fn create_topic(cluster: &Cluster, name: &str) {
 fn create_topic_of(cluster: &Cluster, name: &str, partitions: usize, replicas: usize) {
     let (partitions, replicas) = (partitions.to_string(), replicas.to_string());
     let args = ["topic", "create", name, "--partitions", &partitions];
-    let out = broker_cli(
-        cluster,
-        &[&args[..], &["--replication-factor", &replicas]].concat(),
-    );
+    let out = cluster.cli(&[&args[..], &["--replication-factor", &replicas]].concat());
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -63,7 +50,7 @@ fn create_topic_of(cluster: &Cluster, name: &str, partitions: usize, replicas: u
 /// (`partition N leader L epoch E replicas [a, b, c] isr [...]`); None
 /// until every partition has a leader.
 fn leaders(cluster: &Cluster, topic: &str) -> Option<Vec<(i32, i32)>> {
-    let out = broker_cli(cluster, &["topic", "describe", topic]);
+    let out = cluster.cli(&["topic", "describe", topic]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let rows: Vec<(i32, i32)> = text
         .lines()
@@ -192,7 +179,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
         move || produce_until(bootstrap, "elected", stop)
     });
     std::thread::sleep(Duration::from_secs(1));
-    let out = broker_cli(&cluster, &["cluster", "elect-leaders"]);
+    let out = cluster.cli(&["cluster", "elect-leaders"]);
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
     let elected = printed.matches(": elected").count();
@@ -206,10 +193,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
     let deliveries = producing.join().unwrap();
-    let again = broker_cli(
-        &cluster,
-        &["cluster", "elect-leaders", "--topic", "elected"],
-    );
+    let again = cluster.cli(&["cluster", "elect-leaders", "--topic", "elected"]);
     let printed = String::from_utf8_lossy(&again.stdout).to_string();
     assert!(again.status.success(), "{again:?}");
     assert_eq!(
@@ -233,7 +217,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
 
 /// Partition 0's (leader, ISR) from `topic describe` (leader -1: none).
 fn leader_and_isr(cluster: &Cluster, topic: &str) -> (i32, Vec<i32>) {
-    let out = broker_cli(cluster, &["topic", "describe", topic]);
+    let out = cluster.cli(&["topic", "describe", topic]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let line = text
         .lines()
@@ -246,14 +230,6 @@ fn leader_and_isr(cluster: &Cluster, topic: &str) -> (i32, Vec<i32>) {
         .filter_map(|b| b.trim().parse().ok())
         .collect();
     (leader, isr)
-}
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -296,10 +272,7 @@ fn an_operators_unclean_election_brings_back_a_partition_whose_in_sync_replicas_
     // elections).
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(leader_and_isr(&cluster, "offline"), (-1, vec![leader]));
-    let preferred = broker_cli(
-        &cluster,
-        &["cluster", "elect-leaders", "--topic", "offline"],
-    );
+    let preferred = cluster.cli(&["cluster", "elect-leaders", "--topic", "offline"]);
     assert!(!preferred.status.success(), "{preferred:?}");
     // Its preferred replica is fenced (the old leader) or out of sync.
     let said = String::from_utf8_lossy(&preferred.stderr);
@@ -307,18 +280,15 @@ fn an_operators_unclean_election_brings_back_a_partition_whose_in_sync_replicas_
         said.contains("PREFERRED_LEADER_NOT_AVAILABLE"),
         "{preferred:?}"
     );
-    let out = broker_cli(
-        &cluster,
-        &[
-            "cluster",
-            "elect-leaders",
-            "--unclean",
-            "--topic",
-            "offline",
-            "--partition",
-            "0",
-        ],
-    );
+    let out = cluster.cli(&[
+        "cluster",
+        "elect-leaders",
+        "--unclean",
+        "--topic",
+        "offline",
+        "--partition",
+        "0",
+    ]);
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -368,12 +338,9 @@ fn an_operators_unclean_election_brings_back_a_partition_whose_in_sync_replicas_
     // A second ask has nothing to do.
     // Never cluster-wide by default: unclean elections lose what the ISR
     // held.
-    let bare = broker_cli(&cluster, &["cluster", "elect-leaders", "--unclean"]);
+    let bare = cluster.cli(&["cluster", "elect-leaders", "--unclean"]);
     assert!(!bare.status.success(), "{bare:?}");
-    let again = broker_cli(
-        &cluster,
-        &["cluster", "elect-leaders", "--unclean", "--all"],
-    );
+    let again = cluster.cli(&["cluster", "elect-leaders", "--unclean", "--all"]);
     let printed = String::from_utf8_lossy(&again.stdout).to_string();
     assert!(again.status.success(), "{again:?}");
     assert!(

@@ -9,10 +9,11 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use support::wait_for;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::cluster::{counter, try_counter, Cluster};
 use support::keyed_load::{assert_nothing_lost_and_keys_in_order, consume_all, produce_until};
@@ -28,27 +29,9 @@ const OBSERVERS: i32 = 2;
 const TOPIC: &str = "observed";
 const PARTITIONS: usize = 6;
 
-/// The command line through the first broker that runs.
-fn cli(cluster: &Cluster, args: &[&str]) -> Output {
-    let via = (1..=cluster.size())
-        .find(|id| cluster.is_running(*id))
-        .expect("a broker running");
-    Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", &cluster.node(via).kafka.to_string()])
-        .output()
-        .unwrap()
-}
-
-fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let out = cli(cluster, args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// The metadata quorum line of `cluster status`.
 fn quorum(cluster: &Cluster) -> String {
-    let status = cli(cluster, &["cluster", "status"]);
+    let status = cluster.cli(&["cluster", "status"]);
     let text = String::from_utf8_lossy(&status.stdout).to_string();
     text.lines()
         .find(|l| l.starts_with("metadata quorum"))
@@ -58,19 +41,11 @@ fn quorum(cluster: &Cluster) -> String {
 
 /// Each partition's leader (-1: none), from `topic describe`.
 fn leaders(cluster: &Cluster) -> Vec<i32> {
-    let text = cli_ok(cluster, &["topic", "describe", TOPIC]);
+    let text = cluster.cli_ok(&["topic", "describe", TOPIC]);
     text.lines()
         .filter(|l| l.trim_start().starts_with("partition "))
         .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
         .collect()
-}
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Waits until no running broker reports a partition under-replicated.
@@ -97,18 +72,15 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
     wait_for("the observers joined", Duration::from_secs(20), || {
         quorum(&cluster).ends_with("voters [1, 2, 3] observers [4, 5]")
     });
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            TOPIC,
-            "--partitions",
-            "6",
-            "--replication-factor",
-            "3",
-        ],
-    );
+    cluster.cli_ok(&[
+        "topic",
+        "create",
+        TOPIC,
+        "--partitions",
+        "6",
+        "--replication-factor",
+        "3",
+    ]);
     let placed = leaders(&cluster);
     let observer_led: Vec<usize> = (0..PARTITIONS).filter(|p| placed[*p] > VOTERS).collect();
     assert!(
@@ -163,17 +135,17 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
 
     // The quorum is rebuilt around the observers while the producer writes.
     for node in ["4", "5"] {
-        cli_ok(&cluster, &["cluster", "add-voter", node]);
+        cluster.cli_ok(&["cluster", "add-voter", node]);
     }
     for node in ["1", "2"] {
-        cli_ok(&cluster, &["cluster", "remove-voter", node]);
+        cluster.cli_ok(&["cluster", "remove-voter", node]);
     }
     let rebuilt = quorum(&cluster);
     assert!(
         rebuilt.ends_with("voters [3, 4, 5] observers [1, 2]"),
         "{rebuilt}"
     );
-    let stranger = cli(&cluster, &["cluster", "add-voter", "9"]);
+    let stranger = cluster.cli(&["cluster", "add-voter", "9"]);
     assert!(!stranger.status.success(), "{stranger:?}");
     assert!(
         String::from_utf8_lossy(&stranger.stderr).contains("not a member"),
@@ -193,19 +165,16 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
     // still decides (a topic is created and led).
     cluster.kill9(1);
     cluster.kill9(2);
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            "after",
-            "--partitions",
-            "3",
-            "--replication-factor",
-            "3",
-        ],
-    );
-    let after = cli_ok(&cluster, &["topic", "describe", "after"]);
+    cluster.cli_ok(&[
+        "topic",
+        "create",
+        "after",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+    ]);
+    let after = cluster.cli_ok(&["topic", "describe", "after"]);
     assert_eq!(after.matches(" leader ").count(), 3, "{after}");
     println!(
         "{} acknowledged, {} consumed; quorum after: {}",

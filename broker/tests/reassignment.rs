@@ -13,8 +13,9 @@
 
 mod support;
 
+use support::wait_for;
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,29 +37,12 @@ const TOPIC: &str = "moving";
 const PARTITIONS: usize = 2;
 const BROKERS: i32 = 4;
 
-fn cli(cluster: &Cluster, args: &[&str]) -> Output {
-    let via = (1..=cluster.size())
-        .find(|id| cluster.is_running(*id) && !cluster.is_paused(*id))
-        .expect("a broker running");
-    Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .args(["--brokers", &cluster.node(via).kafka.to_string()])
-        .output()
-        .unwrap()
-}
-
-fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let out = cli(cluster, args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// As an operator does when the stalled broker was the active
 /// controller: asks again while the answer is a timeout (the metadata
 /// quorum electing another leader), at most ten times.
 fn cli_retrying(cluster: &Cluster, args: &[&str]) -> String {
     for _ in 0..10 {
-        let out = cli(cluster, args);
+        let out = cluster.cli(args);
         if out.status.success() {
             return String::from_utf8_lossy(&out.stdout).to_string();
         }
@@ -71,7 +55,7 @@ fn cli_retrying(cluster: &Cluster, args: &[&str]) -> String {
 
 /// Partition `index`'s (leader, replicas) from `topic describe`.
 fn placement(cluster: &Cluster, index: usize) -> (i32, Vec<i32>) {
-    let text = cli_ok(cluster, &["topic", "describe", TOPIC]);
+    let text = cluster.cli_ok(&["topic", "describe", TOPIC]);
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with(&format!("partition {index} ")))
@@ -128,31 +112,20 @@ fn delete_all_records(cluster: &Cluster, index: i32) -> i64 {
     }
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
     let root = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::with_observers(root.path(), 3, 1, &FAST);
     cluster.start();
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            TOPIC,
-            "--partitions",
-            "2",
-            "--replication-factor",
-            "3",
-        ],
-    );
+    cluster.cli_ok(&[
+        "topic",
+        "create",
+        TOPIC,
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+    ]);
     let stop = Arc::new(AtomicBool::new(false));
     let producing = std::thread::spawn({
         let (bootstrap, stop) = (cluster.bootstrap(), stop.clone());
@@ -174,19 +147,16 @@ fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
         .map(i32::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    let moved = cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "reassign",
-            TOPIC,
-            "--partition",
-            "0",
-            "--replicas",
-            &list,
-            "--wait",
-        ],
-    );
+    let moved = cluster.cli_ok(&[
+        "topic",
+        "reassign",
+        TOPIC,
+        "--partition",
+        "0",
+        "--replicas",
+        &list,
+        "--wait",
+    ]);
     assert!(moved.contains("finished"), "{moved}");
     let (new_leader, now) = placement(&cluster, 0);
     assert_eq!(now, target, "{moved}");
@@ -229,28 +199,25 @@ fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
         &list,
     ];
     cli_retrying(&cluster, &move_1);
-    let ongoing = cli_ok(&cluster, &["topic", "reassignments"]);
+    let ongoing = cluster.cli_ok(&["topic", "reassignments"]);
     assert!(
         ongoing.contains(&format!("{TOPIC}-1 "))
             && ongoing.contains(&format!("adding [{outsider}]")),
         "{ongoing}"
     );
-    let again = cli(&cluster, &move_1);
+    let again = cluster.cli(&move_1);
     assert!(
         !again.status.success(),
         "a second move while one is under way: {again:?}"
     );
-    cli_ok(
-        &cluster,
-        &["topic", "reassign", TOPIC, "--partition", "1", "--cancel"],
-    );
+    cluster.cli_ok(&["topic", "reassign", TOPIC, "--partition", "1", "--cancel"]);
     cluster.signal(outsider, libc::SIGCONT);
     assert_eq!(
         placement(&cluster, 1).1,
         original,
         "back to the original replicas"
     );
-    let none = cli_ok(&cluster, &["topic", "reassignments"]);
+    let none = cluster.cli_ok(&["topic", "reassignments"]);
     assert!(none.contains("no partition is being reassigned"), "{none}");
     wait_for(
         "the cancelled replica's files removed",
@@ -281,7 +248,7 @@ fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
 
 /// Replicas per broker over the topic's partitions, from `topic describe`.
 fn replicas_per_broker(cluster: &Cluster, topic: &str, partitions: usize) -> Vec<usize> {
-    let text = cli_ok(cluster, &["topic", "describe", topic]);
+    let text = cluster.cli_ok(&["topic", "describe", topic]);
     let mut load = vec![0; BROKERS as usize + 1];
     let rows = text
         .lines()
@@ -302,18 +269,15 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
     let mut cluster = Cluster::with_observers(root.path(), 3, 1, &FAST);
     cluster.start();
     let topic = "drained";
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            topic,
-            "--partitions",
-            "4",
-            "--replication-factor",
-            "2",
-        ],
-    );
+    cluster.cli_ok(&[
+        "topic",
+        "create",
+        topic,
+        "--partitions",
+        "4",
+        "--replication-factor",
+        "2",
+    ]);
     assert!(
         replicas_per_broker(&cluster, topic, 4)[1] > 0,
         "broker 1 holds replicas"
@@ -333,7 +297,7 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
         support::cluster::try_counter(cluster.node(2).http, "metadata_leader_id")
             .is_some_and(|c| c != 1 && c > 0)
     });
-    let drained = cli_ok(&cluster, &["cluster", "decommission", "1", "--wait"]);
+    let drained = cluster.cli_ok(&["cluster", "decommission", "1", "--wait"]);
     assert!(drained.contains("finished"), "{drained}");
     let load = replicas_per_broker(&cluster, topic, 4);
     assert_eq!(load[1], 0, "nothing left on broker 1: {load:?}\n{drained}");
@@ -346,21 +310,18 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
     wait_for("broker 1's files removed", Duration::from_secs(20), || {
         (0..4).all(|p| !holds_files_of(&cluster, 1, topic, p))
     });
-    let status = cli_ok(&cluster, &["cluster", "status"]);
+    let status = cluster.cli_ok(&["cluster", "status"]);
     assert!(
         status.contains("broker 1 at") && status.contains("cordoned"),
         "{status}"
     );
 
     // Back in service: the balance spreads the topic over all four again.
-    cli_ok(&cluster, &["cluster", "uncordon", "1"]);
-    let balanced = cli_ok(
-        &cluster,
-        &["topic", "reassign", topic, "--balance", "--wait"],
-    );
+    cluster.cli_ok(&["cluster", "uncordon", "1"]);
+    let balanced = cluster.cli_ok(&["topic", "reassign", topic, "--balance", "--wait"]);
     let load = replicas_per_broker(&cluster, topic, 4);
     assert_eq!(&load[1..], &[2, 2, 2, 2], "{balanced}");
-    let again = cli_ok(&cluster, &["topic", "reassign", topic, "--balance"]);
+    let again = cluster.cli_ok(&["topic", "reassign", topic, "--balance"]);
     assert!(again.contains("nothing to move"), "{again}");
 
     stop.store(true, Ordering::Relaxed);
@@ -411,21 +372,18 @@ fn the_replication_throttle_holds_a_move_to_its_rate() {
     let mut cluster = Cluster::with_observers(root.path(), 3, 1, &env);
     cluster.start();
     let topic = "throttled";
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            topic,
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "2",
-        ],
-    );
+    cluster.cli_ok(&[
+        "topic",
+        "create",
+        topic,
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "2",
+    ]);
     // 5 MB in place, copied by the existing follower unthrottled.
     fill(&cluster, topic, 5_000, 1_000);
-    let text = cli_ok(&cluster, &["topic", "describe", topic]);
+    let text = cluster.cli_ok(&["topic", "describe", topic]);
     let line = text.lines().find(|l| l.contains("partition 0 ")).unwrap();
     let replicas = line.split("replicas [").nth(1).unwrap();
     let replicas: Vec<i32> = (replicas.split(']').next().unwrap().split(','))
@@ -435,21 +393,18 @@ fn the_replication_throttle_holds_a_move_to_its_rate() {
     let target = format!("{},{}", replicas[0], outsider);
     let leader: i32 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
     let started = Instant::now();
-    cli_ok(
-        &cluster,
-        &[
-            "topic",
-            "reassign",
-            topic,
-            "--partition",
-            "0",
-            "--replicas",
-            &target,
-        ],
-    );
+    cluster.cli_ok(&[
+        "topic",
+        "reassign",
+        topic,
+        "--partition",
+        "0",
+        "--replicas",
+        &target,
+    ]);
     // While the new replica copies, the partition is no less replicated
     // than before: the leader does not count it under-replicated.
-    let ongoing = cli_ok(&cluster, &["topic", "reassignments"]);
+    let ongoing = cluster.cli_ok(&["topic", "reassignments"]);
     assert!(
         ongoing.contains(&format!("adding [{outsider}]")),
         "{ongoing}"
@@ -460,7 +415,9 @@ fn the_replication_throttle_holds_a_move_to_its_rate() {
         "a move's new replica is not missing from the ISR"
     );
     wait_for("the move to finish", Duration::from_secs(60), || {
-        cli_ok(&cluster, &["topic", "reassignments"]).contains("no partition is being reassigned")
+        cluster
+            .cli_ok(&["topic", "reassignments"])
+            .contains("no partition is being reassigned")
     });
     let took = started.elapsed();
     // A bucket of one second's rate, then 1 MB/s, and the last fetch's

@@ -28,6 +28,11 @@
 //! The acks=1 run (plain batches: idempotence needs acks=all) reports what
 //! it lost and duplicated instead of failing on it.
 //!
+//! A second acks=all test runs the same on three brokers that follow a
+//! quorum of three controller-only nodes as observers
+//! (`process_roles`): there the nemesis pauses and kills controllers as
+//! well, the active one during its failover with a second node.
+//!
 //! The acks=all test runs three seeds of 12 faults; `SEED=n` replays one
 //! run, `FAULTS=n` changes the number of faults; scripts/soak.sh runs it
 //! long (100 faults a seed, several seeds).
@@ -525,8 +530,9 @@ enum Fault {
     Pause,
     /// Two brokers at once (a rack's power), both restarted.
     KillTwo,
-    /// The active controller, and a second broker while the metadata
-    /// quorum elects a new leader; both restarted.
+    /// The active controller, and a second node (a broker, or with
+    /// separate controllers either kind) while the metadata quorum elects
+    /// a new leader; both restarted.
     KillControllerInFailover,
 }
 
@@ -539,7 +545,7 @@ fn active_controller(cluster: &Cluster, rng: &mut StdRng) -> Option<i32> {
         .find_map(|id| {
             let leader =
                 support::cluster::try_counter(cluster.node(id).http, "metadata_leader_id")?;
-            (1..=BROKERS as u64)
+            (1..=cluster.size() as u64)
                 .contains(&leader)
                 .then_some(leader as i32)
         })
@@ -602,7 +608,7 @@ fn nemesis(
                 timeline.note(format!("restart {victim}"));
             }
             Fault::Pause => {
-                let victim = rng.gen_range(1..=BROKERS);
+                let victim = rng.gen_range(1..=cluster.size());
                 cluster.signal(victim, libc::SIGSTOP);
                 timeline.note(format!("SIGSTOP {victim}"));
                 *counts.entry("pause").or_default() += 1;
@@ -623,13 +629,14 @@ fn nemesis(
                 timeline.note(format!("restart {victims:?}"));
             }
             Fault::KillControllerInFailover => {
+                let nodes = cluster.size();
                 let controller =
-                    active_controller(cluster, rng).unwrap_or_else(|| rng.gen_range(1..=BROKERS));
+                    active_controller(cluster, rng).unwrap_or_else(|| rng.gen_range(1..=nodes));
                 cluster.kill9(controller);
                 timeline.note(format!("SIGKILL {controller} (the active controller)"));
                 // Within the metadata election (300-600 ms without a leader).
                 pause_ms(rng, 50..600);
-                let others: Vec<i32> = (1..=BROKERS).filter(|b| *b != controller).collect();
+                let others: Vec<i32> = (1..=nodes).filter(|b| *b != controller).collect();
                 let second = others[rng.gen_range(0..others.len())];
                 cluster.kill9(second);
                 timeline.note(format!(
@@ -663,22 +670,26 @@ struct Verdict {
     recovery: Duration,
 }
 
-fn run(acks: i16, faults: usize, seed: u64) -> Verdict {
-    println!("SEED={seed}");
+/// A run on `BROKERS` brokers that are the metadata quorum's voters too,
+/// or (`controllers` > 0) that follow a quorum of that many controller-only
+/// nodes as observers (ids after the brokers').
+fn run(acks: i16, faults: usize, seed: u64, controllers: i32) -> Verdict {
+    println!("SEED={seed} controllers={controllers}");
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let session = SESSION_TIMEOUT_MS.to_string();
-    let mut cluster = Cluster::new(
-        root.path(),
-        BROKERS,
-        &[
-            ("BROKER_BROKER_SESSION_TIMEOUT_MS", session.as_str()),
-            ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
-            ("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000"),
-            ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
-            ("BROKER_METADATA_SNAPSHOT_EVERY_ENTRIES", "50"),
-        ],
-    );
+    let env = [
+        ("BROKER_BROKER_SESSION_TIMEOUT_MS", session.as_str()),
+        ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+        ("BROKER_REPLICA_LAG_TIME_MAX_MS", "3000"),
+        ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+        ("BROKER_METADATA_SNAPSHOT_EVERY_ENTRIES", "50"),
+    ];
+    let mut cluster = if controllers > 0 {
+        Cluster::with_controllers(root.path(), controllers, BROKERS, &env)
+    } else {
+        Cluster::new(root.path(), BROKERS, &env)
+    };
     cluster.start();
     let created = Command::new(env!("CARGO_BIN_EXE_broker"))
         .args(["topic", "create", TOPIC, "--partitions"])
@@ -1080,18 +1091,33 @@ fn seeds(runs: u64) -> Vec<u64> {
 fn acks_all_loses_nothing_acknowledged_through_kills_and_pauses() {
     // Three seeds of 12 faults in the test command (scripts/soak.sh: 100).
     for seed in seeds(3) {
-        let verdict = run(-1, faults(12), seed);
-        assert_eq!(verdict.lost, 0, "seed {seed}: {verdict:?}");
-        assert_eq!(
-            verdict.duplicated, 0,
-            "seed {seed}: idempotent: {verdict:?}"
-        );
-        assert_eq!(verdict.reordered, 0, "seed {seed}: {verdict:?}");
-        assert_eq!(verdict.phantom_reads, 0, "seed {seed}: {verdict:?}");
-        assert_eq!(verdict.nonmonotonic, 0, "seed {seed}: {verdict:?}");
-        assert_eq!(verdict.divergent, 0, "seed {seed}: {verdict:?}");
-        assert_eq!(verdict.delivery_errors, 0, "seed {seed}: {verdict:?}");
+        let verdict = run(-1, faults(12), seed, 0);
+        assert_acks_all_verdict(seed, &verdict);
     }
+}
+
+#[test]
+fn acks_all_loses_nothing_with_separate_controllers() {
+    // Three brokers following three controller-only nodes: the nemesis
+    // kills and pauses controllers too (the active one in failover).
+    for seed in seeds(1) {
+        let verdict = run(-1, faults(12), seed, 3);
+        assert_acks_all_verdict(seed, &verdict);
+    }
+}
+
+/// What acks=all promises, checked.
+fn assert_acks_all_verdict(seed: u64, verdict: &Verdict) {
+    assert_eq!(verdict.lost, 0, "seed {seed}: {verdict:?}");
+    assert_eq!(
+        verdict.duplicated, 0,
+        "seed {seed}: idempotent: {verdict:?}"
+    );
+    assert_eq!(verdict.reordered, 0, "seed {seed}: {verdict:?}");
+    assert_eq!(verdict.phantom_reads, 0, "seed {seed}: {verdict:?}");
+    assert_eq!(verdict.nonmonotonic, 0, "seed {seed}: {verdict:?}");
+    assert_eq!(verdict.divergent, 0, "seed {seed}: {verdict:?}");
+    assert_eq!(verdict.delivery_errors, 0, "seed {seed}: {verdict:?}");
 }
 
 #[test]
@@ -1100,7 +1126,7 @@ fn acks_1_reports_what_leader_kills_lose() {
     // so a leader killed before its followers copied loses acknowledged
     // values. Reported, not failed; logs still never diverge.
     let seed = seeds(1)[0];
-    let verdict = run(1, faults(10), seed);
+    let verdict = run(1, faults(10), seed, 0);
     println!(
         "acks=1 lost {} of {} acknowledged",
         verdict.lost, verdict.acked

@@ -21,10 +21,29 @@ pub struct Node {
     pub metadata: SocketAddr,
     /// Whether it is outside the configured voters (an observer).
     pub observer: bool,
+    /// Its `process_roles`, if set (unset: both roles). A controller
+    /// only has no Kafka listener: `kafka` is never bound.
+    pub roles: Option<&'static str>,
     /// Its directory (data/ and broker.log).
     pub dir: PathBuf,
     process: Option<Child>,
     paused: bool,
+}
+
+impl Node {
+    /// Whether it serves no Kafka data.
+    pub fn is_controller_only(&self) -> bool {
+        self.roles == Some("controller")
+    }
+
+    /// The line its log shows once a life of it is ready.
+    fn ready_line(&self) -> &'static str {
+        if self.is_controller_only() {
+            "listening as a controller only"
+        } else {
+            "listening kafka="
+        }
+    }
 }
 
 /// Brokers on fixed 127.0.0.1 ports (restarts keep their addresses),
@@ -64,6 +83,82 @@ impl Cluster {
         cluster
     }
 
+    /// `brokers` brokers (ids 1 to `brokers`) that are not metadata voters
+    /// and `controllers` controller-only nodes (the ids after) that are,
+    /// under `root` (not started), each also given `env`.
+    pub fn with_controllers(
+        root: &Path,
+        controllers: i32,
+        brokers: i32,
+        env: &[(&str, &str)],
+    ) -> Cluster {
+        let mut cluster = Cluster::new(root, brokers + controllers, env);
+        let configured: Vec<String> = (brokers + 1..=brokers + controllers)
+            .map(|id| format!("{id}@{}", cluster.node(id).metadata))
+            .collect();
+        cluster.voters = configured.join(",");
+        for node in &mut cluster.nodes[..brokers as usize] {
+            node.observer = true;
+            node.roles = Some("broker");
+        }
+        for node in &mut cluster.nodes[brokers as usize..] {
+            node.roles = Some("controller");
+        }
+        cluster
+    }
+
+    /// Adds a controller-only node (the next id) outside the voters: it
+    /// joins the quorum as an observer, for `broker cluster add-voter`.
+    /// Not started.
+    pub fn add_controller(&mut self) -> i32 {
+        let id = self.size() + 1;
+        let port = || -> SocketAddr {
+            format!("127.0.0.1:{}", super::fixed_port())
+                .parse()
+                .unwrap()
+        };
+        let dir = self.nodes[0].dir.parent().unwrap().join(id.to_string());
+        self.nodes.push(Node {
+            kafka: port(),
+            http: port(),
+            metadata: port(),
+            observer: true,
+            roles: Some("controller"),
+            external: None,
+            dir,
+            process: None,
+            paused: false,
+        });
+        id
+    }
+
+    /// The ids of the nodes that are brokers.
+    pub fn brokers(&self) -> Vec<i32> {
+        (1..=self.size())
+            .filter(|id| !self.node(*id).is_controller_only())
+            .collect()
+    }
+
+    /// `broker` with `args`, through the first broker that runs and is
+    /// not paused.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        let via = (self.brokers().into_iter())
+            .find(|id| self.is_running(*id) && !self.is_paused(*id))
+            .expect("a broker running");
+        Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args(args)
+            .args(["--brokers", &self.node(via).kafka.to_string()])
+            .output()
+            .unwrap()
+    }
+
+    /// [`Cluster::cli`], which must succeed: what it printed.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
     /// `brokers` brokers under `root` (not started), each also given `env`.
     pub fn new(root: &Path, brokers: i32, env: &[(&str, &str)]) -> Cluster {
         let mut nodes = Vec::new();
@@ -80,6 +175,7 @@ impl Cluster {
                 http: format!("127.0.0.1:{http}").parse().unwrap(),
                 metadata: format!("127.0.0.1:{metadata}").parse().unwrap(),
                 observer: false,
+                roles: None,
                 external: None,
                 dir: root.join(id.to_string()),
                 process: None,
@@ -168,6 +264,9 @@ impl Cluster {
         if node.observer {
             command.env("BROKER_CONTROLLER_LISTEN", node.metadata.to_string());
         }
+        if let Some(roles) = node.roles {
+            command.env("BROKER_PROCESS_ROLES", roles);
+        }
         match node.external {
             None => command.args(["--kafka-listen", &node.kafka.to_string()]),
             Some(external) => command.env(
@@ -189,7 +288,7 @@ impl Cluster {
         let started = Instant::now();
         loop {
             let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
-            if text.matches("listening kafka=").count() > before {
+            if text.matches(self.node(id).ready_line()).count() > before {
                 return;
             }
             assert!(
@@ -204,7 +303,7 @@ impl Cluster {
     pub fn lives(&self, id: i32) -> usize {
         std::fs::read_to_string(self.log_path(id))
             .unwrap_or_default()
-            .matches("listening kafka=")
+            .matches(self.node(id).ready_line())
             .count()
     }
 
@@ -339,9 +438,12 @@ impl Cluster {
         }
     }
 
-    /// Every broker's Kafka listener.
+    /// Every broker's Kafka listener (controllers have none).
     pub fn addresses(&self) -> Vec<SocketAddr> {
-        self.nodes.iter().map(|n| n.kafka).collect()
+        (self.nodes.iter())
+            .filter(|n| !n.is_controller_only())
+            .map(|n| n.kafka)
+            .collect()
     }
 
     /// Every broker's Kafka address, as a client's bootstrap list.

@@ -302,6 +302,15 @@ pub fn api_versions_request(version: i16, correlation_id: i32, client: &'static 
     frame
 }
 
+/// Waits (every 100 ms) until `done`; panics with `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Calls `call` until it succeeds, at most `limit` (every 100 ms): its
 /// value; panics with `what` and the last error after that.
 pub fn eventually<T, E: std::fmt::Debug>(

@@ -9,9 +9,14 @@
 #                                  build (release) and start N brokers (3),
 #                                  V of them voters (all, up to 5; else 3),
 #                                  or C controllers beside them
-#   scripts/cluster.sh stop        SIGTERM every broker (controlled shutdown)
-#   scripts/cluster.sh kill N      SIGKILL broker N (a machine failure)
-#   scripts/cluster.sh restart N   start broker N again with its data
+#   scripts/cluster.sh stop        SIGTERM every broker (controlled shutdown),
+#                                  then every controller
+#   scripts/cluster.sh kill N      SIGKILL node N (a machine failure)
+#   scripts/cluster.sh restart N   start node N again with its data
+#   scripts/cluster.sh add-controller
+#                                  start one more controller-only node, outside
+#                                  the voters (it joins as an observer: then
+#                                  `broker cluster add-voter` it)
 #   scripts/cluster.sh status      which brokers run, and the cluster view
 #
 # Broker N listens on Kafka 19090+N, HTTP 18080+N, metadata 19190+N; its
@@ -36,9 +41,12 @@ controller_count() { cat "$CLUSTER_DIR/controllers" 2>/dev/null || echo 0; }
 voter_count() { cat "$CLUSTER_DIR/voters" 2>/dev/null || size; }
 broker_count() { echo $(($(size) - $(controller_count))); }
 
-# The voters' node numbers: the controllers, else the first brokers.
+# The voters' node numbers as the quorum began: the controllers, else the
+# first brokers (controllers added later are not among them).
 voter_ids() {
-    if (($(controller_count) > 0)); then
+    if [[ -f $CLUSTER_DIR/voter_ids ]]; then
+        cat "$CLUSTER_DIR/voter_ids"
+    elif (($(controller_count) > 0)); then
         seq $(($(broker_count) + 1)) "$(size)"
     else
         seq 1 "$(voter_count)"
@@ -128,6 +136,10 @@ start)
         v=$c
     fi
     if [[ -z $v ]]; then v=$((n <= 5 ? n : 3)); fi
+    if ((n < 1)); then
+        echo "a cluster needs at least one broker" >&2
+        exit 2
+    fi
     if ((c == 0 && (v < 1 || v > n))); then
         echo "--voters must be between 1 and $n" >&2
         exit 2
@@ -137,6 +149,9 @@ start)
     echo "$((n + c))" >"$CLUSTER_DIR/size"
     echo "$v" >"$CLUSTER_DIR/voters"
     echo "$c" >"$CLUSTER_DIR/controllers"
+    rm -f "$CLUSTER_DIR/voter_ids"
+    voter_ids >"$CLUSTER_DIR/voter_ids.new"
+    mv "$CLUSTER_DIR/voter_ids.new" "$CLUSTER_DIR/voter_ids"
     for i in $(seq 1 "$((n + c))"); do start_one "$i"; done
     for i in $(seq 1 "$((n + c))"); do wait_ready "$i"; done
     if ((c > 0)); then
@@ -146,28 +161,53 @@ start)
     fi
     ;;
 restart)
-    i=${2:?broker number}
+    i=${2:?node number}
+    if ((i < 1 || i > $(size))); then
+        echo "no node $i in this cluster of $(size) (add-controller adds one)" >&2
+        exit 2
+    fi
     # Count only the new life's listening line.
     mv "$CLUSTER_DIR/$i/broker.log" "$CLUSTER_DIR/$i/broker.log.$(date +%s)" 2>/dev/null || true
     start_one "$i"
     wait_ready "$i"
     ;;
+add-controller)
+    if (($(controller_count) == 0)); then
+        echo "this cluster has no controllers apart (start it with --controllers)" >&2
+        exit 2
+    fi
+    i=$(($(size) + 1))
+    echo "$i" >"$CLUSTER_DIR/size"
+    echo "$(($(controller_count) + 1))" >"$CLUSTER_DIR/controllers"
+    start_one "$i"
+    wait_ready "$i"
+    echo "controller $i joined as an observer: broker cluster add-voter $i --brokers 127.0.0.1:$(kafka_port 1)"
+    ;;
 kill)
-    i=${2:?broker number}
+    i=${2:?node number}
     pid=$(pid_of "$i")
-    [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null && echo "broker $i (pid $pid) killed"
+    what="broker"
+    if is_controller "$i"; then what="controller"; fi
+    [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null && echo "$what $i (pid $pid) killed"
     ;;
 stop)
-    for i in $(seq 1 "$(size)"); do
-        if running "$i"; then kill -TERM "$(pid_of "$i")"; fi
-    done
-    for i in $(seq 1 "$(size)"); do
-        for _ in $(seq 1 100); do running "$i" || break; sleep 0.1; done
-        if running "$i"; then
-            echo "broker $i still running after 10 s; killing it" >&2
-            kill -9 "$(pid_of "$i")" || true
-        fi
-    done
+    # Brokers first: each one's controlled shutdown needs the controllers.
+    stop_nodes() {
+        for i in "$@"; do
+            if running "$i"; then kill -TERM "$(pid_of "$i")"; fi
+        done
+        for i in "$@"; do
+            for _ in $(seq 1 100); do running "$i" || break; sleep 0.1; done
+            if running "$i"; then
+                echo "node $i still running after 10 s; killing it" >&2
+                kill -9 "$(pid_of "$i")" || true
+            fi
+        done
+    }
+    stop_nodes $(seq 1 "$(broker_count)")
+    if (($(controller_count) > 0)); then
+        stop_nodes $(seq $(($(broker_count) + 1)) "$(size)")
+    fi
     echo "cluster stopped"
     ;;
 status)
@@ -190,7 +230,7 @@ status)
     done
     ;;
 *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

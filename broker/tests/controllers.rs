@@ -87,10 +87,17 @@ fn assert_serves_no_data(cluster: &Cluster, id: i32) {
     );
     let (status, body) = support::http(node.http, "GET", "/health", "");
     assert_eq!((status, body.as_str()), (200, "ok\n"), "controller {id}");
-    let (status, metrics) = support::http(node.http, "GET", "/metrics", "");
-    assert_eq!(status, 200);
-    assert!(metrics.contains("\nmetadata_voters 3\n"), "{metrics}");
-    assert!(metrics.contains("\nmetadata_observers 3\n"), "{metrics}");
+    // Its own view of the quorum catches up with the leader's.
+    wait_for(
+        "the controller sees 3 voters and 3 observers",
+        Duration::from_secs(10),
+        || {
+            let (status, metrics) = support::http(node.http, "GET", "/metrics", "");
+            status == 200
+                && metrics.contains("\nmetadata_voters 3\n")
+                && metrics.contains("\nmetadata_observers 3\n")
+        },
+    );
     let (status, body) = support::http(node.http, "GET", "/v1/topics", "");
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("controller only"), "{body}");
@@ -152,8 +159,9 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
     });
     cluster.cli_ok(&["cluster", "add-voter", "7"]);
     cluster.cli_ok(&["cluster", "remove-voter", "6"]);
-    let rebuilt = quorum(&cluster);
-    assert!(rebuilt.contains("voters [4, 5, 7]"), "{rebuilt}");
+    wait_for("the quorum rebuilt", Duration::from_secs(10), || {
+        quorum(&cluster).contains("voters [4, 5, 7]")
+    });
 
     // With controller 4 lost too, controllers 5 and 7 still decide.
     cluster.kill9(4);
@@ -174,5 +182,28 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
         acked.len(),
         consumed.len(),
         quorum(&cluster)
+    );
+    // A controller stops on SIGTERM, cleanly (exit 0).
+    cluster.terminate(5);
+}
+
+#[test]
+fn a_brokers_data_directory_is_refused_as_a_controllers() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::with_controllers(root.path(), 1, 1, &FAST);
+    let leftover = cluster
+        .node(2)
+        .dir
+        .join("data")
+        .join("partitions")
+        .join("t-0");
+    std::fs::create_dir_all(&leftover).unwrap();
+    cluster.spawn(2);
+    let exited = cluster.wait_exit(2);
+    assert!(!exited.success(), "{exited}");
+    let log = std::fs::read_to_string(cluster.log_path(2)).unwrap();
+    assert!(
+        log.contains("this node was a broker; decommission it"),
+        "{log}"
     );
 }

@@ -145,7 +145,14 @@ pub fn quorum_tls(config: &BrokerConfig) -> std::io::Result<Option<QuorumTls>> {
         return Ok(None);
     }
     let (connector, acceptor) = read_quorum_tls(config).map_err(std::io::Error::other)?;
-    Ok(Some(QuorumTls::new(connector, acceptor)))
+    let tls = QuorumTls::new(connector, acceptor);
+    // A CA of the nodes' own signs no client: its certificates are proof
+    // enough, from any address (brokers and controllers joining from new
+    // machines).
+    match config.controller_ssl_ca_location {
+        Some(_) => Ok(Some(tls.from_any_address())),
+        None => Ok(Some(tls)),
+    }
 }
 
 /// Reads the quorum's TLS files: both sides, or why not.

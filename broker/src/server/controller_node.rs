@@ -96,6 +96,24 @@ async fn serve(node: ControllerNode) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Refuses a data directory with partition data: a broker's, whose
+/// replicas would be left unserved (decommission the broker first, then
+/// start it as a controller on an empty `partitions` directory).
+pub fn check_holds_no_partitions(config: &BrokerConfig) -> std::io::Result<()> {
+    let partitions = config.data_dir.join(crate::cluster::PARTITIONS_DIR);
+    let held = std::fs::read_dir(&partitions).map_or(0, |dir| dir.count());
+    if held == 0 {
+        return Ok(());
+    }
+    Err(std::io::Error::other(format!(
+        "process_roles = \"controller\" but {} holds partition data ({held} entries): this node \
+         was a broker; decommission it (broker cluster decommission {}), then remove that \
+         directory, before it runs as a controller only",
+        partitions.display(),
+        config.node_id
+    )))
+}
+
 /// Where the node's metadata listener is: its `controller_listen`, else
 /// its entry among the voters.
 fn metadata_listener(config: &BrokerConfig) -> std::io::Result<SocketAddr> {

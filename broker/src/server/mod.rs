@@ -188,6 +188,8 @@ fn run_controller_only(
     ready: mpsc::Sender<Listening>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
+    controller_node::check_holds_no_partitions(&config)?;
+    warn_about_open_doors(&config);
     let quorum_tls = crate::cluster::quorum::quorum_tls(&config)?;
     let tls = start_tls(&config, None, quorum_tls.clone())?;
     let node = controller_node::ControllerNode {

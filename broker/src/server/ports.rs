@@ -54,8 +54,10 @@ pub fn check_free(config: &BrokerConfig) -> std::io::Result<()> {
     listeners.push(("http_listen".into(), config.http_listen.clone()));
     let voters = config.voters().map_err(std::io::Error::other)?;
     let own = voters.get(&config.node_id).map(ToString::to_string);
-    // A voter's, or an observer's (set whenever it is not a voter).
-    if let Some(listen) = config.controller_listen.clone().or(own) {
+    // A voter's, or an observer's (set whenever it is not a voter); a
+    // broker alone binds none.
+    let listen = config.controller_listen.clone().or(own);
+    if let Some(listen) = listen.filter(|_| !voters.is_empty()) {
         listeners.push(("controller_listen".into(), listen));
     }
     let mut wanted = Vec::new();

@@ -335,6 +335,23 @@ impl Cluster {
         }
     }
 
+    /// Waits (at most 30 s) for node `id`'s process to exit by itself:
+    /// its status.
+    pub fn wait_exit(&mut self, id: i32) -> std::process::ExitStatus {
+        let mut child = self.node_mut(id).process.take().expect("running");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "node {id} still runs"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts broker `id` again and waits until it is registered.
     pub fn restart(&mut self, id: i32) {
         self.restart_all(&[id]);

@@ -24,6 +24,7 @@ const HANDSHAKE_MAX: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct QuorumTls {
     current: Arc<Mutex<(TlsConnector, TlsAcceptor)>>,
+    any_address: bool,
 }
 
 impl QuorumTls {
@@ -32,7 +33,24 @@ impl QuorumTls {
     pub fn new(connector: TlsConnector, acceptor: TlsAcceptor) -> QuorumTls {
         QuorumTls {
             current: Arc::new(Mutex::new((connector, acceptor))),
+            any_address: false,
         }
+    }
+
+    /// Takes connections from any address: the CA signs the cluster's
+    /// nodes only (a CA of their own, apart from the clients'), so a
+    /// certificate proves a member, and a node joining from a machine the
+    /// quorum does not know yet (a new broker, a replacement controller)
+    /// gets in. Without it, only known members' addresses may connect.
+    pub fn from_any_address(mut self) -> QuorumTls {
+        self.any_address = true;
+        self
+    }
+
+    /// Whether a connection from `peer` is refused before its handshake,
+    /// `members` being the addresses the quorum knows.
+    pub fn refuses(&self, peer: Option<SocketAddr>, members: &[std::net::IpAddr]) -> bool {
+        refused(self.any_address, peer, members)
     }
 
     /// Uses these from the next connection on.
@@ -47,6 +65,11 @@ impl QuorumTls {
     fn acceptor(&self) -> TlsAcceptor {
         self.current.lock().expect("quorum TLS").1.clone()
     }
+}
+
+/// [`QuorumTls::refuses`], without the certificates.
+fn refused(any_address: bool, peer: Option<SocketAddr>, members: &[std::net::IpAddr]) -> bool {
+    !any_address && peer.is_none_or(|p| !members.contains(&p.ip().to_canonical()))
 }
 
 impl std::fmt::Debug for QuorumTls {
@@ -143,5 +166,24 @@ impl AsyncWrite for Link {
             Link::Client(s) => Pin::new(s).poll_close(cx),
             Link::Server(s) => Pin::new(s).poll_close(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused;
+
+    #[test]
+    fn strangers_are_refused_unless_the_ca_is_the_clusters_own() {
+        let members = ["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
+        let from = |a: &str| Some(a.parse().unwrap());
+        assert!(!refused(false, from("10.0.0.1:5000"), &members));
+        assert!(
+            !refused(false, from("[::ffff:10.0.0.2]:5000"), &members),
+            "an IPv4-mapped peer is its IPv4 address"
+        );
+        assert!(refused(false, from("10.0.0.9:5000"), &members));
+        assert!(refused(false, None, &members), "no address: refused");
+        assert!(!refused(true, from("10.0.0.9:5000"), &members));
     }
 }

@@ -95,7 +95,8 @@ impl TcpTransport {
         let inbound_tx = Rc::new(inbound_tx);
         let readers = Rc::new(RefCell::new(Vec::new()));
         // With TLS, only the peers' addresses may connect (the CA may
-        // also sign Kafka clients' certificates).
+        // also sign Kafka clients' certificates), unless the CA is the
+        // cluster's own (`QuorumTls::from_any_address`).
         let allowed = Rc::new(RefCell::new(
             peers.values().map(|a| a.ip().to_canonical()).collect(),
         ));
@@ -207,9 +208,8 @@ async fn accept_loop(
         match listener.accept().await {
             Ok(stream) => {
                 let peer = stream.peer_addr().ok();
-                let stranger = tls.as_ref().is_some_and(|(_, allowed)| {
-                    peer.is_none_or(|p| !allowed.borrow().contains(&p.ip().to_canonical()))
-                });
+                let stranger = (tls.as_ref())
+                    .is_some_and(|(tls, allowed)| tls.refuses(peer, &allowed.borrow()));
                 if stranger {
                     tracing::warn!(
                         node = id,

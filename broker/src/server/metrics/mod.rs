@@ -466,7 +466,7 @@ pub fn render_controller_only(service: &control::service::MetadataService) -> St
     );
     page.gauge(
         "metadata_observers",
-        "observers of the metadata quorum (brokers that do not vote)",
+        "observers of the metadata quorum: members that follow its log without a vote",
         status.members.learners.len() as f64,
     );
     page.text

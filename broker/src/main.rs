@@ -34,13 +34,14 @@ fn serve(line: CommandLine) {
     std::process::exit(broker::process::serve(config));
 }
 
-/// Prints a subcommand's output, or its error and exit status 1.
-fn print_or_exit(outcome: Result<String, String>) {
+/// Prints a subcommand's output, or its failure in words with its exit
+/// status (1 refused, 3 unreachable: `cli::failure`).
+fn print_or_exit(outcome: Result<String, broker::cli::failure::Failure>) {
     match outcome {
         Ok(out) => print!("{out}"),
-        Err(e) => {
-            eprintln!("broker: {e}");
-            std::process::exit(1);
+        Err(failure) => {
+            eprintln!("broker: {}", failure.message);
+            std::process::exit(failure.exit_code);
         }
     }
 }

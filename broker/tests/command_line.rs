@@ -2,7 +2,10 @@
 //! subcommand (found by walking the command tree, so a new one is
 //! covered) answers `--help` with its usage, its flags and an example;
 //! a mistake exits 2 naming the flag; `completion` prints a script each
-//! shell can load.
+//! shell can load; a refusal names the thing, Kafka's error name and what
+//! to do, exiting 1, and a cluster out of reach exits 3.
+
+mod support;
 
 use std::process::{Command, Output};
 
@@ -119,5 +122,48 @@ fn the_bash_script_loads_in_bash() {
         loaded.status.success(),
         "{}",
         String::from_utf8_lossy(&loaded.stderr)
+    );
+}
+
+#[test]
+fn errors_are_in_words_with_kafkas_name_and_their_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = support::start_broker(dir.path());
+    let bootstrap = running.bootstrap();
+    for (args, says) in [
+        (
+            vec!["group", "describe", "nosuch"],
+            "broker: group 'nosuch' does not exist (GROUP_ID_NOT_FOUND); broker group list shows the groups",
+        ),
+        (
+            vec!["topic", "describe", "nosuch"],
+            "broker: topic 'nosuch' does not exist (UNKNOWN_TOPIC_OR_PARTITION); broker topic list shows the topics",
+        ),
+        (
+            vec!["topic", "delete", "nosuch"],
+            "broker: topic 'nosuch' does not exist (UNKNOWN_TOPIC_OR_PARTITION)",
+        ),
+    ] {
+        let out = broker(&[&args[..], &["--brokers", &bootstrap]].concat());
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {error}");
+        assert!(error.starts_with(says), "{args:?}: {error}");
+    }
+    let created = broker(&["topic", "create", "twice", "--brokers", &bootstrap]);
+    assert!(created.status.success(), "{created:?}");
+    let again = broker(&["topic", "create", "twice", "--brokers", &bootstrap]);
+    let error = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        error.starts_with("broker: topic 'twice' already exists (TOPIC_ALREADY_EXISTS)"),
+        "{error}"
+    );
+    // Nothing listens on this port: unreachable, exit 3.
+    let nobody = format!("127.0.0.1:{}", support::fixed_port());
+    let out = broker(&["topic", "list", "--brokers", &nobody]);
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{error}");
+    assert!(
+        error.starts_with("broker: cannot reach the cluster"),
+        "{error}"
     );
 }

@@ -85,7 +85,7 @@ fn create_topic(bootstrap: &str, name: &str, partitions: u32, replicas: u32) {
         "--replication-factor",
         &replicas,
     ];
-    topic_command(&args, bootstrap, "error code 36");
+    topic_command(&args, bootstrap, "(TOPIC_ALREADY_EXISTS)");
 }
 
 /// Produces `values` with acks=all through kcat; all must be delivered.
@@ -316,7 +316,11 @@ fn data_of_an_unknown_topic_is_kept_and_reported_and_a_committed_deletion_remove
             .count()
     };
     assert_eq!(doomed_dirs(), 1);
-    topic_command(&["delete", "doomed"], &broker.bootstrap(), "error code 3:");
+    topic_command(
+        &["delete", "doomed"],
+        &broker.bootstrap(),
+        "(UNKNOWN_TOPIC_OR_PARTITION)",
+    );
     eventually("the deleted topic's files removed", || doomed_dirs() == 0);
     assert!(partitions
         .read_dir()
@@ -348,7 +352,11 @@ fn a_broker_down_during_a_deletion_removes_the_files_when_a_snapshot_tells_it() 
     };
     eventually("broker 3 holds a replica", || dirs_on_3() == 1);
     cluster.kill9(3);
-    topic_command(&["delete", "gone"], &bootstrap, "error code 3:");
+    topic_command(
+        &["delete", "gone"],
+        &bootstrap,
+        "(UNKNOWN_TOPIC_OR_PARTITION)",
+    );
     // More changes than the interval: the others compact the deletion
     // away, so broker 3 can only learn of it from a snapshot.
     for i in 0..25 {

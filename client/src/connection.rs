@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
     SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::ResponseError;
 
 /// The longest a connection may take to be made, TLS handshake and
 /// version negotiation included.
@@ -52,6 +53,29 @@ pub enum ClientError {
     /// The broker answered with an error code and a message.
     #[error("broker error code {0}: {1}")]
     Refused(i16, String),
+}
+
+/// Kafka's name for an error code, as its tools print it:
+/// TRANSACTIONAL_ID_NOT_FOUND for 105, NONE for 0.
+pub fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_string(),
+        Some(ResponseError::Unknown(code)) => format!("UNKNOWN_ERROR_CODE_{code}"),
+        // The variants are Kafka's names in CamelCase.
+        Some(error) => screaming_snake(&format!("{error:?}")),
+    }
+}
+
+/// `TransactionalIdNotFound` as `TRANSACTIONAL_ID_NOT_FOUND`.
+fn screaming_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 /// A connection's byte stream: plain TCP, or TLS over it.

@@ -28,6 +28,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
+pub use crate::connection::error_name;
 use crate::connection::ClientError;
 
 /// A transaction as its coordinator lists it (ListTransactions).
@@ -104,29 +105,6 @@ const BACKOFF: Duration = Duration::from_millis(200);
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-/// Kafka's name for an error code, as its tools print it:
-/// TRANSACTIONAL_ID_NOT_FOUND for 105, NONE for 0.
-pub fn error_name(code: i16) -> String {
-    match ResponseError::try_from_code(code) {
-        None => "NONE".to_string(),
-        Some(ResponseError::Unknown(code)) => format!("UNKNOWN_ERROR_CODE_{code}"),
-        // The variants are Kafka's names in CamelCase.
-        Some(error) => screaming_snake(&format!("{error:?}")),
-    }
-}
-
-/// `TransactionalIdNotFound` as `TRANSACTIONAL_ID_NOT_FOUND`.
-fn screaming_snake(camel: &str) -> String {
-    let mut out = String::with_capacity(camel.len() + 8);
-    for (i, c) in camel.chars().enumerate() {
-        if i > 0 && c.is_ascii_uppercase() {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
 }
 
 /// A broker's error code as an error naming it, with the broker's message

@@ -215,6 +215,16 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// The group a command is about (`group 'billing'`), for its errors.
+pub fn subject(command: &GroupCommand) -> Option<String> {
+    match command {
+        GroupCommand::Describe(name)
+        | GroupCommand::Delete(name)
+        | GroupCommand::Reset { group: name, .. } => Some(format!("group '{name}'")),
+        GroupCommand::List => None,
+    }
+}
+
 /// Runs a group command; returns what to print.
 pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String, ClientError> {
     let mut out = String::new();

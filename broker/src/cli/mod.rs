@@ -9,6 +9,7 @@ pub mod acl;
 pub mod cluster;
 pub mod dump_log;
 pub mod dump_metadata;
+pub mod failure;
 pub mod group;
 pub mod move_plan;
 pub mod quota;
@@ -158,8 +159,8 @@ pub enum Command {
 pub enum Action {
     /// Run the broker with these flags.
     Serve(CommandLine),
-    /// Run an admin or offline command; what it prints.
-    Print(Result<String, String>),
+    /// Run an admin or offline command; what it prints, or its failure.
+    Print(Result<String, failure::Failure>),
 }
 
 impl Cli {
@@ -176,55 +177,61 @@ impl Cli {
 }
 
 /// Runs a command other than `serve`; what to print.
-fn run(command: Command) -> Result<String, String> {
+fn run(command: Command) -> Result<String, failure::Failure> {
     match command {
         Command::Serve(_) => unreachable!("serve is not run here"),
         Command::Topic { command, target } => target
             .target()?
-            .run(|c| async move { topic::execute(&c, command).await }),
+            .run(topic::subject(&command), |c| async move {
+                topic::execute(&c, command).await
+            }),
         Command::Cluster { command, target } => target
             .target()?
-            .run(|c| async move { cluster::execute(&c, command).await }),
+            .run(None, |c| async move { cluster::execute(&c, command).await }),
         Command::Group { command, target } => {
             let command = command.command();
             target
                 .target()?
-                .run(|c| async move { group::execute(&c, command).await })
+                .run(group::subject(&command), |c| async move {
+                    group::execute(&c, command).await
+                })
         }
         Command::ShareGroup { command, target } => target
             .target()?
-            .run(|c| async move { share_group::execute(&c, command).await }),
+            .run(share_group::subject(&command), |c| async move {
+                share_group::execute(&c, command).await
+            }),
         Command::User { command, target } => {
             let command = command.command()?;
             target
                 .target()?
-                .run(|c| async move { user::execute(&c, command).await })
+                .run(None, |c| async move { user::execute(&c, command).await })
         }
         Command::Acl { command, target } => {
             let command = command.command()?;
             target
                 .target()?
-                .run(|c| async move { acl::execute(&c, command).await })
+                .run(None, |c| async move { acl::execute(&c, command).await })
         }
         Command::Quota { command, target } => {
             let command = command.command()?;
             target
                 .target()?
-                .run(|c| async move { quota::execute(&c, command).await })
+                .run(None, |c| async move { quota::execute(&c, command).await })
         }
         Command::Txn { command, target } => {
             let command = command.command()?;
             target
                 .target()?
-                .run(|c| async move { txn::execute(&c, command).await })
+                .run(None, |c| async move { txn::execute(&c, command).await })
         }
-        Command::DumpLog { partition_dir } => dump_log::run(partition_dir),
-        Command::DumpMetadata { metadata_dir } => dump_metadata::run(metadata_dir),
+        Command::DumpLog { partition_dir } => Ok(dump_log::run(partition_dir)?),
+        Command::DumpMetadata { metadata_dir } => Ok(dump_metadata::run(metadata_dir)?),
         Command::Completion { shell } => {
             let mut script = Vec::new();
             let mut cli = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cli, "broker", &mut script);
-            String::from_utf8(script).map_err(|e| e.to_string())
+            Ok(String::from_utf8(script).map_err(|e| e.to_string())?)
         }
     }
 }

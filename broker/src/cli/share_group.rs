@@ -52,6 +52,17 @@ pub enum ShareGroupArgs {
     },
 }
 
+/// The share group a command is about, for its errors.
+pub fn subject(command: &ShareGroupArgs) -> Option<String> {
+    match command {
+        ShareGroupArgs::Describe { name }
+        | ShareGroupArgs::DeleteOffsets { name, .. }
+        | ShareGroupArgs::Delete { name } => Some(format!("share group '{name}'")),
+        ShareGroupArgs::ResetOffsets(args) => Some(format!("share group '{}'", args.name)),
+        ShareGroupArgs::List => None,
+    }
+}
+
 /// Runs a `broker share-group` command; what it prints.
 pub async fn execute(cluster: &Cluster, command: ShareGroupArgs) -> Result<String, ClientError> {
     let mut out = String::new();

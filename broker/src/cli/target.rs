@@ -3,6 +3,7 @@
 //! and the librdkafka-named `--ssl-*` and `--sasl-*` flags), and the
 //! executor the command runs on.
 
+use super::failure::Failure;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -114,14 +115,18 @@ impl TargetArgs {
 
 impl Target {
     /// Runs `work` against the cluster at this target, on an executor of
-    /// its own; returns what to print.
-    pub fn run<F, Fut>(&self, work: F) -> Result<String, String>
+    /// its own; returns what to print, or the failure in words (about
+    /// `subject`, the thing the command names, if any).
+    pub fn run<F, Fut>(&self, subject: Option<String>, work: F) -> Result<String, Failure>
     where
         F: FnOnce(Rc<Cluster>) -> Fut + 'static,
         Fut: std::future::Future<Output = Result<String, client::connection::ClientError>>,
     {
         let brokers = &self.brokers;
-        let address = resolve(brokers).map_err(|e| format!("{brokers}: {e}"))?;
+        let address = resolve(brokers).map_err(|e| Failure {
+            message: format!("cannot reach the cluster: --brokers {brokers}: {e}"),
+            exit_code: super::failure::EXIT_UNREACHABLE,
+        })?;
         let tls = match &self.tls {
             None => None,
             Some((ca, identity)) => {
@@ -139,7 +144,9 @@ impl Target {
             .map_err(|e| format!("cannot start an executor: {e}"))?
             .run(async move {
                 let cluster = Cluster::with_security(address, "broker-admin", security);
-                work(cluster).await.map_err(|e| e.to_string())
+                work(cluster)
+                    .await
+                    .map_err(|e| super::failure::explain(subject.as_deref(), &e))
             })
     }
 }

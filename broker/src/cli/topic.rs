@@ -121,6 +121,21 @@ fn key_value(pair: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// The topic a command is about (`topic 'orders'`), for its errors.
+pub fn subject(command: &TopicCommand) -> Option<String> {
+    use TopicCommand as C;
+    match command {
+        C::Create { name, .. }
+        | C::Describe { name }
+        | C::DescribeProducers { name }
+        | C::Alter { name, .. }
+        | C::AddPartitions { name, .. }
+        | C::Reassign { name, .. }
+        | C::Delete { name } => Some(format!("topic '{name}'")),
+        C::List | C::Reassignments => None,
+    }
+}
+
 /// Runs a topic command; what to print.
 pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String, ClientError> {
     let mut out = String::new();

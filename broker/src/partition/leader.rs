@@ -98,8 +98,11 @@ fn ack_error_code(error: AckError) -> Code {
     }
 }
 
-/// Waits until the high watermark passes `last_offset` in leader epoch
-/// `epoch` (acks=all on a replicated partition), at most `timeout`.
+/// Waits until the high watermark passes `last_offset`, appended in leader
+/// epoch `epoch` (acks=all on a replicated partition), at most `timeout`.
+/// A leadership that goes on unbroken into a later epoch still answers
+/// (its log holds the batch; Kafka's leader keeps such waits too); one
+/// deposed in between does not, whatever it leads now.
 pub async fn wait_acknowledged(
     partition: &OpenPartition,
     epoch: LeaderEpoch,
@@ -111,7 +114,7 @@ pub async fn wait_acknowledged(
     loop {
         advance_high_watermark(partition);
         let state = match &*partition.role.borrow() {
-            Role::Leader(leading) if leading.state.epoch() == epoch => {
+            Role::Leader(leading) if leading.led_since <= epoch => {
                 leading.state.ack_state(last_offset, min_insync)
             }
             // Deposed while waiting: the client retries on the new leader.

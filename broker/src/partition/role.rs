@@ -35,6 +35,11 @@ pub struct Leading {
     pub fsync_before_ack: bool,
     /// An ISR change asked of the controller and not yet answered.
     pub isr_change_in_flight: bool,
+    /// The epoch this broker's unbroken leadership began in. A leadership
+    /// that goes on into a later epoch (a finished move that removed
+    /// replicas bumps it) keeps its log as it was: what it appended in an
+    /// earlier epoch of it is still there to acknowledge.
+    pub led_since: LeaderEpoch,
 }
 
 impl Role {

@@ -190,7 +190,15 @@ fn assign_role(
                 take_committed_isr(partitions, partition, leading, &topic.name, isr) || moved
             }
             (_, Some(leader)) if leader == me => {
-                *role = Role::Leader(Box::new(lead(partitions, partition, topic, meta, isr)));
+                let led_since = match &*role {
+                    Role::Leader(going_on) => going_on.led_since,
+                    _ => epoch,
+                };
+                let leading = lead(partitions, partition, topic, meta, isr);
+                *role = Role::Leader(Box::new(Leading {
+                    led_since,
+                    ..leading
+                }));
                 true
             }
             (Role::Follower { leader, epoch: e }, Some(new)) if *leader == new && *e == epoch => {
@@ -269,6 +277,7 @@ fn lead(
         replicated: meta.replicas.len() > 1,
         fsync_before_ack: topic.config.fsync_before_ack,
         isr_change_in_flight: false,
+        led_since: epoch,
     }
 }
 

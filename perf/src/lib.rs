@@ -6,3 +6,4 @@
 pub mod chart;
 pub mod dashboard;
 pub mod hlog;
+pub mod phases;

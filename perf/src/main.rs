@@ -39,6 +39,11 @@ struct Cli {
     /// The dashboard to write.
     #[arg(long, value_name = "FILE.html", required = true)]
     out: Option<PathBuf>,
+    /// Also print each log's latency in these spans of the run, as
+    /// name:from-to in seconds since its first interval, separated by
+    /// commas (e.g. before:0-10,move:10-25,after:25-40).
+    #[arg(long, value_name = "SPANS")]
+    phases: Option<String>,
     /// Interval logs as loadgen writes them (NAME-produce.hlog, NAME-e2e.hlog), one run each.
     #[arg(value_name = "LOG.hlog", required = true)]
     logs: Vec<PathBuf>,
@@ -67,6 +72,7 @@ fn run(cli: Cli) -> Result<(), String> {
     // clap requires --out unless --completion, which main has handled.
     let out = cli.out.ok_or("--out is required")?;
     let notes = read_notes(cli.notes.as_deref())?;
+    let phases = cli.phases.as_deref().map(perf::phases::parse).transpose()?;
     let series = cli
         .logs
         .iter()
@@ -77,6 +83,9 @@ fn run(cli: Cli) -> Result<(), String> {
     if let Some(svg) = cli.svg {
         std::fs::write(&svg, perf::dashboard::percentile_chart(&series))
             .map_err(|e| format!("{}: {e}", svg.display()))?;
+    }
+    if let Some(phases) = phases {
+        print!("{}", perf::phases::table(&series, &phases));
     }
     println!("wrote {} ({} runs)", out.display(), series.len());
     Ok(())
@@ -106,7 +115,7 @@ mod tests {
         assert_eq!(cli.out, Some(PathBuf::from("o")));
         assert_eq!(cli.svg, Some(PathBuf::from("s")));
         assert_eq!(cli.logs, [PathBuf::from("a"), PathBuf::from("b")]);
-        assert!(cli.notes.is_none() && cli.completion.is_none());
+        assert!(cli.notes.is_none() && cli.completion.is_none() && cli.phases.is_none());
         let defaults = parse(&["--out", "o", "a"]).unwrap();
         assert_eq!(defaults.title, "loadgen runs");
         // As before clap, a flag given twice takes its last value.

@@ -18,6 +18,8 @@ struct Contents {
     live: Vec<u8>,
     /// What survives a crash: the live bytes as of the last fdatasync.
     durable: Vec<u8>,
+    /// Byte ranges of the writes in flight.
+    writing: Vec<(u64, u64)>,
 }
 
 #[derive(Default, Debug)]
@@ -150,11 +152,42 @@ pub async fn yield_once() {
     .await
 }
 
+/// A write's range while it is in flight (also when its future is dropped).
+struct InFlight<'a> {
+    contents: &'a RefCell<Contents>,
+    range: (u64, u64),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let range = self.range;
+        self.contents.borrow_mut().writing.retain(|r| *r != range);
+    }
+}
+
 impl DirectFile for MemFile {
     type Buf = Vec<u8>;
 
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<()> {
+        // Two direct writes of one block in flight at once land in either
+        // order on a real disk: the log must never issue them.
+        let range = (pos, pos + buf.len() as u64);
+        {
+            let mut c = self.contents.borrow_mut();
+            if c.writing.iter().any(|(s, e)| *s < range.1 && range.0 < *e) {
+                return Err(io::Error::other(format!(
+                    "overlapping direct writes in flight: {range:?} and {:?}",
+                    c.writing
+                )));
+            }
+            c.writing.push(range);
+        }
+        let in_flight = InFlight {
+            contents: &self.contents,
+            range,
+        };
         yield_once().await;
+        drop(in_flight);
         self.fs.check_fault()?;
         if pos % BLOCK_BYTES as u64 != 0 || buf.len() % BLOCK_BYTES != 0 {
             return Err(io::Error::new(

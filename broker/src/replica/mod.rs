@@ -135,7 +135,7 @@ async fn remove_unassigned(partitions: &Partitions) {
         let dir = table.partition_dir(&topic, key.index);
         let removing = dir.clone();
         let removed = glommio::executor()
-            .spawn_blocking(move || std::fs::remove_dir_all(&removing))
+            .spawn_blocking(move || crate::partition::dirs::remove_gradually(&removing))
             .await;
         match removed {
             Ok(()) => {
@@ -271,7 +271,12 @@ fn lead(
         monotonic_ms(),
         partitions.cluster.config.replica_lag_time_max_ms,
     );
-    tracing::info!(topic = %topic.name, partition = ?log.dir().file_name(), epoch = epoch.0, log_end = log.log_end().0, "leading");
+    let index = log
+        .dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let partition = index.as_deref().unwrap_or("?");
+    tracing::info!(topic = %topic.name, partition, epoch = epoch.0, log_end = log.log_end().0, "leading");
     Leading {
         state,
         replicated: meta.replicas.len() > 1,

@@ -230,6 +230,23 @@ fn every_endpoint_with_its_refusals() {
         call(http, "DELETE", "/topics/__consumer_offsets", None).0,
         400
     );
+    // Refusals carry sentences, never internal names.
+    let (status, refused) = call(
+        http,
+        "POST",
+        "/consumer-groups/g/join",
+        Some(r#"{"consumer_id":"c","topics":["orders"],"session_timeout_ms":1}"#),
+    );
+    assert_eq!(
+        (status, refused["error_code"].clone()),
+        (400, json!(26)),
+        "{refused}"
+    );
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("the session timeout is outside"),
+        "{refused}"
+    );
     // The broker still serves Kafka clients after all that.
     let listed = Command::new("kcat")
         .args(["-L", "-b", &broker.bootstrap()])

@@ -164,6 +164,22 @@ fn http_members_share_a_topic_rebalance_commit_and_leave() {
         let (status, answer) = call(http, "POST", "/consumer-groups/workers/commit", Some(&body));
         assert_eq!(status, 200, "{answer}");
     }
+    // The offsets topic exists now; it takes no records from clients,
+    // and the refusal says so in words.
+    let record = json!({"records": [{"value": "eA=="}]});
+    let path = "/topics/__consumer_offsets/messages";
+    let (status, refused) = call(http, "POST", path, Some(&record));
+    let answer = &refused["offsets"][0];
+    assert_eq!(
+        (status, answer["error_code"].clone()),
+        (400, json!(17)),
+        "{refused}"
+    );
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("the topic takes no records from clients"),
+        "{refused}"
+    );
     seen.sort();
     let mut produced: Vec<String> = (0..100).map(|i| format!("payload-{i}")).collect();
     produced.sort();

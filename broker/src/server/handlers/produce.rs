@@ -396,8 +396,7 @@ fn partition_response(
         entry = entry.with_log_start_offset(log_start);
     }
     if version >= 8 && error != 0 {
-        entry =
-            entry.with_error_message(Some(StrBytes::from_string(error_text(error).to_string())));
+        entry = entry.with_error_message(Some(StrBytes::from_string(error_text(error))));
     }
     entry
 }

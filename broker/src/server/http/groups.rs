@@ -85,8 +85,7 @@ fn refused(code: Code) -> HttpResponse {
         Some(ResponseError::FencedInstanceId) => {
             "another member with this consumer_id took over".into()
         }
-        Some(e) => format!("{e:?}"),
-        None => format!("error {code}"),
+        _ => crate::kafka::error_text(code),
     };
     HttpResponse::error(status_for(code), code, message)
 }

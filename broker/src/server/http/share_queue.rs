@@ -415,7 +415,6 @@ fn error_text(code: Code) -> String {
         }
         Some(ResponseError::InvalidRequest) => "not a receipt (partition:offset:delivery)".into(),
         Some(ResponseError::NotLeaderOrFollower) => "the partition is not led by this broker".into(),
-        Some(other) => format!("{other:?}"),
-        None => format!("error {code}"),
+        _ => crate::kafka::error_text(code),
     }
 }

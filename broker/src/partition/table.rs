@@ -254,7 +254,7 @@ impl PartitionTable {
         let open: Vec<_> = self.open.borrow_mut().drain().collect();
         for (key, partition) in open {
             if let Err(e) = partition.log.close().await {
-                tracing::error!(topic = ?key.topic, partition = key.index, error = %e, "closing a partition log failed");
+                tracing::error!(topic = %key.topic, partition = key.index, error = %e, "closing a partition log failed");
             }
         }
     }

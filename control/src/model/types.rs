@@ -47,15 +47,23 @@ id_type!(
 );
 
 /// A topic's UUID (Kafka's topic id), chosen by the proposer of its creation.
-#[derive(
-    Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
-)]
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[rkyv(derive(Debug, PartialEq, Eq, PartialOrd, Ord))]
 pub struct TopicId(pub [u8; 16]);
 
 impl fmt::Display for TopicId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_uuid(f, &self.0)
+    }
+}
+
+/// As a UUID in logs and debug output too (`TopicId(b96a...)`), not 16
+/// bytes in decimal.
+impl fmt::Debug for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TopicId(")?;
+        write_uuid(f, &self.0)?;
+        f.write_str(")")
     }
 }
 

@@ -13,28 +13,55 @@ use control::{BrokerId, Metadata, Topic, TopicId};
 const REMOVAL_STEP_BYTES: u64 = 64 << 20;
 /// The pause after each step.
 const REMOVAL_PAUSE: Duration = Duration::from_millis(10);
+/// A partition directory set aside for removal ends with this: never a
+/// partition's (its name is its index), so nothing opens it again, and
+/// the start-up sweep finishes what a stop interrupted.
+pub const REMOVING_SUFFIX: &str = ".removing";
 
-/// Removes a partition's directory, each of its files shrunk a step at a
+/// Sets a partition's directory aside (a rename: quick, on the same file
+/// system) and removes it gradually on a thread of its own, so neither the
+/// shard nor its blocking thread waits for it. A partition opened there
+/// again meanwhile starts a new directory.
+pub fn remove_in_background(dir: &Path) -> std::io::Result<()> {
+    let mut aside = dir.as_os_str().to_owned();
+    aside.push(REMOVING_SUFFIX);
+    let aside = PathBuf::from(aside);
+    std::fs::rename(dir, &aside)?;
+    std::thread::Builder::new()
+        .name("partition-removal".into())
+        .spawn(move || remove_gradually(&aside))?;
+    Ok(())
+}
+
+/// Removes a set-aside directory, each of its files shrunk a step at a
 /// time before it goes. Unlinking a large file frees all its blocks in one
 /// file-system transaction, and every fdatasync on the disk waited for it:
 /// removing a moved replica's 870 MB stalled the producers of the brokers
 /// sharing that disk for half a second (scripts/bench-reassign.sh).
-/// Blocking: run it off the shard.
-pub fn remove_gradually(dir: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if !entry.file_type()?.is_file() {
+/// Shrinking is best effort (a file it cannot open for writing is removed
+/// whole); blocking, on a thread of its own.
+fn remove_gradually(dir: &Path) {
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for entry in files.filter(|e| e.file_type().is_ok_and(|t| t.is_file())) {
+        let Ok(file) = std::fs::OpenOptions::new().write(true).open(entry.path()) else {
             continue;
-        }
-        let file = std::fs::OpenOptions::new().write(true).open(entry.path())?;
-        let mut len = file.metadata()?.len();
+        };
+        let mut len = file.metadata().map_or(0, |m| m.len());
         while len > REMOVAL_STEP_BYTES {
             len -= REMOVAL_STEP_BYTES;
-            file.set_len(len)?;
+            if file.set_len(len).is_err() {
+                break;
+            }
             std::thread::sleep(REMOVAL_PAUSE);
         }
     }
-    std::fs::remove_dir_all(dir)
+    match std::fs::remove_dir_all(dir) {
+        // Gone already: its topic was deleted meanwhile, directory and all.
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing a partition directory set aside failed");
+        }
+        _ => {}
+    }
 }
 
 /// The directory of a topic's partitions under `root`.
@@ -117,7 +144,14 @@ pub fn remove_unassigned_partition_dirs(
             continue;
         };
         for partition_dir in partitions.flatten() {
-            let index = partition_dir.file_name().to_string_lossy().parse::<usize>();
+            let name = partition_dir.file_name().to_string_lossy().to_string();
+            if name.ends_with(REMOVING_SUFFIX) {
+                // Set aside by a removal a stop interrupted.
+                remove_gradually(&partition_dir.path());
+                removed.push(partition_dir.path());
+                continue;
+            }
+            let index = name.parse::<usize>();
             let held = index
                 .ok()
                 .and_then(|i| topic.partitions.get(i))
@@ -168,17 +202,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_directory_is_removed_a_step_at_a_time_whole() {
+    fn a_directory_is_set_aside_at_once_and_removed_a_step_at_a_time() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("orders.00").join("0");
         std::fs::create_dir_all(dir.join("nested")).unwrap();
-        // Sparse: 3.5 steps long, written only at its end.
+        // Sparse: 3.5 steps long.
         let big = std::fs::File::create(dir.join("00000000000000000000.log")).unwrap();
         big.set_len(REMOVAL_STEP_BYTES * 7 / 2).unwrap();
         std::fs::write(dir.join("leader-epoch-checkpoint"), b"0\n").unwrap();
         std::fs::write(dir.join("nested").join("x"), b"x").unwrap();
-        remove_gradually(&dir).unwrap();
-        assert!(!dir.exists());
+        remove_in_background(&dir).unwrap();
+        assert!(!dir.exists(), "set aside at once");
+        let aside = root
+            .path()
+            .join("orders.00")
+            .join(format!("0{REMOVING_SUFFIX}"));
+        let started = std::time::Instant::now();
+        while aside.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "removed by its thread"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(
             root.path().join("orders.00").exists(),
             "only the partition's directory"

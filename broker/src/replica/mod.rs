@@ -135,11 +135,11 @@ async fn remove_unassigned(partitions: &Partitions) {
         let dir = table.partition_dir(&topic, key.index);
         let removing = dir.clone();
         let removed = glommio::executor()
-            .spawn_blocking(move || crate::partition::dirs::remove_gradually(&removing))
+            .spawn_blocking(move || crate::partition::dirs::remove_in_background(&removing))
             .await;
         match removed {
             Ok(()) => {
-                tracing::info!(topic = %topic.name, partition = key.index, "replica moved away: its files are removed")
+                tracing::info!(topic = %topic.name, partition = key.index, "replica moved away: its files are set aside and removed in the background")
             }
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "removing a replica moved away failed")

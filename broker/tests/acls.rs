@@ -281,16 +281,28 @@ fn a_user_gets_what_its_acls_allow_and_nothing_else() {
     // Admin calls: TOPIC_AUTHORIZATION_FAILED (29) for topics,
     // CLUSTER_AUTHORIZATION_FAILED (31) for users and ACLs.
     for (args, code) in [
-        (&["topic", "create", "mine"][..], "code 29"),
-        (&["topic", "delete", "orders"], "code 29"),
-        (&["user", "list"], "code 31"),
-        (&["acl", "list"], "code 31"),
-        (&["user", "create", "eve", "--password", "x"], "code 31"),
+        (
+            &["topic", "create", "mine"][..],
+            "(TOPIC_AUTHORIZATION_FAILED)",
+        ),
+        (
+            &["topic", "delete", "orders"],
+            "(TOPIC_AUTHORIZATION_FAILED)",
+        ),
+        (&["user", "list"], "(CLUSTER_AUTHORIZATION_FAILED)"),
+        (&["acl", "list"], "(CLUSTER_AUTHORIZATION_FAILED)"),
+        (
+            &["user", "create", "eve", "--password", "x"],
+            "(CLUSTER_AUTHORIZATION_FAILED)",
+        ),
         (
             &["topic", "alter", "orders", "--config", "retention.ms=1000"],
-            "code 29",
+            "(TOPIC_AUTHORIZATION_FAILED)",
         ),
-        (&["group", "delete", "billing"], "code 30"),
+        (
+            &["group", "delete", "billing"],
+            "(GROUP_AUTHORIZATION_FAILED)",
+        ),
     ] {
         let out = cli(&bootstrap, alice, args);
         assert!(!out.status.success(), "alice ran {args:?}: {out:?}");

@@ -157,6 +157,16 @@ fn errors_are_in_words_with_kafkas_name_and_their_exit_status() {
         error.starts_with("broker: topic 'twice' already exists (TOPIC_ALREADY_EXISTS)"),
         "{error}"
     );
+    // Flags that go together, a --brokers that is no host:port: the
+    // command line is wrong, exit 2 (as clap's own usage errors).
+    for args in [
+        vec!["topic", "list", "--sasl-mechanism", "PLAIN"],
+        vec!["topic", "list", "--brokers", "nonsense"],
+    ] {
+        let out = broker(&args);
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {error}");
+    }
     // Nothing listens on this port: unreachable, exit 3.
     let nobody = format!("127.0.0.1:{}", support::fixed_port());
     let out = broker(&["topic", "list", "--brokers", &nobody]);

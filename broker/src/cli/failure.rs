@@ -14,6 +14,8 @@ use kafka_protocol::ResponseError;
 
 /// The cluster refused or failed the request.
 pub const EXIT_REFUSED: i32 = 1;
+/// The command line is wrong (as clap's usage errors).
+pub const EXIT_USAGE: i32 = 2;
 /// The cluster could not be reached (no connection, no answer).
 pub const EXIT_UNREACHABLE: i32 = 3;
 
@@ -35,12 +37,27 @@ impl From<String> for Failure {
     }
 }
 
+/// A mistake in the command line that clap could not see (flags that go
+/// together, a value that does not parse): exit 2.
+pub fn usage(message: String) -> Failure {
+    Failure {
+        message,
+        exit_code: EXIT_USAGE,
+    }
+}
+
 /// The words for `error` from a command about `subject` (`group
 /// 'billing'`, if the command names one).
 pub fn explain(subject: Option<&str>, error: &ClientError) -> Failure {
     let (code, detail) = match error {
         ClientError::Broker(code) => (*code, None),
         ClientError::Refused(code, detail) => (*code, Some(detail.as_str())),
+        // rustls reports a failed handshake as invalid data.
+        ClientError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Failure::from(format!(
+                "TLS with the cluster failed: {e} (check --ssl-ca-location and the certificates)"
+            ))
+        }
         ClientError::Io(e) => {
             return Failure {
                 message: format!(
@@ -51,17 +68,24 @@ pub fn explain(subject: Option<&str>, error: &ClientError) -> Failure {
         }
         other => return Failure::from(other.to_string()),
     };
-    let (what, todo) = words(code);
-    let about = subject.unwrap_or("the request");
-    let mut message = format!("{about} {what} ({})", error_name(code));
-    // A message may start with the name already (`named_error`).
     let name = error_name(code);
-    let detail = detail.map(|d| d.strip_prefix(name.as_str()).unwrap_or(d));
-    let detail = detail.map(|d| d.trim_start_matches(':').trim());
+    let words = words(code, subject);
+    let mut message = match subject {
+        Some(subject) => format!("{subject} {} ({name})", words.what),
+        None if words.about_the_request => format!("the request {} ({name})", words.what),
+        None => format!("the cluster refused the request ({name})"),
+    };
+    // A message may carry the name already (`named_error`, `id: NAME`).
+    let detail = detail.map(|d| {
+        d.replace(&format!("{name}: "), "")
+            .replace(&format!(": {name}"), "")
+            .replace(&name, "")
+    });
+    let detail = detail.as_deref().map(|d| d.trim().trim_matches(':').trim());
     if let Some(detail) = detail.filter(|d| !d.is_empty()) {
         message.push_str(&format!(": {detail}"));
     }
-    if let Some(todo) = todo {
+    if let Some(todo) = words.todo {
         message.push_str(&format!("; {todo}"));
     }
     let exit_code = match ResponseError::try_from_code(code) {
@@ -71,46 +95,70 @@ pub fn explain(subject: Option<&str>, error: &ClientError) -> Failure {
     Failure { message, exit_code }
 }
 
-/// What an error code means, after the thing it is about, and what to do.
-fn words(code: i16) -> (&'static str, Option<&'static str>) {
+/// What an error code means after the thing it is about, and what to do.
+struct Words {
+    what: &'static str,
+    todo: Option<&'static str>,
+    /// Whether `what` reads right after "the request" when the command
+    /// names no thing (else: "the cluster refused the request").
+    about_the_request: bool,
+}
+
+/// The words for `code`, after `subject` (if the command names one).
+fn words(code: i16, subject: Option<&str>) -> Words {
     use ResponseError as E;
+    let thing = |what, todo| Words {
+        what,
+        todo,
+        about_the_request: false,
+    };
+    let request = |what, todo| Words {
+        what,
+        todo,
+        about_the_request: true,
+    };
     let Some(error) = ResponseError::try_from_code(code) else {
-        return ("failed without an error code", None);
+        return request("failed without an error code", None);
     };
     match error {
-        E::UnknownTopicOrPartition => {
-            ("does not exist", Some("broker topic list shows the topics"))
+        E::UnknownTopicOrPartition if subject.is_some_and(|s| s.starts_with("topic ")) => {
+            thing("does not exist", Some("broker topic list shows the topics"))
         }
-        E::GroupIdNotFound => (
+        E::UnknownTopicOrPartition => request(
+            "names a topic or partition that does not exist",
+            Some("broker topic list shows the topics"),
+        ),
+        E::GroupIdNotFound => thing(
             "does not exist",
             Some("broker group list shows the groups (share groups: broker share-group list)"),
         ),
-        E::TopicAlreadyExists => ("already exists", Some("broker topic describe shows it")),
-        E::NonEmptyGroup => (
+        E::TopicAlreadyExists => thing("already exists", Some("broker topic describe shows it")),
+        E::NonEmptyGroup => thing(
             "still has members",
             Some("stop its consumers first, then ask again"),
         ),
-        E::InvalidPartitions => ("cannot have that many partitions", None),
-        E::InvalidReplicationFactor => (
+        E::InvalidPartitions => thing("cannot have that many partitions", None),
+        E::InvalidReplicationFactor => thing(
             "cannot have that replication factor",
             Some("it needs at least that many live brokers (broker cluster status)"),
         ),
-        E::InvalidConfig => ("was given a setting the broker refuses", None),
-        E::InvalidRequest => ("was refused as invalid", None),
-        E::PolicyViolation => ("was refused by the broker's policy", None),
+        E::InvalidConfig => thing("was given a setting the broker refuses", None),
+        E::InvalidRequest => request("was refused as invalid", None),
+        E::PolicyViolation => request("was refused by the broker's policy", None),
         E::TopicAuthorizationFailed
         | E::GroupAuthorizationFailed
         | E::ClusterAuthorizationFailed
         | E::TransactionalIdAuthorizationFailed
-        | E::DelegationTokenAuthorizationFailed => (
+        | E::DelegationTokenAuthorizationFailed => request(
             "is not allowed to this user",
             Some("an administrator grants it with broker acl add (docs/security.md)"),
         ),
-        E::SaslAuthenticationFailed => (
-            "could not log in",
-            Some("check --sasl-mechanism, --sasl-username and BROKER_SASL_PASSWORD"),
-        ),
-        E::RequestTimedOut => (
+        E::SaslAuthenticationFailed => Words {
+            what: "could not log in",
+            todo: Some("check --sasl-mechanism, --sasl-username and BROKER_SASL_PASSWORD"),
+            about_the_request: false,
+        },
+        E::RequestTimedOut => request(
             "got no answer in time",
             Some("ask again; broker cluster status shows whether the quorum has a leader"),
         ),
@@ -119,22 +167,22 @@ fn words(code: i16) -> (&'static str, Option<&'static str>) {
         | E::CoordinatorLoadInProgress
         | E::LeaderNotAvailable
         | E::NotLeaderOrFollower
-        | E::BrokerNotAvailable => (
+        | E::BrokerNotAvailable => request(
             "cannot be served right now",
             Some("ask again in a moment (a leader or coordinator is moving)"),
         ),
-        E::UnsupportedVersion => (
+        E::UnsupportedVersion => request(
             "needs a request version the broker does not serve",
             Some("use a broker of the same release as this command"),
         ),
-        E::NoReassignmentInProgress => ("is not being reassigned", None),
-        E::ReassignmentInProgress => (
+        E::NoReassignmentInProgress => thing("is not being reassigned", None),
+        E::ReassignmentInProgress => thing(
             "is being reassigned already",
             Some("broker topic reassignments shows the moves; cancel one with --cancel"),
         ),
-        E::TransactionalIdNotFound => ("does not exist", Some("broker txn list shows them")),
-        E::InvalidTxnState => ("is in no state for that", None),
-        _ => ("was refused", None),
+        E::TransactionalIdNotFound => thing("does not exist", Some("broker txn list shows them")),
+        E::InvalidTxnState => thing("is in no state for that", None),
+        _ => request("was refused", None),
     }
 }
 
@@ -175,7 +223,33 @@ mod tests {
         );
         assert_eq!(
             named.message,
-            "the request is in no state for that (INVALID_TXN_STATE): no open transaction"
+            "the cluster refused the request (INVALID_TXN_STATE): no open transaction"
+        );
+        let doubled = explain(
+            None,
+            &ClientError::Refused(105, "nosuch: TRANSACTIONAL_ID_NOT_FOUND".into()),
+        );
+        assert_eq!(
+            doubled.message,
+            "the cluster refused the request (TRANSACTIONAL_ID_NOT_FOUND): nosuch; broker txn \
+             list shows them"
+        );
+        let elsewhere = explain(Some("group 'g'"), &ClientError::Broker(3));
+        assert!(
+            elsewhere.message.starts_with(
+                "group 'g' names a topic or partition that does not exist \
+                 (UNKNOWN_TOPIC_OR_PARTITION)"
+            ),
+            "{elsewhere:?}"
+        );
+        let tls = explain(
+            None,
+            &ClientError::Io(std::io::ErrorKind::InvalidData.into()),
+        );
+        assert_eq!(tls.exit_code, EXIT_REFUSED);
+        assert!(
+            tls.message.starts_with("TLS with the cluster failed"),
+            "{tls:?}"
         );
         let down = explain(
             None,

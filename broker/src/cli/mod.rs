@@ -181,48 +181,56 @@ fn run(command: Command) -> Result<String, failure::Failure> {
     match command {
         Command::Serve(_) => unreachable!("serve is not run here"),
         Command::Topic { command, target } => target
-            .target()?
+            .target()
+            .map_err(failure::usage)?
             .run(topic::subject(&command), |c| async move {
                 topic::execute(&c, command).await
             }),
         Command::Cluster { command, target } => target
-            .target()?
+            .target()
+            .map_err(failure::usage)?
             .run(None, |c| async move { cluster::execute(&c, command).await }),
         Command::Group { command, target } => {
             let command = command.command();
             target
-                .target()?
+                .target()
+                .map_err(failure::usage)?
                 .run(group::subject(&command), |c| async move {
                     group::execute(&c, command).await
                 })
         }
         Command::ShareGroup { command, target } => target
-            .target()?
+            .target()
+            .map_err(failure::usage)?
             .run(share_group::subject(&command), |c| async move {
                 share_group::execute(&c, command).await
             }),
         Command::User { command, target } => {
-            let command = command.command()?;
+            let command = command.command().map_err(failure::usage)?;
             target
-                .target()?
+                .target()
+                .map_err(failure::usage)?
                 .run(None, |c| async move { user::execute(&c, command).await })
         }
         Command::Acl { command, target } => {
-            let command = command.command()?;
+            let command = command.command().map_err(failure::usage)?;
             target
-                .target()?
+                .target()
+                .map_err(failure::usage)?
                 .run(None, |c| async move { acl::execute(&c, command).await })
         }
         Command::Quota { command, target } => {
-            let command = command.command()?;
+            let command = command.command().map_err(failure::usage)?;
             target
-                .target()?
+                .target()
+                .map_err(failure::usage)?
                 .run(None, |c| async move { quota::execute(&c, command).await })
         }
         Command::Txn { command, target } => {
-            let command = command.command()?;
+            let command = command.command().map_err(failure::usage)?;
             target
-                .target()?
+                .target()
+                .map_err(failure::usage)?
                 .run(None, |c| async move { txn::execute(&c, command).await })
         }
         Command::DumpLog { partition_dir } => Ok(dump_log::run(partition_dir)?),

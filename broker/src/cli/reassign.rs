@@ -74,8 +74,9 @@ pub async fn run(
         } else {
             let why = outcome.message.clone().unwrap_or_default();
             refused.push(format!(
-                "{topic}-{}: error code {}: {why}",
-                outcome.partition, outcome.error_code
+                "{topic}-{}: {}: {why}",
+                outcome.partition,
+                client::connection::error_name(outcome.error_code)
             ));
         }
     }

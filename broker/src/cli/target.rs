@@ -123,9 +123,13 @@ impl Target {
         Fut: std::future::Future<Output = Result<String, client::connection::ClientError>>,
     {
         let brokers = &self.brokers;
-        let address = resolve(brokers).map_err(|e| Failure {
-            message: format!("cannot reach the cluster: --brokers {brokers}: {e}"),
-            exit_code: super::failure::EXIT_UNREACHABLE,
+        let address = resolve(brokers).map_err(|e| match brokers.rsplit_once(':') {
+            // A host and a port that does not resolve: perhaps for now.
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Failure {
+                message: format!("cannot reach the cluster: --brokers {brokers}: {e}"),
+                exit_code: super::failure::EXIT_UNREACHABLE,
+            },
+            _ => super::failure::usage(format!("--brokers {brokers}: expected host:port")),
         })?;
         let tls = match &self.tls {
             None => None,

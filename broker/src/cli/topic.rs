@@ -275,7 +275,8 @@ async fn describe_producers(cluster: &Cluster, name: &str) -> Result<String, Cli
                 }
             }
             Err(code) => {
-                let _ = writeln!(out, "partition {partition}: error code {code}");
+                let name = client::connection::error_name(code);
+                let _ = writeln!(out, "partition {partition}: {name}");
             }
         }
     }

@@ -307,7 +307,12 @@ async fn describe(cluster: &Cluster, ids: &[String], out: &mut String) -> Result
         return Err(all_failed(failures));
     }
     for (id, error) in failures {
-        let _ = writeln!(out, "{id}: {error}");
+        // named_error's message starts with Kafka's name for the error.
+        let said = match error {
+            ClientError::Refused(_, said) => said,
+            other => other.to_string(),
+        };
+        let _ = writeln!(out, "{id}: {said}");
     }
     Ok(())
 }

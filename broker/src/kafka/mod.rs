@@ -32,7 +32,9 @@ pub fn error_text(code: Code) -> String {
         Some(E::NotEnoughReplicasAfterAppend) => {
             "the in-sync replicas fell below min.insync.replicas after the append"
         }
-        Some(E::RequestTimedOut) => "the in-sync replicas did not confirm in time",
+        Some(E::RequestTimedOut) => {
+            "no answer in time (a produce: the in-sync replicas did not confirm in time)"
+        }
         Some(E::InvalidRequiredAcks) => "acks must be 0, 1 or all",
         Some(E::OutOfOrderSequenceNumber) => {
             "the batch's sequence does not follow the producer's last one"

@@ -63,13 +63,20 @@ async fn ask(via: &MetadataService, request: ControllerRequest) {
                             | ControllerError::NotController { .. }
                             | ControllerError::Unavailable
                             | ControllerError::Refused(MetadataError::QuorumMemberBehind { .. })
-                    ),
+                    ) || heard_from_none(&e),
                     "{request:?}: {e}"
                 );
                 glommio::timer::sleep(TICK * 5).await;
             }
         }
     }
+}
+
+/// A leader asked to step down before it has heard from the voters just
+/// added (a busy machine): asked again, as an operator would.
+fn heard_from_none(e: &ControllerError) -> bool {
+    matches!(e, ControllerError::Refused(MetadataError::VoterChange(why))
+        if why.contains("no other voter has been heard from recently"))
 }
 
 fn voters_of(service: &MetadataService) -> Vec<u64> {

@@ -861,3 +861,63 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_message_and_says_so() {
     drop(broker);
     drop(fs);
 }
+
+#[test]
+fn a_normal_stop_logs_no_warnings() {
+    // As an operator reads a stop: a broker that served a producer and a
+    // consumer group, the consumer still connected, stops on SIGTERM with
+    // no WARN or ERROR line.
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = support::start_broker(dir.path());
+    let bootstrap = broker.bootstrap();
+    support::cli(
+        &bootstrap,
+        &["topic", "create", "calm", "--partitions", "2"],
+    );
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    for i in 0..100 {
+        let value = format!("v{i}");
+        let record = BaseRecord::<(), str>::to("calm").payload(value.as_str());
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "calm-readers")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["calm"]).unwrap();
+    let started = Instant::now();
+    let mut read = 0;
+    while read < 100 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "read {read} of 100"
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            message.unwrap();
+            read += 1;
+        }
+    }
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let status = broker.stop();
+    assert!(status.success(), "{status}");
+    drop(consumer);
+    // The log thread has read the last lines once the pipe closed.
+    std::thread::sleep(Duration::from_millis(200));
+    let loud: Vec<String> = (broker.logged(" WARN ").into_iter())
+        .chain(broker.logged(" ERROR "))
+        .collect();
+    assert!(
+        loud.is_empty(),
+        "a normal stop logged:\n{}",
+        loud.join("\n")
+    );
+    assert_eq!(broker.logged("stopped").len(), 1);
+}

@@ -271,11 +271,12 @@ fn lead(
         monotonic_ms(),
         partitions.cluster.config.replica_lag_time_max_ms,
     );
-    let index = log
+    // The directory's name is the partition's index (-1: not a number).
+    let name = log
         .dir()
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
-    let partition = index.as_deref().unwrap_or("?");
+    let partition: i64 = name.and_then(|n| n.parse().ok()).unwrap_or(-1);
     tracing::info!(topic = %topic.name, partition, epoch = epoch.0, log_end = log.log_end().0, "leading");
     Leading {
         state,

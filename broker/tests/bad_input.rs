@@ -181,6 +181,15 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
         let cluster = client::cluster::Cluster::new(address, "bad-input-large");
         cluster.create_topic("large", 1, 1, &[]).await.unwrap();
     });
+    // Served once its leadership is taken up (moments after the create).
+    let started = std::time::Instant::now();
+    while produce_error(address, &produce("large", 0, batch(10), -1)) != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "topic large not served"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let corrupt = corrupted(batch(100_000));
     assert_eq!(
         produce_error(address, &produce("large", 0, corrupt, -1)),

@@ -157,8 +157,8 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
     wait_for("the new controller joined", Duration::from_secs(20), || {
         quorum(&cluster).contains("observers [1, 2, 3, 7]")
     });
-    cluster.cli_ok(&["cluster", "add-voter", "7"]);
-    cluster.cli_ok(&["cluster", "remove-voter", "6"]);
+    cluster.cli_until_ok(&["cluster", "add-voter", "7"]);
+    cluster.cli_until_ok(&["cluster", "remove-voter", "6"]);
     wait_for("the quorum rebuilt", Duration::from_secs(10), || {
         quorum(&cluster).contains("voters [4, 5, 7]")
     });

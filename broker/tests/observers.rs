@@ -135,10 +135,10 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
 
     // The quorum is rebuilt around the observers while the producer writes.
     for node in ["4", "5"] {
-        cluster.cli_ok(&["cluster", "add-voter", node]);
+        cluster.cli_until_ok(&["cluster", "add-voter", node]);
     }
     for node in ["1", "2"] {
-        cluster.cli_ok(&["cluster", "remove-voter", node]);
+        cluster.cli_until_ok(&["cluster", "remove-voter", node]);
     }
     let rebuilt = quorum(&cluster);
     assert!(

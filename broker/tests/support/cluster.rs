@@ -152,6 +152,24 @@ impl Cluster {
             .unwrap()
     }
 
+    /// [`Cluster::cli`] asked again (every 200 ms, at most 20 s) until it
+    /// succeeds, as an operator asks again when the quorum refuses for
+    /// now (an observer just back not yet heard from): what it printed.
+    pub fn cli_until_ok(&self, args: &[&str]) -> String {
+        let started = Instant::now();
+        loop {
+            let out = self.cli(args);
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).to_string();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{args:?}: {out:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// [`Cluster::cli`], which must succeed: what it printed.
     pub fn cli_ok(&self, args: &[&str]) -> String {
         let out = self.cli(args);

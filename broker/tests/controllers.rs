@@ -16,30 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::cluster::{try_counter, Cluster};
+use support::cluster::{try_counter, Cluster, FAST};
 use support::keyed_load::{assert_nothing_lost_and_keys_in_order, consume_all, produce_until};
 use support::wait_for;
 
-/// Fast failure detection, as in the fault test.
-const FAST: [(&str, &str); 3] = [
-    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
-    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
-    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
-];
 const CONTROLLERS: i32 = 3;
 const BROKERS: i32 = 3;
 const TOPIC: &str = "controlled";
 const PARTITIONS: usize = 6;
-
-/// The metadata quorum line of `cluster status`.
-fn quorum(cluster: &Cluster) -> String {
-    let status = cluster.cli(&["cluster", "status"]);
-    let text = String::from_utf8_lossy(&status.stdout).to_string();
-    text.lines()
-        .find(|l| l.starts_with("metadata quorum"))
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// The metadata quorum's leader as node `id` sees it.
 fn leader_seen_by(cluster: &Cluster, id: i32) -> Option<i32> {
@@ -114,7 +98,11 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
     wait_for(
         "the brokers joined as observers",
         Duration::from_secs(20),
-        || quorum(&cluster).ends_with("voters [4, 5, 6] observers [1, 2, 3]"),
+        || {
+            cluster
+                .quorum_line()
+                .ends_with("voters [4, 5, 6] observers [1, 2, 3]")
+        },
     );
     let status = cluster.cli_ok(&["cluster", "status"]);
     let registered: Vec<&str> = (status.lines())
@@ -155,12 +143,12 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
     cluster.spawn(replacement);
     cluster.wait_listening(replacement, 0);
     wait_for("the new controller joined", Duration::from_secs(20), || {
-        quorum(&cluster).contains("observers [1, 2, 3, 7]")
+        cluster.quorum_line().contains("observers [1, 2, 3, 7]")
     });
     cluster.cli_until_ok(&["cluster", "add-voter", "7"]);
     cluster.cli_until_ok(&["cluster", "remove-voter", "6"]);
     wait_for("the quorum rebuilt", Duration::from_secs(10), || {
-        quorum(&cluster).contains("voters [4, 5, 7]")
+        cluster.quorum_line().contains("voters [4, 5, 7]")
     });
 
     // With controller 4 lost too, controllers 5 and 7 still decide.
@@ -181,7 +169,7 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
         "{} acknowledged, {} consumed; quorum after: {}",
         acked.len(),
         consumed.len(),
-        quorum(&cluster)
+        cluster.quorum_line()
     );
     // A controller stops on SIGTERM, cleanly (exit 0).
     cluster.terminate(5);

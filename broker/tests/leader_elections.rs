@@ -19,17 +19,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use support::cluster::{counter, gauge, Cluster};
+use support::cluster::{counter, gauge, Cluster, FAST};
 use support::keyed_load::{
     assert_nothing_lost_and_keys_in_order, consume_all, produce_until, Deliveries,
 };
-
-/// Fast failure detection, as in the fault test.
-const FAST: [(&str, &str); 3] = [
-    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
-    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
-    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
-];
 
 const PARTITIONS: usize = 6;
 

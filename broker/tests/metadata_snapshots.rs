@@ -15,18 +15,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use client::cluster::Cluster as ClientCluster;
-use support::cluster::{counter, Cluster};
+use support::cluster::{counter, Cluster, FAST};
 use support::{http, on_glommio, start_broker_with};
 
 /// A small snapshot interval, so a handful of changes crosses it.
 const SNAPSHOT_EVERY: (&str, &str) = ("BROKER_METADATA_SNAPSHOT_EVERY_ENTRIES", "20");
-
-/// Fast failure detection, as in the fault test.
-const FAST: [(&str, &str); 3] = [
-    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
-    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
-    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
-];
 
 /// Topic names a broker lists, through the project's client.
 fn topics(address: std::net::SocketAddr) -> Vec<String> {

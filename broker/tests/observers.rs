@@ -15,29 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::cluster::{counter, try_counter, Cluster};
+use support::cluster::{counter, try_counter, Cluster, FAST};
 use support::keyed_load::{assert_nothing_lost_and_keys_in_order, consume_all, produce_until};
 
-/// Fast failure detection, as in the fault test.
-const FAST: [(&str, &str); 3] = [
-    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
-    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
-    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
-];
 const VOTERS: i32 = 3;
 const OBSERVERS: i32 = 2;
 const TOPIC: &str = "observed";
 const PARTITIONS: usize = 6;
-
-/// The metadata quorum line of `cluster status`.
-fn quorum(cluster: &Cluster) -> String {
-    let status = cluster.cli(&["cluster", "status"]);
-    let text = String::from_utf8_lossy(&status.stdout).to_string();
-    text.lines()
-        .find(|l| l.starts_with("metadata quorum"))
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// Each partition's leader (-1: none), from `topic describe`.
 fn leaders(cluster: &Cluster) -> Vec<i32> {
@@ -70,7 +54,9 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
     let mut cluster = Cluster::with_observers(root.path(), VOTERS, OBSERVERS, &FAST);
     cluster.start();
     wait_for("the observers joined", Duration::from_secs(20), || {
-        quorum(&cluster).ends_with("voters [1, 2, 3] observers [4, 5]")
+        cluster
+            .quorum_line()
+            .ends_with("voters [1, 2, 3] observers [4, 5]")
     });
     cluster.cli_ok(&[
         "topic",
@@ -140,7 +126,7 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
     for node in ["1", "2"] {
         cluster.cli_until_ok(&["cluster", "remove-voter", node]);
     }
-    let rebuilt = quorum(&cluster);
+    let rebuilt = cluster.quorum_line();
     assert!(
         rebuilt.ends_with("voters [3, 4, 5] observers [1, 2]"),
         "{rebuilt}"
@@ -180,6 +166,6 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
         "{} acknowledged, {} consumed; quorum after: {}",
         acked.len(),
         consumed.len(),
-        quorum(&cluster)
+        cluster.quorum_line()
     );
 }

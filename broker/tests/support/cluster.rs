@@ -8,6 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Fast failure detection (a 1.5 s session), as in the fault test.
+pub const FAST: [(&str, &str); 3] = [
+    ("BROKER_BROKER_SESSION_TIMEOUT_MS", "1500"),
+    ("BROKER_BROKER_HEARTBEAT_INTERVAL_MS", "250"),
+    ("BROKER_REPLICA_FETCH_WAIT_MAX_MS", "200"),
+];
+
 /// One broker process and where it listens.
 pub struct Node {
     /// Its Kafka listener.
@@ -168,6 +175,16 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The metadata quorum line of `cluster status` (empty if none).
+    pub fn quorum_line(&self) -> String {
+        let status = self.cli(&["cluster", "status"]);
+        let text = String::from_utf8_lossy(&status.stdout).to_string();
+        text.lines()
+            .find(|l| l.starts_with("metadata quorum"))
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// [`Cluster::cli`], which must succeed: what it printed.

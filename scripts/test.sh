@@ -18,6 +18,9 @@ command -v perl >/dev/null || needed+=(perl)
 # OpenSSL headers and pkg-config: librdkafka's TLS (the TLS tests, bench).
 [ -e /usr/include/openssl/ssl.h ] || needed+=(libssl-dev)
 command -v pkg-config >/dev/null || needed+=(pkg-config)
+# promtool (Debian's prometheus package) checks the alert rules and a
+# live broker's /metrics against Prometheus's own conventions.
+command -v promtool >/dev/null || needed+=(prometheus)
 if [ ${#needed[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -489,7 +489,7 @@ fn a_consumer_group_is_listed_and_described_with_its_epochs_and_targets() {
         // time (a target per epoch: the first join, the second, none since).
         let labels = "{group=\"wire-group\",type=\"consumer\"}";
         let sample = |name: &str| support::cluster::gauge(http, &format!("{name}{labels}"));
-        assert_eq!(sample("rebalance_count"), f64::from(described.epoch));
+        assert_eq!(sample("rebalances_total"), f64::from(described.epoch));
         assert_eq!(sample("group_members"), 2.0);
         let assignments = support::cluster::gauge(http, "consumer_group_assignment_seconds_count");
         assert_eq!(assignments, 2.0);

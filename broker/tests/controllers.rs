@@ -82,6 +82,12 @@ fn assert_serves_no_data(cluster: &Cluster, id: i32) {
                 && metrics.contains("\nmetadata_observers 3\n")
         },
     );
+    let (_, metrics) = support::http(node.http, "GET", "/metrics", "");
+    let (ok, printed) = support::promtool(&["check", "metrics"], &metrics);
+    assert!(
+        ok && printed.trim().is_empty(),
+        "controller {id}: {printed}"
+    );
     let (status, body) = support::http(node.http, "GET", "/v1/topics", "");
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("controller only"), "{body}");

@@ -176,7 +176,7 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
         .spawn()
         .unwrap();
     let started = Instant::now();
-    let rebalances = "rebalance_count{group=\"rebalancing\",type=\"classic\"}";
+    let rebalances = "rebalances_total{group=\"rebalancing\",type=\"classic\"}";
     while scrape(broker.http).get(rebalances).copied().unwrap_or(0.0) < 1.0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -272,7 +272,7 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
     for name in [
         "consumer_lag_messages",
         "under_replicated_partitions",
-        "rebalance_count",
+        "rebalances_total",
         "broker_disk_used_pct",
         "unclean_leader_elections_total",
         "partition_last_stable_offset",
@@ -308,6 +308,38 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
             "the dashboard uses {name}, not served"
         );
     }
+}
+
+#[test]
+fn promtool_accepts_the_alert_rules_and_a_live_scrape() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let rules = root.join("ops/alerts.yml");
+    let (ok, printed) = support::promtool(&["check", "rules", rules.to_str().unwrap()], "");
+    assert!(ok, "promtool check rules: {printed}");
+    assert!(printed.contains("SUCCESS: 8 rules found"), "{printed}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[]);
+    // Every family with labels has a sample: a produce, a group's commit.
+    kcat_produce(&broker.bootstrap(), "linted", 10);
+    on_glommio({
+        let address = broker.address;
+        async move {
+            let cluster = Cluster::new(address, "metrics-test");
+            let offsets = BTreeMap::from([(("linted".to_string(), 0), 3)]);
+            cluster.commit_offsets("g", &offsets).await.unwrap();
+        }
+    });
+    let (status, body) = support::http(broker.http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(body.contains("consumer_lag_messages{"), "{body}");
+    // `check metrics` prints one line per problem (a counter without
+    // `_total`, a unit not in base units, a missing HELP) and fails.
+    let (ok, printed) = support::promtool(&["check", "metrics"], &body);
+    assert!(
+        ok && printed.trim().is_empty(),
+        "promtool check metrics:\n{printed}"
+    );
 }
 
 #[test]

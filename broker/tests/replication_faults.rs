@@ -771,10 +771,10 @@ fn run(acks: i16, faults: usize, seed: u64, controllers: i32) -> Verdict {
     std::thread::sleep(Duration::from_secs(1));
     // Rejoining the ISR went through the leaders' AlterIsr requests.
     let expands: u64 = (1..=BROKERS)
-        .map(|id| counter(cluster.node(id).http, "isr_expand_count"))
+        .map(|id| counter(cluster.node(id).http, "isr_expands_total"))
         .sum();
     let shrinks: u64 = (1..=BROKERS)
-        .map(|id| counter(cluster.node(id).http, "isr_shrink_count"))
+        .map(|id| counter(cluster.node(id).http, "isr_shrinks_total"))
         .sum();
     println!("ISR changes seen by the live leaders: {shrinks} shrinks, {expands} expands");
     assert!(

@@ -373,3 +373,27 @@ pub async fn alter_group_config(
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
     c.call(&request, 1).await.unwrap().responses[0].error_code
 }
+
+/// Runs Prometheus's `promtool` (Debian's prometheus package, which the
+/// test command installs) with `input` on its standard input: its
+/// success and everything it printed.
+pub fn promtool(args: &[&str], input: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (the test command installs Debian's prometheus package)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), printed)
+}

@@ -337,12 +337,12 @@ fn replication(page: &mut Page, cluster: &Cluster, all: &Registry) {
         under_replicated as f64,
     );
     page.counter(
-        "isr_shrink_count",
+        "isr_shrinks_total",
         "ISR shrinks of partitions this broker leads",
         sum(all, |m| m.isr_shrinks.load(Ordering::Relaxed)),
     );
     page.counter(
-        "isr_expand_count",
+        "isr_expands_total",
         "ISR expansions of partitions this broker leads",
         sum(all, |m| m.isr_expands.load(Ordering::Relaxed)),
     );
@@ -373,7 +373,7 @@ fn off_preferred(metadata: &control::Metadata) -> usize {
 /// consumer groups' assignors took.
 fn rebalances(page: &mut Page, reports: &[ShardReport], all: &Registry) {
     page.header(
-        "rebalance_count",
+        "rebalances_total",
         "counter",
         "rebalances a group went through, for groups coordinated here: a classic group's generation, a consumer group's epoch (each change of members or subscribed topics)",
     );
@@ -383,7 +383,7 @@ fn rebalances(page: &mut Page, reports: &[ShardReport], all: &Registry) {
     };
     for (group, gauges) in groups() {
         let value = gauges.rebalances.max(0) as f64;
-        page.sample("rebalance_count", &labels(group, gauges), value);
+        page.sample("rebalances_total", &labels(group, gauges), value);
     }
     page.header(
         "group_members",
@@ -577,11 +577,13 @@ fn requests(page: &mut Page, all: &Registry) {
         "requests answered with a throttle time: their client was over its produce or fetch byte-rate quota, and its connection is muted for that long",
         sum(all, |m| m.throttled_requests.load(Ordering::Relaxed)),
     );
-    page.counter(
-        "throttle_time_ms_total",
-        "throttle time handed out to clients over their quotas, in ms",
-        sum(all, |m| m.throttle_ms.load(Ordering::Relaxed)),
+    let throttled_ms = sum(all, |m| m.throttle_ms.load(Ordering::Relaxed));
+    page.header(
+        "throttle_time_seconds_total",
+        "counter",
+        "throttle time handed out to clients over their quotas",
     );
+    page.sample("throttle_time_seconds_total", "", throttled_ms as f64 / 1e3);
 }
 
 /// Whether produced batches went to the log in the memory their request

@@ -21,6 +21,10 @@ command -v pkg-config >/dev/null || needed+=(pkg-config)
 # promtool (Debian's prometheus package) checks the alert rules and a
 # live broker's /metrics against Prometheus's own conventions.
 command -v promtool >/dev/null || needed+=(prometheus)
+# Debian's Go and Sarama: the Go client of broker/tests/clients.rs, built
+# in GOPATH mode from /usr/share/gocode.
+command -v go >/dev/null || needed+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || needed+=(golang-github-shopify-sarama-dev)
 if [ ${#needed[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -30,11 +34,11 @@ fi
 
 # kafka-python, the second client of the group tests, PyYAML (the HTTP
 # API test reads docs/openapi.yaml with it), confluent-kafka (a recent
-# librdkafka, for the SASL tests) and moto (an S3 server on 127.0.0.1 for
-# the tiered storage tests), in a virtualenv of its own under target/ (no
-# system packages touched).
+# librdkafka, for the SASL tests), moto (an S3 server on 127.0.0.1 for
+# the tiered storage tests) and aiokafka (broker/tests/clients.rs), in a
+# virtualenv of its own under target/ (no system packages touched).
 venv=target/test-venv
-if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka, moto.server" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka, moto.server, aiokafka" >/dev/null 2>&1; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -42,15 +46,21 @@ if ! "$venv/bin/python" -c "import kafka, yaml, confluent_kafka, moto.server" >/
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv
     fi
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q kafka-python pyyaml confluent-kafka "moto[server]"
+    "$venv/bin/pip" install -q kafka-python pyyaml confluent-kafka "moto[server]" aiokafka
 fi
 export KAFKA_PYTHON="$PWD/$venv/bin/python"
 export MOTO_SERVER="$PWD/$venv/bin/moto_server"
 
-# kafkajs, the JavaScript client of the idempotence tests, under target/
-# with the machine's Node.js (installed from the distribution if missing).
+# kafkajs, the JavaScript client of the idempotence tests, and
+# @platformatic/kafka and @confluentinc/kafka-javascript
+# (broker/tests/clients.rs), under target/ with the machine's Node.js
+# (installed from the distribution if missing). The last builds its
+# bundled librdkafka against the system's libraries (CKJS_LINKING=dynamic:
+# its static build downloads their sources, which a machine here cannot).
 node_dir=target/test-node
-if [ ! -d "$node_dir/node_modules/kafkajs" ]; then
+confluent_js="$node_dir/node_modules/@confluentinc/kafka-javascript/build/Release/confluent-kafka-javascript.node"
+if [ ! -d "$node_dir/node_modules/kafkajs" ] || [ ! -d "$node_dir/node_modules/@platformatic/kafka" ] \
+    || [ ! -e "$confluent_js" ]; then
     if ! command -v npm >/dev/null; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -58,7 +68,8 @@ if [ ! -d "$node_dir/node_modules/kafkajs" ]; then
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm
     fi
     mkdir -p "$node_dir"
-    (cd "$node_dir" && npm install --silent --no-audit --no-fund kafkajs@2 >/dev/null)
+    (cd "$node_dir" && CKJS_LINKING=dynamic npm install --silent --no-audit --no-fund \
+        kafkajs@2 @platformatic/kafka@1 @confluentinc/kafka-javascript@1 >/dev/null)
 fi
 export KAFKAJS_NODE_PATH="$PWD/$node_dir/node_modules"
 

@@ -8,6 +8,8 @@ pub mod bounds;
 pub mod decode;
 pub mod fetch_frame;
 pub mod frame;
+mod legacy_cursor;
+pub mod offset_commit_v1;
 pub mod produce_legacy;
 pub mod record_sets;
 pub mod request;

@@ -12,66 +12,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 
 use super::bounds::BoundsError;
-
-/// A cursor reading the non-flexible encoding, bounded by the body.
-struct Cursor<'a> {
-    body: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], BoundsError> {
-        if n > self.body.len() - self.at {
-            return Err(BoundsError::Truncated {
-                at: self.at,
-                needed: n as u64,
-                remaining: self.body.len() - self.at,
-            });
-        }
-        let slice = &self.body[self.at..self.at + n];
-        self.at += n;
-        Ok(slice)
-    }
-    fn i16(&mut self) -> Result<i16, BoundsError> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self) -> Result<i32, BoundsError> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    /// A count, which must be backed by at least one byte per element.
-    fn count(&mut self) -> Result<usize, BoundsError> {
-        let at = self.at;
-        let n = self.i32()?;
-        if n < 0 {
-            return Err(BoundsError::Negative(n as i64, at));
-        }
-        if n as usize > self.body.len() - self.at {
-            return Err(BoundsError::Truncated {
-                at,
-                needed: n as u64,
-                remaining: self.body.len() - self.at,
-            });
-        }
-        Ok(n as usize)
-    }
-    fn string(&mut self) -> Result<&'a [u8], BoundsError> {
-        let at = self.at;
-        let n = self.i16()?;
-        if n < 0 {
-            return Err(BoundsError::Negative(n as i64, at));
-        }
-        self.take(n as usize)
-    }
-    fn bytes(&mut self) -> Result<(), BoundsError> {
-        let n = self.i32()?;
-        if n >= 0 {
-            self.take(n as usize)?;
-        }
-        Ok(())
-    }
-}
+use super::legacy_cursor::Cursor;
 
 /// Answers a Produce v0-2 request: UNSUPPORTED_VERSION for every
 /// partition, or nothing for acks=0.
@@ -80,7 +21,7 @@ pub fn answer(
     correlation_id: i32,
     body: &[u8],
 ) -> Result<Option<Bytes>, BoundsError> {
-    let mut cursor = Cursor { body, at: 0 };
+    let mut cursor = Cursor::new(body);
     let acks = cursor.i16()?;
     cursor.i32()?; // timeout
     let mut topics = Vec::new();

@@ -30,8 +30,8 @@ use crate::kafka::Code;
 use crate::server::shard::Shard;
 use control::model::acls::Operation;
 
-/// OffsetCommit versions served.
-pub const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 9);
+/// OffsetCommit versions served: v1 read as v2 (`kafka::offset_commit_v1`).
+pub const OFFSET_COMMIT_VERSIONS: (i16, i16) = (1, 9);
 /// OffsetFetch versions served (several groups from v8).
 pub const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 9);
 /// OffsetDelete versions served.
@@ -60,6 +60,13 @@ pub async fn offset_commit(
     request: &Request,
     caller: &Caller<'_>,
 ) -> Result<Outcome, HandlerError> {
+    let as_v2;
+    let request = if request.header.request_api_version == 1 {
+        as_v2 = v1_as_v2(request)?;
+        &as_v2
+    } else {
+        request
+    };
     let version = request.header.request_api_version;
     let decoded: OffsetCommitRequest = checked(request, bounds::check_offset_commit)?;
     let (codes, offsets) = sort_commits(shard, version, &decoded, caller);
@@ -73,6 +80,21 @@ pub async fn offset_commit(
         commit_on_coordinator(shard, &decoded, offsets).await
     };
     respond(request, &commit_answer(&decoded, codes, group_code))
+}
+
+/// An OffsetCommit v1 request as the same request at v2, whose answer
+/// has v1's layout.
+fn v1_as_v2(request: &Request) -> Result<Request, HandlerError> {
+    let body = crate::kafka::offset_commit_v1::as_v2(&request.body)
+        .map_err(|e| HandlerError::Malformed(e.to_string()))?;
+    let mut header = request.header.clone();
+    header.request_api_version = 2;
+    Ok(Request {
+        api_key: request.api_key,
+        header,
+        body,
+        frame_bytes: request.frame_bytes,
+    })
 }
 
 /// An offset to store: topic, partition, what is committed.

@@ -18,8 +18,10 @@ use crate::kafka::bounds::check_metadata;
 use crate::kafka::request::Request;
 use crate::server::handlers::HandlerError;
 
-/// The Metadata versions served (v0's "empty list means all" is not).
-pub const VERSIONS: (i16, i16) = (1, 12);
+/// The Metadata versions served. v0 is old (Kafka 0.8) but still sent:
+/// Sarama 1.22's cluster admin (Debian's) lists topics with it whatever
+/// version it is configured for.
+pub const VERSIONS: (i16, i16) = (0, 12);
 
 /// What the answer needs besides the request.
 pub struct Cluster<'a> {
@@ -60,7 +62,12 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Handle
     // for the topics a consumer group heartbeat assigned it) is named
     // here; an id nobody knows is answered UNKNOWN_TOPIC_ID.
     let mut unknown_ids = Vec::new();
-    let requested: Option<Vec<String>> = decoded.topics.map(|topics| {
+    // v0 has no null list: an empty one asks for every topic.
+    let asked = match decoded.topics {
+        Some(topics) if version == 0 && topics.is_empty() => None,
+        asked => asked,
+    };
+    let requested: Option<Vec<String>> = asked.map(|topics| {
         topics
             .into_iter()
             .filter_map(|t| match t.name {
@@ -123,8 +130,10 @@ pub fn answer(request: &Request, cluster: &Cluster<'_>) -> Result<Answer, Handle
         .collect();
     let mut response = MetadataResponse::default()
         .with_brokers(brokers)
-        .with_topics(topics)
-        .with_controller_id(BrokerId(cluster.controller_id));
+        .with_topics(topics);
+    if version >= 1 {
+        response = response.with_controller_id(BrokerId(cluster.controller_id));
+    }
     if version >= 2 {
         response =
             response.with_cluster_id(Some(StrBytes::from_string(cluster.cluster_id.to_string())));
@@ -284,6 +293,33 @@ mod tests {
         let response = MetadataResponse::decode(&mut bytes, version).unwrap();
         assert!(bytes.is_empty());
         response
+    }
+
+    #[test]
+    fn v0s_empty_list_asks_for_every_topic() {
+        let metadata = cluster_metadata();
+        let cluster = open_cluster(&metadata, "PLAINTEXT");
+        let every = decode(
+            answer(&request(0, Some(vec![])), &cluster)
+                .unwrap()
+                .response,
+            0,
+        );
+        let names: Vec<_> = (every.topics.iter())
+            .map(|t| t.name.as_ref().unwrap().0.to_string())
+            .collect();
+        assert_eq!(names, ["orders"]);
+        assert_eq!(every.topics[0].partitions.len(), 3);
+        assert!(!every.brokers.is_empty());
+        // Named, as in later versions; the controller is not in v0.
+        let named = decode(
+            answer(&request(0, Some(vec!["orders"])), &cluster)
+                .unwrap()
+                .response,
+            0,
+        );
+        assert_eq!(named.topics.len(), 1);
+        assert_eq!(named.controller_id.0, -1);
     }
 
     #[test]

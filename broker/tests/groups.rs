@@ -573,10 +573,10 @@ fn committed_offsets_survive_a_sigkill_and_resets_replay_history() {
         .split_whitespace()
         .collect();
     assert!(ok);
-    // TOPIC PARTITION COMMITTED LOG-START LOG-END LAG RETENTION-MARGIN MEMBER
+    // TOPIC PARTITION COMMITTED LOG-START LOG-END LAG LOST RETENTION-MARGIN MEMBER
     assert_eq!(
         row,
-        ["history", "0", "40", "0", "100", "60", "40", "-"],
+        ["history", "0", "40", "0", "100", "60", "0", "40", "-"],
         "{text}"
     );
     let (ok, text) = group_cli(&bootstrap, &["list"]);
@@ -647,6 +647,36 @@ fn a_consumer_left_behind_by_retention_follows_its_reset_policy() {
         || log_start() > 0,
     );
     let start = log_start();
+    // describe: Kafka's lag counts from the commit (0), the records
+    // retention deleted shown apart (as JSON, for scripts and alerts).
+    let (ok, text) = group_cli(
+        &bootstrap,
+        &["describe", "behind-error", "--format", "json"],
+    );
+    assert!(ok, "{text}");
+    let described: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let row = &described["partitions"][0];
+    let (log_start_seen, log_end) = (row["log_start"].as_i64(), row["log_end"].as_i64());
+    assert!(log_start_seen >= Some(start), "{row}");
+    assert_eq!(row["committed"], 0, "{row}");
+    assert_eq!(row["lag"].as_i64(), log_end, "{row}");
+    assert_eq!(row["lost_to_retention"].as_i64(), log_start_seen, "{row}");
+    assert_eq!(
+        row["retention_margin"].as_i64(),
+        log_start_seen.map(|s| -s),
+        "{row}"
+    );
+    assert_eq!(described["type"], "classic");
+    // /metrics: the same lag, the lost part apart.
+    let (_, metrics) = support::http(broker.http, "GET", "/metrics", "");
+    let sample = |name: &str| -> Option<i64> {
+        let series = format!("{name}{{group=\"behind-error\",topic=\"short\",partition=\"0\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&series))?;
+        line[series.len()..].parse::<f64>().ok().map(|v| v as i64)
+    };
+    let lost = sample("consumer_lag_lost_messages").expect("lost is served");
+    assert!(lost >= start && lost > 0, "{lost} lost, log start {start}");
+    assert!(sample("consumer_lag_messages") >= Some(lost), "{metrics}");
     // earliest: starts again at the log start.
     let earliest = consumer(
         &bootstrap,

@@ -190,6 +190,123 @@ fn metrics_move_with_produce_consume_commits_and_groups() {
     let _ = member.wait();
 }
 
+/// `count` values into one partition of `topic` (kcat, acks=all).
+fn kcat_produce_to(bootstrap: &str, topic: &str, partition: i32, count: usize) {
+    let mut producer = Command::new("kcat")
+        .args(["-P", "-b", bootstrap, "-t", topic, "-X", "acks=all"])
+        .args(["-p", &partition.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("kcat (the test command installs it)");
+    {
+        let stdin = producer.stdin.as_mut().unwrap();
+        for i in 0..count {
+            writeln!(stdin, "value-{i}").unwrap();
+        }
+    }
+    assert!(producer.wait().unwrap().success());
+}
+
+fn lag_of(
+    samples: &BTreeMap<String, f64>,
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> Option<f64> {
+    let name = format!(
+        "consumer_lag_messages{{group=\"{group}\",topic=\"{topic}\",partition=\"{partition}\"}}"
+    );
+    samples.get(&name).copied()
+}
+
+#[test]
+fn lag_covers_assigned_partitions_without_a_commit() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker_with(dir.path(), &[]);
+    let bootstrap = broker.bootstrap();
+    let created = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "create", "assigned", "--partitions", "2"])
+        .args(["--brokers", &bootstrap])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    kcat_produce_to(&bootstrap, "assigned", 0, 10);
+    kcat_produce_to(&bootstrap, "assigned", 1, 20);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "holder")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["assigned"]).unwrap();
+    let started = Instant::now();
+    while consumer.assignment().map_or(0, |a| a.count()) < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "not assigned");
+        consumer.poll(Duration::from_millis(100));
+    }
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset("assigned", 0, Offset::Offset(3))
+        .unwrap();
+    consumer.commit(&commit, CommitMode::Sync).unwrap();
+    // Partition 0: from the commit; partition 1, assigned and never
+    // committed: the whole log. Nothing deleted: nothing lost.
+    let samples = scrape(broker.http);
+    assert_eq!(lag_of(&samples, "holder", "assigned", 0), Some(7.0));
+    assert_eq!(lag_of(&samples, "holder", "assigned", 1), Some(20.0));
+    let lost = "consumer_lag_lost_messages{group=\"holder\",topic=\"assigned\",partition=\"0\"}";
+    assert_eq!(value(&samples, lost), 0.0);
+}
+
+/// A cluster's group coordinator reports its groups' lag on partitions
+/// other brokers lead (their ends asked of the leaders).
+#[test]
+fn a_cluster_reports_lag_on_partitions_led_by_other_brokers() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = support::cluster::Cluster::new(root.path(), 2, &support::cluster::FAST);
+    cluster.start();
+    cluster.cli_until_ok(&["topic", "create", "spread", "--partitions", "2"]);
+    let described = cluster.cli_until_ok(&["topic", "describe", "spread", "--format", "json"]);
+    let described: serde_json::Value = serde_json::from_str(&described).unwrap();
+    let leaders: Vec<i64> = (described["partitions"].as_array().unwrap().iter())
+        .map(|p| p["leader"].as_i64().unwrap())
+        .collect();
+    assert_eq!(leaders.len(), 2);
+    assert_ne!(leaders[0], leaders[1], "each broker leads one partition");
+    let bootstrap = cluster.bootstrap();
+    kcat_produce_to(&bootstrap, "spread", 0, 10);
+    kcat_produce_to(&bootstrap, "spread", 1, 20);
+    let address = cluster.node(1).kafka;
+    on_glommio(async move {
+        let client = Cluster::new(address, "metrics-test");
+        let offsets = BTreeMap::from([
+            (("spread".to_string(), 0), 4),
+            (("spread".to_string(), 1), 5),
+        ]);
+        client.commit_offsets("far", &offsets).await.unwrap();
+    });
+    // The coordinator (one of the two) shows both, whichever leads them.
+    let lags: Vec<(Option<f64>, Option<f64>)> = [1, 2]
+        .iter()
+        .map(|id| {
+            let samples = scrape(cluster.node(*id).http);
+            (
+                lag_of(&samples, "far", "spread", 0),
+                lag_of(&samples, "far", "spread", 1),
+            )
+        })
+        .collect();
+    assert!(
+        lags.contains(&(Some(6.0), Some(15.0))),
+        "one broker coordinates the group and reports both: {lags:?}"
+    );
+    assert!(lags.contains(&(None, None)), "the other none: {lags:?}");
+    cluster.stop();
+}
+
 /// The metric names an expression uses: every word with an underscore
 /// that is not PromQL's own (`group_left`, `clamp_min`, ...) nor a label
 /// value, so a misspelt name shows as one the broker does not serve.

@@ -10,12 +10,10 @@ use clap::{ArgGroup, Args, Subcommand};
 use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
-use client::consumer_groups::{ConsumerGroupDescription, TopicPartitions};
-use client::groups::{GroupDescription, MemberDescription};
 use kafka_protocol::ResponseError;
+use serde::Serialize;
 
-use crate::groups::consumer_protocol::assigned_partitions;
-use crate::groups::lag::PartitionLag;
+use super::output::{json_document, Format};
 
 /// Where `group reset-offsets` moves a group's committed offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,17 +223,47 @@ pub fn subject(command: &GroupCommand) -> Option<String> {
     }
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &GroupCommand) -> bool {
+    matches!(command, GroupCommand::List | GroupCommand::Describe(_))
+}
+
+/// A group as `group list --format json` prints it.
+#[derive(Serialize)]
+struct Listed {
+    group: String,
+    #[serde(rename = "type")]
+    group_type: String,
+    state: String,
+    protocol_type: String,
+}
+
 /// Runs a group command; returns what to print.
-pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: GroupCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
         GroupCommand::List => {
+            let groups: Vec<Listed> = (cluster.list_groups().await?.into_iter())
+                .map(|g| Listed {
+                    group: g.group,
+                    group_type: g.group_type,
+                    state: g.state,
+                    protocol_type: g.protocol_type,
+                })
+                .collect();
+            if format == Format::Json {
+                return Ok(json_document(&groups));
+            }
             let _ = writeln!(
                 out,
                 "{:<40} {:<9} {:<20} PROTOCOL-TYPE",
                 "GROUP", "TYPE", "STATE"
             );
-            for g in cluster.list_groups().await? {
+            for g in groups {
                 let _ = writeln!(
                     out,
                     "{:<40} {:<9} {:<20} {}",
@@ -243,7 +271,13 @@ pub async fn execute(cluster: &Cluster, command: GroupCommand) -> Result<String,
                 );
             }
         }
-        GroupCommand::Describe(group) => describe(cluster, &group, &mut out).await?,
+        GroupCommand::Describe(group) => {
+            let report = super::group_describe::report(cluster, &group).await?;
+            out = match format {
+                Format::Json => json_document(&report),
+                Format::Table => super::group_describe::table(&report),
+            };
+        }
         GroupCommand::Reset {
             group,
             topics,
@@ -272,192 +306,14 @@ pub(super) async fn bounds_of(
         .collect())
 }
 
-/// `group describe`: the group's type, state and members with their
-/// assignments (a consumer group's epochs and targets too), then every
-/// partition committed or assigned with its lag.
-async fn describe(cluster: &Cluster, group: &str, out: &mut String) -> Result<(), ClientError> {
-    let committed = cluster.committed_offsets(group, None).await?;
-    let owners = match describe_either(cluster, group).await? {
-        Described::Consumer(consumer) => write_consumer_group(group, &consumer, out),
-        Described::Classic(description) => {
-            if description.state == "Dead" && committed.is_empty() {
-                return Err(ClientError::Broker(ResponseError::GroupIdNotFound.code()));
-            }
-            let _ = writeln!(
-                out,
-                "group {group}: classic, {}, {} members, protocol {}/{}",
-                description.state,
-                description.members.len(),
-                description.protocol_type,
-                description.protocol
-            );
-            write_members(&description.members, out)
-        }
-    };
-    // Every partition committed or assigned, with its lag.
-    let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for (topic, partition) in committed.keys().chain(owners.keys()) {
-        let partitions = by_topic.entry(topic.clone()).or_default();
-        if !partitions.contains(partition) {
-            partitions.push(*partition);
-        }
-    }
-    let _ = writeln!(
-        out,
-        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  MEMBER",
-        "TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "RETENTION-MARGIN"
-    );
-    for (topic, mut partitions) in by_topic {
-        partitions.sort_unstable();
-        let bounds = bounds_of(cluster, &topic, &partitions).await?;
-        for p in partitions {
-            let key = (topic.clone(), p);
-            let (log_start, log_end) = bounds.get(&p).copied().unwrap_or((0, 0));
-            let lag = PartitionLag {
-                committed: committed.get(&key).copied(),
-                log_start,
-                log_end,
-            };
-            let owner = owners.get(&key).map_or("-", |m| m.as_str());
-            write_lag_row(out, &key, &lag, owner);
-        }
-    }
-    Ok(())
-}
-
-/// Whether ConsumerGroupDescribe's error says to ask DescribeGroups: the
-/// group is not a consumer group (or the broker predates them).
-fn not_a_consumer_group(e: &ClientError) -> bool {
-    match e {
-        ClientError::Broker(code) => *code == ResponseError::GroupIdNotFound.code(),
-        ClientError::Unsupported(_) => true,
-        _ => false,
-    }
-}
-
-/// A group as its coordinator describes it, of either type.
-enum Described {
-    /// A consumer group (KIP-848), by ConsumerGroupDescribe.
-    Consumer(ConsumerGroupDescription),
-    /// A classic group (or none: "Dead"), by DescribeGroups.
-    Classic(GroupDescription),
-}
-
-/// Asks ConsumerGroupDescribe first, then DescribeGroups for a group that
-/// is not a consumer group.
-async fn describe_either(cluster: &Cluster, group: &str) -> Result<Described, ClientError> {
-    match cluster.describe_consumer_group(group).await {
-        Ok(consumer) => Ok(Described::Consumer(consumer)),
-        Err(e) if not_a_consumer_group(&e) => {
-            Ok(Described::Classic(cluster.describe_group(group).await?))
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// How many members `group` has, of either type.
 async fn member_count(cluster: &Cluster, group: &str) -> Result<usize, ClientError> {
-    Ok(match describe_either(cluster, group).await? {
-        Described::Consumer(consumer) => consumer.members.len(),
-        Described::Classic(classic) => classic.members.len(),
-    })
-}
-
-/// Writes a consumer group's epochs and a line per member (its partitions,
-/// and its target while it differs); returns who owns each partition.
-fn write_consumer_group(
-    group: &str,
-    consumer: &ConsumerGroupDescription,
-    out: &mut String,
-) -> BTreeMap<(String, i32), String> {
-    let _ = writeln!(
-        out,
-        "group {group}: consumer, {}, {} members, epoch {}, assignment epoch {}, assignor {}",
-        consumer.state,
-        consumer.members.len(),
-        consumer.epoch,
-        consumer.assignment_epoch,
-        consumer.assignor
-    );
-    let show = |partitions: &TopicPartitions| {
-        let each = partitions.iter().map(|(t, ps)| format!("{t}{ps:?}"));
-        each.collect::<Vec<_>>().join(" ")
-    };
-    let mut owners = BTreeMap::new();
-    for m in &consumer.members {
-        let instance = (m.instance_id.as_ref())
-            .map(|i| format!(" instance {i}"))
-            .unwrap_or_default();
-        let target = match m.target == m.assigned {
-            true => String::new(),
-            false => format!(" target {}", show(&m.target)),
-        };
-        // A classic member (JoinGroup) of a migrating group.
-        let classic = if m.classic { " (classic)" } else { "" };
-        let _ = writeln!(
-            out,
-            "  member {}{classic} epoch {} client {} host {}{instance} assigned {}{target}",
-            m.member_id,
-            m.member_epoch,
-            m.client_id,
-            m.client_host,
-            show(&m.assigned)
-        );
-        for (topic, partitions) in &m.assigned {
-            for p in partitions {
-                owners.insert((topic.clone(), *p), m.member_id.clone());
-            }
-        }
-    }
-    owners
-}
-
-/// Writes a line per member; returns who owns each assigned partition.
-fn write_members(
-    members: &[MemberDescription],
-    out: &mut String,
-) -> BTreeMap<(String, i32), String> {
-    let mut owners = BTreeMap::new();
-    for member in members {
-        let assigned = assigned_partitions(&member.assignment).unwrap_or_default();
-        let instance = member
-            .instance_id
-            .as_ref()
-            .map(|i| format!(" instance {i}"))
-            .unwrap_or_default();
-        let partitions = assigned
-            .iter()
-            .map(|(t, ps)| format!("{t}{ps:?}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let _ = writeln!(
-            out,
-            "  member {} client {} host {}{instance} assigned {partitions}",
-            member.member_id, member.client_id, member.client_host,
-        );
-        for (topic, partitions) in assigned {
-            for p in partitions {
-                owners.insert((topic.clone(), p), member.member_id.clone());
-            }
-        }
-    }
-    owners
-}
-
-fn write_lag_row(out: &mut String, (topic, p): &(String, i32), lag: &PartitionLag, owner: &str) {
-    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-    let _ = writeln!(
-        out,
-        "{:<30} {:>9} {:>12} {:>12} {:>12} {:>10} {:>16}  {}",
-        topic,
-        p,
-        show(lag.committed),
-        lag.log_start,
-        lag.log_end,
-        lag.lag(),
-        show(lag.retention_margin()),
-        owner
-    );
+    Ok(
+        match super::group_describe::describe_either(cluster, group).await? {
+            super::group_describe::Described::Consumer(consumer) => consumer.members.len(),
+            super::group_describe::Described::Classic(classic) => classic.members.len(),
+        },
+    )
 }
 
 /// `group reset-offsets`: moves an empty group's committed offsets (each

@@ -11,12 +11,15 @@ pub mod dump_log;
 pub mod dump_metadata;
 pub mod failure;
 pub mod group;
+pub mod group_describe;
 pub mod move_plan;
+pub mod output;
 pub mod quota;
 pub mod reassign;
 pub mod share_group;
 pub mod target;
 pub mod topic;
+pub mod topic_io;
 pub mod txn;
 pub mod user;
 
@@ -25,6 +28,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::config::CommandLine;
+use output::Format;
 use target::TargetArgs;
 
 /// The examples under `broker --help`.
@@ -180,23 +184,33 @@ impl Cli {
 fn run(command: Command) -> Result<String, failure::Failure> {
     match command {
         Command::Serve(_) => unreachable!("serve is not run here"),
-        Command::Topic { command, target } => target
-            .target()
-            .map_err(failure::usage)?
-            .run(topic::subject(&command), |c| async move {
-                topic::execute(&c, command).await
-            }),
+        Command::Topic { command, target } => {
+            let format = target.format;
+            if format == Format::Json && !topic::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
+            target
+                .target()
+                .map_err(failure::usage)?
+                .run(topic::subject(&command), move |c| async move {
+                    topic::execute(&c, command, format).await
+                })
+        }
         Command::Cluster { command, target } => target
             .target()
             .map_err(failure::usage)?
             .run(None, |c| async move { cluster::execute(&c, command).await }),
         Command::Group { command, target } => {
             let command = command.command();
+            let format = target.format;
+            if format == Format::Json && !group::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
             target
                 .target()
                 .map_err(failure::usage)?
-                .run(group::subject(&command), |c| async move {
-                    group::execute(&c, command).await
+                .run(group::subject(&command), move |c| async move {
+                    group::execute(&c, command, format).await
                 })
         }
         Command::ShareGroup { command, target } => target

@@ -4,6 +4,7 @@
 //! executor the command runs on.
 
 use super::failure::Failure;
+use super::output::Format;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -52,6 +53,15 @@ pub struct TargetArgs {
         allow_hyphen_values = true
     )]
     pub sasl_password: Option<String>,
+    /// How answers print: table (for people) or json (for scripts).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = Format::Table,
+        help_heading = "Output"
+    )]
+    pub format: Format,
 }
 
 /// Where the admin commands go, and how.

@@ -1,12 +1,17 @@
 //! `broker topic ...`: create, list, describe, alter and delete topics, as
-//! `kafka-topics.sh` and `rpk topic` do, and list a topic's idempotent
-//! producers.
+//! `kafka-topics.sh` and `rpk topic` do, list a topic's idempotent
+//! producers, and produce and consume from a shell (`topic_io`).
 
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 use clap::{ArgGroup, Subcommand};
 use client::cluster::Cluster;
 use client::connection::ClientError;
+use serde::Serialize;
+
+use super::output::{json_document, Format};
+use super::topic_io::{consume, produce, ConsumeArgs, ProduceArgs};
 
 /// A `broker topic` command.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -111,10 +116,16 @@ pub enum TopicCommand {
         /// The topic.
         name: String,
     },
+    /// Produces standard input's lines, a record each (acks=all,
+    /// idempotent), and prints where each landed.
+    Produce(ProduceArgs),
+    /// Prints a topic's records: from the start, the end, an offset or a
+    /// time; until the end as of now, a count, or with --follow.
+    Consume(ConsumeArgs),
 }
 
-/// `KEY=VALUE`, as `--config` takes it.
-fn key_value(pair: &str) -> Result<(String, String), String> {
+/// `KEY=VALUE`, as `--config` and `--header` take it.
+pub(super) fn key_value(pair: &str) -> Result<(String, String), String> {
     let (key, value) = pair
         .split_once('=')
         .ok_or(format!("{pair}: expected KEY=VALUE"))?;
@@ -132,13 +143,42 @@ pub fn subject(command: &TopicCommand) -> Option<String> {
         | C::AddPartitions { name, .. }
         | C::Reassign { name, .. }
         | C::Delete { name } => Some(format!("topic '{name}'")),
+        C::Produce(ProduceArgs { topic, .. }) => Some(format!("topic '{topic}'")),
+        C::Consume(ConsumeArgs {
+            topic, partitions, ..
+        }) => Some(match partitions.as_slice() {
+            [] => format!("topic '{topic}'"),
+            [one] => format!("topic '{topic}' partition {one}"),
+            many => format!("topic '{topic}' partitions {many:?}"),
+        }),
         C::List | C::Reassignments => None,
     }
 }
 
-/// Runs a topic command; what to print.
-pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String, ClientError> {
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &TopicCommand) -> bool {
+    use TopicCommand as C;
+    matches!(
+        command,
+        C::List | C::Describe { .. } | C::Produce(_) | C::Consume(_)
+    )
+}
+
+/// Runs a topic command; what to print (produce and consume print as
+/// they go).
+pub async fn execute(
+    cluster: &Rc<Cluster>,
+    command: TopicCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
+    match command {
+        TopicCommand::List => return list(cluster, format).await,
+        TopicCommand::Describe { name } => return describe(cluster, &name, format).await,
+        TopicCommand::Produce(args) => return produce(cluster.clone(), args, format).await,
+        TopicCommand::Consume(args) => return consume(cluster.clone(), args, format).await,
+        _ => {}
+    }
     match command {
         TopicCommand::Create {
             name,
@@ -159,13 +199,6 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
             let partitions = cluster.topic(&name).map_or(0, |t| t.leaders.len());
             let _ = writeln!(out, "created topic {name} with {partitions} partitions");
         }
-        TopicCommand::List => {
-            let _ = writeln!(out, "{:<40} {:>10}", "TOPIC", "PARTITIONS");
-            for topic in cluster.list_topics().await? {
-                let _ = writeln!(out, "{:<40} {:>10}", topic.name, topic.leaders.len());
-            }
-        }
-        TopicCommand::Describe { name } => out = describe(cluster, &name).await?,
         TopicCommand::DescribeProducers { name } => {
             out = describe_producers(cluster, &name).await?
         }
@@ -217,44 +250,126 @@ pub async fn execute(cluster: &Cluster, command: TopicCommand) -> Result<String,
             cluster.delete_topic(&name).await?;
             let _ = writeln!(out, "deleted topic {name}");
         }
+        TopicCommand::List
+        | TopicCommand::Describe { .. }
+        | TopicCommand::Produce(_)
+        | TopicCommand::Consume(_) => unreachable!("answered above"),
     }
     Ok(out)
 }
 
+/// A topic as `topic list --format json` prints it.
+#[derive(Serialize)]
+struct Listed {
+    name: String,
+    id: String,
+    partitions: usize,
+}
+
+/// `topic list`: every topic and its partition count.
+async fn list(cluster: &Cluster, format: Format) -> Result<String, ClientError> {
+    let topics: Vec<Listed> = (cluster.list_topics().await?.into_iter())
+        .map(|t| Listed {
+            name: t.name,
+            id: t.id.to_string(),
+            partitions: t.leaders.len(),
+        })
+        .collect();
+    if format == Format::Json {
+        return Ok(json_document(&topics));
+    }
+    let mut out = format!("{:<40} {:>10}\n", "TOPIC", "PARTITIONS");
+    for topic in topics {
+        let _ = writeln!(out, "{:<40} {:>10}", topic.name, topic.partitions);
+    }
+    Ok(out)
+}
+
+/// A topic as `topic describe --format json` prints it.
+#[derive(Serialize)]
+struct Described {
+    name: String,
+    id: String,
+    partitions: Vec<PartitionRow>,
+    configs: Vec<ConfigRow>,
+}
+
+#[derive(Serialize)]
+struct PartitionRow {
+    partition: usize,
+    leader: i32,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+#[derive(Serialize)]
+struct ConfigRow {
+    name: String,
+    value: Option<String>,
+    default: bool,
+}
+
 /// `topic describe`: partitions with leader, epoch, replicas and ISR,
 /// then every config and whether it is set or the default.
-async fn describe(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
-    let mut out = String::new();
+async fn describe(cluster: &Cluster, name: &str, format: Format) -> Result<String, ClientError> {
     cluster.refresh(Some(&[name]), false).await?;
     let topic = cluster.topic(name).ok_or(ClientError::Broker(
         kafka_protocol::ResponseError::UnknownTopicOrPartition.code(),
     ))?;
+    let partitions = (topic.leaders.iter().enumerate())
+        .map(|(index, leader)| {
+            let info = topic.partitions.get(index).cloned().unwrap_or_default();
+            PartitionRow {
+                partition: index,
+                leader: *leader,
+                leader_epoch: info.leader_epoch,
+                replicas: info.replicas,
+                isr: info.isr,
+            }
+        })
+        .collect();
+    let configs = (cluster.describe_configs(name).await?.into_iter())
+        .map(|entry| ConfigRow {
+            name: entry.name,
+            value: entry.value,
+            default: entry.is_default,
+        })
+        .collect();
+    let described = Described {
+        name: topic.name.clone(),
+        id: topic.id.to_string(),
+        partitions,
+        configs,
+    };
+    Ok(match format {
+        Format::Json => json_document(&described),
+        Format::Table => describe_table(&described),
+    })
+}
+
+fn describe_table(topic: &Described) -> String {
+    let mut out = String::new();
+    let count = topic.partitions.len();
     let _ = writeln!(
         out,
-        "topic {} id {} partitions {}",
-        topic.name,
-        topic.id,
-        topic.leaders.len()
+        "topic {} id {} partitions {count}",
+        topic.name, topic.id
     );
-    for (index, leader) in topic.leaders.iter().enumerate() {
-        let info = topic.partitions.get(index).cloned().unwrap_or_default();
+    for p in &topic.partitions {
         let _ = writeln!(
             out,
-            "  partition {index} leader {leader} epoch {} replicas {:?} isr {:?}",
-            info.leader_epoch, info.replicas, info.isr
+            "  partition {} leader {} epoch {} replicas {:?} isr {:?}",
+            p.partition, p.leader, p.leader_epoch, p.replicas, p.isr
         );
     }
     let _ = writeln!(out, "configs:");
-    for entry in cluster.describe_configs(name).await? {
-        let origin = if entry.is_default { "default" } else { "set" };
-        let _ = writeln!(
-            out,
-            "  {} = {} ({origin})",
-            entry.name,
-            entry.value.unwrap_or_default()
-        );
+    for entry in &topic.configs {
+        let origin = if entry.default { "default" } else { "set" };
+        let value = entry.value.as_deref().unwrap_or_default();
+        let _ = writeln!(out, "  {} = {value} ({origin})", entry.name);
     }
-    Ok(out)
+    out
 }
 
 /// `topic describe-producers`: each partition's idempotent producers.

@@ -12,6 +12,7 @@ pub mod peer_tls;
 pub mod peers;
 pub mod producer_ids;
 pub mod quorum;
+pub mod remote_watermarks;
 pub mod routing;
 pub mod topics;
 pub mod view;

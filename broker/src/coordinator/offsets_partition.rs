@@ -6,7 +6,7 @@
 //! when the group's state machine says so ([`OffsetsPartition::settle`]).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use storage::batch::{self, RecordSpec, ValidBatch};
 use storage::{LeaderEpoch, TimestampMs};
 
 use crate::cluster::routing::PartitionKey;
+use crate::groups::consumer_protocol::assigned_partitions;
 use crate::groups::membership::{Joined, MemberId};
 use crate::groups::records::{encode_key, encode_value, Key, Value};
 use crate::groups::store::PartitionGroups;
@@ -82,9 +83,18 @@ impl OffsetsPartition {
     }
 }
 
-/// A group as /metrics sees it: id, type and size, committed offset by
-/// (topic, partition).
-pub type GroupPositions = (String, GroupGauges, Vec<((String, i32), i64)>);
+/// A group as /metrics sees it.
+pub struct GroupPositions {
+    /// Its id.
+    pub id: String,
+    /// Its type and size.
+    pub gauges: GroupGauges,
+    /// Its committed offset by (topic, partition).
+    pub committed: Vec<((String, i32), i64)>,
+    /// The partitions its members are assigned (a consumer group's
+    /// targets), committed or not.
+    pub assigned: Vec<(String, i32)>,
+}
 
 /// A group's gauges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,40 +109,67 @@ pub struct GroupGauges {
 }
 
 impl OffsetsPartition {
-    /// Each group's id, gauges and committed offsets (for /metrics).
-    pub fn groups_for_metrics(&self) -> Vec<GroupPositions> {
+    /// Each group's id, gauges, committed offsets and assigned partitions
+    /// (for /metrics; `names`: topic names by id).
+    pub fn groups_for_metrics(
+        &self,
+        names: &BTreeMap<control::TopicId, String>,
+    ) -> Vec<GroupPositions> {
         let groups = self.groups.borrow();
         groups
             .ids()
             .into_iter()
             .filter_map(|id| {
                 let entry = groups.get(&id)?;
-                let offsets = entry
+                let committed = entry
                     .offsets
                     .iter()
                     .map(|(k, stored)| (k.clone(), stored.committed.offset))
                     .collect();
-                let gauges = match entry.consumer_group() {
+                let (gauges, assigned) = match entry.consumer_group() {
                     _ if entry.share.is_some() => {
                         let share = entry.share.as_ref().expect("a share group");
-                        GroupGauges {
+                        let gauges = GroupGauges {
                             group_type: "share",
                             rebalances: share.epoch,
                             members: share.members.len(),
-                        }
+                        };
+                        (gauges, Vec::new())
                     }
-                    Some(consumer) => GroupGauges {
-                        group_type: "consumer",
-                        rebalances: consumer.epoch,
-                        members: consumer.members.len(),
-                    },
-                    None => GroupGauges {
-                        group_type: "classic",
-                        rebalances: entry.membership.generation(),
-                        members: entry.membership.member_ids().len(),
-                    },
+                    Some(consumer) => {
+                        let gauges = GroupGauges {
+                            group_type: "consumer",
+                            rebalances: consumer.epoch,
+                            members: consumer.members.len(),
+                        };
+                        let targets = consumer.targets.values().flatten();
+                        let named = targets.filter_map(|(topic, index)| {
+                            Some((names.get(&control::TopicId(*topic))?.clone(), *index))
+                        });
+                        (gauges, named.collect())
+                    }
+                    None => {
+                        let gauges = GroupGauges {
+                            group_type: "classic",
+                            rebalances: entry.membership.generation(),
+                            members: entry.membership.member_ids().len(),
+                        };
+                        let assignments = entry.membership.assignments();
+                        let assigned = assignments
+                            .filter_map(|bytes| assigned_partitions(bytes))
+                            .flat_map(|topics| {
+                                (topics.into_iter())
+                                    .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+                            });
+                        (gauges, assigned.collect())
+                    }
                 };
-                Some((id, gauges, offsets))
+                Some(GroupPositions {
+                    id,
+                    gauges,
+                    committed,
+                    assigned,
+                })
             })
             .collect()
     }

@@ -14,11 +14,18 @@ pub struct PartitionLag {
 }
 
 impl PartitionLag {
-    /// Records the group has yet to consume: the log end minus the
-    /// committed offset (the whole log if it never committed).
+    /// Kafka's lag: the log end minus the committed offset, records
+    /// retention deleted included (the whole log if it never committed:
+    /// what a group starting from the earliest offset would read).
     pub fn lag(&self) -> i64 {
-        let from = self.committed.unwrap_or(self.log_start).max(self.log_start);
-        (self.log_end - from).max(0)
+        (self.log_end - self.committed.unwrap_or(self.log_start)).max(0)
+    }
+
+    /// The part of the lag retention deleted before the group read it:
+    /// from the committed offset to the log start.
+    pub fn lost_to_retention(&self) -> i64 {
+        self.committed
+            .map_or(0, |c| (self.log_start.min(self.log_end) - c).max(0))
     }
 
     /// Records between the log start and the committed offset: what
@@ -44,11 +51,17 @@ mod tests {
         assert_eq!(at(Some(40), 0, 100).lag(), 60);
         assert_eq!(at(Some(40), 0, 100).retention_margin(), Some(40));
         assert_eq!(at(Some(100), 0, 100).lag(), 0);
-        // Behind retention: what remains is all lag; the margin is negative.
-        assert_eq!(at(Some(10), 50, 100).lag(), 50);
+        assert_eq!(at(Some(40), 0, 100).lost_to_retention(), 0);
+        // Behind retention: Kafka's lag counts the deleted records too,
+        // shown apart as lost; the margin is negative.
+        assert_eq!(at(Some(10), 50, 100).lag(), 90);
+        assert_eq!(at(Some(10), 50, 100).lost_to_retention(), 40);
         assert_eq!(at(Some(10), 50, 100).retention_margin(), Some(-40));
-        // Never committed: the whole log, no margin.
+        // Never committed: the whole log, nothing lost, no margin.
         assert_eq!(at(None, 20, 100).lag(), 80);
+        assert_eq!(at(None, 20, 100).lost_to_retention(), 0);
         assert_eq!(at(None, 20, 100).retention_margin(), None);
+        // A commit past the end (the log was truncated): no negative lag.
+        assert_eq!(at(Some(120), 0, 100).lag(), 0);
     }
 }

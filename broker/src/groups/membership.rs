@@ -227,6 +227,12 @@ impl Group {
         self.members.keys().cloned().collect()
     }
 
+    /// The members' current assignments (the protocol's bytes; empty for
+    /// a member not given one yet).
+    pub fn assignments(&self) -> impl Iterator<Item = &Bytes> {
+        self.members.values().map(|m| &m.assignment)
+    }
+
     /// Whether the group holds no one: no members, none joining, none
     /// told their member id and expected back.
     pub fn is_idle(&self) -> bool {

@@ -17,13 +17,16 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::connection::admission::Admission;
 use super::shard::Shard;
+use crate::cluster::remote_watermarks::of_led_elsewhere;
 use crate::cluster::Cluster;
 use crate::coordinator::offsets_partition::GroupGauges;
 use crate::coordinator::Coordinator;
 use crate::counters::{HistogramTotal, Registry, ShardMetrics, API_KEYS, LATENCY_BUCKETS_SECONDS};
+use crate::groups::lag::PartitionLag;
 use crate::partition::role::Role;
 
 /// What one shard reports at a scrape.
@@ -39,6 +42,9 @@ struct ShardReport {
     stability: BTreeMap<(String, i32), (i64, usize)>,
     /// (group, topic, partition) -> committed offset, of groups coordinated here.
     committed: BTreeMap<(String, String, i32), i64>,
+    /// (group, topic, partition) assigned to a member of a group
+    /// coordinated here, committed or not.
+    assigned: BTreeSet<(String, String, i32)>,
     /// group -> its type, rebalances and members, of groups coordinated here.
     groups: BTreeMap<String, GroupGauges>,
     /// Share groups' share-partitions of partitions led here.
@@ -76,11 +82,15 @@ async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
         }
     }
     for partition in coordinator.loaded_current() {
-        for (group, gauges, offsets) in partition.groups_for_metrics() {
-            for ((topic, index), offset) in offsets {
-                out.committed.insert((group.clone(), topic, index), offset);
+        for group in partition.groups_for_metrics(&names) {
+            for ((topic, index), offset) in group.committed {
+                out.committed
+                    .insert((group.id.clone(), topic, index), offset);
             }
-            out.groups.insert(group, gauges);
+            for (topic, index) in group.assigned {
+                out.assigned.insert((group.id.clone(), topic, index));
+            }
+            out.groups.insert(group.id, group.gauges);
         }
     }
     out
@@ -118,7 +128,8 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     produce_latency(&mut page, all);
     produce_copies(&mut page, all);
     let ends = led_partitions(&reports);
-    consumer_lag(&mut page, &reports, &ends);
+    let lags = group_lags(cluster, &reports, &ends).await;
+    consumer_lag(&mut page, &lags);
     partitions_led(&mut page, cluster, &ends);
     replication(&mut page, cluster, all);
     if let Some(pct) = disk_used_pct(&cluster.config.data_dir) {
@@ -182,28 +193,72 @@ fn led_partitions(reports: &[ShardReport]) -> Ends {
         .collect()
 }
 
-fn consumer_lag(page: &mut Page, reports: &[ShardReport], ends: &Ends) {
-    page.header(
-        "consumer_lag_messages",
-        "gauge",
-        "records a group has not committed yet, for partitions this broker leads",
-    );
-    for ((group, topic, partition), committed) in reports.iter().flat_map(|r| &r.committed) {
-        let Some((log_start, high_watermark)) = ends.get(&(topic.clone(), *partition)) else {
-            continue;
-        };
-        let lag = crate::groups::lag::PartitionLag {
-            committed: Some(*committed),
-            log_start: *log_start,
-            log_end: *high_watermark,
-        }
-        .lag();
-        let labels = format!(
+/// How long a scrape waits for other brokers' watermarks.
+const REMOTE_WATERMARKS_WAIT: Duration = Duration::from_secs(2);
+
+/// The lag of every partition the groups coordinated here committed or
+/// were assigned, wherever it is led: the log ends of partitions led
+/// elsewhere asked of their leaders.
+async fn group_lags(
+    cluster: &Cluster,
+    reports: &[ShardReport],
+    ends: &Ends,
+) -> BTreeMap<(String, String, i32), PartitionLag> {
+    let committed: BTreeMap<&(String, String, i32), i64> = reports
+        .iter()
+        .flat_map(|r| &r.committed)
+        .map(|(k, v)| (k, *v))
+        .collect();
+    let assigned = reports.iter().flat_map(|r| &r.assigned);
+    let keys: BTreeSet<&(String, String, i32)> =
+        committed.keys().copied().chain(assigned).collect();
+    let elsewhere: BTreeSet<(String, i32)> = (keys.iter())
+        .map(|(_, topic, partition)| (topic.clone(), *partition))
+        .filter(|key| !ends.contains_key(key))
+        .collect();
+    let remote = match elsewhere.is_empty() {
+        true => Ends::new(),
+        false => of_led_elsewhere(cluster, elsewhere, REMOTE_WATERMARKS_WAIT).await,
+    };
+    (keys.into_iter())
+        .filter_map(|key| {
+            let (group, topic, partition) = key;
+            let at = (topic.clone(), *partition);
+            let (log_start, log_end) = ends.get(&at).or_else(|| remote.get(&at))?;
+            let lag = PartitionLag {
+                committed: committed.get(key).copied(),
+                log_start: *log_start,
+                log_end: *log_end,
+            };
+            Some(((group.clone(), topic.clone(), *partition), lag))
+        })
+        .collect()
+}
+
+fn consumer_lag(page: &mut Page, lags: &BTreeMap<(String, String, i32), PartitionLag>) {
+    let labels = |(group, topic, partition): &(String, String, i32)| {
+        format!(
             "group=\"{}\",topic=\"{}\",partition=\"{partition}\"",
             escape(group),
             escape(topic)
-        );
-        page.sample("consumer_lag_messages", &labels, lag as f64);
+        )
+    };
+    page.header(
+        "consumer_lag_messages",
+        "gauge",
+        "records between a group's committed offset and the partition's end (the whole log without a commit), for groups coordinated here, wherever the partition is led",
+    );
+    for (key, lag) in lags {
+        page.sample("consumer_lag_messages", &labels(key), lag.lag() as f64);
+    }
+    page.header(
+        "consumer_lag_lost_messages",
+        "gauge",
+        "the part of a group's lag that retention deleted before the group read it",
+    );
+    for (key, lag) in lags {
+        let lost = lag.lost_to_retention() as f64;
+        page.sample("consumer_lag_lost_messages", &labels(key), lost);
     }
 }
 

@@ -1,0 +1,244 @@
+//! Records from a shell, as rpk and kcat users work: `broker topic
+//! produce` reads standard input (keys from a separator, headers from
+//! flags), `broker topic consume` prints from a start to the end, a count
+//! or, following, as records arrive; `--format json` prints what scripts
+//! parse (JSON lines for records, documents for list and describe), and a
+//! command without a JSON form refuses the flag (exit 2).
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{start_broker, Broker};
+
+fn broker(target: &Broker, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .args(["--brokers", &target.bootstrap()])
+        .output()
+        .expect("the broker binary runs")
+}
+
+fn ok(target: &Broker, args: &[&str]) -> String {
+    let out = broker(target, args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `topic produce` with `input` on standard input.
+fn produce(target: &Broker, args: &[&str], input: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "produce"])
+        .args(args)
+        .args(["--brokers", &target.bootstrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    (text.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn lines_produced_from_a_shell_are_consumed_with_keys_headers_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = start_broker(dir.path());
+    ok(&target, &["topic", "create", "shell", "--partitions", "1"]);
+    let landed = produce(
+        &target,
+        &[
+            "shell",
+            "--key-separator",
+            ":",
+            "--header",
+            "source=test",
+            "--format",
+            "json",
+        ],
+        "k1:first\nk2:second:with colon\nno key here\n",
+    );
+    let landed = json_lines(&landed);
+    let offsets: Vec<i64> = landed
+        .iter()
+        .map(|l| l["offset"].as_i64().unwrap())
+        .collect();
+    assert_eq!(offsets, [0, 1, 2]);
+    assert!(landed
+        .iter()
+        .all(|l| l["topic"] == "shell" && l["partition"] == 0));
+    let table = produce(&target, &["shell", "--key", "fixed"], "fourth\n");
+    assert!(
+        table.contains("produced to partition 0 at offset 3"),
+        "{table}"
+    );
+    assert!(table.contains("produced 1 records to shell"), "{table}");
+
+    let records = json_lines(&ok(
+        &target,
+        &["topic", "consume", "shell", "--format", "json"],
+    ));
+    let seen: Vec<(Value, Value)> = (records.iter())
+        .map(|r| (r["key"].clone(), r["value"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("k1".into(), "first".into()),
+            ("k2".into(), "second:with colon".into()),
+            (Value::Null, "no key here".into()),
+            ("fixed".into(), "fourth".into()),
+        ]
+    );
+    assert_eq!(records[0]["headers"][0]["key"], "source");
+    assert_eq!(records[0]["headers"][0]["value"], "test");
+    assert_eq!(records[3]["headers"], serde_json::json!([]));
+    assert!(records[0]["timestamp"].as_i64().unwrap() > 1_700_000_000_000);
+
+    // A count, an offset, the end, a time after every record.
+    let two = ok(&target, &["topic", "consume", "shell", "--num", "2"]);
+    assert_eq!(two.lines().count(), 1 + 2, "a header and two rows:\n{two}");
+    assert!(
+        two.lines().nth(2).unwrap().contains("second:with colon"),
+        "{two}"
+    );
+    let from = json_lines(&ok(
+        &target,
+        &[
+            "topic", "consume", "shell", "--offset", "2", "--format", "json",
+        ],
+    ));
+    assert_eq!(
+        from.iter()
+            .map(|r| r["offset"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [2, 3]
+    );
+    let end = ok(
+        &target,
+        &[
+            "topic", "consume", "shell", "--offset", "end", "--format", "json",
+        ],
+    );
+    assert_eq!(end, "");
+    let later = ok(
+        &target,
+        &[
+            "topic",
+            "consume",
+            "shell",
+            "--from-time",
+            "2100-01-01T00:00:00Z",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(later, "");
+}
+
+#[test]
+fn a_following_consumer_prints_records_produced_after_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = start_broker(dir.path());
+    ok(&target, &["topic", "create", "live", "--partitions", "2"]);
+    let follower = Command::new("timeout")
+        .args([
+            "60",
+            env!("CARGO_BIN_EXE_broker"),
+            "topic",
+            "consume",
+            "live",
+        ])
+        .args(["--follow", "--num", "3", "--format", "json"])
+        .args(["--brokers", &target.bootstrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The topic is empty: without --follow it would stop at once. The
+    // records come a while after it started waiting (from the start:
+    // whenever it connects, it sees all three).
+    std::thread::sleep(Duration::from_secs(1));
+    produce(
+        &target,
+        &["live", "--key-separator", "="],
+        "a=1\nb=2\nc=3\n",
+    );
+    let out = follower.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let records = json_lines(&String::from_utf8(out.stdout).unwrap());
+    let mut values: Vec<&str> = records
+        .iter()
+        .map(|r| r["value"].as_str().unwrap())
+        .collect();
+    values.sort_unstable();
+    assert_eq!(values, ["1", "2", "3"]);
+}
+
+#[test]
+fn list_and_describe_print_json_and_other_commands_refuse_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = start_broker(dir.path());
+    ok(
+        &target,
+        &[
+            "topic",
+            "create",
+            "orders",
+            "--partitions",
+            "3",
+            "--config",
+            "retention.ms=60000",
+        ],
+    );
+    let listed: Value =
+        serde_json::from_str(&ok(&target, &["topic", "list", "--format", "json"])).unwrap();
+    let orders = (listed.as_array().unwrap().iter())
+        .find(|t| t["name"] == "orders")
+        .expect("listed");
+    assert_eq!(orders["partitions"], 3);
+    assert_eq!(orders["id"].as_str().unwrap().len(), 36, "a UUID");
+    let described: Value = serde_json::from_str(&ok(
+        &target,
+        &["topic", "describe", "orders", "--format", "json"],
+    ))
+    .unwrap();
+    assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
+    assert_eq!(described["partitions"][1]["partition"], 1);
+    assert_eq!(
+        described["partitions"][1]["replicas"],
+        serde_json::json!([1])
+    );
+    let retention = (described["configs"].as_array().unwrap().iter())
+        .find(|c| c["name"] == "retention.ms")
+        .expect("described");
+    assert_eq!(
+        (&retention["value"], &retention["default"]),
+        (&"60000".into(), &false.into())
+    );
+
+    let refused = broker(&target, &["topic", "create", "more", "--format", "json"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--format json"));
+    let missing = broker(&target, &["topic", "consume", "orders", "--partition", "7"]);
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    let words = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        words.contains("topic 'orders' partition 7 does not exist (UNKNOWN_TOPIC_OR_PARTITION): it has 3 partitions"),
+        "{words}"
+    );
+}

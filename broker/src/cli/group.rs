@@ -13,6 +13,7 @@ use client::consumer::{list_offsets, StartAt};
 use kafka_protocol::ResponseError;
 use serde::Serialize;
 
+use super::group_describe::bounds_of;
 use super::output::{json_document, Format};
 
 /// Where `group reset-offsets` moves a group's committed offsets.
@@ -290,20 +291,6 @@ pub async fn execute(
         }
     }
     Ok(out)
-}
-
-/// Each partition's (log start, log end) for the given topic's partitions.
-pub(super) async fn bounds_of(
-    cluster: &Cluster,
-    topic: &str,
-    partitions: &[i32],
-) -> Result<BTreeMap<i32, (i64, i64)>, ClientError> {
-    let starts = list_offsets(cluster, topic, partitions, StartAt::Earliest).await?;
-    let ends = list_offsets(cluster, topic, partitions, StartAt::Latest).await?;
-    Ok(starts
-        .into_iter()
-        .map(|(p, start)| (p, (start, ends.get(&p).copied().unwrap_or(start))))
-        .collect())
 }
 
 /// How many members `group` has, of either type.

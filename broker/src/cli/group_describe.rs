@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use client::cluster::Cluster;
 use client::connection::ClientError;
+use client::consumer::{list_offsets, StartAt};
 use client::consumer_groups::{ConsumerGroupDescription, TopicPartitions};
 use client::groups::{GroupDescription, MemberDescription};
 use kafka_protocol::ResponseError;
@@ -111,6 +112,20 @@ pub(super) async fn describe_either(
     }
 }
 
+/// Each partition's (log start, log end) for the given topic's partitions.
+pub(super) async fn bounds_of(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, (i64, i64)>, ClientError> {
+    let starts = list_offsets(cluster, topic, partitions, StartAt::Earliest).await?;
+    let ends = list_offsets(cluster, topic, partitions, StartAt::Latest).await?;
+    Ok(starts
+        .into_iter()
+        .map(|(p, start)| (p, (start, ends.get(&p).copied().unwrap_or(start))))
+        .collect())
+}
+
 /// Gathers `group`'s report: GROUP_ID_NOT_FOUND for a group with neither
 /// members nor commits.
 pub(super) async fn report(cluster: &Cluster, group: &str) -> Result<GroupReport, ClientError> {
@@ -140,7 +155,7 @@ pub(super) async fn report(cluster: &Cluster, group: &str) -> Result<GroupReport
     }
     for (topic, mut partitions) in by_topic {
         partitions.sort_unstable();
-        let bounds = super::group::bounds_of(cluster, &topic, &partitions).await?;
+        let bounds = bounds_of(cluster, &topic, &partitions).await?;
         for partition in partitions {
             let key = (topic.clone(), partition);
             let (log_start, log_end) = bounds.get(&partition).copied().unwrap_or((0, 0));

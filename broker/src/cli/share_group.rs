@@ -11,7 +11,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use kafka_protocol::ResponseError;
 
-use super::group::{bounds_of, reset_targets, ResetArgs};
+use super::group::{reset_targets, ResetArgs};
+use super::group_describe::bounds_of;
 
 /// A `broker share-group` command line.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

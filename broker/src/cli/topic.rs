@@ -11,7 +11,7 @@ use client::connection::ClientError;
 use serde::Serialize;
 
 use super::output::{json_document, Format};
-use super::topic_io::{consume, produce, ConsumeArgs, ProduceArgs};
+use super::topic_io::{consume, key_value, produce, ConsumeArgs, ProduceArgs};
 
 /// A `broker topic` command.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -122,14 +122,6 @@ pub enum TopicCommand {
     /// Prints a topic's records: from the start, the end, an offset or a
     /// time; until the end as of now, a count, or with --follow.
     Consume(ConsumeArgs),
-}
-
-/// `KEY=VALUE`, as `--config` and `--header` take it.
-pub(super) fn key_value(pair: &str) -> Result<(String, String), String> {
-    let (key, value) = pair
-        .split_once('=')
-        .ok_or(format!("{pair}: expected KEY=VALUE"))?;
-    Ok((key.to_string(), value.to_string()))
 }
 
 /// The topic a command is about (`topic 'orders'`), for its errors.

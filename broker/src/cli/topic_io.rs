@@ -39,8 +39,16 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "SEP")]
     pub key_separator: Option<String>,
     /// A header on every record (repeatable).
-    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = super::topic::key_value)]
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = key_value)]
     pub headers: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE`, as `--config` and `--header` take it.
+pub(super) fn key_value(pair: &str) -> Result<(String, String), String> {
+    let (key, value) = pair
+        .split_once('=')
+        .ok_or(format!("{pair}: expected KEY=VALUE"))?;
+    Ok((key.to_string(), value.to_string()))
 }
 
 /// Where `topic consume` starts.

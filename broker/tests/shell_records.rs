@@ -242,3 +242,129 @@ fn list_and_describe_print_json_and_other_commands_refuse_it() {
         "{words}"
     );
 }
+
+/// Every list and describe of the other command families prints a JSON
+/// document a script can read (the fields docs/operations.md names).
+#[test]
+fn every_family_lists_and_describes_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = start_broker(dir.path());
+    let json = |args: &[&str]| -> Value {
+        let mut args = args.to_vec();
+        args.extend(["--format", "json"]);
+        let text = ok(&target, &args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
+    };
+    ok(&target, &["topic", "create", "paid", "--partitions", "2"]);
+    produce(
+        &target,
+        &["paid", "--key-separator", ":"],
+        "a:1\nb:2\nc:3\n",
+    );
+    // A group with a commit on partition 0 (the project's client).
+    let address = target.address;
+    support::on_glommio(async move {
+        let cluster = client::cluster::Cluster::new(address, "shell-test");
+        let offsets = std::collections::BTreeMap::from([(("paid".to_string(), 0), 0)]);
+        cluster.commit_offsets("billing", &offsets).await.unwrap();
+    });
+    let groups = json(&["group", "list"]);
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["group"] == "billing"),
+        "{groups}"
+    );
+    let billing = json(&["group", "describe", "billing"]);
+    assert_eq!(
+        (&billing["group"], &billing["type"]),
+        (&"billing".into(), &"classic".into())
+    );
+    assert_eq!(billing["partitions"][0]["committed"], 0, "{billing}");
+    assert!(billing["partitions"][0]["lag"].is_i64(), "{billing}");
+    assert_eq!(json(&["share-group", "list"]), serde_json::json!([]));
+
+    let status = json(&["cluster", "status"]);
+    assert_eq!(status["brokers"][0]["id"], 1, "{status}");
+    assert_eq!(
+        status["quorum"]["voters"],
+        serde_json::json!([1]),
+        "{status}"
+    );
+    let producers = json(&["topic", "describe-producers", "paid"]);
+    let ids: Vec<&Value> = (producers.as_array().unwrap().iter())
+        .flat_map(|p| p["producers"].as_array().unwrap())
+        .map(|p| &p["producer_id"])
+        .collect();
+    assert!(
+        !ids.is_empty(),
+        "the CLI's producer is idempotent: {producers}"
+    );
+    assert_eq!(json(&["topic", "reassignments"]), serde_json::json!([]));
+
+    let created = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["user", "create", "alice", "--brokers", &target.bootstrap()])
+        .env("BROKER_USER_PASSWORD", "s3cret")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let users = json(&["user", "list"]);
+    assert_eq!(users[0]["user"], "alice", "{users}");
+    assert!(
+        users[0]["mechanisms"][0]["iterations"].as_i64() > Some(0),
+        "{users}"
+    );
+    ok(
+        &target,
+        &[
+            "acl",
+            "create",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "paid",
+        ],
+    );
+    let acls = json(&["acl", "list"]);
+    let acl = &acls[0];
+    assert_eq!(
+        (&acl["permission"], &acl["operation"]),
+        (&"ALLOW".into(), &"Read".into()),
+        "{acls}"
+    );
+    assert_eq!(
+        (&acl["resource_name"], &acl["principal"]),
+        (&"paid".into(), &"User:alice".into())
+    );
+    ok(
+        &target,
+        &[
+            "quota",
+            "set",
+            "--user",
+            "alice",
+            "--producer-byte-rate",
+            "1048576",
+        ],
+    );
+    let quotas = json(&["quota", "list"]);
+    assert_eq!(quotas[0]["entity"]["user"], "alice", "{quotas}");
+    assert_eq!(
+        quotas[0]["quotas"]["producer_byte_rate"], 1048576.0,
+        "{quotas}"
+    );
+    assert_eq!(json(&["txn", "list"]), serde_json::json!([]));
+    let unknown = json(&["txn", "describe", "nosuch"]);
+    assert_eq!(unknown[0]["transactional_id"], "nosuch");
+    assert!(
+        unknown[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("TRANSACTIONAL_ID_NOT_FOUND"),
+        "{unknown}"
+    );
+}

@@ -17,6 +17,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use control::model::acls::{Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
 
+use super::output::{json_document, Format};
+
 /// An `acl` command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AclCommand {
@@ -230,7 +232,9 @@ pub fn patterns(flags: &AclFlags) -> Result<Vec<AclPattern>, String> {
     Ok(all)
 }
 
-fn describe(acl: &Acl) -> String {
+/// An ACL in words: (permission, operation, principal, pattern,
+/// resource type, resource name, host).
+fn words(acl: &Acl) -> [String; 7] {
     let name = |code: i8, values: &[(i8, String)]| {
         values
             .iter()
@@ -255,22 +259,56 @@ fn describe(acl: &Acl) -> String {
     } else {
         "literal"
     };
-    let resource = format!("{}:{}", name(acl.resource_type, &types), acl.resource_name);
-    format!(
-        "{:<8} {:<16} {:<30} {:<9} {:<24} {}",
-        permission,
+    [
+        permission.to_string(),
         name(acl.operation, &ops),
-        acl.principal,
-        pattern,
-        resource,
-        acl.host,
-    )
+        acl.principal.clone(),
+        pattern.to_string(),
+        name(acl.resource_type, &types),
+        acl.resource_name.clone(),
+        acl.host.clone(),
+    ]
+}
+
+fn describe(acl: &Acl) -> String {
+    let [permission, operation, principal, pattern, resource_type, resource_name, host] =
+        words(acl);
+    let resource = format!("{resource_type}:{resource_name}");
+    format!("{permission:<8} {operation:<16} {principal:<30} {pattern:<9} {resource:<24} {host}")
+}
+
+fn json_of(acl: &Acl) -> serde_json::Value {
+    let [permission, operation, principal, pattern, resource_type, resource_name, host] =
+        words(acl);
+    serde_json::json!({
+        "permission": permission,
+        "operation": operation,
+        "principal": principal,
+        "pattern": pattern,
+        "resource_type": resource_type,
+        "resource_name": resource_name,
+        "host": host,
+    })
+}
+
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &AclCommand) -> bool {
+    matches!(command, AclCommand::List(_))
 }
 
 /// Runs an ACL command; what to print.
-pub async fn execute(cluster: &Cluster, command: AclCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: AclCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
+        AclCommand::List(pattern) if format == Format::Json => {
+            let acls = cluster.describe_acls(&pattern).await?;
+            let listed: Vec<serde_json::Value> = acls.iter().map(json_of).collect();
+            return Ok(json_document(&listed));
+        }
         AclCommand::Create(acls) => {
             cluster.create_acls(&acls).await?;
             let _ = writeln!(out, "created {} ACLs", acls.len());

@@ -11,6 +11,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use kafka_protocol::ResponseError;
 
+use super::output::{json_document, Format};
+
 /// A `broker cluster` command.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum ClusterCommand {
@@ -85,10 +87,46 @@ pub enum ClusterCommand {
     },
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &ClusterCommand) -> bool {
+    matches!(command, ClusterCommand::Status)
+}
+
+/// `cluster status` as JSON.
+async fn status_json(cluster: &Cluster) -> Result<String, ClientError> {
+    use serde_json::json;
+    let description = cluster.describe_cluster().await?;
+    let mut brokers = Vec::new();
+    for broker in description.brokers {
+        let cordoned = cluster.broker_cordoned(broker.id).await.unwrap_or(false);
+        brokers.push(json!({"id": broker.id, "address": broker.address, "cordoned": cordoned}));
+    }
+    let quorum = cluster.describe_quorum().await?;
+    let ids =
+        |members: &[client::quorum::QuorumMember]| members.iter().map(|m| m.id).collect::<Vec<_>>();
+    Ok(json_document(&json!({
+        "cluster_id": description.cluster_id,
+        "controller_id": description.controller_id,
+        "brokers": brokers,
+        "quorum": {
+            "leader": quorum.leader,
+            "term": quorum.term,
+            "committed": quorum.high_watermark,
+            "voters": ids(&quorum.voters),
+            "observers": ids(&quorum.observers),
+        },
+    })))
+}
+
 /// Runs a cluster command; what to print.
-pub async fn execute(cluster: &Cluster, command: ClusterCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: ClusterCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
+        ClusterCommand::Status if format == Format::Json => return status_json(cluster).await,
         ClusterCommand::Status => {
             let description = cluster.describe_cluster().await?;
             let _ = writeln!(

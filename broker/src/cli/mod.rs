@@ -196,10 +196,18 @@ fn run(command: Command) -> Result<String, failure::Failure> {
                     topic::execute(&c, command, format).await
                 })
         }
-        Command::Cluster { command, target } => target
-            .target()
-            .map_err(failure::usage)?
-            .run(None, |c| async move { cluster::execute(&c, command).await }),
+        Command::Cluster { command, target } => {
+            let format = target.format;
+            if format == Format::Json && !cluster::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
+            target
+                .target()
+                .map_err(failure::usage)?
+                .run(None, move |c| async move {
+                    cluster::execute(&c, command, format).await
+                })
+        }
         Command::Group { command, target } => {
             let command = command.command();
             let format = target.format;
@@ -213,39 +221,69 @@ fn run(command: Command) -> Result<String, failure::Failure> {
                     group::execute(&c, command, format).await
                 })
         }
-        Command::ShareGroup { command, target } => target
-            .target()
-            .map_err(failure::usage)?
-            .run(share_group::subject(&command), |c| async move {
-                share_group::execute(&c, command).await
-            }),
-        Command::User { command, target } => {
-            let command = command.command().map_err(failure::usage)?;
+        Command::ShareGroup { command, target } => {
+            let format = target.format;
+            if format == Format::Json && !share_group::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
             target
                 .target()
                 .map_err(failure::usage)?
-                .run(None, |c| async move { user::execute(&c, command).await })
+                .run(share_group::subject(&command), move |c| async move {
+                    share_group::execute(&c, command, format).await
+                })
+        }
+        Command::User { command, target } => {
+            let command = command.command().map_err(failure::usage)?;
+            let format = target.format;
+            if format == Format::Json && !user::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
+            target
+                .target()
+                .map_err(failure::usage)?
+                .run(None, move |c| async move {
+                    user::execute(&c, command, format).await
+                })
         }
         Command::Acl { command, target } => {
             let command = command.command().map_err(failure::usage)?;
+            let format = target.format;
+            if format == Format::Json && !acl::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
             target
                 .target()
                 .map_err(failure::usage)?
-                .run(None, |c| async move { acl::execute(&c, command).await })
+                .run(None, move |c| async move {
+                    acl::execute(&c, command, format).await
+                })
         }
         Command::Quota { command, target } => {
             let command = command.command().map_err(failure::usage)?;
+            let format = target.format;
+            if format == Format::Json && !quota::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
             target
                 .target()
                 .map_err(failure::usage)?
-                .run(None, |c| async move { quota::execute(&c, command).await })
+                .run(None, move |c| async move {
+                    quota::execute(&c, command, format).await
+                })
         }
         Command::Txn { command, target } => {
             let command = command.command().map_err(failure::usage)?;
+            let format = target.format;
+            if format == Format::Json && !txn::prints_json(&command) {
+                return Err(failure::usage(output::no_json()));
+            }
             target
                 .target()
                 .map_err(failure::usage)?
-                .run(None, |c| async move { txn::execute(&c, command).await })
+                .run(None, move |c| async move {
+                    txn::execute(&c, command, format).await
+                })
         }
         Command::DumpLog { partition_dir } => Ok(dump_log::run(partition_dir)?),
         Command::DumpMetadata { metadata_dir } => Ok(dump_metadata::run(metadata_dir)?),

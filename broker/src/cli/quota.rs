@@ -16,6 +16,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::quotas::Entity;
 
+use super::output::{json_document, Format};
+
 /// A `quota` command.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QuotaCommand {
@@ -173,10 +175,33 @@ pub fn alter(flags: QuotaFlags, remove: bool) -> Result<QuotaCommand, String> {
     Ok(QuotaCommand::Alter(flags.entity, changes))
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &QuotaCommand) -> bool {
+    matches!(command, QuotaCommand::List)
+}
+
 /// Runs a quota command; what to print.
-pub async fn execute(cluster: &Cluster, command: QuotaCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: QuotaCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
+        QuotaCommand::List if format == Format::Json => {
+            let listed: Vec<serde_json::Value> = (cluster.describe_quotas().await?.iter())
+                .map(|quotas| {
+                    let entity: serde_json::Map<String, serde_json::Value> = (quotas.entity.iter())
+                        .map(|(kind, name)| (kind.clone(), serde_json::json!(name)))
+                        .collect();
+                    let values: serde_json::Map<String, serde_json::Value> = (quotas.values.iter())
+                        .map(|(key, value)| (key.clone(), serde_json::json!(value)))
+                        .collect();
+                    serde_json::json!({"entity": entity, "quotas": values})
+                })
+                .collect();
+            return Ok(json_document(&listed));
+        }
         QuotaCommand::Alter(entity, changes) => {
             cluster.alter_quotas(&entity, &changes).await?;
             let _ = writeln!(out, "altered quotas of {}", describe(&entity));

@@ -240,9 +240,23 @@ async fn placed_as(cluster: &Cluster, moves: &[Placed]) -> Result<bool, ClientEr
     }))
 }
 
-/// The moves under way, one line each.
-pub async fn list(cluster: &Cluster) -> Result<String, ClientError> {
+/// The moves under way, one line each (or a JSON list).
+pub async fn list(cluster: &Cluster, json: bool) -> Result<String, ClientError> {
     let moves = cluster.list_reassignments().await?;
+    if json {
+        let listed: Vec<serde_json::Value> = (moves.iter())
+            .map(|m| {
+                serde_json::json!({
+                    "topic": m.topic,
+                    "partition": m.partition,
+                    "replicas": m.replicas,
+                    "adding": m.adding,
+                    "removing": m.removing,
+                })
+            })
+            .collect();
+        return Ok(super::output::json_document(&listed));
+    }
     let mut out = String::new();
     if moves.is_empty() {
         let _ = writeln!(out, "no partition is being reassigned");

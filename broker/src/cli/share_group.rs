@@ -13,6 +13,8 @@ use kafka_protocol::ResponseError;
 
 use super::group::{reset_targets, ResetArgs};
 use super::group_describe::bounds_of;
+use super::output::{json_document, Format};
+use serde_json::{json, Value};
 
 /// A `broker share-group` command line.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -64,16 +66,64 @@ pub fn subject(command: &ShareGroupArgs) -> Option<String> {
     }
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &ShareGroupArgs) -> bool {
+    matches!(
+        command,
+        ShareGroupArgs::List | ShareGroupArgs::Describe { .. }
+    )
+}
+
 /// Runs a `broker share-group` command; what it prints.
-pub async fn execute(cluster: &Cluster, command: ShareGroupArgs) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: ShareGroupArgs,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
         ShareGroupArgs::List => {
-            let _ = writeln!(out, "{:<40} STATE", "GROUP");
             let groups = cluster.list_groups().await?;
-            for g in groups.iter().filter(|g| g.group_type == "share") {
+            let shares = groups.iter().filter(|g| g.group_type == "share");
+            if format == Format::Json {
+                let listed: Vec<Value> = shares
+                    .map(|g| json!({"group": g.group, "state": g.state}))
+                    .collect();
+                return Ok(json_document(&listed));
+            }
+            let _ = writeln!(out, "{:<40} STATE", "GROUP");
+            for g in shares {
                 let _ = writeln!(out, "{:<40} {}", g.group, g.state);
             }
+        }
+        ShareGroupArgs::Describe { name } if format == Format::Json => {
+            let d = cluster.describe_share_group(&name).await?;
+            let members: Vec<Value> = (d.members.iter())
+                .map(|m| {
+                    json!({
+                        "member_id": m.member_id,
+                        "member_epoch": m.member_epoch,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "subscribed_topics": m.subscribed_topics,
+                        "assigned": m.assigned,
+                    })
+                })
+                .collect();
+            let partitions: Vec<Value> = (start_offsets(cluster, &name).await?.into_iter())
+                .map(|(topic, partition, start, end)| {
+                    json!({"topic": topic, "partition": partition, "start": start, "end": end})
+                })
+                .collect();
+            return Ok(json_document(&json!({
+                "group": name,
+                "state": d.state,
+                "epoch": d.epoch,
+                "assignment_epoch": d.assignment_epoch,
+                "assignor": d.assignor,
+                "members": members,
+                "partitions": partitions,
+            })));
         }
         ShareGroupArgs::Describe { name } => {
             let described = cluster.describe_share_group(&name).await?;
@@ -121,21 +171,17 @@ pub async fn execute(cluster: &Cluster, command: ShareGroupArgs) -> Result<Strin
     Ok(out)
 }
 
-/// Each partition the group initialized: its start offset and its log's
-/// end (the records between are not all acknowledged yet).
-async fn write_start_offsets(
+/// Each partition the group initialized: (topic, partition, its start
+/// offset, its log's end if known); the records between are not all
+/// acknowledged yet.
+async fn start_offsets(
     cluster: &Cluster,
     group: &str,
-    out: &mut String,
-) -> Result<(), ClientError> {
+) -> Result<Vec<(String, i32, i64, Option<i64>)>, ClientError> {
     let starts = cluster.share_group_offsets(group).await?;
-    let _ = writeln!(
-        out,
-        "{:<30} {:>9} {:>12} {:>12}",
-        "TOPIC", "PARTITION", "START", "END"
-    );
     let mut topics: Vec<&String> = starts.keys().map(|(t, _)| t).collect();
     topics.dedup();
+    let mut rows = Vec::new();
     for topic in topics {
         let partitions: Vec<i32> = (starts.keys())
             .filter(|(t, _)| t == topic)
@@ -143,12 +189,27 @@ async fn write_start_offsets(
             .collect();
         let bounds = bounds_of(cluster, topic, &partitions).await?;
         for p in partitions {
-            let start = starts[&(topic.clone(), p)];
-            let end = bounds
-                .get(&p)
-                .map_or("-".to_string(), |(_, end)| end.to_string());
-            let _ = writeln!(out, "{topic:<30} {p:>9} {start:>12} {end:>12}");
+            let end = bounds.get(&p).map(|(_, end)| *end);
+            rows.push((topic.clone(), p, starts[&(topic.clone(), p)], end));
         }
+    }
+    Ok(rows)
+}
+
+/// The start offsets as a table.
+async fn write_start_offsets(
+    cluster: &Cluster,
+    group: &str,
+    out: &mut String,
+) -> Result<(), ClientError> {
+    let _ = writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12}",
+        "TOPIC", "PARTITION", "START", "END"
+    );
+    for (topic, p, start, end) in start_offsets(cluster, group).await? {
+        let end = end.map_or("-".to_string(), |end| end.to_string());
+        let _ = writeln!(out, "{topic:<30} {p:>9} {start:>12} {end:>12}");
     }
     Ok(())
 }

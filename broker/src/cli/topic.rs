@@ -152,7 +152,12 @@ pub fn prints_json(command: &TopicCommand) -> bool {
     use TopicCommand as C;
     matches!(
         command,
-        C::List | C::Describe { .. } | C::Produce(_) | C::Consume(_)
+        C::List
+            | C::Describe { .. }
+            | C::DescribeProducers { .. }
+            | C::Reassignments
+            | C::Produce(_)
+            | C::Consume(_)
     )
 }
 
@@ -192,7 +197,7 @@ pub async fn execute(
             let _ = writeln!(out, "created topic {name} with {partitions} partitions");
         }
         TopicCommand::DescribeProducers { name } => {
-            out = describe_producers(cluster, &name).await?
+            out = describe_producers(cluster, &name, format).await?
         }
         TopicCommand::Alter {
             name,
@@ -236,7 +241,7 @@ pub async fn execute(
             return super::reassign::run(cluster, &name, &moves, wait).await;
         }
         TopicCommand::Reassignments => {
-            return super::reassign::list(cluster).await;
+            return super::reassign::list(cluster, format == Format::Json).await;
         }
         TopicCommand::Delete { name } => {
             cluster.delete_topic(&name).await?;
@@ -365,9 +370,35 @@ fn describe_table(topic: &Described) -> String {
 }
 
 /// `topic describe-producers`: each partition's idempotent producers.
-async fn describe_producers(cluster: &Cluster, name: &str) -> Result<String, ClientError> {
+async fn describe_producers(
+    cluster: &Cluster,
+    name: &str,
+    format: Format,
+) -> Result<String, ClientError> {
+    let described = cluster.describe_producers(name).await?;
+    if format == Format::Json {
+        use serde_json::json;
+        let partitions: Vec<serde_json::Value> = (described.iter())
+            .map(|(partition, producers)| match producers {
+                Ok(producers) => json!({
+                    "partition": partition,
+                    "producers": (producers.iter()).map(|p| json!({
+                        "producer_id": p.producer_id,
+                        "epoch": p.epoch,
+                        "last_sequence": p.last_sequence,
+                        "last_timestamp": p.last_timestamp,
+                    })).collect::<Vec<_>>(),
+                }),
+                Err(code) => json!({
+                    "partition": partition,
+                    "error": client::connection::error_name(*code),
+                }),
+            })
+            .collect();
+        return Ok(json_document(&partitions));
+    }
     let mut out = String::new();
-    for (partition, producers) in cluster.describe_producers(name).await? {
+    for (partition, producers) in described {
         match producers {
             Ok(producers) if producers.is_empty() => {
                 let _ = writeln!(out, "partition {partition}: no idempotent producers");

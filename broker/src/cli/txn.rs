@@ -22,6 +22,8 @@ use client::connection::ClientError;
 use client::transactions::{named_error, PartitionProducer, TransactionDescription};
 use kafka_protocol::ResponseError;
 
+use super::output::{json_document, Format};
+
 /// Kafka's transaction.max.timeout.ms default (15 minutes): no transaction
 /// may stay open longer, so one silent for longer hangs.
 pub const DEFAULT_MAX_AGE_MS: i64 = 15 * 60 * 1000;
@@ -223,9 +225,21 @@ pub fn is_hanging(producer: &PartitionProducer, now_ms: i64, max_age_ms: i64) ->
         && producer.last_timestamp < now_ms.saturating_sub(max_age_ms)
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &TxnCommand) -> bool {
+    matches!(command, TxnCommand::List { .. } | TxnCommand::Describe(_))
+}
+
 /// Runs a txn command; what to print. A broker's error code is named as
 /// Kafka names it (TRANSACTIONAL_ID_NOT_FOUND).
-pub async fn execute(cluster: &Cluster, command: TxnCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: TxnCommand,
+    format: Format,
+) -> Result<String, ClientError> {
+    if format == Format::Json {
+        return execute_json(cluster, command).await.map_err(by_name);
+    }
     let mut out = String::new();
     let done = match command {
         TxnCommand::List {
@@ -239,6 +253,56 @@ pub async fn execute(cluster: &Cluster, command: TxnCommand) -> Result<String, C
         }
     };
     done.map(|()| out).map_err(by_name)
+}
+
+/// `txn list` and `txn describe` as JSON (an id that could not be
+/// described carries its `error`).
+async fn execute_json(cluster: &Cluster, command: TxnCommand) -> Result<String, ClientError> {
+    use serde_json::{json, Value};
+    let rows: Vec<Value> = match command {
+        TxnCommand::List {
+            states,
+            producer_ids,
+        } => (cluster
+            .list_transactions(&states, &producer_ids)
+            .await?
+            .iter())
+        .map(|t| {
+            json!({
+                "transactional_id": t.transactional_id,
+                "coordinator": t.coordinator,
+                "producer_id": t.producer_id,
+                "state": t.state,
+            })
+        })
+        .collect(),
+        TxnCommand::Describe(ids) => (cluster.describe_transactions(&ids).await.into_iter())
+            .map(|(id, described)| match described {
+                Ok(d) => json!({
+                    "transactional_id": d.transactional_id,
+                    "coordinator": d.coordinator,
+                    "producer_id": d.producer_id,
+                    "producer_epoch": d.producer_epoch,
+                    "state": d.state,
+                    "timeout_ms": d.timeout_ms,
+                    "start_time_ms": (d.start_time_ms >= 0).then_some(d.start_time_ms),
+                    "partitions": (d.partitions.iter())
+                        .map(|(topic, partition)| json!({"topic": topic, "partition": partition}))
+                        .collect::<Vec<_>>(),
+                }),
+                Err(e) => {
+                    // named_error's message starts with Kafka's name.
+                    let said = match by_name(e) {
+                        ClientError::Refused(_, said) => said,
+                        other => other.to_string(),
+                    };
+                    json!({"transactional_id": id, "error": said})
+                }
+            })
+            .collect(),
+        _ => unreachable!("only list and describe print JSON (prints_json)"),
+    };
+    Ok(json_document(&rows))
 }
 
 /// An error code with its name (some calls answer only the code).

@@ -11,6 +11,8 @@ use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::scram::Mechanism;
 
+use super::output::{json_document, Format};
+
 /// Iterations of a new credential (Kafka's tools' default).
 pub const ITERATIONS_DEFAULT: u32 = 4096;
 
@@ -122,8 +124,17 @@ pub fn mechanisms_or_both(named: &[String]) -> Result<Vec<Mechanism>, String> {
         .collect()
 }
 
+/// Whether the command prints JSON under `--format json`.
+pub fn prints_json(command: &UserCommand) -> bool {
+    matches!(command, UserCommand::List)
+}
+
 /// Runs a user command; what to print.
-pub async fn execute(cluster: &Cluster, command: UserCommand) -> Result<String, ClientError> {
+pub async fn execute(
+    cluster: &Cluster,
+    command: UserCommand,
+    format: Format,
+) -> Result<String, ClientError> {
     let mut out = String::new();
     match command {
         UserCommand::Create {
@@ -154,6 +165,20 @@ pub async fn execute(cluster: &Cluster, command: UserCommand) -> Result<String, 
                 cluster.delete_scram_credential(&name, mechanism).await?;
             }
             let _ = writeln!(out, "deleted user {name}");
+        }
+        UserCommand::List if format == Format::Json => {
+            let users: Vec<serde_json::Value> = (cluster.describe_users(None).await?.iter())
+                .map(|user| {
+                    let mechanisms: Vec<serde_json::Value> = (user.mechanisms.iter())
+                        .map(|(m, iterations)| {
+                            let name = m.map_or("unknown", |m| m.name());
+                            serde_json::json!({"mechanism": name, "iterations": iterations})
+                        })
+                        .collect();
+                    serde_json::json!({"user": user.user, "mechanisms": mechanisms})
+                })
+                .collect();
+            return Ok(json_document(&users));
         }
         UserCommand::List => {
             let _ = writeln!(out, "{:<40} MECHANISMS", "USER");

@@ -7,7 +7,9 @@
 //! docs/architecture.md walks through them):
 //!
 //! ```text
-//!   cli, process the binary: the command line (clap), `broker serve`
+//!   cli, process, traces
+//!                the binary: the command line (clap), `broker serve`,
+//!                the OTLP export of its traces
 //!   server       transports: Kafka handlers, HTTP (neither imports the
 //!                other), connections, ports, metrics, health; shard.rs
 //!                is the composition root, the one place naming every service
@@ -49,5 +51,6 @@ pub mod runtime;
 pub mod security;
 pub mod server;
 pub mod share;
+pub mod traces;
 pub mod transactions;
 pub mod txn_coordinator;

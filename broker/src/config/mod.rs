@@ -43,7 +43,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Every setting of a broker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BrokerConfig {
     /// This broker's node id.
@@ -245,6 +245,14 @@ pub struct BrokerConfig {
     /// Log lines as `text` (for people) or `json` (one object per line,
     /// span closes included: the traces, docs/operations.md).
     pub log_format: String,
+    /// An OpenTelemetry collector's OTLP/HTTP base URL: produce and fetch
+    /// traces are exported there (docs/operations.md, "Traces"); none:
+    /// not exported.
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf` or `http/json`.
+    pub otlp_protocol: String,
+    /// The share of traces exported, 0 to 1.
+    pub otlp_sample_ratio: f64,
     /// An idempotent producer silent this long (by its batches'
     /// timestamps) is forgotten (Kafka's producer.id.expiration.ms).
     pub producer_id_expiration_ms: u64,
@@ -394,6 +402,9 @@ impl Default for BrokerConfig {
             default_replication_factor: 1,
             replica_selector: "leader".into(),
             log_format: "text".into(),
+            otlp_endpoint: None,
+            otlp_protocol: "http/protobuf".into(),
+            otlp_sample_ratio: 1.0,
             metadata_snapshot_every_entries: 1_000,
             remote_store: "local".into(),
             remote_store_dir: None,
@@ -620,6 +631,18 @@ impl BrokerConfig {
             return invalid(format!(
                 "log_format must be text or json, got {:?}",
                 self.log_format
+            ));
+        }
+        if !matches!(self.otlp_protocol.as_str(), "http/protobuf" | "http/json") {
+            return invalid(format!(
+                "otlp_protocol must be http/protobuf or http/json, got {:?}",
+                self.otlp_protocol
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.otlp_sample_ratio) {
+            return invalid(format!(
+                "otlp_sample_ratio must be between 0 and 1, got {}",
+                self.otlp_sample_ratio
             ));
         }
         if !matches!(self.replica_selector.as_str(), "leader" | "rack-aware") {

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 use storage::batch::{stored_batch_len, whole_batches_within};
 use storage::Offset;
+use tracing::Instrument;
 
 use super::access::{Caller, TOPIC_DENIED};
 use super::{in_request_order, HandlerError, Outcome};
@@ -123,7 +124,15 @@ pub async fn handle(
     let reader = reader(shard, &decoded, version);
     let asked = wanted(shard, &decoded, version, &Permit::of(caller, &reader));
     caller.note_routes(asked.iter().map(|(route, _)| route));
-    let reads = long_poll(shard, &decoded, &asked, &reader).await;
+    let span = fetch_span(
+        &reader,
+        &decoded,
+        asked.len(),
+        request.header.correlation_id,
+    );
+    let reads = long_poll(shard, &decoded, &asked, &reader)
+        .instrument(span.clone())
+        .await;
     if !matches!(reader, Reader::Follower(_)) {
         shard.metrics.fetch_latency.observe(started.elapsed());
     }
@@ -139,6 +148,7 @@ pub async fn handle(
         }
         _ => {
             let bytes: usize = reads.iter().flatten().map(|r| r.read.bytes).sum();
+            span.record("bytes", bytes);
             caller.meter(shard, Metered::Fetch, bytes)
         }
     };
@@ -146,6 +156,23 @@ pub async fn handle(
     let answer = answer.with_throttle_time_ms(throttle);
     let frame = fetch_frame::encode(request.header.correlation_id, version, answer, chunks)?;
     Ok(Outcome::Respond(frame))
+}
+
+/// A consumer's fetch as a debug span (exported as a trace: docs/operations.md,
+/// "Traces"): the partitions asked, the wait allowed and the bytes sent.
+/// A follower's fetches are replication, not traced.
+fn fetch_span(
+    reader: &Reader,
+    decoded: &FetchRequest,
+    partitions: usize,
+    correlation_id: i32,
+) -> tracing::Span {
+    if matches!(reader, Reader::Follower(_)) {
+        return tracing::Span::none();
+    }
+    let max_wait_ms = decoded.max_wait_ms;
+    let bytes = tracing::field::Empty;
+    tracing::debug_span!("fetch", correlation_id, partitions, max_wait_ms, bytes)
 }
 
 /// What the ACLs let a fetcher read: a follower needs CLUSTER_ACTION on

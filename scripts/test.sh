@@ -51,16 +51,18 @@ fi
 export KAFKA_PYTHON="$PWD/$venv/bin/python"
 export MOTO_SERVER="$PWD/$venv/bin/moto_server"
 
-# kafkajs, the JavaScript client of the idempotence tests, and
-# @platformatic/kafka and @confluentinc/kafka-javascript
-# (broker/tests/clients.rs), under target/ with the machine's Node.js
-# (installed from the distribution if missing). The last builds its
-# bundled librdkafka against the system's libraries (CKJS_LINKING=dynamic:
-# its static build downloads their sources, which a machine here cannot).
+# Under target/ with the machine's Node.js (installed from the
+# distribution if missing): kafkajs, the JavaScript client of the
+# idempotence tests; @platformatic/kafka and @confluentinc/kafka-javascript
+# (broker/tests/clients.rs), the latter building its bundled librdkafka
+# against the system's libraries (CKJS_LINKING=dynamic: its static build
+# downloads their sources, which a machine here cannot); TypeScript and
+# Grafana's dashboard types (@grafana/schema) for the dashboard's check in
+# broker/tests/metrics.rs.
 node_dir=target/test-node
 confluent_js="$node_dir/node_modules/@confluentinc/kafka-javascript/build/Release/confluent-kafka-javascript.node"
 if [ ! -d "$node_dir/node_modules/kafkajs" ] || [ ! -d "$node_dir/node_modules/@platformatic/kafka" ] \
-    || [ ! -e "$confluent_js" ]; then
+    || [ ! -e "$confluent_js" ] || [ ! -d "$node_dir/node_modules/@grafana/schema" ]; then
     if ! command -v npm >/dev/null; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -69,7 +71,8 @@ if [ ! -d "$node_dir/node_modules/kafkajs" ] || [ ! -d "$node_dir/node_modules/@
     fi
     mkdir -p "$node_dir"
     (cd "$node_dir" && CKJS_LINKING=dynamic npm install --silent --no-audit --no-fund \
-        kafkajs@2 @platformatic/kafka@1 @confluentinc/kafka-javascript@1 >/dev/null)
+        kafkajs@2 @platformatic/kafka@1 @confluentinc/kafka-javascript@1 \
+        typescript@5 @grafana/schema@13 >/dev/null)
 fi
 export KAFKAJS_NODE_PATH="$PWD/$node_dir/node_modules"
 

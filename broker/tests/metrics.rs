@@ -428,12 +428,43 @@ fn the_alert_rules_and_the_dashboard_name_only_served_metrics() {
 }
 
 #[test]
-fn promtool_accepts_the_alert_rules_and_a_live_scrape() {
+fn promtool_accepts_the_alert_rules_the_dashboards_queries_and_a_live_scrape() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let rules = root.join("ops/alerts.yml");
     let (ok, printed) = support::promtool(&["check", "rules", rules.to_str().unwrap()], "");
     assert!(ok, "promtool check rules: {printed}");
     assert!(printed.contains("SUCCESS: 8 rules found"), "{printed}");
+    // The dashboard's queries parse as PromQL: each as a recording rule.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("ops/grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let exprs: Vec<String> = (dashboard["panels"].as_array().unwrap().iter())
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    assert!(exprs.len() >= 15, "{exprs:?}");
+    let rules: String = (exprs.iter().enumerate())
+        .map(|(i, expr)| {
+            format!(
+                "      - record: dashboard:query_{i}\n        expr: {}\n",
+                serde_json::json!(expr)
+            )
+        })
+        .collect();
+    let rules_dir = tempfile::tempdir().unwrap();
+    let file = rules_dir.path().join("dashboard-queries.yml");
+    std::fs::write(
+        &file,
+        format!("groups:\n  - name: dashboard\n    rules:\n{rules}"),
+    )
+    .unwrap();
+    let (ok, printed) = support::promtool(&["check", "rules", file.to_str().unwrap()], "");
+    assert!(ok, "the dashboard's queries: {printed}");
+    assert!(
+        printed.contains(&format!("SUCCESS: {} rules found", exprs.len())),
+        "{printed}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker_with(dir.path(), &[]);
@@ -456,6 +487,64 @@ fn promtool_accepts_the_alert_rules_and_a_live_scrape() {
     assert!(
         ok && printed.trim().is_empty(),
         "promtool check metrics:\n{printed}"
+    );
+}
+
+/// ops/grafana-dashboard.json checked against Grafana's own dashboard
+/// types (@grafana/schema, installed by the test command beside
+/// TypeScript): the dashboard as an object literal that must satisfy
+/// `Dashboard`, so a misspelt field, a wrong type or an unknown panel key
+/// fails `tsc`; and the schema version it declares is one that release
+/// knows (Grafana migrates older ones on import).
+#[test]
+fn the_dashboard_satisfies_grafanas_dashboard_schema() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let modules = std::env::var("KAFKAJS_NODE_PATH")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("target/test-node/node_modules"));
+    let dashboard = std::fs::read_to_string(root.join("ops/grafana-dashboard.json")).unwrap();
+    // tsc resolves @grafana/schema from node_modules above the file.
+    let dir = tempfile::tempdir_in(modules.parent().unwrap()).unwrap();
+    let checked = dir.path().join("dashboard.ts");
+    std::fs::write(
+        &checked,
+        format!(
+            "import type {{ Dashboard }} from '@grafana/schema';\n\
+             export const dashboard = {} satisfies Dashboard;\n",
+            dashboard.trim()
+        ),
+    )
+    .unwrap();
+    let tsc = Command::new("node")
+        .arg(modules.join("typescript/bin/tsc"))
+        .args(["--noEmit", "--strict", "--skipLibCheck"])
+        .args(["--module", "nodenext", "--moduleResolution", "nodenext"])
+        .arg(&checked)
+        .output()
+        .expect("node (the test command installs TypeScript and @grafana/schema)");
+    assert!(
+        tsc.status.success(),
+        "the dashboard does not satisfy Grafana's Dashboard type:\n{}{}",
+        String::from_utf8_lossy(&tsc.stdout),
+        String::from_utf8_lossy(&tsc.stderr)
+    );
+    let known = Command::new("node")
+        .args([
+            "-e",
+            "console.log(require('@grafana/schema').defaultDashboard.schemaVersion)",
+        ])
+        .env("NODE_PATH", &modules)
+        .output()
+        .unwrap();
+    let known: u32 = String::from_utf8_lossy(&known.stdout)
+        .trim()
+        .parse()
+        .expect("a version");
+    let parsed: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let declared = parsed["schemaVersion"].as_u64().expect("schemaVersion") as u32;
+    assert!(
+        (36..=known).contains(&declared),
+        "schemaVersion {declared}: this Grafana knows up to {known}"
     );
 }
 

@@ -754,3 +754,81 @@ fn a_cordoned_broker_gets_no_new_replicas_through_its_restart_until_uncordoned()
     let lists = replica_lists(&cluster, "uncordoned");
     assert!(lists.iter().any(|r| r.contains(&3)), "{lists:?}");
 }
+
+/// A cluster stopped as `scripts/cluster.sh stop` stops it (SIGTERM to
+/// every broker at once) after serving replicated writes and a consumer
+/// group: every broker exits 0 and no broker logs a WARN or ERROR line
+/// from the moment the stop began (an operator reading the logs of a
+/// planned stop sees nothing to worry about).
+#[test]
+fn a_clusters_planned_stop_logs_no_warnings() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(root.path(), 3, &FAST);
+    cluster.start();
+    create_topic(&cluster, "calm", 3);
+    let bootstrap = cluster.bootstrap();
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("acks", "all")
+        .create()
+        .unwrap();
+    for i in 0..300 {
+        let value = format!("v{i}");
+        let mut record = BaseRecord::<(), str>::to("calm").payload(value.as_str());
+        while let Err((_, back)) = producer.send(record) {
+            record = back;
+            producer.poll(Duration::from_millis(5));
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "calm-readers")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["calm"]).unwrap();
+    let (started, mut read) = (Instant::now(), 0);
+    while read < 300 {
+        assert!(started.elapsed() < Duration::from_secs(30), "read {read}");
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            message.unwrap();
+            read += 1;
+        }
+    }
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    drop(consumer);
+    drop(producer);
+    let lines_before: Vec<usize> = (1..=3)
+        .map(|id| {
+            std::fs::read_to_string(cluster.log_path(id))
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .collect();
+    let statuses = cluster.stop_all();
+    assert!(
+        statuses.iter().all(|s| s.is_some_and(|s| s.success())),
+        "{statuses:?}"
+    );
+    let mut loud = Vec::new();
+    for (id, before) in (1..=3).zip(lines_before) {
+        let log = std::fs::read_to_string(cluster.log_path(id)).unwrap();
+        let stop: Vec<&str> = log.lines().skip(before).collect();
+        assert!(
+            stop.iter().any(|l| l.contains("stopped")),
+            "broker {id}'s log has its stop: {stop:?}"
+        );
+        for line in stop {
+            if line.contains(" WARN ") || line.contains(" ERROR ") {
+                loud.push(format!("broker {id}: {line}"));
+            }
+        }
+    }
+    assert!(loud.is_empty(), "the stop logged:\n{}", loud.join("\n"));
+}

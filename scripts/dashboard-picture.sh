@@ -6,11 +6,11 @@
 # drawn (scripts/dashboard_picture.py, matplotlib in a virtualenv under
 # target/). Run by hand when the dashboard or the metrics change.
 #
-# Usage: scripts/dashboard-picture.sh [SECONDS]   (default 90)
+# Usage: scripts/dashboard-picture.sh [SECONDS]   (default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-seconds=${1:-90}
+seconds=${1:-120}
 
 command -v prometheus >/dev/null || {
     echo "dashboard-picture.sh: needs Debian's prometheus package" >&2; exit 1; }
@@ -47,15 +47,17 @@ for _ in $(seq 100); do
 done
 
 start=$(date +%s)
-# Producers at a steady rate, and a consumer group that lags behind them.
+# Producers at a steady rate, and a consumer group reading behind them.
 target/release/loadgen e2e --bootstrap 127.0.0.1:19392 --topic orders --partitions 4 \
     --producers 2 --consumers 1 --rate 20000 --message-bytes 1024 --duration "$seconds" \
     --warmup 1 > "$work/loadgen.log" 2>&1 &
-pids+=($!)
+load=$!
+pids+=($load)
 sleep 5
-timeout "$((seconds - 10))" kcat -b 127.0.0.1:19392 -G billing orders -q \
-    -X fetch.wait.max.ms=2000 -X fetch.max.bytes=65536 > /dev/null 2>&1 || true
-sleep 10
+timeout "$((seconds - 5))" kcat -b 127.0.0.1:19392 -G billing orders -q > /dev/null 2>&1 &
+pids+=($!)
+wait "$load"
+sleep 5
 end=$(date +%s)
 "$venv/bin/python" scripts/dashboard_picture.py http://127.0.0.1:19393 "$start" "$end" docs/dashboard.png
 echo "docs/dashboard.png: $((end - start)) s of a broker under load"

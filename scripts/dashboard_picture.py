@@ -56,8 +56,8 @@ def main():
                 drawn += 1
         if drawn == 0:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        elif drawn <= 6:
-            ax.legend(fontsize=7)
+        elif drawn <= 12:
+            ax.legend(fontsize=6)
         ax.tick_params(labelsize=7)
         ax.set_xlabel("seconds", fontsize=7)
     for index in range(len(panels), rows * columns):

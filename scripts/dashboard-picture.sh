@@ -6,14 +6,24 @@
 # drawn (scripts/dashboard_picture.py, matplotlib in a virtualenv under
 # target/). Run by hand when the dashboard or the metrics change.
 #
-# Usage: scripts/dashboard-picture.sh [SECONDS]   (default 120)
+# Usage: scripts/dashboard-picture.sh [SECONDS]   (default 120, at least 30)
+# Its fixed ports (19392, 18392, 19393 on 127.0.0.1) are free when no other
+# broker of the scripts runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 seconds=${1:-120}
 
-command -v prometheus >/dev/null || {
-    echo "dashboard-picture.sh: needs Debian's prometheus package" >&2; exit 1; }
+for tool in prometheus kcat curl; do
+    command -v "$tool" >/dev/null || {
+        echo "dashboard-picture.sh: needs $tool (Debian's prometheus, kcat and curl packages)" >&2
+        exit 1
+    }
+done
+if ((seconds < 30)); then
+    echo "dashboard-picture.sh: at least 30 seconds (the panels' rates look back 1 minute)" >&2
+    exit 2
+fi
 venv=target/picture-venv
 if ! "$venv/bin/python" -c "import matplotlib" >/dev/null 2>&1; then
     python3 -m venv "$venv"
@@ -41,10 +51,19 @@ YML
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
     --web.listen-address=127.0.0.1:19393 > "$work/prometheus.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-    curl -sf 127.0.0.1:18392/health >/dev/null && curl -sf 127.0.0.1:19393/-/ready >/dev/null && break
+ready=""
+for _ in $(seq 150); do
+    if curl -sf 127.0.0.1:18392/health >/dev/null && curl -sf 127.0.0.1:19393/-/ready >/dev/null; then
+        ready=yes
+        break
+    fi
     sleep 0.2
 done
+if [ -z "$ready" ]; then
+    echo "dashboard-picture.sh: the broker or Prometheus did not start:" >&2
+    tail -5 "$work/broker.log" "$work/prometheus.log" >&2
+    exit 1
+fi
 
 start=$(date +%s)
 # Producers at a steady rate, and a consumer group reading behind them.
@@ -54,7 +73,7 @@ target/release/loadgen e2e --bootstrap 127.0.0.1:19392 --topic orders --partitio
 load=$!
 pids+=($load)
 sleep 5
-timeout "$((seconds - 5))" kcat -b 127.0.0.1:19392 -G billing orders -q > /dev/null 2>&1 &
+timeout "$((seconds - 5))" kcat -b 127.0.0.1:19392 -G billing orders -q > /dev/null 2> "$work/kcat.log" &
 pids+=($!)
 wait "$load"
 sleep 5

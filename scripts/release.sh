@@ -11,10 +11,11 @@
 #   --binaries DIR  package the broker, loadgen and perf already built in
 #                   DIR instead of building them (the test of this script)
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-out=target/dist
+out=
 profile=release
 binaries=""
 while [ $# -gt 0 ]; do
@@ -31,6 +32,12 @@ case "$profile" in
     dev) built=debug ;;
     *) echo "release.sh: --profile release or dev, not $profile" >&2; exit 2 ;;
 esac
+
+# Paths given relative to where the script was called from.
+case "$out" in "") out="$PWD/target/dist" ;; /*) ;; *) out="$caller/$out" ;; esac
+if [ -n "$binaries" ]; then
+    case "$binaries" in /*) ;; *) binaries="$caller/$binaries" ;; esac
+fi
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 target=$(rustc -vV | sed -n 's/^host: //p')
@@ -52,7 +59,7 @@ for binary in broker loadgen perf; do
 done
 install -m 0644 ops/broker.service ops/alerts.yml ops/grafana-dashboard.json ops/README.md "$root/ops/"
 install -m 0755 ops/tune-host.sh "$root/ops/"
-install -m 0644 docs/*.md docs/openapi.yaml "$root/docs/"
+install -m 0644 docs/*.md docs/*.png docs/openapi.yaml "$root/docs/"
 install -m 0644 README.md "$root/"
 "$root/bin/broker" --version > "$root/VERSION"
 

@@ -12,6 +12,8 @@ source scripts/common.sh
 needed=()
 command -v kcat >/dev/null || needed+=(kcat)
 command -v cc >/dev/null || needed+=(build-essential)
+# A C++ compiler: @confluentinc/kafka-javascript's binding (clients.rs).
+command -v g++ >/dev/null || needed+=(g++)
 command -v make >/dev/null || needed+=(make)
 command -v perl >/dev/null || needed+=(perl)
 [ -e /usr/include/zlib.h ] || needed+=(zlib1g-dev)

@@ -261,11 +261,14 @@ fn every_family_lists_and_describes_in_json() {
         &["paid", "--key-separator", ":"],
         "a:1\nb:2\nc:3\n",
     );
-    // A group with a commit on partition 0 (the project's client).
+    // A group with commits on both partitions (the project's client).
     let address = target.address;
     support::on_glommio(async move {
         let cluster = client::cluster::Cluster::new(address, "shell-test");
-        let offsets = std::collections::BTreeMap::from([(("paid".to_string(), 0), 0)]);
+        let offsets = std::collections::BTreeMap::from([
+            (("paid".to_string(), 0), 0),
+            (("paid".to_string(), 1), 0),
+        ]);
         cluster.commit_offsets("billing", &offsets).await.unwrap();
     });
     let groups = json(&["group", "list"]);
@@ -282,8 +285,16 @@ fn every_family_lists_and_describes_in_json() {
         (&billing["group"], &billing["type"]),
         (&"billing".into(), &"classic".into())
     );
-    assert_eq!(billing["partitions"][0]["committed"], 0, "{billing}");
-    assert!(billing["partitions"][0]["lag"].is_i64(), "{billing}");
+    // Committed at 0 on both partitions: each one's lag is its end, and
+    // the ends hold the three records.
+    let rows = billing["partitions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{billing}");
+    for row in rows {
+        assert_eq!(row["committed"], 0, "{billing}");
+        assert_eq!(row["lag"], row["log_end"], "{billing}");
+    }
+    let ends: i64 = rows.iter().map(|r| r["log_end"].as_i64().unwrap()).sum();
+    assert_eq!(ends, 3, "{billing}");
     assert_eq!(json(&["share-group", "list"]), serde_json::json!([]));
 
     let status = json(&["cluster", "status"]);
@@ -367,4 +378,64 @@ fn every_family_lists_and_describes_in_json() {
             .starts_with("TRANSACTIONAL_ID_NOT_FOUND"),
         "{unknown}"
     );
+}
+
+/// A line typed into `topic produce` (standard input still open) is sent
+/// and acknowledged at once, not when input ends; a `topic consume
+/// --follow` whose reader went away (`| head -1`) ends.
+#[test]
+fn a_typed_line_is_produced_at_once_and_a_closed_reader_ends_consume() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let target = start_broker(dir.path());
+    ok(&target, &["topic", "create", "typed", "--partitions", "1"]);
+    let mut producer = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args([
+            "topic",
+            "produce",
+            "typed",
+            "--brokers",
+            &target.bootstrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = producer.stdin.take().unwrap();
+    let mut answers = BufReader::new(producer.stdout.take().unwrap());
+    for (i, line) in ["first", "second"].iter().enumerate() {
+        writeln!(input, "{line}").unwrap();
+        input.flush().unwrap();
+        // Read while input stays open (the test's own timeout bounds it).
+        let mut answer = String::new();
+        answers.read_line(&mut answer).unwrap();
+        assert_eq!(
+            answer.trim(),
+            format!("produced to partition 0 at offset {i}")
+        );
+    }
+    drop(input);
+    assert!(producer.wait().unwrap().success());
+
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(["topic", "consume", "typed", "--follow", "--format", "json"])
+        .args(["--brokers", &target.bootstrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut records = BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    records.read_line(&mut first).unwrap();
+    assert!(first.contains("\"value\":\"first\""), "{first}");
+    drop(records);
+    // More records, so it writes into the closed pipe and ends.
+    produce(&target, &["typed"], "third\nfourth\n");
+    let started = std::time::Instant::now();
+    while follower.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "consume --follow kept running with no reader"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

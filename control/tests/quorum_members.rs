@@ -73,10 +73,12 @@ async fn ask(via: &MetadataService, request: ControllerRequest) {
 }
 
 /// A leader asked to step down before it has heard from the voters just
-/// added (a busy machine): asked again, as an operator would.
+/// added, or to promote a node it has not heard from yet since it started
+/// (a busy machine): asked again, as an operator would.
 fn heard_from_none(e: &ControllerError) -> bool {
     matches!(e, ControllerError::Refused(MetadataError::VoterChange(why))
-        if why.contains("no other voter has been heard from recently"))
+        if why.contains("no other voter has been heard from recently")
+            || why.contains("has not been heard from recently"))
 }
 
 fn voters_of(service: &MetadataService) -> Vec<u64> {

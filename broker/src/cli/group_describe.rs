@@ -70,8 +70,8 @@ struct LagRow {
     committed: Option<i64>,
     log_start: i64,
     log_end: i64,
-    /// Log end minus committed (the whole log without a commit).
-    lag: i64,
+    /// Log end minus committed (none without a commit, as Kafka's tool).
+    lag: Option<i64>,
     /// Records past the committed offset that retention deleted unread.
     lost_to_retention: i64,
     /// Committed minus log start (negative once retention passed it).
@@ -170,7 +170,7 @@ pub(super) async fn report(cluster: &Cluster, group: &str) -> Result<GroupReport
                 committed: lag.committed,
                 log_start,
                 log_end,
-                lag: lag.lag(),
+                lag: lag.committed.map(|_| lag.lag()),
                 lost_to_retention: lag.lost_to_retention(),
                 retention_margin: lag.retention_margin(),
                 member: owners.get(&key).cloned(),
@@ -283,7 +283,7 @@ pub(super) fn table(report: &GroupReport) -> String {
             show(row.committed),
             row.log_start,
             row.log_end,
-            row.lag,
+            show(row.lag),
             row.lost_to_retention,
             show(row.retention_margin),
             row.member.as_deref().unwrap_or("-")

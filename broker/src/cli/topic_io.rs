@@ -7,8 +7,10 @@
 //! partitions' ends as of its start, a count, or, with --follow, for as
 //! long as it runs. Both print as they go, in table or JSON lines.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::io::{BufRead, Write};
+use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -18,8 +20,10 @@ use serde::Serialize;
 use client::cluster::Cluster;
 use client::connection::ClientError;
 use client::consumer::{list_offsets, Consumer, ConsumerConfig, StartAt};
-use client::producer::{Producer, ProducerConfig};
+use client::producer::{Delivered, Producer, ProducerConfig};
 use client::records::{ConsumedRecord, ProducerRecord};
+use futures::future::{select, Either};
+use futures::{SinkExt, StreamExt};
 
 use super::output::{json_line, Format};
 
@@ -115,7 +119,8 @@ struct Landed<'a> {
 }
 
 /// Reads standard input a line at a time, produces each line, and prints
-/// where each record landed, in input order.
+/// where each record landed, in input order, as the acknowledgements come
+/// (typed lines and `tail -f` work as well as a file).
 pub async fn produce(
     cluster: Rc<Cluster>,
     args: ProduceArgs,
@@ -125,47 +130,77 @@ pub async fn produce(
     let headers: Vec<(String, Option<Bytes>)> = (args.headers.iter())
         .map(|(k, v)| (k.clone(), Some(Bytes::from(v.clone()))))
         .collect();
+    let mut lines = stdin_lines();
     let mut out = std::io::stdout();
-    let mut pending = std::collections::VecDeque::new();
+    let mut pending: VecDeque<Delivery> = VecDeque::new();
     let mut produced = 0u64;
-    for line in std::io::stdin().lock().lines() {
-        let line = line.map_err(ClientError::Io)?;
-        let (key, value) = split_line(&line, &args);
-        let record = ProducerRecord {
-            key: key.map(|k| Bytes::from(k.to_string())),
-            value: Some(Bytes::from(value.to_string())),
-            timestamp: now_ms(),
-            headers: headers.clone(),
+    loop {
+        // A line, or an acknowledgement of the oldest record, whichever
+        // comes first (the producer's sender runs while this waits).
+        let next = match pending.front_mut() {
+            Some(oldest) => match select(lines.next(), oldest).await {
+                Either::Left((line, _)) => Next::Line(line),
+                Either::Right((delivered, _)) => Next::Delivered(delivered),
+            },
+            None => Next::Line(lines.next().await),
         };
-        pending.push_back(producer.send_record(&args.topic, record).await?);
-        // Acknowledgements printed as they come, a bounded number held.
-        while pending.len() >= 1000 {
-            let delivered = pending.pop_front().expect("not empty").await?;
-            print_landed(
-                &mut out,
-                format,
-                &args.topic,
-                delivered.partition,
-                delivered.offset,
-            );
-            produced += 1;
+        match next {
+            Next::Line(Some(line)) => {
+                let line = line.map_err(ClientError::Io)?;
+                let (key, value) = split_line(&line, &args);
+                let record = ProducerRecord {
+                    key: key.map(|k| Bytes::from(k.to_string())),
+                    value: Some(Bytes::from(value.to_string())),
+                    timestamp: now_ms(),
+                    headers: headers.clone(),
+                };
+                let delivery = producer.send_record(&args.topic, record).await?;
+                pending.push_back(Box::pin(delivery));
+            }
+            Next::Line(None) => break,
+            Next::Delivered(delivered) => {
+                pending.pop_front();
+                let delivered = delivered?;
+                let (partition, offset) = (delivered.partition, delivered.offset);
+                print_landed(&mut out, format, &args.topic, partition, offset);
+                produced += 1;
+            }
         }
     }
     while let Some(delivery) = pending.pop_front() {
         let delivered = delivery.await?;
-        print_landed(
-            &mut out,
-            format,
-            &args.topic,
-            delivered.partition,
-            delivered.offset,
-        );
+        let (partition, offset) = (delivered.partition, delivered.offset);
+        print_landed(&mut out, format, &args.topic, partition, offset);
         produced += 1;
     }
     if format == Format::Table {
         let _ = writeln!(out, "produced {produced} records to {}", args.topic);
     }
     Ok(String::new())
+}
+
+/// A record's acknowledgement, awaited in input order.
+type Delivery = Pin<Box<dyn Future<Output = Result<Delivered, ClientError>>>>;
+
+/// What `produce` waited for.
+enum Next {
+    Line(Option<std::io::Result<String>>),
+    Delivered(Result<Delivered, ClientError>),
+}
+
+/// Standard input's lines, read on a thread of their own (a blocking read
+/// on the executor would stall the producer's sender), at most 1,024
+/// ahead of the producer.
+fn stdin_lines() -> futures::channel::mpsc::Receiver<std::io::Result<String>> {
+    let (mut sender, receiver) = futures::channel::mpsc::channel(1024);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if futures::executor::block_on(sender.send(line)).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
 }
 
 /// A line's key and value under the produce flags.
@@ -271,10 +306,15 @@ pub async fn consume(
             if args.num.is_some_and(|n| printed >= n) {
                 break;
             }
-            print_record(&mut out, format, topic, &record);
+            // A reader that went away (`| head`) ends the command.
+            if print_record(&mut out, format, topic, &record).is_err() {
+                return Ok(String::new());
+            }
             printed += 1;
         }
-        let _ = out.flush();
+        if out.flush().is_err() {
+            return Ok(String::new());
+        }
     }
     Ok(String::new())
 }
@@ -284,8 +324,13 @@ fn reached(positions: &BTreeMap<i32, i64>, ends: &BTreeMap<i32, i64>) -> bool {
     (positions.iter()).all(|(p, next)| ends.get(p).is_none_or(|end| next >= end))
 }
 
-fn print_record(out: &mut impl Write, format: Format, topic: &str, record: &ConsumedRecord) {
-    let _ = match format {
+fn print_record(
+    out: &mut impl Write,
+    format: Format,
+    topic: &str,
+    record: &ConsumedRecord,
+) -> std::io::Result<()> {
+    match format {
         Format::Table => {
             let key = text(&record.key).unwrap_or_else(|| "-".into());
             let value = text(&record.value).unwrap_or_else(|| "(null)".into());
@@ -303,7 +348,7 @@ fn print_record(out: &mut impl Write, format: Format, topic: &str, record: &Cons
             )
         }
         Format::Json => out.write_all(json_line(&printed(topic, record)).as_bytes()),
-    };
+    }
 }
 
 fn printed<'a>(topic: &'a str, record: &ConsumedRecord) -> Printed<'a> {

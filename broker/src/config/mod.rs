@@ -633,6 +633,13 @@ impl BrokerConfig {
                 self.log_format
             ));
         }
+        if let Some(endpoint) = self.otlp_endpoint.as_deref() {
+            if !endpoint.starts_with("http://") {
+                return invalid(format!(
+                    "otlp_endpoint must be an http:// URL (TLS to the collector is not built in), got {endpoint:?}"
+                ));
+            }
+        }
         if !matches!(self.otlp_protocol.as_str(), "http/protobuf" | "http/json") {
             return invalid(format!(
                 "otlp_protocol must be http/protobuf or http/json, got {:?}",

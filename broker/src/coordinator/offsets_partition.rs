@@ -154,7 +154,10 @@ impl OffsetsPartition {
                             rebalances: entry.membership.generation(),
                             members: entry.membership.member_ids().len(),
                         };
-                        let assignments = entry.membership.assignments();
+                        // Only a consumer group's assignments name
+                        // partitions (Connect's, say, do not).
+                        let consumers = entry.membership.protocol_type() == Some("consumer");
+                        let assignments = entry.membership.assignments().filter(|_| consumers);
                         let assigned = assignments
                             .filter_map(|bytes| assigned_partitions(bytes))
                             .flat_map(|topics| {

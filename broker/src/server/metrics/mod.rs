@@ -243,12 +243,15 @@ fn consumer_lag(page: &mut Page, lags: &BTreeMap<(String, String, i32), Partitio
             escape(topic)
         )
     };
+    // Kafka's lag is defined from a commit: a partition assigned but never
+    // committed is shown apart (its whole log would page as lag).
+    let committed = || lags.iter().filter(|(_, lag)| lag.committed.is_some());
     page.header(
         "consumer_lag_messages",
         "gauge",
-        "records between a group's committed offset and the partition's end (the whole log without a commit), for groups coordinated here, wherever the partition is led",
+        "records between a group's committed offset and the partition's end, for groups coordinated here, wherever the partition is led",
     );
-    for (key, lag) in lags {
+    for (key, lag) in committed() {
         page.sample("consumer_lag_messages", &labels(key), lag.lag() as f64);
     }
     page.header(
@@ -256,9 +259,18 @@ fn consumer_lag(page: &mut Page, lags: &BTreeMap<(String, String, i32), Partitio
         "gauge",
         "the part of a group's lag that retention deleted before the group read it",
     );
-    for (key, lag) in lags {
+    for (key, lag) in committed() {
         let lost = lag.lost_to_retention() as f64;
         page.sample("consumer_lag_lost_messages", &labels(key), lost);
+    }
+    page.header(
+        "consumer_uncommitted_log_messages",
+        "gauge",
+        "records in a partition a member of a group coordinated here is assigned but the group never committed (from the log start: what reading from the earliest offset takes)",
+    );
+    for (key, lag) in lags.iter().filter(|(_, lag)| lag.committed.is_none()) {
+        let whole = lag.lag() as f64;
+        page.sample("consumer_uncommitted_log_messages", &labels(key), whole);
     }
 }
 

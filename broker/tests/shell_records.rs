@@ -30,21 +30,12 @@ fn ok(target: &Broker, args: &[&str]) -> String {
 
 /// `topic produce` with `input` on standard input.
 fn produce(target: &Broker, args: &[&str], input: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
         .args(["topic", "produce"])
         .args(args)
-        .args(["--brokers", &target.bootstrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .args(["--brokers", &target.bootstrap()]);
+    let out = support::output_with_input(&mut command, input);
     assert!(out.status.success(), "{args:?}: {out:?}");
     String::from_utf8(out.stdout).unwrap()
 }

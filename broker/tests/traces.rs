@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,20 +78,12 @@ fn serve_connection(stream: std::net::TcpStream, kept: &Received) {
 }
 
 fn kcat(bootstrap: &str, args: &[&str], input: &str) {
-    let mut child = Command::new("kcat")
-        .args(["-b", bootstrap])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("kcat (the test command installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    let mut command = Command::new("kcat");
+    let out = support::output_with_input(command.args(["-b", bootstrap]).args(args), input);
+    assert!(
+        out.status.success(),
+        "kcat (the test command installs it): {out:?}"
+    );
 }
 
 /// Every span the stand-in received as JSON: (name, attributes by key).

@@ -374,25 +374,28 @@ pub async fn alter_group_config(
     c.call(&request, 1).await.unwrap().responses[0].error_code
 }
 
-/// Runs Prometheus's `promtool` (Debian's prometheus package, which the
-/// test command installs) with `input` on its standard input: its
-/// success and everything it printed.
-pub fn promtool(args: &[&str], input: &str) -> (bool, String) {
+/// Runs `command` with `input` on its standard input (its output and
+/// errors captured): a CLI fed as a shell pipe would feed it.
+pub fn output_with_input(command: &mut Command, input: &str) -> std::process::Output {
     use std::io::Write;
-    let mut child = Command::new("promtool")
-        .args(args)
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool (the test command installs Debian's prometheus package)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// Runs Prometheus's `promtool` (Debian's prometheus package, which the
+/// test command installs) with `input` on its standard input: its
+/// success and everything it printed.
+pub fn promtool(args: &[&str], input: &str) -> (bool, String) {
+    let mut command = Command::new("promtool");
+    let output = output_with_input(command.args(args), input);
     let printed = String::from_utf8_lossy(&output.stdout).to_string()
         + &String::from_utf8_lossy(&output.stderr);
     (output.status.success(), printed)

@@ -9,6 +9,7 @@
 //! under-replicated partitions from the metadata, disk use from the file
 //! system.
 
+mod lag;
 mod share;
 mod tiered;
 
@@ -17,16 +18,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::connection::admission::Admission;
 use super::shard::Shard;
-use crate::cluster::remote_watermarks::of_led_elsewhere;
 use crate::cluster::Cluster;
 use crate::coordinator::offsets_partition::GroupGauges;
 use crate::coordinator::Coordinator;
 use crate::counters::{HistogramTotal, Registry, ShardMetrics, API_KEYS, LATENCY_BUCKETS_SECONDS};
-use crate::groups::lag::PartitionLag;
 use crate::partition::role::Role;
 
 /// What one shard reports at a scrape.
@@ -128,8 +126,10 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     produce_latency(&mut page, all);
     produce_copies(&mut page, all);
     let ends = led_partitions(&reports);
-    let lags = group_lags(cluster, &reports, &ends).await;
-    consumer_lag(&mut page, &lags);
+    let committed = reports.iter().flat_map(|r| &r.committed);
+    let assigned = reports.iter().flat_map(|r| &r.assigned);
+    let lags = lag::of_groups(cluster, committed, assigned, &ends).await;
+    lag::render(&mut page, &lags);
     partitions_led(&mut page, cluster, &ends);
     replication(&mut page, cluster, all);
     if let Some(pct) = disk_used_pct(&cluster.config.data_dir) {
@@ -191,87 +191,6 @@ fn led_partitions(reports: &[ShardReport]) -> Ends {
         .iter()
         .flat_map(|r| r.ends.iter().map(|(k, v)| (k.clone(), *v)))
         .collect()
-}
-
-/// How long a scrape waits for other brokers' watermarks.
-const REMOTE_WATERMARKS_WAIT: Duration = Duration::from_secs(2);
-
-/// The lag of every partition the groups coordinated here committed or
-/// were assigned, wherever it is led: the log ends of partitions led
-/// elsewhere asked of their leaders.
-async fn group_lags(
-    cluster: &Cluster,
-    reports: &[ShardReport],
-    ends: &Ends,
-) -> BTreeMap<(String, String, i32), PartitionLag> {
-    let committed: BTreeMap<&(String, String, i32), i64> = reports
-        .iter()
-        .flat_map(|r| &r.committed)
-        .map(|(k, v)| (k, *v))
-        .collect();
-    let assigned = reports.iter().flat_map(|r| &r.assigned);
-    let keys: BTreeSet<&(String, String, i32)> =
-        committed.keys().copied().chain(assigned).collect();
-    let elsewhere: BTreeSet<(String, i32)> = (keys.iter())
-        .map(|(_, topic, partition)| (topic.clone(), *partition))
-        .filter(|key| !ends.contains_key(key))
-        .collect();
-    let remote = match elsewhere.is_empty() {
-        true => Ends::new(),
-        false => of_led_elsewhere(cluster, elsewhere, REMOTE_WATERMARKS_WAIT).await,
-    };
-    (keys.into_iter())
-        .filter_map(|key| {
-            let (group, topic, partition) = key;
-            let at = (topic.clone(), *partition);
-            let (log_start, log_end) = ends.get(&at).or_else(|| remote.get(&at))?;
-            let lag = PartitionLag {
-                committed: committed.get(key).copied(),
-                log_start: *log_start,
-                log_end: *log_end,
-            };
-            Some(((group.clone(), topic.clone(), *partition), lag))
-        })
-        .collect()
-}
-
-fn consumer_lag(page: &mut Page, lags: &BTreeMap<(String, String, i32), PartitionLag>) {
-    let labels = |(group, topic, partition): &(String, String, i32)| {
-        format!(
-            "group=\"{}\",topic=\"{}\",partition=\"{partition}\"",
-            escape(group),
-            escape(topic)
-        )
-    };
-    // Kafka's lag is defined from a commit: a partition assigned but never
-    // committed is shown apart (its whole log would page as lag).
-    let committed = || lags.iter().filter(|(_, lag)| lag.committed.is_some());
-    page.header(
-        "consumer_lag_messages",
-        "gauge",
-        "records between a group's committed offset and the partition's end, for groups coordinated here, wherever the partition is led",
-    );
-    for (key, lag) in committed() {
-        page.sample("consumer_lag_messages", &labels(key), lag.lag() as f64);
-    }
-    page.header(
-        "consumer_lag_lost_messages",
-        "gauge",
-        "the part of a group's lag that retention deleted before the group read it",
-    );
-    for (key, lag) in committed() {
-        let lost = lag.lost_to_retention() as f64;
-        page.sample("consumer_lag_lost_messages", &labels(key), lost);
-    }
-    page.header(
-        "consumer_uncommitted_log_messages",
-        "gauge",
-        "records in a partition a member of a group coordinated here is assigned but the group never committed (from the log start: what reading from the earliest offset takes)",
-    );
-    for (key, lag) in lags.iter().filter(|(_, lag)| lag.committed.is_none()) {
-        let whole = lag.lag() as f64;
-        page.sample("consumer_uncommitted_log_messages", &labels(key), whole);
-    }
 }
 
 /// Transactions: each led partition's last stable offset and open

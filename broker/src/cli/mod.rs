@@ -185,105 +185,58 @@ fn run(command: Command) -> Result<String, failure::Failure> {
     match command {
         Command::Serve(_) => unreachable!("serve is not run here"),
         Command::Topic { command, target } => {
-            let format = target.format;
-            if format == Format::Json && !topic::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(topic::subject(&command), move |c| async move {
-                    topic::execute(&c, command, format).await
-                })
+            let (json, subject) = (topic::prints_json(&command), topic::subject(&command));
+            admin(target, json, subject, move |c, format| async move {
+                topic::execute(&c, command, format).await
+            })
         }
         Command::Cluster { command, target } => {
-            let format = target.format;
-            if format == Format::Json && !cluster::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(None, move |c| async move {
-                    cluster::execute(&c, command, format).await
-                })
+            let json = cluster::prints_json(&command);
+            admin(target, json, None, move |c, format| async move {
+                cluster::execute(&c, command, format).await
+            })
         }
         Command::Group { command, target } => {
             let command = command.command();
-            let format = target.format;
-            if format == Format::Json && !group::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(group::subject(&command), move |c| async move {
-                    group::execute(&c, command, format).await
-                })
+            let (json, subject) = (group::prints_json(&command), group::subject(&command));
+            admin(target, json, subject, move |c, format| async move {
+                group::execute(&c, command, format).await
+            })
         }
         Command::ShareGroup { command, target } => {
-            let format = target.format;
-            if format == Format::Json && !share_group::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(share_group::subject(&command), move |c| async move {
-                    share_group::execute(&c, command, format).await
-                })
+            let json = share_group::prints_json(&command);
+            let subject = share_group::subject(&command);
+            admin(target, json, subject, move |c, format| async move {
+                share_group::execute(&c, command, format).await
+            })
         }
         Command::User { command, target } => {
             let command = command.command().map_err(failure::usage)?;
-            let format = target.format;
-            if format == Format::Json && !user::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(None, move |c| async move {
-                    user::execute(&c, command, format).await
-                })
+            let json = user::prints_json(&command);
+            admin(target, json, None, move |c, format| async move {
+                user::execute(&c, command, format).await
+            })
         }
         Command::Acl { command, target } => {
             let command = command.command().map_err(failure::usage)?;
-            let format = target.format;
-            if format == Format::Json && !acl::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(None, move |c| async move {
-                    acl::execute(&c, command, format).await
-                })
+            let json = acl::prints_json(&command);
+            admin(target, json, None, move |c, format| async move {
+                acl::execute(&c, command, format).await
+            })
         }
         Command::Quota { command, target } => {
             let command = command.command().map_err(failure::usage)?;
-            let format = target.format;
-            if format == Format::Json && !quota::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(None, move |c| async move {
-                    quota::execute(&c, command, format).await
-                })
+            let json = quota::prints_json(&command);
+            admin(target, json, None, move |c, format| async move {
+                quota::execute(&c, command, format).await
+            })
         }
         Command::Txn { command, target } => {
             let command = command.command().map_err(failure::usage)?;
-            let format = target.format;
-            if format == Format::Json && !txn::prints_json(&command) {
-                return Err(failure::usage(output::no_json()));
-            }
-            target
-                .target()
-                .map_err(failure::usage)?
-                .run(None, move |c| async move {
-                    txn::execute(&c, command, format).await
-                })
+            let json = txn::prints_json(&command);
+            admin(target, json, None, move |c, format| async move {
+                txn::execute(&c, command, format).await
+            })
         }
         Command::DumpLog { partition_dir } => Ok(dump_log::run(partition_dir)?),
         Command::DumpMetadata { metadata_dir } => Ok(dump_metadata::run(metadata_dir)?),
@@ -294,6 +247,27 @@ fn run(command: Command) -> Result<String, failure::Failure> {
             Ok(String::from_utf8(script).map_err(|e| e.to_string())?)
         }
     }
+}
+
+/// Runs an admin command at `target` (about `subject`, for its errors):
+/// `--format json` is refused for a command that prints text only
+/// (`json_form` false), else `work` runs with the cluster and the format.
+fn admin<F, Fut>(
+    target: TargetArgs,
+    json_form: bool,
+    subject: Option<String>,
+    work: F,
+) -> Result<String, failure::Failure>
+where
+    F: FnOnce(std::rc::Rc<client::cluster::Cluster>, Format) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<String, client::connection::ClientError>>,
+{
+    let format = target.format;
+    if format == Format::Json && !json_form {
+        return Err(failure::usage(output::no_json()));
+    }
+    let target = target.target().map_err(failure::usage)?;
+    target.run(subject, move |cluster| work(cluster, format))
 }
 
 #[cfg(test)]

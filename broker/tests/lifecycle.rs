@@ -17,6 +17,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use support::group_round;
 use support::http;
 
 /// A broker command on fixed ports (so a test can connect before it says
@@ -867,7 +868,6 @@ fn a_normal_stop_logs_no_warnings() {
     // As an operator reads a stop: a broker that served a producer and a
     // consumer group, the consumer still connected, stops on SIGTERM with
     // no WARN or ERROR line.
-    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
     let dir = tempfile::tempdir().unwrap();
     let mut broker = support::start_broker(dir.path());
     let bootstrap = broker.bootstrap();
@@ -875,37 +875,8 @@ fn a_normal_stop_logs_no_warnings() {
         &bootstrap,
         &["topic", "create", "calm", "--partitions", "2"],
     );
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .unwrap();
-    for i in 0..100 {
-        let value = format!("v{i}");
-        let record = BaseRecord::<(), str>::to("calm").payload(value.as_str());
-        producer.send(record).map_err(|(e, _)| e).unwrap();
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "calm-readers")
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    consumer.subscribe(&["calm"]).unwrap();
-    let started = Instant::now();
-    let mut read = 0;
-    while read < 100 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "read {read} of 100"
-        );
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            message.unwrap();
-            read += 1;
-        }
-    }
-    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let consumer =
+        group_round::produce_and_read_in_group(&bootstrap, "calm", "calm-readers", 100, "all");
     let status = broker.stop();
     assert!(status.success(), "{status}");
     drop(consumer);

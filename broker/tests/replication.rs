@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use client::cluster::Cluster as ClientCluster;
 use support::cluster::{counter, Cluster};
+use support::group_round;
 use support::on_glommio;
 
 /// Fast failure detection, as in the fault test.
@@ -762,47 +763,14 @@ fn a_cordoned_broker_gets_no_new_replicas_through_its_restart_until_uncordoned()
 /// planned stop sees nothing to worry about).
 #[test]
 fn a_clusters_planned_stop_logs_no_warnings() {
-    use rdkafka::config::ClientConfig;
-    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     let root = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new(root.path(), 3, &FAST);
     cluster.start();
     create_topic(&cluster, "calm", 3);
     let bootstrap = cluster.bootstrap();
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .create()
-        .unwrap();
-    for i in 0..300 {
-        let value = format!("v{i}");
-        let mut record = BaseRecord::<(), str>::to("calm").payload(value.as_str());
-        while let Err((_, back)) = producer.send(record) {
-            record = back;
-            producer.poll(Duration::from_millis(5));
-        }
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "calm-readers")
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    consumer.subscribe(&["calm"]).unwrap();
-    let (started, mut read) = (Instant::now(), 0);
-    while read < 300 {
-        assert!(started.elapsed() < Duration::from_secs(30), "read {read}");
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            message.unwrap();
-            read += 1;
-        }
-    }
-    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let consumer =
+        group_round::produce_and_read_in_group(&bootstrap, "calm", "calm-readers", 300, "all");
     drop(consumer);
-    drop(producer);
     let lines_before: Vec<usize> = (1..=3)
         .map(|id| {
             std::fs::read_to_string(cluster.log_path(id))

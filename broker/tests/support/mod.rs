@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod consumer_member;
 pub mod fault_proxy;
 pub mod frame_counter;
+pub mod group_round;
 pub mod keyed_load;
 pub mod produce_wire;
 pub mod replay;

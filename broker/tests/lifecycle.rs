@@ -875,11 +875,12 @@ fn a_normal_stop_logs_no_warnings() {
         &bootstrap,
         &["topic", "create", "calm", "--partitions", "2"],
     );
-    let consumer =
+    let (producer, consumer) =
         group_round::produce_and_read_in_group(&bootstrap, "calm", "calm-readers", 100, "all");
     let status = broker.stop();
     assert!(status.success(), "{status}");
     drop(consumer);
+    drop(producer);
     // The log thread has read the last lines once the pipe closed.
     std::thread::sleep(Duration::from_millis(200));
     let loud: Vec<String> = (broker.logged(" WARN ").into_iter())

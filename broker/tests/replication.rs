@@ -768,9 +768,10 @@ fn a_clusters_planned_stop_logs_no_warnings() {
     cluster.start();
     create_topic(&cluster, "calm", 3);
     let bootstrap = cluster.bootstrap();
-    let consumer =
+    let (producer, consumer) =
         group_round::produce_and_read_in_group(&bootstrap, "calm", "calm-readers", 300, "all");
     drop(consumer);
+    drop(producer);
     let lines_before: Vec<usize> = (1..=3)
         .map(|id| {
             std::fs::read_to_string(cluster.log_path(id))

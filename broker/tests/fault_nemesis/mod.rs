@@ -1,7 +1,7 @@
-//! The faults of replication_faults.rs: SIGKILLs of partition leaders,
-//! followers, two brokers at once and the active controller during its
-//! failover, and SIGSTOP past the session timeout, at random intervals
-//! from the run's seed.
+//! The faults of replication_faults.rs: SIGKILLs of a partition leader,
+//! a follower, two brokers at once, or the active controller and, during
+//! its failover, a second node (each restarted), and SIGSTOP past the
+//! session timeout; at random intervals from the run's seed.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
-//! A producer's values read back by a consumer group and committed, with
-//! librdkafka's defaults: the traffic a broker has served before a test
-//! stops it and reads what it logged.
+//! A producer's values read back by a consumer group and committed
+//! (librdkafka clients; the consumer reads from the earliest offset and
+//! commits by hand, the producer's acks as given): the traffic a broker
+//! has served before a test stops it and reads what it logged.
 
 use std::time::{Duration, Instant};
 
@@ -10,15 +11,15 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 /// Produces `count` values (`v0`, `v1`, ...) to `topic` with `acks`,
 /// reads `count` messages back in group `group` from the earliest offset
-/// and commits them. Returns the consumer, still a member of its group
-/// (a test may stop the broker under it).
+/// and commits them. Returns both clients, still connected (the consumer
+/// still a member of its group): a test may stop the broker under them.
 pub fn produce_and_read_in_group(
     bootstrap: &str,
     topic: &str,
     group: &str,
     count: usize,
     acks: &str,
-) -> BaseConsumer {
+) -> (BaseProducer, BaseConsumer) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", acks)
@@ -51,5 +52,5 @@ pub fn produce_and_read_in_group(
         }
     }
     consumer.commit_consumer_state(CommitMode::Sync).unwrap();
-    consumer
+    (producer, consumer)
 }

@@ -36,6 +36,7 @@ pub mod transactions;
 pub mod txn_index;
 mod txn_index_log;
 pub mod types;
+pub mod valid_batch;
 pub mod write_buffer;
 
 pub use cache::CacheShare;

@@ -21,8 +21,8 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::error::BatchError;
+use crate::frame_memory::FrameMemory;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
-use crate::write_buffer::PieceCheck;
 
 /// Size of the fixed v2 header.
 pub const HEADER_BYTES: usize = 61;
@@ -180,27 +180,6 @@ pub fn validate(
     max_batch_bytes: usize,
     rule: CountRule,
 ) -> Result<BatchHeader, BatchError> {
-    let header = parse_whole(buf, max_batch_bytes)?;
-    check_crc(buf)?;
-    check_count(&header, rule)?;
-    Ok(header)
-}
-
-/// [`validate`] but for the CRC, for a batch whose checksum is taken as
-/// it is copied ([`StreamedCrc`]). A batch this refuses may be corrupt:
-/// run [`validate`] to learn which error it gets.
-pub fn validate_but_crc(
-    buf: &[u8],
-    max_batch_bytes: usize,
-    rule: CountRule,
-) -> Result<BatchHeader, BatchError> {
-    let header = parse_whole(buf, max_batch_bytes)?;
-    check_count(&header, rule)?;
-    Ok(header)
-}
-
-/// The header of `buf`, which must hold exactly one batch.
-fn parse_whole(buf: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
     let header = BatchHeader::parse(buf, max_batch_bytes)?;
     if header.total_bytes != buf.len() {
         return Err(BatchError::LengthMismatch {
@@ -208,88 +187,125 @@ fn parse_whole(buf: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchE
             present: buf.len(),
         });
     }
-    Ok(header)
-}
-
-/// Checks the CRC-32C of one whole batch (its header already parsed).
-pub fn check_crc(buf: &[u8]) -> Result<(), BatchError> {
-    let mut crc = StreamedCrc::of(buf);
-    crc.update(buf);
-    crc.check()
-}
-
-fn check_count(header: &BatchHeader, rule: CountRule) -> Result<(), BatchError> {
+    let stored = u32::from_be_bytes(buf[CRC_AT..CRC_AT + 4].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    if stored != computed {
+        return Err(BatchError::CrcMismatch { stored, computed });
+    }
     let fits = match rule {
         CountRule::Exact => header.records_count as i64 == header.last_offset_delta as i64 + 1,
         CountRule::AtMost => header.records_count as i64 <= header.last_offset_delta as i64 + 1,
     };
-    match fits {
-        true => Ok(()),
-        false => Err(BatchError::RecordCount {
+    if !fits {
+        return Err(BatchError::RecordCount {
             count: header.records_count,
             last_offset_delta: header.last_offset_delta,
-        }),
+        });
     }
-}
-
-/// The CRC-32C of a batch taken from its bytes in order, piece by piece:
-/// fed each piece of a copy just written, the check reads the bytes while
-/// they are in the core's cache instead of once more from memory.
-#[derive(Debug)]
-pub struct StreamedCrc {
-    /// The CRC the batch carries.
-    stored: u32,
-    /// The batch's length.
-    len: usize,
-    /// Bytes of the batch seen so far.
-    seen: usize,
-    crc: u32,
-}
-
-impl StreamedCrc {
-    /// Nothing of `batch` (a whole batch, its header parsed) seen yet.
-    pub fn of(batch: &[u8]) -> StreamedCrc {
-        StreamedCrc {
-            stored: u32::from_be_bytes(batch[CRC_AT..CRC_AT + 4].try_into().expect("4 bytes")),
-            len: batch.len(),
-            seen: 0,
-            crc: 0,
-        }
-    }
-
-    /// Takes the batch's next `piece`; the bytes before attributes are
-    /// outside the CRC.
-    pub fn update(&mut self, piece: &[u8]) {
-        let skip = ATTRIBUTES_AT.saturating_sub(self.seen).min(piece.len());
-        self.crc = crc32c::crc32c_append(self.crc, &piece[skip..]);
-        self.seen += piece.len();
-    }
-
-    /// Whether the CRC of every piece seen, which must be the whole batch
-    /// in order, is the one the batch carries.
-    pub fn check(self) -> Result<(), BatchError> {
-        assert_eq!(self.seen, self.len, "the whole batch is seen");
-        match self.stored == self.crc {
-            true => Ok(()),
-            false => Err(BatchError::CrcMismatch {
-                stored: self.stored,
-                computed: self.crc,
-            }),
-        }
-    }
-}
-
-impl PieceCheck for StreamedCrc {
-    type Refusal = BatchError;
-    fn piece(&mut self, piece: &[u8]) {
-        self.update(piece);
-    }
-    fn verdict(self) -> Result<(), BatchError> {
-        self.check()
-    }
+    Ok(header)
 }
 
 pub use crate::producers::NO_SEQUENCE;
+
+/// A producer's batch that passed [`validate`] (`CountRule::Exact`), with
+/// its parsed header: proof for [`crate::Log::append_valid`], so a caller
+/// that must check every batch of a request before appending any does not
+/// pay for the CRC twice.
+#[derive(Debug)]
+pub struct ValidBatch {
+    bytes: BytesMut,
+    header: BatchHeader,
+    /// The allocation `bytes` is a slice of, when it keeps one alive.
+    frame: Option<FrameMemory>,
+}
+
+impl ValidBatch {
+    /// Validates `bytes` as exactly one producer batch of at most
+    /// `max_batch_bytes`; an idempotent one must carry a usable epoch and
+    /// sequence (as Kafka refuses them, INVALID_RECORD).
+    pub fn new(bytes: BytesMut, max_batch_bytes: usize) -> Result<ValidBatch, BatchError> {
+        let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
+        if let Some(p) = header.producer() {
+            if p.epoch < 0 || p.first_seq < 0 {
+                return Err(BatchError::InvalidProducerFields {
+                    producer_id: p.producer_id,
+                    epoch: p.epoch,
+                    first_seq: p.first_seq,
+                });
+            }
+        }
+        Ok(ValidBatch {
+            bytes,
+            header,
+            frame: None,
+        })
+    }
+
+    /// The batch, as a slice of `frame` (the request it arrived in) that
+    /// keeps it alive: the log's cache charges that memory
+    /// (`frame_memory`).
+    pub fn in_frame(self, frame: FrameMemory) -> ValidBatch {
+        ValidBatch {
+            frame: Some(frame),
+            ..self
+        }
+    }
+
+    /// Validates a batch a coordinator writes for a producer: a
+    /// transactional batch with its producer's id and epoch but no
+    /// sequence ([`NO_SEQUENCE`], as Kafka's TxnOffsetCommit batches),
+    /// which [`ValidBatch::new`] refuses from clients. Its producer's epoch
+    /// is checked on append; no sequence is.
+    pub fn from_coordinator(
+        bytes: BytesMut,
+        max_batch_bytes: usize,
+    ) -> Result<ValidBatch, BatchError> {
+        let header = validate(&bytes, max_batch_bytes, CountRule::Exact)?;
+        if let Some(p) = header.producer() {
+            if p.epoch < 0 || p.first_seq != NO_SEQUENCE || !header.is_transactional() {
+                return Err(BatchError::InvalidProducerFields {
+                    producer_id: p.producer_id,
+                    epoch: p.epoch,
+                    first_seq: p.first_seq,
+                });
+            }
+        }
+        Ok(ValidBatch {
+            bytes,
+            header,
+            frame: None,
+        })
+    }
+
+    /// The allocation it keeps alive, if it is a slice of one.
+    pub fn frame(&self) -> Option<FrameMemory> {
+        self.frame
+    }
+
+    /// Its header.
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Its bytes, as they will be stored (before the log stamps offsets).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Whether it is empty (never: a valid batch has a header).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub(crate) fn into_parts(self) -> (BytesMut, BatchHeader, Option<FrameMemory>) {
+        (self.bytes, self.header, self.frame)
+    }
+}
 
 /// Writes the broker-assigned base offset and leader epoch into a batch.
 ///
@@ -771,6 +787,51 @@ mod tests {
             validate(&magic, MAX, CountRule::Exact),
             Err(BatchError::UnsupportedMagic(1))
         );
+    }
+
+    #[test]
+    fn an_idempotent_batch_with_a_negative_epoch_or_sequence_is_refused() {
+        let mut good = sample();
+        stamp_producer(&mut good, 7, 0, 0);
+        assert!(ValidBatch::new(good, MAX).is_ok());
+        for (epoch, first_seq) in [(-1, 0), (0, -1), (-3, -7)] {
+            let mut bad = sample();
+            stamp_producer(&mut bad, 7, epoch, first_seq);
+            assert_eq!(
+                ValidBatch::new(bad, MAX).unwrap_err(),
+                BatchError::InvalidProducerFields {
+                    producer_id: 7,
+                    epoch,
+                    first_seq
+                }
+            );
+        }
+        // Without a producer id the fields mean nothing (-1 as clients send).
+        let mut plain = sample();
+        stamp_producer(&mut plain, -1, -1, -1);
+        assert!(ValidBatch::new(plain, MAX).is_ok());
+    }
+
+    #[test]
+    fn only_a_coordinators_transactional_batch_goes_without_a_sequence() {
+        let mut written = sample();
+        stamp_producer(&mut written, 7, 2, NO_SEQUENCE);
+        set_flags(&mut written, TRANSACTIONAL_FLAG);
+        assert!(
+            ValidBatch::new(written.clone(), MAX).is_err(),
+            "not from a client"
+        );
+        assert!(ValidBatch::from_coordinator(written, MAX).is_ok());
+        let mut plain = sample();
+        stamp_producer(&mut plain, 7, 2, NO_SEQUENCE);
+        assert!(
+            ValidBatch::from_coordinator(plain, MAX).is_err(),
+            "not transactional"
+        );
+        let mut sequenced = sample();
+        stamp_producer(&mut sequenced, 7, 2, 0);
+        set_flags(&mut sequenced, TRANSACTIONAL_FLAG);
+        assert!(ValidBatch::from_coordinator(sequenced, MAX).is_err());
     }
 
     #[test]

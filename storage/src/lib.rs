@@ -36,7 +36,6 @@ pub mod transactions;
 pub mod txn_index;
 mod txn_index_log;
 pub mod types;
-pub mod valid_batch;
 pub mod write_buffer;
 
 pub use cache::CacheShare;

@@ -7,12 +7,13 @@ use std::rc::Rc;
 
 use bytes::BytesMut;
 
-use crate::batch::{self, BatchHeader, CountRule, StreamedCrc};
+use crate::batch::{self, BatchHeader, CountRule};
 pub use crate::cache::ReadOutcome;
 use crate::cache::{BatchCache, CacheShare};
 use crate::epochs::{EpochCache, EpochEnd};
 use crate::error::{BatchError, Result, StorageError};
 use crate::files;
+use crate::frame_memory::FrameMemory;
 use crate::io::{DirectFile, FileSystem};
 use crate::io_lock::IoLock;
 use crate::markers::{self, Marker, MarkerKind};
@@ -20,7 +21,6 @@ use crate::producers::{Check, ProducerState};
 use crate::read_ahead::{ReadAhead, Window};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
-use crate::valid_batch::{BatchParts, CrcCheck, ValidBatch};
 
 /// Tunables of one partition log. Every field has a bound; see [`LogConfig::check`].
 #[derive(Clone, Debug)]
@@ -431,13 +431,17 @@ impl<FS: FileSystem> Log<FS> {
     /// watermark; await [`Log::wait_flushed`] for durability. Waits for a
     /// flush first if too many bytes already await one.
     pub async fn append(&self, batch: BytesMut, epoch: LeaderEpoch) -> Result<AppendInfo> {
-        let valid = ValidBatch::crc_on_append(batch, self.config.max_batch_bytes)?;
+        let valid = batch::ValidBatch::new(batch, self.config.max_batch_bytes)?;
         self.append_valid(valid, epoch).await
     }
 
     /// [`Log::append`] of a batch already validated; only its size is
     /// checked again, against this log's limit.
-    pub async fn append_valid(&self, batch: ValidBatch, epoch: LeaderEpoch) -> Result<AppendInfo> {
+    pub async fn append_valid(
+        &self,
+        batch: batch::ValidBatch,
+        epoch: LeaderEpoch,
+    ) -> Result<AppendInfo> {
         self.append_valid_while(batch, epoch, || true).await
     }
 
@@ -450,7 +454,7 @@ impl<FS: FileSystem> Log<FS> {
     /// ([`StorageError::Fenced`]) and appends nothing.
     pub async fn append_valid_while(
         &self,
-        batch: ValidBatch,
+        batch: batch::ValidBatch,
         epoch: LeaderEpoch,
         may_append: impl Fn() -> bool,
     ) -> Result<AppendInfo> {
@@ -461,12 +465,12 @@ impl<FS: FileSystem> Log<FS> {
             }
             .into());
         }
-        let batch = batch.into_parts();
+        let (bytes, header, frame) = batch.into_parts();
         self.admit().await?;
         if !may_append() {
             return Err(StorageError::Fenced);
         }
-        self.append_validated(batch, Some(epoch))
+        self.append_validated((bytes, frame), header, Some(epoch))
     }
 
     /// Appends a batch that already carries its offsets (a follower copying
@@ -481,13 +485,7 @@ impl<FS: FileSystem> Log<FS> {
             )));
         }
         self.admit().await?;
-        let batch = BatchParts {
-            bytes: batch,
-            header,
-            frame: None,
-            crc: CrcCheck::Done,
-        };
-        self.append_validated(batch, None)
+        self.append_validated((batch, None), header, None)
     }
 
     /// Applies back-pressure: waits while too many bytes await a flush.
@@ -505,33 +503,39 @@ impl<FS: FileSystem> Log<FS> {
         }
     }
 
-    /// Appends `batch` (with the frame it keeps alive, if any), checking
-    /// its CRC on the way into the write buffer if it was left to the
-    /// append: a mismatch appends nothing and changes nothing.
+    /// Appends `batch` (with the frame it keeps alive, if any).
     fn append_validated(
         &self,
-        batch: BatchParts,
+        (mut batch, frame): (BytesMut, Option<FrameMemory>),
+        header: BatchHeader,
         epoch: Option<LeaderEpoch>,
     ) -> Result<AppendInfo> {
-        let BatchParts {
-            bytes: mut batch,
-            header,
-            frame,
-            crc,
-        } = batch;
         let now = (self.clock)();
         let mut st = self.st();
         self.check_not_failed(&st)?;
-        let admitted = admit_batch(&st, &batch, &header, epoch);
-        if crc == CrcCheck::OnAppend && !matches!(admitted, Ok(Admitted::Append(_))) {
-            // A corrupt batch is refused as corrupt, whatever else (in the
-            // fields the CRC covers) would refuse or deduplicate it.
-            batch::check_crc(&batch)?;
+        let producer = header.producer();
+        if let (Some(producer), Some(_)) = (&producer, epoch) {
+            // A leader checks an idempotent producer's batch before it gets
+            // offsets (no await since: nothing can interleave).
+            if let Check::Duplicate(original) = st.producers.check(producer)? {
+                return Ok(AppendInfo {
+                    base_offset: original.first_offset,
+                    last_offset: original.last_offset,
+                    max_timestamp: header.max_timestamp,
+                    duplicate: true,
+                });
+            }
+            let transactions = st.producers.transactions();
+            transactions.check(producer.producer_id, header.is_transactional())?;
         }
-        let marker = match admitted? {
-            Admitted::Append(marker) => marker,
-            Admitted::Duplicate(info) => return Ok(info),
-        };
+        let marker = transaction_marker(&batch, &header)?;
+        if let (Some(marker), Some(_)) = (marker, epoch) {
+            // A leader checks a coordinator's marker as Kafka does: an
+            // older producer epoch or an older coordinator is refused.
+            let (producer_id, producer_epoch) = (header.producer_id, header.producer_epoch);
+            st.producers
+                .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
+        }
         let base = match epoch {
             Some(epoch) => {
                 let base = st.log_end;
@@ -544,38 +548,31 @@ impl<FS: FileSystem> Log<FS> {
             base_offset: base,
             ..header
         };
-        let rolls = st.active().should_roll(
+        // A leader's append stamps its epoch; a replica's keeps the batch's.
+        st.epochs.assign(epoch.unwrap_or(header.leader_epoch), base);
+        if st.active().should_roll(
             &header,
             base,
             now,
             self.config.segment_bytes,
             self.config.segment_ms,
-        );
-        let mut crc_due = crc == CrcCheck::OnAppend;
-        if rolls {
-            if crc_due {
-                // Rolling changes state a mismatch could not take back.
-                batch::check_crc(&batch)?;
-                crc_due = false;
-            }
+        ) {
             self.roll_locked(&mut st, base);
         }
         let data = batch.freeze();
         let fs = &self.fs;
-        let writer = (st.active_mut().writer.as_mut()).expect("the active segment has a writer");
-        match crc_due {
-            true => writer.push_checked(&data, |n| fs.alloc(n), StreamedCrc::of(&data))?,
-            false => writer.push(&data, |n| fs.alloc(n)),
-        }
-        st.active_mut()
-            .record_batch(&header, now, self.config.index_interval_bytes);
-        // A leader's append stamps its epoch; a replica's keeps the batch's.
-        st.epochs.assign(epoch.unwrap_or(header.leader_epoch), base);
+        let segment = st.active_mut();
+        segment.record_batch(&header, now, self.config.index_interval_bytes);
+        segment
+            .writer
+            .as_mut()
+            .expect("the active segment has a writer")
+            .push(&data, |n| fs.alloc(n));
         st.pending_bytes += data.len();
         st.stats.appended_batches += 1;
         st.cache.push(base, header.next_offset(), data, frame);
         st.log_end = header.next_offset();
-        if let Some(producer) = &header.producer() {
+        if let Some(producer) = &producer {
             st.producers
                 .record_batch(producer, base, header.max_timestamp, now);
         }
@@ -671,45 +668,6 @@ impl<FS: FileSystem> Drop for Critical<'_, FS> {
         }
         self.log.io_lock.notify();
     }
-}
-
-/// What the checks before a batch gets offsets decided.
-enum Admitted {
-    /// Append it (with the marker it holds, if a control batch).
-    Append(Option<Marker>),
-    /// An idempotent producer's retry of a batch already appended.
-    Duplicate(AppendInfo),
-}
-
-/// The checks before a batch gets offsets: a leader (`epoch` given)
-/// checks an idempotent producer's sequence and transaction, and a
-/// coordinator's marker as Kafka does (an older producer epoch or an older
-/// coordinator is refused). Nothing can interleave until the append.
-fn admit_batch<F: DirectFile>(
-    st: &State<F>,
-    batch: &[u8],
-    header: &BatchHeader,
-    epoch: Option<LeaderEpoch>,
-) -> Result<Admitted> {
-    if let (Some(producer), Some(_)) = (header.producer(), epoch) {
-        if let Check::Duplicate(original) = st.producers.check(&producer)? {
-            return Ok(Admitted::Duplicate(AppendInfo {
-                base_offset: original.first_offset,
-                last_offset: original.last_offset,
-                max_timestamp: header.max_timestamp,
-                duplicate: true,
-            }));
-        }
-        let transactions = st.producers.transactions();
-        transactions.check(producer.producer_id, header.is_transactional())?;
-    }
-    let marker = transaction_marker(batch, header)?;
-    if let (Some(marker), Some(_)) = (marker, epoch) {
-        let (producer_id, producer_epoch) = (header.producer_id, header.producer_epoch);
-        st.producers
-            .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
-    }
-    Ok(Admitted::Append(marker))
 }
 
 /// The marker a transaction's control batch holds (None for any other

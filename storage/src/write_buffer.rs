@@ -12,27 +12,6 @@ use crate::io::{align_down, align_up, AlignedBuf, BLOCK_BYTES};
 /// The smallest chunk allocated, so small appends do not each get a write.
 const CHUNK_MIN_BYTES: usize = 16 * 1024;
 
-/// The most [`WriteBuffer::push_checked`] copies before showing the piece:
-/// small enough to be still in the core's cache (L2) when it is read.
-pub const CHECK_STEP_BYTES: usize = 64 * 1024;
-
-/// What a checked push shows each piece of its copy to, then asks.
-pub trait PieceCheck {
-    /// Why the whole is refused.
-    type Refusal;
-    /// The next piece of the copy, just written.
-    fn piece(&mut self, piece: &[u8]);
-    /// Whether the whole (every piece seen, in order) is accepted.
-    fn verdict(self) -> Result<(), Self::Refusal>;
-}
-
-/// Where a buffer's data ended, to roll back to.
-struct Mark {
-    chunks: usize,
-    /// Bytes used in the last of those chunks.
-    last_used: usize,
-}
-
 /// One direct write a flush issues.
 pub struct ChunkWrite<B> {
     /// Aligned file position.
@@ -80,7 +59,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             chunk_max_bytes,
         };
         if !tail.is_empty() {
-            buffer.copy_in(tail, &alloc, |_| {});
+            buffer.copy_in(tail, &alloc);
         }
         buffer
     }
@@ -102,54 +81,11 @@ impl<B: AlignedBuf> WriteBuffer<B> {
 
     /// Copies `data` in: the one copy of a batch on its way to disk.
     pub fn push(&mut self, data: &[u8], alloc: impl Fn(usize) -> B) {
-        self.copy_in(data, &alloc, |_| {});
+        self.copy_in(data, &alloc);
         self.new_bytes += data.len();
     }
 
-    /// [`WriteBuffer::push`] that shows each piece of the copy to `check`
-    /// just after copying it, in order, at most [`CHECK_STEP_BYTES`] at a
-    /// time, while it is in the core's cache. When `check` then refuses
-    /// the whole, the buffer is as it was before the push.
-    pub fn push_checked<C: PieceCheck>(
-        &mut self,
-        data: &[u8],
-        alloc: impl Fn(usize) -> B,
-        mut check: C,
-    ) -> Result<(), C::Refusal> {
-        let mark = self.mark();
-        for step in data.chunks(CHECK_STEP_BYTES) {
-            self.copy_in(step, &alloc, |piece| check.piece(piece));
-        }
-        if let Err(refused) = check.verdict() {
-            self.roll_back(mark);
-            return Err(refused);
-        }
-        self.new_bytes += data.len();
-        Ok(())
-    }
-
-    /// Where the data ends now, to roll back to.
-    fn mark(&self) -> Mark {
-        Mark {
-            chunks: self.chunks.len(),
-            last_used: self.chunks.last().map_or(0, |(_, used)| *used),
-        }
-    }
-
-    /// Forgets what was copied in since `mark`.
-    fn roll_back(&mut self, mark: Mark) {
-        self.chunks.truncate(mark.chunks);
-        if let Some((_, used)) = self.chunks.last_mut() {
-            *used = mark.last_used;
-        }
-    }
-
-    fn copy_in(
-        &mut self,
-        mut data: &[u8],
-        alloc: &impl Fn(usize) -> B,
-        mut copied: impl FnMut(&[u8]),
-    ) {
+    fn copy_in(&mut self, mut data: &[u8], alloc: &impl Fn(usize) -> B) {
         while !data.is_empty() {
             let room = match self.chunks.last() {
                 Some((buf, used)) => buf.bytes().len() - used,
@@ -166,9 +102,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             }
             let n = room.min(data.len());
             let (buf, used) = self.chunks.last_mut().expect("a chunk with room");
-            let landed = &mut buf.bytes_mut()[*used..*used + n];
-            landed.copy_from_slice(&data[..n]);
-            copied(landed);
+            buf.bytes_mut()[*used..*used + n].copy_from_slice(&data[..n]);
             *used += n;
             data = &data[n..];
         }
@@ -274,59 +208,5 @@ mod tests {
         apply(&mut disk, buffer.take(alloc).unwrap());
         assert_eq!(&disk[..5000], &existing[..]);
         assert_eq!(&disk[5000..], b"more");
-    }
-
-    /// Collects the pieces shown; accepts or refuses the whole.
-    struct Pieces<'a> {
-        seen: &'a mut Vec<u8>,
-        accept: bool,
-    }
-
-    impl PieceCheck for Pieces<'_> {
-        type Refusal = &'static str;
-        fn piece(&mut self, piece: &[u8]) {
-            assert!(piece.len() <= CHECK_STEP_BYTES);
-            self.seen.extend_from_slice(piece);
-        }
-        fn verdict(self) -> Result<(), &'static str> {
-            self.accept.then_some(()).ok_or("refused")
-        }
-    }
-
-    #[test]
-    fn a_refused_push_leaves_the_buffer_as_it_was() {
-        let existing: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
-        let mut disk = existing.clone();
-        let mut expected = existing.clone();
-        let mut buffer = WriteBuffer::new(5000, &existing[4096..], 64 * 1024, alloc);
-        buffer.push(b"kept", alloc);
-        expected.extend_from_slice(b"kept");
-        // Past a chunk and a step: the refused push allocates chunks.
-        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
-        let mut seen = Vec::new();
-        let refuse = Pieces {
-            seen: &mut seen,
-            accept: false,
-        };
-        assert_eq!(buffer.push_checked(&big, alloc, refuse), Err("refused"));
-        assert_eq!(seen, big, "every piece shown, in order");
-        assert_eq!((buffer.end(), buffer.new_bytes()), (5004, 4));
-        let accept = Pieces {
-            seen: &mut Vec::new(),
-            accept: true,
-        };
-        buffer.push_checked(b"after", alloc, accept).unwrap();
-        expected.extend_from_slice(b"after");
-        apply(&mut disk, buffer.take(alloc).unwrap());
-        assert_eq!(disk, expected);
-
-        let mut empty = WriteBuffer::new(0, &[], 64 * 1024, alloc);
-        let refuse = Pieces {
-            seen: &mut Vec::new(),
-            accept: false,
-        };
-        assert!(empty.push_checked(&big, alloc, refuse).is_err());
-        assert_eq!(empty.end(), 0);
-        assert!(empty.take(alloc).is_none(), "nothing to write");
     }
 }

@@ -453,7 +453,7 @@ fn a_leadership_lost_while_a_batch_waits_for_room_appends_nothing() {
         let (log, seq) = over_the_pending_bound(dir.path()).await;
         let end = log.log_end();
         let valid =
-            storage::valid_batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
+            storage::batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
         let leads_until_flushed = || log.flushed() == Offset(0);
         let refused = log
             .append_valid_while(valid, E, leads_until_flushed)
@@ -465,7 +465,7 @@ fn a_leadership_lost_while_a_batch_waits_for_room_appends_nothing() {
         assert_eq!(log.producers().entries()[&7].last_seq(), Some(seq - 1));
         // Leading, the same batch is appended after its wait.
         let valid =
-            storage::valid_batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
+            storage::batch::ValidBatch::new(idempotent(7, 0, seq, 10, 99), 1 << 20).unwrap();
         let info = log.append_valid_while(valid, E, || true).await.unwrap();
         assert_eq!(info.base_offset, end);
         log.close().await.unwrap();
@@ -508,7 +508,7 @@ fn two_copies_of_one_batch_waiting_for_room_are_stored_once() {
         let end = log.log_end();
         let copy = || {
             let bytes = idempotent(7, 0, seq, 10, 99);
-            storage::valid_batch::ValidBatch::new(bytes, 1 << 20).unwrap()
+            storage::batch::ValidBatch::new(bytes, 1 << 20).unwrap()
         };
         let (a, b) = futures::join!(
             log.append_valid_while(copy(), E, || true),

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::ResponseError;
-use storage::batch::{self, RecordSpec};
-use storage::valid_batch::ValidBatch;
+use storage::batch::{self, RecordSpec, ValidBatch};
 use storage::{LeaderEpoch, TimestampMs};
 
 use crate::cluster::routing::PartitionKey;

@@ -8,8 +8,7 @@
 //! ([`Coordinator::marker_written`]): applied on COMMIT, dropped on ABORT.
 
 use kafka_protocol::ResponseError;
-use storage::batch::{set_flags, stamp_producer, NO_SEQUENCE, TRANSACTIONAL_FLAG};
-use storage::valid_batch::ValidBatch;
+use storage::batch::{set_flags, stamp_producer, ValidBatch, NO_SEQUENCE, TRANSACTIONAL_FLAG};
 
 use super::offsets_partition::{group_records, OffsetsPartition, REPLICATION_WAIT_MAX};
 use super::Coordinator;

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use kafka_protocol::ResponseError;
-use storage::batch::BatchHeader;
-use storage::valid_batch::ValidBatch;
+use storage::batch::{BatchHeader, ValidBatch};
 use storage::{BatchError, LeaderEpoch, Offset, StorageError};
 use tracing::Instrument;
 
@@ -449,31 +448,20 @@ pub fn split_batches(set: RecordSet, limit: usize) -> Result<Split, Code> {
         } else {
             split.in_place_bytes += one.len();
         }
-        // A record set of one batch (what clients send) is all or nothing
-        // by itself: its CRC is checked as the log copies it, while the
-        // copy is in cache, instead of in one more pass over it here. A
-        // transactional one is checked now, before its producer joins a
-        // transaction for it.
-        let alone = records.is_empty() && split.batches.is_empty();
-        let mut batch = match alone && !header.is_transactional() {
-            true => ValidBatch::crc_on_append(one, limit),
-            false => ValidBatch::new(one, limit),
-        }
-        .map_err(|e| batch_error_code(&e))?;
+        let mut batch = ValidBatch::new(one, limit).map_err(|e| batch_error_code(&e))?;
         if let Some(frame) = kept_alive {
             batch = batch.in_frame(frame);
         }
-        client_may_write(&batch)?;
+        client_may_write(batch.header())?;
         split.batches.push(batch);
     }
     Ok(split)
 }
 
 /// Only transaction coordinators write markers (control batches), with
-/// WriteTxnMarkers; a producer's are refused (as corrupt if they are).
-fn client_may_write(batch: &ValidBatch) -> Result<(), Code> {
-    if batch.header().is_control() {
-        batch.check_crc().map_err(|e| batch_error_code(&e))?;
+/// WriteTxnMarkers; a producer's are refused.
+fn client_may_write(header: &BatchHeader) -> Result<(), Code> {
+    if header.is_control() {
         return Err(ResponseError::InvalidRecord.code());
     }
     Ok(())
@@ -586,57 +574,6 @@ mod tests {
             split_batches(set(&both, both.len()), 1 << 20).err(),
             Some(ResponseError::InvalidRecord.code()),
             "all or nothing"
-        );
-    }
-
-    #[test]
-    fn a_lone_batch_leaves_its_crc_to_the_append_and_several_are_checked_whole() {
-        use storage::valid_batch::CrcCheck;
-        let one = batch(3);
-        let split = split_batches(set(&one, one.len()), 1 << 20).unwrap();
-        assert_eq!(split.batches[0].crc(), CrcCheck::OnAppend);
-        // Corrupt, it is cut as it is: the log's append refuses it.
-        let mut bad = one.clone();
-        let last = bad.len() - 1;
-        bad[last] ^= 1;
-        let split = split_batches(set(&bad, bad.len()), 1 << 20).unwrap();
-        assert!(split.batches[0].check_crc().is_err());
-
-        let mut two = batch(3);
-        two.extend_from_slice(&batch(2));
-        let split = split_batches(set(&two, two.len()), 1 << 20).unwrap();
-        assert!(split.batches.iter().all(|b| b.crc() == CrcCheck::Done));
-
-        let mut transactional = batch(3);
-        storage::batch::stamp_producer(&mut transactional, 7, 0, 0);
-        storage::batch::set_flags(&mut transactional, storage::batch::TRANSACTIONAL_FLAG);
-        let records = set(&transactional, transactional.len());
-        let split = split_batches(records, 1 << 20).unwrap();
-        assert_eq!(
-            split.batches[0].crc(),
-            CrcCheck::Done,
-            "before it joins a transaction"
-        );
-    }
-
-    #[test]
-    fn a_clients_marker_is_refused_as_corrupt_when_it_is() {
-        use storage::markers::{Marker, MarkerKind};
-        let marker = Marker {
-            kind: MarkerKind::Abort,
-            coordinator_epoch: 0,
-        };
-        let control = storage::markers::build(5, 0, marker, TimestampMs(0));
-        assert_eq!(
-            split_batches(set(&control, control.len()), 1 << 20).err(),
-            Some(ResponseError::InvalidRecord.code())
-        );
-        let mut corrupt = control.clone();
-        let last = corrupt.len() - 1;
-        corrupt[last] ^= 1;
-        assert_eq!(
-            split_batches(set(&corrupt, corrupt.len()), 1 << 20).err(),
-            Some(ResponseError::CorruptMessage.code())
         );
     }
 

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
+use storage::batch::ValidBatch;
 use storage::markers::{self, Marker, MarkerKind};
-use storage::valid_batch::ValidBatch;
 use storage::TimestampMs;
 
 use super::append::Acks;

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
-use storage::valid_batch::ValidBatch;
+use storage::batch::ValidBatch;
 
 use super::served::ServedPartition;
 use crate::kafka::Code;

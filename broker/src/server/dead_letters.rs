@@ -23,7 +23,7 @@ use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
-use storage::valid_batch::ValidBatch;
+use storage::batch::ValidBatch;
 use storage::Offset;
 
 use crate::cluster::peers::{PeerConnections, Purpose};

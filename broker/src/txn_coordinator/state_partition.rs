@@ -13,8 +13,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use storage::batch::{self, RecordSpec};
-use storage::valid_batch::ValidBatch;
+use storage::batch::{self, RecordSpec, ValidBatch};
 use storage::{LeaderEpoch, TimestampMs};
 
 use super::markers::{self, Abandoned};

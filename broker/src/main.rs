@@ -7,6 +7,9 @@ use broker::config::{BrokerConfig, CommandLine};
 use broker::traces::OtlpSettings;
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     // A usage error exits 2 with clap's message (naming the flag);
     // --help and --version print to stdout and exit 0.

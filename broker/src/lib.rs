@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod config;

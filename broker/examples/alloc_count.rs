@@ -5,6 +5,8 @@
 //! counted: a produce phase, then a consume phase from the start. Prints
 //! allocations per message and per request for each (the counts include
 //! whatever else the broker did meanwhile: heartbeats, timers, metrics).
+//! The counting allocator wraps the system's, not the mimalloc the
+//! `broker` binary runs on: the counts are the broker's, the costs are not.
 //!
 //! ```text
 //! cargo build --release -p loadgen

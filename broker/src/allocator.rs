@@ -21,25 +21,58 @@ const PURGE_DELAY_OPTION: libmimalloc_sys::mi_option_t = 15;
 /// How long freed memory stays with the broker before it is returned.
 pub const PURGE_DELAY_MS: c_long = 10_000;
 
-/// Sets the broker's allocator options; call once at start.
+/// Sets the broker's allocator options; call once at start, before any
+/// other thread. An operator's `MIMALLOC_PURGE_DELAY` (milliseconds; -1
+/// never returns memory), read by mimalloc before `main`, is kept.
 pub fn configure() {
-    // SAFETY: sets a process-wide option; mimalloc reads it as it purges.
-    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY_OPTION, PURGE_DELAY_MS) };
+    // SAFETY: sets a process-wide option if the environment did not;
+    // mimalloc reads it each time it purges.
+    unsafe { libmimalloc_sys::mi_option_set_default(PURGE_DELAY_OPTION, PURGE_DELAY_MS) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const OPERATORS_VARIABLE: &str = "MIMALLOC_PURGE_DELAY";
+
+    fn purge_delay() -> c_long {
+        // SAFETY: reads a process-wide option (no other thread sets it).
+        unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY_OPTION) }
+    }
+
     #[test]
     fn the_purge_delay_option_is_where_it_was_and_takes_the_setting() {
+        if std::env::var_os(OPERATORS_VARIABLE).is_some() {
+            return; // the operator's case: the test below
+        }
         // mimalloc 3's default purge delay is 1,000 ms, and no other
         // option of its list defaults to that: a reordered list fails here.
-        // SAFETY: reads and sets process-wide options.
-        let default = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY_OPTION) };
-        assert_eq!(default, 1_000, "mimalloc's purge_delay default");
+        assert_eq!(purge_delay(), 1_000, "mimalloc's purge_delay default");
         configure();
-        let set = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY_OPTION) };
-        assert_eq!(set, PURGE_DELAY_MS);
+        assert_eq!(purge_delay(), PURGE_DELAY_MS);
+    }
+
+    #[test]
+    fn an_operators_purge_delay_is_kept() {
+        let name = "allocator::tests::an_operators_purge_delay_is_kept";
+        match std::env::var(OPERATORS_VARIABLE) {
+            // In the child: mimalloc read the variable before main.
+            Ok(value) => {
+                configure();
+                assert_eq!(purge_delay(), value.parse::<c_long>().unwrap());
+            }
+            // Run this test again in a process started with the variable.
+            Err(_) => {
+                let child = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", name, "--nocapture"])
+                    .env(OPERATORS_VARIABLE, "4321")
+                    .output()
+                    .unwrap();
+                let out = String::from_utf8_lossy(&child.stdout);
+                assert!(child.status.success(), "{out}");
+                assert!(out.contains("1 passed"), "the child ran the test: {out}");
+            }
+        }
     }
 }

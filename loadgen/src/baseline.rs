@@ -1,5 +1,7 @@
 //! The machine's physical references, measured in the same run as the
 //! broker's figures: loopback TCP bandwidth (one stream, 1 MiB writes) and
+//! the sender's CPU per GB it took (the floor under a broker's CPU per
+//! consumed GB), and
 //! raw sequential O_DIRECT write bandwidth (1 MiB blocks, 8 in flight,
 //! one fdatasync at the end, counted), raw sequential O_DIRECT read
 //! bandwidth of what was written (1 MiB blocks, 8 read ahead: the ceiling
@@ -20,8 +22,21 @@ use glommio::io::{DmaFile, DmaStreamReaderBuilder, DmaStreamWriterBuilder};
 /// Bytes per write in both measurements.
 const BLOCK: usize = 1 << 20;
 
-/// Loopback TCP: bytes per second one stream carries for `duration`.
-pub fn tcp_loopback(duration: Duration) -> std::io::Result<f64> {
+/// What one loopback stream measured.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopbackSend {
+    /// Bytes per second the stream carried.
+    pub bytes_per_s: f64,
+    /// The sending thread's CPU seconds (user and system) per GB sent.
+    /// On loopback the kernel delivers each segment to the receiving
+    /// socket in the sender's context, so this is what a broker's
+    /// consumer-facing sends cost at least: the floor under its CPU per
+    /// consumed GB on this machine.
+    pub sender_cpu_s_per_gb: f64,
+}
+
+/// Loopback TCP: one stream of 1 MiB writes for `duration`.
+pub fn tcp_loopback(duration: Duration) -> std::io::Result<LoopbackSend> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     let receiver = std::thread::spawn(move || -> std::io::Result<u64> {
@@ -37,15 +52,35 @@ pub fn tcp_loopback(duration: Duration) -> std::io::Result<f64> {
     });
     let mut stream = TcpStream::connect(address)?;
     let block = vec![7u8; BLOCK];
+    let cpu_before = thread_cpu_seconds()?;
     let started = Instant::now();
+    let mut sent = 0u64;
     while started.elapsed() < duration {
         stream.write_all(&block)?;
+        sent += BLOCK as u64;
     }
+    let cpu = thread_cpu_seconds()? - cpu_before;
     drop(stream);
     let received = receiver
         .join()
         .map_err(|_| std::io::Error::other("receiver panicked"))??;
-    Ok(received as f64 / started.elapsed().as_secs_f64())
+    Ok(LoopbackSend {
+        bytes_per_s: received as f64 / started.elapsed().as_secs_f64(),
+        sender_cpu_s_per_gb: cpu / (sent.max(1) as f64 / 1e9),
+    })
+}
+
+/// The calling thread's CPU time so far (user and system), in seconds.
+fn thread_cpu_seconds() -> std::io::Result<f64> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
 }
 
 /// Raw sequential O_DIRECT writes into a scratch file under `dir` for
@@ -150,4 +185,40 @@ pub fn disk_sync_latency(dir: &Path, duration: Duration) -> std::io::Result<(u64
         });
     let _ = std::fs::remove_file(&path);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_s_cpu_time_grows_with_its_work_only() {
+        let before = thread_cpu_seconds().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let slept = thread_cpu_seconds().unwrap() - before;
+        assert!(slept < 0.05, "sleeping cost {slept} s of CPU");
+        // Spinning is counted: 50 ms of CPU is reached (bounded by wall
+        // time, for a loaded machine).
+        let started = Instant::now();
+        let mut x = 0u64;
+        while thread_cpu_seconds().unwrap() - before < 0.05 {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "spinning was not counted"
+            );
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+
+    #[test]
+    fn loopback_send_reports_its_rate_and_the_sender_s_cpu_per_gb() {
+        let measured = tcp_loopback(Duration::from_millis(200)).unwrap();
+        assert!(measured.bytes_per_s > 1e6, "{measured:?}");
+        // Sending costs CPU, and no machine sends a GB in under a
+        // millisecond of it.
+        assert!(
+            measured.sender_cpu_s_per_gb > 0.001 && measured.sender_cpu_s_per_gb.is_finite(),
+            "{measured:?}"
+        );
+    }
 }

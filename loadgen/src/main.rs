@@ -20,20 +20,7 @@ fn main() {
         }
     };
     let outcome = match options.mode {
-        // Loopback on a small VM varies run to run: the best of three.
-        Mode::TcpBaseline => (0..3)
-            .map(|_| baseline::tcp_loopback(options.duration / 3))
-            .collect::<Result<Vec<f64>, _>>()
-            .map(|all| {
-                let best = all.iter().cloned().fold(0.0, f64::max);
-                let each: Vec<String> = all.iter().map(|b| format!("{:.0}", b / 1e6)).collect();
-                println!(
-                    "loopback TCP, one stream: {:.0} MB/s (best of {} MB/s)",
-                    best / 1e6,
-                    each.join(", ")
-                )
-            })
-            .map_err(|e| e.to_string()),
+        Mode::TcpBaseline => tcp_baseline(options.duration),
         Mode::DiskBaseline => baseline::disk_sequential(&options.dir, options.duration)
             .and_then(|(write, read)| {
                 println!(
@@ -65,6 +52,39 @@ fn main() {
         eprintln!("loadgen: {message}");
         std::process::exit(1);
     }
+}
+
+/// Prints loopback TCP's rate and its sender's CPU per GB. Loopback on a
+/// small VM varies run to run: the best rate of three, and the least CPU
+/// per GB of the three (each is the floor it measures).
+fn tcp_baseline(duration: Duration) -> Result<(), String> {
+    let all = (0..3)
+        .map(|_| baseline::tcp_loopback(duration / 3))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let best = all.iter().map(|s| s.bytes_per_s).fold(0.0, f64::max);
+    let least = all
+        .iter()
+        .map(|s| s.sender_cpu_s_per_gb)
+        .fold(f64::INFINITY, f64::min);
+    let rates: Vec<String> = all
+        .iter()
+        .map(|s| format!("{:.0}", s.bytes_per_s / 1e6))
+        .collect();
+    let costs: Vec<String> = all
+        .iter()
+        .map(|s| format!("{:.3}", s.sender_cpu_s_per_gb))
+        .collect();
+    println!(
+        "loopback TCP, one stream: {:.0} MB/s (best of {} MB/s)",
+        best / 1e6,
+        rates.join(", ")
+    );
+    println!(
+        "loopback TCP sender CPU: {least:.3} s per GB sent (least of {} s; the floor under a broker's CPU per consumed GB)",
+        costs.join(", ")
+    );
+    Ok(())
 }
 
 /// Prints the disk's own latency under the options' rate (see `disk_floor`).

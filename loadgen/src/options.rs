@@ -188,7 +188,7 @@ pub enum RunCommand {
     /// e2e, then report lost, duplicated and out-of-order messages.
     #[command(after_help = VERIFY_EXAMPLE)]
     Verify(Flags),
-    /// Loopback TCP bandwidth of this machine (the best of three within --duration).
+    /// Loopback TCP bandwidth of this machine and its sender's CPU per GB (three runs within --duration).
     #[command(after_help = TCP_BASELINE_EXAMPLE)]
     TcpBaseline(Flags),
     /// Raw sequential O_DIRECT write and read bandwidth under --dir, and

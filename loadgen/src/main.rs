@@ -9,6 +9,13 @@ use loadgen::run::run_load;
 use loadgen::send_modes::{self, SendMode};
 use std::time::Duration;
 
+// The producers allocate each batch's buffers and free them once
+// acknowledged, all the time: with glibc's allocator, malloc and free were
+// about 43% of loadgen's samples at 1,000 partitions (docs/benchmarks.md,
+// run 41), CPU that a broker on the same machine then lacks.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     // clap prints --help and --version to stdout and exits 0, and a mistake
     // to stderr with the usage, exiting 2.

@@ -249,6 +249,11 @@ impl Cluster {
         self.known.borrow().topics.get(name).cloned()
     }
 
+    /// A known topic's id, without copying its info (None: not known).
+    pub fn topic_id(&self, name: &str) -> Option<uuid::Uuid> {
+        self.known.borrow().topics.get(name).map(|t| t.id)
+    }
+
     /// How many partitions a known topic has (None: not known).
     pub fn partition_count(&self, name: &str) -> Option<usize> {
         self.known

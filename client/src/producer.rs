@@ -35,10 +35,12 @@ use crate::connection::{ClientError, Connection};
 use crate::partitioner::partition_for_key;
 use crate::records::{add_sequence, encode_batch_in, ProducerRecord, ProducerSequence};
 
+mod answers;
 mod queues;
 mod sender;
 mod transactional;
 
+use self::answers::Answers;
 use self::queues::{Batch, PartitionKey, PartitionQueues, Taken};
 
 /// How a producer batches and acknowledges.
@@ -556,7 +558,7 @@ impl Producer {
                     .into_iter()
                     .map(|(topic, partitions)| {
                         // v13 names topics by id, earlier versions by name.
-                        let id = self.cluster.topic(topic).map(|t| t.id).unwrap_or_default();
+                        let id = self.cluster.topic_id(topic).unwrap_or_default();
                         TopicProduceData::default()
                             .with_name(TopicName(topic.to_string().into()))
                             .with_topic_id(id)
@@ -581,17 +583,11 @@ impl Producer {
         let mut retry = Vec::new();
         let mut reset = false;
         let acknowledged_at = Instant::now();
+        let answers = response.map(Answers::of);
         for ((topic, partition), batch) in wave {
-            let id = self.cluster.topic(&topic).map(|t| t.id);
-            let answer = response.and_then(|r| {
-                r.responses
-                    .iter()
-                    .filter(|t| {
-                        t.name.as_str() == topic || (!t.topic_id.is_nil() && Some(t.topic_id) == id)
-                    })
-                    .flat_map(|t| t.partition_responses.iter())
-                    .find(|p| p.index == partition)
-            });
+            let answer = answers
+                .as_ref()
+                .and_then(|answers| answers.find(&topic, self.cluster.topic_id(&topic), partition));
             let (error, base) = match (self.config.acks, answer) {
                 (0, _) => (0, -1),
                 (_, Some(p)) => (p.error_code, p.base_offset),

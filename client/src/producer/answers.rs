@@ -1,0 +1,111 @@
+//! A Produce answer's partitions, found by topic name or id and index.
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::ProduceResponse;
+
+/// A Produce answer's partitions, found by topic name or id and index in
+/// one lookup each: a request of a thousand partitions' batches searched
+/// linearly per batch took a million comparisons.
+pub(super) struct Answers<'a> {
+    by_name: HashMap<(&'a str, i32), &'a PartitionProduceResponse>,
+    by_id: HashMap<(uuid::Uuid, i32), &'a PartitionProduceResponse>,
+}
+
+impl<'a> Answers<'a> {
+    pub(super) fn of(response: &'a ProduceResponse) -> Answers<'a> {
+        let mut answers = Answers {
+            by_name: HashMap::new(),
+            by_id: HashMap::new(),
+        };
+        for topic in &response.responses {
+            for partition in &topic.partition_responses {
+                // The first answer for a partition counts, as a search would find.
+                let name = (topic.name.as_str(), partition.index);
+                answers.by_name.entry(name).or_insert(partition);
+                // v13 names topics by id only; a nil id names none.
+                if !topic.topic_id.is_nil() {
+                    let id = (topic.topic_id, partition.index);
+                    answers.by_id.entry(id).or_insert(partition);
+                }
+            }
+        }
+        answers
+    }
+
+    /// The answer for `topic` (whose id is `id`, if known) and `partition`.
+    pub(super) fn find(
+        &self,
+        topic: &str,
+        id: Option<uuid::Uuid>,
+        partition: i32,
+    ) -> Option<&'a PartitionProduceResponse> {
+        let by_name = self.by_name.get(&(topic, partition));
+        let by_id = || id.and_then(|id| self.by_id.get(&(id, partition)));
+        by_name.or_else(by_id).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::produce_response::TopicProduceResponse;
+    use kafka_protocol::messages::TopicName;
+
+    fn partition(index: i32, base_offset: i64) -> PartitionProduceResponse {
+        PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(base_offset)
+    }
+
+    fn topic(
+        name: &str,
+        id: uuid::Uuid,
+        partitions: Vec<PartitionProduceResponse>,
+    ) -> TopicProduceResponse {
+        TopicProduceResponse::default()
+            .with_name(TopicName(name.to_string().into()))
+            .with_topic_id(id)
+            .with_partition_responses(partitions)
+    }
+
+    #[test]
+    fn answers_are_found_by_name_or_by_id_and_index() {
+        let id = uuid::Uuid::from_u128(7);
+        let response = ProduceResponse::default().with_responses(vec![
+            topic(
+                "a",
+                uuid::Uuid::nil(),
+                vec![partition(0, 10), partition(1, 11)],
+            ),
+            // v13: named by id only.
+            topic("", id, vec![partition(0, 20), partition(2, 22)]),
+        ]);
+        let answers = Answers::of(&response);
+        let base = |topic: &str, id: Option<uuid::Uuid>, index: i32| {
+            answers.find(topic, id, index).map(|p| p.base_offset)
+        };
+        assert_eq!(base("a", None, 1), Some(11));
+        assert_eq!(base("b", Some(id), 2), Some(22));
+        assert_eq!(
+            base("b", Some(id), 1),
+            None,
+            "no such partition under that id"
+        );
+        assert_eq!(base("b", None, 0), None, "b's id is not known");
+        // A nil id names no topic: "a"'s answers are not b's.
+        assert_eq!(base("b", Some(uuid::Uuid::nil()), 0), None);
+        assert_eq!(base("a", None, 2), None);
+    }
+
+    #[test]
+    fn the_first_answer_for_a_partition_counts() {
+        let response = ProduceResponse::default().with_responses(vec![
+            topic("a", uuid::Uuid::nil(), vec![partition(0, 1)]),
+            topic("a", uuid::Uuid::nil(), vec![partition(0, 2)]),
+        ]);
+        let answers = Answers::of(&response);
+        assert_eq!(answers.find("a", None, 0).map(|p| p.base_offset), Some(1));
+    }
+}

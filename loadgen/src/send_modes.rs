@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types, IoUring};
 
+use crate::baseline::thread_cpu_seconds;
+
 /// Bytes per send.
 const BLOCK: usize = 1 << 20;
 /// Buffers the sender rotates through: a zero-copy send's buffer is reused
@@ -88,7 +90,7 @@ pub fn measure(mode: SendMode, duration: Duration) -> std::io::Result<SendFigure
     let receiver = std::thread::spawn(move || receive_all(listener));
     let mut stream = TcpStream::connect(address)?;
     let buffers: Vec<Vec<u8>> = (0..BUFFERS).map(|i| vec![i as u8 + 1; BLOCK]).collect();
-    let cpu_before = thread_cpu_seconds();
+    let cpu_before = thread_cpu_seconds()?;
     let started = Instant::now();
     let mut figures = match mode {
         SendMode::Write => write_blocks(&mut stream, &buffers, started + duration)?,
@@ -97,7 +99,7 @@ pub fn measure(mode: SendMode, duration: Duration) -> std::io::Result<SendFigure
             uring_send_blocks(&stream, &buffers, started + duration, zero_copy)?
         }
     };
-    figures.sender_cpu = thread_cpu_seconds() - cpu_before;
+    figures.sender_cpu = thread_cpu_seconds()? - cpu_before;
     drop(stream);
     let (received, receiver_cpu) = receiver
         .join()
@@ -111,12 +113,12 @@ pub fn measure(mode: SendMode, duration: Duration) -> std::io::Result<SendFigure
 /// Reads the one connection to its end: bytes read and the thread's CPU.
 fn receive_all(listener: TcpListener) -> std::io::Result<(u64, f64)> {
     let (mut stream, _) = listener.accept()?;
-    let cpu_before = thread_cpu_seconds();
+    let cpu_before = thread_cpu_seconds()?;
     let mut buffer = vec![0u8; BLOCK];
     let mut total = 0u64;
     loop {
         match stream.read(&mut buffer)? {
-            0 => return Ok((total, thread_cpu_seconds() - cpu_before)),
+            0 => return Ok((total, thread_cpu_seconds()? - cpu_before)),
             n => total += n as u64,
         }
     }
@@ -231,18 +233,6 @@ fn push_send(
     // or fails, and never writes to it.
     unsafe { ring.submission().push(&entry.user_data(index as u64)) }
         .map_err(|_| std::io::Error::other("io_uring submission queue full"))
-}
-
-/// This thread's user+system CPU seconds so far.
-fn thread_cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
-        usage
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 #[cfg(test)]

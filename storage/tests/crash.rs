@@ -43,10 +43,10 @@ fn every_acknowledged_append_survives_kill_9() {
                 }
             }
         });
-        // Generous: on a loaded 2-core CI machine a child's start once
-        // took over 20 s (its recovery waits on fdatasyncs queued behind
-        // other tests' writes). A child stuck for good still fails the
-        // test, with its threads' stacks to say where.
+        // Generous: in a full test run on a 2-core machine a child's start
+        // once took over 20 s (why is not known; it did not repeat in 24
+        // runs by hand). A child stuck for good still fails the test, with
+        // its threads' wait channels and stacks to say where.
         let spawned = Instant::now();
         let ready = rx.recv_timeout(Duration::from_secs(60));
         if !ready.as_ref().is_ok_and(|l| l.starts_with("ready")) {

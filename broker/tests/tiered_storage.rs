@@ -125,7 +125,7 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker_with(dir.path(), FAST_SMALL_DISK_CACHE);
     let address = broker.address;
-    let local_start = on_glommio(async move {
+    let first_listing = on_glommio(async move {
         let cluster = Cluster::new(address, "tiered-test");
         cluster
             .create_topic(
@@ -196,26 +196,45 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         );
         local_start
     });
-    // The log start moves before the pass removes the files.
+    // The log start moves before the pass removes the files; a pass may
+    // still be trimming one more segment when the listing above answered
+    // (the last sealed segment's upload lets it), so wait for the listing
+    // and the files to agree, then hold the files to it.
+    let first_local_file = |local: &[PathBuf]| -> i64 {
+        local[0]
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     let started = Instant::now();
-    let (local, remote) = loop {
+    let (local_start, local, remote) = loop {
+        let listed = on_glommio(async move {
+            list(
+                &Cluster::new(address, "tiered-test"),
+                "tiered",
+                StartAt::Timestamp(-4),
+            )
+            .await
+        });
         let (local, remote) = segment_files(dir.path());
-        if local.len() <= 7 || started.elapsed() > Duration::from_secs(20) {
-            break (local, remote);
+        let settled = local.len() <= 7 && first_local_file(&local) == listed;
+        if settled || started.elapsed() > Duration::from_secs(20) {
+            break (listed, local, remote);
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    assert!(
+        local_start >= first_listing,
+        "the local start never moves back"
+    );
     assert!(local.len() <= 7, "{} local segments left", local.len());
     assert!(remote.len() >= 15, "{} segments in the store", remote.len());
-    let first_local: i64 = local[0]
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
     assert_eq!(
-        first_local, local_start,
+        first_local_file(&local),
+        local_start,
         "the local log starts where the listing says"
     );
 

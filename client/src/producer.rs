@@ -40,7 +40,7 @@ mod queues;
 mod sender;
 mod transactional;
 
-use self::answers::Answers;
+use self::answers::{Answers, SentIds};
 use self::queues::{Batch, PartitionKey, PartitionQueues, Taken};
 
 /// How a producer batches and acknowledges.
@@ -568,8 +568,9 @@ impl Producer {
             ))
     }
 
-    /// Tells one wave's waiters what the broker answered (None: acks=0);
-    /// returns its batches to retry. `unsettled` holds the partitions an
+    /// Tells one wave's waiters what the broker answered (None: acks=0),
+    /// its topics found by the ids its request named them by; returns its
+    /// batches to retry. `unsettled` holds the partitions an
     /// earlier wave of the same send did not get written: a later batch
     /// of one that was refused out of sequence (its predecessor is not
     /// there) is retried behind it (renumbered if the producer started
@@ -577,6 +578,7 @@ impl Producer {
     fn settle(
         &self,
         wave: Vec<Taken>,
+        sent_ids: &SentIds,
         response: Option<&kafka_protocol::messages::ProduceResponse>,
         unsettled: &mut Unsettled,
     ) -> Vec<Taken> {
@@ -587,7 +589,7 @@ impl Producer {
         for ((topic, partition), batch) in wave {
             let answer = answers
                 .as_ref()
-                .and_then(|answers| answers.find(&topic, self.cluster.topic_id(&topic), partition));
+                .and_then(|answers| answers.find(&topic, sent_ids.get(&topic), partition));
             let (error, base) = match (self.config.acks, answer) {
                 (0, _) => (0, -1),
                 (_, Some(p)) => (p.error_code, p.base_offset),

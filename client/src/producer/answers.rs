@@ -3,7 +3,30 @@
 use std::collections::HashMap;
 
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+/// The topic ids a Produce request named its topics by, kept until its
+/// answer: the answer (v13 names topics by id only) is matched against
+/// the id sent, not the one the cluster's metadata holds by then (a
+/// topic deleted and created again meanwhile has a new id).
+#[derive(Debug, Default)]
+pub(super) struct SentIds(HashMap<String, uuid::Uuid>);
+
+impl SentIds {
+    pub(super) fn of(request: &ProduceRequest) -> SentIds {
+        let ids = request
+            .topic_data
+            .iter()
+            .filter(|topic| !topic.topic_id.is_nil())
+            .map(|topic| (topic.name.to_string(), topic.topic_id));
+        SentIds(ids.collect())
+    }
+
+    /// The id `topic` was sent under, if it was sent under one.
+    pub(super) fn get(&self, topic: &str) -> Option<uuid::Uuid> {
+        self.0.get(topic).copied()
+    }
+}
 
 /// A Produce answer's partitions, found by topic name or id and index in
 /// one lookup each: a request of a thousand partitions' batches searched
@@ -52,6 +75,7 @@ impl<'a> Answers<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::messages::produce_request::TopicProduceData;
     use kafka_protocol::messages::produce_response::TopicProduceResponse;
     use kafka_protocol::messages::TopicName;
 
@@ -109,5 +133,33 @@ mod tests {
         ]);
         let answers = Answers::of(&response);
         assert_eq!(answers.find("a", None, 0).map(|p| p.base_offset), Some(1));
+    }
+
+    #[test]
+    fn an_answer_is_matched_by_the_id_its_request_was_sent_under() {
+        let (old, new) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+        let data = |name: &str, id| {
+            TopicProduceData::default()
+                .with_name(TopicName(name.to_string().into()))
+                .with_topic_id(id)
+        };
+        let request = ProduceRequest::default().with_topic_data(vec![
+            data("t", old),
+            data("unnamed-by-id", uuid::Uuid::nil()),
+        ]);
+        let sent = SentIds::of(&request);
+        assert_eq!(sent.get("t"), Some(old));
+        assert_eq!(sent.get("unnamed-by-id"), None, "a nil id is no id");
+        assert_eq!(sent.get("other"), None);
+        // The topic was created again (id `new`) before the answer came,
+        // which names the partition by the id sent.
+        let response =
+            ProduceResponse::default().with_responses(vec![topic("", old, vec![partition(0, 5)])]);
+        let answers = Answers::of(&response);
+        assert_eq!(
+            answers.find("t", sent.get("t"), 0).map(|p| p.base_offset),
+            Some(5)
+        );
+        assert!(answers.find("t", Some(new), 0).is_none());
     }
 }

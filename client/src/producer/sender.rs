@@ -18,6 +18,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use kafka_protocol::messages::ProduceRequest;
 
+use super::answers::SentIds;
 use super::{Producer, Taken, Unsettled};
 use crate::connection::{ClientError, Connection};
 
@@ -75,9 +76,10 @@ async fn run_pipeline(producer: Rc<Producer>, leader: i32) {
     producer.poke();
 }
 
-/// A pipeline's requests out, oldest first: each one's batches and its
-/// correlation id (or why it could not be sent).
-type Outstanding = VecDeque<(Vec<Taken>, Result<i32, ClientError>)>;
+/// A pipeline's requests out, oldest first: each one's batches, the topic
+/// ids it named them by, and its correlation id (or why it could not be
+/// sent).
+type Outstanding = VecDeque<(Vec<Taken>, SentIds, Result<i32, ClientError>)>;
 
 impl Producer {
     /// Sends `leader`'s ready batches until none is ready and every answer
@@ -120,7 +122,7 @@ impl Producer {
                     )
                     .await;
             }
-            let Some((wave, sent)) = outstanding.pop_front() else {
+            let Some((wave, sent_ids, sent)) = outstanding.pop_front() else {
                 break;
             };
             let answer = match sent {
@@ -132,7 +134,7 @@ impl Producer {
                     answer
                 }
             };
-            retry.extend(self.answered(wave, answer, &mut unsettled));
+            retry.extend(self.answered(wave, &sent_ids, answer, &mut unsettled));
         }
         if sending && reading {
             self.produce_connections
@@ -172,12 +174,13 @@ impl Producer {
                     return true;
                 }
             };
+            let sent_ids = SentIds::of(&request);
             let sent = connection.send_request(&request, version).await;
             let failed = sent.is_err();
             if self.config.acks == 0 && !failed {
-                self.settle(wave, None, &mut Unsettled::default());
+                self.settle(wave, &sent_ids, None, &mut Unsettled::default());
             } else {
-                outstanding.push_back((wave, sent));
+                outstanding.push_back((wave, sent_ids, sent));
             }
             if failed {
                 return false;
@@ -193,11 +196,12 @@ impl Producer {
     fn answered(
         &self,
         wave: Vec<Taken>,
+        sent_ids: &SentIds,
         answer: Result<kafka_protocol::messages::ProduceResponse, ClientError>,
         unsettled: &mut Unsettled,
     ) -> Vec<Taken> {
         let e = match answer {
-            Ok(response) => return self.settle(wave, Some(&response), unsettled),
+            Ok(response) => return self.settle(wave, sent_ids, Some(&response), unsettled),
             Err(e) => e,
         };
         let keys: Vec<_> = wave.iter().map(|(key, _)| key.clone()).collect();

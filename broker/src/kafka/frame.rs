@@ -108,6 +108,16 @@ impl FrameReader {
         Some(Ok(size as usize))
     }
 
+    /// Lets go of the buffer's memory when it holds no bytes, so that a
+    /// connection waiting between requests holds none (the next read
+    /// reserves afresh).
+    pub fn release_if_empty(&mut self) {
+        if self.buffer.is_empty() {
+            self.buffer = BytesMut::new();
+            self.own = false;
+        }
+    }
+
     /// The next complete frame (without its size prefix), if one is buffered.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         let size = match self.pending_size() {
@@ -233,5 +243,24 @@ mod tests {
         let mut reader = FrameReader::new(1024);
         feed(&mut reader, &1025i32.to_be_bytes());
         assert!(reader.next_frame().is_err());
+    }
+
+    #[test]
+    fn a_reader_with_nothing_buffered_lets_go_of_its_memory_and_keeps_a_partial_frame() {
+        let mut reader = FrameReader::new(1 << 20);
+        let frame = crate::kafka::response::Frame::of_body(&b"first"[..]).to_bytes();
+        feed(&mut reader, &frame);
+        reader.read_buffer(64 * 1024);
+        assert_eq!(reader.next_frame().unwrap(), Some(Bytes::from("first")));
+        assert!(reader.read_buffer(0).capacity() >= 60 * 1024);
+        reader.release_if_empty();
+        assert_eq!(reader.read_buffer(0).capacity(), 0, "nothing held");
+        // Half a frame stays where it is.
+        let next = crate::kafka::response::Frame::of_body(&b"second"[..]).to_bytes();
+        feed(&mut reader, &next[..5]);
+        reader.release_if_empty();
+        assert_eq!(reader.next_frame().unwrap(), None);
+        feed(&mut reader, &next[5..]);
+        assert_eq!(reader.next_frame().unwrap(), Some(Bytes::from("second")));
     }
 }

@@ -17,6 +17,11 @@ use super::vectored_send::VectoredSend;
 
 /// A client stream that may be read without waiting, into a buffer.
 pub trait DirectRead {
+    /// Whether `read_now` can read at all: then a wait on an empty socket
+    /// needs to read only its first bytes through the stream, the rest
+    /// going straight into the frame buffer.
+    const READS_DIRECTLY: bool;
+
     /// Reads what the socket holds now into `buffer`'s spare room, at
     /// most `limit` bytes: None when it holds nothing (or the stream
     /// cannot: TLS decrypts first); Some(Ok(0)) at the end of the stream.
@@ -24,6 +29,8 @@ pub trait DirectRead {
 }
 
 impl DirectRead for TcpStream {
+    const READS_DIRECTLY: bool = true;
+
     fn read_now(&mut self, buffer: &mut BytesMut, limit: usize) -> Option<std::io::Result<usize>> {
         let room = buffer.spare_capacity_mut();
         let room_len = limit.min(room.len());
@@ -57,6 +64,8 @@ impl DirectRead for TcpStream {
 }
 
 impl DirectRead for TlsStream<VectoredSend> {
+    const READS_DIRECTLY: bool = false;
+
     fn read_now(&mut self, _: &mut BytesMut, _: usize) -> Option<std::io::Result<usize>> {
         None
     }

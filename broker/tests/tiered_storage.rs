@@ -210,6 +210,7 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
             .unwrap()
     };
     let started = Instant::now();
+    let mut last_listed = first_listing;
     let (local_start, local, remote) = loop {
         let listed = on_glommio(async move {
             list(
@@ -219,6 +220,11 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
             )
             .await
         });
+        assert!(
+            listed >= last_listed,
+            "the local start moved back from {last_listed} to {listed}"
+        );
+        last_listed = listed;
         let (local, remote) = segment_files(dir.path());
         let settled = local.len() <= 7 && first_local_file(&local) == listed;
         if settled || started.elapsed() > Duration::from_secs(20) {
@@ -226,10 +232,6 @@ fn old_segments_move_to_the_store_and_librdkafka_reads_everything_from_offset_ze
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(
-        local_start >= first_listing,
-        "the local start never moves back"
-    );
     assert!(local.len() <= 7, "{} local segments left", local.len());
     assert!(remote.len() >= 15, "{} segments in the store", remote.len());
     assert_eq!(

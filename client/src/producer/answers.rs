@@ -162,4 +162,45 @@ mod tests {
         );
         assert!(answers.find("t", Some(new), 0).is_none());
     }
+
+    /// Through the producer: a batch whose request named its topic by id
+    /// is settled by the answer under that id, though the producer's
+    /// metadata no longer holds it (here: holds none, as after the
+    /// topic's deletion).
+    #[test]
+    fn a_producer_settles_a_batch_by_the_id_its_request_named() {
+        use crate::cluster::Cluster;
+        use crate::producer::queues::Batch;
+        use crate::producer::{Producer, ProducerConfig, Unsettled, Waiter};
+
+        let executor = glommio::LocalExecutorBuilder::default().make().unwrap();
+        executor.run(async {
+            let unused = "127.0.0.1:9".parse().unwrap();
+            let producer = Producer::new(Cluster::new(unused, "t"), ProducerConfig::default());
+            let sent_under = uuid::Uuid::from_u128(9);
+            let request =
+                ProduceRequest::default().with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName("t".to_string().into()))
+                    .with_topic_id(sent_under)]);
+            let (tell, told) = futures::channel::oneshot::channel();
+            let mut batch = Batch::new();
+            batch.waiters.push(Waiter::Channel(tell));
+            producer.queues.borrow_mut().batches.queue("t", 0).sent = 1;
+            // v13: the answer names the topic by id only.
+            let response = ProduceResponse::default().with_responses(vec![topic(
+                "",
+                sent_under,
+                vec![partition(0, 42)],
+            )]);
+            let retry = producer.settle(
+                vec![(("t".to_string(), 0), batch)],
+                &SentIds::of(&request),
+                Some(&response),
+                &mut Unsettled::default(),
+            );
+            assert!(retry.is_empty());
+            let delivered = told.await.unwrap().expect("acknowledged, not failed");
+            assert_eq!(delivered.offset, 42);
+        });
+    }
 }

@@ -337,12 +337,14 @@ where
         // buffer; only an empty socket is waited on.
         // A large frame's reads stop at its end (kafka::frame).
         let limit = reader.read_limit(READ_CHUNK_BYTES);
-        match stream.read_now(reader.read_buffer(limit), limit) {
-            // The client closed its side (it may still read) or the
-            // socket failed: what is owed is sent first.
-            Some(Ok(0)) | Some(Err(_)) => close!(),
-            Some(Ok(_)) => continue,
-            None => {}
+        if S::READS_DIRECTLY {
+            match stream.read_now(reader.read_buffer(limit), limit) {
+                // The client closed its side (it may still read) or the
+                // socket failed: what is owed is sent first.
+                Some(Ok(0)) | Some(Err(_)) => close!(),
+                Some(Ok(_)) => continue,
+                None => {}
+            }
         }
         if let Some(answered) = pipeline.next_answer().await {
             // Nothing more to read now: the oldest request in flight is
@@ -355,6 +357,8 @@ where
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
         let wait_read_len = limit.min(chunk.len());
+        // A read of nothing would end it as if the client had closed.
+        debug_assert!(wait_read_len > 0, "a wait reads at least a byte");
         let wait_read = &mut chunk[..wait_read_len];
         let read = match select(Box::pin(stream.read(wait_read)), ended).await {
             Either::Left((read, _)) => read,

@@ -491,13 +491,30 @@ fn a_move_that_keeps_its_leader_fails_none_of_its_produces() {
         let (bootstrap, stop) = (cluster.bootstrap(), stop.clone());
         move || produce_until(bootstrap, topic, stop)
     });
-    std::thread::sleep(Duration::from_secs(1));
     let failed_produces = || {
         support::cluster::gauge(
             cluster.node(leader).http,
             "request_errors_total{api=\"Produce\"}",
         )
     };
+    // The counter shows once the leader has served a Produce: wait for
+    // the producer's first (a fixed second was not always enough in CI).
+    let started = Instant::now();
+    let served_produce = || {
+        support::cluster::try_counter(
+            cluster.node(leader).http,
+            "request_errors_total{api=\"Produce\"}",
+        )
+        .is_some()
+    };
+    while !served_produce() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the leader served no Produce in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
     let failed_before = failed_produces();
     cluster.cli_ok(&[
         "topic",

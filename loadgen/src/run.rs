@@ -94,7 +94,7 @@ async fn produce_all(
     reports: mpsc::Sender<Interval>,
     verify: bool,
 ) -> Result<Vec<produce::Produced>, String> {
-    let keys = produce::keys(&options);
+    let keys = produce::Keys::new(options.keys);
     let running: Vec<_> = which
         .into_iter()
         .map(|p| {

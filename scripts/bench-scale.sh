@@ -4,7 +4,9 @@
 # acks=all, idempotent), each N on a fresh data directory:
 #   - the topic's creation time;
 #   - as fast as it goes: produce MB/s, the broker's CPU-s per GB over the
-#     measured window (utime+stime sampled at its start and end), p99;
+#     measured window (utime+stime sampled at its start and end), and
+#     loadgen's over the same window (it shares the machine's cores: where
+#     the two together use them all, that is the bound), p99;
 #     the warm-up (--warmup) lets every partition get its first write
 #     (each one's first creates its segment file and syncs its directory,
 #     seconds for 10,000 partitions on a virtual disk);
@@ -80,16 +82,23 @@ cleanup() {
 trap cleanup EXIT
 tick=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+# A client's CPU ticks, or -1 once it has exited.
+client_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -1; }
 rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
 
 # Many producers and idle connections need descriptors (the broker's and
-# the clients'), and the broker's per-address limit (half its total by
-# default) must let one address open them all.
-ulimit -n $((idle + 3 * active + 4096)) 2>/dev/null ||
-    echo "warning: cannot raise the open file limit to $((idle + 3 * active + 4096)) (now $(ulimit -n)); the connection rows may fail" >&2
+# the clients'), as does each partition (its segment file), and the
+# broker's per-address limit (half its total by default) must let one
+# address open them all.
+most_partitions=$(printf '%s\n' 0 $counts | sort -n | tail -1)
+descriptors=$((idle + 3 * active + most_partitions + 4096))
+ulimit -n "$descriptors" 2>/dev/null ||
+    echo "warning: cannot raise the open file limit to $descriptors (now $(ulimit -n)); the largest rows may fail" >&2
 export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
 
-# One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms cpu_s".
+# One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms
+# cpu_s client_cpu_s" (the broker's CPU seconds and loadgen's, -1 if it
+# had exited).
 produce() {  # NAME PARTITIONS PRODUCERS [loadgen flags]
     local name="$1" partitions="$2" producers="$3"; shift 3
     "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --partitions "$partitions" \
@@ -97,22 +106,24 @@ produce() {  # NAME PARTITIONS PRODUCERS [loadgen flags]
         --duration "$seconds" --warmup "$warmup" --out "$out" --name "$name" "$@" >"$out/$name.txt" 2>&1 &
     local loadgen=$!
     sleep "$warmup"
-    local c0; c0=$(cpu_ticks)
+    local c0 l0; c0=$(cpu_ticks); l0=$(client_ticks "$loadgen")
     sleep "$seconds"
-    local c1; c1=$(cpu_ticks)
+    local c1 l1; c1=$(cpu_ticks); l1=$(client_ticks "$loadgen")
     wait "$loadgen"
     python3 -c "import json, sys
 d = json.load(open(sys.argv[1]))
 p99 = (d.get('produce_latency_us') or {}).get('p99') or 0
-print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 1000, (float(sys.argv[3]) - float(sys.argv[2])) / float(sys.argv[4]))" \
-        "$out/$name.json" "$c0" "$c1" "$tick"
+c0, c1, tick, l0, l1 = (float(x) for x in sys.argv[2:])
+client = (l1 - l0) / tick if min(l0, l1) >= 0 else -1
+print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 1000, (c1 - c0) / tick, client)" \
+        "$out/$name.json" "$c0" "$c1" "$tick" "$l0" "$l1"
 }
 
 {
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after ${warmup}s"
-    printf '%-11s %9s %9s %12s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB p99_ms p99_half_ms rss_MiB files
+    printf '%-11s %9s %9s %12s %12s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB client_cpu-s/GB p99_ms p99_half_ms rss_MiB files
 } | tee "$out/scale.txt"
 start_broker() {  # LOG: a fresh data directory; sets broker_pid, bootstrap
     local log="$1"
@@ -139,7 +150,7 @@ for n in $counts; do
     started=$(date +%s.%N)
     "$bin/broker" topic create scale --partitions "$n" --brokers "$bootstrap" >/dev/null
     created=$(echo "$(date +%s.%N) - $started" | bc)
-    read -r mbps msgs p99 cpu <<<"$(produce "full-$n" "$n" 4)"
+    read -r mbps msgs p99 cpu client_cpu <<<"$(produce "full-$n" "$n" 4)"
     half=$(python3 -c "print(int(float('$msgs') / 2))")
     p99_half=0
     if [ "$half" -gt 0 ]; then
@@ -147,11 +158,11 @@ for n in $counts; do
     fi
     files=$(ls "/proc/$broker_pid/fd" | wc -l)
     python3 -c "import sys
-n, created, mbps, p99, cpu, p99h, rss, files, seconds = sys.argv[1:]
+n, created, mbps, p99, cpu, client, p99h, rss, files, seconds = sys.argv[1:]
 gb = float(mbps) * float(seconds) / 1000
-per = f'{float(cpu) / gb:.2f}' if gb > 0 else 'n/a'
-print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per:>12} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
-        "$n" "$created" "$mbps" "$p99" "$cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
+per = lambda s: f'{float(s) / gb:.2f}' if gb > 0 and float(s) >= 0 else 'n/a'
+print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(client):>12} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
+        "$n" "$created" "$mbps" "$p99" "$cpu" "$client_cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
     stop_broker
 done
 if [ "$active" -gt 0 ]; then
@@ -165,7 +176,7 @@ if [ "$active" -gt 0 ]; then
         # Many producers share two threads, each with a small window (the
         # default 64 MiB each would be 64 GB at 1,000).
         [ "$producers" -gt 4 ] && flags+=(--producer-threads 2 --max-in-flight-bytes 1048576)
-        read -r mbps msgs p99 cpu <<<"$(produce "producers-$producers-$pace" 8 "$producers" "${flags[@]}")"
+        read -r mbps msgs p99 cpu _ <<<"$(produce "producers-$producers-$pace" 8 "$producers" "${flags[@]}")"
         python3 -c "import sys
 label, msgs, mbps, cpu, p99, seconds = sys.argv[1:]
 per = f'{float(cpu) * 1e6 / (float(msgs) * float(seconds)):.2f}' if float(msgs) > 0 else 'n/a'

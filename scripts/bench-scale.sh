@@ -82,7 +82,8 @@ cleanup() {
 trap cleanup EXIT
 tick=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
-# A client's CPU ticks, or -1 once it has exited.
+# A client's CPU ticks (a child not yet waited for keeps its final
+# total readable), or -1 if they cannot be read.
 client_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -1; }
 rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
 
@@ -123,7 +124,7 @@ print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 10
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after ${warmup}s"
-    printf '%-11s %9s %9s %12s %12s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB client_cpu-s/GB p99_ms p99_half_ms rss_MiB files
+    printf '%-11s %9s %9s %12s %16s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB client_cpu-s/GB p99_ms p99_half_ms rss_MiB files
 } | tee "$out/scale.txt"
 start_broker() {  # LOG: a fresh data directory; sets broker_pid, bootstrap
     local log="$1"
@@ -161,7 +162,7 @@ for n in $counts; do
 n, created, mbps, p99, cpu, client, p99h, rss, files, seconds = sys.argv[1:]
 gb = float(mbps) * float(seconds) / 1000
 per = lambda s: f'{float(s) / gb:.2f}' if gb > 0 and float(s) >= 0 else 'n/a'
-print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(client):>12} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
+print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(client):>16} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
         "$n" "$created" "$mbps" "$p99" "$cpu" "$client_cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
     stop_broker
 done

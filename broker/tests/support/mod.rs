@@ -27,11 +27,16 @@ use std::time::{Duration, Instant};
 /// process's outgoing connection (seen: a killed broker's controller port
 /// became another broker's reconnection to a third), and the restart
 /// then cannot bind it. Ports handed out here are never handed out again
-/// by this test process.
+/// by this test process, nor by another test process while this one
+/// runs: each is claimed by a lock on a file of its own, held until the
+/// process exits (seen without it: a port free while one test's broker
+/// was killed was handed to another test's broker, and the first one's
+/// restart could not bind it, or the second's start).
 pub fn fixed_port() -> u16 {
     use std::collections::HashSet;
     use std::hash::{BuildHasher, RandomState};
     static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    static CLAIMS: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
@@ -46,12 +51,38 @@ pub fn fixed_port() -> u16 {
     let given = given.get_or_insert_with(HashSet::new);
     for attempt in 0..10_000u64 {
         let port = floor + (random.hash_one(attempt) % u64::from(ephemeral_low - floor)) as u16;
-        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.insert(port);
+        if given.contains(&port) {
+            continue;
+        }
+        let Some(claim) = claim_port(port) else {
+            continue;
+        };
+        given.insert(port);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            CLAIMS.lock().unwrap().push(claim);
             return port;
         }
     }
     panic!("no free port in {floor}..{ephemeral_low}");
+}
+
+/// Claims `port` among this machine's test processes: an exclusive lock
+/// on its file, released by the kernel when the process exits (so a
+/// killed test leaves nothing claimed). None if another process holds it.
+fn claim_port(port: u16) -> Option<std::fs::File> {
+    let dir = std::env::temp_dir().join("broker-test-ports");
+    std::fs::create_dir_all(&dir).expect("the port claims' directory");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(port.to_string()))
+        .expect("a port's claim file");
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function owns; it touches no memory.
+    // (std's File::try_lock is newer than the workspace's minimum Rust.)
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    locked.then_some(file)
 }
 
 /// A running broker process.

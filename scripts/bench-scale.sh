@@ -98,8 +98,8 @@ ulimit -n "$descriptors" 2>/dev/null ||
 export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
 
 # One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms
-# cpu_s client_cpu_s" (the broker's CPU seconds and loadgen's, -1 if it
-# had exited).
+# cpu_s client_cpu_s" (the broker's CPU seconds and loadgen's, -1 if its
+# /proc entry could not be read).
 produce() {  # NAME PARTITIONS PRODUCERS [loadgen flags]
     local name="$1" partitions="$2" producers="$3"; shift 3
     "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --partitions "$partitions" \

@@ -70,6 +70,7 @@ pub fn fixed_port() -> u16 {
 /// on its file, released by the kernel when the process exits (so a
 /// killed test leaves nothing claimed). None if another process holds it.
 fn claim_port(port: u16) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
     let dir = std::env::temp_dir().join("broker-test-ports");
     std::fs::create_dir_all(&dir).expect("the port claims' directory");
     let file = std::fs::OpenOptions::new()
@@ -78,7 +79,6 @@ fn claim_port(port: u16) -> Option<std::fs::File> {
         .write(true)
         .open(dir.join(port.to_string()))
         .expect("a port's claim file");
-    use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor this function owns; it touches no memory.
     // (std's File::try_lock is newer than the workspace's minimum Rust.)
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;

@@ -119,6 +119,11 @@ pub struct Delivered {
     pub acknowledged_at: Instant,
 }
 
+/// The most records a new batch makes room for ahead (as many as its
+/// partition's last batch held, up to this): beyond it the batch grows as
+/// it fills, so a partition gone quiet holds no big empty batch.
+const BATCH_ROOM_MOST: usize = 256;
+
 /// A record's fate.
 pub type DeliveryResult = Result<Delivered, ClientError>;
 
@@ -280,14 +285,16 @@ impl Producer {
         let wake = {
             let mut queues = self.queues.borrow_mut();
             let size = record_size(&record);
-            let queue = &mut queues.batches.queue(topic, partition).batches;
+            let queue = queues.batches.queue(topic, partition);
             let fresh = queue
+                .batches
                 .back()
                 .is_none_or(|b| b.bytes + size > self.config.batch_bytes || b.attempts > 0);
             if fresh {
-                queue.push_back(Batch::new());
+                let room = queue.last_batch_records.min(BATCH_ROOM_MOST);
+                queue.batches.push_back(Batch::with_capacity(room));
             }
-            let batch = queue.back_mut().expect("a batch");
+            let batch = queue.batches.back_mut().expect("a batch");
             batch.records.push(record);
             batch.waiters.push(waiter);
             batch.bytes += size;
@@ -393,6 +400,7 @@ impl Producer {
             }
             wave_bytes += front.bytes;
             let mut batch = queue.batches.pop_front().expect("a front batch");
+            queue.last_batch_records = batch.records.len();
             queue.sent += 1;
             queue.sent_to = leader;
             if let Some(identity) = identity.filter(|_| self.idempotent()) {

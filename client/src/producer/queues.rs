@@ -30,10 +30,6 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    pub fn new() -> Batch {
-        Batch::with_capacity(0)
-    }
-
     /// A batch with room for `records` records (so that a batch as big
     /// as its partition's last one is not grown by doubling, a copy each).
     pub fn with_capacity(records: usize) -> Batch {
@@ -176,7 +172,7 @@ mod tests {
     #[test]
     fn a_partitions_queue_is_found_by_its_number_and_the_ones_below_it_stay_idle() {
         let mut queues = PartitionQueues::default();
-        queues.queue("t", 3).batches.push_back(Batch::new());
+        queues.queue("t", 3).batches.push_back(Batch::with_capacity(0));
         queues.queue("u", 0).sent = 1;
         let seen: Vec<_> = queues
             .iter_mut()
@@ -231,8 +227,8 @@ mod tests {
     #[test]
     fn batches_taken_all_count_as_out_until_settled() {
         let mut queues = PartitionQueues::default();
-        queues.queue("t", 0).batches.push_back(Batch::new());
-        queues.queue("t", 1).batches.push_back(Batch::new());
+        queues.queue("t", 0).batches.push_back(Batch::with_capacity(0));
+        queues.queue("t", 1).batches.push_back(Batch::with_capacity(0));
         let taken = queues.take_all();
         assert_eq!(taken.len(), 2);
         assert!(!queues.is_idle());

@@ -1,13 +1,24 @@
 //! The production adapter: glommio DMA files (O_DIRECT through io_uring).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
 use super::home_bound::{self, HomeBound};
+use super::sync_rounds::{SyncCounts, SyncOps, SyncRounds};
 use super::{AlignedBuf, DirectFile, FileSystem};
+
+/// Plain fdatasyncs a shard keeps in flight on one file system before
+/// further syncs wait for a round (one syncfs and one fdatasync: see
+/// [`super::sync_rounds`]). A partition's own flushes keep at most two in
+/// flight, so a few partitions never reach it.
+const PLAIN_FDATASYNCS_MOST: usize = 16;
 
 /// Reads this long or longer are handed out in glommio's buffer (see
 /// [`home_bound`]); shorter ones are copied out of it, so as not to keep
@@ -23,6 +34,72 @@ pub struct DmaFs;
 #[derive(Debug)]
 pub struct DmaSegmentFile {
     file: DmaFile,
+    /// This shard's syncs on the file's file system.
+    syncs: Rc<SyncRounds>,
+}
+
+thread_local! {
+    /// Each file system's (by device) syncs on this shard.
+    static SYNC_ROUNDS: RefCell<HashMap<u64, Rc<SyncRounds>>> = RefCell::default();
+}
+
+/// The syncs of this shard's files on the file system holding `path`.
+fn sync_rounds_for(path: &Path) -> io::Result<Rc<SyncRounds>> {
+    use std::os::unix::fs::MetadataExt;
+    let device = std::fs::metadata(path)?.dev();
+    Ok(SYNC_ROUNDS.with(|all| {
+        let mut all = all.borrow_mut();
+        let rounds = all.entry(device);
+        rounds
+            .or_insert_with(|| Rc::new(SyncRounds::new(PLAIN_FDATASYNCS_MOST)))
+            .clone()
+    }))
+}
+
+/// What this shard's syncs did so far, over all its file systems.
+pub fn shard_sync_counts() -> SyncCounts {
+    SYNC_ROUNDS.with(|all| {
+        let mut total = SyncCounts::default();
+        for rounds in all.borrow().values() {
+            let counts = rounds.counts();
+            total.plain += counts.plain;
+            total.rounds += counts.rounds;
+            total.in_rounds += counts.in_rounds;
+        }
+        total
+    })
+}
+
+/// Syncs of glommio's DMA files.
+struct DmaSyncs;
+
+impl SyncOps for DmaSyncs {
+    type File = DmaFile;
+
+    async fn fdatasync(&self, file: &DmaFile) -> io::Result<()> {
+        file.fdatasync().await.map_err(to_io)
+    }
+
+    async fn sync_file_system(&self, file: &DmaFile) -> io::Result<()> {
+        // syncfs has no io_uring operation: it runs on the executor's
+        // blocking thread, on a descriptor of its own (the file may be
+        // closed meanwhile if this sync is cancelled).
+        // SAFETY: dup of an open descriptor; the copy is closed below.
+        let fd = unsafe { libc::dup(file.as_raw_fd()) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let synced = glommio::executor().spawn_blocking(move || {
+            // SAFETY: `fd` is this closure's own descriptor.
+            let result = unsafe { libc::syncfs(fd) };
+            let error = (result != 0).then(io::Error::last_os_error);
+            // SAFETY: as above; closed once.
+            unsafe { libc::close(fd) };
+            error.map_or(Ok(()), Err)
+        });
+        synced.await?;
+        file.fdatasync().await.map_err(to_io)
+    }
 }
 
 impl AlignedBuf for DmaBuffer {
@@ -71,7 +148,7 @@ impl DirectFile for DmaSegmentFile {
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
-        self.file.fdatasync().await.map_err(to_io)
+        self.syncs.sync(&DmaSyncs, &self.file).await
     }
 
     async fn pre_allocate(&self, len: u64) -> io::Result<()> {
@@ -147,7 +224,8 @@ impl FileSystem for DmaFs {
             .dma_open(path)
             .await
             .map_err(to_io)?;
-        Ok(DmaSegmentFile { file })
+        let syncs = sync_rounds_for(path)?;
+        Ok(DmaSegmentFile { file, syncs })
     }
 
     async fn open_existing(&self, path: &Path) -> io::Result<DmaSegmentFile> {
@@ -156,7 +234,8 @@ impl FileSystem for DmaFs {
             .dma_open(path)
             .await
             .map_err(to_io)?;
-        Ok(DmaSegmentFile { file })
+        let syncs = sync_rounds_for(path)?;
+        Ok(DmaSegmentFile { file, syncs })
     }
 
     async fn remove(&self, path: &Path) -> io::Result<()> {

@@ -13,6 +13,7 @@ use bytes::Bytes;
 pub mod dma;
 pub mod home_bound;
 pub mod memory;
+pub mod sync_rounds;
 
 /// The alignment of direct writes: offsets and lengths are multiples of it.
 pub const BLOCK_BYTES: usize = 4096;

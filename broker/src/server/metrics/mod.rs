@@ -31,6 +31,8 @@ use crate::partition::role::Role;
 #[derive(Debug, Default)]
 struct ShardReport {
     storage: storage::LogStats,
+    /// The shard's syncs: plain fdatasyncs, and file-system rounds.
+    syncs: storage::io::sync_rounds::SyncCounts,
     /// Bytes the shard's batch caches hold, and their shared limit.
     cache: (usize, usize),
     /// (topic, partition) -> (log start, high watermark) of partitions led here.
@@ -50,7 +52,10 @@ struct ShardReport {
 }
 
 async fn report(coordinator: Rc<Coordinator>) -> ShardReport {
-    let mut out = ShardReport::default();
+    let mut out = ShardReport {
+        syncs: storage::io::dma::shard_sync_counts(),
+        ..ShardReport::default()
+    };
     let partitions = &coordinator.partitions;
     let names: BTreeMap<control::TopicId, String> = partitions
         .cluster
@@ -627,8 +632,21 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
     );
     page.counter(
         "log_fdatasync_total",
-        "fdatasync calls of flushes",
+        "segment syncs of flushes (each an fdatasync, or a share of a file-system round)",
         storage.fdatasyncs,
+    );
+    let syncs = |count: fn(&storage::io::sync_rounds::SyncCounts) -> u64| {
+        reports.iter().map(|r| count(&r.syncs)).sum::<u64>()
+    };
+    page.counter(
+        "log_sync_rounds_total",
+        "syncs of a whole file system (syncfs, then one fdatasync) run for many segments' syncs at once",
+        syncs(|c| c.rounds),
+    );
+    page.counter(
+        "log_syncs_in_rounds_total",
+        "segment syncs covered by a file-system round instead of an fdatasync of their own",
+        syncs(|c| c.in_rounds),
     );
     page.header(
         "log_fdatasync_seconds_total",

@@ -1,0 +1,345 @@
+//! A shard's fdatasyncs folded into one sync of their file system when
+//! many are in flight.
+//!
+//! Every partition's flush fdatasyncs its own segment. With thousands of
+//! partitions a shard kept about 300 fdatasyncs in flight, 17,000 a
+//! second, each a kernel worker's wake-up, an inode write and a device
+//! flush of its own (docs/benchmarks.md run 43). Up to
+//! `plain_most` in flight, a sync is still that fdatasync; past it, it
+//! waits for the next *round* instead: one sync of the whole file system
+//! (syncfs, then one fdatasync), which covers every file whose writes
+//! completed before the round started.
+//!
+//! Why syncfs then an fdatasync: with a journal (ext4, xfs) syncfs commits
+//! the journal with a device flush and is enough by itself; on ext4
+//! without a journal its only device flush comes before it writes the
+//! block device's metadata buffers (an inode's extents), and the
+//! fdatasync after it flushes the device again (nojournal fdatasync
+//! always does).
+//!
+//! A round that fails fails every sync waiting for it and every later
+//! round's: syncfs reports a write-back error of any file on the file
+//! system, so no later round can say which data it covers.
+//!
+//! The logic is here over [`SyncOps`], testable without a file system;
+//! [`super::dma`] runs it on glommio's files.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::task::{Poll, Waker};
+
+/// The two ways to make a file's writes durable.
+#[allow(async_fn_in_trait)]
+pub trait SyncOps {
+    /// A file.
+    type File;
+    /// Makes `file`'s writes durable.
+    async fn fdatasync(&self, file: &Self::File) -> io::Result<()>;
+    /// Makes the writes of every file on `file`'s file system durable.
+    async fn sync_file_system(&self, file: &Self::File) -> io::Result<()>;
+}
+
+/// One file system's syncs on one shard.
+#[derive(Debug)]
+pub struct SyncRounds {
+    /// Plain fdatasyncs allowed in flight before syncs wait for a round.
+    plain_most: usize,
+    plain_in_flight: Cell<usize>,
+    /// Rounds started and finished (numbered from 1; one runs at a time).
+    started: Cell<u64>,
+    finished: Cell<u64>,
+    running: Cell<bool>,
+    /// The first round that failed, and how.
+    failed: RefCell<Option<(u64, io::ErrorKind, String)>>,
+    /// Syncs waiting for a round to finish.
+    waiters: RefCell<Vec<Waker>>,
+    counts: Cell<SyncCounts>,
+}
+
+/// What a shard's syncs did, since start.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SyncCounts {
+    /// Syncs made by an fdatasync of their own file.
+    pub plain: u64,
+    /// Rounds run (each one syncfs and one fdatasync).
+    pub rounds: u64,
+    /// Syncs covered by a round.
+    pub in_rounds: u64,
+}
+
+impl SyncRounds {
+    /// Rounds that start once `plain_most` plain fdatasyncs are in flight.
+    pub fn new(plain_most: usize) -> SyncRounds {
+        SyncRounds {
+            plain_most,
+            plain_in_flight: Cell::new(0),
+            started: Cell::new(0),
+            finished: Cell::new(0),
+            running: Cell::new(false),
+            failed: RefCell::new(None),
+            waiters: RefCell::new(Vec::new()),
+            counts: Cell::new(SyncCounts::default()),
+        }
+    }
+
+    /// What the syncs did so far.
+    pub fn counts(&self) -> SyncCounts {
+        self.counts.get()
+    }
+
+    /// Returns once `file`'s writes, all completed before the call, are
+    /// durable.
+    pub async fn sync<O: SyncOps>(&self, ops: &O, file: &O::File) -> io::Result<()> {
+        if self.plain_in_flight.get() < self.plain_most {
+            self.count(|c| c.plain += 1);
+            self.plain_in_flight.set(self.plain_in_flight.get() + 1);
+            let _in_flight = InFlight(&self.plain_in_flight);
+            return ops.fdatasync(file).await;
+        }
+        self.count(|c| c.in_rounds += 1);
+        // The first round to start after this call covers the file.
+        let needed = self.started.get() + 1;
+        loop {
+            if let Some((round, kind, message)) = &*self.failed.borrow() {
+                if *round <= needed {
+                    let message = format!("syncing the file system (round {round}): {message}");
+                    return Err(io::Error::new(*kind, message));
+                }
+            }
+            if self.finished.get() >= needed {
+                return Ok(());
+            }
+            if self.running.get() {
+                self.round_finished().await;
+            } else {
+                self.run_round(ops, file).await;
+            }
+        }
+    }
+
+    /// Runs the next round, driven by one of the syncs waiting for it.
+    async fn run_round<O: SyncOps>(&self, ops: &O, file: &O::File) {
+        let round = self.started.get() + 1;
+        self.started.set(round);
+        self.running.set(true);
+        self.count(|c| c.rounds += 1);
+        // Dropped mid-round (its sync cancelled), the round counts as not
+        // run: the waiters wake and one of them runs the next.
+        let running = Running(self);
+        let result = ops.sync_file_system(file).await;
+        std::mem::forget(running);
+        if let Err(e) = result {
+            let mut failed = self.failed.borrow_mut();
+            failed.get_or_insert((round, e.kind(), e.to_string()));
+        }
+        self.finished.set(round);
+        self.running.set(false);
+        self.wake_waiters();
+    }
+
+    /// Completes when the running round finishes (or is given up).
+    fn round_finished(&self) -> impl std::future::Future<Output = ()> + '_ {
+        let round = self.started.get();
+        std::future::poll_fn(move |cx| {
+            if !self.running.get() || self.started.get() != round {
+                return Poll::Ready(());
+            }
+            self.waiters.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+    }
+
+    fn wake_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+
+    fn count(&self, change: impl FnOnce(&mut SyncCounts)) {
+        let mut counts = self.counts.get();
+        change(&mut counts);
+        self.counts.set(counts);
+    }
+}
+
+/// A plain fdatasync in flight, until dropped.
+struct InFlight<'a>(&'a Cell<usize>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// A round running; dropped only if its driver was cancelled.
+struct Running<'a>(&'a SyncRounds);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.set(false);
+        self.0.wake_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::oneshot;
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use std::rc::Rc;
+
+    /// Syncs that complete when the test says, and what was asked of it.
+    #[derive(Default)]
+    struct Ops {
+        asked: RefCell<Vec<String>>,
+        pending: RefCell<Vec<oneshot::Sender<io::Result<()>>>>,
+    }
+
+    impl Ops {
+        async fn wait(&self, what: String) -> io::Result<()> {
+            let (tx, rx) = oneshot::channel();
+            self.asked.borrow_mut().push(what);
+            self.pending.borrow_mut().push(tx);
+            rx.await.expect("answered")
+        }
+
+        /// Completes the oldest sync asked for.
+        fn complete(&self, result: io::Result<()>) {
+            let tx = self.pending.borrow_mut().remove(0);
+            tx.send(result).expect("still waited for");
+        }
+    }
+
+    impl SyncOps for Ops {
+        type File = &'static str;
+        async fn fdatasync(&self, file: &&'static str) -> io::Result<()> {
+            self.wait(format!("fdatasync {file}")).await
+        }
+        async fn sync_file_system(&self, file: &&'static str) -> io::Result<()> {
+            self.wait(format!("syncfs via {file}")).await
+        }
+    }
+
+    type Results = Rc<RefCell<Vec<(&'static str, Result<(), String>)>>>;
+
+    fn start(
+        pool: &mut LocalPool,
+        rounds: &Rc<SyncRounds>,
+        ops: &Rc<Ops>,
+        results: &Results,
+        file: &'static str,
+    ) {
+        let (rounds, ops, results) = (rounds.clone(), ops.clone(), results.clone());
+        pool.spawner()
+            .spawn_local(async move {
+                let result = rounds.sync(&*ops, &file).await;
+                results
+                    .borrow_mut()
+                    .push((file, result.map_err(|e| e.to_string())));
+            })
+            .expect("spawned");
+        pool.run_until_stalled();
+    }
+
+    fn setup(plain_most: usize) -> (LocalPool, Rc<SyncRounds>, Rc<Ops>, Results) {
+        let rounds = Rc::new(SyncRounds::new(plain_most));
+        (LocalPool::new(), rounds, Rc::default(), Results::default())
+    }
+
+    #[test]
+    fn up_to_the_limit_each_file_gets_its_own_fdatasync() {
+        let (mut pool, rounds, ops, results) = setup(2);
+        start(&mut pool, &rounds, &ops, &results, "a");
+        start(&mut pool, &rounds, &ops, &results, "b");
+        assert_eq!(*ops.asked.borrow(), ["fdatasync a", "fdatasync b"]);
+        ops.complete(Ok(()));
+        pool.run_until_stalled();
+        start(&mut pool, &rounds, &ops, &results, "c");
+        assert_eq!(
+            ops.asked.borrow()[2],
+            "fdatasync c",
+            "one finished: room again"
+        );
+        ops.complete(Ok(()));
+        ops.complete(Ok(()));
+        pool.run_until_stalled();
+        assert_eq!(results.borrow().len(), 3);
+        assert!(results.borrow().iter().all(|(_, r)| r.is_ok()));
+        let counts = rounds.counts();
+        assert_eq!((counts.plain, counts.rounds, counts.in_rounds), (3, 0, 0));
+    }
+
+    #[test]
+    fn past_the_limit_syncs_share_a_round_that_started_after_them() {
+        let (mut pool, rounds, ops, results) = setup(1);
+        start(&mut pool, &rounds, &ops, &results, "a");
+        // Past the limit: b runs round 1; c and d arrive while it runs,
+        // so it does not cover them: they share round 2.
+        for file in ["b", "c", "d"] {
+            start(&mut pool, &rounds, &ops, &results, file);
+        }
+        assert_eq!(*ops.asked.borrow(), ["fdatasync a", "syncfs via b"]);
+        ops.complete(Ok(())); // a
+        ops.complete(Ok(())); // round 1
+        pool.run_until_stalled();
+        let done: Vec<_> = results.borrow().iter().map(|(f, _)| *f).collect();
+        assert_eq!(done, ["a", "b"], "c and d wait for a round after them");
+        assert_eq!(ops.asked.borrow().len(), 3, "one round for both");
+        assert!(ops.asked.borrow()[2].starts_with("syncfs via"));
+        ops.complete(Ok(())); // round 2
+        pool.run_until_stalled();
+        assert_eq!(results.borrow().len(), 4);
+        assert!(results.borrow().iter().all(|(_, r)| r.is_ok()));
+        let counts = rounds.counts();
+        assert_eq!((counts.plain, counts.rounds, counts.in_rounds), (1, 2, 3));
+    }
+
+    #[test]
+    fn a_failed_round_fails_its_syncs_and_every_later_ones() {
+        let (mut pool, rounds, ops, results) = setup(0);
+        start(&mut pool, &rounds, &ops, &results, "a");
+        start(&mut pool, &rounds, &ops, &results, "b");
+        ops.complete(Ok(())); // round 1: a
+        pool.run_until_stalled();
+        // c arrives while round 2 (b's) runs: it waits for round 3.
+        start(&mut pool, &rounds, &ops, &results, "c");
+        ops.complete(Err(io::Error::other("EIO"))); // round 2
+        pool.run_until_stalled();
+        start(&mut pool, &rounds, &ops, &results, "d");
+        let results = results.borrow();
+        let failed: Vec<_> = results.iter().filter(|(_, r)| r.is_err()).collect();
+        assert_eq!(
+            results[0],
+            ("a", Ok(())),
+            "its round was before the failure"
+        );
+        assert_eq!(failed.len(), 3, "b, c and d: {results:?}");
+        assert!(failed
+            .iter()
+            .all(|(_, r)| r.as_ref().unwrap_err().contains("EIO")));
+        assert_eq!(ops.asked.borrow().len(), 2, "no round after the failure");
+    }
+
+    #[test]
+    fn a_cancelled_rounds_waiters_run_the_next_one() {
+        let (mut pool, rounds, ops, results) = setup(0);
+        let cancelled = {
+            let (rounds, ops) = (rounds.clone(), ops.clone());
+            pool.spawner()
+                .spawn_local_with_handle(async move { rounds.sync(&*ops, &"a").await })
+                .expect("spawned")
+        };
+        pool.run_until_stalled();
+        start(&mut pool, &rounds, &ops, &results, "b");
+        drop(cancelled); // a's sync, driving round 1, is dropped
+        pool.run_until_stalled();
+        assert_eq!(*ops.asked.borrow(), ["syncfs via a", "syncfs via b"]);
+        let abandoned = ops.pending.borrow_mut().remove(0);
+        assert!(abandoned.is_canceled(), "no one waits for round 1");
+        ops.complete(Ok(()));
+        pool.run_until_stalled();
+        assert_eq!(*results.borrow(), [("b", Ok(()))]);
+    }
+}

@@ -121,8 +121,10 @@ pub struct Delivered {
 
 /// The most records a new batch makes room for ahead (as many as its
 /// partition's last batch held, up to this): beyond it the batch grows as
-/// it fills, so a partition gone quiet holds no big empty batch.
-const BATCH_ROOM_MOST: usize = 256;
+/// it fills, so a partition gone quiet holds no big empty batch. 128
+/// records and their waiters take about 14 KiB, what Kafka's producer
+/// reserves for each partition's batch (batch.size, 16 KiB).
+const BATCH_ROOM_MOST: usize = 128;
 
 /// A record's fate.
 pub type DeliveryResult = Result<Delivered, ClientError>;

@@ -79,6 +79,8 @@ impl PartitionQueues {
             self.0.insert(topic.to_string(), Vec::new());
         }
         let partitions = self.0.get_mut(topic).expect("inserted above");
+        // Numbers come from the partitioner (below the topic's partition
+        // count) or from the producer's own batches.
         let index = usize::try_from(partition).expect("a partition's number is not negative");
         if partitions.len() <= index {
             partitions.resize_with(index + 1, PartitionQueue::default);
@@ -172,7 +174,10 @@ mod tests {
     #[test]
     fn a_partitions_queue_is_found_by_its_number_and_the_ones_below_it_stay_idle() {
         let mut queues = PartitionQueues::default();
-        queues.queue("t", 3).batches.push_back(Batch::with_capacity(0));
+        queues
+            .queue("t", 3)
+            .batches
+            .push_back(Batch::with_capacity(0));
         queues.queue("u", 0).sent = 1;
         let seen: Vec<_> = queues
             .iter_mut()
@@ -227,8 +232,14 @@ mod tests {
     #[test]
     fn batches_taken_all_count_as_out_until_settled() {
         let mut queues = PartitionQueues::default();
-        queues.queue("t", 0).batches.push_back(Batch::with_capacity(0));
-        queues.queue("t", 1).batches.push_back(Batch::with_capacity(0));
+        queues
+            .queue("t", 0)
+            .batches
+            .push_back(Batch::with_capacity(0));
+        queues
+            .queue("t", 1)
+            .batches
+            .push_back(Batch::with_capacity(0));
         let taken = queues.take_all();
         assert_eq!(taken.len(), 2);
         assert!(!queues.is_idle());

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, BorrowedFd};
 use std::path::Path;
 use std::rc::Rc;
 
@@ -43,17 +43,18 @@ thread_local! {
     static SYNC_ROUNDS: RefCell<HashMap<u64, Rc<SyncRounds>>> = RefCell::default();
 }
 
-/// The syncs of this shard's files on the file system holding `path`.
-fn sync_rounds_for(path: &Path) -> io::Result<Rc<SyncRounds>> {
-    use std::os::unix::fs::MetadataExt;
-    let device = std::fs::metadata(path)?.dev();
-    Ok(SYNC_ROUNDS.with(|all| {
+/// The syncs of this shard's files on `file`'s file system (by the device
+/// glommio read when it opened the file: no stat here, which could find
+/// the file already removed or renamed).
+fn sync_rounds_for(file: &DmaFile) -> Rc<SyncRounds> {
+    let device = (u64::from(file.dev_major()) << 32) | u64::from(file.dev_minor());
+    SYNC_ROUNDS.with(|all| {
         let mut all = all.borrow_mut();
         let rounds = all.entry(device);
         rounds
             .or_insert_with(|| Rc::new(SyncRounds::new(PLAIN_FDATASYNCS_MOST)))
             .clone()
-    }))
+    })
 }
 
 /// What this shard's syncs did so far, over all its file systems.
@@ -83,19 +84,18 @@ impl SyncOps for DmaSyncs {
     async fn sync_file_system(&self, file: &DmaFile) -> io::Result<()> {
         // syncfs has no io_uring operation: it runs on the executor's
         // blocking thread, on a descriptor of its own (the file may be
-        // closed meanwhile if this sync is cancelled).
-        // SAFETY: dup of an open descriptor; the copy is closed below.
-        let fd = unsafe { libc::dup(file.as_raw_fd()) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // closed meanwhile if this sync is cancelled), closed when the
+        // closure is dropped, run or not.
+        // SAFETY: the file's descriptor is open while `file` is borrowed.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
+        let own = borrowed.try_clone_to_owned()?;
         let synced = glommio::executor().spawn_blocking(move || {
-            // SAFETY: `fd` is this closure's own descriptor.
-            let result = unsafe { libc::syncfs(fd) };
-            let error = (result != 0).then(io::Error::last_os_error);
-            // SAFETY: as above; closed once.
-            unsafe { libc::close(fd) };
-            error.map_or(Ok(()), Err)
+            // SAFETY: syncfs reads nothing but the descriptor, open until
+            // `own` is dropped after it.
+            let result = unsafe { libc::syncfs(own.as_raw_fd()) };
+            (result == 0)
+                .then_some(())
+                .ok_or_else(io::Error::last_os_error)
         });
         synced.await?;
         file.fdatasync().await.map_err(to_io)
@@ -224,7 +224,7 @@ impl FileSystem for DmaFs {
             .dma_open(path)
             .await
             .map_err(to_io)?;
-        let syncs = sync_rounds_for(path)?;
+        let syncs = sync_rounds_for(&file);
         Ok(DmaSegmentFile { file, syncs })
     }
 
@@ -234,7 +234,7 @@ impl FileSystem for DmaFs {
             .dma_open(path)
             .await
             .map_err(to_io)?;
-        let syncs = sync_rounds_for(path)?;
+        let syncs = sync_rounds_for(&file);
         Ok(DmaSegmentFile { file, syncs })
     }
 

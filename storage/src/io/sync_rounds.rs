@@ -10,16 +10,21 @@
 //! (syncfs, then one fdatasync), which covers every file whose writes
 //! completed before the round started.
 //!
-//! Why syncfs then an fdatasync: with a journal (ext4, xfs) syncfs commits
-//! the journal with a device flush and is enough by itself; on ext4
-//! without a journal its only device flush comes before it writes the
-//! block device's metadata buffers (an inode's extents), and the
-//! fdatasync after it flushes the device again (nojournal fdatasync
-//! always does).
+//! Why syncfs then an fdatasync, on every file system: on ext4 without a
+//! journal syncfs's only device flush comes before it writes the block
+//! device's metadata buffers (an inode's extents); on xfs a syncfs with
+//! no log to commit (a flush that only rewrote an already converted
+//! block) flushes no device cache; and kernels 5.8-5.16 dropped the file
+//! system's sync errors from syncfs. The fdatasync after it flushes the
+//! device in each case (nojournal ext4 and xfs always do when their log
+//! force did nothing) and reports those errors.
 //!
-//! A round that fails fails every sync waiting for it and every later
-//! round's: syncfs reports a write-back error of any file on the file
-//! system, so no later round can say which data it covers.
+//! A round that fails fails every sync waiting for it, and every later
+//! sync not already covered by a round that succeeded: syncfs reports a
+//! write-back error of any file on the file system, so no later round
+//! can say which data it covers. This widens a disk error to every
+//! partition on the file system taking rounds, one reason the data
+//! directory belongs on a file system of its own (docs/operations.md).
 //!
 //! The logic is here over [`SyncOps`], testable without a file system;
 //! [`super::dma`] runs it on glommio's files.
@@ -45,9 +50,11 @@ pub struct SyncRounds {
     /// Plain fdatasyncs allowed in flight before syncs wait for a round.
     plain_most: usize,
     plain_in_flight: Cell<usize>,
-    /// Rounds started and finished (numbered from 1; one runs at a time).
+    /// Rounds started (numbered from 1; one runs at a time), and the
+    /// last one that succeeded (a cancelled round neither succeeds nor
+    /// fails).
     started: Cell<u64>,
-    finished: Cell<u64>,
+    succeeded: Cell<u64>,
     running: Cell<bool>,
     /// The first round that failed, and how.
     failed: RefCell<Option<(u64, io::ErrorKind, String)>>,
@@ -74,7 +81,7 @@ impl SyncRounds {
             plain_most,
             plain_in_flight: Cell::new(0),
             started: Cell::new(0),
-            finished: Cell::new(0),
+            succeeded: Cell::new(0),
             running: Cell::new(false),
             failed: RefCell::new(None),
             waiters: RefCell::new(Vec::new()),
@@ -100,14 +107,13 @@ impl SyncRounds {
         // The first round to start after this call covers the file.
         let needed = self.started.get() + 1;
         loop {
-            if let Some((round, kind, message)) = &*self.failed.borrow() {
-                if *round <= needed {
-                    let message = format!("syncing the file system (round {round}): {message}");
-                    return Err(io::Error::new(*kind, message));
-                }
-            }
-            if self.finished.get() >= needed {
+            if self.succeeded.get() >= needed {
                 return Ok(());
+            }
+            // Not covered, and no round runs after a failure.
+            if let Some((round, kind, message)) = &*self.failed.borrow() {
+                let message = format!("syncing the file system (round {round}): {message}");
+                return Err(io::Error::new(*kind, message));
             }
             if self.running.get() {
                 self.round_finished().await;
@@ -128,11 +134,13 @@ impl SyncRounds {
         let running = Running(self);
         let result = ops.sync_file_system(file).await;
         std::mem::forget(running);
-        if let Err(e) = result {
-            let mut failed = self.failed.borrow_mut();
-            failed.get_or_insert((round, e.kind(), e.to_string()));
+        match result {
+            Ok(()) => self.succeeded.set(round),
+            Err(e) => {
+                let mut failed = self.failed.borrow_mut();
+                failed.get_or_insert((round, e.kind(), e.to_string()));
+            }
         }
-        self.finished.set(round);
         self.running.set(false);
         self.wake_waiters();
     }
@@ -144,7 +152,10 @@ impl SyncRounds {
             if !self.running.get() || self.started.get() != round {
                 return Poll::Ready(());
             }
-            self.waiters.borrow_mut().push(cx.waker().clone());
+            let mut waiters = self.waiters.borrow_mut();
+            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                waiters.push(cx.waker().clone());
+            }
             Poll::Pending
         })
     }
@@ -188,6 +199,7 @@ mod tests {
     use futures::channel::oneshot;
     use futures::executor::LocalPool;
     use futures::task::LocalSpawnExt;
+    use std::future::Future;
     use std::rc::Rc;
 
     /// Syncs that complete when the test says, and what was asked of it.
@@ -223,6 +235,9 @@ mod tests {
     }
 
     type Results = Rc<RefCell<Vec<(&'static str, Result<(), String>)>>>;
+
+    /// A sync polled by hand.
+    type Sync<'a> = std::pin::Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 
     fn start(
         pool: &mut LocalPool,
@@ -320,6 +335,62 @@ mod tests {
             .iter()
             .all(|(_, r)| r.as_ref().unwrap_err().contains("EIO")));
         assert_eq!(ops.asked.borrow().len(), 2, "no round after the failure");
+    }
+
+    #[test]
+    fn a_sync_whose_round_succeeded_is_ok_though_a_later_round_failed_first() {
+        // Polled by hand, so that w sleeps through its round's success
+        // and the failure of the round after it.
+        let rounds = SyncRounds::new(0);
+        let ops = Ops::default();
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut poll = |sync: &mut Sync<'_>| match sync.as_mut().poll(&mut cx) {
+            Poll::Ready(result) => Some(result.map_err(|e| e.to_string())),
+            Poll::Pending => None,
+        };
+        let mut a: Sync = Box::pin(rounds.sync(&ops, &"a"));
+        assert_eq!(poll(&mut a), None, "a runs round 1");
+        let mut w: Sync = Box::pin(rounds.sync(&ops, &"w"));
+        assert_eq!(poll(&mut w), None, "w waits for round 2");
+        ops.complete(Ok(()));
+        assert_eq!(poll(&mut a), Some(Ok(())));
+        let mut b: Sync = Box::pin(rounds.sync(&ops, &"b"));
+        assert_eq!(poll(&mut b), None, "b runs round 2");
+        ops.complete(Ok(()));
+        assert_eq!(poll(&mut b), Some(Ok(())));
+        let mut c: Sync = Box::pin(rounds.sync(&ops, &"c"));
+        assert_eq!(poll(&mut c), None, "c runs round 3");
+        ops.complete(Err(io::Error::other("EIO")));
+        assert!(poll(&mut c).is_some_and(|r| r.is_err_and(|e| e.contains("EIO"))));
+        assert_eq!(poll(&mut w), Some(Ok(())), "round 2 covered w");
+        let mut d: Sync = Box::pin(rounds.sync(&ops, &"d"));
+        assert!(
+            poll(&mut d).is_some_and(|r| r.is_err()),
+            "no round after a failure"
+        );
+        assert_eq!(ops.asked.borrow().len(), 3);
+    }
+
+    #[test]
+    fn a_sync_whose_round_was_cancelled_fails_with_the_next_round() {
+        let (mut pool, rounds, ops, results) = setup(0);
+        let cancelled = {
+            let (rounds, ops) = (rounds.clone(), ops.clone());
+            pool.spawner()
+                .spawn_local_with_handle(async move { rounds.sync(&*ops, &"a").await })
+                .expect("spawned")
+        };
+        pool.run_until_stalled();
+        start(&mut pool, &rounds, &ops, &results, "b"); // waits for round 2
+        drop(cancelled); // round 1 is given up
+        pool.run_until_stalled();
+        ops.pending.borrow_mut().remove(0); // round 1's answer, unheard
+        ops.complete(Err(io::Error::other("EIO"))); // round 2, run by b
+        pool.run_until_stalled();
+        let results = results.borrow();
+        assert_eq!(results.len(), 1);
+        assert!(results[0].1.as_ref().is_err_and(|e| e.contains("EIO")));
     }
 
     #[test]

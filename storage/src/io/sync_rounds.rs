@@ -16,15 +16,17 @@
 //! no log to commit (a flush that only rewrote an already converted
 //! block) flushes no device cache; and kernels 5.8-5.16 dropped the file
 //! system's sync errors from syncfs. The fdatasync after it flushes the
-//! device in each case (nojournal ext4 and xfs always do when their log
-//! force did nothing) and reports those errors.
+//! device in each case (ext4 without a journal always does; xfs does when
+//! its log force had nothing to write) and reports those errors.
 //!
 //! A round that fails fails every sync waiting for it, and every later
-//! sync not already covered by a round that succeeded: syncfs reports a
-//! write-back error of any file on the file system, so no later round
-//! can say which data it covers. This widens a disk error to every
-//! partition on the file system taking rounds, one reason the data
-//! directory belongs on a file system of its own (docs/operations.md).
+//! sync that waits for a round and is not already covered by one that
+//! succeeded: syncfs reports a write-back error of any file on the file
+//! system, so no later round can say which data it covers. (Plain
+//! fdatasyncs go on: the kernel reports their errors file by file.)
+//! This widens a disk error to every partition on the file system that
+//! takes rounds, one reason the data directory belongs on a file system
+//! of its own (docs/operations.md).
 //!
 //! The logic is here over [`SyncOps`], testable without a file system;
 //! [`super::dma`] runs it on glommio's files.

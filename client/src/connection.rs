@@ -139,6 +139,11 @@ pub struct Connection {
     /// When to log in again (KIP-368: the broker said how long the
     /// session lasts; a request after that closes the connection).
     reauthenticate_at: Option<std::time::Instant>,
+    /// Bytes read and not yet taken as a frame: its first `read_filled`
+    /// bytes (past them, room zeroed for the next read). Kept here, not
+    /// in a read's future, so that a read dropped half-way loses nothing.
+    read_buf: BytesMut,
+    read_filled: usize,
 }
 
 impl Connection {
@@ -193,6 +198,8 @@ impl Connection {
             transaction_version: 0,
             login: security.sasl.clone(),
             reauthenticate_at: None,
+            read_buf: BytesMut::new(),
+            read_filled: 0,
         };
         connection.negotiate().await?;
         connection.log_in().await?;
@@ -494,19 +501,164 @@ impl Connection {
         R::Response::decode(&mut response, decode_version).map_err(protocol)
     }
 
+    /// The next response frame's body. Cancel-safe: dropped while it
+    /// waits, it leaves every byte read in the connection's buffer, so a
+    /// caller may stop waiting for an answer (to send another request)
+    /// and read it later.
     async fn read_frame(&mut self) -> Result<Bytes, ClientError> {
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).await?;
-        let size = i32::from_be_bytes(size) as i64;
+        loop {
+            if let Some(frame) = self.take_frame()? {
+                return Ok(frame);
+            }
+            let want = self.read_wanted();
+            let filled = self.read_filled;
+            if self.read_buf.len() < filled + want {
+                self.read_buf.resize(filled + want, 0);
+            }
+            let read = self.stream.read(&mut self.read_buf[filled..filled + want]);
+            let n = read.await?;
+            if n == 0 {
+                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.read_filled += n;
+        }
+    }
+
+    /// A whole frame's body out of the buffer, if one is there; its
+    /// length is bounded before anything is allocated for it.
+    fn take_frame(&mut self) -> Result<Option<Bytes>, ClientError> {
+        let Some(size) = self.frame_size()? else {
+            return Ok(None);
+        };
+        if self.read_filled < 4 + size {
+            return Ok(None);
+        }
+        let mut frame = self.read_buf.split_to(4 + size);
+        self.read_filled -= 4 + size;
+        Ok(Some(frame.split_off(4).freeze()))
+    }
+
+    /// The size of the frame the buffer starts with, once its length is read.
+    fn frame_size(&self) -> Result<Option<usize>, ClientError> {
+        if self.read_filled < 4 {
+            return Ok(None);
+        }
+        let length: [u8; 4] = self.read_buf[..4].try_into().expect("four bytes");
+        let size = i32::from_be_bytes(length) as i64;
         if size < 0 || size > self.response_bytes_max as i64 {
             return Err(ClientError::ResponseSize(size));
         }
-        let mut body = vec![0u8; size as usize];
-        self.stream.read_exact(&mut body).await?;
-        Ok(Bytes::from(body))
+        Ok(Some(size as usize))
+    }
+
+    /// How many bytes the next read asks for: the rest of the frame
+    /// begun (its length known), else enough for a small answer whole.
+    fn read_wanted(&self) -> usize {
+        match self.frame_size() {
+            Ok(Some(size)) => 4 + size - self.read_filled,
+            _ => READ_MIN_BYTES,
+        }
     }
 }
 
+/// The least a read asks for when no frame's length is known yet.
+const READ_MIN_BYTES: usize = 16 << 10;
+
 fn protocol(error: impl std::fmt::Display) -> ClientError {
     ClientError::Protocol(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::future::{select, Either};
+    use glommio::net::TcpListener;
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{
+        ApiVersionsResponse, MetadataRequest, MetadataResponse, ResponseHeader,
+    };
+    use std::time::Duration;
+
+    /// Reads one request frame; returns its correlation id.
+    async fn read_request(stream: &mut TcpStream) -> i32 {
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).await.expect("length");
+        let mut body = vec![0u8; i32::from_be_bytes(length) as usize];
+        stream.read_exact(&mut body).await.expect("body");
+        i32::from_be_bytes(body[4..8].try_into().expect("correlation id"))
+    }
+
+    /// A response frame: length, header, body.
+    fn frame<R: Encodable + HeaderVersion>(id: i32, response: &R, version: i16) -> Vec<u8> {
+        let mut bytes = BytesMut::new();
+        let header = ResponseHeader::default().with_correlation_id(id);
+        header
+            .encode(&mut bytes, R::header_version(version))
+            .expect("header");
+        response.encode(&mut bytes, version).expect("body");
+        let mut out = (bytes.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&bytes);
+        out
+    }
+
+    /// A broker that serves ApiVersions, then answers one Metadata
+    /// request in two halves 100 ms apart.
+    async fn serve_half_then_rest(listener: TcpListener) {
+        let mut stream = listener.accept().await.expect("accept");
+        let id = read_request(&mut stream).await;
+        let versions = ApiVersionsResponse::default().with_api_keys(vec![
+            ApiVersion::default().with_api_key(18).with_max_version(3),
+            ApiVersion::default().with_api_key(3).with_max_version(12),
+        ]);
+        let answer = frame(id, &versions, API_VERSIONS_VERSION);
+        stream.write_all(&answer).await.expect("versions");
+        let id = read_request(&mut stream).await;
+        let metadata = MetadataResponse::default().with_throttle_time_ms(1234);
+        let answer = frame(id, &metadata, 12);
+        let half = answer.len() / 2;
+        stream.write_all(&answer[..half]).await.expect("first half");
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        stream
+            .write_all(&answer[half..])
+            .await
+            .expect("second half");
+        // Held open until the client has read it.
+        let _ = stream.read(&mut [0u8; 1]).await;
+    }
+
+    #[test]
+    fn an_answer_read_dropped_half_way_is_read_whole_later() {
+        glommio::LocalExecutorBuilder::default()
+            .make()
+            .expect("executor")
+            .run(async {
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+                let address = listener.local_addr().expect("address");
+                let server = glommio::spawn_local(serve_half_then_rest(listener));
+                let mut connection = Connection::connect(address, "test").await.expect("connect");
+                let version = connection
+                    .version_for::<MetadataRequest>()
+                    .expect("version");
+                assert_eq!(version, 12);
+                let request = MetadataRequest::default();
+                let id = connection
+                    .send_request(&request, version)
+                    .await
+                    .expect("sent");
+                {
+                    let read = Box::pin(connection.read_answer::<MetadataRequest>(id, version));
+                    let soon = Box::pin(glommio::timer::sleep(Duration::from_millis(50)));
+                    let first = select(read, soon).await;
+                    assert!(
+                        matches!(first, Either::Right(_)),
+                        "only half the answer is there yet"
+                    );
+                }
+                assert!(connection.read_filled > 0, "the first half was read");
+                let answer = connection.read_answer::<MetadataRequest>(id, version).await;
+                assert_eq!(answer.expect("the whole answer").throttle_time_ms, 1234);
+                drop(connection);
+                server.await;
+            });
+    }
 }

@@ -16,9 +16,10 @@
 //! that already has it (the answer was lost, the leader moved) answers
 //! with the original offsets instead of writing it twice.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -173,6 +174,11 @@ pub struct Producer {
     config: ProducerConfig,
     queues: RefCell<Queues>,
     wake: RefCell<Option<oneshot::Sender<()>>>,
+    /// Pokes so far, and the pipelines waiting for the next one: a
+    /// pipeline waiting for an answer sends a batch that became ready
+    /// meanwhile ([`sender`]).
+    pokes: Cell<u64>,
+    poke_waiters: RefCell<Vec<Waker>>,
     /// The brokers a pipeline is sending to now ([`sender`]).
     pipelines: RefCell<BTreeSet<i32>>,
     /// Each broker's connection for Produce requests, between pipelines:
@@ -189,6 +195,8 @@ impl Producer {
             config,
             queues: RefCell::new(Queues::default()),
             wake: RefCell::new(None),
+            pokes: Cell::new(0),
+            poke_waiters: RefCell::new(Vec::new()),
             pipelines: RefCell::new(BTreeSet::new()),
             produce_connections: RefCell::new(BTreeMap::new()),
         });
@@ -327,6 +335,37 @@ impl Producer {
         if let Some(wake) = self.wake.borrow_mut().take() {
             let _ = wake.send(());
         }
+        self.pokes.set(self.pokes.get() + 1);
+        for waker in std::mem::take(&mut *self.poke_waiters.borrow_mut()) {
+            waker.wake();
+        }
+    }
+
+    /// Completes at the next poke (a batch made or full, a pipeline ended).
+    fn next_poke(&self) -> impl std::future::Future<Output = ()> + '_ {
+        let seen = self.pokes.get();
+        std::future::poll_fn(move |cx| {
+            if self.pokes.get() != seen {
+                return std::task::Poll::Ready(());
+            }
+            let mut waiters = self.poke_waiters.borrow_mut();
+            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                waiters.push(cx.waker().clone());
+            }
+            std::task::Poll::Pending
+        })
+    }
+
+    /// How long until the first batch now lingering may go (None: none
+    /// lingers).
+    fn next_due(&self) -> Option<Duration> {
+        let mut queues = self.queues.borrow_mut();
+        let now = Instant::now();
+        let fronts = queues.batches.iter_mut().filter_map(|(_, queue)| {
+            let front = queue.batches.front()?;
+            self.wait_before_sending(front, queue.batches.len(), now)
+        });
+        fronts.min()
     }
 
     /// The brokers with a batch ready to go (full, lingered long enough,

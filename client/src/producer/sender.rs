@@ -8,15 +8,19 @@
 //! retried goes back to the front of its queue, in order, before the
 //! pipeline backs off, refreshes metadata and ends.
 //!
-//! Not yet: a batch that becomes ready while the window has room waits
-//! for the next answer (reading and sending are one task).
+//! While it waits for an answer with room in its window, a batch that
+//! becomes ready (made or filled, or its linger over) is sent at once:
+//! the wait for the answer is dropped and taken up again (the
+//! connection's frame read is cancel-safe). Otherwise a request would go
+//! only when the one before it is answered, one at a time (docs/
+//! benchmarks.md run 44, part 4).
 
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures::channel::oneshot;
-use kafka_protocol::messages::ProduceRequest;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::answers::SentIds;
 use super::{Producer, Taken, Unsettled};
@@ -122,18 +126,33 @@ impl Producer {
                     )
                     .await;
             }
-            let Some((wave, sent_ids, sent)) = outstanding.pop_front() else {
+            let Some((_, _, sent)) = outstanding.front() else {
                 break;
             };
-            let answer = match sent {
-                Err(e) => Err(e),
-                Ok(_) if !reading => Err(ClientError::Protocol("an earlier answer failed".into())),
-                Ok(id) => {
-                    let answer = connection.read_answer::<ProduceRequest>(id, version).await;
-                    reading = answer.is_ok();
-                    answer
-                }
+            let waiting_for = match sent {
+                Ok(id) if reading => Some(*id),
+                _ => None,
             };
+            let may_send = sending && unsettled.is_empty();
+            let room = outstanding.len() < self.max_in_flight();
+            let answer = match waiting_for {
+                Some(id) if may_send && room => {
+                    match self
+                        .answer_unless_batch_ready(&mut connection, id, version)
+                        .await
+                    {
+                        Some(answer) => answer,
+                        None => continue,
+                    }
+                }
+                Some(id) => connection.read_answer::<ProduceRequest>(id, version).await,
+                None => Err(ClientError::Protocol("an earlier answer failed".into())),
+            };
+            if waiting_for.is_some() {
+                reading = answer.is_ok();
+            }
+            let (wave, sent_ids, sent) = outstanding.pop_front().expect("its front");
+            let answer = sent.and(answer);
             retry.extend(self.answered(wave, &sent_ids, answer, &mut unsettled));
         }
         if sending && reading {
@@ -142,6 +161,33 @@ impl Producer {
                 .insert(leader, connection);
         }
         retry
+    }
+
+    /// Request `id`'s answer, or None if a batch may have become ready
+    /// first (a poke, or a lingering batch came due): the caller then
+    /// sends what is ready and waits again (the read, dropped, keeps what
+    /// it had read in the connection).
+    async fn answer_unless_batch_ready(
+        &self,
+        connection: &mut Connection,
+        id: i32,
+        version: i16,
+    ) -> Option<Result<ProduceResponse, ClientError>> {
+        let answer = Box::pin(connection.read_answer::<ProduceRequest>(id, version));
+        let ready = Box::pin(async {
+            let poked = Box::pin(self.next_poke());
+            match self.next_due() {
+                Some(due) => {
+                    let due = Box::pin(glommio::timer::sleep(due));
+                    futures::future::select(poked, due).await;
+                }
+                None => poked.await,
+            }
+        });
+        match futures::future::select(answer, ready).await {
+            futures::future::Either::Left((answer, _)) => Some(answer),
+            futures::future::Either::Right(_) => None,
+        }
     }
 
     /// Sends ready batches until `max_in_flight` requests are out or none

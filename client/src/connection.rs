@@ -140,8 +140,9 @@ pub struct Connection {
     /// session lasts; a request after that closes the connection).
     reauthenticate_at: Option<std::time::Instant>,
     /// Bytes read and not yet taken as a frame: its first `read_filled`
-    /// bytes (past them, room zeroed for the next read). Kept here, not
-    /// in a read's future, so that a read dropped half-way loses nothing.
+    /// bytes (past them, while a read waits, the room it reads into).
+    /// Kept here, not in a read's future, so that a read dropped half-way
+    /// loses nothing.
     read_buf: BytesMut,
     read_filled: usize,
 }
@@ -430,6 +431,17 @@ impl Connection {
         self.send_now(request, version).await
     }
 
+    /// Sends `request` behind answers still out, without the login a due
+    /// renewal would make first (its exchange would read their answers as
+    /// its own): the caller lets them drain and logs in with none out.
+    pub async fn send_behind<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<i32, ClientError> {
+        self.send_now(request, version).await
+    }
+
     /// Reads the next answer, which must be the one to `correlation_id`.
     pub async fn read_answer<R: Request>(
         &mut self,
@@ -516,11 +528,16 @@ impl Connection {
                 self.read_buf.resize(filled + want, 0);
             }
             let read = self.stream.read(&mut self.read_buf[filled..filled + want]);
-            let n = read.await?;
-            if n == 0 {
-                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
+            let n = match read.await {
+                Ok(0) => return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
             self.read_filled += n;
+            // No zeroed room kept past the data: a frame split off later
+            // leaves nothing to copy when the buffer grows again.
+            self.read_buf.truncate(self.read_filled);
         }
     }
 
@@ -571,6 +588,7 @@ fn protocol(error: impl std::fmt::Display) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::channel::oneshot;
     use futures::future::{select, Either};
     use glommio::net::TcpListener;
     use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -602,8 +620,8 @@ mod tests {
     }
 
     /// A broker that serves ApiVersions, then answers one Metadata
-    /// request in two halves 100 ms apart.
-    async fn serve_half_then_rest(listener: TcpListener) {
+    /// request in two halves, the second once `go` says so.
+    async fn serve_half_then_rest(listener: TcpListener, go: oneshot::Receiver<()>) {
         let mut stream = listener.accept().await.expect("accept");
         let id = read_request(&mut stream).await;
         let versions = ApiVersionsResponse::default().with_api_keys(vec![
@@ -617,7 +635,7 @@ mod tests {
         let answer = frame(id, &metadata, 12);
         let half = answer.len() / 2;
         stream.write_all(&answer[..half]).await.expect("first half");
-        glommio::timer::sleep(Duration::from_millis(100)).await;
+        go.await.expect("told to go on");
         stream
             .write_all(&answer[half..])
             .await
@@ -634,7 +652,8 @@ mod tests {
             .run(async {
                 let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
                 let address = listener.local_addr().expect("address");
-                let server = glommio::spawn_local(serve_half_then_rest(listener));
+                let (go, gone) = oneshot::channel();
+                let server = glommio::spawn_local(serve_half_then_rest(listener, gone));
                 let mut connection = Connection::connect(address, "test").await.expect("connect");
                 let version = connection
                     .version_for::<MetadataRequest>()
@@ -655,6 +674,7 @@ mod tests {
                     );
                 }
                 assert!(connection.read_filled > 0, "the first half was read");
+                go.send(()).expect("the broker waits");
                 let answer = connection.read_answer::<MetadataRequest>(id, version).await;
                 assert_eq!(answer.expect("the whole answer").throttle_time_ms, 1234);
                 drop(connection);

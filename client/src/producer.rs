@@ -336,7 +336,8 @@ impl Producer {
             let _ = wake.send(());
         }
         self.pokes.set(self.pokes.get() + 1);
-        for waker in std::mem::take(&mut *self.poke_waiters.borrow_mut()) {
+        let waiters = std::mem::take(&mut *self.poke_waiters.borrow_mut());
+        for waker in waiters {
             waker.wake();
         }
     }
@@ -356,15 +357,21 @@ impl Producer {
         })
     }
 
-    /// How long until the first batch now lingering may go (None: none
-    /// lingers).
-    fn next_due(&self) -> Option<Duration> {
+    /// How long until the first batch now lingering that may go to
+    /// `leader` may go (None: none lingers).
+    fn next_due(&self, leader: i32) -> Option<Duration> {
         let mut queues = self.queues.borrow_mut();
+        let most = self.max_in_flight();
         let now = Instant::now();
-        let fronts = queues.batches.iter_mut().filter_map(|(_, queue)| {
-            let front = queue.batches.front()?;
-            self.wait_before_sending(front, queue.batches.len(), now)
-        });
+        let fronts = queues
+            .batches
+            .iter_mut()
+            .filter_map(|((topic, partition), queue)| {
+                let front = queue.batches.front()?;
+                let led = self.cluster.leader_of(topic, partition) == Some(leader);
+                let sendable = led && queue.may_send_to(leader, most);
+                sendable.then(|| self.wait_before_sending(front, queue.batches.len(), now))?
+            });
         fronts.min()
     }
 

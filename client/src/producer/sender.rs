@@ -138,7 +138,7 @@ impl Producer {
             let answer = match waiting_for {
                 Some(id) if may_send && room => {
                     match self
-                        .answer_unless_batch_ready(&mut connection, id, version)
+                        .answer_unless_batch_ready(&mut connection, leader, id, version)
                         .await
                     {
                         Some(answer) => answer,
@@ -170,13 +170,14 @@ impl Producer {
     async fn answer_unless_batch_ready(
         &self,
         connection: &mut Connection,
+        leader: i32,
         id: i32,
         version: i16,
     ) -> Option<Result<ProduceResponse, ClientError>> {
         let answer = Box::pin(connection.read_answer::<ProduceRequest>(id, version));
         let ready = Box::pin(async {
             let poked = Box::pin(self.next_poke());
-            match self.next_due() {
+            match self.next_due(leader) {
                 Some(due) => {
                     let due = Box::pin(glommio::timer::sleep(due));
                     futures::future::select(poked, due).await;
@@ -221,7 +222,12 @@ impl Producer {
                 }
             };
             let sent_ids = SentIds::of(&request);
-            let sent = connection.send_request(&request, version).await;
+            // With answers out, no login may come first (checked above:
+            // a renewal due waits for them to drain).
+            let sent = match outstanding.is_empty() {
+                true => connection.send_request(&request, version).await,
+                false => connection.send_behind(&request, version).await,
+            };
             let failed = sent.is_err();
             if self.config.acks == 0 && !failed {
                 self.settle(wave, &sent_ids, None, &mut Unsettled::default());

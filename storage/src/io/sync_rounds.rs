@@ -200,6 +200,7 @@ mod tests {
     use super::*;
     use futures::channel::oneshot;
     use futures::executor::LocalPool;
+    use futures::future::RemoteHandle;
     use futures::task::LocalSpawnExt;
     use std::future::Future;
     use std::rc::Rc;
@@ -241,102 +242,130 @@ mod tests {
     /// A sync polled by hand.
     type Sync<'a> = std::pin::Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 
-    fn start(
-        pool: &mut LocalPool,
-        rounds: &Rc<SyncRounds>,
-        ops: &Rc<Ops>,
-        results: &Results,
-        file: &'static str,
-    ) {
-        let (rounds, ops, results) = (rounds.clone(), ops.clone(), results.clone());
-        pool.spawner()
-            .spawn_local(async move {
-                let result = rounds.sync(&*ops, &file).await;
-                results
-                    .borrow_mut()
-                    .push((file, result.map_err(|e| e.to_string())));
-            })
-            .expect("spawned");
-        pool.run_until_stalled();
+    /// Syncs run as tasks of a local pool, their results kept in order.
+    struct Harness {
+        pool: LocalPool,
+        rounds: Rc<SyncRounds>,
+        ops: Rc<Ops>,
+        results: Results,
     }
 
-    fn setup(plain_most: usize) -> (LocalPool, Rc<SyncRounds>, Rc<Ops>, Results) {
-        let rounds = Rc::new(SyncRounds::new(plain_most));
-        (LocalPool::new(), rounds, Rc::default(), Results::default())
+    impl Harness {
+        fn new(plain_most: usize) -> Harness {
+            Harness {
+                pool: LocalPool::new(),
+                rounds: Rc::new(SyncRounds::new(plain_most)),
+                ops: Rc::default(),
+                results: Results::default(),
+            }
+        }
+
+        /// Starts `file`'s sync and runs it as far as it goes.
+        fn start(&mut self, file: &'static str) {
+            let (rounds, ops, results) =
+                (self.rounds.clone(), self.ops.clone(), self.results.clone());
+            self.pool
+                .spawner()
+                .spawn_local(async move {
+                    let result = rounds.sync(&*ops, &file).await;
+                    results
+                        .borrow_mut()
+                        .push((file, result.map_err(|e| e.to_string())));
+                })
+                .expect("spawned");
+            self.run();
+        }
+
+        /// Starts `file`'s sync; dropping the handle cancels it.
+        fn start_cancellable(&mut self, file: &'static str) -> RemoteHandle<io::Result<()>> {
+            let (rounds, ops) = (self.rounds.clone(), self.ops.clone());
+            let handle = self
+                .pool
+                .spawner()
+                .spawn_local_with_handle(async move { rounds.sync(&*ops, &file).await })
+                .expect("spawned");
+            self.run();
+            handle
+        }
+
+        fn run(&mut self) {
+            self.pool.run_until_stalled();
+        }
+
+        /// Whether `count` syncs finished, all of them Ok.
+        fn all_ok(&self, count: usize) -> bool {
+            let results = self.results.borrow();
+            results.len() == count && results.iter().all(|(_, r)| r.is_ok())
+        }
+
+        fn counts(&self) -> (u64, u64, u64) {
+            let counts = self.rounds.counts();
+            (counts.plain, counts.rounds, counts.in_rounds)
+        }
     }
 
     #[test]
     fn up_to_the_limit_each_file_gets_its_own_fdatasync() {
-        let (mut pool, rounds, ops, results) = setup(2);
-        start(&mut pool, &rounds, &ops, &results, "a");
-        start(&mut pool, &rounds, &ops, &results, "b");
-        assert_eq!(*ops.asked.borrow(), ["fdatasync a", "fdatasync b"]);
-        ops.complete(Ok(()));
-        pool.run_until_stalled();
-        start(&mut pool, &rounds, &ops, &results, "c");
-        assert_eq!(
-            ops.asked.borrow()[2],
-            "fdatasync c",
-            "one finished: room again"
-        );
-        ops.complete(Ok(()));
-        ops.complete(Ok(()));
-        pool.run_until_stalled();
-        assert_eq!(results.borrow().len(), 3);
-        assert!(results.borrow().iter().all(|(_, r)| r.is_ok()));
-        let counts = rounds.counts();
-        assert_eq!((counts.plain, counts.rounds, counts.in_rounds), (3, 0, 0));
+        let mut h = Harness::new(2);
+        h.start("a");
+        h.start("b");
+        assert_eq!(*h.ops.asked.borrow(), ["fdatasync a", "fdatasync b"]);
+        h.ops.complete(Ok(()));
+        h.run();
+        h.start("c");
+        let third = h.ops.asked.borrow()[2].clone();
+        assert_eq!(third, "fdatasync c", "one finished: room again");
+        h.ops.complete(Ok(()));
+        h.ops.complete(Ok(()));
+        h.run();
+        assert!(h.all_ok(3), "{:?}", h.results.borrow());
+        assert_eq!(h.counts(), (3, 0, 0));
     }
 
     #[test]
     fn past_the_limit_syncs_share_a_round_that_started_after_them() {
-        let (mut pool, rounds, ops, results) = setup(1);
-        start(&mut pool, &rounds, &ops, &results, "a");
+        let mut h = Harness::new(1);
+        h.start("a");
         // Past the limit: b runs round 1; c and d arrive while it runs,
         // so it does not cover them: they share round 2.
         for file in ["b", "c", "d"] {
-            start(&mut pool, &rounds, &ops, &results, file);
+            h.start(file);
         }
-        assert_eq!(*ops.asked.borrow(), ["fdatasync a", "syncfs via b"]);
-        ops.complete(Ok(())); // a
-        ops.complete(Ok(())); // round 1
-        pool.run_until_stalled();
-        let done: Vec<_> = results.borrow().iter().map(|(f, _)| *f).collect();
+        assert_eq!(*h.ops.asked.borrow(), ["fdatasync a", "syncfs via b"]);
+        h.ops.complete(Ok(())); // a
+        h.ops.complete(Ok(())); // round 1
+        h.run();
+        let done: Vec<_> = h.results.borrow().iter().map(|(f, _)| *f).collect();
         assert_eq!(done, ["a", "b"], "c and d wait for a round after them");
-        assert_eq!(ops.asked.borrow().len(), 3, "one round for both");
-        assert!(ops.asked.borrow()[2].starts_with("syncfs via"));
-        ops.complete(Ok(())); // round 2
-        pool.run_until_stalled();
-        assert_eq!(results.borrow().len(), 4);
-        assert!(results.borrow().iter().all(|(_, r)| r.is_ok()));
-        let counts = rounds.counts();
-        assert_eq!((counts.plain, counts.rounds, counts.in_rounds), (1, 2, 3));
+        assert_eq!(h.ops.asked.borrow().len(), 3, "one round for both");
+        assert!(h.ops.asked.borrow()[2].starts_with("syncfs via"));
+        h.ops.complete(Ok(())); // round 2
+        h.run();
+        assert!(h.all_ok(4), "{:?}", h.results.borrow());
+        assert_eq!(h.counts(), (1, 2, 3));
     }
 
     #[test]
     fn a_failed_round_fails_its_syncs_and_every_later_ones() {
-        let (mut pool, rounds, ops, results) = setup(0);
-        start(&mut pool, &rounds, &ops, &results, "a");
-        start(&mut pool, &rounds, &ops, &results, "b");
-        ops.complete(Ok(())); // round 1: a
-        pool.run_until_stalled();
+        let mut h = Harness::new(0);
+        h.start("a");
+        h.start("b");
+        h.ops.complete(Ok(())); // round 1: a
+        h.run();
         // c arrives while round 2 (b's) runs: it waits for round 3.
-        start(&mut pool, &rounds, &ops, &results, "c");
-        ops.complete(Err(io::Error::other("EIO"))); // round 2
-        pool.run_until_stalled();
-        start(&mut pool, &rounds, &ops, &results, "d");
-        let results = results.borrow();
+        h.start("c");
+        h.ops.complete(Err(io::Error::other("EIO"))); // round 2
+        h.run();
+        h.start("d");
+        let results = h.results.borrow();
         let failed: Vec<_> = results.iter().filter(|(_, r)| r.is_err()).collect();
-        assert_eq!(
-            results[0],
-            ("a", Ok(())),
-            "its round was before the failure"
-        );
+        let first = &results[0];
+        assert_eq!(*first, ("a", Ok(())), "its round was before the failure");
         assert_eq!(failed.len(), 3, "b, c and d: {results:?}");
-        assert!(failed
-            .iter()
-            .all(|(_, r)| r.as_ref().unwrap_err().contains("EIO")));
-        assert_eq!(ops.asked.borrow().len(), 2, "no round after the failure");
+        let eio =
+            |(_, r): &&(&str, Result<(), String>)| r.as_ref().is_err_and(|e| e.contains("EIO"));
+        assert!(failed.iter().all(eio));
+        assert_eq!(h.ops.asked.borrow().len(), 2, "no round after the failure");
     }
 
     #[test]
@@ -376,43 +405,31 @@ mod tests {
 
     #[test]
     fn a_sync_whose_round_was_cancelled_fails_with_the_next_round() {
-        let (mut pool, rounds, ops, results) = setup(0);
-        let cancelled = {
-            let (rounds, ops) = (rounds.clone(), ops.clone());
-            pool.spawner()
-                .spawn_local_with_handle(async move { rounds.sync(&*ops, &"a").await })
-                .expect("spawned")
-        };
-        pool.run_until_stalled();
-        start(&mut pool, &rounds, &ops, &results, "b"); // waits for round 2
+        let mut h = Harness::new(0);
+        let cancelled = h.start_cancellable("a");
+        h.start("b"); // waits for round 2
         drop(cancelled); // round 1 is given up
-        pool.run_until_stalled();
-        ops.pending.borrow_mut().remove(0); // round 1's answer, unheard
-        ops.complete(Err(io::Error::other("EIO"))); // round 2, run by b
-        pool.run_until_stalled();
-        let results = results.borrow();
+        h.run();
+        h.ops.pending.borrow_mut().remove(0); // round 1's answer, unheard
+        h.ops.complete(Err(io::Error::other("EIO"))); // round 2, run by b
+        h.run();
+        let results = h.results.borrow();
         assert_eq!(results.len(), 1);
         assert!(results[0].1.as_ref().is_err_and(|e| e.contains("EIO")));
     }
 
     #[test]
     fn a_cancelled_rounds_waiters_run_the_next_one() {
-        let (mut pool, rounds, ops, results) = setup(0);
-        let cancelled = {
-            let (rounds, ops) = (rounds.clone(), ops.clone());
-            pool.spawner()
-                .spawn_local_with_handle(async move { rounds.sync(&*ops, &"a").await })
-                .expect("spawned")
-        };
-        pool.run_until_stalled();
-        start(&mut pool, &rounds, &ops, &results, "b");
+        let mut h = Harness::new(0);
+        let cancelled = h.start_cancellable("a");
+        h.start("b");
         drop(cancelled); // a's sync, driving round 1, is dropped
-        pool.run_until_stalled();
-        assert_eq!(*ops.asked.borrow(), ["syncfs via a", "syncfs via b"]);
-        let abandoned = ops.pending.borrow_mut().remove(0);
+        h.run();
+        assert_eq!(*h.ops.asked.borrow(), ["syncfs via a", "syncfs via b"]);
+        let abandoned = h.ops.pending.borrow_mut().remove(0);
         assert!(abandoned.is_canceled(), "no one waits for round 1");
-        ops.complete(Ok(()));
-        pool.run_until_stalled();
-        assert_eq!(*results.borrow(), [("b", Ok(()))]);
+        h.ops.complete(Ok(()));
+        h.run();
+        assert_eq!(*h.results.borrow(), [("b", Ok(()))]);
     }
 }

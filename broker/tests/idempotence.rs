@@ -573,6 +573,49 @@ fn the_producer_sends_its_next_request_as_each_answer_comes() {
     );
 }
 
+/// A batch started alone while the producer waits for a slow answer
+/// (the broker holds each acks=all answer a second before its flush) goes
+/// when its linger ends, not after that answer: with no other batch
+/// lingering to time its wake, the waiting pipeline is poked by the new
+/// batch. Two requests are then out at once on the Produce connection; a
+/// pipeline left asleep until the answer would never have more than one.
+#[test]
+fn a_batch_started_while_an_answer_is_slow_goes_when_its_linger_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = [("BROKER_TEST_FLUSH_DELAY_MS", "1000")];
+    let (_broker, counter) = broker_with_behind_a_counter(dir.path(), "slow", &held);
+    let via = counter.address;
+    let (first, second, second_queued) = on_glommio(async move {
+        let config = client::producer::ProducerConfig {
+            linger: Duration::from_millis(20),
+            ..Default::default()
+        };
+        let producer = client::producer::Producer::new(ClientCluster::new(via, "slow"), config);
+        let first = producer.send("slow", None, Some(Bytes::from_static(b"first")));
+        let first = first.await.unwrap();
+        // The first batch's request is out by now, and its answer held.
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        let second_queued = std::time::Instant::now();
+        let second = producer.send("slow", None, Some(Bytes::from_static(b"second")));
+        let second = second.await.unwrap();
+        (first.await.unwrap(), second.await.unwrap(), second_queued)
+    });
+    assert_eq!((first.offset, second.offset), (0, 1));
+    assert!(
+        first.acknowledged_at > second_queued,
+        "the first answer came before the second record was queued: the test proves nothing"
+    );
+    assert!(
+        first.acknowledged_at != second.acknowledged_at,
+        "both records went in one request: the test proves nothing"
+    );
+    let most = counter.most_unanswered();
+    assert!(
+        most >= 2,
+        "the second batch waited for the first's answer ({most} request(s) out at most)"
+    );
+}
+
 /// A connection lost in the middle of the producer's pipeline (cut just
 /// before one of its requests reaches the broker, the ones before it
 /// maybe written, their answers lost): the producer reconnects and

@@ -179,6 +179,13 @@ pub struct Producer {
     /// meanwhile ([`sender`]).
     pokes: Cell<u64>,
     poke_waiters: RefCell<Vec<Waker>>,
+    /// Who waits with no lingering batch's due time to wake them. A batch
+    /// started alone (lingering) pokes only when whoever sends it (its
+    /// leader's pipeline, or the sender if none runs) is among them: a
+    /// due time armed is an earlier batch's, so whoever wakes then sees
+    /// the new one. Otherwise, with many partitions, each new batch would
+    /// wake every pipeline to scan every queue.
+    unarmed: Rc<RefCell<Unarmed>>,
     /// The brokers a pipeline is sending to now ([`sender`]).
     pipelines: RefCell<BTreeSet<i32>>,
     /// Each broker's connection for Produce requests, between pipelines:
@@ -197,6 +204,7 @@ impl Producer {
             wake: RefCell::new(None),
             pokes: Cell::new(0),
             poke_waiters: RefCell::new(Vec::new()),
+            unarmed: Rc::new(RefCell::new(Unarmed::default())),
             pipelines: RefCell::new(BTreeSet::new()),
             produce_connections: RefCell::new(BTreeMap::new()),
         });
@@ -288,11 +296,11 @@ impl Producer {
             // batch of a partition not in the transaction.
             self.join_transaction(topic, partition).await?;
         }
-        // The sender is woken when a batch may have become ready to go:
-        // one is started (the one before it is followed now, and its own
-        // linger starts) or full; a record that does neither changes
-        // nothing it acts on.
-        let wake = {
+        // The sender and pipelines are poked when a batch became ready to
+        // go: full, made with no linger, or followed by another (it is
+        // followed now). A batch started alone lingers: it pokes only a
+        // waiter with no due time armed (see `unarmed`).
+        let poke = {
             let mut queues = self.queues.borrow_mut();
             let size = record_size(&record);
             let queue = queues.batches.queue(topic, partition);
@@ -304,13 +312,17 @@ impl Producer {
                 let room = queue.last_batch_records.min(BATCH_ROOM_MOST);
                 queue.batches.push_back(Batch::with_capacity(room));
             }
+            let followed = queue.batches.len() > 1;
             let batch = queue.batches.back_mut().expect("a batch");
             batch.records.push(record);
             batch.waiters.push(waiter);
             batch.bytes += size;
-            fresh || batch.bytes >= self.config.batch_bytes
+            let full = batch.bytes >= self.config.batch_bytes;
+            let ready = full || (fresh && (followed || self.config.linger.is_zero()));
+            let lingering = fresh && !ready;
+            ready || (lingering && self.sender_of_unarmed(topic, partition))
         };
-        if wake {
+        if poke {
             self.poke();
         }
         Ok(())
@@ -339,6 +351,17 @@ impl Producer {
         let waiters = std::mem::take(&mut *self.poke_waiters.borrow_mut());
         for waker in waiters {
             waker.wake();
+        }
+    }
+
+    /// Whether the one who sends `topic`'s `partition` (its leader's
+    /// pipeline, or the sender if none runs) waits with no due time armed.
+    fn sender_of_unarmed(&self, topic: &str, partition: i32) -> bool {
+        let leader = self.cluster.leader_of(topic, partition).unwrap_or(-1);
+        let unarmed = self.unarmed.borrow();
+        match self.pipelines.borrow().contains(&leader) {
+            true => unarmed.pipelines.contains(&leader),
+            false => unarmed.sender,
         }
     }
 
@@ -714,6 +737,14 @@ impl Producer {
 }
 
 /// The partitions an earlier request of one pipeline did not get written.
+/// The sender and the pipelines (by leader) waiting with no lingering
+/// batch's due time armed ([`Producer::unarmed`]).
+#[derive(Default)]
+struct Unarmed {
+    sender: bool,
+    pipelines: BTreeSet<i32>,
+}
+
 #[derive(Default)]
 struct Unsettled {
     /// Their batch is retried.

@@ -15,6 +15,7 @@
 //! only when the one before it is answered, one at a time (docs/
 //! benchmarks.md run 44, part 4).
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -23,7 +24,7 @@ use futures::channel::oneshot;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::answers::SentIds;
-use super::{Producer, Taken, Unsettled};
+use super::{Producer, Taken, Unarmed, Unsettled};
 use crate::connection::{ClientError, Connection};
 
 /// The sender: starts a pipeline for each broker that has a batch ready
@@ -43,6 +44,9 @@ pub(super) async fn run_sender(producer: Weak<Producer>) {
         if ready.is_empty() {
             let (tx, rx) = oneshot::channel();
             *this.wake.borrow_mut() = Some(tx);
+            let _unarmed = next_due
+                .is_none()
+                .then(|| UnarmedWait::new(&this.unarmed, None));
             let wait = next_due.unwrap_or(Duration::from_millis(50));
             drop(this);
             let _ = futures::future::select(rx, Box::pin(glommio::timer::sleep(wait))).await;
@@ -78,6 +82,40 @@ async fn run_pipeline(producer: Rc<Producer>, leader: i32) {
     }
     producer.pipelines.borrow_mut().remove(&leader);
     producer.poke();
+}
+
+/// Marks a waiter in [`Producer::unarmed`] while it lives (dropped with
+/// the wait, however the wait ends): the sender (None) or a leader's
+/// pipeline.
+struct UnarmedWait {
+    unarmed: Rc<RefCell<Unarmed>>,
+    pipeline: Option<i32>,
+}
+
+impl UnarmedWait {
+    fn new(unarmed: &Rc<RefCell<Unarmed>>, pipeline: Option<i32>) -> UnarmedWait {
+        let wait = UnarmedWait {
+            unarmed: unarmed.clone(),
+            pipeline,
+        };
+        wait.mark(true);
+        wait
+    }
+
+    fn mark(&self, waiting: bool) {
+        let mut unarmed = self.unarmed.borrow_mut();
+        match self.pipeline {
+            None => unarmed.sender = waiting,
+            Some(leader) if waiting => _ = unarmed.pipelines.insert(leader),
+            Some(leader) => _ = unarmed.pipelines.remove(&leader),
+        }
+    }
+}
+
+impl Drop for UnarmedWait {
+    fn drop(&mut self) {
+        self.mark(false);
+    }
 }
 
 /// A pipeline's requests out, oldest first: each one's batches, the topic
@@ -182,7 +220,10 @@ impl Producer {
                     let due = Box::pin(glommio::timer::sleep(due));
                     futures::future::select(poked, due).await;
                 }
-                None => poked.await,
+                None => {
+                    let _unarmed = UnarmedWait::new(&self.unarmed, Some(leader));
+                    poked.await
+                }
             }
         });
         match futures::future::select(answer, ready).await {

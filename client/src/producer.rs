@@ -736,7 +736,6 @@ impl Producer {
     }
 }
 
-/// The partitions an earlier request of one pipeline did not get written.
 /// The sender and the pipelines (by leader) waiting with no lingering
 /// batch's due time armed ([`Producer::unarmed`]).
 #[derive(Default)]
@@ -745,6 +744,7 @@ struct Unarmed {
     pipelines: BTreeSet<i32>,
 }
 
+/// The partitions an earlier request of one pipeline did not get written.
 #[derive(Default)]
 struct Unsettled {
     /// Their batch is retried.

@@ -34,7 +34,7 @@ use kafka_protocol::ResponseError;
 use crate::cluster::Cluster;
 use crate::connection::{ClientError, Connection};
 use crate::partitioner::partition_for_key;
-use crate::records::{add_sequence, encode_batch_in, ProducerRecord, ProducerSequence};
+use crate::records::{add_sequence, ProducerRecord};
 
 mod answers;
 mod queues;
@@ -42,7 +42,7 @@ mod sender;
 mod transactional;
 
 use self::answers::{Answers, SentIds};
-use self::queues::{Batch, PartitionKey, PartitionQueues, Taken};
+use self::queues::{Batch, PartitionKey, PartitionQueues, Records, Taken};
 
 /// How a producer batches and acknowledges.
 #[derive(Debug, Clone)]
@@ -310,11 +310,24 @@ impl Producer {
                 .is_none_or(|b| b.bytes + size > self.config.batch_bytes || b.attempts > 0);
             if fresh {
                 let room = queue.last_batch_records.min(BATCH_ROOM_MOST);
-                queue.batches.push_back(Batch::with_capacity(room));
+                let bytes = queue
+                    .last_batch_bytes
+                    .min(self.config.batch_bytes)
+                    .max(size);
+                queue.batches.push_back(Batch::with_capacity(room, bytes));
             }
             let followed = queue.batches.len() > 1;
             let batch = queue.batches.back_mut().expect("a batch");
-            batch.records.push(record);
+            let Records::Open(records) = &mut batch.records else {
+                unreachable!("a batch is sealed when taken to be sent, and a new one started after")
+            };
+            let (key, value) = (record.key.as_deref(), record.value.as_deref());
+            if let Err(e) = records.push(key, value, record.timestamp, &record.headers) {
+                if batch.waiters.is_empty() {
+                    queue.batches.pop_back(); // no empty batch stays behind
+                }
+                return Err(e);
+            }
             batch.waiters.push(waiter);
             batch.bytes += size;
             let full = batch.bytes >= self.config.batch_bytes;
@@ -471,7 +484,8 @@ impl Producer {
             }
             wave_bytes += front.bytes;
             let mut batch = queue.batches.pop_front().expect("a front batch");
-            queue.last_batch_records = batch.records.len();
+            queue.last_batch_records = batch.len();
+            queue.last_batch_bytes = batch.bytes;
             queue.sent += 1;
             queue.sent_to = leader;
             if let Some(identity) = identity.filter(|_| self.idempotent()) {
@@ -482,7 +496,7 @@ impl Producer {
                     let key = (topic.clone(), partition);
                     let next = queues.next_sequence.entry(key).or_insert(0);
                     batch.sequence = Some((identity, *next));
-                    *next = add_sequence(*next, batch.records.len() as i32);
+                    *next = add_sequence(*next, batch.len() as i32);
                 }
             }
             wave.push(((topic.clone(), partition), batch));
@@ -598,25 +612,14 @@ impl Producer {
         }
     }
 
-    /// One wave's Produce request (each batch encoded with its numbers).
-    fn produce_request(&self, wave: &[Taken]) -> Result<ProduceRequest, String> {
+    /// One wave's Produce request (each batch sealed with its numbers).
+    fn produce_request(&self, wave: &mut [Taken]) -> Result<ProduceRequest, String> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
-        for ((topic, partition), batch) in wave {
-            let producer = batch
-                .sequence
-                .map(|((producer_id, epoch), first_sequence)| ProducerSequence {
-                    producer_id,
-                    epoch,
-                    first_sequence,
-                });
-            let transactional = self.config.transactional_id.is_some();
-            let records = encode_batch_in(
-                &batch.records,
-                self.config.compression,
-                producer,
-                transactional,
-            )
-            .map_err(|e| e.to_string())?;
+        let transactional = self.config.transactional_id.is_some();
+        for ((topic, partition), batch) in wave.iter_mut() {
+            let records = batch
+                .sealed_for_sending(self.config.compression, transactional)
+                .map_err(|e| e.to_string())?;
             by_topic.entry(topic).or_default().push(
                 PartitionProduceData::default()
                     .with_index(*partition)

@@ -1,13 +1,10 @@
 //! Record batches on the client side: encoding a producer's records into
 //! one v2 batch (optionally compressed), and decoding fetched batches.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-};
+use bytes::Bytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
+use crate::batch_builder::{BatchBuilder, HEADER_BYTES as BATCH_HEADER_BYTES};
 use crate::connection::ClientError;
 
 /// A record as produced.
@@ -19,8 +16,7 @@ pub struct ProducerRecord {
     pub value: Option<Bytes>,
     /// Milliseconds since the epoch.
     pub timestamp: i64,
-    /// Headers, in order (the encoder keeps them in a map: a repeated
-    /// name keeps its last value).
+    /// Headers, in order (a name may repeat, as Kafka allows).
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
@@ -49,37 +45,11 @@ pub fn encode_batch(
     encode_batch_as(records, compression, None)
 }
 
-/// An idempotent producer's identity on a batch: its id and epoch, and
-/// the sequence of the batch's first record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProducerSequence {
-    /// The producer id (InitProducerId).
-    pub producer_id: i64,
-    /// Its epoch.
-    pub epoch: i16,
-    /// The first record's sequence in its partition.
-    pub first_sequence: i32,
-}
+pub use crate::batch_builder::ProducerSequence;
 
 /// `sequence + count`, wrapping past i32::MAX to 0 as Kafka's sequences do.
 pub fn add_sequence(sequence: i32, count: i32) -> i32 {
     ((sequence as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
-}
-
-/// Record `i`'s sequence as kafka-protocol's encoder wants it: it keeps
-/// records in one batch only while offset minus sequence stays the same,
-/// and writes the first record's as the batch's base sequence. So an
-/// idempotent batch numbers its records from `first` (wrapping at
-/// i32::MAX, as Kafka's sequences do), and a plain one gives record i the
-/// sequence i - 1: the header still says NO_SEQUENCE (-1), and the records
-/// stay one batch (with NO_SEQUENCE on every record, each record became a
-/// batch of its own: plain producers sent N one-record batches).
-pub fn batch_sequence(idempotent: bool, first: i32, i: usize) -> i32 {
-    if idempotent {
-        add_sequence(first, i as i32)
-    } else {
-        NO_SEQUENCE.wrapping_add(i as i32)
-    }
 }
 
 /// [`encode_batch`], as an idempotent producer's batch when `producer`
@@ -100,72 +70,35 @@ pub fn encode_batch_in(
     producer: Option<ProducerSequence>,
     transactional: bool,
 ) -> Result<Bytes, ClientError> {
-    let (producer_id, producer_epoch, first_sequence) = match producer {
-        Some(p) => (p.producer_id, p.epoch, p.first_sequence),
-        None => (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
-    };
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: batch_sequence(producer.is_some(), first_sequence, i),
-            timestamp: r.timestamp,
-            key: r.key.clone(),
-            value: r.value.clone(),
-            headers: r
-                .headers
-                .iter()
-                .map(|(name, value)| (StrBytes::from_string(name.clone()), value.clone()))
-                .collect(),
-        })
-        .collect();
-    let mut out = match compression {
-        Compression::None => BytesMut::with_capacity(encoded_size_about(&records)),
-        _ => BytesMut::new(),
-    };
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .map_err(|e| ClientError::Protocol(format!("encoding a batch: {e}")))?;
-    Ok(out.freeze())
+    if records.is_empty() {
+        return Ok(Bytes::new()); // no batch: a batch holds a record at least
+    }
+    let bytes: usize = records.iter().map(ProducerRecord::bytes_about).sum();
+    let mut batch = BatchBuilder::with_capacity(bytes);
+    for r in records {
+        batch.push(
+            r.key.as_deref(),
+            r.value.as_deref(),
+            r.timestamp,
+            &r.headers,
+        )?;
+    }
+    batch.seal(compression, producer, transactional)
 }
 
-/// About the bytes a batch of `records` encodes to, uncompressed (a
-/// little over: the buffer it is encoded in is made once).
-fn encoded_size_about(records: &[Record]) -> usize {
-    let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len());
-    let records: usize = records
-        .iter()
-        .map(|r| {
-            let headers: usize = r
-                .headers
-                .iter()
-                .map(|(name, value)| name.len() + bytes(value) + 10)
-                .sum();
-            // Length, attributes, timestamp and offset deltas, key and
-            // value lengths, header count: at most 5 varints of 5 and
-            // 2 of 10 bytes.
-            bytes(&r.key) + bytes(&r.value) + headers + 48
-        })
-        .sum();
-    BATCH_HEADER_BYTES + records
+impl ProducerRecord {
+    /// About the bytes it takes in a batch (a little over, for room).
+    pub fn bytes_about(&self) -> usize {
+        let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len());
+        let headers: usize = (self.headers.iter())
+            .map(|(name, value)| name.len() + bytes(value) + 10)
+            .sum();
+        // Length, attributes, timestamp and offset deltas, key and value
+        // lengths, header count: at most 5 varints of 5 and 2 of 10 bytes.
+        bytes(&self.key) + bytes(&self.value) + headers + 48
+    }
 }
 
-/// Bytes of a batch header before its records.
-const BATCH_HEADER_BYTES: usize = 61;
 /// The fewest bytes an uncompressed record takes.
 const RECORD_BYTES_MIN: usize = 7;
 /// The most records a compressed byte is believed to hold (the decoder

@@ -183,7 +183,7 @@ mod tests {
                     .with_name(TopicName("t".to_string().into()))
                     .with_topic_id(sent_under)]);
             let (tell, told) = futures::channel::oneshot::channel();
-            let mut batch = Batch::with_capacity(0);
+            let mut batch = Batch::with_capacity(0, 0);
             batch.waiters.push(Waiter::Channel(tell));
             producer.queues.borrow_mut().batches.queue("t", 0).sent = 1;
             // v13: the answer names the topic by id only.

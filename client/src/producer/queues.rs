@@ -6,7 +6,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use crate::records::ProducerRecord;
+use bytes::Bytes;
+use kafka_protocol::records::Compression;
+
+use crate::batch_builder::{producer_of, renumbered, BatchBuilder, ProducerSequence};
+use crate::connection::ClientError;
 
 use super::Waiter;
 
@@ -17,7 +21,8 @@ pub(super) type PartitionKey = (String, i32);
 pub(super) type Taken = (PartitionKey, Batch);
 
 pub(super) struct Batch {
-    pub records: Vec<ProducerRecord>,
+    pub records: Records,
+    /// One per record, in order.
     pub waiters: Vec<Waiter>,
     pub bytes: usize,
     pub started: Instant,
@@ -29,18 +34,69 @@ pub(super) struct Batch {
     pub sequence: Option<((i64, i16), i32)>,
 }
 
+/// A batch's records: encoded as they come, sealed when first sent (and
+/// sent again as sealed, renumbered only if its producer started over).
+pub(super) enum Records {
+    Open(BatchBuilder),
+    Sealed { bytes: Bytes, count: usize },
+}
+
 impl Batch {
-    /// A batch with room for `records` records (so that a batch as big
-    /// as its partition's last one is not grown by doubling, a copy each).
-    pub fn with_capacity(records: usize) -> Batch {
+    /// A batch with room for `records` records of `bytes` in all (so that
+    /// a batch as big as its partition's last one is not grown by
+    /// doubling, a copy each).
+    pub fn with_capacity(records: usize, bytes: usize) -> Batch {
         Batch {
-            records: Vec::with_capacity(records),
+            records: Records::Open(BatchBuilder::with_capacity(bytes)),
             waiters: Vec::with_capacity(records),
             bytes: 0,
             started: Instant::now(),
             attempts: 0,
             sequence: None,
         }
+    }
+
+    /// Its records.
+    pub fn len(&self) -> usize {
+        match &self.records {
+            Records::Open(builder) => builder.len(),
+            Records::Sealed { count, .. } => *count,
+        }
+    }
+
+    /// The batch as it goes out now: sealed the first time, under the
+    /// numbers it was given (`sequence`); the same bytes again on a
+    /// retry, unless its numbers changed.
+    pub fn sealed_for_sending(
+        &mut self,
+        compression: Compression,
+        transactional: bool,
+    ) -> Result<Bytes, ClientError> {
+        let producer =
+            self.sequence
+                .map(|((producer_id, epoch), first_sequence)| ProducerSequence {
+                    producer_id,
+                    epoch,
+                    first_sequence,
+                });
+        let count = self.len();
+        let taken = std::mem::replace(
+            &mut self.records,
+            Records::Sealed {
+                bytes: Bytes::new(),
+                count,
+            },
+        );
+        let bytes = match taken {
+            Records::Open(builder) => builder.seal(compression, producer, transactional)?,
+            Records::Sealed { bytes, .. } if producer_of(&bytes) == producer => bytes,
+            Records::Sealed { bytes, .. } => renumbered(&bytes, producer),
+        };
+        self.records = Records::Sealed {
+            bytes: bytes.clone(),
+            count,
+        };
+        Ok(bytes)
     }
 }
 
@@ -52,9 +108,10 @@ pub(super) struct PartitionQueue {
     pub sent: usize,
     /// ...and the broker they went to.
     pub sent_to: i32,
-    /// Records in its last batch taken for sending: the room its next
-    /// batch starts with.
+    /// Records and bytes in its last batch taken for sending: the room
+    /// its next batch starts with.
     pub last_batch_records: usize,
+    pub last_batch_bytes: usize,
 }
 
 impl PartitionQueue {
@@ -177,7 +234,7 @@ mod tests {
         queues
             .queue("t", 3)
             .batches
-            .push_back(Batch::with_capacity(0));
+            .push_back(Batch::with_capacity(0, 0));
         queues.queue("u", 0).sent = 1;
         let seen: Vec<_> = queues
             .iter_mut()
@@ -235,11 +292,11 @@ mod tests {
         queues
             .queue("t", 0)
             .batches
-            .push_back(Batch::with_capacity(0));
+            .push_back(Batch::with_capacity(0, 0));
         queues
             .queue("t", 1)
             .batches
-            .push_back(Batch::with_capacity(0));
+            .push_back(Batch::with_capacity(0, 0));
         let taken = queues.take_all();
         assert_eq!(taken.len(), 2);
         assert!(!queues.is_idle());
@@ -249,5 +306,34 @@ mod tests {
         }
         assert!(queues.is_idle());
         assert!(!queues.any_out());
+    }
+
+    #[test]
+    fn a_batch_is_sealed_once_and_renumbered_only_when_its_numbers_change() {
+        let mut batch = Batch::with_capacity(2, 64);
+        let Records::Open(records) = &mut batch.records else {
+            panic!("a new batch is open")
+        };
+        for value in [&b"one"[..], b"two"] {
+            records.push(None, Some(value), 1_000, &[]).unwrap();
+        }
+        batch.sequence = Some(((7, 1), 40));
+        let first = batch.sealed_for_sending(Compression::None, false).unwrap();
+        assert_eq!(batch.len(), 2);
+        let again = batch.sealed_for_sending(Compression::None, false).unwrap();
+        assert_eq!(
+            again.as_ptr(),
+            first.as_ptr(),
+            "a retry sends the same bytes"
+        );
+        batch.sequence = Some(((8, 0), 0));
+        let renumbered = batch.sealed_for_sending(Compression::None, false).unwrap();
+        let decoded = kafka_protocol::records::RecordBatchDecoder::decode(&mut renumbered.clone())
+            .expect("a valid batch, its CRC written again");
+        let numbers: Vec<_> = (decoded.records.iter())
+            .map(|r| (r.producer_id, r.producer_epoch, r.sequence))
+            .collect();
+        assert_eq!(numbers, [(8, 0, 0), (8, 0, 1)]);
+        assert_eq!(decoded.records[1].value.as_deref(), Some(&b"two"[..]));
     }
 }

@@ -248,11 +248,11 @@ impl Producer {
             if !outstanding.is_empty() && connection.renewal_due() {
                 return true;
             }
-            let wave = self.take_wave(leader);
+            let mut wave = self.take_wave(leader);
             if wave.is_empty() {
                 return true;
             }
-            let request = match self.produce_request(&wave) {
+            let request = match self.produce_request(&mut wave) {
                 Ok(request) => request,
                 Err(why) => {
                     unsettled

@@ -102,6 +102,11 @@ impl BatchBuilder {
         timestamp: i64,
         headers: &Headers,
     ) -> Result<(), ClientError> {
+        if self.count == i32::MAX {
+            return Err(ClientError::Protocol(
+                "more than i32::MAX records in a batch".into(),
+            ));
+        }
         if self.count == 0 {
             self.base_timestamp = timestamp;
         }
@@ -122,10 +127,7 @@ impl BatchBuilder {
             put_optional_bytes(buf, Some(name.as_bytes()));
             put_optional_bytes(buf, value.as_deref());
         }
-        self.count = self
-            .count
-            .checked_add(1)
-            .ok_or_else(|| ClientError::Protocol("more than i32::MAX records in a batch".into()))?;
+        self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp);
         Ok(())
     }
@@ -138,6 +140,11 @@ impl BatchBuilder {
         producer: Option<ProducerSequence>,
         transactional: bool,
     ) -> Result<Bytes, ClientError> {
+        if self.count == 0 {
+            return Err(ClientError::Protocol(
+                "a batch holds a record at least".into(),
+            ));
+        }
         let mut batch = match compression {
             Compression::None => self.buf,
             _ => compressed(&self.buf[HEADER_BYTES..], compression)?,
@@ -148,11 +155,6 @@ impl BatchBuilder {
         if transactional {
             attributes |= TRANSACTIONAL;
         }
-        let max_timestamp = if self.count == 0 {
-            self.base_timestamp
-        } else {
-            self.max_timestamp
-        };
         let header = &mut batch[..HEADER_BYTES];
         header[..LENGTH_AT].copy_from_slice(&0i64.to_be_bytes());
         header[LENGTH_AT..LEADER_EPOCH_AT].copy_from_slice(&length.to_be_bytes());
@@ -160,10 +162,10 @@ impl BatchBuilder {
         header[MAGIC_AT] = 2;
         header[ATTRIBUTES_AT..LAST_OFFSET_DELTA_AT].copy_from_slice(&attributes.to_be_bytes());
         header[LAST_OFFSET_DELTA_AT..BASE_TIMESTAMP_AT]
-            .copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
+            .copy_from_slice(&(self.count - 1).to_be_bytes());
         header[BASE_TIMESTAMP_AT..MAX_TIMESTAMP_AT]
             .copy_from_slice(&self.base_timestamp.to_be_bytes());
-        header[MAX_TIMESTAMP_AT..PRODUCER_ID_AT].copy_from_slice(&max_timestamp.to_be_bytes());
+        header[MAX_TIMESTAMP_AT..PRODUCER_ID_AT].copy_from_slice(&self.max_timestamp.to_be_bytes());
         header[COUNT_AT..HEADER_BYTES].copy_from_slice(&self.count.to_be_bytes());
         put_producer(&mut batch, producer);
         Ok(batch.freeze())
@@ -172,15 +174,19 @@ impl BatchBuilder {
 
 /// A sealed batch under another producer identity (a retry after the
 /// producer's numbering started over): a copy with the producer's fields
-/// and the CRC written again.
-pub fn renumbered(sealed: &Bytes, producer: Option<ProducerSequence>) -> Bytes {
+/// and the CRC written again. `sealed` is what [`BatchBuilder::seal`] made.
+pub(crate) fn renumbered(sealed: &Bytes, producer: Option<ProducerSequence>) -> Bytes {
     let mut batch = BytesMut::from(&sealed[..]);
     put_producer(&mut batch, producer);
     batch.freeze()
 }
 
-/// The producer identity a sealed batch carries (None: not idempotent).
-pub fn producer_of(sealed: &[u8]) -> Option<ProducerSequence> {
+/// The producer identity a sealed batch carries (None: not idempotent,
+/// or too short to be a batch).
+pub(crate) fn producer_of(sealed: &[u8]) -> Option<ProducerSequence> {
+    if sealed.len() < HEADER_BYTES {
+        return None;
+    }
     let field = |at: usize, n: usize| &sealed[at..at + n];
     let producer_id = i64::from_be_bytes(field(PRODUCER_ID_AT, 8).try_into().ok()?);
     let epoch = i16::from_be_bytes(field(PRODUCER_EPOCH_AT, 2).try_into().ok()?);
@@ -404,5 +410,13 @@ mod tests {
             assert_eq!(decoded.records[2].value, None);
             assert_eq!(decoded.records[0].producer_id, NO_PRODUCER_ID);
         }
+    }
+
+    #[test]
+    fn an_empty_batch_is_not_sealed() {
+        let empty = BatchBuilder::with_capacity(0);
+        assert!(empty.is_empty());
+        assert!(empty.seal(Compression::None, None, false).is_err());
+        assert_eq!(producer_of(b"short"), None);
     }
 }

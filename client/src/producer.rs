@@ -123,8 +123,11 @@ pub struct Delivered {
 /// The most records a new batch makes room for ahead (as many as its
 /// partition's last batch held, up to this): beyond it the batch grows as
 /// it fills, so a partition gone quiet holds no big empty batch. 128
-/// records and their waiters take about 14 KiB, what Kafka's producer
-/// reserves for each partition's batch (batch.size, 16 KiB).
+/// waiters take a few KiB. The batch's bytes start with room for as many
+/// as its partition's last batch took, at most `batch_bytes`: what
+/// Kafka's producer reserves for every new batch (batch.size), so a busy
+/// partition's batch is not grown by doubling, and one gone quiet takes
+/// that much once, for one batch.
 const BATCH_ROOM_MOST: usize = 128;
 
 /// A record's fate.

@@ -32,6 +32,20 @@ pub struct ProducerSequence {
 /// A record's headers, in order (a name may repeat, as Kafka allows).
 pub type Headers = [(String, Option<Bytes>)];
 
+/// A record to produce, borrowed: its bytes are copied into its batch
+/// when it is queued, so the caller's buffers are free again at once.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    /// The key (routes the record to a partition), if any.
+    pub key: Option<&'a [u8]>,
+    /// The value (None: a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// Milliseconds since the epoch.
+    pub timestamp: i64,
+    /// Headers, in order.
+    pub headers: &'a Headers,
+}
+
 /// Bytes of a batch header before its records.
 pub const HEADER_BYTES: usize = 61;
 
@@ -92,16 +106,15 @@ impl BatchBuilder {
         self.buf.len()
     }
 
-    /// Encodes a record at the batch's end (`timestamp` in milliseconds
-    /// since the epoch); its offset delta is the number of records before
-    /// it.
-    pub fn push(
-        &mut self,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        timestamp: i64,
-        headers: &Headers,
-    ) -> Result<(), ClientError> {
+    /// Encodes a record at the batch's end; its offset delta is the
+    /// number of records before it.
+    pub fn push(&mut self, record: RecordRef<'_>) -> Result<(), ClientError> {
+        let RecordRef {
+            key,
+            value,
+            timestamp,
+            headers,
+        } = record;
         if self.count == i32::MAX {
             return Err(ClientError::Protocol(
                 "more than i32::MAX records in a batch".into(),
@@ -359,12 +372,12 @@ mod tests {
             let mut builder = BatchBuilder::with_capacity(0);
             for r in &records {
                 builder
-                    .push(
-                        r.key.as_deref(),
-                        r.value.as_deref(),
-                        r.timestamp,
-                        &r.headers,
-                    )
+                    .push(RecordRef {
+                        key: r.key.as_deref(),
+                        value: r.value.as_deref(),
+                        timestamp: r.timestamp,
+                        headers: &r.headers,
+                    })
                     .unwrap();
             }
             assert_eq!(builder.len(), 3);

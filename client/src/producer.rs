@@ -34,7 +34,7 @@ use kafka_protocol::ResponseError;
 use crate::cluster::Cluster;
 use crate::connection::{ClientError, Connection};
 use crate::partitioner::partition_for_key;
-use crate::records::{add_sequence, ProducerRecord};
+use crate::records::{add_sequence, ProducerRecord, RecordRef};
 
 mod answers;
 mod queues;
@@ -247,19 +247,22 @@ impl Producer {
     ) -> Result<impl std::future::Future<Output = Result<Delivered, ClientError>>, ClientError>
     {
         let (tx, rx) = oneshot::channel();
-        self.enqueue(topic, record, Waiter::Channel(tx)).await?;
+        self.enqueue(topic, record.borrowed(), Waiter::Channel(tx))
+            .await?;
         Ok(async move {
             rx.await
                 .unwrap_or_else(|_| Err(ClientError::Protocol("the producer stopped".into())))
         })
     }
 
-    /// Queues a record; `on_delivery` is called with its fate when the
-    /// broker answers (or the producer gives up on it).
+    /// Queues a record (its bytes copied into its batch: the caller's
+    /// buffers are free again when this returns); `on_delivery` is called
+    /// with its fate when the broker answers (or the producer gives up on
+    /// it).
     pub async fn send_with(
         &self,
         topic: &str,
-        record: ProducerRecord,
+        record: RecordRef<'_>,
         on_delivery: impl FnOnce(DeliveryResult) + 'static,
     ) -> Result<(), ClientError> {
         self.enqueue(topic, record, Waiter::Callback(Box::new(on_delivery)))
@@ -269,7 +272,7 @@ impl Producer {
     async fn enqueue(
         &self,
         topic: &str,
-        record: ProducerRecord,
+        record: RecordRef<'_>,
         waiter: Waiter,
     ) -> Result<(), ClientError> {
         // Known topics are looked up without copying their info (a record
@@ -285,7 +288,7 @@ impl Producer {
         }
         let partition = {
             let mut queues = self.queues.borrow_mut();
-            match &record.key {
+            match record.key {
                 Some(key) => partition_for_key(key, partitions),
                 None => {
                     queues.next_unkeyed = queues.next_unkeyed.wrapping_add(1);
@@ -324,8 +327,7 @@ impl Producer {
             let Records::Open(records) = &mut batch.records else {
                 unreachable!("a batch is sealed when taken to be sent, and a new one started after")
             };
-            let (key, value) = (record.key.as_deref(), record.value.as_deref());
-            if let Err(e) = records.push(key, value, record.timestamp, &record.headers) {
+            if let Err(e) = records.push(record) {
                 if batch.waiters.is_empty() {
                     queue.batches.pop_back(); // no empty batch stays behind
                 }
@@ -775,12 +777,10 @@ impl Unsettled {
 }
 
 /// A record's bytes, about (for the batch size limit).
-fn record_size(record: &ProducerRecord) -> usize {
-    let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len());
-    let headers: usize = record
-        .headers
-        .iter()
-        .map(|(name, value)| name.len() + bytes(value) + 2)
+fn record_size(record: &RecordRef<'_>) -> usize {
+    let bytes = |b: &Option<&[u8]>| b.map_or(0, |b| b.len());
+    let headers: usize = (record.headers.iter())
+        .map(|(name, value)| name.len() + value.as_ref().map_or(0, |v| v.len()) + 2)
         .sum();
     bytes(&record.key) + bytes(&record.value) + headers + 16
 }

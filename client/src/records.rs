@@ -20,6 +20,18 @@ pub struct ProducerRecord {
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
+impl ProducerRecord {
+    /// The record as a [`RecordRef`].
+    pub fn borrowed(&self) -> RecordRef<'_> {
+        RecordRef {
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            timestamp: self.timestamp,
+            headers: &self.headers,
+        }
+    }
+}
+
 /// A record as consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumedRecord {
@@ -45,7 +57,7 @@ pub fn encode_batch(
     encode_batch_as(records, compression, None)
 }
 
-pub use crate::batch_builder::ProducerSequence;
+pub use crate::batch_builder::{ProducerSequence, RecordRef};
 
 /// `sequence + count`, wrapping past i32::MAX to 0 as Kafka's sequences do.
 pub fn add_sequence(sequence: i32, count: i32) -> i32 {
@@ -76,12 +88,7 @@ pub fn encode_batch_in(
     let bytes: usize = records.iter().map(ProducerRecord::bytes_about).sum();
     let mut batch = BatchBuilder::with_capacity(bytes);
     for r in records {
-        batch.push(
-            r.key.as_deref(),
-            r.value.as_deref(),
-            r.timestamp,
-            &r.headers,
-        )?;
+        batch.push(r.borrowed())?;
     }
     batch.seal(compression, producer, transactional)
 }

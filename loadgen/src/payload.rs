@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 /// Bytes of the header; messages are at least this long.
 pub const HEADER_BYTES: usize = 20;
@@ -33,28 +33,26 @@ pub fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// Payloads are cut out of buffers of this size (one allocation per
-/// buffer, not per message).
-const ARENA_BYTES: usize = 1 << 20;
-
 /// A payload of `size` bytes (at least [`HEADER_BYTES`]) carrying `stamp`.
 pub fn encode(stamp: Stamp, size: usize) -> Bytes {
-    encode_into(&mut BytesMut::new(), stamp, size)
+    let mut payload = padded(size);
+    write_stamp(&mut payload, stamp);
+    Bytes::from(payload)
 }
 
-/// [`encode`], cut out of `arena` (refilled with a fresh buffer when it
-/// has no room left; the payloads cut out share its memory).
-pub fn encode_into(arena: &mut BytesMut, stamp: Stamp, size: usize) -> Bytes {
-    let size = size.max(HEADER_BYTES);
-    if arena.capacity() < size {
-        *arena = BytesMut::with_capacity(ARENA_BYTES.max(size));
-    }
-    arena.extend_from_slice(&MAGIC.to_be_bytes());
-    arena.extend_from_slice(&stamp.producer.to_be_bytes());
-    arena.extend_from_slice(&stamp.sequence.to_be_bytes());
-    arena.extend_from_slice(&stamp.intended_ns.to_be_bytes());
-    arena.resize(size, b'.');
-    arena.split().freeze()
+/// A payload's buffer: `size` bytes (at least [`HEADER_BYTES`]), padded,
+/// to be stamped with [`write_stamp`] for each message (only its header
+/// changes from one message to the next).
+pub fn padded(size: usize) -> Vec<u8> {
+    vec![b'.'; size.max(HEADER_BYTES)]
+}
+
+/// Writes `stamp` as the header of `payload` (at least [`HEADER_BYTES`]).
+pub fn write_stamp(payload: &mut [u8], stamp: Stamp) {
+    payload[..2].copy_from_slice(&MAGIC.to_be_bytes());
+    payload[2..4].copy_from_slice(&stamp.producer.to_be_bytes());
+    payload[4..12].copy_from_slice(&stamp.sequence.to_be_bytes());
+    payload[12..HEADER_BYTES].copy_from_slice(&stamp.intended_ns.to_be_bytes());
 }
 
 /// The stamp of a loadgen payload (None for anything else).
@@ -84,23 +82,17 @@ mod tests {
         assert_eq!(bytes.len(), 100);
         assert_eq!(decode(&bytes), Some(stamp));
         assert_eq!(encode(stamp, 5).len(), HEADER_BYTES);
-        // Cut out of one buffer, each payload whole and its own.
-        let mut arena = BytesMut::new();
-        let many: Vec<Bytes> = (0..30_000)
-            .map(|i| {
-                encode_into(
-                    &mut arena,
-                    Stamp {
-                        sequence: i,
-                        ..stamp
-                    },
-                    100,
-                )
-            })
-            .collect();
-        for (i, payload) in many.iter().enumerate() {
-            assert_eq!(payload.len(), 100);
-            assert_eq!(decode(payload).map(|s| s.sequence), Some(i as u64));
+        // One buffer stamped again for each message.
+        let mut payload = padded(100);
+        for i in [0, 1, u64::MAX] {
+            write_stamp(
+                &mut payload,
+                Stamp {
+                    sequence: i,
+                    ..stamp
+                },
+            );
+            assert_eq!(decode(&payload).map(|s| s.sequence), Some(i));
             assert!(payload[HEADER_BYTES..].iter().all(|&b| b == b'.'));
         }
         assert_eq!(decode(b"hello"), None);

@@ -315,7 +315,13 @@ mod tests {
             panic!("a new batch is open")
         };
         for value in [&b"one"[..], b"two"] {
-            records.push(None, Some(value), 1_000, &[]).unwrap();
+            let record = crate::records::RecordRef {
+                key: None,
+                value: Some(value),
+                timestamp: 1_000,
+                headers: &[],
+            };
+            records.push(record).unwrap();
         }
         batch.sequence = Some(((7, 1), 40));
         let first = batch.sealed_for_sending(Compression::None, false).unwrap();

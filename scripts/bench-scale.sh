@@ -7,10 +7,12 @@
 #     measured window (utime+stime sampled at its start and end), and
 #     loadgen's over the same window (it shares the machine's cores: where
 #     the two together use them all, that is the bound), p99;
-#     the warm-up (--warmup) lets every partition get its first write
-#     (each one's first creates its segment file and syncs its directory,
-#     seconds for 10,000 partitions on a virtual disk);
-#   - at half that rate: p99;
+#     the warm-up (--warmup; by default 5 s plus 1 s per 1,000 partitions)
+#     lets every partition get its first write (each one's first creates
+#     its segment file and syncs its directory, seconds for 10,000
+#     partitions on a virtual disk);
+#   - at half that rate, on a topic of its own (the first one deleted
+#     before: its bytes would not fit beside it on a small disk): p99;
 #   - the broker's resident memory (its log cache is filled first, to
 #     three quarters of its budget, a quarter of the machine's memory,
 #     with another topic, as bench.sh does) and open files.
@@ -28,13 +30,16 @@
 # brokers of one shard each (scripts/cluster.sh, replication factor 3):
 # MB/s, CPU-s per GB summed over the brokers, and each broker's share by
 # its role (the leader produces, the two followers fetch).
-# A figure of 0 is a run that acknowledged nothing in its window.
+# A figure of 0 is a run that acknowledged nothing in its window. A run
+# is stopped, and its row says so, when the data directory's disk has
+# less than --disk-floor GiB free (4 by default): a full disk stops the
+# whole machine, not only the broker.
 # Writes results/<UTC time>-scale/scale.txt (or to --out DIR; results/ is
 # local, not tracked by git).
 #
-# Usage: scripts/bench-scale.sh [--counts "1 10 100 1000 10000"] [--seconds N] [--warmup N]
+# Usage: scripts/bench-scale.sh [--counts "1 10 100 1000 10000"] [--seconds N] [--warmup N|auto]
 #            [--active N] [--low-rate MSGS_PER_S] [--idle N] [--replication yes|no]
-#            [--data-dir DIR] [--out DIR]
+#            [--data-dir DIR] [--out DIR] [--disk-floor GIB]
 # (--counts "", --active 0, --idle 0 or --replication no skip that part.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +47,8 @@ source scripts/common.sh
 
 counts="1 10 100 1000 10000"
 seconds=10
-warmup=20
+warmup=auto
+disk_floor_gib=4
 active=1000
 low_rate=100000
 idle=10000
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
         --replication) replication="$2"; shift 2 ;;
         --data-dir) data_root="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
+        --disk-floor) disk_floor_gib="$2"; shift 2 ;;
         *) sed -n '/^# Usage/,/^# (--counts/p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -86,6 +93,13 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
 # total readable), or -1 if they cannot be read.
 client_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -1; }
 rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
+free_kib() { df --output=avail -k "$data_root" | tail -1; }
+# The warm-up for a run on N partitions: --warmup, or by default 5 s and
+# 1 s more per 1,000 partitions (their first writes: 10,000 partitions
+# had all reserved their first MiB within 10 s on a virtual disk).
+warmup_for() { [ "$warmup" = auto ] && echo $((5 + $1 / 1000)) || echo "$warmup"; }
+run_warmup=$(warmup_for 0)
+topic=scale
 
 # Many producers and idle connections need descriptors (the broker's and
 # the clients'), as does each partition (its segment file), and the
@@ -97,20 +111,36 @@ ulimit -n "$descriptors" 2>/dev/null ||
     echo "warning: cannot raise the open file limit to $descriptors (now $(ulimit -n)); the largest rows may fail" >&2
 export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
 
-# One loadgen run of $seconds after $warmup; prints "MB/s msgs/s p99_ms
-# cpu_s client_cpu_s" (the broker's CPU seconds and loadgen's, -1 if its
-# /proc entry could not be read).
+# Stops loadgen run PID (writing NAME.disk) if the disk falls under the
+# floor; ends with it.
+guard_disk() {  # PID NAME
+    while kill -0 "$1" 2>/dev/null; do
+        if [ "$(free_kib)" -lt $((disk_floor_gib << 20)) ]; then
+            echo "$2: stopped, under ${disk_floor_gib} GiB free on the data directory's disk" | tee "$out/$2.disk" >&2
+            kill "$1" 2>/dev/null
+            return
+        fi
+        sleep 1
+    done
+}
+
+# One loadgen run of $seconds after $run_warmup on $topic; prints "MB/s
+# msgs/s p99_ms cpu_s client_cpu_s" (the broker's CPU seconds and
+# loadgen's, -1 if its /proc entry could not be read; zeros if the disk
+# guard stopped it).
 produce() {  # NAME PARTITIONS PRODUCERS [loadgen flags]
     local name="$1" partitions="$2" producers="$3"; shift 3
-    "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --partitions "$partitions" \
+    "$bin/loadgen" produce --bootstrap "$bootstrap" --topic "$topic" --partitions "$partitions" \
         --producers "$producers" --keys 100000 --message-bytes 1024 --acks all \
-        --duration "$seconds" --warmup "$warmup" --out "$out" --name "$name" "$@" >"$out/$name.txt" 2>&1 &
+        --duration "$seconds" --warmup "$run_warmup" --out "$out" --name "$name" "$@" >"$out/$name.txt" 2>&1 &
     local loadgen=$!
-    sleep "$warmup"
+    guard_disk "$loadgen" "$name" &
+    sleep "$run_warmup"
     local c0 l0; c0=$(cpu_ticks); l0=$(client_ticks "$loadgen")
     sleep "$seconds"
     local c1 l1; c1=$(cpu_ticks); l1=$(client_ticks "$loadgen")
-    wait "$loadgen"
+    wait "$loadgen" || true
+    if [ -e "$out/$name.disk" ]; then echo "0 0 0 0 -1"; return; fi
     python3 -c "import json, sys
 d = json.load(open(sys.argv[1]))
 p99 = (d.get('produce_latency_us') or {}).get('p99') or 0
@@ -123,7 +153,7 @@ print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 10
 {
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after ${warmup}s"
+    echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after a warm-up of $([ "$warmup" = auto ] && echo "5 s + 1 s per 1,000 partitions" || echo "$warmup s")"
     printf '%-11s %9s %9s %12s %16s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB client_cpu-s/GB p99_ms p99_half_ms rss_MiB files
 } | tee "$out/scale.txt"
 start_broker() {  # LOG: a fresh data directory; sets broker_pid, bootstrap
@@ -142,22 +172,35 @@ stop_broker() {
     rm -rf "$data_dir"; data_dir=""
 }
 
+# Deletes $topic, waits (up to 60 s) until the disk has FREE_KIB back
+# but 1 GiB, and creates NAME with PARTITIONS as the next $topic: each run
+# on a topic of its own, so that runs' bytes do not add up on the disk.
+next_topic() {  # NAME PARTITIONS FREE_KIB
+    "$bin/broker" topic delete "$topic" --brokers "$bootstrap" >/dev/null
+    for _ in $(seq 60); do [ "$(free_kib)" -ge $(($3 - (1 << 20))) ] && break; sleep 1; done
+    topic=$1
+    "$bin/broker" topic create "$topic" --partitions "$2" --brokers "$bootstrap" >/dev/null
+}
+
 for n in $counts; do
     start_broker "$out/broker-$n.log"
     # A cache still filling costs CPU a full one does not (common.sh):
     # without this, a slower N is measured while its cache fills and a
     # faster one after.
     fill_cache "$bootstrap" scale-warm 2 >/dev/null
+    run_warmup=$(warmup_for "$n") topic=scale
+    free_before=$(free_kib)
     started=$(date +%s.%N)
     "$bin/broker" topic create scale --partitions "$n" --brokers "$bootstrap" >/dev/null
     created=$(echo "$(date +%s.%N) - $started" | bc)
     read -r mbps msgs p99 cpu client_cpu <<<"$(produce "full-$n" "$n" 4)"
+    files=$(ls "/proc/$broker_pid/fd" | wc -l)
     half=$(python3 -c "print(int(float('$msgs') / 2))")
     p99_half=0
     if [ "$half" -gt 0 ]; then
+        next_topic scale-half "$n" "$free_before"
         read -r _ _ p99_half _ <<<"$(produce "half-$n" "$n" 4 --rate "$half")"
     fi
-    files=$(ls "/proc/$broker_pid/fd" | wc -l)
     python3 -c "import sys
 n, created, mbps, p99, cpu, client, p99h, rss, files, seconds = sys.argv[1:]
 gb = float(mbps) * float(seconds) / 1000
@@ -168,10 +211,15 @@ print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(cli
 done
 if [ "$active" -gt 0 ]; then
     start_broker "$out/broker-active.log"
+    # 10 s by default: the many producers connect first.
+    run_warmup=$([ "$warmup" = auto ] && echo 10 || echo "$warmup") topic=scale
     "$bin/broker" topic create scale --partitions 8 --brokers "$bootstrap" >/dev/null
+    free_before=$(free_kib) shape_number=0
     printf '%-26s %10s %9s %13s %10s\n' producers msgs/s MB/s cpu_us/msg p99_ms | tee -a "$out/scale.txt"
     for shape in "4 low" "$active low" "4 max" "$active max"; do
         read -r producers pace <<<"$shape"
+        shape_number=$((shape_number + 1))
+        [ "$shape_number" -gt 1 ] && next_topic "scale-$shape_number" 8 "$free_before"
         flags=()
         [ "$pace" = low ] && flags+=(--rate "$low_rate")
         # Many producers share two threads, each with a small window (the
@@ -199,14 +247,16 @@ if [ "$replication" = yes ]; then
         local name="$1" label="$2"; shift 2
         local pids=("$@") before=() after=() i
         "$bin/loadgen" produce --bootstrap "$bootstrap" --topic scale --producers 4 \
-            --message-bytes 1024 --acks all --duration "$seconds" --warmup "$warmup" \
+            --message-bytes 1024 --acks all --duration "$seconds" --warmup "$run_warmup" \
             --out "$out" --name "$name" >"$out/$name.txt" 2>&1 &
         local loadgen=$!
-        sleep "$warmup"
+        guard_disk "$loadgen" "$name" &
+        sleep "$run_warmup"
         for i in "${pids[@]}"; do before+=("$(awk '{print $14 + $15}' "/proc/$i/stat")"); done
         sleep "$seconds"
         for i in "${pids[@]}"; do after+=("$(awk '{print $14 + $15}' "/proc/$i/stat")"); done
-        wait "$loadgen"
+        wait "$loadgen" || true
+        if [ -e "$out/$name.disk" ]; then echo "$label: stopped (disk)" | tee -a "$out/scale.txt"; return; fi
         local pairs=()
         for i in "${!pids[@]}"; do pairs+=("${before[$i]}" "${after[$i]}"); done
         python3 -c "import json, sys
@@ -220,6 +270,7 @@ print(f'{label:<26} {mbps:9.0f} {per(sum(ticks)):>12} {each}')" \
             "$label" "$out/$name.json" "$tick" "$seconds" "$roles" "${pairs[@]}" \
             | tee -a "$out/scale.txt"
     }
+    run_warmup=$(warmup_for 0)
     BROKER_SHARDS=1 start_broker "$out/broker-single.log"
     "$bin/broker" topic create scale --partitions 1 --brokers "$bootstrap" >/dev/null
     roles=leader replicated_row rf1 "1 broker, rf 1" "$broker_pid"

@@ -116,7 +116,8 @@ export BROKER_MAX_CONNECTIONS_PER_IP=$((idle + 3 * active + 1024))
 guard_disk() {  # PID NAME
     while kill -0 "$1" 2>/dev/null; do
         if [ "$(free_kib)" -lt $((disk_floor_gib << 20)) ]; then
-            echo "$2: stopped, under ${disk_floor_gib} GiB free on the data directory's disk" | tee "$out/$2.disk" >&2
+            echo "$2: stopped, under ${disk_floor_gib} GiB free on the data directory's disk" \
+                | tee "$out/$2.disk" | tee -a "$out/scale.txt" >&2
             kill "$1" 2>/dev/null
             return
         fi

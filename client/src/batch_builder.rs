@@ -432,4 +432,94 @@ mod tests {
         assert!(empty.seal(Compression::None, None, false).is_err());
         assert_eq!(producer_of(b"short"), None);
     }
+
+    /// Random batches against kafka-protocol's decoder (the model): every
+    /// record's key, value, headers, timestamp, offset and sequence, and
+    /// the header's counts and timestamps. `SEED` replays a run.
+    #[test]
+    fn random_batches_decode_to_what_was_pushed() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let seed = std::env::var("SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+                now.map_or(0, |d| d.as_nanos() as u64)
+            });
+        eprintln!("random_batches_decode_to_what_was_pushed: SEED={seed} (set SEED to replay)");
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let compressions = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+        for round in 0..200 {
+            let field = |rng: &mut SmallRng, most: usize| {
+                (rng.gen_range(0..5) > 0).then(|| {
+                    let n = rng.gen_range(0..=most);
+                    Bytes::from((0..n).map(|_| rng.gen::<u8>()).collect::<Vec<u8>>())
+                })
+            };
+            let base: i64 = rng.gen_range(-(1 << 40)..(1 << 40));
+            let records: Vec<Record> = (0..rng.gen_range(1..60))
+                .map(|_| Record {
+                    key: field(&mut rng, 40),
+                    value: field(&mut rng, 400),
+                    timestamp: base + rng.gen_range(-(1 << 30)..(1 << 30)),
+                    headers: (0..rng.gen_range(0..3))
+                        .map(|h| (format!("h{h}"), field(&mut rng, 20)))
+                        .collect(),
+                })
+                .collect();
+            let compression = compressions[rng.gen_range(0..compressions.len())];
+            let producer = (rng.gen_range(0..2) == 1).then(|| ProducerSequence {
+                producer_id: rng.gen_range(0..i64::MAX),
+                epoch: rng.gen_range(0..i16::MAX),
+                first_sequence: rng.gen_range(0..i32::MAX - 100),
+            });
+            let ctx = format!("seed {seed} round {round}: {compression:?}, {producer:?}");
+            let mut builder = BatchBuilder::with_capacity(rng.gen_range(0..4096));
+            for r in &records {
+                let record = RecordRef {
+                    key: r.key.as_deref(),
+                    value: r.value.as_deref(),
+                    timestamp: r.timestamp,
+                    headers: &r.headers,
+                };
+                builder.push(record).unwrap();
+            }
+            let transactional = producer.is_some() && rng.gen_range(0..2) == 1;
+            let sealed = builder.seal(compression, producer, transactional).unwrap();
+            let field_at = |at: usize, n: usize| sealed[at..at + n].to_vec();
+            let i64_at = |at| i64::from_be_bytes(field_at(at, 8).try_into().unwrap());
+            assert_eq!(i64_at(BASE_TIMESTAMP_AT), records[0].timestamp, "{ctx}");
+            let max = records.iter().map(|r| r.timestamp).max().unwrap();
+            assert_eq!(i64_at(MAX_TIMESTAMP_AT), max, "{ctx}");
+            let decoded = RecordBatchDecoder::decode(&mut sealed.clone())
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(decoded.records.len(), records.len(), "{ctx}");
+            for (i, (got, sent)) in decoded.records.iter().zip(&records).enumerate() {
+                let ctx = format!("{ctx}, record {i}");
+                assert_eq!(got.offset, i as i64, "{ctx}");
+                assert_eq!(got.timestamp, sent.timestamp, "{ctx}");
+                assert_eq!((&got.key, &got.value), (&sent.key, &sent.value), "{ctx}");
+                assert_eq!(got.transactional, transactional, "{ctx}");
+                let headers: Vec<_> = (got.headers.iter())
+                    .map(|(n, v)| (n.to_string(), v.clone()))
+                    .collect();
+                assert_eq!(headers, sent.headers, "{ctx}");
+                match producer {
+                    Some(p) => assert_eq!(
+                        (got.producer_id, got.producer_epoch, got.sequence),
+                        (p.producer_id, p.epoch, p.first_sequence + i as i32),
+                        "{ctx}"
+                    ),
+                    None => assert_eq!(got.producer_id, NO_PRODUCER_ID, "{ctx}"),
+                }
+            }
+        }
+    }
 }

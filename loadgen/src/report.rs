@@ -100,6 +100,9 @@ pub struct Run {
     message_bytes: usize,
     /// (seconds since the start, the interval), warm-up included.
     intervals: Vec<(Duration, Duration, Interval)>,
+    /// This process's CPU time (user + system) when the run began and as
+    /// each interval was added: (interval end, CPU time).
+    cpu_marks: Vec<(Duration, Duration)>,
 }
 
 impl Run {
@@ -111,6 +114,7 @@ impl Run {
             end: warmup + duration,
             message_bytes,
             intervals: Vec::new(),
+            cpu_marks: vec![(Duration::ZERO, process_cpu())],
         }
     }
 
@@ -149,6 +153,7 @@ impl Run {
         }
         println!("{line}{warm}");
         self.intervals.push((start, length, interval));
+        self.cpu_marks.push((start + length, process_cpu()));
     }
 
     fn counts(&self, start: Duration) -> bool {
@@ -166,6 +171,25 @@ impl Run {
             }
         }
         (total, span)
+    }
+
+    /// loadgen's own CPU seconds (user + system, all its threads) over the
+    /// measured intervals: from the mark at the first one's start (the
+    /// warm-up's last interval added, or the run's start) to the mark at
+    /// the last one's end. Marks are taken as intervals are added, each a
+    /// moment after its second ends.
+    pub fn measured_cpu(&self) -> Option<Duration> {
+        let counted: Vec<_> = (self.intervals.iter())
+            .filter(|(start, ..)| self.counts(*start))
+            .collect();
+        let (first, last) = (counted.first()?, counted.last()?);
+        let mark = |at: Duration| {
+            self.cpu_marks
+                .iter()
+                .find(|(end, _)| *end == at)
+                .map(|m| m.1)
+        };
+        Some(mark(last.0 + last.1)?.saturating_sub(mark(first.0)?))
     }
 
     /// Writes `DIR/NAME-produce.hlog` and `DIR/NAME-e2e.hlog` (the
@@ -221,6 +245,19 @@ impl Run {
         for (key, value) in extra {
             let _ = writeln!(json, "  \"{}\": {},", escape(key), value);
         }
+        let cpu = self.measured_cpu().map(|c| c.as_secs_f64());
+        let gb = (total.produced_bytes + total.consumed_bytes) as f64 / 1e9;
+        let _ = writeln!(
+            json,
+            "  \"cpu_seconds\": {},",
+            cpu.map_or("null".into(), |c| format!("{c:.3}"))
+        );
+        let _ = writeln!(
+            json,
+            "  \"cpu_s_per_gb\": {},",
+            cpu.filter(|_| gb > 0.0)
+                .map_or("null".into(), |c| format!("{:.3}", c / gb))
+        );
         let _ = writeln!(json, "  \"produced\": {},", total.produced);
         let _ = writeln!(json, "  \"errors\": {},", total.errors);
         let _ = writeln!(
@@ -257,6 +294,19 @@ impl Run {
         json.push_str("}\n");
         json
     }
+}
+
+/// This process's CPU time so far, all threads, user and system.
+fn process_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 fn percentiles_json(h: &Histogram<u64>) -> String {
@@ -348,5 +398,35 @@ mod tests {
         );
         assert!(!dir.join("t-e2e.hlog").exists(), "no e2e data, no e2e log");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn cpu_is_counted_over_the_measured_intervals_only() {
+        // Burns `ms` of this process's CPU time (not wall time: a busy
+        // machine must not make it burn less).
+        let burn = |ms: u64| {
+            let until = process_cpu() + Duration::from_millis(ms);
+            let mut x = 0u64;
+            while process_cpu() < until {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        };
+        let second = |s: u64| Duration::from_secs(s);
+        let mut run = Run::new(second(1), second(1), 100);
+        burn(200); // the warm-up's
+        run.add(second(0), second(1), Interval::default());
+        burn(100); // the measured second's
+        run.add(second(1), second(1), Interval::default());
+        burn(200); // the drain's
+        run.add(second(2), second(1), Interval::default());
+        let cpu = run.measured_cpu().expect("a measured interval");
+        assert!(cpu >= Duration::from_millis(100), "{cpu:?}");
+        assert!(
+            cpu < Duration::from_millis(190),
+            "{cpu:?}: warm-up or drain counted"
+        );
+        let json = run.summary_json("t", "produce", &[]);
+        assert!(json.contains("\"cpu_seconds\": 0.1"), "{json}");
+        assert!(json.contains("\"cpu_s_per_gb\": null"), "no bytes: {json}");
     }
 }

@@ -248,14 +248,17 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
         tallies[group].merge(tally);
     }
     let (total, span) = run.measured();
+    let cpu = run.measured_cpu().unwrap_or_default().as_secs_f64();
     println!(
-        "summary over {:.1}s: produced {:.0} msg/s ({:.1} MB/s), consumed {:.0} msg/s ({:.1} MB/s), errors {}",
+        "summary over {:.1}s: produced {:.0} msg/s ({:.1} MB/s), consumed {:.0} msg/s ({:.1} MB/s), errors {}, loadgen CPU {:.2} s ({:.2} cores)",
         span.as_secs_f64(),
         total.produced as f64 / span.as_secs_f64().max(1e-9),
         total.produced_bytes as f64 / span.as_secs_f64().max(1e-9) / 1e6,
         total.consumed as f64 / span.as_secs_f64().max(1e-9),
         total.consumed_bytes as f64 / span.as_secs_f64().max(1e-9) / 1e6,
         total.errors,
+        cpu,
+        cpu / span.as_secs_f64().max(1e-9),
     );
     let mut extra = vec![
         ("partitions", partitions.to_string()),

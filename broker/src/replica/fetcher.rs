@@ -35,8 +35,11 @@ use crate::partition::role::Role;
 use crate::partition::table::{OpenPartition, BATCH_BYTES_CAP};
 use crate::partition::Partitions;
 
-/// The most a follower asks for per partition and per fetch.
-const PARTITION_BYTES_MAX: i32 = 1 << 20;
+/// The most a follower asks for per partition and per fetch. Each fetch
+/// is followed by an append and an fdatasync before the next one, so one
+/// partition's copy moves at most this much per such round: with 1 MiB,
+/// three brokers on one machine copied at 0.30-0.33x one broker's rate.
+const PARTITION_BYTES_MAX: i32 = 8 << 20;
 /// The most a follower asks for per fetch.
 const FETCH_BYTES_MAX: i32 = 16 << 20;
 /// The pause before reconnecting, doubled up to [`BACKOFF_MAX`].

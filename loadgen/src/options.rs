@@ -321,7 +321,14 @@ pub struct Flags {
     /// The run's name (file names, dashboard legend).
     #[arg(long, value_name = "NAME", default_value = "run")]
     name: String,
-    /// Do not pin worker threads to cores.
+    /// Pin each worker thread to a core (worker i to core i mod cores).
+    /// Off by default: beside a broker on the same machine, a pinned
+    /// worker shares a core with whichever broker shard is pinned there,
+    /// where the scheduler would have moved it (docs/benchmarks.md run 47).
+    #[arg(long, conflicts_with = "no_pin")]
+    pin: bool,
+    /// Do not pin worker threads (the default; accepted for scripts that
+    /// say so).
     #[arg(long)]
     no_pin: bool,
     /// Consume: start at the earliest offset or the latest.
@@ -375,7 +382,7 @@ impl Flags {
             }),
             out: self.out,
             name: self.name,
-            pin: !self.no_pin,
+            pin: self.pin,
             from_earliest: self.from == Start::Earliest,
             read_committed: self.isolation == Isolation::ReadCommitted,
             dir: self.dir,
@@ -699,7 +706,9 @@ mod tests {
         assert_eq!(o.requests_in_flight, 5);
         assert!(o.out.is_none());
         assert_eq!(o.name, "run");
-        assert!(o.pin && o.from_earliest);
+        assert!(!o.pin && o.from_earliest, "not pinned unless asked");
+        assert!(produce("--pin").pin);
+        assert!(parse(&args("produce --pin --no-pin")).is_err());
         assert_eq!(o.dir, PathBuf::from("."));
     }
 

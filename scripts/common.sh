@@ -18,6 +18,30 @@ for line in urllib.request.urlopen('http://$http/metrics').read().decode().split
     if name == sys.argv[1]: print(int(float(value)))" "$1"
 }
 
+# Each shard's CPU time so far, as "CPUS=TICKS ..." where CPUS is the CPU
+# list its thread is pinned to ("0-1" when unpinned): shard_ticks PID.
+# A shard is one of glommio's executor threads ("unnamed-N").
+shard_ticks() {
+    local t
+    for t in /proc/"$1"/task/*; do
+        case "$(cat "$t/comm" 2>/dev/null)" in
+            unnamed-*) echo -n "$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")=$(awk '{print $14 + $15}' "$t/stat") " ;;
+        esac
+    done
+}
+
+# The CPUS of the shard that worked most between two shard_ticks:
+# busiest_shard BEFORE AFTER. Single-partition figures depend on it on a
+# machine whose disk interrupts all arrive on one CPU (docs/benchmarks.md
+# run 47).
+busiest_shard() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, "="); before[kv[1]] = kv[2] }
+        n = split(b, y, " "); best = "?"; most = -1
+        for (i = 1; i <= n; i++) { split(y[i], kv, "="); d = kv[2] - before[kv[1]]; if (d > most) { most = d; best = kv[1] } }
+        print best }'
+}
+
 # A long-running broker's cache is full and recycles its memory; a fresh
 # one faults in every page of it as it fills (0.6-3 s of CPU per GB on the
 # VMs these figures come from: mostly the kernel zeroing fresh pages),

@@ -68,6 +68,8 @@ next_topic() { echo $(( $(cat "$work/topics" 2>/dev/null || echo 0) + 1 )) >"$wo
 
 loadgen_produce() {  # SIZE IDEMPOTENCE(on|off): "MB/s cpu-s/GB shard-CPU" (the CPU over warm-up and run)
     local t0 t1 s0; next_topic
+    # Made here, as for rdkafka_performance, not by loadgen.
+    target/release/broker topic create "$topic" --partitions 1 --brokers "$bootstrap" >/dev/null
     t0=$(cpu_ticks); s0=$(shard_ticks "$broker_pid")
     target/release/loadgen produce --bootstrap "$bootstrap" --topic "$topic" --partitions 1 --producers 1 \
         --message-bytes "$1" --batch-bytes 1048576 --linger-ms 5 --acks all --idempotence "$2" \

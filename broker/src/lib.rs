@@ -25,9 +25,9 @@
 //!   groups, transactions
 //!                group membership and offsets, and the transaction
 //!                coordinator's rules and records (sans-IO)
-//!   config, data_dir, http_request, counters
+//!   config, data_dir, http_request, counters, open_files
 //!                settings, the data directory's ownership, HTTP requests
-//!                read within bounds, per-shard counters
+//!                read within bounds, per-shard counters, the open-file limit
 //!   kafka        the wire protocol: framing, bounds walkers, decoding
 //!   runtime      invoke on a shard, clocks, bounded waits (no Kafka)
 //! ```
@@ -44,6 +44,7 @@ pub mod data_dir;
 pub mod groups;
 pub mod http_request;
 pub mod kafka;
+pub mod open_files;
 pub mod partition;
 pub mod process;
 pub mod remote_store;

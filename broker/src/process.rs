@@ -29,6 +29,15 @@ pub fn serve(config: BrokerConfig) -> i32 {
             return EXIT_FAILED;
         }
     };
+    // A segment per partition and a descriptor per connection: take as
+    // many open files as the hard limit allows (open_files).
+    match crate::open_files::raise_to_hard_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!(from = before, to = after, "raised the open-file limit")
+        }
+        Ok((now, _)) => tracing::debug!(limit = now, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
     // SIGTERM or SIGINT: stop accepting, let open connections finish, exit 0.
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -893,3 +893,101 @@ fn a_normal_stop_logs_no_warnings() {
     );
     assert_eq!(broker.logged("stopped").len(), 1);
 }
+
+/// The soft limit on open files of `/proc/PID/limits`.
+fn soft_open_files(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_broker_started_under_a_low_open_file_limit_serves_more_partitions_than_it() {
+    // A login shell's soft limit is often 1,024, below what a thousand
+    // partitions need; here 256 against 400 partitions, each with a
+    // segment file open once written.
+    const SOFT: u64 = 256;
+    const PARTITIONS: i32 = 400;
+    let data = tempfile::tempdir().unwrap();
+    let (kafka, http) = addresses();
+    let mut command = broker_command(data.path(), kafka, http);
+    command.stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = SOFT;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    while TcpStream::connect(kafka).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let soft = soft_open_files(child.id());
+    println!("the broker's soft open-file limit: {soft} (started with {SOFT})");
+    assert!(soft > SOFT, "the soft limit stayed at {soft}");
+    let bootstrap = kafka.to_string();
+    support::cli(
+        &bootstrap,
+        &[
+            "topic",
+            "create",
+            "many",
+            "--partitions",
+            &PARTITIONS.to_string(),
+        ],
+    );
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("acks", "all")
+        .set("message.timeout.ms", "30000")
+        .create_with_context(Deliveries::default())
+        .unwrap();
+    for partition in 0..PARTITIONS {
+        let value = format!("p{partition}");
+        producer
+            .send(
+                BaseRecord::<(), _>::to("many")
+                    .partition(partition)
+                    .payload(&value),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+        producer.poll(Duration::ZERO);
+    }
+    let _ = producer.flush(Duration::from_secs(60));
+    let acked = producer.context().acked.lock().unwrap().len();
+    let failed = producer.context().failed.lock().unwrap().clone();
+    assert!(
+        failed.is_empty(),
+        "{} of {PARTITIONS} refused, the first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_eq!(
+        acked, PARTITIONS as usize,
+        "every partition took its record"
+    );
+    drop(producer);
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(30)).success());
+}

@@ -97,7 +97,8 @@ done
 
 echo "limits (for the shell running the broker; the systemd unit sets its own):"
 report "ulimit -l (locked memory, KiB)" "$(ulimit -l)" "unlimited" || true
-report "ulimit -n (open files)" "$(ulimit -n)" "1048576" || true
+# The hard limit: broker serve raises its own soft limit to it.
+report "ulimit -Hn (open files, hard)" "$(ulimit -Hn)" "1048576" || true
 
 echo "CPU frequency governor:"
 for governor in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do

@@ -894,14 +894,27 @@ fn a_normal_stop_logs_no_warnings() {
     assert_eq!(broker.logged("stopped").len(), 1);
 }
 
-/// The soft limit on open files of `/proc/PID/limits`.
-fn soft_open_files(pid: u32) -> u64 {
+/// The soft and hard limits on open files of `/proc/PID/limits` (its
+/// "Max open files" line: the soft limit, then the hard one).
+fn open_file_limits(pid: u32) -> (u64, u64) {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let line = limits
         .lines()
         .find(|l| l.starts_with("Max open files"))
         .expect("a Max open files line");
-    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    let field = |n: usize| line.split_whitespace().nth(n).unwrap().parse().unwrap();
+    (field(3), field(4))
+}
+
+/// A child process killed when dropped, so that a failed assertion leaves
+/// no broker behind.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
@@ -912,10 +925,14 @@ fn a_broker_started_under_a_low_open_file_limit_serves_more_partitions_than_it()
     const SOFT: u64 = 256;
     const PARTITIONS: i32 = 400;
     let data = tempfile::tempdir().unwrap();
+    let log_path = data.path().join("broker.log");
     let (kafka, http) = addresses();
-    let mut command = broker_command(data.path(), kafka, http);
-    command.stdout(Stdio::null()).stderr(Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    let mut command = broker_command(&data.path().join("data"), kafka, http);
+    command
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap());
+    // SAFETY: the closure makes two system calls (getrlimit and setrlimit,
+    // each a single syscall wrapper) and allocates nothing.
     unsafe {
         use std::os::unix::process::CommandExt;
         command.pre_exec(|| {
@@ -933,18 +950,26 @@ fn a_broker_started_under_a_low_open_file_limit_serves_more_partitions_than_it()
             Ok(())
         });
     }
-    let mut child = command.spawn().unwrap();
+    let mut child = KillOnDrop(command.spawn().unwrap());
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let started = Instant::now();
     while TcpStream::connect(kafka).is_err() {
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the broker exited:\n{}",
+            log()
+        );
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "never listened"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let soft = soft_open_files(child.id());
-    println!("the broker's soft open-file limit: {soft} (started with {SOFT})");
+    let (soft, hard) = open_file_limits(child.0.id());
+    println!("the broker's open-file limits: {soft} / {hard} (started with {SOFT})");
     assert!(soft > SOFT, "the soft limit stayed at {soft}");
+    assert_eq!(soft, hard, "raised to the hard limit");
+    assert!(log().contains("raised the open-file limit"), "{}", log());
     let bootstrap = kafka.to_string();
     support::cli(
         &bootstrap,
@@ -988,6 +1013,6 @@ fn a_broker_started_under_a_low_open_file_limit_serves_more_partitions_than_it()
         "every partition took its record"
     );
     drop(producer);
-    sigterm(&child);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).success());
+    sigterm(&child.0);
+    assert!(wait_exit(&mut child.0, Duration::from_secs(30)).success());
 }

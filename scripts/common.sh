@@ -18,28 +18,38 @@ for line in urllib.request.urlopen('http://$http/metrics').read().decode().split
     if name == sys.argv[1]: print(int(float(value)))" "$1"
 }
 
-# Each shard's CPU time so far, as "CPUS=TICKS ..." where CPUS is the CPU
-# list its thread is pinned to ("0-1" when unpinned): shard_ticks PID.
-# A shard is one of glommio's executor threads ("unnamed-N").
+# Each shard thread's CPU time so far, as "TID:CPUS=TICKS ..." where CPUS
+# is the CPU list its thread is pinned to ("0-1" on two CPUs when
+# unpinned): shard_ticks PID. A shard is one of glommio's executor threads
+# ("unnamed-N"; a shard's blocking-pool thread takes the same name, and
+# counts as a thread of its own).
 shard_ticks() {
-    local t
+    local t cpus ticks
     for t in /proc/"$1"/task/*; do
         case "$(cat "$t/comm" 2>/dev/null)" in
-            unnamed-*) echo -n "$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")=$(awk '{print $14 + $15}' "$t/stat") " ;;
+            unnamed-*)
+                cpus=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null)
+                ticks=$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null)
+                [ -n "$cpus" ] && [ -n "$ticks" ] && echo -n "${t##*/}:$cpus=$ticks "
+                ;;
         esac
     done
+    return 0
 }
 
-# The CPUS of the shard that worked most between two shard_ticks:
-# busiest_shard BEFORE AFTER. Single-partition figures depend on it on a
-# machine whose disk interrupts all arrive on one CPU (docs/benchmarks.md
-# run 47).
+# The CPUS of the shard thread that worked most between two shard_ticks
+# (threads absent from the first are left out): busiest_shard BEFORE
+# AFTER. Single-partition figures depend on it on a machine whose disk
+# interrupts all arrive on one CPU (docs/benchmarks.md run 47).
 busiest_shard() {
     awk -v a="$1" -v b="$2" 'BEGIN {
         n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, "="); before[kv[1]] = kv[2] }
         n = split(b, y, " "); best = "?"; most = -1
-        for (i = 1; i <= n; i++) { split(y[i], kv, "="); d = kv[2] - before[kv[1]]; if (d > most) { most = d; best = kv[1] } }
-        print best }'
+        for (i = 1; i <= n; i++) {
+            split(y[i], kv, "="); if (!(kv[1] in before)) continue
+            d = kv[2] - before[kv[1]]; if (d > most) { most = d; best = kv[1] }
+        }
+        sub(/^[0-9]+:/, "", best); print best }'
 }
 
 # A long-running broker's cache is full and recycles its memory; a fresh

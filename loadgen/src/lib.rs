@@ -1,6 +1,7 @@
 //! `loadgen`: drives any Kafka-protocol broker with a fixed workload and
 //! measures it. Producers and consumers run on threads of their own (each a
-//! glommio executor, pinned with core_affinity); every second they report
+//! glommio executor, pinned to a core with core_affinity only when `--pin`
+//! asks); every second they report
 //! interval histograms, which are printed, written as HdrHistogram interval
 //! logs (.hlog) and summed into a JSON summary.
 //!

@@ -321,7 +321,8 @@ pub struct Flags {
     /// The run's name (file names, dashboard legend).
     #[arg(long, value_name = "NAME", default_value = "run")]
     name: String,
-    /// Pin each worker thread to a core (worker i to core i mod cores).
+    /// Pin each worker thread to a core (producers from the first core on,
+    /// consumers from the second).
     /// Off by default: beside a broker on the same machine, a pinned
     /// worker shares a core with whichever broker shard is pinned there,
     /// where the scheduler would have moved it (docs/benchmarks.md run 47).
@@ -708,7 +709,8 @@ mod tests {
         assert_eq!(o.name, "run");
         assert!(!o.pin && o.from_earliest, "not pinned unless asked");
         assert!(produce("--pin").pin);
-        assert!(parse(&args("produce --pin --no-pin")).is_err());
+        let both = parse(&args("produce --pin --no-pin")).unwrap_err();
+        assert!(both.contains("cannot be used with"), "{both}");
         assert_eq!(o.dir, PathBuf::from("."));
     }
 

@@ -120,6 +120,17 @@ pub fn start_broker_with(data_dir: &Path, env: &[(&str, &str)]) -> Broker {
 /// arguments naming them; none when the environment's `BROKER_LISTENERS`
 /// does).
 pub fn start_broker_on(data_dir: &Path, listen: &[&str], env: &[(&str, &str)]) -> Broker {
+    start_broker_adjusted(data_dir, listen, env, |_| {})
+}
+
+/// [`start_broker_on`], with `adjust` given the command last (to set what
+/// the arguments cannot, such as the child's resource limits).
+pub fn start_broker_adjusted(
+    data_dir: &Path,
+    listen: &[&str],
+    env: &[(&str, &str)],
+    adjust: impl FnOnce(&mut Command),
+) -> Broker {
     let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
     command
         .args(listen)
@@ -132,6 +143,7 @@ pub fn start_broker_on(data_dir: &Path, listen: &[&str], env: &[(&str, &str)]) -
     for (k, v) in env {
         command.env(k, v);
     }
+    adjust(&mut command);
     let mut child = command.spawn().expect("start the broker");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

@@ -13,6 +13,9 @@
 # arrive on one CPU, one partition's rate depends on whether its shard is
 # pinned there (docs/benchmarks.md run 47): compare a pair only when both
 # clients were served on the same CPU.
+# Before the first round and after the last, with the broker idle, the
+# disk's ceiling under one partition's appends (`loadgen disk-ceiling` on
+# the data directory's disk): what the produce rows are bounded by.
 # Writes results/<UTC time>-single/single.txt (or to --out DIR; results/ is
 # local, not tracked by git).
 #
@@ -121,6 +124,12 @@ row() {  # SHAPE "LG_MBPS LG_CPU LG_SHARD RD_MBPS RD_CPU RD_SHARD"
         | tee -a "$out/single.txt"
 }
 
+disk_ceiling() {  # WHEN
+    echo "== disk ceiling, $1" | tee -a "$out/single.txt"
+    target/release/loadgen disk-ceiling --dir "$work" --duration 12 | tee -a "$out/single.txt"
+}
+
+disk_ceiling "before the rounds"
 for round in $(seq "$rounds"); do
     echo "== round $round" | tee -a "$out/single.txt"
     for size in 1024 100; do
@@ -137,4 +146,5 @@ for round in $(seq "$rounds"); do
     done
     row "consume 1 KiB" "$(consume_pair)"
 done
+disk_ceiling "after the rounds"
 echo "results: $out/single.txt"

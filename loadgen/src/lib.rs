@@ -11,6 +11,7 @@
 
 pub mod baseline;
 pub mod consume;
+pub mod disk_ceiling;
 pub mod disk_floor;
 pub mod options;
 pub mod payload;

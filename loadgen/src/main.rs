@@ -3,10 +3,10 @@
 
 use clap::Parser;
 use loadgen::baseline;
-use loadgen::disk_floor;
 use loadgen::options::{self, Cli, CliCommand, Mode};
 use loadgen::run::run_load;
 use loadgen::send_modes::{self, SendMode};
+use loadgen::{disk_ceiling, disk_floor};
 use std::time::Duration;
 
 // The producers allocate each batch's buffers and free them once
@@ -52,6 +52,7 @@ fn main() {
             })
             .map_err(|e| e.to_string()),
         Mode::DiskFloor => disk_floor(&options),
+        Mode::DiskCeiling => print_disk_ceiling(&options),
         Mode::SendModes => compare_send_modes(options.duration),
         _ => run_load(options).map(drop),
     };
@@ -114,6 +115,45 @@ fn disk_floor(options: &options::Options) -> Result<(), String> {
         percentiles(&floor.flush_latency),
         floor.flushes
     );
+    Ok(())
+}
+
+/// Prints the disk's ceiling under one partition's appends (see
+/// `disk_ceiling`): for each flush size, into new and into written blocks.
+fn print_disk_ceiling(options: &options::Options) -> Result<(), String> {
+    use disk_ceiling::Blocks;
+    const MIB: u64 = 1 << 20;
+    let sizes = [MIB, 4 * MIB, 16 * MIB];
+    let each = options.duration / (2 * sizes.len() as u32);
+    println!(
+        "disk ceiling under {} (direct writes of at most 1 MiB issued together, then fdatasync; \
+         1 GiB files; no broker), {:.1} s each:",
+        options.dir.display(),
+        each.as_secs_f64()
+    );
+    for flush_bytes in sizes {
+        let mut row = format!("  {:>2} MiB per flush:", flush_bytes / MIB);
+        for (blocks, name) in [
+            (Blocks::New, "new blocks"),
+            (Blocks::Written, "written blocks"),
+        ] {
+            let shape = disk_ceiling::Shape {
+                flush_bytes,
+                file_bytes: 1 << 30,
+                blocks,
+                duration: each,
+            };
+            let c = disk_ceiling::measure(&options.dir, shape).map_err(|e| e.to_string())?;
+            row += &format!(
+                " {name} {:.0} MB/s (write {:.2} + fdatasync {:.2} ms, {} flushes);",
+                c.bytes_per_s / 1e6,
+                c.mean_write.as_secs_f64() * 1e3,
+                c.mean_sync.as_secs_f64() * 1e3,
+                c.flushes
+            );
+        }
+        println!("{}", row.trim_end_matches(';'));
+    }
     Ok(())
 }
 

@@ -34,6 +34,9 @@ pub enum Mode {
     /// The disk's own durable-write latency under a produce workload's
     /// rate, without a broker (`disk_floor`).
     DiskFloor,
+    /// The most one partition's durable appends can write on a
+    /// directory's disk, without a broker (`disk_ceiling`).
+    DiskCeiling,
     /// Loopback TCP sent three ways: write(2), io_uring send and
     /// zero-copy send (`send_modes`).
     SendModes,
@@ -141,6 +144,8 @@ const DISK_BASELINE_EXAMPLE: &str = "Example:
   loadgen disk-baseline --dir /var/lib/broker --duration 5";
 const DISK_FLOOR_EXAMPLE: &str = "Example:
   loadgen disk-floor --dir /var/lib/broker --rate 500000 --message-bytes 100 --duration 30";
+const DISK_CEILING_EXAMPLE: &str = "Example:
+  loadgen disk-ceiling --dir /var/lib/broker --duration 18";
 const SEND_MODES_EXAMPLE: &str = "Example:
   loadgen send-modes --duration 9";
 const COMPLETION_EXAMPLE: &str = "Example:
@@ -200,6 +205,11 @@ pub enum RunCommand {
     /// acks=all floor.
     #[command(after_help = DISK_FLOOR_EXAMPLE)]
     DiskFloor(Flags),
+    /// The most one partition's durable appends can write under --dir (no
+    /// broker): write-then-fdatasync cycles of 1, 4 and 16 MiB, into new
+    /// reserved blocks and into written ones, --duration split among them.
+    #[command(after_help = DISK_CEILING_EXAMPLE)]
+    DiskCeiling(Flags),
     /// Loopback TCP sent by write(2), io_uring send and io_uring send_zc, side
     /// by side.
     #[command(after_help = SEND_MODES_EXAMPLE)]
@@ -217,6 +227,7 @@ impl RunCommand {
             RunCommand::TcpBaseline(flags) => (Mode::TcpBaseline, flags),
             RunCommand::DiskBaseline(flags) => (Mode::DiskBaseline, flags),
             RunCommand::DiskFloor(flags) => (Mode::DiskFloor, flags),
+            RunCommand::DiskCeiling(flags) => (Mode::DiskCeiling, flags),
             RunCommand::SendModes(flags) => (Mode::SendModes, flags),
         };
         flags.into_options(mode)

@@ -5,7 +5,8 @@
 //! on every partition (the partitions on both shards). An idempotent
 //! batch refused for a sequence gap refuses the ones behind it, and none
 //! of the ones before it is refused: the sequence checks see the
-//! requests in order.
+//! requests in order. A request that comes while the ones before wait
+//! is read and appended at once.
 
 mod support;
 
@@ -84,11 +85,13 @@ fn pipelined(stream: &mut TcpStream, sequences: &[Option<i32>]) -> Vec<BTreeMap<
 }
 
 fn broker_and_topic() -> (tempfile::TempDir, support::Broker, TcpStream) {
+    broker_and_topic_delaying(FLUSH_DELAY_MS)
+}
+
+/// [`broker_and_topic`] whose acks=all answers wait `delay_ms` first.
+fn broker_and_topic_delaying(delay_ms: &str) -> (tempfile::TempDir, support::Broker, TcpStream) {
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker_with(
-        dir.path(),
-        &[("BROKER_TEST_FLUSH_DELAY_MS", FLUSH_DELAY_MS)],
-    );
+    let broker = start_broker_with(dir.path(), &[("BROKER_TEST_FLUSH_DELAY_MS", delay_ms)]);
     let bootstrap = broker.address.to_string();
     let partitions = PARTITIONS.to_string();
     cli(
@@ -126,6 +129,47 @@ fn pipelined_requests_share_flushes_and_keep_their_order() {
         flushed <= one_at_a_time / 2,
         "{flushed} flushes for {PIPELINED} pipelined requests on {PARTITIONS} partitions: one at a time would be {one_at_a_time}"
     );
+}
+
+#[test]
+fn a_request_sent_while_the_one_before_waits_is_read_and_appended_at_once() {
+    // Each answer waits 3 s: ample time to see what the broker reads
+    // meanwhile. It used to stop reading until the oldest answer left, so
+    // a producer's next request waited in the socket for a whole flush.
+    let (_dir, broker, mut stream) = broker_and_topic_delaying("3000");
+    let appended = || support::cluster::counter(broker.http, "log_appended_batches_total");
+    let before = appended();
+    let wait_for = |batches: u64, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+        while appended() < before + batches {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not appended within 1.5 s while the answer before it waits 3 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    stream.write_all(&produce_frame(0, None)).unwrap();
+    wait_for(PARTITIONS as u64, "the first request");
+    // The socket is empty now, and the first request waits for its answer.
+    stream.write_all(&produce_frame(1, None)).unwrap();
+    wait_for(2 * PARTITIONS as u64, "the second request");
+    // Still before the first answer: nothing to read yet.
+    stream.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let early = stream.peek(&mut byte);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "an answer came before the second request was seen appended: {early:?}"
+    );
+    stream.set_nonblocking(false).unwrap();
+    for request in 0..2 {
+        let (id, partitions) = read_answer(&mut stream);
+        assert_eq!(id, request, "answers in request order");
+        for p in 0..PARTITIONS {
+            assert_eq!(partitions[&p], (0, request as i64), "partition {p}");
+        }
+    }
 }
 
 #[test]

@@ -201,6 +201,7 @@ where
     let config = &shard.cluster.config;
     let frame_max = config.socket_request_max_bytes;
     let mut chunk = vec![0u8; wait_read_bytes::<S>()];
+    let wait_read_len_max = chunk.len();
     let idle_max = Duration::from_millis(config.connections_max_idle_ms);
     let replying = Replying {
         shard,
@@ -346,17 +347,39 @@ where
                 None => {}
             }
         }
-        if let Some(answered) = pipeline.next_answer().await {
-            // Nothing more to read now: the oldest request in flight is
-            // answered first (a wait on the socket is not given up half-way).
-            deliver!(answered);
+        if !pipeline.is_empty() {
+            // Nothing more to read now, requests in flight: whichever comes
+            // first, the oldest one's answer or more bytes. Waiting for the
+            // answer alone stopped reading for a whole flush, so a
+            // producer's next requests waited in the socket's buffers and
+            // one connection's rate was what those hold per flush
+            // (docs/benchmarks.md run 48). A wait given up loses nothing:
+            // the stream reads only when bytes are there.
+            let wait_read = &mut chunk[..limit.min(wait_read_len_max)];
+            let woke = {
+                let answer = std::pin::pin!(pipeline.next_answer());
+                let read = select(Box::pin(stream.read(wait_read)), stopping.clone());
+                match select(answer, read).await {
+                    Either::Left((answered, _)) => Woke::Answered(answered),
+                    Either::Right((Either::Left((read, _)), _)) => Woke::Read(read),
+                    Either::Right((Either::Right(_), _)) => Woke::Stopping,
+                }
+            };
+            match woke {
+                Woke::Answered(Some(answered)) => deliver!(answered),
+                Woke::Answered(None) => {}
+                Woke::Read(Ok(n)) if n > 0 => reader.read_buffer(n).extend_from_slice(&chunk[..n]),
+                // The client closed its side, the socket failed, or the
+                // broker stops: what is owed is sent first.
+                Woke::Read(_) | Woke::Stopping => close!(),
+            }
             continue;
         }
         // A connection waiting with nothing buffered holds no frame memory.
         reader.release_if_empty();
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
-        let wait_read_len = limit.min(chunk.len());
+        let wait_read_len = limit.min(wait_read_len_max);
         // A read of nothing would end it as if the client had closed.
         debug_assert!(wait_read_len > 0, "a wait reads at least a byte");
         let wait_read = &mut chunk[..wait_read_len];
@@ -386,6 +409,16 @@ fn wait_read_bytes<S: DirectRead>() -> usize {
     } else {
         READ_CHUNK_BYTES
     }
+}
+
+/// What a connection with requests in flight woke for.
+enum Woke<T> {
+    /// The oldest request's answer (None: nothing was in flight).
+    Answered(Option<T>),
+    /// Bytes on the socket (0: the client closed its side).
+    Read(std::io::Result<usize>),
+    /// The broker stops.
+    Stopping,
 }
 
 /// Whether a request joins the connection's [`Pipeline`]: a Produce its

@@ -126,7 +126,8 @@ row() {  # SHAPE "LG_MBPS LG_CPU LG_SHARD RD_MBPS RD_CPU RD_SHARD"
 
 disk_ceiling() {  # WHEN
     echo "== disk ceiling, $1" | tee -a "$out/single.txt"
-    target/release/loadgen disk-ceiling --dir "$work" --duration 12 | tee -a "$out/single.txt"
+    target/release/loadgen disk-ceiling --dir "$work" --duration 12 | tee -a "$out/single.txt" \
+        || echo "disk ceiling: failed" | tee -a "$out/single.txt"
 }
 
 disk_ceiling "before the rounds"

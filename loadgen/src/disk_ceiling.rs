@@ -14,17 +14,21 @@
 //! files reserved as the broker reserves a segment's space ("new blocks",
 //! what a fresh broker's segments meet), and cycles over a file written
 //! once before ("written blocks", what reusing old segments' space would
-//! meet).
+//! meet). "New" is new to the file system: it may hand out blocks freed
+//! by files removed earlier, which a thinly provisioned disk has
+//! allocated already unless the removal discarded them (a `discard`
+//! mount does).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use glommio::io::DmaFile;
+use glommio::io::{DmaBuffer, DmaFile};
 
 /// Direct writes are at most this long, as the broker's.
 const WRITE_CHUNK: u64 = 1 << 20;
 
-/// New files grow in steps of this, as the broker's segments do.
+/// New files grow in steps of this, the broker's largest step (its
+/// segments start with 1 MiB steps and double up to it).
 const PREALLOCATE_BYTES: u64 = 32 << 20;
 
 /// Where the cycles go.
@@ -48,6 +52,8 @@ pub struct Shape {
     pub blocks: Blocks,
     /// How long.
     pub duration: Duration,
+    /// Stop after this many cycles, if sooner.
+    pub most_flushes: u64,
 }
 
 /// What one measure saw.
@@ -93,10 +99,12 @@ async fn cycles(files: &mut Files, shape: Shape) -> std::io::Result<Ceiling> {
     files.prepare().await?;
     let (mut writing, mut syncing) = (Duration::ZERO, Duration::ZERO);
     let (mut flushes, started) = (0u64, Instant::now());
-    while started.elapsed() < shape.duration {
+    while started.elapsed() < shape.duration && flushes < shape.most_flushes {
         let (file, position) = files.place(flush_bytes).await?;
+        // Filled before the clock starts, as a broker's buffers are.
+        let chunks = chunks(file, position, flush_bytes);
         let write_started = Instant::now();
-        write_chunks(file, position, flush_bytes).await?;
+        write_all(file, chunks).await?;
         let sync_started = Instant::now();
         file.fdatasync().await.map_err(other)?;
         writing += sync_started - write_started;
@@ -114,18 +122,34 @@ async fn cycles(files: &mut Files, shape: Shape) -> std::io::Result<Ceiling> {
     })
 }
 
-/// Writes `bytes` at `position` in chunks of at most [`WRITE_CHUNK`],
-/// all in flight at once.
-async fn write_chunks(file: &DmaFile, position: u64, bytes: u64) -> std::io::Result<()> {
-    let writes = (0..bytes.div_ceil(WRITE_CHUNK)).map(|i| {
-        let offset = i * WRITE_CHUNK;
-        let len = WRITE_CHUNK.min(bytes - offset) as usize;
-        let mut buffer = file.alloc_dma_buffer(len);
-        buffer.as_bytes_mut().fill(7);
-        file.write_at(buffer, position + offset)
+/// `bytes` to write at `position`, in filled chunks of at most
+/// [`WRITE_CHUNK`], each with its position.
+fn chunks(file: &DmaFile, position: u64, bytes: u64) -> Vec<(DmaBuffer, u64)> {
+    (0..bytes.div_ceil(WRITE_CHUNK))
+        .map(|i| {
+            let offset = i * WRITE_CHUNK;
+            let mut buffer = file.alloc_dma_buffer(WRITE_CHUNK.min(bytes - offset) as usize);
+            buffer.as_bytes_mut().fill(7);
+            (buffer, position + offset)
+        })
+        .collect()
+}
+
+/// Writes `chunks`, all in flight at once.
+async fn write_all(file: &DmaFile, chunks: Vec<(DmaBuffer, u64)>) -> std::io::Result<()> {
+    let writes = chunks.into_iter().map(|(buffer, position)| {
+        let len = buffer.len();
+        async move {
+            let written = file.write_at(buffer, position).await.map_err(other)?;
+            if written != len {
+                let short = format!("short direct write: {written} of {len} bytes at {position}");
+                return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, short));
+            }
+            Ok(())
+        }
     });
     for written in futures::future::join_all(writes).await {
-        written.map_err(other)?;
+        written?;
     }
     Ok(())
 }
@@ -141,6 +165,9 @@ struct Files {
     position: u64,
     allocated: u64,
     made: u64,
+    /// Removals of full files, off the measured thread (a removal takes a
+    /// while, and a broker does not remove segments as it appends).
+    removals: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Files {
@@ -153,6 +180,7 @@ impl Files {
             position: 0,
             allocated: 0,
             made: 0,
+            removals: Vec::new(),
         }
     }
 
@@ -173,7 +201,7 @@ impl Files {
         let mut position = 0;
         while position < self.shape.file_bytes {
             let bytes = (16 * WRITE_CHUNK).min(self.shape.file_bytes - position);
-            write_chunks(&file, position, bytes).await?;
+            write_all(&file, chunks(&file, position, bytes)).await?;
             position += bytes;
         }
         file.fdatasync().await.map_err(other)?;
@@ -208,7 +236,9 @@ impl Files {
     async fn start_new_file(&mut self) -> std::io::Result<()> {
         if let Some(old) = self.previous.take() {
             old.close().await.map_err(other)?;
-            std::fs::remove_file(self.path(self.made - 2))?;
+            let path = self.path(self.made - 2);
+            self.removals
+                .push(std::thread::spawn(move || std::fs::remove_file(path)));
         }
         self.previous = self.current.take();
         self.current = Some(self.make().await?);
@@ -222,18 +252,35 @@ impl Files {
         Ok(file)
     }
 
-    /// Closes and removes every file made.
+    /// Closes and removes every file made (each tried, whatever failed
+    /// before it); the first failure.
     async fn remove_all(&mut self) -> std::io::Result<()> {
+        let mut first_failure = None;
         for file in [self.previous.take(), self.current.take()]
             .into_iter()
             .flatten()
         {
-            file.close().await.map_err(other)?;
+            if let Err(e) = file.close().await {
+                first_failure.get_or_insert(other(e));
+            }
         }
-        for n in self.made.saturating_sub(2)..self.made {
-            std::fs::remove_file(self.path(n))?;
+        let removed_here: Vec<_> = (self.made.saturating_sub(2)..self.made)
+            .map(|n| match std::fs::remove_file(self.path(n)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                result => result,
+            })
+            .collect();
+        let removed_before = self.removals.drain(..).map(|removal| {
+            removal
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a removal panicked")))
+        });
+        for result in removed_here.into_iter().chain(removed_before) {
+            if let Err(e) = result {
+                first_failure.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_failure.map_or(Ok(()), Err)
     }
 }
 
@@ -254,7 +301,9 @@ mod tests {
             // Three flushes per file: the runs cross the file's end.
             file_bytes: 3 * (WRITE_CHUNK + 8192) + 4096,
             blocks,
-            duration: Duration::from_millis(300),
+            // Ten cycles, however slow the disk: past three files.
+            duration: Duration::from_secs(60),
+            most_flushes: 10,
         }
     }
 
@@ -265,9 +314,9 @@ mod tests {
         let left = std::fs::read_dir(&dir).unwrap().count();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(left, 0, "every file made is removed");
-        assert!(ceiling.flushes > 3, "flushes: {}", ceiling.flushes);
+        assert_eq!(ceiling.flushes, 10);
         // Three flushes fit a file, so each file but the last took three.
-        assert_eq!(ceiling.files, ceiling.flushes.div_ceil(3));
+        assert_eq!(ceiling.files, 4);
         assert!(ceiling.bytes_per_s > 0.0);
         assert!(ceiling.mean_sync > Duration::ZERO);
     }
@@ -279,7 +328,7 @@ mod tests {
         let left = std::fs::read_dir(&dir).unwrap().count();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(left, 0, "the file is removed");
-        assert!(ceiling.flushes > 3, "flushes: {}", ceiling.flushes);
+        assert_eq!(ceiling.flushes, 10);
         assert_eq!(ceiling.files, 1);
     }
 
@@ -287,19 +336,29 @@ mod tests {
     fn a_flush_is_written_in_chunks_of_at_most_a_mebibyte() {
         let dir = scratch_dir("disk-ceiling-chunks");
         let path = dir.join("f");
-        let written = glommio::LocalExecutorBuilder::default()
+        let (layout, size) = glommio::LocalExecutorBuilder::default()
             .make()
             .unwrap()
             .run(async move {
                 let file = DmaFile::create(&path).await.unwrap();
-                write_chunks(&file, 4096, 2 * WRITE_CHUNK + 4096)
-                    .await
-                    .unwrap();
+                let chunks = chunks(&file, 4096, 2 * WRITE_CHUNK + 4096);
+                let layout: Vec<(usize, u64)> =
+                    chunks.iter().map(|(b, at)| (b.len(), *at)).collect();
+                write_all(&file, chunks).await.unwrap();
                 let size = file.file_size().await.unwrap();
                 file.close().await.unwrap();
-                size
+                (layout, size)
             });
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(written, 4096 + 2 * WRITE_CHUNK + 4096);
+        let mib = WRITE_CHUNK as usize;
+        assert_eq!(
+            layout,
+            [
+                (mib, 4096),
+                (mib, 4096 + WRITE_CHUNK),
+                (4096, 4096 + 2 * WRITE_CHUNK)
+            ]
+        );
+        assert_eq!(size, 4096 + 2 * WRITE_CHUNK + 4096);
     }
 }

@@ -123,11 +123,16 @@ fn disk_floor(options: &options::Options) -> Result<(), String> {
 fn print_disk_ceiling(options: &options::Options) -> Result<(), String> {
     use disk_ceiling::Blocks;
     const MIB: u64 = 1 << 20;
+    // New files as large as the broker's segments; the written file,
+    // written whole before each of its measures (not timed), smaller.
+    const NEW_FILE_BYTES: u64 = 1 << 30;
+    const WRITTEN_FILE_BYTES: u64 = 256 * MIB;
     let sizes = [MIB, 4 * MIB, 16 * MIB];
     let each = options.duration / (2 * sizes.len() as u32);
     println!(
         "disk ceiling under {} (direct writes of at most 1 MiB issued together, then fdatasync; \
-         1 GiB files; no broker), {:.1} s each:",
+         new blocks: 1 GiB files; written blocks: a 256 MiB file written first; \
+         no broker), {:.1} s each:",
         options.dir.display(),
         each.as_secs_f64()
     );
@@ -139,9 +144,13 @@ fn print_disk_ceiling(options: &options::Options) -> Result<(), String> {
         ] {
             let shape = disk_ceiling::Shape {
                 flush_bytes,
-                file_bytes: 1 << 30,
+                file_bytes: match blocks {
+                    Blocks::New => NEW_FILE_BYTES,
+                    Blocks::Written => WRITTEN_FILE_BYTES,
+                },
                 blocks,
                 duration: each,
+                most_flushes: u64::MAX,
             };
             let c = disk_ceiling::measure(&options.dir, shape).map_err(|e| e.to_string())?;
             row += &format!(

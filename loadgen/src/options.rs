@@ -207,7 +207,8 @@ pub enum RunCommand {
     DiskFloor(Flags),
     /// The most one partition's durable appends can write under --dir (no
     /// broker): write-then-fdatasync cycles of 1, 4 and 16 MiB, into new
-    /// reserved blocks and into written ones, --duration split among them.
+    /// reserved blocks and into written ones, --duration split among them
+    /// (each written-blocks measure first writes its 256 MiB file, untimed).
     #[command(after_help = DISK_CEILING_EXAMPLE)]
     DiskCeiling(Flags),
     /// Loopback TCP sent by write(2), io_uring send and io_uring send_zc, side

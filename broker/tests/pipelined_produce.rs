@@ -19,6 +19,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use storage::batch::{build, stamp_producer, RecordSpec};
 use storage::TimestampMs;
+use support::security::{server_files, start_tls_broker, tls_connect, Authority};
 use support::{cli, produce_wire, start_broker_with};
 
 const TOPIC: &str = "pipelined";
@@ -131,13 +132,55 @@ fn pipelined_requests_share_flushes_and_keep_their_order() {
     );
 }
 
+/// How long each answer waits in the tests of reading on: ample time to
+/// see what the broker reads meanwhile.
+const LONG_FLUSH_DELAY_MS: &str = "3000";
+
 #[test]
 fn a_request_sent_while_the_one_before_waits_is_read_and_appended_at_once() {
-    // Each answer waits 3 s: ample time to see what the broker reads
-    // meanwhile. It used to stop reading until the oldest answer left, so
-    // a producer's next request waited in the socket for a whole flush.
-    let (_dir, broker, mut stream) = broker_and_topic_delaying("3000");
-    let appended = || support::cluster::counter(broker.http, "log_appended_batches_total");
+    let (_dir, broker, mut stream) = broker_and_topic_delaying(LONG_FLUSH_DELAY_MS);
+    reads_the_second_request_while_the_first_waits(broker.http, &mut stream);
+}
+
+#[test]
+fn over_tls_too_a_request_sent_while_the_one_before_waits_is_read_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let authority = Authority::new("pipelined-ca");
+    let files = server_files(dir.path(), &authority);
+    let delay = [("BROKER_TEST_FLUSH_DELAY_MS", LONG_FLUSH_DELAY_MS)];
+    let broker = start_tls_broker(&dir.path().join("data"), &files, &delay);
+    let partitions = PARTITIONS.to_string();
+    let ca = files.ca.to_str().unwrap();
+    cli(
+        &broker.address.to_string(),
+        &[
+            "topic",
+            "create",
+            TOPIC,
+            "--partitions",
+            &partitions,
+            "--ssl-ca-location",
+            ca,
+        ],
+    );
+    let mut stream = tls_connect(broker.address, &authority.pem(), None);
+    stream
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    reads_the_second_request_while_the_first_waits(broker.http, &mut stream);
+}
+
+/// Writes a request, and once it is appended (its answer waiting out the
+/// long flush delay, the socket empty), a second one: the second must be
+/// appended before the first is answered. The broker used to stop
+/// reading until the oldest answer left, so a producer's next request
+/// waited in the socket for a whole flush.
+fn reads_the_second_request_while_the_first_waits(
+    http: std::net::SocketAddr,
+    stream: &mut (impl Read + Write),
+) {
+    let appended = || support::cluster::counter(http, "log_appended_batches_total");
     let before = appended();
     let wait_for = |batches: u64, what: &str| {
         let deadline = std::time::Instant::now() + Duration::from_millis(1500);
@@ -150,12 +193,13 @@ fn a_request_sent_while_the_one_before_waits_is_read_and_appended_at_once() {
         }
     };
     stream.write_all(&produce_frame(0, None)).unwrap();
+    stream.flush().unwrap();
     wait_for(PARTITIONS as u64, "the first request");
-    // The socket is empty now, and the first request waits for its answer.
     stream.write_all(&produce_frame(1, None)).unwrap();
+    stream.flush().unwrap();
     wait_for(2 * PARTITIONS as u64, "the second request");
     for request in 0..2 {
-        let (id, partitions) = read_answer(&mut stream);
+        let (id, partitions) = read_answer(stream);
         assert_eq!(id, request, "answers in request order");
         for p in 0..PARTITIONS {
             assert_eq!(partitions[&p], (0, request as i64), "partition {p}");

@@ -293,6 +293,7 @@ where
                     _ => return Ended::Closed,
                 }
             }
+            let frame_bytes = request_frame.len();
             let request = match request::parse(request_frame) {
                 Ok(request) => request,
                 Err(e) => {
@@ -310,7 +311,7 @@ where
                 }
                 let user = session.as_ref().and_then(Session::principal);
                 let handled = handle(request, shard, client, user, &who);
-                pipeline.start(|placing| handled(Some(placing)));
+                pipeline.start(frame_bytes, |placing| handled(Some(placing)));
                 // Its records placed, the next request may start; answers
                 // that come meanwhile leave at once.
                 while let Some(answered) = pipeline.until_placed().await {

@@ -16,12 +16,22 @@ use futures::FutureExt;
 
 /// Produce requests one connection keeps in flight at most (an idempotent
 /// producer keeps five; others more): each holds its request's memory
-/// until it is answered.
-pub const IN_FLIGHT_MAX: usize = 8;
+/// until it is answered. 8 held one librdkafka producer of 1 MB requests
+/// to about 1 GB/s here, 32 let it reach 1.2-1.4 (docs/benchmarks.md run
+/// 48).
+pub const IN_FLIGHT_MAX: usize = 32;
+
+/// Request bytes past which a connection starts no more requests until an
+/// answer leaves (it may go over by the last one started): what the
+/// requests in flight hold stays about this, whatever their number.
+pub const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
 
 /// A connection's requests in flight, oldest first; `T` is an answer.
 pub struct Pipeline<'a, T> {
-    answers: FuturesOrdered<LocalBoxFuture<'a, T>>,
+    /// Each answer with its request's size.
+    answers: FuturesOrdered<LocalBoxFuture<'a, (T, usize)>>,
+    /// The sizes of the requests in flight, summed.
+    bytes: usize,
     /// Resolves once the newest request has placed its records (Ok), or
     /// ended without placing them (Err: dropped unsent).
     placing: Option<oneshot::Receiver<()>>,
@@ -35,10 +45,11 @@ pub struct Pipeline<'a, T> {
 /// dropped unsent if it ends without placing them.
 pub type Placing = oneshot::Sender<()>;
 
-impl<'a, T> Pipeline<'a, T> {
+impl<'a, T: 'a> Pipeline<'a, T> {
     pub fn new() -> Pipeline<'a, T> {
         Pipeline {
             answers: FuturesOrdered::new(),
+            bytes: 0,
             placing: None,
             barrier: false,
         }
@@ -48,17 +59,30 @@ impl<'a, T> Pipeline<'a, T> {
         self.answers.is_empty()
     }
 
-    /// Whether another request may start (once the newest is placed).
+    /// Whether another request may start (once the newest is placed):
+    /// fewer than [`IN_FLIGHT_MAX`] in flight, holding less than
+    /// [`IN_FLIGHT_BYTES_MAX`] (one may always start).
     pub fn has_room(&self) -> bool {
-        self.answers.len() < IN_FLIGHT_MAX
+        self.answers.is_empty()
+            || (self.answers.len() < IN_FLIGHT_MAX && self.bytes < IN_FLIGHT_BYTES_MAX)
     }
 
-    /// A request to be answered by `answer`, which is told when it is
-    /// placed through the [`Placing`] made here with it.
-    pub fn start(&mut self, answer: impl FnOnce(Placing) -> LocalBoxFuture<'a, T>) {
+    /// A request of `bytes` to be answered by `answer`, which is told
+    /// when it is placed through the [`Placing`] made here with it.
+    pub fn start(&mut self, bytes: usize, answer: impl FnOnce(Placing) -> LocalBoxFuture<'a, T>) {
         let (placing, placed) = oneshot::channel();
-        self.answers.push_back(answer(placing));
+        let answered = answer(placing);
+        self.answers
+            .push_back(Box::pin(async move { (answered.await, bytes) }));
+        self.bytes += bytes;
         self.placing = Some(placed);
+    }
+
+    /// An answer taken out: its request's bytes no longer count.
+    fn taken(&mut self, answer: Option<(T, usize)>) -> Option<T> {
+        let (answer, bytes) = answer?;
+        self.bytes -= bytes;
+        Some(answer)
     }
 
     /// Waits until the newest request has placed its records (None: the
@@ -73,7 +97,7 @@ impl<'a, T> Pipeline<'a, T> {
                     self.placing = None;
                     self.barrier = placed.is_err();
                 }
-                Either::Right((answer, _)) => return answer,
+                Either::Right((answer, _)) => return self.taken(answer),
             }
         }
         if !self.barrier {
@@ -81,7 +105,7 @@ impl<'a, T> Pipeline<'a, T> {
         }
         let answer = self.answers.next().await;
         self.barrier = answer.is_some();
-        answer
+        self.taken(answer)
     }
 
     /// The oldest request's answer if it has come (checked without
@@ -90,12 +114,14 @@ impl<'a, T> Pipeline<'a, T> {
         if self.answers.is_empty() {
             return None;
         }
-        self.answers.next().now_or_never().flatten()
+        let answer = self.answers.next().now_or_never().flatten();
+        self.taken(answer)
     }
 
     /// The oldest request's answer, once it comes (None: nothing in flight).
     pub async fn next_answer(&mut self) -> Option<T> {
-        self.answers.next().await
+        let answer = self.answers.next().await;
+        self.taken(answer)
     }
 }
 
@@ -140,10 +166,10 @@ mod tests {
         pool.spawner()
             .spawn_local(async move {
                 let mut pipeline = Pipeline::new();
-                pipeline.start(request("a", placed_a, done_a));
+                pipeline.start(1, request("a", placed_a, done_a));
                 assert_eq!(pipeline.until_placed().await, None);
                 seen.borrow_mut().push("a placed");
-                pipeline.start(request("b", placed_b, done_b));
+                pipeline.start(1, request("b", placed_b, done_b));
                 assert_eq!(pipeline.until_placed().await, None);
                 seen.borrow_mut().push("b placed");
                 while let Some(answer) = pipeline.next_answer().await {
@@ -172,7 +198,7 @@ mod tests {
             let mut pipeline = Pipeline::new();
             // Answered at its first poll (a refused request): its Placing
             // drops with it.
-            pipeline.start(|placing| {
+            pipeline.start(1, |placing| {
                 async move {
                     drop(placing);
                     "refused"
@@ -196,10 +222,10 @@ mod tests {
         pool.spawner()
             .spawn_local(async move {
                 let mut pipeline = Pipeline::new();
-                pipeline.start(request("a", placed_a, done_a));
+                pipeline.start(1, request("a", placed_a, done_a));
                 assert_eq!(pipeline.until_placed().await, None);
                 // Ends at once without placing (a request to close on).
-                pipeline.start(|placing| {
+                pipeline.start(1, |placing| {
                     async move {
                         drop(placing);
                         "closing"
@@ -226,7 +252,7 @@ mod tests {
         let mut pool = LocalPool::new();
         let (finish, done) = oneshot::channel::<()>();
         let mut pipeline = Pipeline::new();
-        pipeline.start(move |_| {
+        pipeline.start(1, move |_| {
             async move { done.await.map(|()| "a").unwrap_or("gone") }.boxed_local()
         });
         assert_eq!(pipeline.ready_answer(), None, "not answered yet");
@@ -238,12 +264,39 @@ mod tests {
     }
 
     #[test]
-    fn room_is_bounded() {
+    fn room_is_bounded_by_count() {
         let mut pipeline: Pipeline<'_, ()> = Pipeline::new();
         for _ in 0..IN_FLIGHT_MAX {
             assert!(pipeline.has_room());
-            pipeline.start(|_| futures::future::pending().boxed_local());
+            pipeline.start(1, |_| futures::future::pending().boxed_local());
         }
         assert!(!pipeline.has_room());
+    }
+
+    #[test]
+    fn room_is_bounded_by_bytes_and_comes_back_as_answers_leave() {
+        let third = IN_FLIGHT_BYTES_MAX / 3 + 1;
+        let mut finishers = Vec::new();
+        let mut pipeline = Pipeline::new();
+        for name in ["a", "b", "c"] {
+            assert!(pipeline.has_room(), "under the bytes before {name}");
+            let (finish, done) = oneshot::channel::<()>();
+            finishers.push(finish);
+            pipeline.start(third, move |_| {
+                async move { done.await.map(|()| name).unwrap_or("gone") }.boxed_local()
+            });
+        }
+        // Three requests, over the bytes by the last one started.
+        assert!(!pipeline.has_room(), "full by bytes with 3 in flight");
+        finishers.remove(0).send(()).unwrap();
+        assert_eq!(pipeline.ready_answer(), Some("a"));
+        assert!(pipeline.has_room(), "an answer gave its bytes back");
+        // One request always starts, however large.
+        let mut alone: Pipeline<'_, ()> = Pipeline::new();
+        assert!(alone.has_room());
+        alone.start(4 * IN_FLIGHT_BYTES_MAX, |_| {
+            futures::future::pending().boxed_local()
+        });
+        assert!(!alone.has_room());
     }
 }

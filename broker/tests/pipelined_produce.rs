@@ -208,6 +208,23 @@ fn reads_the_second_request_while_the_first_waits(
 }
 
 #[test]
+fn more_requests_than_the_pipeline_holds_wait_for_room_and_keep_their_order() {
+    // 40 acks=all requests in one write, more than the 32 a connection
+    // keeps in flight: the later ones wait for the first answers.
+    let (_dir, _broker, mut stream) = broker_and_topic();
+    let answers = pipelined(&mut stream, &[None; 40]);
+    for (request, partitions) in answers.iter().enumerate() {
+        for p in 0..PARTITIONS {
+            assert_eq!(
+                partitions[&p],
+                (0, request as i64),
+                "request {request}, partition {p}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_sequence_gap_refuses_the_batches_behind_it_and_none_before() {
     let (_dir, _broker, mut stream) = broker_and_topic();
     // Sequences 0, 1, 2, then 4 (3 is missing) and on.

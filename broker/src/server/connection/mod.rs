@@ -303,7 +303,7 @@ where
             };
             shard.metrics.request(request.header.request_api_key);
             if pipelines(&request, session.as_ref()) {
-                while !pipeline.has_room() {
+                while !pipeline.has_room_for(frame_bytes) {
                     deliver!(pipeline.next_answer().await.flatten(), false);
                 }
                 if !replying.sit_out_mute().await {

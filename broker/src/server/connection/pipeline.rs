@@ -13,24 +13,28 @@ use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
+use std::collections::VecDeque;
 
 /// Produce requests one connection keeps in flight at most (an idempotent
-/// producer keeps five; others more): each holds its request's memory
-/// until it is answered. 8 held one librdkafka producer of 1 MB requests
-/// to about 1 GB/s here, 32 let it reach 1.2-1.4 (docs/benchmarks.md run
-/// 48).
+/// producer keeps five; others more). 8 held one librdkafka producer of
+/// 1 MB requests to about 1.1 GB/s here, 32 let it reach 1.2-1.4
+/// (docs/benchmarks.md run 48).
 pub const IN_FLIGHT_MAX: usize = 32;
 
-/// Request bytes past which a connection starts no more requests until an
-/// answer leaves (it may go over by the last one started): what the
-/// requests in flight hold stays about this, whatever their number.
+/// Request bytes a connection's requests in flight may add up to (one
+/// request alone may be larger). Their records, once placed, live in the
+/// log's write buffer and cache until flushed, and an acks=all answer
+/// waits for that: this bounds what one connection has appended and not
+/// yet had acknowledged (with 1 MB requests, four times what 8 requests
+/// allowed; with requests over 4 MiB, less).
 pub const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
 
 /// A connection's requests in flight, oldest first; `T` is an answer.
 pub struct Pipeline<'a, T> {
-    /// Each answer with its request's size.
-    answers: FuturesOrdered<LocalBoxFuture<'a, (T, usize)>>,
-    /// The sizes of the requests in flight, summed.
+    answers: FuturesOrdered<LocalBoxFuture<'a, T>>,
+    /// The size of each request in flight, oldest first (answers leave in
+    /// that order), and their sum.
+    sizes: VecDeque<usize>,
     bytes: usize,
     /// Resolves once the newest request has placed its records (Ok), or
     /// ended without placing them (Err: dropped unsent).
@@ -45,10 +49,11 @@ pub struct Pipeline<'a, T> {
 /// dropped unsent if it ends without placing them.
 pub type Placing = oneshot::Sender<()>;
 
-impl<'a, T: 'a> Pipeline<'a, T> {
+impl<'a, T> Pipeline<'a, T> {
     pub fn new() -> Pipeline<'a, T> {
         Pipeline {
             answers: FuturesOrdered::new(),
+            sizes: VecDeque::new(),
             bytes: 0,
             placing: None,
             barrier: false,
@@ -59,29 +64,28 @@ impl<'a, T: 'a> Pipeline<'a, T> {
         self.answers.is_empty()
     }
 
-    /// Whether another request may start (once the newest is placed):
-    /// fewer than [`IN_FLIGHT_MAX`] in flight, holding less than
-    /// [`IN_FLIGHT_BYTES_MAX`] (one may always start).
-    pub fn has_room(&self) -> bool {
+    /// Whether a request of `bytes` may start (once the newest is
+    /// placed): fewer than [`IN_FLIGHT_MAX`] in flight, and with it at
+    /// most [`IN_FLIGHT_BYTES_MAX`] (one alone may always start).
+    pub fn has_room_for(&self, bytes: usize) -> bool {
         self.answers.is_empty()
-            || (self.answers.len() < IN_FLIGHT_MAX && self.bytes < IN_FLIGHT_BYTES_MAX)
+            || (self.answers.len() < IN_FLIGHT_MAX && self.bytes + bytes <= IN_FLIGHT_BYTES_MAX)
     }
 
     /// A request of `bytes` to be answered by `answer`, which is told
     /// when it is placed through the [`Placing`] made here with it.
     pub fn start(&mut self, bytes: usize, answer: impl FnOnce(Placing) -> LocalBoxFuture<'a, T>) {
         let (placing, placed) = oneshot::channel();
-        let answered = answer(placing);
-        self.answers
-            .push_back(Box::pin(async move { (answered.await, bytes) }));
+        self.answers.push_back(answer(placing));
+        self.sizes.push_back(bytes);
         self.bytes += bytes;
         self.placing = Some(placed);
     }
 
-    /// An answer taken out: its request's bytes no longer count.
-    fn taken(&mut self, answer: Option<(T, usize)>) -> Option<T> {
-        let (answer, bytes) = answer?;
-        self.bytes -= bytes;
+    /// An answer taken out: the oldest request's bytes no longer count.
+    fn taken(&mut self, answer: Option<T>) -> Option<T> {
+        let answer = answer?;
+        self.bytes -= self.sizes.pop_front().expect("a size per request");
         Some(answer)
     }
 
@@ -267,36 +271,69 @@ mod tests {
     fn room_is_bounded_by_count() {
         let mut pipeline: Pipeline<'_, ()> = Pipeline::new();
         for _ in 0..IN_FLIGHT_MAX {
-            assert!(pipeline.has_room());
+            assert!(pipeline.has_room_for(1));
             pipeline.start(1, |_| futures::future::pending().boxed_local());
         }
-        assert!(!pipeline.has_room());
+        assert!(!pipeline.has_room_for(1));
     }
 
     #[test]
-    fn room_is_bounded_by_bytes_and_comes_back_as_answers_leave() {
+    fn room_is_bounded_by_bytes_and_each_answer_gives_its_own_back() {
         let third = IN_FLIGHT_BYTES_MAX / 3 + 1;
-        let mut finishers = Vec::new();
-        let mut pipeline = Pipeline::new();
-        for name in ["a", "b", "c"] {
-            assert!(pipeline.has_room(), "under the bytes before {name}");
+        // Starts a request of `third` bytes answered once its sender fires.
+        fn start(
+            pipeline: &mut Pipeline<'_, &'static str>,
+            bytes: usize,
+            name: &'static str,
+        ) -> oneshot::Sender<()> {
             let (finish, done) = oneshot::channel::<()>();
-            finishers.push(finish);
-            pipeline.start(third, move |_| {
+            pipeline.start(bytes, move |_| {
                 async move { done.await.map(|()| name).unwrap_or("gone") }.boxed_local()
             });
+            finish
         }
-        // Three requests, over the bytes by the last one started.
-        assert!(!pipeline.has_room(), "full by bytes with 3 in flight");
+        let mut finishers = Vec::new();
+        let mut pipeline = Pipeline::new();
+        for name in ["a", "b"] {
+            assert!(pipeline.has_room_for(third), "room for {name}");
+            finishers.push(start(&mut pipeline, third, name));
+        }
+        assert!(
+            !pipeline.has_room_for(third),
+            "a third would pass the bytes"
+        );
+        assert!(pipeline.has_room_for(1), "a small one fits");
         finishers.remove(0).send(()).unwrap();
         assert_eq!(pipeline.ready_answer(), Some("a"));
-        assert!(pipeline.has_room(), "an answer gave its bytes back");
-        // One request always starts, however large.
-        let mut alone: Pipeline<'_, ()> = Pipeline::new();
-        assert!(alone.has_room());
-        alone.start(4 * IN_FLIGHT_BYTES_MAX, |_| {
+        assert!(pipeline.has_room_for(third), "a's bytes given back");
+        finishers.push(start(&mut pipeline, third, "c"));
+        assert!(
+            !pipeline.has_room_for(third),
+            "only a's bytes were given back"
+        );
+        for finish in finishers {
+            finish.send(()).unwrap();
+        }
+        let rest = futures::executor::block_on(async {
+            let b = pipeline.next_answer().await;
+            let c = pipeline.until_placed().await;
+            (b, c)
+        });
+        assert_eq!(rest, (Some("b"), Some("c")));
+        assert!(pipeline.is_empty());
+        assert!(
+            pipeline.has_room_for(IN_FLIGHT_BYTES_MAX),
+            "every byte given back"
+        );
+    }
+
+    #[test]
+    fn one_request_alone_starts_however_large() {
+        let mut pipeline: Pipeline<'_, ()> = Pipeline::new();
+        assert!(pipeline.has_room_for(4 * IN_FLIGHT_BYTES_MAX));
+        pipeline.start(4 * IN_FLIGHT_BYTES_MAX, |_| {
             futures::future::pending().boxed_local()
         });
-        assert!(!alone.has_room());
+        assert!(!pipeline.has_room_for(1));
     }
 }

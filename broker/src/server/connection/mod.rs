@@ -7,6 +7,7 @@ pub mod admission;
 pub mod authentication;
 mod direct_read;
 mod handover;
+mod in_flight_wait;
 pub mod move_to_shard;
 mod pipeline;
 pub mod refused_batches;
@@ -29,6 +30,7 @@ use kafka_protocol::messages::ApiKey;
 use self::admission::Admitted;
 use self::direct_read::DirectRead;
 use self::handover::{Detached, Movable};
+use self::in_flight_wait::{answer_or_bytes, Woke};
 use self::move_to_shard::{PartitionShards, ShardMoves};
 use self::pipeline::{Pipeline, Placing};
 use self::refused_batches::RefusedBatches;
@@ -349,23 +351,9 @@ where
             }
         }
         if !pipeline.is_empty() {
-            // Nothing more to read now, requests in flight: whichever comes
-            // first, the oldest one's answer or more bytes. Waiting for the
-            // answer alone stopped reading for a whole flush, so a
-            // producer's next requests waited in the socket's buffers and
-            // one connection's rate was what those hold per flush
-            // (docs/benchmarks.md run 48). A wait given up loses nothing:
-            // the stream reads only when bytes are there.
+            // Nothing more to read now, requests in flight: see in_flight_wait.
             let wait_read = &mut chunk[..limit.min(wait_read_len_max)];
-            let woke = {
-                let answer = std::pin::pin!(pipeline.next_answer());
-                let read = select(Box::pin(stream.read(wait_read)), stopping.clone());
-                match select(answer, read).await {
-                    Either::Left((answered, _)) => Woke::Answered(answered),
-                    Either::Right((Either::Left((read, _)), _)) => Woke::Read(read),
-                    Either::Right((Either::Right(_), _)) => Woke::Stopping,
-                }
-            };
+            let woke = answer_or_bytes(&mut pipeline, stream, wait_read, stopping).await;
             match woke {
                 Woke::Answered(Some(answered)) => deliver!(answered),
                 Woke::Answered(None) => {}
@@ -410,16 +398,6 @@ fn wait_read_bytes<S: DirectRead>() -> usize {
     } else {
         READ_CHUNK_BYTES
     }
-}
-
-/// What a connection with requests in flight woke for.
-enum Woke<T> {
-    /// The oldest request's answer (None: nothing was in flight).
-    Answered(Option<T>),
-    /// Bytes on the socket (0: the client closed its side).
-    Read(std::io::Result<usize>),
-    /// The broker stops.
-    Stopping,
 }
 
 /// Whether a request joins the connection's [`Pipeline`]: a Produce its

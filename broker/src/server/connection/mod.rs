@@ -203,7 +203,6 @@ where
     let config = &shard.cluster.config;
     let frame_max = config.socket_request_max_bytes;
     let mut chunk = vec![0u8; wait_read_bytes::<S>()];
-    let wait_read_len_max = chunk.len();
     let idle_max = Duration::from_millis(config.connections_max_idle_ms);
     let replying = Replying {
         shard,
@@ -352,7 +351,8 @@ where
         }
         if !pipeline.is_empty() {
             // Nothing more to read now, requests in flight: see in_flight_wait.
-            let wait_read = &mut chunk[..limit.min(wait_read_len_max)];
+            let wait_read_len = limit.min(chunk.len());
+            let wait_read = &mut chunk[..wait_read_len];
             let woke = answer_or_bytes(&mut pipeline, stream, wait_read, stopping).await;
             match woke {
                 Woke::Answered(Some(answered)) => deliver!(answered),
@@ -368,7 +368,7 @@ where
         reader.release_if_empty();
         let deadline = idle.get_or_insert_with(|| Timer::new(idle_max));
         let ended = select(stopping.clone(), deadline);
-        let wait_read_len = limit.min(wait_read_len_max);
+        let wait_read_len = limit.min(chunk.len());
         // A read of nothing would end it as if the client had closed.
         debug_assert!(wait_read_len > 0, "a wait reads at least a byte");
         let wait_read = &mut chunk[..wait_read_len];

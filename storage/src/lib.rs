@@ -32,6 +32,7 @@ mod recovery;
 pub mod remote;
 mod restart;
 mod segment;
+mod streaming_copy;
 pub mod transactions;
 pub mod txn_index;
 mod txn_index_log;

@@ -8,6 +8,7 @@
 //! that were already durable, so any mix of old and new sectors keeps them.
 
 use crate::io::{align_down, align_up, AlignedBuf, BLOCK_BYTES};
+use crate::streaming_copy;
 
 /// The smallest chunk allocated, so small appends do not each get a write.
 const CHUNK_MIN_BYTES: usize = 16 * 1024;
@@ -102,7 +103,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             }
             let n = room.min(data.len());
             let (buf, used) = self.chunks.last_mut().expect("a chunk with room");
-            buf.bytes_mut()[*used..*used + n].copy_from_slice(&data[..n]);
+            streaming_copy::copy(&mut buf.bytes_mut()[*used..*used + n], &data[..n]);
             *used += n;
             data = &data[n..];
         }

@@ -20,6 +20,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::batch_crc;
 use crate::error::BatchError;
 use crate::frame_memory::FrameMemory;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
@@ -188,7 +189,7 @@ pub fn validate(
         });
     }
     let stored = u32::from_be_bytes(buf[CRC_AT..CRC_AT + 4].try_into().expect("4 bytes"));
-    let computed = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    let computed = batch_crc::crc32c(&buf[ATTRIBUTES_AT..]);
     if stored != computed {
         return Err(BatchError::CrcMismatch { stored, computed });
     }
@@ -535,7 +536,7 @@ pub fn assemble(
     buf[53..57].copy_from_slice(&(-1i32).to_be_bytes()); // baseSequence: none
     buf[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&records_count.to_be_bytes());
     buf[HEADER_BYTES..].copy_from_slice(records);
-    let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    let crc = batch_crc::crc32c(&buf[ATTRIBUTES_AT..]);
     buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     buf
 }
@@ -556,7 +557,7 @@ pub fn rebuild(original: &[u8], kept_records: &[&[u8]]) -> BytesMut {
     buf[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
     let count = kept_records.len() as i32;
     buf[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&count.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    let crc = batch_crc::crc32c(&buf[ATTRIBUTES_AT..]);
     buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     buf
 }
@@ -568,7 +569,7 @@ pub fn stamp_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_seque
     batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
     batch[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
     batch[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    let crc = batch_crc::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -577,7 +578,7 @@ pub fn set_flags(batch: &mut [u8], flags: i16) {
     assert!(batch.len() >= HEADER_BYTES, "a whole batch header");
     let attributes = read_i16(batch, ATTRIBUTES_AT) | flags;
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    let crc = batch_crc::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+mod batch_crc;
 pub mod cache;
 mod compaction;
 pub mod epochs;

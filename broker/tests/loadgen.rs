@@ -36,6 +36,16 @@ fn verify_mode_accounts_for_every_acknowledged_message_and_writes_its_logs() {
     let (measured, span) = outcome.run.measured();
     assert_eq!(span, Duration::from_secs(2));
     assert!(measured.produced > 30_000 && measured.consumed > 30_000);
+    // Paced, each acknowledged message's latency is also split in two at
+    // its request's building: neither part longer than the whole.
+    let (whole, queued, request) = (
+        &measured.produce_latency,
+        &measured.produce_queued,
+        &measured.produce_request,
+    );
+    assert_eq!((queued.len(), request.len()), (whole.len(), whole.len()));
+    assert!(queued.max() <= whole.max() && request.max() <= whole.max());
+    assert!(queued.min() <= whole.min() && request.min() <= whole.min());
     // The interval logs hold one histogram per measured second, each with
     // that second's messages; the summary names the figures.
     for log in ["v-produce.hlog", "v-e2e.hlog"] {
@@ -48,6 +58,8 @@ fn verify_mode_accounts_for_every_acknowledged_message_and_writes_its_logs() {
     let json = std::fs::read_to_string(out.join("v.json")).unwrap();
     assert!(json.contains("\"verify_lost\": 0"), "{json}");
     assert!(json.contains("\"produce_latency_us\": {\"p50\""), "{json}");
+    assert!(json.contains("\"produce_queued_us\": {\"p50\""), "{json}");
+    assert!(json.contains("\"produce_request_us\": {\"p50\""), "{json}");
 }
 
 #[test]
@@ -90,6 +102,9 @@ fn a_consumer_told_a_count_reads_exactly_that_many_and_stops() {
         broker.bootstrap()
     ));
     assert_eq!(produced.run.measured().0.produced, 3000);
+    // Not paced: the latency is not split (two more records a message
+    // would cost a flat-out run).
+    assert!(produced.run.measured().0.produce_queued.is_empty());
     let started = std::time::Instant::now();
     // The deadline is far; the count ends the run, all of it measured.
     let read = run(format!(

@@ -122,6 +122,7 @@ pub async fn run(
         let per_producer = (rate as f64 / options.producers as f64).max(1e-3);
         Duration::from_secs_f64(1.0 / per_producer)
     });
+    let paced = period.is_some();
     // The wall-clock time of `begin` (payload stamps are wall-clock, so a
     // consumer in another process can read them).
     let now = Instant::now();
@@ -192,6 +193,16 @@ pub async fn run(
                         interval.produced += 1;
                         interval.produced_bytes += size as u64;
                         record(&mut interval.produce_latency, latency.as_micros() as u64);
+                        if paced {
+                            // Two more records a message: paced runs only,
+                            // where the rate leaves room for them.
+                            let queued = delivered.sent_at.saturating_duration_since(intended);
+                            let request = delivered
+                                .acknowledged_at
+                                .saturating_duration_since(delivered.sent_at);
+                            record(&mut interval.produce_queued, queued.as_micros() as u64);
+                            record(&mut interval.produce_request, request.as_micros() as u64);
+                        }
                         if keep_acked {
                             acked.borrow_mut().push(sequence);
                         }

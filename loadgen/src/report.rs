@@ -35,6 +35,12 @@ pub struct Interval {
     pub consumed_bytes: u64,
     /// Send (intended time) to acknowledgement.
     pub produce_latency: Histogram<u64>,
+    /// Of that, paced runs only: the intended time to the request that
+    /// carried the message being built (late, lingering, or waiting for
+    /// room in flight).
+    pub produce_queued: Histogram<u64>,
+    /// And the rest: that request's round trip.
+    pub produce_request: Histogram<u64>,
     /// Send (intended time) to consumption.
     pub e2e_latency: Histogram<u64>,
 }
@@ -48,6 +54,8 @@ impl Default for Interval {
             consumed: 0,
             consumed_bytes: 0,
             produce_latency: latency_histogram(),
+            produce_queued: latency_histogram(),
+            produce_request: latency_histogram(),
             e2e_latency: latency_histogram(),
         }
     }
@@ -63,6 +71,8 @@ impl Interval {
         self.consumed_bytes += other.consumed_bytes;
         // Same bounds on both sides: adding cannot fail.
         let _ = self.produce_latency.add(&other.produce_latency);
+        let _ = self.produce_queued.add(&other.produce_queued);
+        let _ = self.produce_request.add(&other.produce_request);
         let _ = self.e2e_latency.add(&other.e2e_latency);
     }
 }
@@ -285,6 +295,16 @@ impl Run {
             json,
             "  \"produce_latency_us\": {},",
             percentiles_json(&total.produce_latency)
+        );
+        let _ = writeln!(
+            json,
+            "  \"produce_queued_us\": {},",
+            percentiles_json(&total.produce_queued)
+        );
+        let _ = writeln!(
+            json,
+            "  \"produce_request_us\": {},",
+            percentiles_json(&total.produce_request)
         );
         let _ = writeln!(
             json,

@@ -26,6 +26,9 @@ pub(super) struct Batch {
     pub waiters: Vec<Waiter>,
     pub bytes: usize,
     pub started: Instant,
+    /// When the request carrying it was built, last (a latency's split
+    /// between waiting in the producer and the request's round trip).
+    pub sent_at: Instant,
     pub attempts: u32,
     /// The producer identity (id, epoch) it was numbered under and its
     /// first record's sequence: given when it is first sent, kept for
@@ -51,6 +54,7 @@ impl Batch {
             waiters: Vec::with_capacity(records),
             bytes: 0,
             started: Instant::now(),
+            sent_at: Instant::now(),
             attempts: 0,
             sequence: None,
         }

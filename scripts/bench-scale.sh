@@ -12,7 +12,9 @@
 #     its segment file and syncs its directory, seconds for 10,000
 #     partitions on a virtual disk);
 #   - at half that rate, on a topic of its own (the first one deleted
-#     before: its bytes would not fit beside it on a small disk): p99;
+#     before: its bytes would not fit beside it on a small disk): p99,
+#     and the p99s of its two parts, waiting in the producer until the
+#     request is built and the request's round trip (a line below the row);
 #   - the broker's resident memory (its log cache is filled first, to
 #     three quarters of its budget, a quarter of the machine's memory,
 #     with another topic, as bench.sh does) and open files.
@@ -208,6 +210,13 @@ gb = float(mbps) * float(seconds) / 1000
 per = lambda s: f'{float(s) / gb:.2f}' if gb > 0 and float(s) >= 0 else 'n/a'
 print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(client):>16} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
         "$n" "$created" "$mbps" "$p99" "$cpu" "$client_cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
+    # Where the half-rate run's records waited (loadgen splits a paced
+    # run's latency at the building of the request that carried them).
+    [ -e "$out/half-$n.json" ] && python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+p99 = lambda k: (d.get(k) or {}).get('p99', 0) / 1000
+print(f'  half rate p99 split: {p99(\"produce_queued_us\"):.1f} ms in the producer, {p99(\"produce_request_us\"):.1f} ms the request')" \
+        "$out/half-$n.json" | tee -a "$out/scale.txt"
     stop_broker
 done
 if [ "$active" -gt 0 ]; then

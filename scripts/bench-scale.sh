@@ -211,12 +211,16 @@ per = lambda s: f'{float(s) / gb:.2f}' if gb > 0 and float(s) >= 0 else 'n/a'
 print(f'{n:<11} {float(created):9.2f} {float(mbps):9.0f} {per(cpu):>12} {per(client):>16} {float(p99):10.1f} {float(p99h):14.1f} {rss:>9} {files:>7}')" \
         "$n" "$created" "$mbps" "$p99" "$cpu" "$client_cpu" "$p99_half" "$(rss_mib)" "$files" "$seconds" | tee -a "$out/scale.txt"
     # Where the half-rate run's records waited (loadgen splits a paced
-    # run's latency at the building of the request that carried them).
-    [ -e "$out/half-$n.json" ] && python3 -c "import json, sys
+    # run's latency where building the request that carried them began).
+    if [ "$half" -gt 0 ] && [ ! -e "$out/half-$n.disk" ]; then
+        python3 -c "import json, sys
 d = json.load(open(sys.argv[1]))
-p99 = lambda k: (d.get(k) or {}).get('p99', 0) / 1000
-print(f'  half rate p99 split: {p99(\"produce_queued_us\"):.1f} ms in the producer, {p99(\"produce_request_us\"):.1f} ms the request')" \
-        "$out/half-$n.json" | tee -a "$out/scale.txt"
+def p99(key):
+    part = d.get(key)
+    return f'{part[\"p99\"] / 1000:.1f} ms' if part else 'n/a'
+print(f'  half rate p99 split: {p99(\"produce_queued_us\")} in the producer, {p99(\"produce_request_us\")} the request')" \
+            "$out/half-$n.json" | tee -a "$out/scale.txt"
+    fi
     stop_broker
 done
 if [ "$active" -gt 0 ]; then

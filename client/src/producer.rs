@@ -118,10 +118,12 @@ pub struct Delivered {
     /// When its answer was read (one clock read for the whole request,
     /// so a latency measurement needs none per record).
     pub acknowledged_at: Instant,
-    /// When the request that carried it was built (its last, if retried):
-    /// what came before is the wait in the producer, what came after the
-    /// request's round trip.
-    pub sent_at: Instant,
+    /// When building the request that carried it began (its last, if
+    /// retried). Before it the record waited in the producer (lingering,
+    /// its partition's turn, room in flight, retries); after it, the
+    /// request: sealing and encoding, writing, the broker, reading the
+    /// answer.
+    pub request_started_at: Instant,
 }
 
 /// The most records a new batch makes room for ahead (as many as its
@@ -625,9 +627,9 @@ impl Producer {
     fn produce_request(&self, wave: &mut [Taken]) -> Result<ProduceRequest, String> {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         let transactional = self.config.transactional_id.is_some();
-        let sent_at = Instant::now();
+        let started_at = Instant::now();
         for ((topic, partition), batch) in wave.iter_mut() {
-            batch.sent_at = sent_at;
+            batch.request_started_at = started_at;
             let records = batch
                 .sealed_for_sending(self.config.compression, transactional)
                 .map_err(|e| e.to_string())?;
@@ -694,14 +696,14 @@ impl Producer {
             let behind_a_retry = out_of_order && unsettled.holds_back(&key, transactional);
             if error == 0 {
                 self.settled(&key);
-                let sent_at = batch.sent_at;
+                let request_started_at = batch.request_started_at;
                 for (i, waiter) in batch.waiters.into_iter().enumerate() {
                     let offset = if base < 0 { -1 } else { base + i as i64 };
                     waiter.tell(Ok(Delivered {
                         partition,
                         offset,
                         acknowledged_at,
-                        sent_at,
+                        request_started_at,
                     }));
                 }
             } else if (is_retriable(error) || behind_a_retry)

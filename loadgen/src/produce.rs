@@ -195,11 +195,15 @@ pub async fn run(
                         record(&mut interval.produce_latency, latency.as_micros() as u64);
                         if paced {
                             // Two more records a message: paced runs only,
-                            // where the rate leaves room for them.
-                            let queued = delivered.sent_at.saturating_duration_since(intended);
-                            let request = delivered
-                                .acknowledged_at
-                                .saturating_duration_since(delivered.sent_at);
+                            // where the rate leaves room for them. A message
+                            // sent a little early (EARLY_SEND_SLACK) may have
+                            // its request begun before its intended time: the
+                            // split is then at the intended time, so the two
+                            // parts add up to the whole.
+                            let split = delivered.request_started_at.max(intended);
+                            let queued = split - intended;
+                            let request =
+                                delivered.acknowledged_at.saturating_duration_since(split);
                             record(&mut interval.produce_queued, queued.as_micros() as u64);
                             record(&mut interval.produce_request, request.as_micros() as u64);
                         }

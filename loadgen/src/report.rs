@@ -35,11 +35,11 @@ pub struct Interval {
     pub consumed_bytes: u64,
     /// Send (intended time) to acknowledgement.
     pub produce_latency: Histogram<u64>,
-    /// Of that, paced runs only: the intended time to the request that
-    /// carried the message being built (late, lingering, or waiting for
-    /// room in flight).
+    /// Of that, paced runs only: the intended time to the start of
+    /// building the request that carried the message (late, lingering,
+    /// its partition's turn, room in flight, retries).
     pub produce_queued: Histogram<u64>,
-    /// And the rest: that request's round trip.
+    /// And the rest: that request's building, writing and round trip.
     pub produce_request: Histogram<u64>,
     /// Send (intended time) to consumption.
     pub e2e_latency: Histogram<u64>,

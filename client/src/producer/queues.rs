@@ -26,9 +26,10 @@ pub(super) struct Batch {
     pub waiters: Vec<Waiter>,
     pub bytes: usize,
     pub started: Instant,
-    /// When the request carrying it was built, last (a latency's split
-    /// between waiting in the producer and the request's round trip).
-    pub sent_at: Instant,
+    /// When building the request that carries it began (its last, if
+    /// retried): a latency's split between waiting in the producer and
+    /// the request.
+    pub request_started_at: Instant,
     pub attempts: u32,
     /// The producer identity (id, epoch) it was numbered under and its
     /// first record's sequence: given when it is first sent, kept for
@@ -49,12 +50,13 @@ impl Batch {
     /// a batch as big as its partition's last one is not grown by
     /// doubling, a copy each).
     pub fn with_capacity(records: usize, bytes: usize) -> Batch {
+        let now = Instant::now();
         Batch {
             records: Records::Open(BatchBuilder::with_capacity(bytes)),
             waiters: Vec::with_capacity(records),
             bytes: 0,
-            started: Instant::now(),
-            sent_at: Instant::now(),
+            started: now,
+            request_started_at: now,
             attempts: 0,
             sequence: None,
         }

@@ -44,11 +44,7 @@ mod tests {
     /// with the crc32c crate, at any start within a word.
     #[test]
     fn agrees_with_the_crc32c_crate() {
-        let seed = std::env::var("SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(rand::random);
-        println!("SEED={seed}");
+        let seed = crate::test_seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let bytes: Vec<u8> = (0..(1 << 20) + 64).map(|_| rng.gen()).collect();
         let mut lengths = vec![

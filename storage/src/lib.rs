@@ -49,3 +49,15 @@ pub use log::{
 };
 pub use maintenance::RetentionPolicy;
 pub use types::{LeaderEpoch, Offset, TimestampMs};
+
+/// The seed of a randomized test: `SEED` if set (to replay a run), else
+/// random; printed either way.
+#[cfg(test)]
+pub(crate) fn test_seed() -> u64 {
+    let seed = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("SEED={seed}");
+    seed
+}

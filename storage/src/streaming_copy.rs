@@ -74,23 +74,13 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    /// SEED=n replays a run.
-    fn seed() -> u64 {
-        let seed = std::env::var("SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(rand::random);
-        println!("SEED={seed}");
-        seed
-    }
-
     /// Lengths around the threshold and the line, at several offsets on
     /// both sides, give the source's bytes and leave the destination's
     /// other bytes alone. (The vector's own alignment is the allocator's,
     /// so the offsets are relative; the random test covers the rest.)
     #[test]
     fn copies_exactly_at_every_alignment_and_length() {
-        let seed = seed();
+        let seed = crate::test_seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let source: Vec<u8> = (0..STREAMING_MIN_BYTES * 4).map(|_| rng.gen()).collect();
         let lengths = [
@@ -133,7 +123,7 @@ mod tests {
     /// Random lengths and positions against copy_from_slice.
     #[test]
     fn matches_an_ordinary_copy_at_random() {
-        let seed = seed();
+        let seed = crate::test_seed();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let source: Vec<u8> = (0..1 << 20).map(|_| rng.gen()).collect();
         for _ in 0..200 {

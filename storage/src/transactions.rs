@@ -423,11 +423,7 @@ mod tests {
 
     #[test]
     fn random_histories_agree_with_a_naive_model() {
-        let seed = std::env::var("SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| std::process::id() as u64);
-        println!("SEED={seed}");
+        let seed = crate::test_seed();
         let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
         let mut next = |n: u64| rand::Rng::gen_range(&mut rng, 0..n);
         for _ in 0..200 {

@@ -171,11 +171,7 @@ fn the_layout_round_trips_and_damaged_or_forged_objects_are_refused() {
 
 #[test]
 fn random_leaders_uploads_and_retention_keep_every_offset_served_once() {
-    let seed: u64 = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("SEED={seed}");
+    let seed = crate::test_seed();
     let mut rng = SmallRng::seed_from_u64(seed);
     for _ in 0..200 {
         let mut m = Manifest::default();

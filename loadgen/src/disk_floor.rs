@@ -13,7 +13,7 @@
 //! its arrival to the end of the fdatasync that covered it, so a stall
 //! delays every message that arrives during it, as it would a broker's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use glommio::io::DmaFile;
@@ -24,8 +24,18 @@ use crate::report::{latency_histogram, record};
 /// The block writes are padded to (O_DIRECT alignment).
 const BLOCK: u64 = 4096;
 
-/// Files grow in steps of this, as the broker's segments do.
-const PREALLOCATE_BYTES: u64 = 32 << 20;
+/// Files reserve ahead as much as they hold, from this...
+const PREALLOCATE_MIN_BYTES: u64 = 1 << 20;
+/// ...up to this, as the broker's segments do: 10,000 files reserving
+/// the most at once would ask for 320 GB.
+const PREALLOCATE_MOST_BYTES: u64 = 32 << 20;
+
+/// The most threads the writers share: the broker has a shard per core,
+/// and a thread per file stops starting long before 10,000 files.
+fn threads_for(writers: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    writers.clamp(1, cores)
+}
 
 /// A file is started over past this size (the disk's space stays bounded).
 const FILE_BYTES: u64 = 1 << 30;
@@ -37,7 +47,8 @@ pub struct Load {
     pub messages_per_s: f64,
     /// Bytes per message.
     pub message_bytes: usize,
-    /// Files written at once, each with its own thread.
+    /// Files written at once, each by a task of its own, on at most a
+    /// thread per core.
     pub writers: usize,
     /// How long.
     pub duration: Duration,
@@ -56,34 +67,67 @@ pub struct Floor {
 /// Runs `load` against scratch files under `dir` (removed after).
 pub fn measure(dir: &Path, load: Load) -> std::io::Result<Floor> {
     let writers = load.writers.max(1);
-    let rate = load.messages_per_s / writers as f64;
-    let handles: Vec<_> = (0..writers)
-        .map(|i| {
-            let path = dir.join(format!("loadgen-disk-floor-{}-{i}.bin", std::process::id()));
-            std::thread::spawn(move || {
-                let result = write_at_rate(&path, rate, load.message_bytes, load.duration);
-                let _ = std::fs::remove_file(&path);
-                result
-            })
+    let threads = threads_for(writers);
+    let handles: Vec<_> = (0..threads)
+        .map(|thread| {
+            let paths: Vec<PathBuf> = (thread..writers)
+                .step_by(threads)
+                .map(|i| dir.join(format!("loadgen-disk-floor-{}-{i}.bin", std::process::id())))
+                .collect();
+            std::thread::spawn(move || write_all(paths, writers, load))
         })
         .collect();
-    let mut floor = Floor {
-        message_latency: latency_histogram(),
-        flush_latency: latency_histogram(),
-        flushes: 0,
-    };
+    let mut floor = Floor::empty();
     for handle in handles {
         let one = handle
             .join()
             .map_err(|_| std::io::Error::other("a disk writer panicked"))??;
-        floor
-            .message_latency
-            .add(&one.message_latency)
-            .map_err(other)?;
-        floor.flush_latency.add(&one.flush_latency).map_err(other)?;
-        floor.flushes += one.flushes;
+        floor.add(&one)?;
     }
     Ok(floor)
+}
+
+impl Floor {
+    fn empty() -> Floor {
+        Floor {
+            message_latency: latency_histogram(),
+            flush_latency: latency_histogram(),
+            flushes: 0,
+        }
+    }
+
+    fn add(&mut self, other_floor: &Floor) -> std::io::Result<()> {
+        self.message_latency
+            .add(&other_floor.message_latency)
+            .map_err(other)?;
+        self.flush_latency
+            .add(&other_floor.flush_latency)
+            .map_err(other)?;
+        self.flushes += other_floor.flushes;
+        Ok(())
+    }
+}
+
+/// One thread's writers, each a task of its own on the thread's
+/// executor; each file is removed after, written or not.
+fn write_all(paths: Vec<PathBuf>, writers: usize, load: Load) -> std::io::Result<Floor> {
+    let rate = load.messages_per_s / writers as f64;
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(4 << 20)
+        .make()
+        .map_err(other)?
+        .run(async move {
+            let tasks = paths.iter().map(|path| async move {
+                let result = write_at_rate(path, rate, load.message_bytes, load.duration).await;
+                let _ = std::fs::remove_file(path);
+                result
+            });
+            let mut floor = Floor::empty();
+            for one in futures::future::join_all(tasks).await {
+                floor.add(&one?)?;
+            }
+            Ok(floor)
+        })
 }
 
 fn other(e: impl std::fmt::Display) -> std::io::Error {
@@ -93,49 +137,39 @@ fn other(e: impl std::fmt::Display) -> std::io::Error {
 /// One writer: group commit of `rate` messages per second for `duration`.
 /// Message `k` arrives at `k / rate`; every message that arrives within
 /// `duration` is flushed and counted, the last ones after it if need be.
-fn write_at_rate(
+async fn write_at_rate(
     path: &Path,
     rate: f64,
     message_bytes: usize,
     duration: Duration,
 ) -> std::io::Result<Floor> {
     let messages = (duration.as_secs_f64() * rate).ceil() as u64;
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(4 << 20)
-        .make()
-        .map_err(other)?
-        .run(async move {
-            let mut file = ScratchFile::create(path).await?;
-            let mut floor = Floor {
-                message_latency: latency_histogram(),
-                flush_latency: latency_histogram(),
-                flushes: 0,
-            };
-            let (mut taken, started) = (0u64, Instant::now());
-            while taken < messages {
-                let now = started.elapsed().as_secs_f64();
-                let arrived = ((now * rate) as u64 + 1).min(messages);
-                if arrived == taken {
-                    let next = Duration::from_secs_f64(taken as f64 / rate);
-                    glommio::timer::sleep(next.saturating_sub(started.elapsed())).await;
-                    continue;
-                }
-                let bytes = (arrived - taken) * message_bytes as u64;
-                let (flush, done) = file.flush(bytes, started).await?;
-                record(&mut floor.flush_latency, flush.as_micros() as u64);
-                floor.flushes += 1;
-                for message in taken..arrived {
-                    let arrival = Duration::from_secs_f64(message as f64 / rate);
-                    record(
-                        &mut floor.message_latency,
-                        (done - arrival).as_micros() as u64,
-                    );
-                }
-                taken = arrived;
-            }
-            file.file.close().await.map_err(other)?;
-            Ok(floor)
-        })
+    let mut file = ScratchFile::create(path).await?;
+    let mut floor = Floor::empty();
+    let (mut taken, started) = (0u64, Instant::now());
+    while taken < messages {
+        let now = started.elapsed().as_secs_f64();
+        let arrived = ((now * rate) as u64 + 1).min(messages);
+        if arrived == taken {
+            let next = Duration::from_secs_f64(taken as f64 / rate);
+            glommio::timer::sleep(next.saturating_sub(started.elapsed())).await;
+            continue;
+        }
+        let bytes = (arrived - taken) * message_bytes as u64;
+        let (flush, done) = file.flush(bytes, started).await?;
+        record(&mut floor.flush_latency, flush.as_micros() as u64);
+        floor.flushes += 1;
+        for message in taken..arrived {
+            let arrival = Duration::from_secs_f64(message as f64 / rate);
+            record(
+                &mut floor.message_latency,
+                (done - arrival).as_micros() as u64,
+            );
+        }
+        taken = arrived;
+    }
+    file.file.close().await.map_err(other)?;
+    Ok(floor)
 }
 
 /// A file appended to as the broker appends to a segment.
@@ -167,7 +201,9 @@ impl ScratchFile {
             self.position = 0;
         }
         if self.position + bytes > self.allocated {
-            self.allocated = (self.position + bytes + PREALLOCATE_BYTES).min(FILE_BYTES);
+            let end = self.position + bytes;
+            let step = end.clamp(PREALLOCATE_MIN_BYTES, PREALLOCATE_MOST_BYTES);
+            self.allocated = (end + step).min(FILE_BYTES);
             self.file
                 .pre_allocate(self.allocated, false)
                 .await
@@ -213,5 +249,28 @@ mod tests {
         // A message waits for the whole flush that covers it.
         assert!(messages.min() >= flushes.min());
         assert!(messages.max() >= flushes.max());
+    }
+
+    #[test]
+    fn many_writers_share_a_thread_per_core_and_each_counts_its_messages() {
+        assert_eq!(threads_for(1), 1);
+        assert!(threads_for(10_000) <= std::thread::available_parallelism().unwrap().get());
+        let dir = std::env::temp_dir().join(format!("disk-floor-many-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load = Load {
+            messages_per_s: 20_000.0,
+            message_bytes: 100,
+            writers: 201,
+            duration: Duration::from_millis(500),
+        };
+        let floor = measure(&dir, load).unwrap();
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(left, 0, "every writer's scratch file is removed");
+        // Each of the 201 writers gets 20,000 / 201 messages a second:
+        // ceil(0.5 s of them) = 50 each, all counted however the writers
+        // were spread over the threads.
+        assert_eq!(floor.message_latency.len(), 201 * 50);
+        assert!(floor.flushes >= 201, "every writer flushed");
     }
 }

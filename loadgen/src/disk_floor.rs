@@ -27,7 +27,7 @@ const BLOCK: u64 = 4096;
 /// Files reserve ahead as much as they hold, from this...
 const PREALLOCATE_MIN_BYTES: u64 = 1 << 20;
 /// ...up to this, as the broker's segments do: 10,000 files reserving
-/// the most at once would ask for 320 GB.
+/// the most at once would ask for 320 GiB.
 const PREALLOCATE_MOST_BYTES: u64 = 32 << 20;
 
 /// The most threads the writers share: the broker has a shard per core,
@@ -47,7 +47,7 @@ pub struct Load {
     pub messages_per_s: f64,
     /// Bytes per message.
     pub message_bytes: usize,
-    /// Files written at once, each by a task of its own, on at most a
+    /// Files written at once, each by a future of its own, on at most a
     /// thread per core.
     pub writers: usize,
     /// How long.
@@ -108,8 +108,10 @@ impl Floor {
     }
 }
 
-/// One thread's writers, each a task of its own on the thread's
-/// executor; each file is removed after, written or not.
+/// One thread's writers, each a future of its own, run together on the
+/// thread's executor. Their files are removed once all of them are done
+/// (written or failed; not if one panics): a removal is a blocking call
+/// that would delay the writers still measuring on the thread.
 fn write_all(paths: Vec<PathBuf>, writers: usize, load: Load) -> std::io::Result<Floor> {
     let rate = load.messages_per_s / writers as f64;
     glommio::LocalExecutorBuilder::default()
@@ -117,13 +119,15 @@ fn write_all(paths: Vec<PathBuf>, writers: usize, load: Load) -> std::io::Result
         .make()
         .map_err(other)?
         .run(async move {
-            let tasks = paths.iter().map(|path| async move {
-                let result = write_at_rate(path, rate, load.message_bytes, load.duration).await;
+            let writers = paths
+                .iter()
+                .map(|path| write_at_rate(path, rate, load.message_bytes, load.duration));
+            let results = futures::future::join_all(writers).await;
+            for path in &paths {
                 let _ = std::fs::remove_file(path);
-                result
-            });
+            }
             let mut floor = Floor::empty();
-            for one in futures::future::join_all(tasks).await {
+            for one in results {
                 floor.add(&one?)?;
             }
             Ok(floor)
@@ -254,7 +258,8 @@ mod tests {
     #[test]
     fn many_writers_share_a_thread_per_core_and_each_counts_its_messages() {
         assert_eq!(threads_for(1), 1);
-        assert!(threads_for(10_000) <= std::thread::available_parallelism().unwrap().get());
+        let cores = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(threads_for(10_000), cores, "a thread per core, no more");
         let dir = std::env::temp_dir().join(format!("disk-floor-many-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let load = Load {

@@ -20,7 +20,9 @@ use crate::cluster::quorum::{self, BrokerLife};
 use crate::cluster::{lease, view, PARTITIONS_DIR};
 use crate::config::listeners::Listeners;
 use crate::config::BrokerConfig;
-use crate::partition::dirs::{reconcile_topic_dirs, remove_unassigned_partition_dirs};
+use crate::partition::dirs::{
+    finish_topic_removals, reconcile_topic_dirs, remove_unassigned_partition_dirs,
+};
 use control::BrokerEndpoint;
 
 /// Where a shard's metadata changes come from.
@@ -205,6 +207,9 @@ fn go_live(
         let unknown = reconcile_topic_dirs(&root, &quorum.view().metadata);
         if !unknown.is_empty() {
             tracing::warn!(dir = %root.display(), ?unknown, "partition data of topics the metadata does not know: kept, not served");
+        }
+        for dir in finish_topic_removals(&root) {
+            tracing::info!(dir = %dir.display(), "removing a deleted topic's files (a stop interrupted it)");
         }
         // Copies a reassignment moved away while this broker was down.
         let me = control::BrokerId(node_id);

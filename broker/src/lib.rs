@@ -34,7 +34,6 @@
 
 #![warn(missing_docs)]
 
-pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -11,7 +11,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    broker::allocator::configure();
+    client::allocator::configure();
     // A usage error exits 2 with clap's message (naming the flag);
     // --help and --version print to stdout and exit 0.
     let cli = Cli::parse();

@@ -8,6 +8,7 @@
 
 pub mod acls;
 pub mod admin;
+pub mod allocator;
 pub mod batch_builder;
 pub mod cluster;
 pub mod connection;

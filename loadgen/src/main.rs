@@ -12,11 +12,13 @@ use std::time::Duration;
 // The producers allocate each batch's buffers and free them once
 // acknowledged, all the time: with glibc's allocator, malloc and free were
 // about 43% of loadgen's samples at 1,000 partitions (docs/benchmarks.md,
-// run 41), CPU that a broker on the same machine then lacks.
+// run 41), CPU that a broker on the same machine then lacks. Its options:
+// `client::allocator`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    client::allocator::configure();
     // clap prints --help and --version to stdout and exits 0, and a mistake
     // to stderr with the usage, exiting 2.
     let options = match Cli::parse().command {

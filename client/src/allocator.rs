@@ -1,15 +1,20 @@
-//! The broker's allocator: mimalloc (the global allocator is declared in
-//! `main.rs`), with freed memory kept longer before it goes back to the
-//! system than mimalloc keeps it by default.
+//! The allocator options of the project's programs (the broker and
+//! loadgen declare mimalloc their global allocator in their `main.rs`):
+//! freed memory kept longer before it goes back to the system than
+//! mimalloc keeps it by default. Here because both programs use this
+//! crate; nothing in the client library itself depends on it.
 //!
-//! Why: a shard frees request buffers as its batch cache evicts them and
-//! allocates as many again for the requests arriving. With mimalloc's
-//! default delay (1 s), memory freed in one second was returned to the
-//! system and faulted in again the next: rdkafka_performance's produce in
-//! the peer comparison cost 0.91-0.97 CPU-s per GB (three runs) against
-//! 0.72 with 10 s and 0.67 with nothing returned (one run each;
-//! docs/benchmarks.md run 40). Kept 10 s, memory a burst took still goes
-//! back once the broker is quieter.
+//! Why: a broker shard frees request buffers as its batch cache evicts
+//! them and allocates as many again for the requests arriving. With
+//! mimalloc's default delay (1 s), memory freed in one second was
+//! returned to the system and faulted in again the next:
+//! rdkafka_performance's produce in the peer comparison cost 0.91-0.97
+//! CPU-s per GB of the broker (three runs) against 0.72 with 10 s and
+//! 0.67 with nothing returned (one run each; docs/benchmarks.md run 40).
+//! loadgen's producers do the same with their batches: with 10 s its
+//! one-second stalls at 10 partitions and 270,000 msgs/s went from 3-9
+//! seconds a run to 0-2 (four runs each, run 51). Kept 10 s, memory a
+//! burst took still goes back once the program is quieter.
 
 use std::os::raw::c_long;
 
@@ -18,10 +23,10 @@ use std::os::raw::c_long;
 /// checks the place still holds that option).
 const PURGE_DELAY_OPTION: libmimalloc_sys::mi_option_t = 15;
 
-/// How long freed memory stays with the broker before it is returned.
+/// How long freed memory stays with the program before it is returned.
 pub const PURGE_DELAY_MS: c_long = 10_000;
 
-/// Sets the broker's allocator options; call once at start, before any
+/// Sets the program's allocator options; call once at start, before any
 /// other thread. An operator's `MIMALLOC_PURGE_DELAY` (milliseconds; -1
 /// never returns memory), read by mimalloc before `main`, is kept.
 pub fn configure() {

@@ -11,9 +11,10 @@
 //! rdkafka_performance's produce in the peer comparison cost 0.91-0.97
 //! CPU-s per GB of the broker (three runs) against 0.72 with 10 s and
 //! 0.67 with nothing returned (one run each; docs/benchmarks.md run 40).
-//! loadgen's producers do the same with their batches: with 10 s its
-//! one-second stalls at 10 partitions and 270,000 msgs/s went from 3-9
-//! seconds a run to 0-2 (four runs each, run 51). Kept 10 s, memory a
+//! loadgen's producers do the same with their batches: with 10 s, its
+//! seconds under 200,000 msgs/s (or with none acknowledged) at 10
+//! partitions and 270,000 msgs/s went from 3-9 a run to 0-2 (four runs
+//! each, run 51). Kept 10 s, memory a
 //! burst took still goes back once the program is quieter.
 
 use std::os::raw::c_long;

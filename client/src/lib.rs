@@ -2,7 +2,9 @@
 //! calls and ApiVersions negotiation, a cluster view (brokers, partition
 //! leaders), a producer (batching, acks, the Java client's key
 //! partitioner, retries), a consumer of assigned partitions, and admin calls
-//! (transactions' among them: list, describe, find hanging, abort).
+//! (transactions' among them: list, describe, find hanging, abort). Also
+//! the allocator options the broker and loadgen set at start
+//! ([`allocator`]): the crate both programs use.
 
 #![warn(missing_docs)]
 

@@ -113,6 +113,23 @@ fn produce_error(address: std::net::SocketAddr, request: &ProduceRequest) -> i16
     response.responses[0].partition_responses[0].error_code
 }
 
+/// The error code of the first answer to `request` once its new topic is
+/// served: the topic reaches every shard's view, and its leadership is
+/// taken up, moments after CreateTopics answers (as metadata reaches
+/// Kafka's brokers); until then a produce may be told
+/// UNKNOWN_TOPIC_OR_PARTITION (3) or NOT_LEADER_OR_FOLLOWER (6), which
+/// clients retry.
+fn error_once_served(address: std::net::SocketAddr, request: &ProduceRequest) -> i16 {
+    support::eventually(
+        "the new topic served",
+        Duration::from_secs(10),
+        || match produce_error(address, request) {
+            code @ (3 | 6) => Err(code),
+            code => Ok(code),
+        },
+    )
+}
+
 /// Whether the broker closes the connection on `frame` (and answers
 /// nothing).
 fn closes_on(address: std::net::SocketAddr, frame: &[u8]) -> bool {
@@ -139,7 +156,7 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
     // Per-partition errors, answered.
     let corrupt = corrupted(batch(100));
     assert_eq!(
-        produce_error(address, &produce("small", 0, corrupt, -1)),
+        error_once_served(address, &produce("small", 0, corrupt, -1)),
         2,
         "CORRUPT_MESSAGE"
     );
@@ -235,7 +252,7 @@ fn each_bad_input_gets_its_error_or_a_closed_connection_and_the_broker_serves_on
             .unwrap();
     });
     assert_eq!(
-        produce_error(address, &produce("strict", 0, batch(10), -1)),
+        error_once_served(address, &produce("strict", 0, batch(10), -1)),
         19,
         "NOT_ENOUGH_REPLICAS"
     );

@@ -753,6 +753,21 @@ fn consume_all(bootstrap: &str, topic: &str) -> std::collections::BTreeSet<Strin
         .collect()
 }
 
+/// Sends one record through a producer with librdkafka's defaults
+/// (retries on) and acks=all, and waits for its acknowledgement.
+fn produce_one(bootstrap: &str, topic: &str, payload: &str, what: &str) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .create()
+        .unwrap();
+    producer
+        .send(BaseRecord::<(), _>::to(topic).payload(payload))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer.flush(Duration::from_secs(20)).expect(what);
+}
+
 #[test]
 fn a_full_disk_refuses_writes_keeps_every_acknowledged_message_and_says_so() {
     let root = tempfile::tempdir().unwrap();
@@ -769,19 +784,7 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_message_and_says_so() {
     // The topic is served moments after its creation answers (every shard
     // sees it, its leadership is taken up): one record through a producer
     // that retries, before this test's producer, which does not.
-    let probe: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .create()
-        .unwrap();
-    probe
-        .send(BaseRecord::<(), _>::to("filling").payload("probe"))
-        .map_err(|(e, _)| e)
-        .unwrap();
-    probe
-        .flush(Duration::from_secs(20))
-        .expect("the new topic served");
-    drop(probe);
+    produce_one(&bootstrap, "filling", "probe", "the new topic served");
     // Leave about 3 MiB free.
     let filler = fs.mount.join("filler");
     let keep = 3 << 20;
@@ -866,16 +869,7 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_message_and_says_so() {
         acked.iter().all(|v| read.contains(v)),
         "lost after the restart"
     );
-    let again: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("acks", "all")
-        .create()
-        .unwrap();
-    again
-        .send(BaseRecord::<(), _>::to("filling").payload("after"))
-        .map_err(|(e, _)| e)
-        .unwrap();
-    again.flush(Duration::from_secs(20)).expect("writes again");
+    produce_one(&broker.bootstrap(), "filling", "after", "writes again");
     assert_eq!(http(broker.http, "GET", "/health", "").0, 200);
     drop(broker);
     drop(fs);

@@ -71,7 +71,9 @@ pub fn produce_until(bootstrap: String, topic: &str, stop: Arc<AtomicBool>) -> D
 }
 
 /// Reads `topic`'s `partitions` from the beginning until `expected`
-/// messages arrived (at most a minute).
+/// messages arrived and then a second passed with none (at most a
+/// minute): a producer's retries may have written duplicates, which count
+/// towards `expected` before every acknowledged offset is read.
 pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, expected: usize) -> Vec<Keyed> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -88,8 +90,13 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, expected: us
     consumer.assign(&assignment).unwrap();
     let mut out = Vec::new();
     let started = Instant::now();
-    while out.len() < expected && started.elapsed() < Duration::from_secs(60) {
+    let mut last_arrival = Instant::now();
+    let drained = |out: &Vec<Keyed>, last: Instant| {
+        out.len() >= expected && last.elapsed() > Duration::from_secs(1)
+    };
+    while !drained(&out, last_arrival) && started.elapsed() < Duration::from_secs(60) {
         if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            last_arrival = Instant::now();
             let m = message.expect("consuming");
             let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
             let seq = String::from_utf8_lossy(m.payload().unwrap_or_default())

@@ -169,7 +169,7 @@ fn controllers_run_the_quorum_for_brokers_and_a_lost_one_is_replaced() {
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
     assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
-    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!(
         "{} acknowledged, {} consumed; quorum after: {}",

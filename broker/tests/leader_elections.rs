@@ -199,7 +199,7 @@ fn an_operator_elects_preferred_leaders_under_load_and_nothing_is_lost() {
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
     assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
-    let consumed = consume_all(&cluster.bootstrap(), "elected", PARTITIONS, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), "elected", PARTITIONS, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!(
         "{} acknowledged, {} consumed, {elected} elected",

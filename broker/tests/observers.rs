@@ -147,7 +147,7 @@ fn observer_brokers_serve_and_the_quorum_is_rebuilt_around_them() {
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
     assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
-    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
 
     // The first two voters are lost for good: the quorum of 3, 4 and 5

@@ -245,7 +245,7 @@ fn partitions_move_and_a_move_is_cancelled_under_load_and_nothing_is_lost() {
     let acked: Vec<_> = (acked.into_iter())
         .filter(|(p, o, _, _)| *p != 0 || *o >= log_start)
         .collect();
-    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), TOPIC, PARTITIONS, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!(
         "{} acknowledged (after the deletion), {} consumed; partition 0 moved to {:?} from log start {log_start}",
@@ -339,7 +339,7 @@ fn a_broker_is_decommissioned_and_the_topic_balanced_back_under_load() {
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
     assert!(acked.len() > 1000, "only {} acknowledged", acked.len());
-    let consumed = consume_all(&cluster.bootstrap(), topic, 4, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), topic, 4, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
     println!("{} acknowledged, {} consumed", acked.len(), consumed.len());
 }
@@ -544,6 +544,6 @@ fn a_move_that_keeps_its_leader_fails_none_of_its_produces() {
     let failed = deliveries.failed.lock().unwrap().clone();
     assert!(failed.is_empty(), "deliveries failed: {failed:?}");
     let acked = deliveries.acked.lock().unwrap().clone();
-    let consumed = consume_all(&cluster.bootstrap(), topic, 1, acked.len());
+    let consumed = consume_all(&cluster.bootstrap(), topic, 1, &acked);
     assert_nothing_lost_and_keys_in_order(&acked, &consumed);
 }

@@ -70,17 +70,26 @@ pub fn produce_until(bootstrap: String, topic: &str, stop: Arc<AtomicBool>) -> D
     deliveries
 }
 
-/// Reads `topic`'s `partitions` from the beginning until `expected`
-/// messages arrived and then a second passed with none (at most a
-/// minute): a producer's retries may have written duplicates, which count
-/// towards `expected` before every acknowledged offset is read.
-pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, expected: usize) -> Vec<Keyed> {
+/// Reads `topic`'s `partitions` from the beginning up to each one's end
+/// (at most a minute): its high watermark once the load stopped, or past
+/// its last acknowledged offset if that is further (a new leader may
+/// still be raising its high watermark). Returns the log in offset order,
+/// each offset once: a consumer may fetch an offset twice, and the two
+/// reads must agree.
+pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, acked: &[Keyed]) -> Vec<Keyed> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "assigned-only")
         .set("enable.auto.commit", "false")
         .create()
         .expect("an rdkafka consumer");
+    let mut ends: BTreeMap<i32, i64> = (0..partitions as i32)
+        .map(|p| (p, high_watermark(&consumer, topic, p)))
+        .collect();
+    for (p, offset, _, _) in acked {
+        let end = ends.entry(*p).or_default();
+        *end = (*end).max(offset + 1);
+    }
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions as i32 {
         assignment
@@ -88,28 +97,49 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, expected: us
             .unwrap();
     }
     consumer.assign(&assignment).unwrap();
-    let mut out = Vec::new();
-    let started = Instant::now();
-    let mut last_arrival = Instant::now();
-    let drained = |out: &Vec<Keyed>, last: Instant| {
-        out.len() >= expected && last.elapsed() > Duration::from_secs(1)
+    let mut log: BTreeMap<(i32, i64), (String, u64)> = BTreeMap::new();
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let behind = |next: &BTreeMap<i32, i64>| {
+        (ends.iter()).any(|(p, end)| next.get(p).copied().unwrap_or(0) < *end)
     };
-    while !drained(&out, last_arrival) && started.elapsed() < Duration::from_secs(60) {
-        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
-            last_arrival = Instant::now();
-            let m = message.expect("consuming");
-            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-            let seq = String::from_utf8_lossy(m.payload().unwrap_or_default())
-                .parse()
-                .unwrap();
-            out.push((m.partition(), m.offset(), key, seq));
+    let started = Instant::now();
+    while behind(&next) && started.elapsed() < Duration::from_secs(60) {
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = message.expect("consuming");
+        let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+        let seq = String::from_utf8_lossy(m.payload().unwrap_or_default())
+            .parse()
+            .unwrap();
+        let (p, offset) = (m.partition(), m.offset());
+        if let Some(earlier) = log.insert((p, offset), (key.clone(), seq)) {
+            assert_eq!(earlier, (key, seq), "{p}/{offset} read twice, unlike");
+        }
+        let position = next.entry(p).or_default();
+        *position = (*position).max(offset + 1);
+    }
+    (log.into_iter())
+        .map(|((p, offset), (key, seq))| (p, offset, key, seq))
+        .collect()
+}
+
+/// `topic`'s `partition`'s high watermark, asked until a leader answers
+/// (at most 30 s).
+fn high_watermark(consumer: &BaseConsumer, topic: &str, partition: i32) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match consumer.fetch_watermarks(topic, partition, Duration::from_secs(5)) {
+            Ok((_, high)) => return high,
+            Err(e) if Instant::now() > deadline => panic!("{topic}/{partition}'s watermarks: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
     }
-    out
 }
 
 /// Every acknowledged message is where its acknowledgement said, and
-/// each key's sequence numbers only grow along the log.
+/// each key's sequence numbers only grow along the log (`consumed` in
+/// offset order, as `consume_all` returns it): a duplicate fails too.
 pub fn assert_nothing_lost_and_keys_in_order(acked: &[Keyed], consumed: &[Keyed]) {
     let at: BTreeMap<(i32, i64), (String, u64)> = consumed
         .iter()

@@ -5,11 +5,15 @@
 mod support;
 
 use std::io::Write;
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use client::cluster::Cluster;
 use client::connection::ClientError;
+use storage::batch::{build, RecordSpec};
+use storage::TimestampMs;
+use support::produce_wire::{produce_frame, read_produce_answer};
 use support::{on_glommio, start_broker};
 
 fn cli(bootstrap: &str, args: &[&str]) -> (bool, String) {
@@ -21,6 +25,14 @@ fn cli(bootstrap: &str, args: &[&str]) -> (bool, String) {
     let text = String::from_utf8_lossy(&output.stdout).to_string()
         + &String::from_utf8_lossy(&output.stderr);
     (output.status.success(), text)
+}
+
+fn connect(address: std::net::SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
 }
 
 fn code(error: ClientError) -> i16 {
@@ -234,6 +246,81 @@ fn topics_are_created_described_altered_grown_and_deleted() {
     assert!(ok, "{out}");
     let (ok, out) = cli(&bootstrap, &["topic", "describe", "cli-topic"]);
     assert!(!ok, "{out}");
+}
+
+/// CreateTopics answers once every shard of the answering broker has the
+/// topic: a producer that acts on the answer at once, on a connection of
+/// any shard and without retrying, is served (not told
+/// UNKNOWN_TOPIC_OR_PARTITION while the other shard catches up).
+#[test]
+fn a_new_topic_is_served_on_every_connection_as_soon_as_its_creation_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path());
+    let address = broker.address;
+    let record = build(
+        TimestampMs(1_000),
+        &[RecordSpec {
+            timestamp_delta: 0,
+            key: None,
+            value: Some(b"first".to_vec()),
+        }],
+    )
+    .freeze();
+    // The machine kept busy, as a loaded CI machine is: a shard's view
+    // lagging a millisecond behind the answering shard's is then likely.
+    let busy = Busy::start(12);
+    for round in 0..50 {
+        let topic = format!("fresh-{round}");
+        // Connected first, so the produces follow the answer closely; they
+        // land on either shard (two shards).
+        let mut streams: Vec<TcpStream> = (0..4).map(|_| connect(address)).collect();
+        let created = topic.clone();
+        on_glommio(async move {
+            let cluster = Cluster::new(address, "creator");
+            cluster.create_topic(&created, 2, 1, &[]).await.unwrap();
+        });
+        for (connection, stream) in streams.iter_mut().enumerate() {
+            let sets = vec![(0, record.clone()), (1, record.clone())];
+            let frame = produce_frame(&topic, 9, connection as i32, sets);
+            stream.write_all(&frame).unwrap();
+        }
+        for (connection, stream) in streams.iter_mut().enumerate() {
+            let (_, answers) = read_produce_answer(stream, 9);
+            assert_eq!(answers.len(), 2, "{topic}: {answers:?}");
+            for (partition, (error, _)) in answers {
+                assert_eq!(error, 0, "{topic}/{partition}, connection {connection}");
+            }
+        }
+    }
+    busy.stop();
+}
+
+/// Threads that spin until stopped.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(threads: usize) -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spin = |stop: std::sync::Arc<std::sync::atomic::AtomicBool>| {
+            move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        let threads = (0..threads)
+            .map(|_| std::thread::spawn(spin(stop.clone())))
+            .collect();
+        Busy { stop, threads }
+    }
+
+    fn stop(self) {
+        (self.stop).store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads.into_iter().for_each(|t| t.join().unwrap());
+    }
 }
 
 #[test]

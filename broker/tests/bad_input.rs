@@ -114,11 +114,10 @@ fn produce_error(address: std::net::SocketAddr, request: &ProduceRequest) -> i16
 }
 
 /// The error code of the first answer to `request` once its new topic is
-/// served: the topic reaches every shard's view, and its leadership is
-/// taken up, moments after CreateTopics answers (as metadata reaches
-/// Kafka's brokers); until then a produce may be told
-/// UNKNOWN_TOPIC_OR_PARTITION (3) or NOT_LEADER_OR_FOLLOWER (6), which
-/// clients retry.
+/// served, as Kafka's clients retry UNKNOWN_TOPIC_OR_PARTITION (3) and
+/// NOT_LEADER_OR_FOLLOWER (6) while a new topic's metadata spreads.
+/// (CreateTopics here answers once every shard has the topic: admin.rs's
+/// `a_new_topic_is_served_on_every_connection...` checks that.)
 fn error_once_served(address: std::net::SocketAddr, request: &ProduceRequest) -> i16 {
     support::eventually(
         "the new topic served",

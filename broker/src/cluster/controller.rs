@@ -58,6 +58,25 @@ impl Cluster {
         })
         .await
     }
+
+    /// Waits (bounded) until every shard's metadata satisfies `done`: a
+    /// topic created or deleted through this broker is then seen so by a
+    /// request on any of its connections, whichever shard serves it or
+    /// owns the partition (Kafka's clients would retry meanwhile; a client
+    /// that acts on the answer at once need not).
+    pub async fn catch_up_on_every_shard<F>(&self, done: F) -> bool
+    where
+        F: Fn(&control::Metadata) -> bool + Clone + Send + 'static,
+    {
+        let caught_up = self
+            .peers
+            .invoke_on_all(move |shard| {
+                let done = done.clone();
+                Box::pin(async move { shard.catch_up(done).await })
+            })
+            .await;
+        caught_up.into_iter().all(|shard| shard == Ok(true))
+    }
 }
 
 /// The Kafka error code (and message) for a refused controller request.

@@ -41,8 +41,8 @@ pub struct Created {
 pub type Refused = (Code, String);
 
 impl Cluster {
-    /// Creates one topic (or only validates it) and waits for this shard
-    /// to see it.
+    /// Creates one topic (or only validates it) and waits for every shard
+    /// of this broker to see it.
     pub async fn create_topic(
         &self,
         topic: NewTopic,
@@ -63,7 +63,8 @@ impl Cluster {
             .await
             .map_err(|e| controller_error(&e))?;
         let name = topic.name.clone();
-        if !self.catch_up(|m| m.names.contains_key(&name)).await {
+        let shown = move |m: &control::Metadata| m.names.contains_key(&name);
+        if !self.catch_up_on_every_shard(shown).await {
             let timed_out = ResponseError::RequestTimedOut.code();
             return Err((timed_out, "created, not yet visible".into()));
         }
@@ -153,7 +154,8 @@ impl Cluster {
         };
         match self.call_controller(request).await {
             Ok(()) => {
-                self.catch_up(|m| !m.names.contains_key(name)).await;
+                let name = name.to_string();
+                (self.catch_up_on_every_shard(move |m| !m.names.contains_key(&name))).await;
                 Ok(())
             }
             Err(e) => Err(controller_error(&e)),

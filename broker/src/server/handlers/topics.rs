@@ -250,13 +250,12 @@ pub async fn create_partitions(
                 };
                 match shard.cluster.call_controller(request).await {
                     Ok(()) => {
-                        shard
-                            .cluster
-                            .catch_up(|m| {
-                                m.topic_by_name(&name)
-                                    .is_ok_and(|t| t.partitions.len() >= total)
-                            })
-                            .await;
+                        let name = name.clone();
+                        let grown = move |m: &control::Metadata| {
+                            m.topic_by_name(&name)
+                                .is_ok_and(|t| t.partitions.len() >= total)
+                        };
+                        shard.cluster.catch_up_on_every_shard(grown).await;
                         Ok(())
                     }
                     Err(e) => Err(controller_error(&e)),

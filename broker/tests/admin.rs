@@ -292,7 +292,7 @@ fn a_new_topic_is_served_on_every_connection_as_soon_as_its_creation_answers() {
             }
         }
     }
-    busy.stop();
+    drop(busy);
 }
 
 /// Threads that spin until stopped.
@@ -316,10 +316,13 @@ impl Busy {
             .collect();
         Busy { stop, threads }
     }
+}
 
-    fn stop(self) {
+/// Stopped and joined when dropped, a failed assertion's unwinding too.
+impl Drop for Busy {
+    fn drop(&mut self) {
         (self.stop).store(true, std::sync::atomic::Ordering::Relaxed);
-        self.threads.into_iter().for_each(|t| t.join().unwrap());
+        self.threads.drain(..).for_each(|t| t.join().unwrap());
     }
 }
 

@@ -134,7 +134,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Deletes a topic and waits (bounded) for this shard to see it gone.
+    /// Deletes a topic and waits (bounded) for every shard of this broker to
+    /// see it gone.
     pub async fn delete_topic(&self, name: &str) -> Result<(), Refused> {
         if is_internal(name) {
             // The coordinators' state lives there (Kafka refuses too).

@@ -71,7 +71,7 @@ pub fn produce_until(bootstrap: String, topic: &str, stop: Arc<AtomicBool>) -> D
 }
 
 /// Reads `topic`'s `partitions` from the beginning up to each one's end
-/// (at most a minute): its high watermark once the load stopped, or past
+/// (at most a minute in all): its high watermark once the load stopped, or past
 /// its last acknowledged offset if that is further (a new leader may
 /// still be raising its high watermark). Returns the log in offset order,
 /// each offset once: a consumer may fetch an offset twice, and the two
@@ -81,10 +81,13 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, acked: &[Key
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "assigned-only")
         .set("enable.auto.commit", "false")
+        // An offset out of range starts the partition over, not at its end.
+        .set("auto.offset.reset", "earliest")
         .create()
         .expect("an rdkafka consumer");
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut ends: BTreeMap<i32, i64> = (0..partitions as i32)
-        .map(|p| (p, high_watermark(&consumer, topic, p)))
+        .map(|p| (p, high_watermark(&consumer, topic, p, deadline)))
         .collect();
     for (p, offset, _, _) in acked {
         let end = ends.entry(*p).or_default();
@@ -102,8 +105,7 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, acked: &[Key
     let behind = |next: &BTreeMap<i32, i64>| {
         (ends.iter()).any(|(p, end)| next.get(p).copied().unwrap_or(0) < *end)
     };
-    let started = Instant::now();
-    while behind(&next) && started.elapsed() < Duration::from_secs(60) {
+    while behind(&next) && Instant::now() < deadline {
         let Some(message) = consumer.poll(Duration::from_millis(100)) else {
             continue;
         };
@@ -125,11 +127,11 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: usize, acked: &[Key
 }
 
 /// `topic`'s `partition`'s high watermark, asked until a leader answers
-/// (at most 30 s).
-fn high_watermark(consumer: &BaseConsumer, topic: &str, partition: i32) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// (until `deadline`).
+fn high_watermark(consumer: &BaseConsumer, topic: &str, partition: i32, deadline: Instant) -> i64 {
     loop {
-        match consumer.fetch_watermarks(topic, partition, Duration::from_secs(5)) {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match consumer.fetch_watermarks(topic, partition, wait.min(Duration::from_secs(5))) {
             Ok((_, high)) => return high,
             Err(e) if Instant::now() > deadline => panic!("{topic}/{partition}'s watermarks: {e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(100)),

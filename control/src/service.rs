@@ -460,7 +460,7 @@ impl<T: Transport> Driver<T> {
                     self.node.tick();
                     next_tick += tick;
                     ticks += 1;
-                    if ticks % controller_every == 0 {
+                    if ticks.is_multiple_of(controller_every) {
                         self.controller_tick();
                     }
                 }

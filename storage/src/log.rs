@@ -79,7 +79,9 @@ impl LogConfig {
             return fail("segment_bytes must hold the largest batch");
         }
         if self.write_chunk_bytes < 16 * 1024
-            || self.write_chunk_bytes % crate::io::BLOCK_BYTES != 0
+            || !self
+                .write_chunk_bytes
+                .is_multiple_of(crate::io::BLOCK_BYTES)
         {
             return fail("write_chunk_bytes must be whole blocks, at least 16 KiB");
         }

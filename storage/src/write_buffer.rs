@@ -52,7 +52,7 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             end,
             "tail is the partial block"
         );
-        assert!(chunk_max_bytes >= CHUNK_MIN_BYTES && chunk_max_bytes % BLOCK_BYTES == 0);
+        assert!(chunk_max_bytes >= CHUNK_MIN_BYTES && chunk_max_bytes.is_multiple_of(BLOCK_BYTES));
         let mut buffer = WriteBuffer {
             start: align_down(end),
             chunks: Vec::new(),

@@ -158,7 +158,7 @@ fn a_crash_rebuilds_the_state_from_headers_read_in_large_chunks() {
             let info = log.append(batch, E).await.unwrap();
             last = (info.base_offset, info.last_offset);
             seq7 += count as i32;
-            if i % 7 == 0 {
+            if i.is_multiple_of(7) {
                 // A second producer, and a batch of no producer.
                 log.append(idempotent(8, 2, seq8, 3, i), E).await.unwrap();
                 seq8 += 3;

@@ -163,7 +163,7 @@ enum RoundError {
 fn log_connect_failure(leader: BrokerId, error: &client::connection::ClientError, before: u64) {
     let tls = matches!(error, client::connection::ClientError::Io(e)
         if e.kind() == std::io::ErrorKind::InvalidData);
-    if tls && before % 100 == 0 {
+    if tls && before.is_multiple_of(100) {
         tracing::warn!(leader = leader.0, error = %error, failed_before = before, "cannot reach the leader: TLS refused");
     } else {
         tracing::debug!(leader = leader.0, error = %error, "cannot reach the leader");

@@ -167,7 +167,7 @@ pub async fn watchdog(shard: Rc<Shard>) {
         }
         // Unknown directories are news when they change, and a reminder
         // every minute.
-        let remind = round % 12 == 0 || health.unknown_topic_dirs != unknown_reported;
+        let remind = round.is_multiple_of(12) || health.unknown_topic_dirs != unknown_reported;
         if !health.unknown_topic_dirs.is_empty() && remind {
             unknown_reported = health.unknown_topic_dirs.clone();
             tracing::warn!(

@@ -64,7 +64,11 @@ pub fn produce_until(bootstrap: String, topic: &str, stop: Arc<AtomicBool>) -> D
         if producer.send(record).is_ok() {
             seq += 1;
         }
-        producer.poll(Duration::from_millis(if seq % 50 == 0 { 5 } else { 0 }));
+        producer.poll(Duration::from_millis(if seq.is_multiple_of(50) {
+            5
+        } else {
+            0
+        }));
     }
     producer.flush(Duration::from_secs(60)).expect("flushed");
     deliveries

@@ -95,7 +95,7 @@ impl Fanout {
     fn step(&mut self) {
         self.now_us += STEP_US;
         let now = self.now_us;
-        if now % TICK_US == 0 {
+        if now.is_multiple_of(TICK_US) {
             let idle: Vec<NodeId> = self
                 .nodes
                 .keys()

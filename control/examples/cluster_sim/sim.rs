@@ -202,7 +202,7 @@ impl Sim {
             let beating: Vec<(BrokerId, Incarnation)> = self
                 .running
                 .iter()
-                .filter(|(b, _)| (now + heartbeat_phase(**b)) % HEARTBEAT_MS == 0)
+                .filter(|(b, _)| (now + heartbeat_phase(**b)).is_multiple_of(HEARTBEAT_MS))
                 .map(|(b, i)| (*b, *i))
                 .collect();
             for (id, incarnation) in beating {
@@ -213,7 +213,7 @@ impl Sim {
                 self.decided += records.len() as u64;
                 self.apply(records);
             }
-            if now % TICK_MS == 0 {
+            if now.is_multiple_of(TICK_MS) {
                 let records = self.decide(|c, m| c.tick(m, now));
                 self.decided += records.len() as u64;
                 self.apply(records);

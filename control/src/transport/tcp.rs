@@ -353,7 +353,7 @@ async fn send_loop(
                 // A refused TLS handshake is a misconfiguration: said
                 // (first, then every 60th try); a peer down is not.
                 if tls.is_some() && e.kind() != std::io::ErrorKind::ConnectionRefused {
-                    if failures % 60 == 0 {
+                    if failures.is_multiple_of(60) {
                         tracing::warn!(peer, %address, error = %e, "cannot reach a metadata peer over TLS");
                     }
                     failures += 1;

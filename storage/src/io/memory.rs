@@ -189,7 +189,7 @@ impl DirectFile for MemFile {
         yield_once().await;
         drop(in_flight);
         self.fs.check_fault()?;
-        if pos % BLOCK_BYTES as u64 != 0 || buf.len() % BLOCK_BYTES != 0 {
+        if !pos.is_multiple_of(BLOCK_BYTES as u64) || !buf.len().is_multiple_of(BLOCK_BYTES) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("unaligned direct write: {} bytes at {pos}", buf.len()),

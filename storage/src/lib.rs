@@ -21,6 +21,7 @@ mod headers;
 pub mod index;
 pub mod io;
 mod io_lock;
+pub mod journal;
 mod log;
 mod maintenance;
 pub mod markers;

@@ -21,7 +21,9 @@
 //!   new round, so entries left from the crashed run never count again.
 
 pub mod entry;
+pub mod file;
 pub mod header;
+pub mod replay;
 pub mod ring;
 pub mod round;
 pub mod scan;
@@ -29,3 +31,5 @@ pub mod writer;
 
 #[cfg(test)]
 mod crash_model;
+#[cfg(test)]
+mod file_tests;

@@ -35,6 +35,11 @@ impl Round {
         self.entries.is_empty()
     }
 
+    /// Bytes its entries take, unpadded.
+    pub fn encoded_bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Bytes the round's write takes: its entries, padded to whole blocks.
     pub fn padded_bytes(&self) -> usize {
         align_up(self.bytes as u64) as usize

@@ -74,7 +74,7 @@ impl<FS: FileSystem> Log<FS> {
     /// aborted transactions are removed and supersede nothing.
     pub async fn compact(&self, policy: CompactionPolicy) -> Result<CompactionStats> {
         let _io = self.io_lock.lock().await;
-        self.flush_locked().await?;
+        self.flush_for_rewrite().await?;
         let survey = self.survey().await?;
         let now = (self.clock)();
         let stable = survey.end;

@@ -13,10 +13,13 @@
 
 use std::rc::Rc;
 
+use bytes::Bytes;
+
 use crate::error::{Result, StorageError};
 use crate::files::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::io::{align_up, DirectFile, FileSystem};
 use crate::io_lock::IoGuard;
+use crate::journal::entry::EntryTarget;
 use crate::log::Log;
 use crate::transactions::AbortedTxn;
 use crate::types::Offset;
@@ -129,6 +132,7 @@ impl<FS: FileSystem> Log<FS> {
             generation,
             work,
         } = taken;
+        let journal_entry = self.journal_entry_of(&work);
         let flush_started = std::time::Instant::now();
         let mut written = Vec::with_capacity(work.len());
         for item in work {
@@ -137,6 +141,20 @@ impl<FS: FileSystem> Log<FS> {
                 .await
                 .map_err(|(what, e)| self.fail(what, e))?;
             written.push(segment);
+        }
+        if let Some((entry_target, data)) = journal_entry {
+            // The writes completed; the journal makes them durable, or
+            // refuses and the fdatasync below does.
+            if self.journal_flush(entry_target, data).await {
+                drop(io);
+                self.st().stats.journaled_flushes += 1;
+                self.count_flush(flush_started, &written);
+                self.publish(target, generation, &written);
+                critical.finish();
+                self.io_lock.notify();
+                self.checkpoint_journal_if_due().await;
+                return Ok(());
+            }
         }
         drop(io);
         for segment in &written {
@@ -214,6 +232,18 @@ impl<FS: FileSystem> Log<FS> {
             .map_err(|e| self.fail("writing the leader epoch checkpoint", e))?;
             self.st().epochs_checkpointed = epochs;
         }
+    }
+
+    /// The journal entry of a flush that writes new bytes to one segment
+    /// only, whose file exists (a new segment's first flush creates it and
+    /// syncs it directly), if the log uses a journal.
+    fn journal_entry_of(&self, work: &[FlushWork<FS::File>]) -> Option<(EntryTarget, Bytes)> {
+        let mut with_data = work.iter().filter(|w| w.pending.is_some());
+        let item = with_data.next()?;
+        if with_data.next().is_some() || item.file.is_none() {
+            return None;
+        }
+        self.journal_entry(item.base, item.pending.as_ref()?)
     }
 
     /// Takes every segment's buffered bytes for one flush.

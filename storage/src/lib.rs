@@ -23,6 +23,7 @@ pub mod io;
 mod io_lock;
 pub mod journal;
 mod log;
+mod log_journal;
 mod maintenance;
 pub mod markers;
 mod prefetch;

@@ -186,6 +186,8 @@ pub struct LogStats {
     pub direct_writes: u64,
     /// Batches appended (a flush's group-commit size is these per flush).
     pub appended_batches: u64,
+    /// Flushes made durable by the shard's journal instead of an fdatasync.
+    pub journaled_flushes: u64,
     /// fdatasync calls of flushes, and the time they took.
     pub fdatasyncs: u64,
     /// Total nanoseconds in those fdatasync calls.
@@ -248,6 +250,8 @@ pub struct Log<FS: FileSystem> {
     pub(crate) clock: Rc<dyn Fn() -> TimestampMs>,
     pub(crate) state: RefCell<State<FS::File>>,
     pub(crate) io_lock: IoLock,
+    /// The shard's journal, if small flushes go there (`log_journal`).
+    pub(crate) journal: RefCell<Option<Rc<crate::journal::attachment::LogJournal<FS>>>>,
 }
 
 impl<FS: FileSystem> Log<FS> {
@@ -613,7 +617,7 @@ impl<FS: FileSystem> Log<FS> {
     /// scan of the active segment.
     pub async fn close(&self) -> Result<()> {
         let _io = self.io_lock.lock().await;
-        self.flush_locked().await?;
+        self.flush_for_rewrite().await?;
         let (base, file, size, index, time_index) = {
             let st = self.state.borrow();
             let active = st.active();

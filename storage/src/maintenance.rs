@@ -28,7 +28,7 @@ impl<FS: FileSystem> Log<FS> {
     /// batch that contains it. Returns the new log end.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset> {
         let _io = self.io_lock.lock().await;
-        self.flush_locked().await?;
+        self.flush_for_rewrite().await?;
         let (log_start, log_end) = (self.log_start(), self.log_end());
         if offset >= log_end {
             return Ok(log_end);

@@ -89,6 +89,7 @@ impl<FS: FileSystem> Log<FS> {
             config,
             clock,
             io_lock: IoLock::default(),
+            journal: RefCell::new(None),
         });
         log.recover().await.map_err(|e| match e {
             StorageError::Io { context, source } => StorageError::Io {

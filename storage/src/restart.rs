@@ -28,7 +28,7 @@ impl<FS: FileSystem> Log<FS> {
     /// never a log start past the log end.
     pub async fn restart_at(&self, offset: Offset, producer_snapshot: Option<&[u8]>) -> Result<()> {
         let _io = self.io_lock.lock().await;
-        self.flush_locked().await?;
+        self.flush_for_rewrite().await?;
         let log_end = self.log_end();
         if offset <= log_end {
             return Err(StorageError::InvalidArgument(format!(

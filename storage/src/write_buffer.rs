@@ -31,6 +31,24 @@ pub struct PendingWrite<B> {
     pub new_bytes: usize,
 }
 
+impl<B: AlignedBuf> PendingWrite<B> {
+    /// The bytes appended since the previous take, copied out of the
+    /// chunks (the rewritten partial block before them left out).
+    pub fn new_data(&self) -> Vec<u8> {
+        let from = self.end - self.new_bytes as u64;
+        let mut data = Vec::with_capacity(self.new_bytes);
+        for chunk in &self.chunks {
+            let start = chunk.position.max(from);
+            let end = (chunk.position + chunk.buf.bytes().len() as u64).min(self.end);
+            if start < end {
+                let at = (start - chunk.position) as usize;
+                data.extend_from_slice(&chunk.buf.bytes()[at..at + (end - start) as usize]);
+            }
+        }
+        data
+    }
+}
+
 /// Bytes appended to a segment and not yet handed to a flush.
 pub struct WriteBuffer<B> {
     /// Aligned file position of the first chunk.

@@ -151,6 +151,10 @@ impl DirectFile for DmaSegmentFile {
         self.syncs.sync(&DmaSyncs, &self.file).await
     }
 
+    async fn sync_file_system(&self) -> io::Result<()> {
+        DmaSyncs.sync_file_system(&self.file).await
+    }
+
     async fn pre_allocate(&self, len: u64) -> io::Result<()> {
         // keep_size = false: see the trait's note.
         self.file.pre_allocate(len, false).await.map_err(to_io)

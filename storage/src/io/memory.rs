@@ -26,6 +26,8 @@ struct Contents {
 struct State {
     files: BTreeMap<PathBuf, Rc<RefCell<Contents>>>,
     fail_io: bool,
+    /// fdatasyncs alone fail (writes succeed).
+    fail_syncs: bool,
     /// The next read is held in flight (after taking its bytes) until
     /// released: see [`MemFs::hold_next_read`].
     hold_next_read: bool,
@@ -47,6 +49,9 @@ pub struct MemFs {
 pub struct MemFile {
     contents: Rc<RefCell<Contents>>,
     fs: MemFs,
+    /// False when opened with `open_existing`, which opens for reading
+    /// only (as the DMA adapter does): writes then fail as they would.
+    writable: bool,
 }
 
 impl AlignedBuf for Vec<u8> {
@@ -70,6 +75,20 @@ impl MemFs {
     /// Makes every later write and fdatasync fail with EIO (or succeed again).
     pub fn set_fail_io(&self, fail: bool) {
         self.state.borrow_mut().fail_io = fail;
+    }
+
+    /// Makes every later fdatasync and sync of the file system fail with
+    /// EIO while writes succeed (or succeed again).
+    pub fn set_fail_syncs(&self, fail: bool) {
+        self.state.borrow_mut().fail_syncs = fail;
+    }
+
+    fn check_sync_fault(&self) -> io::Result<()> {
+        self.check_fault()?;
+        if self.state.borrow().fail_syncs {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        Ok(())
     }
 
     /// Holds the next read in flight, as a slow device would: it takes its
@@ -131,6 +150,16 @@ impl MemFs {
     }
 }
 
+impl MemFile {
+    fn check_writable(&self) -> io::Result<()> {
+        if !self.writable {
+            // EBADF, as a write to a descriptor opened for reading.
+            return Err(io::Error::from_raw_os_error(9));
+        }
+        Ok(())
+    }
+}
+
 const fn libc_eio() -> i32 {
     5 // EIO on Linux
 }
@@ -171,6 +200,7 @@ impl DirectFile for MemFile {
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<()> {
         // Two direct writes of one block in flight at once land in either
         // order on a real disk: the log must never issue them.
+        self.check_writable()?;
         let range = (pos, pos + buf.len() as u64);
         {
             let mut c = self.contents.borrow_mut();
@@ -228,14 +258,27 @@ impl DirectFile for MemFile {
 
     async fn fdatasync(&self) -> io::Result<()> {
         yield_once().await;
-        self.fs.check_fault()?;
+        self.fs.check_sync_fault()?;
         self.fs.state.borrow_mut().syncs += 1;
         let mut c = self.contents.borrow_mut();
         c.durable = c.live.clone();
         Ok(())
     }
 
+    async fn sync_file_system(&self) -> io::Result<()> {
+        yield_once().await;
+        self.fs.check_sync_fault()?;
+        let mut state = self.fs.state.borrow_mut();
+        state.syncs += 1;
+        for contents in state.files.values() {
+            let mut c = contents.borrow_mut();
+            c.durable = c.live.clone();
+        }
+        Ok(())
+    }
+
     async fn pre_allocate(&self, len: u64) -> io::Result<()> {
+        self.check_writable()?;
         self.fs.check_fault()?;
         // As fallocate without KEEP_SIZE: the file grows, reading as zeros.
         // The zeros count as durable: they are what a crash leaves there.
@@ -250,6 +293,7 @@ impl DirectFile for MemFile {
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.check_writable()?;
         self.fs.check_fault()?;
         self.contents.borrow_mut().live.resize(len as usize, 0);
         Ok(())
@@ -283,6 +327,7 @@ impl FileSystem for MemFs {
         Ok(MemFile {
             contents,
             fs: self.clone(),
+            writable: true,
         })
     }
 
@@ -292,6 +337,7 @@ impl FileSystem for MemFs {
         Ok(MemFile {
             contents,
             fs: self.clone(),
+            writable: false,
         })
     }
 

@@ -50,6 +50,9 @@ pub trait DirectFile: 'static {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
     /// Makes the written data durable.
     async fn fdatasync(&self) -> io::Result<()>;
+    /// Makes durable every write completed so far to any file on this
+    /// file's file system (syncfs, then this file's fdatasync).
+    async fn sync_file_system(&self) -> io::Result<()>;
     /// Reserves disk space up to `len` bytes. The file's size becomes `len`
     /// if it was smaller, reading as zeros past the data: writes inside the
     /// size need no metadata update, which keeps O_DIRECT writes on the

@@ -123,7 +123,6 @@ impl Sim {
                 log: LogIdentity {
                     topic_id: [self.rng.gen_range(0..3); 16],
                     partition: self.rng.gen_range(0..8),
-                    generation: self.rng.gen(),
                 },
                 segment: Offset(self.rng.gen_range(0..1000)),
                 position: self.rng.gen_range(0..1 << 30),
@@ -136,7 +135,7 @@ impl Sim {
         let tail_before = self.rounds.last().map(|r| r.position + r.bytes.len());
         let Some(placement) = self
             .writer
-            .place(round.padded_bytes() as u64, round.len() as u64)
+            .place(round.padded_bytes() as u64, &round.entry_offsets())
         else {
             self.coverage.refused += 1;
             return;

@@ -1,8 +1,8 @@
 //! One journal entry: a log's flushed bytes and where they belong.
 //!
-//! An entry names its log (topic id, partition and the log's generation),
-//! the segment (its base offset) and the file position the data starts at,
-//! so replay can write it back without knowing anything else. It also
+//! An entry names its log (topic id and partition), the segment (its base
+//! offset) and the file position the data starts at, so replay can write
+//! it back without knowing anything else. It also
 //! carries the journal's incarnation and a sequence number: replay accepts
 //! only the entry it expects next, which tells a live entry from a stale
 //! one left by an earlier lap or an earlier run of the broker.
@@ -18,7 +18,7 @@
 //! | 20 | sequence |
 //! | 28 | topic id (16 bytes) |
 //! | 44 | partition |
-//! | 48 | log generation |
+//! | 48 | reserved (zero) |
 //! | 56 | segment base offset |
 //! | 64 | file position of the data |
 //! | 72 | reserved (zero) |
@@ -34,17 +34,16 @@ pub const HEADER_BYTES: usize = 80;
 /// (a few blocks); the bound keeps a damaged length from reaching far.
 pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 
-/// Which log an entry belongs to. The generation changes whenever the
-/// log's files change other than by appending (truncation, deletion,
-/// compaction's swap), so replay skips entries written before that.
+/// Which log an entry belongs to. A log whose files change other than by
+/// appending (truncation, compaction's swap) first moves the journal's
+/// checkpoint past its entries, so none of them is replayed over the
+/// changed files (see `Log`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LogIdentity {
     /// The topic's id.
     pub topic_id: [u8; 16],
     /// The partition's index.
     pub partition: u32,
-    /// The log's generation when the entry was written.
-    pub generation: u64,
 }
 
 /// Where an entry's data goes: a segment of a log, from a file position.
@@ -95,7 +94,7 @@ pub fn encode(out: &mut [u8], incarnation: u64, sequence: u64, target: &EntryTar
     out[20..28].copy_from_slice(&sequence.to_be_bytes());
     out[28..44].copy_from_slice(&target.log.topic_id);
     out[44..48].copy_from_slice(&target.log.partition.to_be_bytes());
-    out[48..56].copy_from_slice(&target.log.generation.to_be_bytes());
+    out[48..56].fill(0);
     out[56..64].copy_from_slice(&target.segment.0.to_be_bytes());
     out[64..72].copy_from_slice(&target.position.to_be_bytes());
     out[72..80].fill(0);
@@ -129,7 +128,6 @@ pub fn decode(journal: &[u8], at: usize) -> Option<DecodedEntry<'_>> {
             log: LogIdentity {
                 topic_id: entry[28..44].try_into().expect("16 bytes"),
                 partition: u32::from_be_bytes(entry[44..48].try_into().expect("4 bytes")),
-                generation: u64_at(48),
             },
             segment: Offset(u64_at(56) as i64),
             position: u64_at(64),
@@ -147,7 +145,6 @@ pub(crate) mod tests {
             log: LogIdentity {
                 topic_id: [7; 16],
                 partition,
-                generation: 0xDEAD_BEEF,
             },
             segment: Offset(1234),
             position,

@@ -35,8 +35,17 @@ pub enum Journaled {
     Refused,
 }
 
-/// The outcome of one round, shared by its appenders.
-type Outcome = Rc<Cell<Option<Option<u64>>>>;
+/// What became of one round, shared by its appenders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum RoundOutcome {
+    #[default]
+    Pending,
+    /// Durable; the sequence number of its first entry.
+    Durable(u64),
+    Refused,
+}
+
+type Outcome = Rc<Cell<RoundOutcome>>;
 
 struct State {
     writer: JournalWriter,
@@ -54,6 +63,8 @@ pub struct Journal<FS: FileSystem> {
     file: FS::File,
     state: RefCell<State>,
     commit_lock: IoLock,
+    /// One checkpoint at a time; callers that find one running wait for it.
+    checkpoint_lock: IoLock,
     round_most_bytes: usize,
 }
 
@@ -81,7 +92,7 @@ impl<FS: FileSystem> Journal<FS> {
         file.pre_allocate(journal_bytes).await?;
         let header = Checkpoint {
             counter: 0,
-            incarnation: 1,
+            incarnation: fresh_incarnation(0),
             sequence: 0,
             position: HEADER_REGION_BYTES,
             journal_bytes,
@@ -107,6 +118,18 @@ impl<FS: FileSystem> Journal<FS> {
         else {
             return Ok(None);
         };
+        let bounded = header.journal_bytes == align_up(header.journal_bytes)
+            && header.journal_bytes > HEADER_REGION_BYTES
+            && (HEADER_REGION_BYTES..=header.journal_bytes).contains(&header.position);
+        if !bounded {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "journal {} has a header out of bounds: {header:?}",
+                    path.display()
+                ),
+            ));
+        }
         if header.journal_bytes != size {
             // Something else cut or grew the file: its entries cannot be
             // trusted to be where the header says, nor dropped.
@@ -133,11 +156,11 @@ impl<FS: FileSystem> Journal<FS> {
         scanned: &Scanned<'_>,
         round_most_bytes: usize,
     ) -> io::Result<Journal<FS>> {
-        let file = fs.open_existing(path).await?;
+        let file = fs.open(path).await?;
         let old = image.header;
         let header = Checkpoint {
             counter: old.counter + 1,
-            incarnation: old.incarnation + 1,
+            incarnation: fresh_incarnation(old.incarnation),
             sequence: scanned.next_sequence,
             position: align_up(scanned.end),
             journal_bytes: old.journal_bytes,
@@ -164,12 +187,16 @@ impl<FS: FileSystem> Journal<FS> {
                 failed: None,
             }),
             commit_lock: IoLock::default(),
+            checkpoint_lock: IoLock::default(),
             round_most_bytes: round_most_bytes.clamp(BLOCK_BYTES, MAX_ENTRY_BYTES),
         }
     }
 
     /// Makes `data` durable as an entry for `target`, in a round shared
-    /// with the entries appended beside it.
+    /// with the entries appended beside it. The caller's write of the same
+    /// data to its segment must have completed: a checkpoint makes the
+    /// acknowledged entries durable in their segments with one sync of the
+    /// file system, which covers only writes completed before it.
     pub async fn append(&self, target: EntryTarget, data: Bytes) -> Journaled {
         let entry_bytes = entry::encoded_len(data.len());
         if entry_bytes > self.round_most_bytes {
@@ -192,13 +219,11 @@ impl<FS: FileSystem> Journal<FS> {
             self.commit_or_wait().await;
         };
         loop {
-            if let Some(first) = outcome.get() {
-                return match first {
-                    Some(first) => Journaled::Durable(first + index),
-                    None => Journaled::Refused,
-                };
+            match outcome.get() {
+                RoundOutcome::Pending => self.commit_or_wait().await,
+                RoundOutcome::Durable(first) => return Journaled::Durable(first + index),
+                RoundOutcome::Refused => return Journaled::Refused,
             }
-            self.commit_or_wait().await;
         }
     }
 
@@ -221,19 +246,24 @@ impl<FS: FileSystem> Journal<FS> {
         }
         let placed = {
             let mut st = self.state.borrow_mut();
-            let placement = st
-                .writer
-                .place(round.padded_bytes() as u64, round.len() as u64);
+            // After a failure nothing is placed: a round after a missing one
+            // would be acknowledged where replay never reaches it.
+            let placement = match st.failed {
+                Some(_) => None,
+                None => st
+                    .writer
+                    .place(round.padded_bytes() as u64, &round.entry_offsets()),
+            };
             placement.map(|p| (p, st.writer.incarnation()))
         };
         let Some((placement, incarnation)) = placed else {
-            outcome.set(Some(None));
+            outcome.set(RoundOutcome::Refused);
             return;
         };
         let buf = round.encode(incarnation, &placement, |n| self.fs.alloc(n));
         let guard = FailOnDrop {
             journal: self,
-            outcome: &outcome,
+            outcome: Some(&outcome),
             armed: true,
         };
         let written = self.file.write_at(buf, placement.position).await;
@@ -248,16 +278,59 @@ impl<FS: FileSystem> Journal<FS> {
         if let Err(e) = self.file.fdatasync().await {
             return guard.fail("syncing a round", e);
         }
-        guard.disarm();
         let acknowledged = self.state.borrow_mut().writer.sync_completed(ticket);
-        debug_assert!(acknowledged >= placement.first_sequence + round.len() as u64);
-        outcome.set(Some(Some(placement.first_sequence)));
+        if acknowledged < placement.first_sequence + round.len() as u64 {
+            // An earlier round is not durable: one commit runs at a time,
+            // so this is a bug, and the journal must stop.
+            let error = io::Error::other(format!("acknowledged only to {acknowledged}"));
+            return guard.fail("a round synced behind a gap", error);
+        }
+        guard.disarm();
+        outcome.set(RoundOutcome::Durable(placement.first_sequence));
+    }
+
+    /// Moves the checkpoint to at least `needed` (at most to the first
+    /// entry not yet acknowledged), so no entry before it is replayed and
+    /// its space can be written again: one sync of the file system makes
+    /// every acknowledged entry durable in its segment, then the header
+    /// records the new checkpoint. Callers arriving while a checkpoint runs
+    /// wait for it and run another only if it fell short of their need.
+    pub async fn retire_before(&self, needed: u64) -> io::Result<()> {
+        loop {
+            if let Some(reason) = self.failed() {
+                return Err(io::Error::other(reason));
+            }
+            if self.checkpoint_sequence() >= needed.min(self.acknowledged_end()) {
+                return Ok(());
+            }
+            match self.checkpoint_lock.try_lock() {
+                Some(_one_at_a_time) => self.checkpoint_acknowledged().await?,
+                None => self.checkpoint_lock.progress().await,
+            }
+        }
+    }
+
+    /// Whether more than half of the data region is held by entries not
+    /// yet retired: time for a checkpoint, before appends are refused.
+    pub fn wants_checkpoint(&self) -> bool {
+        let st = self.state.borrow();
+        let data_bytes = st.writer.header().journal_bytes - HEADER_REGION_BYTES;
+        st.writer.live_bytes() > data_bytes / 2
+    }
+
+    async fn checkpoint_acknowledged(&self) -> io::Result<()> {
+        let needed = self.acknowledged_end();
+        if let Err(e) = self.file.sync_file_system().await {
+            self.fail(format!("syncing the segments for a checkpoint: {e}"));
+            return Err(e);
+        }
+        self.checkpoint(needed).await.map(drop)
     }
 
     /// Moves the checkpoint once every entry before `needed` is durable in
-    /// its segment (the caller synced them), so their space can be written
-    /// again. Returns whether a header was written.
-    pub async fn checkpoint(&self, needed: u64) -> io::Result<bool> {
+    /// its segment, so their space can be written again. Returns whether a
+    /// header was written.
+    async fn checkpoint(&self, needed: u64) -> io::Result<bool> {
         let header = {
             let mut st = self.state.borrow_mut();
             if let Some(reason) = &st.failed {
@@ -268,10 +341,9 @@ impl<FS: FileSystem> Journal<FS> {
         let Some(header) = header else {
             return Ok(false);
         };
-        let outcome = Outcome::default();
         let guard = FailOnDrop {
             journal: self,
-            outcome: &outcome,
+            outcome: None,
             armed: true,
         };
         if let Err(e) = write_header(&self.fs, &self.file, &header).await {
@@ -298,13 +370,28 @@ impl<FS: FileSystem> Journal<FS> {
     pub fn failed(&self) -> Option<String> {
         self.state.borrow().failed.clone()
     }
+
+    /// Refuses everything from now on, and wakes every waiter to see it.
+    fn fail(&self, reason: String) {
+        // try_borrow_mut: this may run while unwinding from a panic.
+        if let Ok(mut st) = self.state.try_borrow_mut() {
+            if st.failed.is_none() {
+                let path = self.path.display();
+                tracing::error!(journal = %path, %reason, "journal failed; logs flush directly");
+                st.failed = Some(reason);
+            }
+        }
+        self.commit_lock.notify();
+        self.checkpoint_lock.notify();
+    }
 }
 
-/// Fails the journal if a commit or checkpoint ends early: by an error,
-/// or by its future being dropped between its write and its sync.
+/// Fails the journal (and refuses the round, if any) when a commit or a
+/// header write ends early: by an error, or by its future being dropped
+/// between its write and its sync.
 struct FailOnDrop<'a, FS: FileSystem> {
     journal: &'a Journal<FS>,
-    outcome: &'a Outcome,
+    outcome: Option<&'a Outcome>,
     armed: bool,
 }
 
@@ -319,16 +406,10 @@ impl<FS: FileSystem> FailOnDrop<'_, FS> {
 
     fn mark_failed(&mut self, reason: String) {
         self.armed = false;
-        self.outcome.set(Some(None));
-        // try_borrow_mut: this may run while unwinding from a panic.
-        if let Ok(mut st) = self.journal.state.try_borrow_mut() {
-            if st.failed.is_none() {
-                let path = self.journal.path.display();
-                tracing::error!(journal = %path, %reason, "journal failed; logs flush directly");
-                st.failed = Some(reason);
-            }
+        if let Some(outcome) = self.outcome {
+            outcome.set(RoundOutcome::Refused);
         }
-        self.journal.commit_lock.notify();
+        self.journal.fail(reason);
     }
 }
 
@@ -336,6 +417,22 @@ impl<FS: FileSystem> Drop for FailOnDrop<'_, FS> {
     fn drop(&mut self) {
         if self.armed {
             self.mark_failed("a journal write was cancelled before it completed".into());
+        }
+    }
+}
+
+/// A random incarnation, other than `previous`: no entry left by an
+/// earlier one (a torn round, an earlier lap) is taken for this one's.
+fn fresh_incarnation(previous: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        // RandomState's keys come from the OS's random source.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
+        let incarnation = hasher.finish();
+        if incarnation != previous {
+            return incarnation;
         }
     }
 }

@@ -12,7 +12,8 @@ use crate::io::{align_down, align_up, AlignedBuf, DirectFile, FileSystem};
 
 /// Writes `data` at `position` of `file`, keeping every other byte. The
 /// file's size afterwards is the larger of its size before and the data's
-/// end (never a padded block's end).
+/// end (a crash between the write and the trim leaves zeros to the padded
+/// block's end, which the log's recovery cuts as it cuts preallocation).
 pub async fn write_back<FS: FileSystem>(
     fs: &FS,
     file: &FS::File,
@@ -57,7 +58,7 @@ mod tests {
     fn file_with(fs: &MemFs, bytes: Vec<u8>) -> <MemFs as FileSystem>::File {
         let path = Path::new("/seg.log");
         fs.set_contents(path, bytes);
-        block_on(fs.open_existing(path)).unwrap()
+        block_on(fs.open(path)).unwrap()
     }
 
     #[test]

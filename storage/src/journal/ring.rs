@@ -22,13 +22,15 @@ pub struct Placement {
     pub first_sequence: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct LiveRound {
     position: u64,
     bytes: u64,
     first_sequence: u64,
     /// One past the sequence number of its last entry.
     end_sequence: u64,
+    /// Where each entry starts, from the round's position.
+    entry_offsets: Vec<u32>,
 }
 
 /// The live rounds of one journal incarnation.
@@ -71,19 +73,22 @@ impl JournalRing {
         self.next_sequence
     }
 
-    /// Places a round of `entries` entries taking `bytes` (block-padded),
-    /// or None if the free space cannot hold it now.
-    pub fn place(&mut self, bytes: u64, entries: u64) -> Option<Placement> {
-        assert!(bytes > 0 && bytes == align_up(bytes) && entries > 0);
+    /// Places a round taking `bytes` (block-padded) whose entries start at
+    /// `entry_offsets` within it, or None if the free space cannot hold it
+    /// now.
+    pub fn place(&mut self, bytes: u64, entry_offsets: &[u32]) -> Option<Placement> {
+        assert!(bytes > 0 && bytes == align_up(bytes) && !entry_offsets.is_empty());
+        assert!(entry_offsets.iter().all(|&at| u64::from(at) < bytes));
         let position = self.free_position_for(bytes)?;
         let first_sequence = self.next_sequence;
-        self.next_sequence += entries;
+        self.next_sequence += entry_offsets.len() as u64;
         self.tail = position + bytes;
         self.live.push_back(LiveRound {
             position,
             bytes,
             first_sequence,
             end_sequence: self.next_sequence,
+            entry_offsets: entry_offsets.to_vec(),
         });
         Some(Placement {
             position,
@@ -116,12 +121,15 @@ impl JournalRing {
     /// Where replay must start once every entry before `needed` is durable
     /// in its segment (`needed` at most the first sequence not yet
     /// acknowledged: releasing a round whose write may still be in flight
-    /// would let that write land on a newer round): (sequence, position) of the oldest live round that
-    /// holds an entry at or after `needed`, or of the next round if none.
-    /// Replay starts at a round's first entry; the entries before `needed`
-    /// it repeats write bytes their segments already hold.
+    /// would let that write land on a newer round): the sequence number
+    /// and position of the entry `needed`, or of the oldest live entry if
+    /// that is later, or of the next round if no entry is live.
     pub fn checkpoint_for(&self, needed: u64) -> (u64, u64) {
         match self.live.iter().find(|round| round.end_sequence > needed) {
+            Some(round) if needed > round.first_sequence => {
+                let at = round.entry_offsets[(needed - round.first_sequence) as usize];
+                (needed, round.position + u64::from(at))
+            }
             Some(round) => (round.first_sequence, round.position),
             None => (self.next_sequence, self.tail),
         }
@@ -149,6 +157,11 @@ impl JournalRing {
 mod tests {
     use super::*;
 
+    /// Where `n` entries of 100 bytes start in their round.
+    fn offsets(n: u32) -> Vec<u32> {
+        (0..n).map(|i| i * 100).collect()
+    }
+
     const BLOCK: u64 = 4096;
 
     fn ring(blocks: u64) -> JournalRing {
@@ -165,7 +178,7 @@ mod tests {
     fn rounds_follow_each_other_then_wrap_once_space_is_released() {
         let mut ring = ring(4);
         let start = HEADER_REGION_BYTES;
-        let a = ring.place(2 * BLOCK, 3).expect("room");
+        let a = ring.place(2 * BLOCK, &offsets(3)).expect("room");
         assert_eq!(
             a,
             Placement {
@@ -173,7 +186,7 @@ mod tests {
                 first_sequence: 10
             }
         );
-        let b = ring.place(BLOCK, 1).expect("room");
+        let b = ring.place(BLOCK, &offsets(1)).expect("room");
         assert_eq!(
             b,
             Placement {
@@ -183,12 +196,15 @@ mod tests {
         );
         // One block left at the end: a two-block round neither fits there
         // nor before the oldest live round.
-        assert_eq!(ring.place(2 * BLOCK, 1), None);
-        assert_eq!(ring.checkpoint_for(12), (10, start));
+        assert_eq!(ring.place(2 * BLOCK, &offsets(1)), None);
+        assert_eq!(ring.checkpoint_for(10), (10, start));
+        assert_eq!(ring.checkpoint_for(12), (12, start + 200), "inside a round");
         assert_eq!(ring.checkpoint_for(13), (13, start + 2 * BLOCK));
         ring.release_before(13);
         assert_eq!(ring.live_bytes(), BLOCK);
-        let c = ring.place(2 * BLOCK, 2).expect("wraps to the start");
+        let c = ring
+            .place(2 * BLOCK, &offsets(2))
+            .expect("wraps to the start");
         assert_eq!(
             c,
             Placement {
@@ -197,9 +213,9 @@ mod tests {
             }
         );
         // Wrapped: only the gap before round b is free.
-        assert_eq!(ring.place(BLOCK, 1), None);
+        assert_eq!(ring.place(BLOCK, &offsets(1)), None);
         ring.release_before(14);
-        let d = ring.place(BLOCK, 1).expect("room after c");
+        let d = ring.place(BLOCK, &offsets(1)).expect("room after c");
         assert_eq!(d.position, start + 2 * BLOCK);
         assert_eq!(ring.checkpoint_for(100), (17, start + 3 * BLOCK));
     }
@@ -207,10 +223,10 @@ mod tests {
     #[test]
     fn an_empty_ring_places_at_its_tail_or_the_start_and_refuses_what_never_fits() {
         let mut ring = ring(3);
-        assert_eq!(ring.place(4 * BLOCK, 1), None);
-        ring.place(2 * BLOCK, 1).expect("room");
+        assert_eq!(ring.place(4 * BLOCK, &offsets(1)), None);
+        ring.place(2 * BLOCK, &offsets(1)).expect("room");
         ring.release_before(11);
-        let wrapped = ring.place(2 * BLOCK, 1).expect("wraps");
+        let wrapped = ring.place(2 * BLOCK, &offsets(1)).expect("wraps");
         assert_eq!(wrapped.position, HEADER_REGION_BYTES);
         assert_eq!(wrapped.first_sequence, 11);
     }

@@ -35,6 +35,20 @@ impl Round {
         self.entries.is_empty()
     }
 
+    /// Where each entry starts within the round's write.
+    pub fn entry_offsets(&self) -> Vec<u32> {
+        let lengths = self
+            .entries
+            .iter()
+            .map(|(_, data)| entry::encoded_len(data.len()));
+        let starts = lengths.scan(0, |at, len| {
+            let start = *at;
+            *at += len;
+            Some(start as u32)
+        });
+        starts.collect()
+    }
+
     /// Bytes its entries take, unpadded.
     pub fn encoded_bytes(&self) -> usize {
         self.bytes

@@ -71,13 +71,14 @@ impl JournalWriter {
         self.header.incarnation
     }
 
-    /// Places a round of `entries` entries taking `bytes`, or None if the
-    /// journal has no room for it now (its logs then flush directly).
-    pub fn place(&mut self, bytes: u64, entries: u64) -> Option<Placement> {
-        let placement = self.ring.place(bytes, entries)?;
+    /// Places a round taking `bytes` whose entries start at `entry_offsets`
+    /// within it, or None if the journal has no room for it now (its logs
+    /// then flush directly).
+    pub fn place(&mut self, bytes: u64, entry_offsets: &[u32]) -> Option<Placement> {
+        let placement = self.ring.place(bytes, entry_offsets)?;
         self.rounds.push_back(PlacedRound {
             first_sequence: placement.first_sequence,
-            end_sequence: placement.first_sequence + entries,
+            end_sequence: placement.first_sequence + entry_offsets.len() as u64,
             state: WriteState::InFlight,
         });
         Some(placement)
@@ -166,6 +167,11 @@ impl JournalWriter {
         self.header = header;
     }
 
+    /// Bytes of the data region held by rounds not yet released.
+    pub fn live_bytes(&self) -> u64 {
+        self.ring.live_bytes()
+    }
+
     /// The last durable header.
     pub fn header(&self) -> &Checkpoint {
         &self.header
@@ -181,6 +187,11 @@ impl JournalWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where `n` entries of 100 bytes start in their round.
+    fn offsets(n: u32) -> Vec<u32> {
+        (0..n).map(|i| i * 100).collect()
+    }
     use crate::io::BLOCK_BYTES;
     use crate::journal::header::HEADER_REGION_BYTES;
 
@@ -199,8 +210,8 @@ mod tests {
     #[test]
     fn a_round_is_acknowledged_only_after_every_round_before_it() {
         let mut w = writer();
-        let a = w.place(BLOCK, 2).expect("room");
-        let b = w.place(BLOCK, 3).expect("room");
+        let a = w.place(BLOCK, &offsets(2)).expect("room");
+        let b = w.place(BLOCK, &offsets(3)).expect("room");
         // b's write completes first and a sync covers it alone.
         w.write_completed(b.first_sequence);
         assert!(w.wants_sync());
@@ -215,7 +226,7 @@ mod tests {
     #[test]
     fn a_write_that_completes_after_its_sync_started_is_not_covered() {
         let mut w = writer();
-        let a = w.place(BLOCK, 1).expect("room");
+        let a = w.place(BLOCK, &offsets(1)).expect("room");
         let early = w.sync_started();
         w.write_completed(a.first_sequence);
         assert_eq!(w.sync_completed(early), 0);
@@ -226,7 +237,7 @@ mod tests {
     #[test]
     fn space_is_released_only_once_the_checkpoint_header_is_durable() {
         let mut w = writer();
-        let a = w.place(3 * BLOCK, 1).expect("room");
+        let a = w.place(3 * BLOCK, &offsets(1)).expect("room");
         assert_eq!(w.checkpoint(1), None, "nothing acknowledged yet");
         w.write_completed(a.first_sequence);
         let ticket = w.sync_started();
@@ -234,11 +245,15 @@ mod tests {
         let header = w.checkpoint(1).expect("a checkpoint past round a");
         assert_eq!((header.sequence, header.counter), (1, 1));
         assert_eq!(w.checkpoint(1), None, "one header write at a time");
-        assert_eq!(w.place(2 * BLOCK, 1), None, "a's space is still held");
+        assert_eq!(
+            w.place(2 * BLOCK, &offsets(1)),
+            None,
+            "a's space is still held"
+        );
         w.header_written();
         assert_eq!(w.header().sequence, 1);
         assert_eq!(
-            w.place(2 * BLOCK, 1).map(|p| p.position),
+            w.place(2 * BLOCK, &offsets(1)).map(|p| p.position),
             Some(HEADER_REGION_BYTES)
         );
     }

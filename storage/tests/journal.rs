@@ -1,0 +1,162 @@
+//! Logs whose small flushes go to a shard's journal, over the in-memory
+//! file system, through power losses: every acknowledged batch must come
+//! back (the journal replayed into the segments before the logs open),
+//! and no batch a truncation cut may come back.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use futures::executor::block_on;
+use storage::io::memory::MemFs;
+use storage::io::FileSystem;
+use storage::journal::entry::LogIdentity;
+use storage::journal::file::Journal;
+use storage::journal::recover::{open_journal, Replayed};
+use storage::{LeaderEpoch, Log, Offset};
+use support::{all_batches, batch_of, small_config};
+
+const JOURNAL: &str = "/data/journal-0";
+const LOG_DIR: &str = "/data/partitions/t/0";
+const JOURNAL_BYTES: u64 = 8192 + 256 * 4096;
+
+fn identity() -> LogIdentity {
+    LogIdentity {
+        topic_id: [9; 16],
+        partition: 0,
+    }
+}
+
+fn locate(log: &LogIdentity) -> Option<PathBuf> {
+    (*log == identity()).then(|| PathBuf::from(LOG_DIR))
+}
+
+/// Opens (replaying) the journal, then the log on it.
+fn open(fs: &MemFs) -> (Rc<Log<MemFs>>, Replayed) {
+    let (journal, replayed) = block_on(open_journal(
+        fs,
+        Path::new(JOURNAL),
+        JOURNAL_BYTES,
+        64 * 1024,
+        locate,
+    ))
+    .unwrap();
+    let log = block_on(Log::open(fs.clone(), LOG_DIR, small_config())).unwrap();
+    log.use_journal(Rc::new(journal), identity(), 16 * 1024);
+    (log, replayed)
+}
+
+/// Appends a batch of `count` records and waits until it is durable.
+fn append_durable(log: &Log<MemFs>, count: usize, tag: u64) {
+    let batch = batch_of(count, 100, tag, 1000 + tag as i64);
+    let info = block_on(log.append(batch, LeaderEpoch(0))).unwrap();
+    block_on(log.wait_flushed(Offset(info.last_offset.0 + 1))).unwrap();
+}
+
+/// The stored batches' bytes, in order.
+fn batches(log: &Log<MemFs>) -> Vec<bytes::Bytes> {
+    block_on(all_batches(log))
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect()
+}
+
+/// A second file system holding what `fs` holds durably now.
+fn copy_after_power_loss(fs: &MemFs) -> MemFs {
+    fs.crash();
+    let copy = MemFs::new();
+    for dir in [Path::new("/data"), Path::new(LOG_DIR)] {
+        for name in fs.list(dir).unwrap() {
+            let path = dir.join(name);
+            copy.set_contents(&path, fs.contents(&path).unwrap());
+        }
+    }
+    copy
+}
+
+#[test]
+fn acknowledged_small_flushes_come_back_from_the_journal_after_a_power_loss() {
+    let fs = MemFs::new();
+    let (log, _) = open(&fs);
+    append_durable(&log, 1, 0); // creates the segment: synced directly
+    let fdatasyncs_before = log.stats().fdatasyncs;
+    for tag in 1..40 {
+        append_durable(&log, 1 + tag as usize % 5, tag);
+    }
+    let stats = log.stats();
+    assert_eq!(
+        stats.journaled_flushes,
+        39 - (stats.fdatasyncs - fdatasyncs_before)
+    );
+    assert!(stats.journaled_flushes > 30, "{stats:?}");
+    assert!(
+        stats.fdatasyncs - fdatasyncs_before < 9,
+        "rolls sync directly: {stats:?}"
+    );
+    let acknowledged = batches(&log);
+    let log_end = log.log_end();
+    drop(log);
+
+    // The segments alone lost acknowledged batches: only the journal has them.
+    let without_journal = copy_after_power_loss(&fs);
+    let log = block_on(Log::open(without_journal, LOG_DIR, small_config())).unwrap();
+    assert!(log.log_end() < log_end, "the test must need the journal");
+
+    let (log, replayed) = open(&fs);
+    assert!(replayed.entries > 0, "{replayed:?}");
+    assert_eq!(log.log_end(), log_end);
+    assert_eq!(batches(&log), acknowledged);
+}
+
+#[test]
+fn a_truncation_retires_the_entries_it_cut_so_they_never_come_back() {
+    let fs = MemFs::new();
+    let (log, _) = open(&fs);
+    append_durable(&log, 1, 0);
+    for tag in 1..11 {
+        append_durable(&log, 1, tag);
+    }
+    assert!(log.stats().journaled_flushes >= 5);
+    block_on(log.truncate_to(Offset(4))).unwrap();
+    // Batches as large as the cut ones, so a cut one replayed right after
+    // them would continue the log seamlessly.
+    for tag in 100..103 {
+        append_durable(&log, 1, tag);
+    }
+    let acknowledged = batches(&log);
+    assert_eq!(log.log_end(), Offset(7));
+    drop(log);
+    fs.crash();
+    let (log, _) = open(&fs);
+    assert_eq!(log.log_end(), Offset(7), "no cut batch came back");
+    assert_eq!(batches(&log), acknowledged);
+}
+
+#[test]
+fn a_closed_log_leaves_no_entry_to_replay() {
+    let fs = MemFs::new();
+    let (log, _) = open(&fs);
+    append_durable(&log, 1, 0);
+    for tag in 1..6 {
+        append_durable(&log, 1, tag);
+    }
+    assert!(log.stats().journaled_flushes > 0);
+    block_on(log.close()).unwrap();
+    drop(log);
+    fs.crash();
+    let (journal, replayed) = block_on(open_journal(
+        &fs,
+        Path::new(JOURNAL),
+        JOURNAL_BYTES,
+        64 * 1024,
+        locate,
+    ))
+    .unwrap();
+    assert_eq!(
+        replayed,
+        Replayed::default(),
+        "its directory may be removed and made again"
+    );
+    drop::<Journal<MemFs>>(journal);
+}

@@ -5,6 +5,8 @@
 //! `SEED=n` replays the kill times. (Acknowledging acks=all before the
 //! flush is caught here: checked by mutation.) Every third round's
 //! requests are large, their records stored in the memory they arrived in.
+//! The small rounds' flushes go to the shards' journals, which every
+//! restart replays into the segments (both checked to have happened).
 
 mod support;
 
@@ -125,6 +127,20 @@ fn read_everything(address: std::net::SocketAddr) -> BTreeMap<(i32, i64), String
     })
 }
 
+/// The entries the broker's start wrote back from its journals (its log's
+/// "journals replayed" line).
+fn replayed_entries(broker: &support::Broker) -> u64 {
+    let log = broker.log.lock().unwrap();
+    let line = log.iter().find(|l| l.contains("journals replayed"));
+    let entries = line.and_then(|l| l.split("entries=").nth(1));
+    let digits = entries.map(|e| {
+        e.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+    });
+    digits.and_then(|d| d.parse().ok()).unwrap_or(0)
+}
+
 /// Odd rounds run with flushes delayed by 20 ms, so a kill often lands
 /// between an append and its write: an acknowledgement sent before the
 /// write would then be caught losing data.
@@ -149,6 +165,7 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
     });
     let mut broker = Some(broker);
     let mut in_place = 0.0;
+    let (mut journaled, mut replays) = (0.0, 0);
     for round in 0..ROUNDS {
         let running = broker.take().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -168,10 +185,14 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
         if large_round(round) {
             in_place += gauge(running.http, "produce_record_bytes_in_place_total");
         }
+        journaled += gauge(running.http, "log_journaled_flushes_total");
         running.kill9();
         stop.store(true, Ordering::Relaxed);
         producer.join().unwrap();
         let restarted = restart(dir.path(), round + 1);
+        if replayed_entries(&restarted) > 0 {
+            replays += 1;
+        }
         let stored = read_everything(restarted.address);
         let acked = acked.lock().unwrap();
         assert!(
@@ -205,6 +226,15 @@ fn sigkill_during_produce_loses_no_acknowledged_message() {
         broker = Some(restarted);
     }
     println!("large rounds: {in_place} record bytes kept in place");
+    println!("{journaled} flushes made durable by the journals; {replays} restarts replayed them");
+    assert!(
+        journaled > 0.0,
+        "small flushes went to the shards' journals"
+    );
+    assert!(
+        replays > 0,
+        "the journals' entries were written back at restarts"
+    );
     assert!(
         in_place > 0.0,
         "the large rounds' records were kept in the memory they arrived in"

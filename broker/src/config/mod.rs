@@ -274,6 +274,15 @@ pub struct BrokerConfig {
     /// 4 MiB whatever the others hold. The machine's memory is its cgroup's
     /// limit when that is lower.
     pub log_cache_bytes: u64,
+    /// Each shard's journal file, in bytes (0: no journal): a flush of at
+    /// most `journal_flush_max_bytes` new bytes to one partition is made
+    /// durable by one write and fdatasync of the journal shared with the
+    /// shard's other partitions, instead of an fdatasync of its own
+    /// segment (docs/storage.md, "Many partitions").
+    pub journal_bytes: u64,
+    /// The largest flush (new bytes of one partition) that goes to the
+    /// shard's journal.
+    pub journal_flush_max_bytes: u64,
     /// Tiered storage's object store (docs/tiered-storage.md): `local` (a
     /// directory, `remote_store_dir`), `s3` (`remote_s3_*`), or `none`
     /// (topics cannot turn `remote.storage.enable` on).
@@ -419,6 +428,8 @@ impl Default for BrokerConfig {
             remote_cache_dir: None,
             remote_disk_cache_bytes: None,
             log_cache_bytes: 0,
+            journal_bytes: 128 << 20,
+            journal_flush_max_bytes: 16 << 10,
             max_connections: 0,
             max_connections_per_ip: 0,
             connections_max_idle_ms: 600_000,
@@ -530,6 +541,15 @@ impl BrokerConfig {
                 "group_consumer_migration_policy {:?}: one of {}",
                 self.group_consumer_migration_policy,
                 migration_policy::POLICIES.join(", ")
+            ));
+        }
+        let journal_sized = self.journal_bytes == 0
+            || (self.journal_bytes >= 1 << 20 && self.journal_bytes.is_multiple_of(4096));
+        if !journal_sized || !(1..=256 << 10).contains(&self.journal_flush_max_bytes) {
+            return invalid(format!(
+                "journal_bytes must be 0 or at least 1048576 and a multiple of 4096 ({}); \
+                 journal_flush_max_bytes 1..=262144 ({})",
+                self.journal_bytes, self.journal_flush_max_bytes
             ));
         }
         if self.transactional_id_expiration_ms < 1 || self.transaction_max_timeout_ms < 1 {

@@ -268,7 +268,7 @@ pub fn remove_unassigned_partition_dirs(
 }
 
 /// The topic id a directory's name (`<name>.<32 hex digits>`) ends with.
-fn topic_id_of_dir(name: &str) -> Option<TopicId> {
+pub(crate) fn topic_id_of_dir(name: &str) -> Option<TopicId> {
     let (_, hex) = name.rsplit_once('.')?;
     if hex.len() != 32 {
         return None;

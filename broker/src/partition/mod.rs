@@ -12,6 +12,7 @@ pub mod append;
 pub mod cache_trim;
 pub mod dirs;
 pub mod epoch;
+pub mod journals;
 pub mod leader;
 pub mod maintenance;
 pub mod markers;
@@ -37,6 +38,7 @@ use crate::kafka::Code;
 use crate::remote_store::RemoteStore;
 use crate::runtime::sharded::{LocalFuture, Mesh, ShardGone, ShardId, Sharded};
 use crate::share::sessions::{SessionKey, Sessions};
+use journals::JournalSettings;
 use markers::MarkerListener;
 use served::ServedPartition;
 use share_states::ShareStates;
@@ -91,7 +93,11 @@ impl Partitions {
         let sessions = cluster.config.group_share_max_share_sessions as usize;
         let sessions_per_shard = sessions.div_ceil(cluster.shards()).max(1);
         Rc::new_cyclic(|this| Partitions {
-            table: PartitionTable::new(cluster.partitions_root(), CacheShare::new(cache_bytes)),
+            table: PartitionTable::new(
+                cluster.partitions_root(),
+                CacheShare::new(cache_bytes),
+                JournalSettings::of_config(&cluster.config, index.0),
+            ),
             cluster,
             metrics,
             txn_verifier: RefCell::new(None),

@@ -10,9 +10,12 @@ use std::rc::Rc;
 use control::{Metadata, Topic, TopicConfig, TopicId};
 use futures::channel::oneshot;
 use storage::io::dma::DmaFs;
+use storage::journal::entry::LogIdentity;
+use storage::journal::file::Journal;
 use storage::{CacheShare, Log, LogConfig, StorageError};
 
 use super::dirs::{remove_topic_dirs, topic_dir};
+use super::journals::JournalSettings;
 use super::role::Role;
 use super::tiered::RemoteLog;
 use crate::cluster::routing::PartitionKey;
@@ -82,6 +85,10 @@ pub struct PartitionTable {
     /// again, and one whose open was under way when the deletion came has
     /// its files (which the open recreated) removed once more.
     deleted: RefCell<HashSet<TopicId>>,
+    /// The shard's journal, opened with its first partition (None: the
+    /// broker runs without one, or it could not be opened).
+    journal: RefCell<Option<Rc<Journal<DmaFs>>>>,
+    journal_settings: Option<JournalSettings>,
 }
 
 /// The log settings for a topic's partitions. A replicated partition's
@@ -110,10 +117,18 @@ pub fn log_config(config: &TopicConfig, replicated: bool) -> LogConfig {
 impl PartitionTable {
     /// No partitions open yet; their files live under `root`, their
     /// batch caches share `cache_share`.
-    pub fn new(root: PathBuf, cache_share: Rc<CacheShare>) -> PartitionTable {
+    /// The shard's journal is opened with the first partition, if
+    /// `journal_settings` asks for one.
+    pub fn new(
+        root: PathBuf,
+        cache_share: Rc<CacheShare>,
+        journal_settings: Option<JournalSettings>,
+    ) -> PartitionTable {
         PartitionTable {
             root,
             cache_share,
+            journal: RefCell::new(None),
+            journal_settings,
             deleted: RefCell::default(),
             open: RefCell::new(HashMap::new()),
             opening: futures::lock::Mutex::new(()),
@@ -150,6 +165,13 @@ impl PartitionTable {
             .is_some_and(|p| p.replicas.len() > 1);
         let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
         log.share_cache(self.cache_share.clone());
+        if let Some((journal, flush_max_bytes)) = self.journal().await {
+            let identity = LogIdentity {
+                topic_id: key.topic.0,
+                partition: key.index,
+            };
+            log.use_journal(journal, identity, flush_max_bytes);
+        }
         super::tiered::keep_snapshots_by_default(&log, topic);
         if self.deleted.borrow().contains(&key.topic) {
             // Deleted while the log opened: its directory was removed
@@ -166,6 +188,25 @@ impl PartitionTable {
         });
         self.open.borrow_mut().insert(key, partition.clone());
         Ok(partition)
+    }
+
+    /// The shard's journal and the largest flush that goes to it, opened
+    /// at the first call (with the opening lock held). A journal that
+    /// cannot be opened (a full disk) is reported, and the shard's logs
+    /// sync their segments as without one; the next open tries again.
+    async fn journal(&self) -> Option<(Rc<Journal<DmaFs>>, usize)> {
+        let settings = self.journal_settings.as_ref()?;
+        if self.journal.borrow().is_none() {
+            match settings.open().await {
+                Ok(journal) => *self.journal.borrow_mut() = Some(Rc::new(journal)),
+                Err(e) => {
+                    tracing::warn!(journal = %settings.path.display(), error = %e, "cannot open the shard's journal: its partitions sync their own segments");
+                    return None;
+                }
+            }
+        }
+        let journal = self.journal.borrow().clone()?;
+        Some((journal, settings.flush_max_bytes))
     }
 
     /// Whether the shard closed its logs (it is stopping).

@@ -145,6 +145,7 @@ pub fn run(
             "a Kafka listener speaks TLS but no certificate was loaded (ssl_certificate_location, ssl_key_location)",
         ));
     }
+    replay_journals(&config)?;
     let remote_store = start_remote_store(&config)?;
     let shared = Shared {
         remote_store,
@@ -200,6 +201,19 @@ fn run_controller_only(
         stop,
     };
     controller_node::run(node)
+}
+
+/// Writes what the shards' journals hold back into the partitions'
+/// segments, before any shard opens a partition.
+fn replay_journals(config: &BrokerConfig) -> std::io::Result<()> {
+    let partitions = config.data_dir.join(crate::cluster::PARTITIONS_DIR);
+    let replayed = crate::partition::journals::replay_all(&config.data_dir, &partitions)
+        .map_err(|e| std::io::Error::other(format!("replaying the journals: {e}")))?;
+    if replayed.entries + replayed.skipped > 0 {
+        let (entries, skipped, files) = (replayed.entries, replayed.skipped, replayed.files);
+        tracing::info!(entries, skipped, files, "journals replayed");
+    }
+    Ok(())
 }
 
 /// Starts tiered storage's object store thread (docs/tiered-storage.md),

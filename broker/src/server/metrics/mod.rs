@@ -104,6 +104,7 @@ fn add_stats(total: &mut storage::LogStats, stats: &storage::LogStats) {
     total.flushed_bytes += stats.flushed_bytes;
     total.appended_batches += stats.appended_batches;
     total.fdatasyncs += stats.fdatasyncs;
+    total.journaled_flushes += stats.journaled_flushes;
     total.fdatasync_nanos += stats.fdatasync_nanos;
     for (sum, count) in total.flush_buckets.iter_mut().zip(&stats.flush_buckets) {
         *sum += count;
@@ -629,6 +630,11 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
         "log_group_commit_batches",
         "batches made durable per flush, on average since start (group commit)",
         ratio(storage.appended_batches, storage.flushes),
+    );
+    page.counter(
+        "log_journaled_flushes_total",
+        "flushes made durable by the shard's journal (one write and fdatasync shared by a round) instead of a segment sync",
+        storage.journaled_flushes,
     );
     page.counter(
         "log_fdatasync_total",

@@ -59,6 +59,10 @@ struct Taken<F: DirectFile> {
     target: Offset,
     generation: u64,
     work: Vec<FlushWork<F>>,
+    /// An earlier flush's writes await their fdatasync: this flush must
+    /// not publish without one of its own (which covers them, as they
+    /// completed before this flush took the lock).
+    earlier_unsynced: bool,
 }
 
 type IoFailure = (&'static str, std::io::Error);
@@ -131,8 +135,14 @@ impl<FS: FileSystem> Log<FS> {
             target,
             generation,
             work,
+            earlier_unsynced,
         } = taken;
-        let journal_entry = self.journal_entry_of(&work);
+        // A journal entry covers only its own bytes: with an earlier
+        // flush's fdatasync still running, publishing this one would
+        // acknowledge that flush's bytes before they are durable.
+        let journal_entry = (!earlier_unsynced)
+            .then(|| self.journal_entry_of(&work))
+            .flatten();
         let flush_started = std::time::Instant::now();
         let mut written = Vec::with_capacity(work.len());
         for item in work {
@@ -184,6 +194,7 @@ impl<FS: FileSystem> Log<FS> {
             target,
             generation,
             work,
+            earlier_unsynced: _,
         } = taken;
         let critical = self.critical("a flush");
         let flush_started = std::time::Instant::now();
@@ -278,11 +289,13 @@ impl<FS: FileSystem> Log<FS> {
             st.stats.direct_writes += pending().map(|p| p.chunks.len() as u64).sum::<u64>();
         }
         st.pending_bytes = 0;
+        let earlier_unsynced = st.flushed < st.taken;
         st.taken = st.log_end;
         Ok(Taken {
             target: st.log_end,
             generation: st.generation,
             work,
+            earlier_unsynced,
         })
     }
 

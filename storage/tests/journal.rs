@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use futures::executor::block_on;
+use futures::FutureExt;
 use storage::io::memory::MemFs;
 use storage::io::FileSystem;
 use storage::journal::entry::LogIdentity;
@@ -159,4 +160,33 @@ fn a_closed_log_leaves_no_entry_to_replay() {
         "its directory may be removed and made again"
     );
     drop::<Journal<MemFs>>(journal);
+}
+
+#[test]
+fn a_journaled_flush_never_acknowledges_an_earlier_flush_still_syncing() {
+    let fs = MemFs::new();
+    let (log, _) = open(&fs);
+    append_durable(&log, 1, 0);
+    // A flush too large for the journal, held in its fdatasync: polled
+    // through its write, then left waiting for the sync.
+    let large = batch_of(1, 20 * 1024, 1, 1001);
+    let info = block_on(log.append(large, LeaderEpoch(0))).unwrap();
+    let large_end = Offset(info.last_offset.0 + 1);
+    let mut syncing = Box::pin(log.wait_flushed(large_end));
+    assert!(syncing.as_mut().now_or_never().is_none(), "writing");
+    assert!(syncing.as_mut().now_or_never().is_none(), "syncing");
+    // A small flush meanwhile publishes a flushed offset past the large one.
+    append_durable(&log, 1, 2);
+    let flushed = log.flushed();
+    assert!(flushed > large_end);
+    // Never resumed: the large flush's own fdatasync never runs.
+    std::mem::forget(syncing);
+    drop(log);
+    fs.crash();
+    let (log, _) = open(&fs);
+    assert!(
+        log.log_end() >= flushed,
+        "acknowledged to {flushed}, recovered to {}",
+        log.log_end()
+    );
 }

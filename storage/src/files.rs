@@ -89,6 +89,31 @@ pub async fn read_whole<FS: FileSystem>(
     Ok(Some(file.read_at(0, size as usize).await?))
 }
 
+/// The random id of a log directory attached to a journal (see
+/// `LogIdentity::directory`).
+pub const JOURNAL_ID_FILE: &str = "journal-id";
+
+/// Encodes a directory's journal id: magic, id, CRC-32C.
+pub fn encode_journal_id(id: u64) -> Vec<u8> {
+    let mut out = b"JID1".to_vec();
+    out.extend_from_slice(&id.to_be_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Decodes a directory's journal id, or None if damaged.
+pub fn decode_journal_id(bytes: &[u8]) -> Option<u64> {
+    if bytes.len() != 16 || &bytes[..4] != b"JID1" {
+        return None;
+    }
+    let crc = u32::from_be_bytes(bytes[12..16].try_into().ok()?);
+    if crc32c::crc32c(&bytes[..12]) != crc {
+        return None;
+    }
+    Some(u64::from_be_bytes(bytes[4..12].try_into().ok()?))
+}
+
 /// Encodes the log start offset checkpoint: magic, offset, CRC-32C.
 pub fn encode_log_start(offset: Offset) -> Vec<u8> {
     let mut out = b"LSO1".to_vec();

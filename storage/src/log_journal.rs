@@ -17,7 +17,8 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Result, StorageError};
+use crate::files;
 use crate::io::FileSystem;
 use crate::journal::attachment::LogJournal;
 use crate::journal::entry::{EntryTarget, LogIdentity};
@@ -28,19 +29,49 @@ use crate::write_buffer::PendingWrite;
 
 impl<FS: FileSystem> Log<FS> {
     /// Lets flushes of at most `entry_most_bytes` new bytes be made durable
-    /// by `journal` (this log's entries there carry `identity`).
-    pub fn use_journal(
+    /// by `journal`. This log's entries carry its topic id, partition and
+    /// the id of its directory, made (durably) the first time: a directory
+    /// removed and made again under the same name gets another, so entries
+    /// of the old one never replay into it.
+    pub async fn use_journal(
         &self,
         journal: Rc<Journal<FS>>,
-        identity: LogIdentity,
+        topic_id: [u8; 16],
+        partition: u32,
         entry_most_bytes: usize,
-    ) {
+    ) -> Result<()> {
+        let directory = self.journal_id().await?;
+        let identity = LogIdentity {
+            topic_id,
+            partition,
+            directory,
+        };
         *self.journal.borrow_mut() = Some(Rc::new(LogJournal {
             journal,
             identity,
             entry_most_bytes,
             last_sequence: Cell::new(None),
         }));
+        Ok(())
+    }
+
+    /// The directory's journal id, made if it has none (or a damaged one).
+    async fn journal_id(&self) -> Result<u64> {
+        let io = |what: &'static str| move |e| StorageError::io(what, e);
+        let path = self.dir.join(files::JOURNAL_ID_FILE);
+        let exists = self.fs.list(&self.dir).map_err(io("listing directory"))?;
+        let exists = exists.iter().any(|n| n == files::JOURNAL_ID_FILE);
+        let stored = files::read_whole(&self.fs, &path, exists).await;
+        let stored = stored.map_err(io("reading the journal id"))?;
+        if let Some(id) = stored.and_then(|b| files::decode_journal_id(&b)) {
+            return Ok(id);
+        }
+        let id = crate::journal::random_id(0);
+        let bytes = files::encode_journal_id(id);
+        files::write_atomic(&self.fs, &self.dir, files::JOURNAL_ID_FILE, &bytes)
+            .await
+            .map_err(io("writing the journal id"))?;
+        Ok(id)
     }
 
     /// The entry a flush writing `pending` to segment `base` would put in

@@ -22,30 +22,31 @@ const JOURNAL: &str = "/data/journal-0";
 const LOG_DIR: &str = "/data/partitions/t/0";
 const JOURNAL_BYTES: u64 = 8192 + 256 * 4096;
 
-fn identity() -> LogIdentity {
-    LogIdentity {
-        topic_id: [9; 16],
-        partition: 0,
-    }
+const TOPIC_ID: [u8; 16] = [9; 16];
+
+fn locate(log: &LogIdentity) -> std::io::Result<Option<PathBuf>> {
+    let ours = log.topic_id == TOPIC_ID && log.partition == 0;
+    Ok(ours.then(|| PathBuf::from(LOG_DIR)))
 }
 
-fn locate(log: &LogIdentity) -> Option<PathBuf> {
-    (*log == identity()).then(|| PathBuf::from(LOG_DIR))
+/// Opens (replaying) the journal.
+fn open_the_journal(fs: &MemFs) -> (Rc<Journal<MemFs>>, Replayed) {
+    let opened = open_journal(fs, Path::new(JOURNAL), JOURNAL_BYTES, 64 * 1024, locate);
+    let (journal, replayed) = block_on(opened).unwrap();
+    (Rc::new(journal), replayed)
+}
+
+/// Opens the log on `journal`.
+fn open_log(fs: &MemFs, journal: &Rc<Journal<MemFs>>) -> Rc<Log<MemFs>> {
+    let log = block_on(Log::open(fs.clone(), LOG_DIR, small_config())).unwrap();
+    block_on(log.use_journal(journal.clone(), TOPIC_ID, 0, 16 * 1024)).unwrap();
+    log
 }
 
 /// Opens (replaying) the journal, then the log on it.
 fn open(fs: &MemFs) -> (Rc<Log<MemFs>>, Replayed) {
-    let (journal, replayed) = block_on(open_journal(
-        fs,
-        Path::new(JOURNAL),
-        JOURNAL_BYTES,
-        64 * 1024,
-        locate,
-    ))
-    .unwrap();
-    let log = block_on(Log::open(fs.clone(), LOG_DIR, small_config())).unwrap();
-    log.use_journal(Rc::new(journal), identity(), 16 * 1024);
-    (log, replayed)
+    let (journal, replayed) = open_the_journal(fs);
+    (open_log(fs, &journal), replayed)
 }
 
 /// Appends a batch of `count` records and waits until it is durable.
@@ -146,20 +147,43 @@ fn a_closed_log_leaves_no_entry_to_replay() {
     block_on(log.close()).unwrap();
     drop(log);
     fs.crash();
-    let (journal, replayed) = block_on(open_journal(
-        &fs,
-        Path::new(JOURNAL),
-        JOURNAL_BYTES,
-        64 * 1024,
-        locate,
-    ))
-    .unwrap();
+    let (_, replayed) = open_the_journal(&fs);
     assert_eq!(
         replayed,
         Replayed::default(),
         "its directory may be removed and made again"
     );
-    drop::<Journal<MemFs>>(journal);
+}
+
+#[test]
+fn a_directory_made_again_under_the_same_name_gets_none_of_the_old_entries() {
+    let fs = MemFs::new();
+    let (journal, _) = open_the_journal(&fs);
+    let log = open_log(&fs, &journal);
+    for tag in 0..6 {
+        append_durable(&log, 1, tag);
+    }
+    assert!(log.stats().journaled_flushes > 0);
+    // Removed without a close (its entries not retired), then made again.
+    drop(log);
+    for name in fs.list(Path::new(LOG_DIR)).unwrap() {
+        block_on(fs.remove(&Path::new(LOG_DIR).join(name))).unwrap();
+    }
+    let log = open_log(&fs, &journal);
+    append_durable(&log, 1, 100);
+    append_durable(&log, 2, 101);
+    assert!(log.stats().journaled_flushes > 0);
+    let acknowledged = batches(&log);
+    drop(log);
+    drop(journal);
+    fs.crash();
+    let (log, replayed) = open(&fs);
+    assert!(replayed.skipped > 0, "{replayed:?}");
+    assert_eq!(
+        batches(&log),
+        acknowledged,
+        "only the new directory's batches"
+    );
 }
 
 #[test]

@@ -37,6 +37,17 @@ pub struct JournalSettings {
 }
 
 impl JournalSettings {
+    /// Whether a log in `dir` may use this journal: only on the journal's
+    /// file system, as a checkpoint's sync covers that one alone.
+    pub fn serves(&self, dir: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let device = |path: &Path| std::fs::metadata(path).map(|m| m.dev()).ok();
+        let journal_dir = self.path.parent().expect("a journal's directory");
+        // Before the journal is made, its directory may not exist yet.
+        let journal_device = device(journal_dir).or_else(|| device(journal_dir.parent()?));
+        device(dir).is_some_and(|dev| Some(dev) == journal_device)
+    }
+
     /// Shard `shard`'s journal, or None when `journal_bytes` is 0.
     pub fn of_config(config: &BrokerConfig, shard: usize) -> Option<JournalSettings> {
         (config.journal_bytes > 0).then(|| JournalSettings {
@@ -58,7 +69,7 @@ impl JournalSettings {
         std::fs::create_dir_all(dir)?;
         let bytes = within_free_space(dir, self.bytes)?;
         let creating = !self.path.exists();
-        let nowhere = |_: &LogIdentity| None;
+        let nowhere = |_: &LogIdentity| Ok(None);
         let opened = open_journal(&DmaFs, &self.path, bytes, self.round_most_bytes, nowhere).await;
         let (journal, replayed) = match opened {
             Ok(opened) => opened,
@@ -114,10 +125,17 @@ pub fn replay_all(data_dir: &Path, partitions_root: &Path) -> io::Result<Replaye
     if journals.is_empty() {
         return Ok(Replayed::default());
     }
-    let topics = topic_dirs(partitions_root);
-    let locate = move |log: &LogIdentity| {
-        let dir = topics.get(&log.topic_id)?.join(log.partition.to_string());
-        dir.is_dir().then_some(dir)
+    let topics = topic_dirs(partitions_root)?;
+    let locate = move |log: &LogIdentity| -> io::Result<Option<PathBuf>> {
+        let Some(topic) = topics.get(&log.topic_id) else {
+            return Ok(None);
+        };
+        let dir = topic.join(log.partition.to_string());
+        match std::fs::metadata(&dir) {
+            Ok(meta) => Ok(meta.is_dir().then_some(dir)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     };
     let replay = move || -> io::Result<Replayed> {
         let executor = glommio::LocalExecutorBuilder::default()
@@ -150,14 +168,22 @@ pub fn replay_all(data_dir: &Path, partitions_root: &Path) -> io::Result<Replaye
 }
 
 /// Each topic's directory under `root`, by topic id (directories set aside
-/// for removal are not topics').
-fn topic_dirs(root: &Path) -> HashMap<[u8; 16], PathBuf> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return HashMap::new();
+/// for removal are not topics'). A listing that fails for another reason
+/// than a missing directory fails the replay: skipping its entries would
+/// drop acknowledged data for good.
+fn topic_dirs(root: &Path) -> io::Result<HashMap<[u8; 16], PathBuf>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(e) => return Err(e),
     };
-    let topics = entries.flatten().filter_map(|entry| {
+    let mut topics = HashMap::new();
+    for entry in entries {
+        let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        Some((topic_id_of_dir(&name)?.0, entry.path()))
-    });
-    topics.collect()
+        if let Some(id) = topic_id_of_dir(&name) {
+            topics.insert(id.0, entry.path());
+        }
+    }
+    Ok(topics)
 }

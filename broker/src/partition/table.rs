@@ -10,7 +10,6 @@ use std::rc::Rc;
 use control::{Metadata, Topic, TopicConfig, TopicId};
 use futures::channel::oneshot;
 use storage::io::dma::DmaFs;
-use storage::journal::entry::LogIdentity;
 use storage::journal::file::Journal;
 use storage::{CacheShare, Log, LogConfig, StorageError};
 
@@ -165,12 +164,11 @@ impl PartitionTable {
             .is_some_and(|p| p.replicas.len() > 1);
         let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
         log.share_cache(self.cache_share.clone());
-        if let Some((journal, flush_max_bytes)) = self.journal().await {
-            let identity = LogIdentity {
-                topic_id: key.topic.0,
-                partition: key.index,
-            };
-            log.use_journal(journal, identity, flush_max_bytes);
+        if let Some((journal, flush_max_bytes)) = self.journal_for(log.dir()).await {
+            let attached = log.use_journal(journal, key.topic.0, key.index, flush_max_bytes);
+            if let Err(e) = attached.await {
+                tracing::warn!(dir = %log.dir().display(), error = %e, "cannot attach the partition to its shard's journal: it syncs its own segments");
+            }
         }
         super::tiered::keep_snapshots_by_default(&log, topic);
         if self.deleted.borrow().contains(&key.topic) {
@@ -190,12 +188,16 @@ impl PartitionTable {
         Ok(partition)
     }
 
-    /// The shard's journal and the largest flush that goes to it, opened
-    /// at the first call (with the opening lock held). A journal that
+    /// The shard's journal and the largest flush that goes to it, for a
+    /// log in `dir` on the journal's file system, opened at the first call
+    /// (with the opening lock held). A journal that
     /// cannot be opened (a full disk) is reported, and the shard's logs
     /// sync their segments as without one; the next open tries again.
-    async fn journal(&self) -> Option<(Rc<Journal<DmaFs>>, usize)> {
+    async fn journal_for(&self, dir: &std::path::Path) -> Option<(Rc<Journal<DmaFs>>, usize)> {
         let settings = self.journal_settings.as_ref()?;
+        if !settings.serves(dir) {
+            return None;
+        }
         if self.journal.borrow().is_none() {
             match settings.open().await {
                 Ok(journal) => *self.journal.borrow_mut() = Some(Rc::new(journal)),

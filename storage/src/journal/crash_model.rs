@@ -123,6 +123,7 @@ impl Sim {
                 log: LogIdentity {
                     topic_id: [self.rng.gen_range(0..3); 16],
                     partition: self.rng.gen_range(0..8),
+                    directory: self.rng.gen(),
                 },
                 segment: Offset(self.rng.gen_range(0..1000)),
                 position: self.rng.gen_range(0..1 << 30),

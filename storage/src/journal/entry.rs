@@ -1,8 +1,9 @@
 //! One journal entry: a log's flushed bytes and where they belong.
 //!
-//! An entry names its log (topic id and partition), the segment (its base
-//! offset) and the file position the data starts at, so replay can write
-//! it back without knowing anything else. It also
+//! An entry names its log (topic id, partition, and the id of the log's
+//! directory), the segment (its base offset) and the file position the
+//! data starts at, so replay can write it back without knowing anything
+//! else. It also
 //! carries the journal's incarnation and a sequence number: replay accepts
 //! only the entry it expects next, which tells a live entry from a stale
 //! one left by an earlier lap or an earlier run of the broker.
@@ -18,7 +19,7 @@
 //! | 20 | sequence |
 //! | 28 | topic id (16 bytes) |
 //! | 44 | partition |
-//! | 48 | reserved (zero) |
+//! | 48 | the log directory's journal id |
 //! | 56 | segment base offset |
 //! | 64 | file position of the data |
 //! | 72 | reserved (zero) |
@@ -37,13 +38,16 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 /// Which log an entry belongs to. A log whose files change other than by
 /// appending (truncation, compaction's swap) first moves the journal's
 /// checkpoint past its entries, so none of them is replayed over the
-/// changed files (see `Log`).
+/// changed files (see `Log`); the directory's id keeps entries of a
+/// removed directory out of a new one made under the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LogIdentity {
     /// The topic's id.
     pub topic_id: [u8; 16],
     /// The partition's index.
     pub partition: u32,
+    /// The random id of the log's directory (its `journal-id` file).
+    pub directory: u64,
 }
 
 /// Where an entry's data goes: a segment of a log, from a file position.
@@ -94,7 +98,7 @@ pub fn encode(out: &mut [u8], incarnation: u64, sequence: u64, target: &EntryTar
     out[20..28].copy_from_slice(&sequence.to_be_bytes());
     out[28..44].copy_from_slice(&target.log.topic_id);
     out[44..48].copy_from_slice(&target.log.partition.to_be_bytes());
-    out[48..56].fill(0);
+    out[48..56].copy_from_slice(&target.log.directory.to_be_bytes());
     out[56..64].copy_from_slice(&target.segment.0.to_be_bytes());
     out[64..72].copy_from_slice(&target.position.to_be_bytes());
     out[72..80].fill(0);
@@ -128,6 +132,7 @@ pub fn decode(journal: &[u8], at: usize) -> Option<DecodedEntry<'_>> {
             log: LogIdentity {
                 topic_id: entry[28..44].try_into().expect("16 bytes"),
                 partition: u32::from_be_bytes(entry[44..48].try_into().expect("4 bytes")),
+                directory: u64_at(48),
             },
             segment: Offset(u64_at(56) as i64),
             position: u64_at(64),
@@ -145,6 +150,7 @@ pub(crate) mod tests {
             log: LogIdentity {
                 topic_id: [7; 16],
                 partition,
+                directory: 0xD1_7EC7,
             },
             segment: Offset(1234),
             position,

@@ -92,7 +92,7 @@ impl<FS: FileSystem> Journal<FS> {
         file.pre_allocate(journal_bytes).await?;
         let header = Checkpoint {
             counter: 0,
-            incarnation: fresh_incarnation(0),
+            incarnation: super::random_id(0),
             sequence: 0,
             position: HEADER_REGION_BYTES,
             journal_bytes,
@@ -160,7 +160,7 @@ impl<FS: FileSystem> Journal<FS> {
         let old = image.header;
         let header = Checkpoint {
             counter: old.counter + 1,
-            incarnation: fresh_incarnation(old.incarnation),
+            incarnation: super::random_id(old.incarnation),
             sequence: scanned.next_sequence,
             position: align_up(scanned.end),
             journal_bytes: old.journal_bytes,
@@ -417,22 +417,6 @@ impl<FS: FileSystem> Drop for FailOnDrop<'_, FS> {
     fn drop(&mut self) {
         if self.armed {
             self.mark_failed("a journal write was cancelled before it completed".into());
-        }
-    }
-}
-
-/// A random incarnation, other than `previous`: no entry left by an
-/// earlier one (a torn round, an earlier lap) is taken for this one's.
-fn fresh_incarnation(previous: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    loop {
-        // RandomState's keys come from the OS's random source.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
-        let incarnation = hasher.finish();
-        if incarnation != previous {
-            return incarnation;
         }
     }
 }

@@ -36,6 +36,23 @@ pub mod round;
 pub mod scan;
 pub mod writer;
 
+/// A random 64-bit id other than `previous` (an incarnation, a log
+/// directory's id): no entry written under another is taken for one of
+/// this one's.
+pub(crate) fn random_id(previous: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        // RandomState's keys come from the OS's random source.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
+        let id = hasher.finish();
+        if id != previous {
+            return id;
+        }
+    }
+}
+
 #[cfg(test)]
 mod crash_model;
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::entry::{DecodedEntry, LogIdentity};
 use super::file::{Journal, JournalImage};
 use super::replay::write_back;
 use super::scan::scan;
-use crate::files::{segment_path, LOG_SUFFIX};
+use crate::files::{decode_journal_id, read_whole, segment_path, JOURNAL_ID_FILE, LOG_SUFFIX};
 use crate::io::{DirectFile, FileSystem};
 
 /// What opening a journal replayed.
@@ -27,13 +27,15 @@ pub struct Replayed {
 
 /// Opens the journal at `path`, replaying it first, or creates it if it is
 /// missing or never finished its creation. `locate` names the directory
-/// of a log, if the log still exists.
+/// of a log, if the log still exists; its errors (other than a missing
+/// directory, which is None) fail the opening, as any read error does:
+/// skipping entries on a passing error would drop acknowledged data.
 pub async fn open_journal<FS: FileSystem>(
     fs: &FS,
     path: &Path,
     journal_bytes: u64,
     round_most_bytes: usize,
-    locate: impl Fn(&LogIdentity) -> Option<PathBuf>,
+    locate: impl Fn(&LogIdentity) -> io::Result<Option<PathBuf>>,
 ) -> io::Result<(Journal<FS>, Replayed)> {
     let image = match Journal::read(fs, path).await {
         Ok(image) => image,
@@ -55,28 +57,38 @@ pub async fn open_journal<FS: FileSystem>(
 async fn replay<FS: FileSystem>(
     fs: &FS,
     entries: &[DecodedEntry<'_>],
-    locate: impl Fn(&LogIdentity) -> Option<PathBuf>,
+    locate: impl Fn(&LogIdentity) -> io::Result<Option<PathBuf>>,
 ) -> io::Result<Replayed> {
     let mut replayed = Replayed::default();
     let mut listed: HashMap<PathBuf, HashSet<String>> = HashMap::new();
     let mut opened: HashMap<PathBuf, FS::File> = HashMap::new();
+    let mut ids: HashMap<PathBuf, Option<u64>> = HashMap::new();
     for entry in entries {
         if !plausible(entry) {
             tracing::warn!(?entry.target, len = entry.data.len(), "journal entry out of bounds, skipped");
             replayed.skipped += 1;
             continue;
         }
-        let Some(dir) = locate(&entry.target.log) else {
+        let Some(dir) = locate(&entry.target.log)? else {
             replayed.skipped += 1;
             continue;
         };
+        if !ids.contains_key(&dir) {
+            ids.insert(dir.clone(), directory_id(fs, &dir).await?);
+        }
+        if ids[&dir] != Some(entry.target.log.directory) {
+            // Another directory under the same name, made since.
+            replayed.skipped += 1;
+            continue;
+        }
         let path = segment_path(&dir, entry.target.segment, LOG_SUFFIX);
         // A segment is never made by replay: its file and directory entry
         // were durable before its first acknowledgement, so a missing one
         // was deleted since (retention, or its log's removal).
-        let names = listed
-            .entry(dir.clone())
-            .or_insert_with(|| fs.list(&dir).unwrap_or_default().into_iter().collect());
+        if !listed.contains_key(&dir) {
+            listed.insert(dir.clone(), list_or_none(fs, &dir)?.into_iter().collect());
+        }
+        let names = &listed[&dir];
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         if !name.is_some_and(|n| names.contains(&n)) {
             replayed.skipped += 1;
@@ -94,6 +106,24 @@ async fn replay<FS: FileSystem>(
     }
     replayed.files = opened.len() as u64;
     Ok(replayed)
+}
+
+/// The journal id of a log directory, None if it has none (or a damaged
+/// one). A read that fails for another reason than a missing file fails
+/// the replay: skipping would drop acknowledged data for good.
+async fn directory_id<FS: FileSystem>(fs: &FS, dir: &Path) -> io::Result<Option<u64>> {
+    let names = list_or_none(fs, dir)?;
+    let exists = names.iter().any(|n| n == JOURNAL_ID_FILE);
+    let stored = read_whole(fs, &dir.join(JOURNAL_ID_FILE), exists).await?;
+    Ok(stored.and_then(|bytes| decode_journal_id(&bytes)))
+}
+
+/// The names in `dir`, none if it is missing (removed since).
+fn list_or_none<FS: FileSystem>(fs: &FS, dir: &Path) -> io::Result<Vec<String>> {
+    match fs.list(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        listed => listed,
+    }
 }
 
 /// Whether an entry's target could be a segment's: a segment holds at most

@@ -51,6 +51,7 @@ impl<FS: FileSystem> Log<FS> {
             identity,
             entry_most_bytes,
             last_sequence: Cell::new(None),
+            offered: Cell::new(false),
         }));
         Ok(())
     }
@@ -100,6 +101,7 @@ impl<FS: FileSystem> Log<FS> {
         let Some(log_journal) = self.journal.borrow().clone() else {
             return false;
         };
+        log_journal.offered.set(true);
         match log_journal.journal.append(target, data).await {
             Journaled::Durable(sequence) => {
                 log_journal.last_sequence.set(Some(sequence));
@@ -124,19 +126,24 @@ impl<FS: FileSystem> Log<FS> {
 
     /// A full flush, then this log's journal entries retired: what must
     /// precede any change to the log's files other than an append. Called
-    /// with the I/O lock held.
+    /// with the I/O lock held. After a journal failure, the journal retires
+    /// everything it ever placed; only if that fails too does this log fail.
     pub(crate) async fn flush_for_rewrite(&self) -> Result<()> {
         self.flush_locked().await?;
         let Some(log_journal) = self.journal.borrow().clone() else {
             return Ok(());
         };
-        let Some(last) = log_journal.last_sequence.get() else {
+        if !log_journal.offered.get() {
             return Ok(());
+        }
+        let journal = &log_journal.journal;
+        let needed = log_journal.last_sequence.get().map_or(0, |last| last + 1);
+        let retired = match journal.retire_before(needed).await {
+            Err(_) if journal.failed().is_some() => journal.retire_after_failure().await,
+            retired => retired,
         };
-        log_journal
-            .journal
-            .retire_before(last + 1)
-            .await
-            .map_err(|e| self.fail("retiring the log's journal entries", e))
+        retired.map_err(|e| self.fail("retiring the log's journal entries", e))?;
+        log_journal.offered.set(false);
+        Ok(())
     }
 }

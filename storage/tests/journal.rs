@@ -214,3 +214,41 @@ fn a_journaled_flush_never_acknowledges_an_earlier_flush_still_syncing() {
         log.log_end()
     );
 }
+
+#[test]
+fn a_round_refused_by_a_failed_sync_never_replays_over_a_later_truncation() {
+    // With and without an acknowledged entry of the log before the failure.
+    for journaled_before in [false, true] {
+        let fs = MemFs::new();
+        let (log, _) = open(&fs);
+        append_durable(&log, 1, 0); // creates the segment: synced directly
+        if journaled_before {
+            append_durable(&log, 1, 1);
+        }
+        // The journal's next sync fails: the round is refused (the log
+        // syncs its segment instead) and the journal stops.
+        fs.fail_next_sync_of(Path::new(JOURNAL));
+        append_durable(&log, 1, 2);
+        append_durable(&log, 1, 3);
+        let stats = log.stats();
+        assert_eq!(stats.journaled_flushes, u64::from(journaled_before));
+        // The refused round reached the disk all the same, as it may.
+        block_on(async {
+            let journal_file = fs.open(Path::new(JOURNAL)).await.unwrap();
+            storage::io::DirectFile::fdatasync(&journal_file)
+                .await
+                .unwrap();
+        });
+        // A truncation (which must not fail for the journal's failure),
+        // then batches as large as the cut ones where they were.
+        let cut = Offset(1 + i64::from(journaled_before));
+        block_on(log.truncate_to(cut)).unwrap();
+        append_durable(&log, 1, 102);
+        append_durable(&log, 1, 103);
+        let acknowledged = batches(&log);
+        drop(log);
+        fs.crash();
+        let (log, _) = open(&fs);
+        assert_eq!(batches(&log), acknowledged, "no refused entry replayed");
+    }
+}

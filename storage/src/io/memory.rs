@@ -20,6 +20,8 @@ struct Contents {
     durable: Vec<u8>,
     /// Byte ranges of the writes in flight.
     writing: Vec<(u64, u64)>,
+    /// The next fdatasync of this file fails (its writes are kept live).
+    fail_next_sync: bool,
 }
 
 #[derive(Default, Debug)]
@@ -75,6 +77,13 @@ impl MemFs {
     /// Makes every later write and fdatasync fail with EIO (or succeed again).
     pub fn set_fail_io(&self, fail: bool) {
         self.state.borrow_mut().fail_io = fail;
+    }
+
+    /// Makes the next fdatasync of the file at `path` fail with EIO.
+    pub fn fail_next_sync_of(&self, path: &Path) {
+        if let Some(contents) = self.state.borrow().files.get(path) {
+            contents.borrow_mut().fail_next_sync = true;
+        }
     }
 
     /// Makes every later fdatasync and sync of the file system fail with
@@ -259,6 +268,9 @@ impl DirectFile for MemFile {
     async fn fdatasync(&self) -> io::Result<()> {
         yield_once().await;
         self.fs.check_sync_fault()?;
+        if std::mem::take(&mut self.contents.borrow_mut().fail_next_sync) {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
         self.fs.state.borrow_mut().syncs += 1;
         let mut c = self.contents.borrow_mut();
         c.durable = c.live.clone();

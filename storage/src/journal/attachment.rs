@@ -15,6 +15,9 @@ pub(crate) struct LogJournal<FS: FileSystem> {
     pub(crate) identity: LogIdentity,
     /// The largest flush (new bytes) that goes to the journal.
     pub(crate) entry_most_bytes: usize,
-    /// The sequence number of this log's last entry.
+    /// The sequence number of this log's last acknowledged entry.
     pub(crate) last_sequence: Cell<Option<u64>>,
+    /// An entry was offered since the last retirement: it may be in the
+    /// journal even if refused (a round whose sync failed).
+    pub(crate) offered: Cell<bool>,
 }

@@ -54,6 +54,8 @@ struct State {
     /// number, or None if it was refused.
     gathering_outcome: Outcome,
     failed: Option<String>,
+    /// After the failure, every entry placed was retired.
+    retired_after_failure: bool,
 }
 
 /// A journal file opened for appends.
@@ -185,6 +187,7 @@ impl<FS: FileSystem> Journal<FS> {
                 gathering: Round::new(),
                 gathering_outcome: Outcome::default(),
                 failed: None,
+                retired_after_failure: false,
             }),
             commit_lock: IoLock::default(),
             checkpoint_lock: IoLock::default(),
@@ -307,6 +310,36 @@ impl<FS: FileSystem> Journal<FS> {
                 Some(_one_at_a_time) => self.checkpoint_acknowledged().await?,
                 None => self.checkpoint_lock.progress().await,
             }
+        }
+    }
+
+    /// After a failure, retires every entry ever placed, acknowledged or
+    /// not: a round whose sync failed may still have reached the disk, and
+    /// must not replay over files a log changes later. One sync of the
+    /// file system makes their segment writes durable (each completed
+    /// before its entry was placed), then a header moves the checkpoint
+    /// past them all. Nothing is placed after a failure, so once done it
+    /// stays done.
+    pub async fn retire_after_failure(&self) -> io::Result<()> {
+        loop {
+            if self.state.borrow().retired_after_failure {
+                return Ok(());
+            }
+            let Some(_one_at_a_time) = self.checkpoint_lock.try_lock() else {
+                self.checkpoint_lock.progress().await;
+                continue;
+            };
+            self.file.sync_file_system().await?;
+            let header = self
+                .state
+                .borrow_mut()
+                .writer
+                .checkpoint_everything_placed();
+            write_header(&self.fs, &self.file, &header).await?;
+            let mut st = self.state.borrow_mut();
+            st.writer.header_written();
+            st.retired_after_failure = true;
+            return Ok(());
         }
     }
 

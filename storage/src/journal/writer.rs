@@ -159,6 +159,17 @@ impl JournalWriter {
         Some(next)
     }
 
+    /// After a failure: a header past every entry placed, acknowledged or
+    /// not (each one's segment write had completed; the caller synced the
+    /// file system). It builds on the last durable header, so it replaces
+    /// a header write that failed, in that write's slot.
+    pub fn checkpoint_everything_placed(&mut self) -> Checkpoint {
+        let (sequence, position) = self.ring.checkpoint_for(u64::MAX);
+        let next = self.header.advanced(sequence, position);
+        self.header_in_flight = Some(next);
+        next
+    }
+
     /// The header from [`JournalWriter::checkpoint`] is durable: its
     /// checkpoint's space may be placed again.
     pub fn header_written(&mut self) {

@@ -47,11 +47,14 @@ impl<FS: FileSystem> Log<FS> {
             directory,
         };
         *self.journal.borrow_mut() = Some(Rc::new(LogJournal {
-            journal,
             identity,
             entry_most_bytes,
-            last_sequence: Cell::new(None),
-            offered: Cell::new(false),
+            // Entries of this directory written before this attachment (by
+            // an earlier open whose close failed) are retired by its first
+            // rewrite too.
+            last_sequence: Cell::new(journal.acknowledged_end().checked_sub(1)),
+            offered: Cell::new(true),
+            journal,
         }));
         Ok(())
     }

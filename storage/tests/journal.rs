@@ -216,7 +216,7 @@ fn a_journaled_flush_never_acknowledges_an_earlier_flush_still_syncing() {
 }
 
 #[test]
-fn a_round_refused_by_a_failed_sync_never_replays_over_a_later_truncation() {
+fn a_round_refused_by_a_failed_write_never_replays_over_a_later_truncation() {
     // With and without an acknowledged entry of the log before the failure.
     for journaled_before in [false, true] {
         let fs = MemFs::new();
@@ -225,22 +225,17 @@ fn a_round_refused_by_a_failed_sync_never_replays_over_a_later_truncation() {
         if journaled_before {
             append_durable(&log, 1, 1);
         }
-        // The journal's next sync fails: the round is refused (the log
+        // The journal's next write fails: the round is refused (the log
         // syncs its segment instead) and the journal stops.
-        fs.fail_next_sync_of(Path::new(JOURNAL));
+        fs.fail_next_write_of(Path::new(JOURNAL));
         append_durable(&log, 1, 2);
         append_durable(&log, 1, 3);
         let stats = log.stats();
         assert_eq!(stats.journaled_flushes, u64::from(journaled_before));
-        // The refused round reached the disk all the same, as it may.
-        block_on(async {
-            let journal_file = fs.open(Path::new(JOURNAL)).await.unwrap();
-            storage::io::DirectFile::fdatasync(&journal_file)
-                .await
-                .unwrap();
-        });
-        // A truncation (which must not fail for the journal's failure),
-        // then batches as large as the cut ones where they were.
+        // The failed write reached the disk all the same, as it may.
+        sync_the_journal_file(&fs);
+        // A truncation (which the journal's failure must not stop), then
+        // batches as large as the cut ones where they were.
         let cut = Offset(1 + i64::from(journaled_before));
         block_on(log.truncate_to(cut)).unwrap();
         append_durable(&log, 1, 102);
@@ -251,4 +246,65 @@ fn a_round_refused_by_a_failed_sync_never_replays_over_a_later_truncation() {
         let (log, _) = open(&fs);
         assert_eq!(batches(&log), acknowledged, "no refused entry replayed");
     }
+}
+
+#[test]
+fn after_a_failed_journal_sync_rewrites_wait_for_a_restart_and_nothing_is_lost() {
+    let fs = MemFs::new();
+    let (log, _) = open(&fs);
+    append_durable(&log, 1, 0);
+    append_durable(&log, 1, 1);
+    fs.fail_next_sync_of(Path::new(JOURNAL));
+    append_durable(&log, 1, 2);
+    append_durable(&log, 1, 3);
+    sync_the_journal_file(&fs);
+    let acknowledged = batches(&log);
+    // A later sync might report success for writes that never reached
+    // the disk: nothing is retired, so the log does not rewrite.
+    assert!(block_on(log.truncate_to(Offset(2))).is_err());
+    drop(log);
+    fs.crash();
+    let (log, replayed) = open(&fs);
+    assert!(replayed.entries > 0, "{replayed:?}");
+    assert_eq!(batches(&log), acknowledged);
+    block_on(log.truncate_to(Offset(2))).unwrap();
+    assert_eq!(log.log_end(), Offset(2), "after the restart it does");
+}
+
+/// Makes the journal file's live bytes durable (a write or sync that
+/// failed may have reached the disk all the same).
+fn sync_the_journal_file(fs: &MemFs) {
+    block_on(async {
+        let journal_file = fs.open(Path::new(JOURNAL)).await.unwrap();
+        storage::io::DirectFile::fdatasync(&journal_file)
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_log_opened_again_in_the_same_run_retires_its_earlier_entries_before_a_truncation() {
+    let fs = MemFs::new();
+    let (journal, _) = open_the_journal(&fs);
+    let log = open_log(&fs, &journal);
+    append_durable(&log, 1, 0);
+    for tag in 1..6 {
+        append_durable(&log, 1, tag);
+    }
+    assert!(log.stats().journaled_flushes > 0);
+    // Dropped without a close (as one that failed), opened again on the
+    // same directory, then truncated and written where some of the cut
+    // batches were: the others would follow them seamlessly if replayed.
+    drop(log);
+    let log = open_log(&fs, &journal);
+    block_on(log.truncate_to(Offset(2))).unwrap();
+    for tag in 102..104 {
+        append_durable(&log, 1, tag);
+    }
+    let acknowledged = batches(&log);
+    drop(log);
+    drop(journal);
+    fs.crash();
+    let (log, _) = open(&fs);
+    assert_eq!(batches(&log), acknowledged, "no cut batch came back");
 }

@@ -26,7 +26,12 @@ pub fn run(dir: PathBuf) -> Result<String, String> {
             replay_all(&data, &partitions).map_err(|e| format!("replaying the journals: {e}"))?;
             Some(lock)
         }
-        None => None,
+        None => {
+            if dir.join(storage::journal::JOURNAL_ID_FILE).exists() {
+                eprintln!("dump-log: {} used a journal, and no broker data directory holds it here: batches only the journal held are cut", dir.display());
+            }
+            None
+        }
     };
     glommio::LocalExecutorBuilder::default()
         .io_memory(2 << 20)
@@ -38,7 +43,7 @@ pub fn run(dir: PathBuf) -> Result<String, String> {
 /// The data directory holding partition directory `dir`
 /// (`DATA/partitions/<topic>/<index>`), if it is laid out as a broker's.
 fn data_dir_of(dir: &Path) -> Option<PathBuf> {
-    let dir = std::path::absolute(dir).ok()?;
+    let dir = std::fs::canonicalize(dir).ok()?;
     let partitions = dir.parent()?.parent()?;
     let data = partitions.parent()?;
     (partitions.file_name()? == PARTITIONS_DIR).then(|| data.to_path_buf())

@@ -69,9 +69,17 @@ impl JournalSettings {
         std::fs::create_dir_all(dir)?;
         let bytes = within_free_space(dir, self.bytes)?;
         let creating = !self.path.exists();
-        let nowhere = |_: &LogIdentity| Ok(None);
-        let opened = open_journal(&DmaFs, &self.path, bytes, self.round_most_bytes, nowhere).await;
-        let (journal, replayed) = match opened {
+        // Every journal was replayed before the shards started; one that
+        // still holds entries is left as it is (for the next start to
+        // replay), not resumed past them.
+        let unreplayed = |_: &LogIdentity| -> io::Result<Option<PathBuf>> {
+            Err(io::Error::other(
+                "the journal holds entries not replayed at the start",
+            ))
+        };
+        let opened =
+            open_journal(&DmaFs, &self.path, bytes, self.round_most_bytes, unreplayed).await;
+        let (journal, _) = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 if creating {
@@ -80,9 +88,6 @@ impl JournalSettings {
                 return Err(e);
             }
         };
-        if replayed.skipped > 0 {
-            tracing::error!(journal = %self.path.display(), ?replayed, "a journal held entries at a shard's start: they were not replayed");
-        }
         Ok(journal)
     }
 }
@@ -117,10 +122,15 @@ pub fn journal_path(data_dir: &Path, shard: usize) -> PathBuf {
 /// Replays every journal in `data_dir` into the partitions under
 /// `partitions_root`, on an executor of its own, before the shards start.
 pub fn replay_all(data_dir: &Path, partitions_root: &Path) -> io::Result<Replayed> {
-    let Ok(entries) = std::fs::read_dir(data_dir.join(JOURNAL_DIR)) else {
-        return Ok(Replayed::default());
+    let entries = match std::fs::read_dir(data_dir.join(JOURNAL_DIR)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Replayed::default()),
+        Err(e) => return Err(e),
     };
-    let mut journals: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    let mut journals = Vec::new();
+    for entry in entries {
+        journals.push(entry?.path());
+    }
     journals.sort();
     if journals.is_empty() {
         return Ok(Replayed::default());

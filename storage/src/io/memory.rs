@@ -22,6 +22,9 @@ struct Contents {
     writing: Vec<(u64, u64)>,
     /// The next fdatasync of this file fails (its writes are kept live).
     fail_next_sync: bool,
+    /// The next write to this file fails, after writing its bytes (as a
+    /// failed write may have).
+    fail_next_write: bool,
 }
 
 #[derive(Default, Debug)]
@@ -77,6 +80,14 @@ impl MemFs {
     /// Makes every later write and fdatasync fail with EIO (or succeed again).
     pub fn set_fail_io(&self, fail: bool) {
         self.state.borrow_mut().fail_io = fail;
+    }
+
+    /// Makes the next write to the file at `path` fail with EIO, though
+    /// its bytes are written (live, not durable), as a failed write's may be.
+    pub fn fail_next_write_of(&self, path: &Path) {
+        if let Some(contents) = self.state.borrow().files.get(path) {
+            contents.borrow_mut().fail_next_write = true;
+        }
     }
 
     /// Makes the next fdatasync of the file at `path` fail with EIO.
@@ -241,6 +252,9 @@ impl DirectFile for MemFile {
             c.live.resize(end, 0);
         }
         c.live[pos as usize..end].copy_from_slice(&buf);
+        if std::mem::take(&mut c.fail_next_write) {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
         Ok(())
     }
 

@@ -56,6 +56,11 @@ struct State {
     failed: Option<String>,
     /// After the failure, every entry placed was retired.
     retired_after_failure: bool,
+    /// A sync failed (a round's, a checkpoint's or a header's): a later
+    /// sync may report success for writes that never reached the disk
+    /// (the kernel reports a write-back error once), so nothing is retired
+    /// on the strength of one until a restart replays the journal.
+    sync_failed: bool,
 }
 
 /// A journal file opened for appends.
@@ -188,6 +193,7 @@ impl<FS: FileSystem> Journal<FS> {
                 gathering_outcome: Outcome::default(),
                 failed: None,
                 retired_after_failure: false,
+                sync_failed: false,
             }),
             commit_lock: IoLock::default(),
             checkpoint_lock: IoLock::default(),
@@ -279,6 +285,7 @@ impl<FS: FileSystem> Journal<FS> {
             st.writer.sync_started()
         };
         if let Err(e) = self.file.fdatasync().await {
+            self.state.borrow_mut().sync_failed = true;
             return guard.fail("syncing a round", e);
         }
         let acknowledged = self.state.borrow_mut().writer.sync_completed(ticket);
@@ -314,33 +321,58 @@ impl<FS: FileSystem> Journal<FS> {
     }
 
     /// After a failure, retires every entry ever placed, acknowledged or
-    /// not: a round whose sync failed may still have reached the disk, and
-    /// must not replay over files a log changes later. One sync of the
-    /// file system makes their segment writes durable (each completed
-    /// before its entry was placed), then a header moves the checkpoint
-    /// past them all. Nothing is placed after a failure, so once done it
-    /// stays done.
+    /// not: a round whose write failed or was cancelled may still have
+    /// reached the disk, and must not replay over files a log changes
+    /// later. One sync of the file system makes their segment writes
+    /// durable (each completed before its entry was placed), then a header
+    /// moves the checkpoint past them all. Nothing is placed after a
+    /// failure, so once done it stays done. Refused for good once any sync
+    /// failed (see `sync_failed`): the logs then keep their files as they
+    /// are until a restart replays the journal.
     pub async fn retire_after_failure(&self) -> io::Result<()> {
         loop {
-            if self.state.borrow().retired_after_failure {
+            let (retired, sync_failed) = {
+                let st = self.state.borrow();
+                (st.retired_after_failure, st.sync_failed)
+            };
+            if retired {
                 return Ok(());
+            }
+            if sync_failed {
+                return Err(io::Error::other(
+                    "a journal sync failed: its entries stay until a restart replays them",
+                ));
             }
             let Some(_one_at_a_time) = self.checkpoint_lock.try_lock() else {
                 self.checkpoint_lock.progress().await;
                 continue;
             };
-            self.file.sync_file_system().await?;
-            let header = self
-                .state
-                .borrow_mut()
-                .writer
-                .checkpoint_everything_placed();
-            write_header(&self.fs, &self.file, &header).await?;
+            let retired = self.write_retiring_headers().await;
             let mut st = self.state.borrow_mut();
-            st.writer.header_written();
-            st.retired_after_failure = true;
-            return Ok(());
+            match retired {
+                Ok(()) => st.retired_after_failure = true,
+                Err(_) => st.sync_failed = true,
+            }
+            return retired;
         }
+    }
+
+    /// A sync of the file system, then the header past every entry placed,
+    /// written twice with growing counters: a header write cancelled by
+    /// the failure may still land in the first one's slot, and must not be
+    /// the one with the largest counter.
+    async fn write_retiring_headers(&self) -> io::Result<()> {
+        self.file.sync_file_system().await?;
+        let first = self
+            .state
+            .borrow_mut()
+            .writer
+            .checkpoint_everything_placed();
+        write_header(&self.fs, &self.file, &first).await?;
+        let second = first.advanced(first.sequence, first.position);
+        write_header(&self.fs, &self.file, &second).await?;
+        self.state.borrow_mut().writer.header_written();
+        Ok(())
     }
 
     /// Whether more than half of the data region is held by entries not
@@ -354,6 +386,7 @@ impl<FS: FileSystem> Journal<FS> {
     async fn checkpoint_acknowledged(&self) -> io::Result<()> {
         let needed = self.acknowledged_end();
         if let Err(e) = self.file.sync_file_system().await {
+            self.state.borrow_mut().sync_failed = true;
             self.fail(format!("syncing the segments for a checkpoint: {e}"));
             return Err(e);
         }
@@ -381,6 +414,7 @@ impl<FS: FileSystem> Journal<FS> {
         };
         if let Err(e) = write_header(&self.fs, &self.file, &header).await {
             let error = io::Error::new(e.kind(), e.to_string());
+            self.state.borrow_mut().sync_failed = true;
             guard.fail("writing the journal header", e);
             return Err(error);
         }

@@ -26,6 +26,7 @@
 //!   first new round, so entries left from the crashed run never count.
 
 pub(crate) mod attachment;
+pub use crate::files::JOURNAL_ID_FILE;
 pub mod entry;
 pub mod file;
 pub mod header;

@@ -74,7 +74,11 @@ async fn replay<FS: FileSystem>(
             continue;
         };
         if !ids.contains_key(&dir) {
-            ids.insert(dir.clone(), directory_id(fs, &dir).await?);
+            let id = directory_id(fs, &dir).await?;
+            if id.is_none() {
+                tracing::warn!(dir = %dir.display(), "journal entries for a directory without a whole journal-id file: skipped");
+            }
+            ids.insert(dir.clone(), id);
         }
         if ids[&dir] != Some(entry.target.log.directory) {
             // Another directory under the same name, made since.

@@ -49,6 +49,9 @@ const REGRESSION_SEEDS: &[(u64, u64, u64)] = &[
     (3, 2, 1796473031891392451),
     // The record proposed once healed was overwritten by an election.
     (5, 0, 1796473461718245207),
+    // A snapshot install cut short left a log disagreeing with it; the
+    // next restart dropped the committed entries appended since.
+    (3, 2, 1796626363659907058),
 ];
 
 struct Sim {

@@ -73,6 +73,10 @@ pub struct Loaded {
     /// the snapshot at its index (a crash while a received snapshot was
     /// being installed).
     pub dropped_divergent: usize,
+    /// The log disagreed with the snapshot at its index: the file still
+    /// holds that history, and must be rewritten before anything is
+    /// appended to it.
+    pub log_disagrees: bool,
 }
 
 impl FileRaftDisk<DirFiles> {
@@ -96,17 +100,21 @@ impl<F: MetaFiles> FileRaftDisk<F> {
             files.truncate(LOG_FILE, loaded.log_valid_bytes as u64)?;
             files.sync(LOG_FILE)?;
         }
-        if loaded.dropped_divergent > 0 {
-            tracing::warn!(
-                dir = %files.describe(),
-                dropped = loaded.dropped_divergent,
-                "dropping log entries that disagree with the snapshot (an install was interrupted)"
-            );
-        }
-        Ok(FileRaftDisk {
+        let mut disk = FileRaftDisk {
             files,
             state: loaded.recovered,
-        })
+        };
+        if loaded.log_disagrees {
+            tracing::warn!(
+                dir = %disk.files.describe(),
+                dropped = loaded.dropped_divergent,
+                "rewriting a log that disagrees with the snapshot (an install was interrupted)"
+            );
+            // Settled in memory only, the file would still disagree at the
+            // next open, which would then drop everything appended since.
+            disk.rewrite_log()?;
+        }
+        Ok(disk)
     }
 
     /// What the disk held at open, as updated since.
@@ -234,22 +242,23 @@ pub fn load(files: &mut impl MetaFiles) -> io::Result<Loaded> {
             ),
         ));
     }
-    let dropped_divergent = settle_after_snapshot(&mut state);
+    let (dropped_divergent, log_disagrees) = settle_after_snapshot(&mut state);
     Ok(Loaded {
         recovered: state,
         log_valid_bytes: valid,
         log_bytes: bytes.len(),
         dropped_divergent,
+        log_disagrees,
     })
 }
 
 /// Drops the entries a snapshot covers, and those after it when the log
 /// disagrees with the snapshot at its index; a snapshot holds only
 /// committed state, so the commit is at least its index. Returns how many
-/// entries after the snapshot were dropped.
-fn settle_after_snapshot(state: &mut Recovered) -> usize {
+/// entries after the snapshot were dropped, and whether the log disagreed.
+fn settle_after_snapshot(state: &mut Recovered) -> (usize, bool) {
     let Some(meta) = state.snapshot.as_ref().map(|s| s.get_metadata().clone()) else {
-        return 0;
+        return (0, false);
     };
     let agrees = match state.entries.iter().find(|e| e.index == meta.index) {
         Some(at) => at.term == meta.term,
@@ -264,7 +273,7 @@ fn settle_after_snapshot(state: &mut Recovered) -> usize {
         state.entries.clear();
     }
     state.hard_state.commit = state.hard_state.commit.max(meta.index);
-    dropped
+    (dropped, !agrees)
 }
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {

@@ -95,44 +95,43 @@ pub const JOURNAL_ID_FILE: &str = "journal-id";
 
 /// Encodes a directory's journal id: magic, id, CRC-32C.
 pub fn encode_journal_id(id: u64) -> Vec<u8> {
-    let mut out = b"JID1".to_vec();
-    out.extend_from_slice(&id.to_be_bytes());
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_be_bytes());
-    out
+    encode_checked(b"JID1", id.to_be_bytes())
 }
 
 /// Decodes a directory's journal id, or None if damaged.
 pub fn decode_journal_id(bytes: &[u8]) -> Option<u64> {
-    if bytes.len() != 16 || &bytes[..4] != b"JID1" {
-        return None;
-    }
-    let crc = u32::from_be_bytes(bytes[12..16].try_into().ok()?);
-    if crc32c::crc32c(&bytes[..12]) != crc {
-        return None;
-    }
-    Some(u64::from_be_bytes(bytes[4..12].try_into().ok()?))
+    decode_checked(b"JID1", bytes).map(u64::from_be_bytes)
 }
 
 /// Encodes the log start offset checkpoint: magic, offset, CRC-32C.
 pub fn encode_log_start(offset: Offset) -> Vec<u8> {
-    let mut out = b"LSO1".to_vec();
-    out.extend_from_slice(&offset.0.to_be_bytes());
+    encode_checked(b"LSO1", offset.0.to_be_bytes())
+}
+
+/// Decodes the log start offset checkpoint, or None if damaged.
+pub fn decode_log_start(bytes: &[u8]) -> Option<Offset> {
+    decode_checked(b"LSO1", bytes).map(|value| Offset(i64::from_be_bytes(value)))
+}
+
+/// A small file's bytes: a magic, an 8-byte value, a CRC-32C of both.
+fn encode_checked(magic: &[u8; 4], value: [u8; 8]) -> Vec<u8> {
+    let mut out = magic.to_vec();
+    out.extend_from_slice(&value);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
     out
 }
 
-/// Decodes the log start offset checkpoint, or None if damaged.
-pub fn decode_log_start(bytes: &[u8]) -> Option<Offset> {
-    if bytes.len() != 16 || &bytes[..4] != b"LSO1" {
+/// The value of [`encode_checked`]'s bytes, or None if damaged.
+fn decode_checked(magic: &[u8; 4], bytes: &[u8]) -> Option<[u8; 8]> {
+    if bytes.len() != 16 || &bytes[..4] != magic {
         return None;
     }
     let crc = u32::from_be_bytes(bytes[12..16].try_into().ok()?);
     if crc32c::crc32c(&bytes[..12]) != crc {
         return None;
     }
-    Some(Offset(i64::from_be_bytes(bytes[4..12].try_into().ok()?)))
+    bytes[4..12].try_into().ok()
 }
 
 #[cfg(test)]

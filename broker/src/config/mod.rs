@@ -5,6 +5,7 @@
 
 mod command_line;
 pub mod group_timeouts;
+pub mod journal_settings;
 pub mod listeners;
 mod machine;
 pub mod migration_policy;
@@ -543,15 +544,8 @@ impl BrokerConfig {
                 migration_policy::POLICIES.join(", ")
             ));
         }
-        let journal_sized = self.journal_bytes == 0
-            || (self.journal_bytes >= 1 << 20 && self.journal_bytes.is_multiple_of(4096));
-        if !journal_sized || !(1..=256 << 10).contains(&self.journal_flush_max_bytes) {
-            return invalid(format!(
-                "journal_bytes must be 0 or at least 1048576 and a multiple of 4096 ({}); \
-                 journal_flush_max_bytes 1..=262144 ({})",
-                self.journal_bytes, self.journal_flush_max_bytes
-            ));
-        }
+        journal_settings::check(self.journal_bytes, self.journal_flush_max_bytes)
+            .map_err(ConfigError::Invalid)?;
         if self.transactional_id_expiration_ms < 1 || self.transaction_max_timeout_ms < 1 {
             return invalid(
                 "transactional_id_expiration_ms and transaction_max_timeout_ms must be at least 1"

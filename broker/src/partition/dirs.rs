@@ -227,8 +227,11 @@ pub fn finish_topic_removals(root: &Path) -> Vec<PathBuf> {
 
 /// Removes the partition directories of known topics that broker `me`
 /// holds no replica of (a reassignment moved them away while it was
-/// down); returns them. Only from metadata caught up with this broker's
-/// life: a partition it holds, or is being added to, is never removed.
+/// down), set aside at once and removed in the background; returns them.
+/// Only from metadata caught up with this broker's life: a partition it
+/// holds, or is being added to, is never removed. Nor is one a shard
+/// opened meanwhile from the metadata it was still replaying
+/// ([`super::in_use`]): that shard removes it once its view catches up.
 pub fn remove_unassigned_partition_dirs(
     root: &Path,
     metadata: &Metadata,
@@ -247,20 +250,37 @@ pub fn remove_unassigned_partition_dirs(
             continue;
         };
         for partition_dir in partitions.flatten() {
+            let path = partition_dir.path();
             let name = partition_dir.file_name().to_string_lossy().to_string();
             if name.ends_with(REMOVING_SUFFIX) {
                 // Set aside by a removal a stop interrupted.
-                remove_gradually(&partition_dir.path());
-                removed.push(partition_dir.path());
+                if finish_in_background(path.clone(), "partition-removal").is_ok() {
+                    removed.push(path);
+                }
                 continue;
             }
-            let index = name.parse::<usize>();
-            let held = index
-                .ok()
-                .and_then(|i| topic.partitions.get(i))
+            let Ok(index) = name.parse::<u32>() else {
+                continue;
+            };
+            let held = topic
+                .partitions
+                .get(index as usize)
                 .is_none_or(|p| p.replicas.contains(&me));
-            if !held && std::fs::remove_dir_all(partition_dir.path()).is_ok() {
-                removed.push(partition_dir.path());
+            if held {
+                continue;
+            }
+            match super::in_use::unless_claimed(topic.id, index, || set_aside(&path)) {
+                Some(Ok(aside)) => {
+                    if finish_in_background(aside, "partition-removal").is_ok() {
+                        removed.push(path);
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot set aside a replica moved away")
+                }
+                None => {
+                    tracing::info!(dir = %path.display(), "a replica moved away is open on a shard: the shard removes it")
+                }
             }
         }
     }
@@ -410,6 +430,54 @@ mod tests {
             "one removal a directory"
         );
         until_gone(&aside, "finished by its thread");
+    }
+
+    /// Metadata with one topic of `partitions` partitions, each on broker 2 only.
+    fn topic_on_broker_2(id: TopicId, partitions: usize) -> (Metadata, String) {
+        let partition = control::Partition {
+            replicas: vec![BrokerId(2)],
+            shards: vec![control::ShardId(0)],
+            isr: vec![BrokerId(2)],
+            leader: Some(BrokerId(2)),
+            leader_epoch: control::LeaderEpoch(0),
+            partition_epoch: control::PartitionEpoch(0),
+        };
+        let topic = Topic {
+            id,
+            name: "orders".into(),
+            config: control::TopicConfig::default(),
+            partitions: vec![partition; partitions],
+        };
+        let dir_name = format!("orders.{}", hex(&id.0));
+        let mut metadata = Metadata::default();
+        metadata.topics.insert(id, topic);
+        (metadata, dir_name)
+    }
+
+    #[test]
+    fn replicas_moved_away_are_removed_unless_a_shard_has_them_open() {
+        let root = tempfile::tempdir().unwrap();
+        let id = TopicId([0x3c; 16]);
+        let (metadata, dir_name) = topic_on_broker_2(id, 2);
+        let topic = root.path().join(dir_name);
+        for partition in ["0", "1"] {
+            std::fs::create_dir_all(topic.join(partition)).unwrap();
+            std::fs::write(topic.join(partition).join("0.log"), b"x").unwrap();
+        }
+        // A shard opening partition 1 from the metadata it still replays.
+        let opening = crate::partition::in_use::claim(id, 1);
+        let removed = remove_unassigned_partition_dirs(root.path(), &metadata, BrokerId(1));
+        assert_eq!(removed, vec![topic.join("0")]);
+        assert!(!topic.join("0").exists(), "set aside at once");
+        assert!(topic.join("1").join("0.log").exists(), "the open one stays");
+        for aside in set_aside_under(&topic) {
+            until_gone(&aside, "removed by its thread");
+        }
+        drop(opening);
+        let held = remove_unassigned_partition_dirs(root.path(), &metadata, BrokerId(2));
+        assert!(held.is_empty(), "broker 2 holds them: {held:?}");
+        let removed = remove_unassigned_partition_dirs(root.path(), &metadata, BrokerId(1));
+        assert_eq!(removed, vec![topic.join("1")], "once closed");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod append;
 pub mod cache_trim;
 pub mod dirs;
 pub mod epoch;
+pub mod in_use;
 pub mod journals;
 pub mod leader;
 pub mod maintenance;

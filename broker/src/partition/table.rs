@@ -14,6 +14,7 @@ use storage::journal::file::Journal;
 use storage::{CacheShare, Log, LogConfig, StorageError};
 
 use super::dirs::{remove_topic_dirs, topic_dir};
+use super::in_use::{claim, InUse};
 use super::journals::JournalSettings;
 use super::role::Role;
 use super::tiered::RemoteLog;
@@ -43,6 +44,8 @@ pub struct OpenPartition {
     arrivals: RefCell<Vec<oneshot::Sender<()>>>,
     /// Its remote log, for a tiered topic (docs/tiered-storage.md).
     pub remote: RemoteLog,
+    /// Keeps the start-up sweep off its directory while it is open.
+    _in_use: InUse,
 }
 
 impl OpenPartition {
@@ -162,6 +165,7 @@ impl PartitionTable {
             .partitions
             .get(key.index as usize)
             .is_some_and(|p| p.replicas.len() > 1);
+        let in_use = claim(key.topic, key.index);
         let log = Log::open(DmaFs, dir, log_config(&topic.config, replicated)).await?;
         log.share_cache(self.cache_share.clone());
         if let Some((journal, flush_max_bytes)) = self.journal_for(log.dir()).await {
@@ -183,6 +187,7 @@ impl PartitionTable {
             replica_writes: futures::lock::Mutex::new(()),
             arrivals: RefCell::new(Vec::new()),
             remote: RemoteLog::default(),
+            _in_use: in_use,
         });
         self.open.borrow_mut().insert(key, partition.clone());
         Ok(partition)

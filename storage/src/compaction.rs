@@ -109,7 +109,7 @@ impl<FS: FileSystem> Log<FS> {
             let mut st = self.st();
             let active_base = st.active().base;
             st.cache.drop_below(active_base);
-            st.bytes_moved();
+            st.rewritten();
         }
         Ok(stats)
     }
@@ -282,7 +282,7 @@ impl<FS: FileSystem> Log<FS> {
         }
         // Chunks read from the old file have the new one's base but not its
         // positions.
-        st.bytes_moved();
+        st.rewritten();
         Ok(())
     }
 }

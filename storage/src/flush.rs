@@ -8,8 +8,10 @@
 //! issued after all of its writes and all earlier flushes' writes have
 //! completed, so it covers every offset below its target; the flushed
 //! offset only grows (`max`), and a publication made stale by truncation,
-//! deletion or compaction (the generation changed) is dropped: those ran
-//! a full flush of their own under the lock.
+//! restart or compaction (`rewrites` changed) is dropped: those ran a full
+//! flush of their own under the lock. A deletion of segments below the
+//! start flushes nothing: a flush it overlapped still publishes (its
+//! deleted segments are skipped).
 
 use std::rc::Rc;
 
@@ -54,10 +56,10 @@ struct Written<F> {
     indexed_aborts: Option<u32>,
 }
 
-/// Everything a flush took, with the log end and generation it saw.
+/// Everything a flush took, with the log end and rewrite count it saw.
 struct Taken<F: DirectFile> {
     target: Offset,
-    generation: u64,
+    rewrites: u64,
     work: Vec<FlushWork<F>>,
     /// An earlier flush's writes await their fdatasync: this flush must
     /// not publish without one of its own (which covers them, as they
@@ -133,7 +135,7 @@ impl<FS: FileSystem> Log<FS> {
         let critical = self.critical("a flush");
         let Taken {
             target,
-            generation,
+            rewrites,
             work,
             earlier_unsynced,
         } = taken;
@@ -159,7 +161,7 @@ impl<FS: FileSystem> Log<FS> {
                 drop(io);
                 self.st().stats.journaled_flushes += 1;
                 self.count_flush(flush_started, &written);
-                self.publish(target, generation, &written);
+                self.publish(target, rewrites, &written);
                 critical.finish();
                 self.io_lock.notify();
                 self.checkpoint_journal_if_due().await;
@@ -174,7 +176,7 @@ impl<FS: FileSystem> Log<FS> {
             self.count_fdatasync(started);
         }
         self.count_flush(flush_started, &written);
-        self.publish(target, generation, &written);
+        self.publish(target, rewrites, &written);
         critical.finish();
         self.io_lock.notify();
         Ok(())
@@ -192,7 +194,7 @@ impl<FS: FileSystem> Log<FS> {
     async fn finish_locked(&self, taken: Taken<FS::File>) -> Result<()> {
         let Taken {
             target,
-            generation,
+            rewrites,
             work,
             earlier_unsynced: _,
         } = taken;
@@ -213,7 +215,7 @@ impl<FS: FileSystem> Log<FS> {
         // A roll left a producer snapshot due; the data below it is now durable.
         self.write_due_producer_snapshot(target).await;
         self.count_flush(flush_started, &written);
-        self.publish(target, generation, &written);
+        self.publish(target, rewrites, &written);
         critical.finish();
         self.io_lock.notify();
         Ok(())
@@ -293,7 +295,7 @@ impl<FS: FileSystem> Log<FS> {
         st.taken = st.log_end;
         Ok(Taken {
             target: st.log_end,
-            generation: st.generation,
+            rewrites: st.rewrites,
             work,
             earlier_unsynced,
         })
@@ -405,10 +407,10 @@ impl<FS: FileSystem> Log<FS> {
     }
 
     /// Publishes a finished flush: everything below `target` is durable.
-    fn publish(&self, target: Offset, generation: u64, written: &[Written<FS::File>]) {
+    fn publish(&self, target: Offset, rewrites: u64, written: &[Written<FS::File>]) {
         let mut st = self.st();
-        if st.generation != generation {
-            // Truncation, deletion or compaction ran meanwhile and flushed
+        if st.rewrites != rewrites {
+            // Truncation, restart or compaction ran meanwhile and flushed
             // everything itself; this flush's view of the segments is stale.
             return;
         }

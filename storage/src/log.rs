@@ -127,6 +127,12 @@ pub(crate) struct State<F: DirectFile> {
     /// Bumped by truncation, deletion and compaction, so a read that awaited
     /// I/O meanwhile starts over.
     pub generation: u64,
+    /// Bumped by the changes that flush everything themselves first and
+    /// may reset the flushed offset (truncation, restart, compaction): a
+    /// flush whose fdatasync overlapped one publishes nothing. Deletions
+    /// of whole segments below the start leave it: they flush nothing, so
+    /// a flush they overlapped must still publish what it synced.
+    pub rewrites: u64,
     pub stats: LogStats,
     /// Every offset below this was handed to a flush's writes.
     pub taken: Offset,
@@ -223,6 +229,14 @@ impl<F: DirectFile> State<F> {
         self.generation += 1;
         self.read_ahead = None;
         self.windows.clear();
+    }
+
+    /// The log was rewritten after a flush of everything (truncation,
+    /// restart, compaction): as [`State::bytes_moved`], and flushes
+    /// whose fdatasync overlapped it publish nothing.
+    pub fn rewritten(&mut self) {
+        self.rewrites += 1;
+        self.bytes_moved();
     }
 
     /// Index of the segment holding `offset` (the last with base <= offset).

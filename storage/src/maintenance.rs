@@ -159,7 +159,7 @@ impl<FS: FileSystem> Log<FS> {
         st.epochs.clamp(start, new_end);
         st.high_watermark = st.high_watermark.min(new_end);
         st.cache.truncate_from(new_end);
-        st.bytes_moved();
+        st.rewritten();
     }
 
     /// The producers' state as of the new end `new_end`: from the newest

@@ -75,6 +75,7 @@ impl<FS: FileSystem> Log<FS> {
                 failed: None,
                 pending_bytes: 0,
                 generation: 0,
+                rewrites: 0,
                 stats: Default::default(),
                 taken: Offset(0),
                 epochs: EpochCache::new(),

@@ -80,7 +80,7 @@ impl<FS: FileSystem> Log<FS> {
             st.producer_snapshot_due.clear();
             st.txn_indexes.clear();
             st.cache.clear();
-            st.bytes_moved();
+            st.rewritten();
         }
         critical.finish();
         self.clamp_producers_to_start().await

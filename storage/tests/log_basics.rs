@@ -481,6 +481,58 @@ fn deleting_records_moves_the_start_and_survives_reopen() {
     assert_eq!(log.log_start(), Offset(100));
 }
 
+/// A deletion (DeleteRecords, retention) while a flush's fdatasync runs
+/// outside the I/O lock: the flush's publication used to be dropped as
+/// stale, leaving its offsets taken but never flushed, and their waiters
+/// (acks=all on a quiet partition) waited until another append came.
+#[test]
+fn a_deletion_during_a_flushs_fdatasync_does_not_strand_its_waiters() {
+    let fs = MemFs::new();
+    let log = open(&fs, small_config());
+    block_on(async {
+        for i in 0..60 {
+            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        let segments = log.segment_count();
+        log.append(batch_of(3, 1000, 60, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
+        let end = log.log_end();
+        fs.hold_next_sync();
+        let delete_meanwhile = async {
+            for _ in 0..10_000 {
+                if fs.sync_held() {
+                    break;
+                }
+                storage::io::memory::yield_once().await;
+            }
+            assert!(fs.sync_held(), "the flush never reached its fdatasync");
+            log.delete_records_below(Offset(100)).await.unwrap();
+            assert!(log.segment_count() < segments, "a segment was deleted");
+            fs.release_sync();
+        };
+        // Bounded: a stranded waiter would wait forever.
+        let waiter = futures::future::select(
+            Box::pin(log.wait_flushed(end)),
+            Box::pin(async {
+                for _ in 0..100_000 {
+                    storage::io::memory::yield_once().await;
+                }
+            }),
+        );
+        let (waited, ()) = futures::join!(waiter, delete_meanwhile);
+        match waited {
+            futures::future::Either::Left((flushed, _)) => flushed.unwrap(),
+            futures::future::Either::Right(_) => {
+                panic!("the offsets the held flush synced were never published as flushed")
+            }
+        }
+    });
+}
+
 #[test]
 fn a_flush_cancelled_half_way_fails_the_log_instead_of_hanging_waiters() {
     use futures::FutureExt;

@@ -35,12 +35,24 @@ struct State {
     fail_syncs: bool,
     /// The next read is held in flight (after taking its bytes) until
     /// released: see [`MemFs::hold_next_read`].
-    hold_next_read: bool,
-    read_held: bool,
-    read_released: bool,
+    read_hold: Hold,
+    /// The next fdatasync is held in flight (before it makes anything
+    /// durable) until released: see [`MemFs::hold_next_sync`].
+    sync_hold: Hold,
     writes: u64,
     syncs: u64,
     reads: u64,
+}
+
+/// One kind of operation a test holds in flight, as a slow device would.
+#[derive(Default, Debug)]
+struct Hold {
+    /// The next one is held.
+    next: bool,
+    /// One is held now.
+    held: bool,
+    /// The held one may answer.
+    released: bool,
 }
 
 /// An in-memory file system shared by clones.
@@ -115,17 +127,47 @@ impl MemFs {
     /// bytes at once and answers only after [`MemFs::release_read`], so a
     /// test can run other work (truncation, compaction) meanwhile.
     pub fn hold_next_read(&self) {
-        self.state.borrow_mut().hold_next_read = true;
+        self.state.borrow_mut().read_hold.next = true;
     }
 
     /// Whether a read is being held.
     pub fn read_held(&self) -> bool {
-        self.state.borrow().read_held
+        self.state.borrow().read_hold.held
     }
 
     /// Lets the held read answer.
     pub fn release_read(&self) {
-        self.state.borrow_mut().read_released = true;
+        self.state.borrow_mut().read_hold.released = true;
+    }
+
+    /// Holds the next fdatasync in flight until [`MemFs::release_sync`],
+    /// before it makes anything durable, so a test can run other work
+    /// (retention, a deletion) while a flush syncs.
+    pub fn hold_next_sync(&self) {
+        self.state.borrow_mut().sync_hold.next = true;
+    }
+
+    /// Whether an fdatasync is being held.
+    pub fn sync_held(&self) -> bool {
+        self.state.borrow().sync_hold.held
+    }
+
+    /// Lets the held fdatasync go on.
+    pub fn release_sync(&self) {
+        self.state.borrow_mut().sync_hold.released = true;
+    }
+
+    /// Waits while the operation `hold` picks is held, if it is the one
+    /// to hold.
+    async fn wait_if_held(&self, hold: fn(&mut State) -> &mut Hold) {
+        if !std::mem::take(&mut hold(&mut self.state.borrow_mut()).next) {
+            return;
+        }
+        hold(&mut self.state.borrow_mut()).held = true;
+        while !hold(&mut self.state.borrow_mut()).released {
+            yield_once().await;
+        }
+        *hold(&mut self.state.borrow_mut()) = Hold::default();
     }
 
     /// Forgets everything not fdatasync'd, as a power loss would.
@@ -266,21 +308,13 @@ impl DirectFile for MemFile {
             Bytes::copy_from_slice(&c.live[start..end])
         };
         self.fs.state.borrow_mut().reads += 1;
-        let held = std::mem::take(&mut self.fs.state.borrow_mut().hold_next_read);
-        if held {
-            self.fs.state.borrow_mut().read_held = true;
-            while !self.fs.state.borrow().read_released {
-                yield_once().await;
-            }
-            let mut state = self.fs.state.borrow_mut();
-            state.read_held = false;
-            state.read_released = false;
-        }
+        self.fs.wait_if_held(|s| &mut s.read_hold).await;
         Ok(data)
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
         yield_once().await;
+        self.fs.wait_if_held(|s| &mut s.sync_hold).await;
         self.fs.check_sync_fault()?;
         if std::mem::take(&mut self.contents.borrow_mut().fail_next_sync) {
             return Err(io::Error::from_raw_os_error(libc_eio()));

@@ -69,6 +69,10 @@ struct Taken<F: DirectFile> {
 
 type IoFailure = (&'static str, std::io::Error);
 
+fn nanos_between(from: std::time::Instant, to: std::time::Instant) -> u64 {
+    to.duration_since(from).as_nanos() as u64
+}
+
 impl<FS: FileSystem> Log<FS> {
     /// Returns once every offset below `offset` is durable.
     ///
@@ -157,9 +161,15 @@ impl<FS: FileSystem> Log<FS> {
         if let Some((entry_target, data)) = journal_entry {
             // The writes completed; the journal makes them durable, or
             // refuses and the fdatasync below does.
+            let wait_started = std::time::Instant::now();
             if self.journal_flush(entry_target, data).await {
                 drop(io);
-                self.st().stats.journaled_flushes += 1;
+                {
+                    let stats = &mut self.st().stats;
+                    stats.journaled_flushes += 1;
+                    stats.journaled_write_nanos += nanos_between(flush_started, wait_started);
+                    stats.journaled_wait_nanos += wait_started.elapsed().as_nanos() as u64;
+                }
                 self.count_flush(flush_started, &written);
                 self.publish(target, rewrites, &written);
                 critical.finish();

@@ -194,6 +194,10 @@ pub struct LogStats {
     pub appended_batches: u64,
     /// Flushes made durable by the shard's journal instead of an fdatasync.
     pub journaled_flushes: u64,
+    /// Total nanoseconds those flushes spent writing their segment.
+    pub journaled_write_nanos: u64,
+    /// Total nanoseconds they then waited for the journal.
+    pub journaled_wait_nanos: u64,
     /// fdatasync calls of flushes, and the time they took.
     pub fdatasyncs: u64,
     /// Total nanoseconds in those fdatasync calls.

@@ -93,6 +93,10 @@ fn acknowledged_small_flushes_come_back_from_the_journal_after_a_power_loss() {
     );
     assert!(stats.journaled_flushes > 30, "{stats:?}");
     assert!(
+        stats.journaled_wait_nanos > 0,
+        "their wait is timed: {stats:?}"
+    );
+    assert!(
         stats.fdatasyncs - fdatasyncs_before < 9,
         "rolls sync directly: {stats:?}"
     );

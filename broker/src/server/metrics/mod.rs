@@ -105,6 +105,8 @@ fn add_stats(total: &mut storage::LogStats, stats: &storage::LogStats) {
     total.appended_batches += stats.appended_batches;
     total.fdatasyncs += stats.fdatasyncs;
     total.journaled_flushes += stats.journaled_flushes;
+    total.journaled_write_nanos += stats.journaled_write_nanos;
+    total.journaled_wait_nanos += stats.journaled_wait_nanos;
     total.fdatasync_nanos += stats.fdatasync_nanos;
     for (sum, count) in total.flush_buckets.iter_mut().zip(&stats.flush_buckets) {
         *sum += count;
@@ -654,6 +656,21 @@ fn storage_counters(page: &mut Page, reports: &[ShardReport]) {
         "segment syncs covered by a file-system round instead of an fdatasync of their own",
         syncs(|c| c.in_rounds),
     );
+    for (name, help, nanos) in [
+        (
+            "log_journaled_write_seconds_total",
+            "time journaled flushes spent writing their segment, before their journal entry",
+            storage.journaled_write_nanos,
+        ),
+        (
+            "log_journal_wait_seconds_total",
+            "time journaled flushes waited for the journal to make their entry durable",
+            storage.journaled_wait_nanos,
+        ),
+    ] {
+        page.header(name, "counter", help);
+        page.sample(name, "", nanos as f64 / 1e9);
+    }
     page.header(
         "log_fdatasync_seconds_total",
         "counter",

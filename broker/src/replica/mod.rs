@@ -25,16 +25,21 @@ use std::time::Duration;
 use control::controller::AlterIsr;
 use control::service::{ControllerError, ControllerRequest};
 use control::{BrokerId, MetadataError, Partition, PartitionId, Topic};
+use futures::StreamExt;
 use replication::leader::LeaderState;
 
 use crate::cluster::routing::{PartitionKey, Replica};
 use crate::partition::epoch;
 use crate::partition::leader::{advance_high_watermark, own_end};
 use crate::partition::role::{Leading, Role};
-use crate::partition::table::OpenPartition;
+use crate::partition::table::{OpenPartition, PartitionTable};
 use crate::partition::Partitions;
 use crate::runtime::clock::monotonic_ms;
 use fetcher::{Fetchers, Following};
+
+/// How many of a shard's partitions open at once when the metadata gives
+/// it new ones.
+const OPENS_AT_ONCE: usize = 16;
 
 /// How often each shard looks for ISR changes to ask for.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -64,12 +69,14 @@ pub async fn reconcile(replication: &Replication) {
     let partitions = &replication.partitions;
     let me = partitions.cluster.me;
     let table = &partitions.table;
+    let replicas = partitions.cluster.replicas_here();
+    open_new_replicas(table, &replicas).await;
     let mut following = Vec::new();
     for Replica {
         key,
         topic,
         partition: meta,
-    } in partitions.cluster.replicas_here()
+    } in replicas
     {
         if table.is_closed() {
             return; // stopping: roles no longer matter
@@ -96,6 +103,22 @@ pub async fn reconcile(replication: &Replication) {
     }
     fetcher::follow(replication, following);
     remove_unassigned(partitions).await;
+}
+
+/// Opens (and recovers) the replicas' logs not open yet, several at a
+/// time: each new partition makes its files durable, and a new topic's
+/// thousands of partitions opened one at a time took seconds, each one
+/// waiting for the disk. An open that fails here is tried again, and
+/// reported, when its role is given.
+async fn open_new_replicas(table: &PartitionTable, replicas: &[Replica]) {
+    let new = replicas.iter().filter(|r| table.get_open(r.key).is_none());
+    futures::stream::iter(new)
+        .for_each_concurrent(OPENS_AT_ONCE, |replica| async move {
+            if !table.is_closed() {
+                let _ = table.get_or_open(replica.key, &replica.topic).await;
+            }
+        })
+        .await;
 }
 
 /// Closes the replicas a finished reassignment moved off this shard, and

@@ -68,17 +68,20 @@ impl OpenPartition {
     }
 }
 
-/// The units of [`PartitionTable::opening`]: more than opens ever run at once.
-const ALL_OPENS: u64 = 1 << 30;
+/// How many partitions of a shard open at once, at most: each makes files
+/// durable, so several overlap their waits for the disk, and a burst of
+/// produce requests to a new topic's thousands of partitions does not
+/// start thousands of opens at once.
+pub const OPENS_AT_ONCE: u64 = 16;
 
 /// The partitions of one shard.
 pub struct PartitionTable {
     root: PathBuf,
     open: RefCell<HashMap<PartitionKey, Rc<OpenPartition>>>,
-    /// Each open under way holds one unit; holding opens off (a removal,
-    /// the stop) takes them all, so it waits for the opens under way and
-    /// none starts meanwhile. Opens of different partitions run together:
-    /// each makes files durable, and one at a time a new topic's 10,000
+    /// Each open under way holds one of [`OPENS_AT_ONCE`] units; holding
+    /// opens off (a removal, the stop) takes them all, so it waits for the
+    /// opens under way and none starts meanwhile. Opens of different
+    /// partitions run together: one at a time, a new topic's 10,000
     /// partitions opened at about 450 a second.
     opening: glommio::sync::Semaphore,
     /// The partitions being opened, one lock each: a partition is never
@@ -144,7 +147,7 @@ impl PartitionTable {
             journal_settings,
             deleted: RefCell::default(),
             open: RefCell::new(HashMap::new()),
-            opening: glommio::sync::Semaphore::new(ALL_OPENS),
+            opening: glommio::sync::Semaphore::new(OPENS_AT_ONCE),
             opening_keys: RefCell::default(),
             journal_opening: futures::lock::Mutex::new(()),
             closed: std::cell::Cell::new(false),
@@ -313,7 +316,7 @@ impl PartitionTable {
     /// finished: a partition being closed and removed must not open again
     /// meanwhile.
     pub async fn hold_opens(&self) -> glommio::sync::Permit<'_> {
-        let permit = self.opening.acquire_permit(ALL_OPENS).await;
+        let permit = self.opening.acquire_permit(OPENS_AT_ONCE).await;
         permit.expect("the opening semaphore is never closed")
     }
 

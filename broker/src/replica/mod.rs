@@ -32,14 +32,10 @@ use crate::cluster::routing::{PartitionKey, Replica};
 use crate::partition::epoch;
 use crate::partition::leader::{advance_high_watermark, own_end};
 use crate::partition::role::{Leading, Role};
-use crate::partition::table::{OpenPartition, PartitionTable};
+use crate::partition::table::{OpenPartition, PartitionTable, OPENS_AT_ONCE};
 use crate::partition::Partitions;
 use crate::runtime::clock::monotonic_ms;
 use fetcher::{Fetchers, Following};
-
-/// How many of a shard's partitions open at once when the metadata gives
-/// it new ones.
-const OPENS_AT_ONCE: usize = 16;
 
 /// How often each shard looks for ISR changes to ask for.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -113,7 +109,7 @@ pub async fn reconcile(replication: &Replication) {
 async fn open_new_replicas(table: &PartitionTable, replicas: &[Replica]) {
     let new = replicas.iter().filter(|r| table.get_open(r.key).is_none());
     futures::stream::iter(new)
-        .for_each_concurrent(OPENS_AT_ONCE, |replica| async move {
+        .for_each_concurrent(OPENS_AT_ONCE as usize, |replica| async move {
             if !table.is_closed() {
                 let _ = table.get_or_open(replica.key, &replica.topic).await;
             }

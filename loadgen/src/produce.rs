@@ -25,6 +25,28 @@ const SENDS_PER_CLOCK_READ: u32 = 16;
 /// intended time.
 const EARLY_SEND_SLACK: Duration = Duration::from_micros(50);
 
+/// A paced producer whose messages are due more often than this wakes on
+/// this tick and sends every message then due: a timer per message cost
+/// loadgen 0.88 of this machine's two cores at 20,000 msgs/s over four
+/// producers, most of it in the runtime's sleeps and wakes, taken from the
+/// broker it measured. A message waits for its tick (up to this long),
+/// and its latency counts that wait: it counts from the intended time.
+const PACING_TICK: Duration = Duration::from_millis(1);
+
+/// When a paced producer that finds its next message due at `intended`
+/// wakes: then, or at the next tick after it if messages are due more
+/// often than ticks.
+fn wake_time(begin: Instant, period: Duration, intended: Instant) -> Instant {
+    if period >= PACING_TICK {
+        return intended;
+    }
+    let ticks = intended
+        .saturating_duration_since(begin)
+        .as_nanos()
+        .div_ceil(PACING_TICK.as_nanos());
+    begin + PACING_TICK * ticks as u32
+}
+
 /// What a producer worker did.
 #[derive(Debug, Default)]
 pub struct Produced {
@@ -157,8 +179,8 @@ pub async fn run(
             Some(period) => begin + period.mul_f64(sequence as f64),
             None => now,
         };
-        if intended > now + EARLY_SEND_SLACK {
-            glommio::timer::sleep(intended - now).await;
+        if let Some(period) = period.filter(|_| intended > now + EARLY_SEND_SLACK) {
+            glommio::timer::sleep(wake_time(begin, period, intended) - now).await;
         }
         if !window.try_acquire(size as u64).map_err(|e| e.to_string())? {
             window
@@ -303,5 +325,20 @@ mod tests {
     #[test]
     fn without_keys_messages_have_none() {
         assert_eq!(Keys::new(0).for_message(5), None);
+    }
+
+    #[test]
+    fn messages_due_more_often_than_the_tick_wake_on_the_tick_after_them() {
+        let begin = Instant::now();
+        let (ms, us) = (Duration::from_millis, Duration::from_micros);
+        // 5,000 a second: every 200 us, five to a tick, none early.
+        let period = us(200);
+        let cases = [(200, 1000), (800, 1000), (1000, 1000), (1200, 2000)];
+        for (due, wakes) in cases {
+            let woken = wake_time(begin, period, begin + us(due));
+            assert_eq!(woken, begin + us(wakes), "due at {due} us");
+        }
+        // 500 a second: each on its own time.
+        assert_eq!(wake_time(begin, ms(2), begin + us(4300)), begin + us(4300));
     }
 }

@@ -304,6 +304,9 @@ pub struct Flags {
     #[arg(long, default_value = "none")]
     compression: Codec,
     /// Messages per second over all producers (0: as fast as possible).
+    /// A producer due more than 1,000 a second sends on a 1 ms tick what
+    /// is due by then; latency counts from each message's intended time,
+    /// that wait included.
     #[arg(long, value_name = "MSGS_PER_S", default_value_t = 0)]
     rate: u64,
     /// Seconds to measure, after the warm-up (fractions allowed).

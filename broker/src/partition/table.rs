@@ -107,6 +107,35 @@ pub struct PartitionTable {
     journal_settings: Option<JournalSettings>,
 }
 
+/// A partition's opening lock, shared by its openers; the last one to let
+/// go (done or cancelled) takes it out of the table's map.
+struct OnlyOpener<'a> {
+    table: &'a PartitionTable,
+    key: PartitionKey,
+    lock: Rc<futures::lock::Mutex<()>>,
+}
+
+impl<'a> OnlyOpener<'a> {
+    fn of(table: &'a PartitionTable, key: PartitionKey) -> OnlyOpener<'a> {
+        let lock = table
+            .opening_keys
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .clone();
+        OnlyOpener { table, key, lock }
+    }
+}
+
+impl Drop for OnlyOpener<'_> {
+    fn drop(&mut self) {
+        // The map's reference and this one: no other opener holds it.
+        if Rc::strong_count(&self.lock) == 2 {
+            self.table.opening_keys.borrow_mut().remove(&self.key);
+        }
+    }
+}
+
 /// The log settings for a topic's partitions. A replicated partition's
 /// high watermark is the replication layer's to move; a single replica's
 /// follows its flushes.
@@ -163,28 +192,21 @@ impl PartitionTable {
         if let Some(open) = self.get_open(key) {
             return Ok(open);
         }
+        // The partition's own lock first: the openers of one partition
+        // wait for each other without taking units the opens of other
+        // partitions could use.
+        let only_opener = OnlyOpener::of(self, key);
+        let _only_opener = only_opener.lock.lock().await;
+        if let Some(open) = self.get_open(key) {
+            return Ok(open);
+        }
         let stopping = || StorageError::InvalidArgument("the broker is stopping".into());
         let _opening = self
             .opening
             .acquire_permit(1)
             .await
             .map_err(|_| stopping())?;
-        let only_opener = self
-            .opening_keys
-            .borrow_mut()
-            .entry(key)
-            .or_default()
-            .clone();
-        let opened = {
-            let _only_opener = only_opener.lock().await;
-            self.open_alone(key, topic).await
-        };
-        // The last opener of this partition (none waits for the lock)
-        // forgets it; a cancelled one leaves it for the next.
-        if Rc::strong_count(&only_opener) == 2 {
-            self.opening_keys.borrow_mut().remove(&key);
-        }
-        opened
+        self.open_alone(key, topic).await
     }
 
     /// Opens a partition, the only opener of it, unless it is open (an
@@ -433,6 +455,8 @@ mod tests {
                     );
                 }
                 assert_eq!(table.open_partitions().len(), 8);
+                let claimed = crate::partition::in_use::unless_claimed(topic.id, 3, || ());
+                assert_eq!(claimed, None, "an open partition keeps the sweep off");
                 assert!(
                     table.opening_keys.borrow().is_empty(),
                     "none left being opened"
@@ -459,7 +483,8 @@ mod tests {
                         .count();
                     let late = table.get_or_open(second(4), &more);
                     let (late, ()) = futures::join!(late, async {
-                        storage::io::memory::yield_once().await;
+                        // Long enough for an open (a few ms) not held off.
+                        glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
                         assert!(table.get_open(second(4)).is_none(), "opened while held");
                         drop(held);
                     });

@@ -63,11 +63,33 @@ impl Replication {
 /// at the leaders this shard follows.
 pub async fn reconcile(replication: &Replication) {
     let partitions = &replication.partitions;
+    let table = &partitions.table;
+    // The open ones first: a leadership change waits for no new
+    // partition's open.
+    let (open, new): (Vec<Replica>, Vec<Replica>) = (partitions.cluster.replicas_here())
+        .into_iter()
+        .partition(|r| table.get_open(r.key).is_some());
+    let mut following = Vec::new();
+    if !give_roles(partitions, open, &mut following).await {
+        return;
+    }
+    open_new_replicas(table, &new).await;
+    if !give_roles(partitions, new, &mut following).await {
+        return;
+    }
+    fetcher::follow(replication, following);
+    remove_unassigned(partitions).await;
+}
+
+/// Gives `replicas` their roles, opening any not open, and adds the
+/// leaders they follow to `following`; false if the shard is stopping.
+async fn give_roles(
+    partitions: &Partitions,
+    replicas: Vec<Replica>,
+    following: &mut Vec<Following>,
+) -> bool {
     let me = partitions.cluster.me;
     let table = &partitions.table;
-    let replicas = partitions.cluster.replicas_here();
-    open_new_replicas(table, &replicas).await;
-    let mut following = Vec::new();
     for Replica {
         key,
         topic,
@@ -75,11 +97,11 @@ pub async fn reconcile(replication: &Replication) {
     } in replicas
     {
         if table.is_closed() {
-            return; // stopping: roles no longer matter
+            return false; // stopping: roles no longer matter
         }
         let partition = match table.get_or_open(key, &topic).await {
             Ok(partition) => partition,
-            Err(_) if table.is_closed() => return,
+            Err(_) if table.is_closed() => return false,
             Err(e) => {
                 tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a replica");
                 continue;
@@ -97,8 +119,7 @@ pub async fn reconcile(replication: &Replication) {
             });
         }
     }
-    fetcher::follow(replication, following);
-    remove_unassigned(partitions).await;
+    true
 }
 
 /// Opens (and recovers) the replicas' logs not open yet, several at a

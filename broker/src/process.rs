@@ -83,6 +83,9 @@ pub fn serve(config: BrokerConfig) -> i32 {
 fn exit_on_panic() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        if storage::io::caught_open::panic_is_caught() {
+            return; // an open's, which fails instead (and is logged)
+        }
         report(info);
         tracing::error!(panic = %info, "a broker thread panicked; exiting");
         eprintln!("broker: a thread panicked; exiting");

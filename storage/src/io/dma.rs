@@ -191,15 +191,26 @@ impl DmaFs {
         }
         let path = dir.join(PROBE_FILE);
         std::fs::write(&path, vec![0u8; 4096])?;
-        let file = OpenOptions::new()
-            .read(true)
-            .dma_open(&path)
-            .await
-            .map_err(to_io)?;
+        let file = dma_open(OpenOptions::new().read(true), &path).await?;
         file.close().await.map_err(to_io)?;
         std::fs::remove_file(&path)?;
         PRIMED_DEVICES.with(|p| p.borrow_mut().insert(device));
         Ok(())
+    }
+}
+
+/// Opens `path` as a DMA file; a panic of the runtime's open (its
+/// directory went away meanwhile: see [`super::caught_open`]) is an error.
+async fn dma_open(options: &OpenOptions, path: &Path) -> io::Result<DmaFile> {
+    match super::caught_open::catch_panic(options.dma_open(path)).await {
+        Ok(opened) => opened.map_err(to_io),
+        Err(panic) => {
+            tracing::warn!(path = %path.display(), panic, "the I/O runtime's open panicked: the file's directory was likely removed meanwhile");
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("opening {}: {panic}", path.display()),
+            ))
+        }
     }
 }
 
@@ -221,23 +232,15 @@ impl FileSystem for DmaFs {
     }
 
     async fn open(&self, path: &Path) -> io::Result<DmaSegmentFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .dma_open(path)
-            .await
-            .map_err(to_io)?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true);
+        let file = dma_open(&options, path).await?;
         let syncs = sync_rounds_for(&file);
         Ok(DmaSegmentFile { file, syncs })
     }
 
     async fn open_existing(&self, path: &Path) -> io::Result<DmaSegmentFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .dma_open(path)
-            .await
-            .map_err(to_io)?;
+        let file = dma_open(OpenOptions::new().read(true), path).await?;
         let syncs = sync_rounds_for(&file);
         Ok(DmaSegmentFile { file, syncs })
     }

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
+pub mod caught_open;
 pub mod dma;
 pub mod home_bound;
 pub mod memory;

@@ -83,7 +83,7 @@ pub fn serve(config: BrokerConfig) -> i32 {
 fn exit_on_panic() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if storage::io::caught_open::panic_is_caught() {
+        if storage::io::caught_open::is_the_caught_open_panic(info) {
             return; // an open's, which fails instead (and is logged)
         }
         report(info);

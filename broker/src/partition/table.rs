@@ -367,9 +367,12 @@ impl PartitionTable {
 
     /// Flushes and closes every open log (shutdown); none opens after.
     pub async fn close_all(&self) {
-        // After an open in progress finishes (it is then closed below).
-        let _no_open_in_progress = self.hold_opens().await;
+        // Opens not yet under way fail from now on, so the hold below is
+        // not kept waiting behind them (the semaphore lets an open of one
+        // unit past a waiting hold of all); one under way finishes first,
+        // and is closed below.
         self.closed.set(true);
+        let _no_open_in_progress = self.hold_opens().await;
         let open: Vec<_> = self.open.borrow_mut().drain().collect();
         for (key, partition) in open {
             if let Err(e) = partition.log.close().await {
@@ -455,6 +458,33 @@ mod tests {
                     );
                 }
                 assert_eq!(table.open_partitions().len(), 8);
+
+                // Twenty openers of one new partition wait on its lock, not
+                // on the shard's open slots.
+                let lone = Topic {
+                    id: TopicId([0x7c; 16]),
+                    ..topic.clone()
+                };
+                let lone_key = PartitionKey {
+                    topic: lone.id,
+                    index: 0,
+                };
+                let openers = (0..20).map(|_| table.get_or_open(lone_key, &lone));
+                let fewest_free = async {
+                    let mut fewest = OPENS_AT_ONCE;
+                    for _ in 0..10_000 {
+                        fewest = fewest.min(table.opening.available());
+                        if table.get_open(lone_key).is_some() {
+                            break;
+                        }
+                        glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+                    }
+                    fewest
+                };
+                let (lone_opens, fewest_free) =
+                    futures::join!(futures::future::join_all(openers), fewest_free);
+                assert!(lone_opens.iter().all(Result::is_ok));
+                assert_eq!(fewest_free, OPENS_AT_ONCE - 1, "one slot for one partition");
                 let claimed = crate::partition::in_use::unless_claimed(topic.id, 3, || ());
                 assert_eq!(claimed, None, "an open partition keeps the sweep off");
                 assert!(

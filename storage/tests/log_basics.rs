@@ -17,6 +17,17 @@ fn open(fs: &MemFs, config: LogConfig) -> Rc<Log<MemFs>> {
     block_on(Log::open(fs.clone(), DIR, config)).unwrap()
 }
 
+/// Sixty batches of three 1,000-byte records (tags 0-59, epoch 0),
+/// flushed: several of `small_config`'s segments.
+async fn sixty_batches_flushed(log: &Log<MemFs>) {
+    for i in 0..60 {
+        log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
+            .await
+            .unwrap();
+    }
+    log.flush().await.unwrap();
+}
+
 #[test]
 fn appends_get_consecutive_offsets_and_read_back_byte_for_byte() {
     let fs = MemFs::new();
@@ -362,12 +373,7 @@ fn truncation_cuts_at_the_containing_batch_and_appends_continue() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        for i in 0..60 {
-            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        sixty_batches_flushed(&log).await;
         let segments = log.segment_count();
         assert!(segments > 2);
         // 31 is inside the batch 30..33: the log ends at 30.
@@ -399,12 +405,7 @@ fn a_disk_read_in_flight_across_a_truncation_serves_no_cut_batch() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        for i in 0..60 {
-            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        sixty_batches_flushed(&log).await;
         // Offset 30 is on disk only (the cache keeps 8 KiB): its read is
         // held in flight while the log is cut there and written again. A
         // small read, so its chunk is the last one it reads (a longer one
@@ -450,12 +451,7 @@ fn deleting_records_moves_the_start_and_survives_reopen() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        for i in 0..60 {
-            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        sixty_batches_flushed(&log).await;
         let segments = log.segment_count();
         assert_eq!(
             log.delete_records_below(Offset(100)).await.unwrap(),
@@ -490,12 +486,7 @@ fn a_deletion_during_a_flushs_fdatasync_does_not_strand_its_waiters() {
     let fs = MemFs::new();
     let log = open(&fs, small_config());
     block_on(async {
-        for i in 0..60 {
-            log.append(batch_of(3, 1000, i, 0), LeaderEpoch(0))
-                .await
-                .unwrap();
-        }
-        log.flush().await.unwrap();
+        sixty_batches_flushed(&log).await;
         let segments = log.segment_count();
         log.append(batch_of(3, 1000, 60, 0), LeaderEpoch(0))
             .await

@@ -209,16 +209,13 @@ impl PartitionTable {
         self.open_alone(key, topic).await
     }
 
-    /// Opens a partition, the only opener of it, unless it is open (an
-    /// opener before this one finished) or may not open.
+    /// Opens a partition not open, the only opener of it, unless it may
+    /// not open.
     async fn open_alone(
         &self,
         key: PartitionKey,
         topic: &Topic,
     ) -> Result<Rc<OpenPartition>, StorageError> {
-        if let Some(open) = self.get_open(key) {
-            return Ok(open);
-        }
         if self.closed.get() {
             return Err(StorageError::InvalidArgument(
                 "the broker is stopping: no partition opens".into(),

@@ -178,6 +178,17 @@ impl Cluster {
         (leader != self.me).then(|| self.address_of(leader))?
     }
 
+    /// Whether this shard holds a replica of the partition, as the
+    /// metadata has it now.
+    pub fn holds_here(&self, key: PartitionKey) -> bool {
+        let view = self.view.borrow();
+        let Some(topic) = view.metadata.topics.get(&key.topic) else {
+            return false;
+        };
+        let partition = topic.partitions.get(key.index as usize);
+        partition.and_then(|p| owner_shard(p, self.me, self.shards())) == Some(self.shard())
+    }
+
     /// Every partition this shard holds a replica of.
     pub fn replicas_here(&self) -> Vec<Replica> {
         let view = self.view.borrow();

@@ -93,11 +93,13 @@ impl Partitions {
         let cache_bytes = cluster.config.log_cache_bytes_per_shard(cluster.shards());
         let sessions = cluster.config.group_share_max_share_sessions as usize;
         let sessions_per_shard = sessions.div_ceil(cluster.shards()).max(1);
+        let holder = cluster.clone();
         Rc::new_cyclic(|this| Partitions {
             table: PartitionTable::new(
                 cluster.partitions_root(),
                 CacheShare::new(cache_bytes),
                 JournalSettings::of_config(&cluster.config, index.0),
+                Box::new(move |key| holder.holds_here(key)),
             ),
             cluster,
             metrics,

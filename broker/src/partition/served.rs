@@ -83,6 +83,9 @@ impl Partitions {
     ) -> Result<ServedPartition, Code> {
         let (topic, epoch) = self.served(key, leader_only)?;
         let partition = self.table.get_or_open(key, &topic).await.map_err(|e| {
+            if let Err(code) = self.served(key, leader_only) {
+                return code; // moved or deleted while it opened
+            }
             tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a partition");
             ResponseError::KafkaStorageError.code()
         })?;

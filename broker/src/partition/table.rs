@@ -87,6 +87,9 @@ pub struct PartitionTable {
     /// The partitions being opened, one lock each: a partition is never
     /// opened twice at once.
     opening_keys: RefCell<HashMap<PartitionKey, Rc<futures::lock::Mutex<()>>>>,
+    /// Whether the shard still holds a replica of a partition: an open
+    /// that waited behind a removal must not make its directory again.
+    holds: Box<dyn Fn(PartitionKey) -> bool>,
     /// Held while the shard's journal opens (with the first partition).
     journal_opening: futures::lock::Mutex<()>,
     /// Set once the shard closes its logs: nothing opens again. (A role
@@ -163,11 +166,13 @@ impl PartitionTable {
     /// No partitions open yet; their files live under `root`, their
     /// batch caches share `cache_share`.
     /// The shard's journal is opened with the first partition, if
-    /// `journal_settings` asks for one.
+    /// `journal_settings` asks for one. Only partitions `holds` says the
+    /// shard holds a replica of open.
     pub fn new(
         root: PathBuf,
         cache_share: Rc<CacheShare>,
         journal_settings: Option<JournalSettings>,
+        holds: Box<dyn Fn(PartitionKey) -> bool>,
     ) -> PartitionTable {
         PartitionTable {
             root,
@@ -178,6 +183,7 @@ impl PartitionTable {
             open: RefCell::new(HashMap::new()),
             opening: glommio::sync::Semaphore::new(OPENS_AT_ONCE),
             opening_keys: RefCell::default(),
+            holds,
             journal_opening: futures::lock::Mutex::new(()),
             closed: std::cell::Cell::new(false),
         }
@@ -224,6 +230,14 @@ impl PartitionTable {
         let deleted = || StorageError::InvalidArgument(format!("topic {} was deleted", topic.name));
         if self.deleted.borrow().contains(&key.topic) {
             return Err(deleted());
+        }
+        if !(self.holds)(key) {
+            // Moved away while this open waited (perhaps behind the hold
+            // of the removal of its files).
+            return Err(StorageError::InvalidArgument(format!(
+                "partition {} of topic {} is no longer held by this shard",
+                key.index, topic.name
+            )));
         }
         let dir = topic_dir(&self.root, topic).join(key.index.to_string());
         let replicated = topic
@@ -401,10 +415,13 @@ mod tests {
         }
     }
 
+    /// Runs `test` on a glommio executor with a table whose partitions
+    /// are held by the shard while the cell given says so.
     fn on_glommio(
         test: impl FnOnce(
                 PartitionTable,
                 Topic,
+                Rc<std::cell::Cell<bool>>,
             ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
             + Send
             + 'static,
@@ -413,8 +430,15 @@ mod tests {
         let path = root.path().to_path_buf();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                let table = PartitionTable::new(path, CacheShare::new(16 << 20), None);
-                test(table, topic(8)).await;
+                let held = Rc::new(std::cell::Cell::new(true));
+                let holds = held.clone();
+                let table = PartitionTable::new(
+                    path,
+                    CacheShare::new(16 << 20),
+                    None,
+                    Box::new(move |_| holds.get()),
+                );
+                test(table, topic(8), held).await;
             })
             .unwrap()
             .join()
@@ -423,7 +447,7 @@ mod tests {
 
     #[test]
     fn partitions_open_together_each_once_and_a_hold_waits_for_the_opens_under_way() {
-        on_glommio(|table, topic| {
+        on_glommio(|table, topic, _held| {
             Box::pin(async move {
                 let key = |index| PartitionKey {
                     topic: topic.id,
@@ -521,6 +545,31 @@ mod tests {
                 let (opens, open_when_held) = futures::join!(opens, hold_then_open);
                 assert!(opens.iter().all(Result::is_ok));
                 assert_eq!(open_when_held, 4, "the hold waited for the opens under way");
+            })
+        });
+    }
+
+    #[test]
+    fn an_open_that_waited_behind_a_removal_does_not_make_the_moved_partition_again() {
+        on_glommio(|table, topic, held| {
+            Box::pin(async move {
+                let key = PartitionKey {
+                    topic: topic.id,
+                    index: 2,
+                };
+                let dir = table.partition_dir(&topic, 2);
+                let removal = table.hold_opens().await;
+                let open = table.get_or_open(key, &topic);
+                let (opened, ()) = futures::join!(open, async {
+                    // The open now waits behind the hold; the removal
+                    // decides the partition moved away, and ends.
+                    glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+                    held.set(false);
+                    drop(removal);
+                });
+                assert!(opened.is_err(), "a partition moved away opened");
+                assert!(table.get_open(key).is_none());
+                assert!(!dir.exists(), "its directory was made again");
             })
         });
     }

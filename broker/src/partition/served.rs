@@ -86,6 +86,10 @@ impl Partitions {
             if let Err(code) = self.served(key, leader_only) {
                 return code; // moved or deleted while it opened
             }
+            if !self.cluster.holds_here(key) {
+                // Back on this broker, on another of its shards.
+                return ResponseError::NotLeaderOrFollower.code();
+            }
             tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a partition");
             ResponseError::KafkaStorageError.code()
         })?;

@@ -102,6 +102,11 @@ async fn give_roles(
         let partition = match table.get_or_open(key, &topic).await {
             Ok(partition) => partition,
             Err(_) if table.is_closed() => return false,
+            Err(e) if !partitions.cluster.holds_here(key) => {
+                // Moved away since this pass read the metadata.
+                tracing::debug!(topic = %topic.name, partition = key.index, error = %e, "a replica moved away before it opened");
+                continue;
+            }
             Err(e) => {
                 tracing::error!(topic = %topic.name, partition = key.index, error = %e, "cannot open a replica");
                 continue;

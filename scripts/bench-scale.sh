@@ -12,9 +12,13 @@
 #     its segment file and syncs its directory, seconds for 10,000
 #     partitions on a virtual disk);
 #   - at half that rate, on a topic of its own (the first one deleted
-#     before: its bytes would not fit beside it on a small disk): p99,
+#     before: its bytes would not fit beside it on a small disk), after
+#     a warm-up 20 s longer (the disk and cache take in the flat-out
+#     run's writes first): p99,
 #     and the p99s of its two parts, waiting in the producer until the
-#     request is built and the request's round trip (a line below the row);
+#     request is built and the request's round trip, and the CPUs the
+#     broker and loadgen used (a line below the row: on a small machine
+#     the two share the cores);
 #   - the broker's resident memory (its log cache is filled first, to
 #     three quarters of its budget, a quarter of the machine's memory,
 #     with another topic, as bench.sh does) and open files.
@@ -100,6 +104,11 @@ free_kib() { df --output=avail -k "$data_root" | tail -1; }
 # 1 s more per 1,000 partitions (their first writes: 10,000 partitions
 # had all reserved their first MiB within 10 s on a virtual disk).
 warmup_for() { [ "$warmup" = auto ] && echo $((5 + $1 / 1000)) || echo "$warmup"; }
+# The half-rate run's: 20 s more by default. It follows the flat-out run,
+# whose writes the disk and the cache are still taking in: after 5 s the
+# 10-partition half-rate p99 was 1.8 s, against a median per-second p99
+# of 50 ms from its 20th second on (docs/benchmarks.md run 55).
+half_warmup_for() { [ "$warmup" = auto ] && echo $((25 + $1 / 1000)) || echo "$warmup"; }
 run_warmup=$(warmup_for 0)
 topic=scale
 
@@ -156,7 +165,7 @@ print(d.get('produce_mb_per_s') or 0, d.get('produce_msgs_per_s') or 0, p99 / 10
 {
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after a warm-up of $([ "$warmup" = auto ] && echo "5 s + 1 s per 1,000 partitions" || echo "$warmup s")"
+    echo "4 producers, 100,000 keys, 1 KiB, acks=all; ${seconds}s measured after a warm-up of $([ "$warmup" = auto ] && echo "5 s + 1 s per 1,000 partitions (20 s more at half rate)" || echo "$warmup s")"
     printf '%-11s %9s %9s %12s %16s %10s %14s %9s %7s\n' partitions create_s MB/s cpu-s/GB client_cpu-s/GB p99_ms p99_half_ms rss_MiB files
 } | tee "$out/scale.txt"
 start_broker() {  # LOG: a fresh data directory; sets broker_pid, bootstrap
@@ -202,7 +211,8 @@ for n in $counts; do
     p99_half=0
     if [ "$half" -gt 0 ]; then
         next_topic scale-half "$n" "$free_before"
-        read -r _ _ p99_half _ <<<"$(produce "half-$n" "$n" 4 --rate "$half")"
+        run_warmup=$(half_warmup_for "$n")
+        read -r _ _ p99_half cpu_half client_cpu_half <<<"$(produce "half-$n" "$n" 4 --rate "$half")"
     fi
     python3 -c "import sys
 n, created, mbps, p99, cpu, client, p99h, rss, files, seconds = sys.argv[1:]
@@ -218,8 +228,10 @@ d = json.load(open(sys.argv[1]))
 def p99(key):
     part = d.get(key)
     return f'{part[\"p99\"] / 1000:.1f} ms' if part else 'n/a'
-print(f'  half rate p99 split: {p99(\"produce_queued_us\")} in the producer, {p99(\"produce_request_us\")} the request')" \
-            "$out/half-$n.json" | tee -a "$out/scale.txt"
+cores = lambda s: f'{float(s) / float(sys.argv[4]):.2f}' if float(s) >= 0 else 'n/a'
+print(f'  half rate p99 split: {p99(\"produce_queued_us\")} in the producer, {p99(\"produce_request_us\")} the request;'
+      f' CPUs used: broker {cores(sys.argv[2])}, loadgen {cores(sys.argv[3])}')" \
+            "$out/half-$n.json" "$cpu_half" "$client_cpu_half" "$seconds" | tee -a "$out/scale.txt"
     fi
     stop_broker
 done

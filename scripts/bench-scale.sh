@@ -13,8 +13,8 @@
 #     partitions on a virtual disk);
 #   - at half that rate, on a topic of its own (the first one deleted
 #     before: its bytes would not fit beside it on a small disk), after
-#     a warm-up 20 s longer (the disk and cache take in the flat-out
-#     run's writes first): p99,
+#     a warm-up 20 s longer by default (away from the flat-out run's
+#     wake): p99,
 #     and the p99s of its two parts, waiting in the producer until the
 #     request is built and the request's round trip, and the CPUs the
 #     broker and loadgen used (a line below the row: on a small machine
@@ -104,10 +104,10 @@ free_kib() { df --output=avail -k "$data_root" | tail -1; }
 # 1 s more per 1,000 partitions (their first writes: 10,000 partitions
 # had all reserved their first MiB within 10 s on a virtual disk).
 warmup_for() { [ "$warmup" = auto ] && echo $((5 + $1 / 1000)) || echo "$warmup"; }
-# The half-rate run's: 20 s more by default. It follows the flat-out run,
-# whose writes the disk and the cache are still taking in: after 5 s the
-# 10-partition half-rate p99 was 1.8 s, against a median per-second p99
-# of 50 ms from its 20th second on (docs/benchmarks.md run 55).
+# The half-rate run's: 20 s more by default, so that it is measured away
+# from the flat-out run's wake. Whether that wake moved its p99 was not
+# shown: docs/benchmarks.md run 55 measured 1.85 s after 5 s, and 2.64 s,
+# 107 ms and 117 ms after 25 s (on two vCPUs a queue either way).
 half_warmup_for() { [ "$warmup" = auto ] && echo $((25 + $1 / 1000)) || echo "$warmup"; }
 run_warmup=$(warmup_for 0)
 topic=scale

@@ -33,7 +33,8 @@
 # Then replication (--replication yes): one topic of one partition, 4
 # producers without keys (1 KiB, acks=all, idempotent), first on one
 # broker of one shard (replication factor 1), then on a cluster of three
-# brokers of one shard each (scripts/cluster.sh, replication factor 3):
+# brokers of one shard each (scripts/cluster.sh, replication factor 3),
+# each broker's cache (2 GiB) filled first:
 # MB/s, CPU-s per GB summed over the brokers, and each broker's share by
 # its role (the leader produces, the two followers fetch).
 # A figure of 0 is a run that acknowledged nothing in its window. A run
@@ -297,7 +298,13 @@ print(f'{label:<26} {mbps:9.0f} {per(sum(ticks)):>12} {each}')" \
             | tee -a "$out/scale.txt"
     }
     run_warmup=$(warmup_for 0)
+    # Each broker's cache filled first, as the partition rows do: a fresh
+    # broker's cache growth is mostly page zeroing (docs/benchmarks.md
+    # run 55). 2 GiB each: three default caches (a quarter of memory
+    # each) filled would take most of a small machine's memory.
+    export BROKER_LOG_CACHE_BYTES=$((2 << 30))
     BROKER_SHARDS=1 start_broker "$out/broker-single.log"
+    fill_cache "$bootstrap" scale-warm 1 >/dev/null
     "$bin/broker" topic create scale --partitions 1 --brokers "$bootstrap" >/dev/null
     roles=leader replicated_row rf1 "1 broker, rf 1" "$broker_pid"
     stop_broker
@@ -313,6 +320,13 @@ print(f'{label:<26} {mbps:9.0f} {per(sum(ticks)):>12} {each}')" \
         sleep 0.1
     done
     [ -n "$leader" ] || { echo "no leader for the replicated topic" >&2; exit 1; }
+    # Filled through the leader of a replicated topic of its own: the
+    # followers' caches fill as they copy it (scripts/cluster.sh: broker
+    # N's HTTP listener is on port 18080+N).
+    "$bin/broker" topic create scale-warm --partitions 1 --replication-factor 3 \
+        --brokers "$bootstrap" >/dev/null
+    http=127.0.0.1:$((18080 + leader))
+    fill_cache "$bootstrap" scale-warm 1 >/dev/null
     pids=() roles=""
     for i in 1 2 3; do
         pids+=("$(cat "$cluster_dir/$i/pid")")

@@ -103,6 +103,26 @@ pub struct ShardMetrics {
     pub consumer_group_assignment: Histogram,
     /// Tiered storage's uploads and remote reads.
     pub tiered: TieredCounters,
+    /// What this shard's follower fetchers copy, and where their time goes.
+    pub follower: FollowerCounters,
+}
+
+/// A shard's follower fetchers: one round is a fetch, then for each
+/// partition an append and (topics counting fdatasync'd copies only) an
+/// fdatasync before the next fetch reports the new log end, so the three
+/// times say what bounds a follower's copy.
+#[derive(Debug, Default)]
+pub struct FollowerCounters {
+    /// Fetches sent to leaders.
+    pub fetches: AtomicU64,
+    /// Record bytes fetched and appended (batches already held left out).
+    pub appended_bytes: AtomicU64,
+    /// Each fetch's round trip, the leader's wait for new data included.
+    pub fetch_latency: Histogram,
+    /// Each partition's append of what one fetch brought.
+    pub append_latency: Histogram,
+    /// Each fdatasync of a followed partition after its append.
+    pub flush_latency: Histogram,
 }
 
 /// Tiered storage on one shard (docs/tiered-storage.md).
@@ -162,6 +182,7 @@ impl Default for ShardMetrics {
             transactions_aborted: AtomicU64::new(0),
             consumer_group_assignment: Histogram::default(),
             tiered: TieredCounters::default(),
+            follower: FollowerCounters::default(),
         }
     }
 }

@@ -91,6 +91,7 @@ fn a_consumer_naming_a_followers_rack_reads_from_that_follower() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
+    followers_counted_their_copy(&cluster, leader);
     let follower = (1..=3).find(|b| *b != leader).unwrap();
     let before = counter(
         cluster.node(follower).http,
@@ -135,6 +136,30 @@ fn a_consumer_naming_a_followers_rack_reads_from_that_follower() {
         leader_served, 0,
         "the leader is no follower of its own partition"
     );
+}
+
+/// Each follower of the "near" partition counted its copy of the 1,000
+/// values (8,890 bytes of them, record framing not counted) and timed its
+/// fetches and fdatasyncs (the topic counts fdatasync'd copies only).
+fn followers_counted_their_copy(cluster: &Cluster, leader: i32) {
+    for follower in (1..=3).filter(|b| *b != leader) {
+        let http = cluster.node(follower).http;
+        let bytes = counter(http, "replica_fetched_bytes_total");
+        let fetches = counter(http, "replica_fetches_total");
+        let timed_fetches = counter(http, "replica_fetch_seconds_count");
+        let flushes = counter(http, "replica_flush_seconds_count");
+        let appends = counter(http, "replica_append_seconds_count");
+        println!("follower {follower}: {fetches} fetches, {bytes} bytes, {appends} appends, {flushes} fdatasyncs");
+        assert!(bytes >= 8890, "follower {follower} counted {bytes} bytes");
+        assert!(
+            fetches > 0 && timed_fetches >= fetches,
+            "{fetches} {timed_fetches}"
+        );
+        assert!(
+            appends > 0 && flushes > 0,
+            "{appends} appends, {flushes} fdatasyncs"
+        );
+    }
 }
 
 #[test]

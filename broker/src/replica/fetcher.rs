@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -406,7 +407,11 @@ async fn fetch(
         glommio::timer::sleep(IDLE).await;
         return Ok(());
     };
+    let asked_at = std::time::Instant::now();
     let response = connection.call(&request, FETCH_VERSION).await?;
+    let counters = &shard.metrics.follower;
+    counters.fetches.fetch_add(1, Ordering::Relaxed);
+    counters.fetch_latency.observe(asked_at.elapsed());
     let mut backed_off = false;
     for topic in &response.responses {
         for data in &topic.partitions {
@@ -571,7 +576,11 @@ async fn take_fetched(
     {
         return Ok(()); // its role changed while the fetch was out
     }
-    append_batches(partition, &records).await?;
+    let counters = &shard.metrics.follower;
+    let appending = std::time::Instant::now();
+    let appended = append_batches(partition, &records).await?;
+    counters.append_latency.observe(appending.elapsed());
+    (counters.appended_bytes).fetch_add(appended as u64, Ordering::Relaxed);
     let log = &partition.log;
     let fsync = shard
         .cluster
@@ -582,7 +591,9 @@ async fn take_fetched(
         .get(&key.topic)
         .is_none_or(|t| t.config.fsync_before_ack);
     if fsync && log.flushed() < log.log_end() {
+        let flushing = std::time::Instant::now();
         log.flush().await?;
+        counters.flush_latency.observe(flushing.elapsed());
     }
     let high_watermark = Offset(data.high_watermark).min(log.log_end());
     if high_watermark > log.high_watermark() {
@@ -628,17 +639,19 @@ fn throttle_if_added(shard: &Partitions, partitions: &FollowedMap, key: Partitio
 
 /// Appends the whole batches of a fetch response at their offsets (a
 /// partial batch at its end is left for the next fetch); a batch already
-/// held (below the log end) is skipped.
-async fn append_batches(partition: &OpenPartition, records: &Bytes) -> Result<(), RoundError> {
+/// held (below the log end) is skipped. Returns the bytes appended.
+async fn append_batches(partition: &OpenPartition, records: &Bytes) -> Result<usize, RoundError> {
     let batches = storage::batch::split_stored(records, BATCH_BYTES_CAP)
         .map_err(storage::StorageError::from)?;
+    let mut appended = 0;
     for (header, batch) in batches {
         if header.base_offset >= partition.log.log_end() {
+            appended += batch.len();
             partition
                 .log
                 .append_replica(BytesMut::from(&batch[..]))
                 .await?;
         }
     }
-    Ok(())
+    Ok(appended)
 }

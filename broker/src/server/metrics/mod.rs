@@ -9,6 +9,7 @@
 //! under-replicated partitions from the metadata, disk use from the file
 //! system.
 
+mod follower;
 mod lag;
 mod share;
 mod tiered;
@@ -140,6 +141,7 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     lag::render(&mut page, &lags);
     partitions_led(&mut page, cluster, &ends);
     replication(&mut page, cluster, all);
+    follower::render(&mut page, all);
     if let Some(pct) = disk_used_pct(&cluster.config.data_dir) {
         page.gauge(
             "broker_disk_used_pct",

@@ -322,11 +322,14 @@ print(f'{label:<26} {mbps:9.0f} {per(sum(ticks)):>12} {each}')" \
     [ -n "$leader" ] || { echo "no leader for the replicated topic" >&2; exit 1; }
     # Filled through the leader of a replicated topic of its own: the
     # followers' caches fill as they copy it (scripts/cluster.sh: broker
-    # N's HTTP listener is on port 18080+N).
+    # N's HTTP listener is on port 18080+N), with acks=all and until they
+    # stop copying: a fill with acks=1 left them copying a backlog of
+    # gigabytes through the measured window (docs/benchmarks.md run 56).
     "$bin/broker" topic create scale-warm --partitions 1 --replication-factor 3 \
         --brokers "$bootstrap" >/dev/null
     http=127.0.0.1:$((18080 + leader))
-    fill_cache "$bootstrap" scale-warm 1 >/dev/null
+    fill_cache "$bootstrap" scale-warm 1 all >/dev/null
+    replicas_quiet 127.0.0.1:18081 127.0.0.1:18082 127.0.0.1:18083
     pids=() roles=""
     for i in 1 2 3; do
         pids+=("$(cat "$cluster_dir/$i/pid")")

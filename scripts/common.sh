@@ -58,8 +58,9 @@ busiest_shard() {
 # which the first workloads would pay and the later ones not. So
 # benchmarks fill it first (not measured) to three quarters of its budget
 # with 1 KiB messages to TOPIC, which they keep, so its memory is recycled
-# rather than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS, with
-# $http set. (The first workload after it still pays about 0.4 CPU-s per
+# rather than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS [ACKS],
+# with $http set (ACKS 1 by default; a replicated topic fills with all,
+# or its followers are still copying the fill when the measuring starts). (The first workload after it still pays about 0.4 CPU-s per
 # GB more than the next, as the partitions it writes take their shard's
 # cache over: docs/benchmarks.md run 30.)
 fill_cache() {
@@ -68,7 +69,20 @@ fill_cache() {
     for _ in $(seq 40); do
         [ "$(metric log_cache_bytes)" -ge $((limit * 3 / 4)) ] && break
         target/release/loadgen produce --bootstrap "$1" --topic "$2" --partitions "$3" --producers "$3" \
-            --message-bytes 1024 --batch-bytes 1048576 --linger-ms 5 --acks 1 --duration 5 --warmup 0 >/dev/null
+            --message-bytes 1024 --batch-bytes 1048576 --linger-ms 5 --acks "${4:-1}" --duration 5 --warmup 0 >/dev/null
     done
     echo "cache: $(( $(metric log_cache_bytes) >> 20 )) MiB of $((limit >> 20)) MiB"
+}
+
+# Waits (60 s at most) until no follower of the brokers whose HTTP
+# listeners are given copies anything for 2 s: replicas_quiet HOST:PORT...
+replicas_quiet() {
+    local before="" now="" i
+    for i in $(seq 30); do
+        now="$(for h in "$@"; do http="$h" metric replica_fetched_bytes_total; done | tr '\n' ' ')"
+        [ "$now" = "$before" ] && return 0
+        before="$now"
+        sleep 2
+    done
+    echo "followers still copying after 60 s: $now" >&2
 }

@@ -117,9 +117,10 @@ pub struct FollowerCounters {
     pub fetches: AtomicU64,
     /// Record bytes fetched and appended (batches already held left out).
     pub appended_bytes: AtomicU64,
-    /// Each fetch's round trip, the leader's wait for new data included.
+    /// The round trip of each fetch that brought records (one that
+    /// brought none is the leader's wait for new data).
     pub fetch_latency: Histogram,
-    /// Each partition's append of what one fetch brought.
+    /// Each partition's append of the records one fetch brought.
     pub append_latency: Histogram,
     /// Each fdatasync of a followed partition after its append.
     pub flush_latency: Histogram,

@@ -411,7 +411,15 @@ async fn fetch(
     let response = connection.call(&request, FETCH_VERSION).await?;
     let counters = &shard.metrics.follower;
     counters.fetches.fetch_add(1, Ordering::Relaxed);
-    counters.fetch_latency.observe(asked_at.elapsed());
+    // Timed only when it brought records: an empty one is the leader's
+    // wait for new data (up to replica_fetch_wait_max_ms), which would
+    // hide the round trip of those that copy.
+    let brought_records = (response.responses.iter())
+        .flat_map(|topic| &topic.partitions)
+        .any(|data| data.records.as_ref().is_some_and(|r| !r.is_empty()));
+    if brought_records {
+        counters.fetch_latency.observe(asked_at.elapsed());
+    }
     let mut backed_off = false;
     for topic in &response.responses {
         for data in &topic.partitions {
@@ -579,8 +587,10 @@ async fn take_fetched(
     let counters = &shard.metrics.follower;
     let appending = std::time::Instant::now();
     let appended = append_batches(partition, &records).await?;
-    counters.append_latency.observe(appending.elapsed());
-    (counters.appended_bytes).fetch_add(appended as u64, Ordering::Relaxed);
+    if appended > 0 {
+        counters.append_latency.observe(appending.elapsed());
+        (counters.appended_bytes).fetch_add(appended as u64, Ordering::Relaxed);
+    }
     let log = &partition.log;
     let fsync = shard
         .cluster

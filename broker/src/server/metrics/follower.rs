@@ -17,12 +17,12 @@ type Timing = (
 const TIMINGS: [Timing; 3] = [
     (
         "replica_fetch_seconds",
-        "each follower fetch's round trip to its leader, the leader's wait for new data included",
+        "the round trip to its leader of each follower fetch that brought records (one that brought none is the leader's wait for new data)",
         |f| &f.fetch_latency,
     ),
     (
         "replica_append_seconds",
-        "each followed partition's append of what one fetch brought",
+        "each followed partition's append of the records one fetch brought",
         |f| &f.append_latency,
     ),
     (

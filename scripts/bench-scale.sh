@@ -104,15 +104,17 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
 client_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -1; }
 rss_mib() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$broker_pid/status"; }
 free_kib() { df --output=avail -k "$data_root" | tail -1; }
-# The warm-up for a run on N partitions: --warmup, or by default 5 s and
+# The warm-up for a run on N partitions: --warmup, or by default 30 s
+# (the cache's change from the fill's batches to the row's: run 56) and
 # 1 s more per 1,000 partitions (their first writes: 10,000 partitions
 # had all reserved their first MiB within 10 s on a virtual disk).
 warmup_for() { [ "$warmup" = auto ] && echo $((30 + $1 / 1000)) || echo "$warmup"; }
 # The half-rate run's: 25 s plus 1 s per 1,000 partitions by default
 # (after the flat-out run, its cache past the change), so that it is
-# measured away from the flat-out run's wake. Whether that wake moved its p99 was not
-# shown: docs/benchmarks.md run 55 measured 1.85 s after 5 s, and 2.64 s,
-# 107 ms and 117 ms after 25 s (on two vCPUs a queue either way).
+# measured away from the flat-out run's wake. Whether that wake moved
+# its p99 was not shown: docs/benchmarks.md run 55 measured 1.85 s
+# after 5 s, and 2.64 s, 107 ms and 117 ms after 25 s (on two vCPUs a
+# queue either way).
 half_warmup_for() { [ "$warmup" = auto ] && echo $((25 + $1 / 1000)) || echo "$warmup"; }
 run_warmup=$(warmup_for 0)
 topic=scale

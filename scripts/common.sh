@@ -60,7 +60,8 @@ busiest_shard() {
 # with 1 KiB messages to TOPIC, which they keep, so its memory is recycled
 # rather than given back: fill_cache BOOTSTRAP TOPIC PARTITIONS [ACKS],
 # with $http set (ACKS 1 by default; a replicated topic fills with all,
-# or its followers are still copying the fill when the measuring starts). (The first workload after it still pays about 0.4 CPU-s per
+# or its followers are still copying the fill when the measuring
+# starts). (The first workload after it still pays about 0.4 CPU-s per
 # GB more than the next, as the partitions it writes take their shard's
 # cache over: docs/benchmarks.md run 30.)
 fill_cache() {
@@ -74,12 +75,14 @@ fill_cache() {
     echo "cache: $(( $(metric log_cache_bytes) >> 20 )) MiB of $((limit >> 20)) MiB"
 }
 
-# Waits (60 s at most) until no follower of the brokers whose HTTP
+# Waits (about 60 s at most) until no follower of the brokers whose HTTP
 # listeners are given copies anything for 2 s: replicas_quiet HOST:PORT...
+# A broker that does not answer makes the script fail.
 replicas_quiet() {
-    local before="" now="" i
-    for i in $(seq 30); do
-        now="$(for h in "$@"; do http="$h" metric replica_fetched_bytes_total; done | tr '\n' ' ')"
+    local before="none yet" now="" h _
+    for _ in $(seq 30); do
+        now=""
+        for h in "$@"; do now+="$(http="$h" metric replica_fetched_bytes_total) "; done
         [ "$now" = "$before" ] && return 0
         before="$now"
         sleep 2

@@ -22,6 +22,8 @@
 #     request is built and the request's round trip, and the CPUs the
 #     broker and loadgen used (a line below the row: on a small machine
 #     the two share the cores);
+#   - then idle: the broker's CPU over 10 s with the half-rate topic's
+#     partitions open and nothing sent (5 s after the run);
 #   - the broker's resident memory (its log cache is filled first, to
 #     three quarters of its budget, a quarter of the machine's memory,
 #     with another topic, as bench.sh does) and open files.
@@ -240,6 +242,11 @@ print(f'  half rate p99 split: {p99(\"produce_queued_us\")} in the producer, {p9
       f' CPUs used: broker {cores(sys.argv[2])}, loadgen {cores(sys.argv[3])}')" \
             "$out/half-$n.json" "$cpu_half" "$client_cpu_half" "$seconds" | tee -a "$out/scale.txt"
     fi
+    # What the partitions cost once nothing is sent: the half-rate
+    # topic's N partitions stay open, every one written.
+    sleep 5
+    c0=$(cpu_ticks); sleep 10; c1=$(cpu_ticks)
+    echo "  idle after the runs, the $n partitions open: broker $(((c1 - c0) * 1000 / tick / 10)) ms of CPU a second" | tee -a "$out/scale.txt"
     stop_broker
 done
 if [ "$active" -gt 0 ]; then

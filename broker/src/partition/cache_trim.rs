@@ -27,18 +27,27 @@ pub const HIGH_WATER: usize = 90;
 /// ...and the fill it evicts down to.
 pub const LOW_WATER: usize = 80;
 
-/// A read-ahead window whose reader has not read for this many passes
-/// (5 s) is dropped with the chunks it holds: read-ahead memory is not
+/// Read-ahead windows age once every this many passes (1 s): aging
+/// visits every open partition, and at 10,000 partitions doing it each
+/// pass was a third of an idle broker's CPU (docs/benchmarks.md run 58).
+const READ_AHEAD_AGE_EVERY_PASSES: u32 = 10;
+
+/// A read-ahead window whose reader has not read for this many ages
+/// (5-6 s) is dropped with the chunks it holds: read-ahead memory is not
 /// counted in the share, so it must not outlive its reader.
-const READ_AHEAD_IDLE_PASSES: u32 = 50;
+const READ_AHEAD_IDLE_AGES: u32 = 5;
 
 /// Runs for as long as the shard does.
 pub async fn run(partitions: Rc<Partitions>) {
+    let mut passes = 0u32;
     loop {
         glommio::timer::sleep(TRIM_INTERVAL).await;
         trim(&partitions.table);
-        for (_, partition) in partitions.table.open_partitions() {
-            partition.log.age_read_ahead(READ_AHEAD_IDLE_PASSES);
+        passes = passes.wrapping_add(1);
+        if passes % READ_AHEAD_AGE_EVERY_PASSES == 0 {
+            partitions.table.for_each_open(|_, partition| {
+                partition.log.age_read_ahead(READ_AHEAD_IDLE_AGES);
+            });
         }
         storage::io::home_bound::free_returned();
     }

@@ -26,13 +26,14 @@ pub mod tiered;
 pub mod txn_verify;
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use storage::CacheShare;
 
-use crate::cluster::routing::Route;
+use crate::cluster::routing::{PartitionKey, Route};
 use crate::cluster::Cluster;
 use crate::counters::ShardMetrics;
 use crate::kafka::Code;
@@ -69,6 +70,12 @@ pub struct Partitions {
     pub share_sessions: RefCell<Sessions>,
     /// The object store of tiered topics, None when `remote_store = none`.
     pub tiering: Option<Rc<Tiering>>,
+    /// The partitions given a leadership with followers here: the ones
+    /// `replica::isr_loop` looks at, so that its 10 passes a second
+    /// cost nothing for the partitions without followers. Added to when a
+    /// role is given, dropped by the loop once no longer such a
+    /// leadership (a leadership gets its followers only when given).
+    pub led_with_followers: RefCell<HashSet<PartitionKey>>,
     peers: Sharded<Partitions>,
 }
 
@@ -108,6 +115,7 @@ impl Partitions {
             share_states: ShareStates::default(),
             share_sessions: RefCell::new(Sessions::new(sessions_per_shard)),
             tiering,
+            led_with_followers: RefCell::new(HashSet::new()),
             peers: Sharded::new(index, this.clone(), mesh),
         })
     }

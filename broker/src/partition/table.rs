@@ -320,6 +320,14 @@ impl PartitionTable {
             .collect()
     }
 
+    /// Calls `visit` with each open partition, without collecting them
+    /// first (`visit` must not open or close partitions).
+    pub fn for_each_open(&self, mut visit: impl FnMut(PartitionKey, &OpenPartition)) {
+        for (key, partition) in self.open.borrow().iter() {
+            visit(*key, partition);
+        }
+    }
+
     /// Drops the partitions of topics that no longer exist (their waiting
     /// fetchers see the topic gone on their next look).
     pub fn forget_deleted(&self, metadata: &Metadata) {

@@ -115,6 +115,9 @@ async fn give_roles(
         delay_new_leadership(partitions, &partition, &meta).await;
         let _no_replica_write = partition.replica_writes.lock().await;
         assign_role(partitions, &partition, &topic, &meta);
+        if leads_with_followers(&partition) {
+            partitions.led_with_followers.borrow_mut().insert(key);
+        }
         if let (Some(leader), true) = (meta.leader, meta.leader != Some(me)) {
             following.push(Following {
                 leader,
@@ -338,12 +341,33 @@ pub async fn isr_loop(partitions: Rc<Partitions>) {
     loop {
         glommio::timer::sleep(ISR_CHECK_EVERY).await;
         let now = monotonic_ms();
-        for (key, partition) in partitions.table.open_partitions() {
+        let keys: Vec<PartitionKey> = partitions
+            .led_with_followers
+            .borrow()
+            .iter()
+            .copied()
+            .collect();
+        for key in keys {
+            let led = partitions
+                .table
+                .get_open(key)
+                .filter(|p| leads_with_followers(p));
+            let Some(partition) = led else {
+                // Closed, moved, following or led alone now: a leadership
+                // given later adds it again.
+                partitions.led_with_followers.borrow_mut().remove(&key);
+                continue;
+            };
             if let Some(request) = isr_change_to_ask(&partitions, key, &partition, now) {
                 glommio::spawn_local(ask_isr_change(partitions.clone(), key, request)).detach();
             }
         }
     }
+}
+
+/// Whether this broker leads `partition` with followers.
+fn leads_with_followers(partition: &OpenPartition) -> bool {
+    matches!(&*partition.role.borrow(), Role::Leader(leading) if leading.replicated)
 }
 
 /// The ISR change a leadership asks for now, marked in flight; None when

@@ -131,7 +131,7 @@ impl<FS: FileSystem> Log<FS> {
     /// Ages every read-ahead window by one and drops those whose reader has
     /// not read for more than `idle_max` ages, with the chunks (memory) and
     /// the file they hold; the last chunk read goes too once no window is
-    /// left. The caller ages at a steady pace (the broker: every 100 ms).
+    /// left. The caller ages at a steady pace (the broker: once a second).
     /// Returns the windows dropped.
     pub fn age_read_ahead(&self, idle_max: u32) -> usize {
         let mut st = self.st();

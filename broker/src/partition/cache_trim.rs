@@ -7,7 +7,7 @@
 //! is squeezed. This pass, while the share is above [`HIGH_WATER`] of its
 //! limit, evicts the batches the shard cached longest ago, from whichever
 //! partitions hold them, until it is below [`LOW_WATER`]: what a page
-//! cache would do for a broker reading through one. The same pass drops
+//! cache would do for a broker reading through one. Every 10th pass drops
 //! read-ahead windows whose readers went away, and frees the shard's disk
 //! reads that other shards sent and let go (storage's `home_bound`).
 
@@ -28,8 +28,9 @@ pub const HIGH_WATER: usize = 90;
 pub const LOW_WATER: usize = 80;
 
 /// Read-ahead windows age once every this many passes (1 s): aging
-/// visits every open partition, and at 10,000 partitions doing it each
-/// pass was a third of an idle broker's CPU (docs/benchmarks.md run 58).
+/// visits every open partition, and at 10,000 partitions aging each pass
+/// and the ISR loop's visits were about half an idle broker's CPU
+/// (docs/benchmarks.md run 58).
 const READ_AHEAD_AGE_EVERY_PASSES: u32 = 10;
 
 /// A read-ahead window whose reader has not read for this many ages
@@ -44,7 +45,7 @@ pub async fn run(partitions: Rc<Partitions>) {
         glommio::timer::sleep(TRIM_INTERVAL).await;
         trim(&partitions.table);
         passes = passes.wrapping_add(1);
-        if passes % READ_AHEAD_AGE_EVERY_PASSES == 0 {
+        if passes.is_multiple_of(READ_AHEAD_AGE_EVERY_PASSES) {
             partitions.table.for_each_open(|_, partition| {
                 partition.log.age_read_ahead(READ_AHEAD_IDLE_AGES);
             });

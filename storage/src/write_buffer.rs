@@ -6,6 +6,14 @@
 //! flush rewrites that block with the new bytes after it. Rewriting is safe
 //! even if the write tears: the old and new contents agree on the bytes
 //! that were already durable, so any mix of old and new sectors keeps them.
+//!
+//! The carried block is a chunk of its own, so a flush writes it apart from
+//! the new blocks after it. The file system sees two plain overwrites: one
+//! of a block already written, one of reserved (unwritten) blocks. A single
+//! write spanning both is not an overwrite to ext4, which then wants the
+//! inode's exclusive lock; under io_uring's non-blocking attempt that is
+//! refused, and the write goes to a kernel worker thread (traced in
+//! docs/benchmarks.md, run 59).
 
 use crate::io::{align_down, align_up, AlignedBuf, BLOCK_BYTES};
 use crate::streaming_copy;
@@ -78,6 +86,8 @@ impl<B: AlignedBuf> WriteBuffer<B> {
             chunk_max_bytes,
         };
         if !tail.is_empty() {
+            // One block: appends fill it up, then go to chunks of their own.
+            buffer.chunks.push((alloc(BLOCK_BYTES), 0));
             buffer.copy_in(tail, &alloc);
         }
         buffer
@@ -227,5 +237,33 @@ mod tests {
         apply(&mut disk, buffer.take(alloc).unwrap());
         assert_eq!(&disk[..5000], &existing[..]);
         assert_eq!(&disk[5000..], b"more");
+    }
+
+    #[test]
+    fn the_rewritten_block_is_a_write_apart_from_the_new_blocks() {
+        let existing = vec![1u8; 5000];
+        let mut buffer = WriteBuffer::new(5000, &existing[4096..], 64 * 1024, alloc);
+        buffer.push(&[2u8; 10_000], alloc);
+        let pending = buffer.take(alloc).unwrap();
+        let spans: Vec<(u64, usize)> = pending
+            .chunks
+            .iter()
+            .map(|w| (w.position, w.buf.len()))
+            .collect();
+        assert_eq!(spans, [(4096, 4096), (8192, 8192)]);
+
+        // The next flush starts mid-block again: the carried block alone first.
+        buffer.push(&[3u8; 100], alloc);
+        let pending = buffer.take(alloc).unwrap();
+        let spans: Vec<(u64, usize)> = pending
+            .chunks
+            .iter()
+            .map(|w| (w.position, w.buf.len()))
+            .collect();
+        assert_eq!(
+            spans,
+            [(12_288, 4096)],
+            "100 bytes fit in the carried block"
+        );
     }
 }

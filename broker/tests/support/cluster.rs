@@ -242,13 +242,46 @@ impl Cluster {
         cluster
     }
 
-    /// Starts every broker and waits until all are registered.
+    /// Starts every broker and waits until all are registered and the
+    /// metadata counts them live.
     pub fn start(&mut self) {
         for id in 1..=self.size() {
             self.spawn(id);
         }
         for id in 1..=self.size() {
             self.wait_listening(id, 0);
+        }
+        self.wait_unfenced();
+    }
+
+    /// Waits (at most 30 s, then goes on) until `cluster status` lists
+    /// every broker; at once if the CLI cannot ask this cluster. A broker logs that it listens once registered, but
+    /// the controller counts it live (unfenced) only after its first
+    /// heartbeat: a topic created in between with one replica per broker
+    /// is refused (INVALID_REPLICATION_FACTOR), rightly. The listing is a
+    /// broker's view of committed metadata, which the controller has
+    /// applied already.
+    fn wait_unfenced(&self) {
+        let started = Instant::now();
+        let ids = self.brokers();
+        if ids.is_empty() {
+            return;
+        }
+        loop {
+            let status = self.cli(&["cluster", "status"]);
+            if !status.status.success() {
+                return; // a cluster the plain CLI cannot ask (TLS, SASL)
+            }
+            let text = String::from_utf8_lossy(&status.stdout);
+            let listed = |id: &i32| text.contains(&format!("  broker {id} at "));
+            if ids.iter().all(listed) {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                eprintln!("not every broker of {ids:?} is live after 30 s:\n{text}");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

@@ -12,13 +12,15 @@
 //! of a block already written, one of reserved (unwritten) blocks. A single
 //! write spanning both is not an overwrite to ext4, which then wants the
 //! inode's exclusive lock; under io_uring's non-blocking attempt that is
-//! refused, and the write goes to a kernel worker thread (traced in
-//! docs/benchmarks.md, run 59).
+//! refused, and the write goes to a kernel worker thread (the punted
+//! writes are traced in docs/benchmarks.md, run 59; ext4's reason is
+//! inferred from its checks).
 
 use crate::io::{align_down, align_up, AlignedBuf, BLOCK_BYTES};
 use crate::streaming_copy;
 
-/// The smallest chunk allocated, so small appends do not each get a write.
+/// The smallest chunk allocated (but for the one block carrying a partial
+/// block), so small appends do not each get a write.
 const CHUNK_MIN_BYTES: usize = 16 * 1024;
 
 /// One direct write a flush issues.

@@ -255,23 +255,31 @@ impl Cluster {
     }
 
     /// Waits (at most 30 s, then goes on) until `cluster status` lists
-    /// every broker; at once if the CLI cannot ask this cluster. A broker logs that it listens once registered, but
-    /// the controller counts it live (unfenced) only after its first
-    /// heartbeat: a topic created in between with one replica per broker
-    /// is refused (INVALID_REPLICATION_FACTOR), rightly. The listing is a
-    /// broker's view of committed metadata, which the controller has
-    /// applied already.
+    /// every broker; goes on after five failures in a row (a cluster the
+    /// plain CLI cannot ask: TLS, SASL). A broker logs that it listens
+    /// once registered, but the controller counts it live (unfenced) only
+    /// after its first heartbeat: a topic created in between with one
+    /// replica per broker is refused (INVALID_REPLICATION_FACTOR),
+    /// rightly. The listing is a broker's view of committed metadata,
+    /// which the controller has applied already.
     fn wait_unfenced(&self) {
         let started = Instant::now();
         let ids = self.brokers();
+        let mut failures = 0;
         if ids.is_empty() {
             return;
         }
         loop {
             let status = self.cli(&["cluster", "status"]);
             if !status.status.success() {
-                return; // a cluster the plain CLI cannot ask (TLS, SASL)
+                failures += 1;
+                if failures == 5 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
             }
+            failures = 0;
             let text = String::from_utf8_lossy(&status.stdout);
             let listed = |id: &i32| text.contains(&format!("  broker {id} at "));
             if ids.iter().all(listed) {

@@ -241,29 +241,28 @@ mod tests {
         assert_eq!(&disk[5000..], b"more");
     }
 
+    /// Each write of a flush: its file position and length.
+    fn spans(pending: &PendingWrite<Vec<u8>>) -> Vec<(u64, usize)> {
+        pending
+            .chunks
+            .iter()
+            .map(|w| (w.position, w.buf.len()))
+            .collect()
+    }
+
     #[test]
     fn the_rewritten_block_is_a_write_apart_from_the_new_blocks() {
         let existing = vec![1u8; 5000];
         let mut buffer = WriteBuffer::new(5000, &existing[4096..], 64 * 1024, alloc);
         buffer.push(&[2u8; 10_000], alloc);
         let pending = buffer.take(alloc).unwrap();
-        let spans: Vec<(u64, usize)> = pending
-            .chunks
-            .iter()
-            .map(|w| (w.position, w.buf.len()))
-            .collect();
-        assert_eq!(spans, [(4096, 4096), (8192, 8192)]);
+        assert_eq!(spans(&pending), [(4096, 4096), (8192, 8192)]);
 
         // The next flush starts mid-block again: the carried block alone first.
         buffer.push(&[3u8; 100], alloc);
         let pending = buffer.take(alloc).unwrap();
-        let spans: Vec<(u64, usize)> = pending
-            .chunks
-            .iter()
-            .map(|w| (w.position, w.buf.len()))
-            .collect();
         assert_eq!(
-            spans,
+            spans(&pending),
             [(12_288, 4096)],
             "100 bytes fit in the carried block"
         );

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use client::cluster::Cluster as ClientCluster;
 use client::producer::Producer;
-use support::cluster::{create_topic_once_registered, Cluster};
+use support::cluster::Cluster;
 use support::consumer_member::Member;
 use support::on_glommio;
 
@@ -44,7 +44,7 @@ fn consumer_group_members_keep_their_partitions_and_offsets_when_the_coordinator
     let first = any(0);
     on_glommio(async move {
         let client = ClientCluster::new(first, "failover");
-        create_topic_once_registered(&client, "jobs", 6, 3).await;
+        client.create_topic("jobs", 6, 3, &[]).await.unwrap();
         let producer = Producer::new(client, Default::default());
         let mut acks = Vec::new();
         for i in 0..600u32 {

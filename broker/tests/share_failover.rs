@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     GroupId, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use support::cluster::{coordinator_of_group, create_topic_once_registered, Cluster};
+use support::cluster::{coordinator_of_group, Cluster};
 use support::on_glommio;
 
 const SETTINGS: [(&str, &str); 3] = [
@@ -223,7 +223,7 @@ fn share_group_acknowledgements_survive_leader_and_coordinator_failovers() {
     let first = live(&cluster)[0].1;
     let topic = on_glommio(async move {
         let client = ClientCluster::new(first, "share-failover");
-        create_topic_once_registered(&client, "jobs", 1, 3).await;
+        client.create_topic("jobs", 1, 3, &[]).await.unwrap();
         client.topic_info("jobs", true).await.unwrap().id
     });
     let eventually = |what: &str, call: &mut dyn FnMut() -> Result<i32, String>| {

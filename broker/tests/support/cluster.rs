@@ -641,30 +641,3 @@ pub fn gauge(http: SocketAddr, name: &str) -> f64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
 }
-
-/// Creates topic `name` through `client` once the controller counts
-/// `replicas` live brokers: a broker that listens may not have
-/// registered yet, and the controller refuses a replication factor above
-/// the brokers it knows live (INVALID_REPLICATION_FACTOR, as Kafka does).
-/// Any other error, or still too few brokers after 30 s, fails the test.
-pub async fn create_topic_once_registered(
-    client: &client::cluster::Cluster,
-    name: &str,
-    partitions: i32,
-    replicas: i16,
-) {
-    const INVALID_REPLICATION_FACTOR: i16 = 38;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match client.create_topic(name, partitions, replicas, &[]).await {
-            Ok(()) => return,
-            Err(client::connection::ClientError::Refused(INVALID_REPLICATION_FACTOR, why))
-                if Instant::now() < deadline =>
-            {
-                eprintln!("creating {name}: {why}; trying again");
-                glommio::timer::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("creating {name}: {e:?}"),
-        }
-    }
-}

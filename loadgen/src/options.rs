@@ -90,6 +90,9 @@ pub struct Options {
     pub compression: Compression,
     /// Messages per second over all producers (None: as fast as possible).
     pub rate: Option<u64>,
+    /// A paced producer due more often than this sends on this tick what is
+    /// due by then (one timer wake per tick, not per message).
+    pub pacing_tick: Duration,
     /// How long to measure (after the warm-up).
     pub duration: Duration,
     /// Stop after this many messages per producer (consume: per consumer)
@@ -304,11 +307,19 @@ pub struct Flags {
     #[arg(long, default_value = "none")]
     compression: Codec,
     /// Messages per second over all producers (0: as fast as possible).
-    /// A producer due more than 1,000 a second sends on a 1 ms tick what
-    /// is due by then; latency counts from each message's intended time,
-    /// that wait included.
+    /// A producer due more often than --pacing-tick-us sends on that tick
+    /// what is due by then; latency counts from each message's intended
+    /// time, that wait included.
     #[arg(long, value_name = "MSGS_PER_S", default_value_t = 0)]
     rate: u64,
+    /// The paced producers' tick, in microseconds (50 to 1,000,000). A
+    /// message waits for its tick, up to this long, and its latency counts
+    /// the wait; a finer tick costs loadgen a timer wake per tick (run 55
+    /// in docs/benchmarks.md: 1 ms for throughput runs, 50 us for a
+    /// latency run that compares within a millisecond).
+    #[arg(long, value_name = "US", default_value_t = 1000)]
+    #[arg(value_parser = clap::value_parser!(u64).range(50..=1_000_000))]
+    pacing_tick_us: u64,
     /// Seconds to measure, after the warm-up (fractions allowed).
     #[arg(long, value_name = "S", default_value = "10")]
     #[arg(value_parser = seconds)]
@@ -388,6 +399,7 @@ impl Flags {
             compression: self.compression.compression(),
             // --rate 0: as fast as possible.
             rate: Some(self.rate).filter(|r| *r > 0),
+            pacing_tick: Duration::from_micros(self.pacing_tick_us),
             duration: self.duration,
             messages: self.messages,
             warmup: self.warmup,
@@ -655,6 +667,12 @@ mod tests {
             Some(Duration::from_millis(100))
         );
         assert_eq!(produce("").transaction, None, "off by default");
+        assert_eq!(produce("").pacing_tick, Duration::from_millis(1));
+        assert_eq!(
+            produce("--pacing-tick-us 50").pacing_tick,
+            Duration::from_micros(50)
+        );
+        assert!(parse(&args("produce --pacing-tick-us 49")).is_err());
         assert_eq!(produce("").transaction_version, 2);
         assert_eq!(produce("--transaction-version 1").transaction_version, 1);
         assert!(!produce("").read_committed);

@@ -25,26 +25,22 @@ const SENDS_PER_CLOCK_READ: u32 = 16;
 /// intended time.
 const EARLY_SEND_SLACK: Duration = Duration::from_micros(50);
 
-/// A paced producer whose messages are due more often than this wakes on
-/// this tick and sends every message then due: a timer per message cost
-/// loadgen 0.88 of this machine's two cores at 20,000 msgs/s over four
-/// producers, most of it in the runtime's sleeps and wakes, taken from the
-/// broker it measured. A message waits for its tick (up to this long),
-/// and its latency counts that wait: it counts from the intended time.
-const PACING_TICK: Duration = Duration::from_millis(1);
-
 /// When a paced producer that finds its next message due at `intended`
-/// wakes: then, or at the next tick after it if messages are due more
-/// often than ticks.
-fn wake_time(begin: Instant, period: Duration, intended: Instant) -> Instant {
-    if period >= PACING_TICK {
+/// wakes: then, or at the next `tick` after it if messages are due more
+/// often than ticks (`--pacing-tick-us`). A timer per message cost loadgen
+/// 0.88 of this machine's two cores at 20,000 msgs/s over four producers,
+/// most of it in the runtime's sleeps and wakes, taken from the broker it
+/// measured. A message waits for its tick (up to `tick`), and its latency
+/// counts that wait: it counts from the intended time.
+fn wake_time(begin: Instant, period: Duration, tick: Duration, intended: Instant) -> Instant {
+    if period >= tick {
         return intended;
     }
     let ticks = intended
         .saturating_duration_since(begin)
         .as_nanos()
-        .div_ceil(PACING_TICK.as_nanos());
-    begin + PACING_TICK * ticks as u32
+        .div_ceil(tick.as_nanos());
+    begin + tick * ticks as u32
 }
 
 /// What a producer worker did.
@@ -180,7 +176,8 @@ pub async fn run(
             None => now,
         };
         if let Some(period) = period.filter(|_| intended > now + EARLY_SEND_SLACK) {
-            glommio::timer::sleep(wake_time(begin, period, intended) - now).await;
+            let wake = wake_time(begin, period, options.pacing_tick, intended);
+            glommio::timer::sleep(wake - now).await;
         }
         if !window.try_acquire(size as u64).map_err(|e| e.to_string())? {
             window
@@ -332,13 +329,25 @@ mod tests {
         let begin = Instant::now();
         let (ms, us) = (Duration::from_millis, Duration::from_micros);
         // 5,000 a second: every 200 us, five to a tick, none early.
-        let period = us(200);
+        let (period, tick) = (us(200), ms(1));
         let cases = [(200, 1000), (800, 1000), (1000, 1000), (1200, 2000)];
         for (due, wakes) in cases {
-            let woken = wake_time(begin, period, begin + us(due));
+            let woken = wake_time(begin, period, tick, begin + us(due));
             assert_eq!(woken, begin + us(wakes), "due at {due} us");
         }
+        // A 50 us tick: the same messages wake on their own times (due
+        // less often than the tick), a faster producer's on the next 50 us.
+        let fine = us(50);
+        assert_eq!(
+            wake_time(begin, period, fine, begin + us(1200)),
+            begin + us(1200)
+        );
+        assert_eq!(
+            wake_time(begin, us(3), fine, begin + us(1201)),
+            begin + us(1250)
+        );
         // 500 a second: each on its own time.
-        assert_eq!(wake_time(begin, ms(2), begin + us(4300)), begin + us(4300));
+        let woken = wake_time(begin, ms(2), tick, begin + us(4300));
+        assert_eq!(woken, begin + us(4300));
     }
 }

@@ -14,8 +14,9 @@
 //! loadgen's producers do the same with their batches: with 10 s, its
 //! seconds under 200,000 msgs/s (or with none acknowledged) at 10
 //! partitions and 270,000 msgs/s went from 3-9 a run to 0-2 (four runs
-//! each, run 51). Kept 10 s, memory a
-//! burst took still goes back once the program is quieter.
+//! each, run 51). Kept 10 s, memory a burst took still goes back once the
+//! broker is quieter; loadgen, which runs for one measurement, keeps it
+//! all ([`NEVER_PURGE`], run 60).
 
 use std::os::raw::c_long;
 
@@ -27,13 +28,22 @@ const PURGE_DELAY_OPTION: libmimalloc_sys::mi_option_t = 15;
 /// How long freed memory stays with the program before it is returned.
 pub const PURGE_DELAY_MS: c_long = 10_000;
 
+/// The purge delay that never returns freed memory to the system.
+pub const NEVER_PURGE: c_long = -1;
+
 /// Sets the program's allocator options; call once at start, before any
 /// other thread. An operator's `MIMALLOC_PURGE_DELAY` (milliseconds; -1
 /// never returns memory), read by mimalloc before `main`, is kept.
 pub fn configure() {
+    configure_purge_delay(PURGE_DELAY_MS);
+}
+
+/// As [`configure`], with freed memory kept for `delay_ms` milliseconds
+/// ([`NEVER_PURGE`]: for as long as the program runs).
+pub fn configure_purge_delay(delay_ms: c_long) {
     // SAFETY: sets a process-wide option if the environment did not;
     // mimalloc reads it each time it purges.
-    unsafe { libmimalloc_sys::mi_option_set_default(PURGE_DELAY_OPTION, PURGE_DELAY_MS) };
+    unsafe { libmimalloc_sys::mi_option_set_default(PURGE_DELAY_OPTION, delay_ms) };
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod disk_ceiling;
 pub mod disk_floor;
 pub mod options;
 pub mod payload;
+pub mod prefault;
 pub mod produce;
 pub mod report;
 pub mod run;

@@ -18,7 +18,10 @@ use std::time::Duration;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    client::allocator::configure();
+    // loadgen keeps what it freed: memory handed back and faulted in again
+    // mid-run is CPU taken from the run, and on some VMs a stall of seconds
+    // (loadgen::prefault says why).
+    client::allocator::configure_purge_delay(client::allocator::NEVER_PURGE);
     // clap prints --help and --version to stdout and exits 0, and a mistake
     // to stderr with the usage, exiting 2.
     let options = match Cli::parse().command {

@@ -11,6 +11,7 @@ use client::connection::ClientError;
 use client::consumer::{list_offsets, StartAt};
 
 use crate::options::{Mode, Options};
+use crate::prefault;
 use crate::report::{Interval, Run};
 use crate::verify::{Tally, Verdict};
 use crate::{consume, produce};
@@ -136,6 +137,10 @@ pub fn run_load(options: Options) -> Result<Outcome, String> {
         options.duration.as_secs_f64(),
         options.warmup.as_secs_f64(),
     );
+    if produces && options.rate.is_some() {
+        let bytes = prefault::bytes_for(options.producers, options.max_in_flight_bytes);
+        prefault::touch(bytes);
+    }
     let (reports, received) = mpsc::channel::<Interval>();
     // Everyone starts together, a moment from now, and reports each second.
     let begin = Instant::now() + Duration::from_millis(300);

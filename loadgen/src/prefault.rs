@@ -49,6 +49,42 @@ pub fn touch(bytes: u64) {
 mod tests {
     use super::*;
 
+    // The unit tests' allocator is loadgen's (main.rs), so that what they
+    // measure of it holds for the program.
+    #[global_allocator]
+    static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+    /// This process's minor page faults so far.
+    fn minor_faults() -> i64 {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+        usage.ru_minflt
+    }
+
+    #[test]
+    fn memory_touched_first_is_reused_without_faulting_it_in_again() {
+        // As loadgen's main does (each test runs in a process of its own).
+        client::allocator::configure_purge_delay(client::allocator::NEVER_PURGE);
+        let bytes = 64 << 20;
+        let before = minor_faults();
+        touch(bytes);
+        let first = minor_faults() - before;
+        // A run's allocations: batches of various sizes, written whole.
+        let again = minor_faults();
+        let held: Vec<Vec<u8>> = (0..bytes / (256 << 10))
+            .map(|i| black_box(vec![i as u8; (256 << 10) - 64 * (i as usize % 7)]))
+            .collect();
+        let reused = minor_faults() - again;
+        drop(held);
+        // Touching 64 MiB faults at least once per 2 MiB page.
+        assert!(first >= 32, "touching faulted {first} times");
+        assert!(
+            reused * 10 <= first,
+            "{reused} faults reusing, {first} touching"
+        );
+    }
+
     #[test]
     fn twice_the_windows_up_to_the_cap() {
         assert_eq!(bytes_for(1, 64 << 20), 128 << 20);

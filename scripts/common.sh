@@ -59,8 +59,11 @@ busiest_shard() {
 # and the later ones not. So benchmarks fill it first (not measured) with
 # 1 KiB messages to TOPIC until it has been trimmed: its shards evict from
 # 90% of their share down to 80% (broker/src/partition/cache_trim.rs), so
-# two readings at 80% or more, 5 s of filling apart, mean it reached 90%
-# and its memory is recycled from then on. Three quarters was not enough:
+# two readings at 80% or more, 5 s of filling apart, mean it most likely
+# reached 90% (5 s of filling add more than 10% at the rates seen) and its
+# memory is recycled from then on. A reading below the one before counts
+# too: a trim, also when TOPIC's partitions cover only some of the shards
+# (the total cannot reach 80% then). Three quarters was not enough:
 # a later workload grew it to 90% with fresh pages, 1.7-2.6 s of stalls
 # in C's first seconds on such a VM (docs/benchmarks.md run 60).
 # fill_cache BOOTSTRAP TOPIC PARTITIONS [ACKS], with $http set (ACKS 1 by
@@ -69,13 +72,15 @@ busiest_shard() {
 # it still pays about 0.4 CPU-s per GB more than the next, as the
 # partitions it writes take their shard's cache over: run 30.)
 fill_cache() {
-    local limit above=0; limit=$(metric log_cache_limit_bytes)
+    local limit now before=0 trimmed=0; limit=$(metric log_cache_limit_bytes)
     echo "== warm-up: filling the broker's cache ($((limit >> 20)) MiB; not measured)"
     for _ in $(seq 40); do
         target/release/loadgen produce --bootstrap "$1" --topic "$2" --partitions "$3" --producers "$3" \
             --message-bytes 1024 --batch-bytes 1048576 --linger-ms 5 --acks "${4:-1}" --duration 5 --warmup 0 >/dev/null
-        if [ "$(metric log_cache_bytes)" -ge $((limit * 8 / 10)) ]; then above=$((above + 1)); fi
-        [ "$above" -ge 2 ] && break
+        now=$(metric log_cache_bytes)
+        if [ "$now" -ge $((limit * 8 / 10)) ] || [ "$now" -lt "$before" ]; then trimmed=$((trimmed + 1)); fi
+        before=$now
+        [ "$trimmed" -ge 2 ] && break
     done
     echo "cache: $(( $(metric log_cache_bytes) >> 20 )) MiB of $((limit >> 20)) MiB"
 }

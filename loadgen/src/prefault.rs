@@ -5,13 +5,18 @@
 //! up to its whole window (`--max-in-flight-bytes`) when the broker or the
 //! disk stalls. The first stall of a run then grows loadgen's memory, and
 //! a page the process touches for the first time costs the kernel's
-//! zeroing of it: on bare metal about 0.1-0.3 s per GB, on the VMs of
+//! zeroing of it: on bare metal a fraction of a second per GB (not
+//! measured here), on the VMs of
 //! docs/benchmarks.md 3-15 s per GB (run 60: the host backs such pages
 //! afresh). There, one producer at 400,000 msgs/s of 100 B grew to 254 MB
-//! and its first disk stall became a stall of 2-3 s of loadgen's own,
+//! and its first disk stall became a stall of 1.7-4 s of loadgen's own,
 //! counted against the broker. So paced runs touch their windows' worth of
 //! memory first and hand it to the allocator, which keeps it (loadgen
-//! never returns freed memory, `main.rs`) for the run to reuse.
+//! never returns freed memory, `main.rs`) for the run to reuse. The touch
+//! runs on the main thread before the workers start; a worker reuses
+//! most of it, not all (about 72% in this module's test); with twice the
+//! windows touched, C's runs in docs/benchmarks.md run 60 had no stall of
+//! seconds left.
 
 use std::hint::black_box;
 
@@ -54,33 +59,47 @@ mod tests {
     #[global_allocator]
     static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-    /// This process's minor page faults so far.
+    /// The calling thread's minor page faults so far (not the process's:
+    /// other tests may run beside it).
     fn minor_faults() -> i64 {
         // SAFETY: getrusage fills the struct it is given.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) },
+            0
+        );
         usage.ru_minflt
     }
 
     #[test]
-    fn memory_touched_first_is_reused_without_faulting_it_in_again() {
-        // As loadgen's main does (each test runs in a process of its own).
+    fn memory_touched_first_is_reused_by_another_thread_without_faulting_it_in_again() {
+        // As loadgen's main does (the option is process-wide, and every
+        // test that sets it sets this).
         client::allocator::configure_purge_delay(client::allocator::NEVER_PURGE);
         let bytes = 64 << 20;
         let before = minor_faults();
         touch(bytes);
         let first = minor_faults() - before;
-        // A run's allocations: batches of various sizes, written whole.
-        let again = minor_faults();
-        let held: Vec<Vec<u8>> = (0..bytes / (256 << 10))
-            .map(|i| black_box(vec![i as u8; (256 << 10) - 64 * (i as usize % 7)]))
-            .collect();
-        let reused = minor_faults() - again;
-        drop(held);
-        // Touching 64 MiB faults at least once per 2 MiB page.
+        // A run's allocations, on a thread of their own as loadgen's
+        // producers are: batches of various sizes, written whole.
+        let reused = std::thread::spawn(move || {
+            let before = minor_faults();
+            let held: Vec<Vec<u8>> = (0..bytes / (256 << 10))
+                .map(|i| black_box(vec![i as u8; (256 << 10) - 64 * (i as usize % 7)]))
+                .collect();
+            let reused = minor_faults() - before;
+            drop(held);
+            reused
+        })
+        .join()
+        .unwrap();
+        // Touching 64 MiB faults at least once per 2 MiB page. Another
+        // thread reuses most of it, not all: 9 faults against 36-41 here,
+        // its RSS grew 18 of the 64 MiB (the same thread: 2 against 40).
+        // Without the touch, every page would fault.
         assert!(first >= 32, "touching faulted {first} times");
         assert!(
-            reused * 10 <= first,
+            reused * 2 <= first,
             "{reused} faults reusing, {first} touching"
         );
     }

@@ -36,11 +36,14 @@ fn wake_time(begin: Instant, period: Duration, tick: Duration, intended: Instant
     if period >= tick {
         return intended;
     }
+    let tick_ns = tick.as_nanos();
     let ticks = intended
         .saturating_duration_since(begin)
         .as_nanos()
-        .div_ceil(tick.as_nanos());
-    begin + tick * ticks as u32
+        .div_ceil(tick_ns);
+    // In nanoseconds: a tick count as u32 would wrap after 2^32 ticks
+    // (60 hours of 50 us ticks) and wake in the past from then on.
+    begin + Duration::from_nanos((ticks * tick_ns) as u64)
 }
 
 /// What a producer worker did.
@@ -346,6 +349,10 @@ mod tests {
             wake_time(begin, us(3), fine, begin + us(1201)),
             begin + us(1250)
         );
+        // Past 2^32 ticks (60 hours of 50 us), still on the next tick.
+        let late = begin + us(50) * u32::MAX + us(75);
+        let woken = wake_time(begin, us(3), fine, late);
+        assert_eq!(woken, begin + us(50) * u32::MAX + us(100));
         // 500 a second: each on its own time.
         let woken = wake_time(begin, ms(2), tick, begin + us(4300));
         assert_eq!(woken, begin + us(4300));

@@ -24,9 +24,10 @@
 #     the two share the cores);
 #   - then idle: the broker's CPU over 10 s with the half-rate topic's
 #     partitions open and nothing sent (5 s after the run);
-#   - the broker's resident memory (its log cache is filled first, to
-#     three quarters of its budget, a quarter of the machine's memory,
-#     with another topic, as bench.sh does) and open files.
+#   - the broker's resident memory (its log cache is filled first, until
+#     its shards trimmed it (80-90% of its budget, a quarter of the
+#     machine's memory), with another topic, as bench.sh does) and open
+#     files.
 # Then connections, on one topic of 8 partitions:
 #   - --active producers (1,000 by default; 2 loadgen threads, a 1 MiB
 #     in-flight window each) against 4, both at --low-rate msgs/s in all
